@@ -1,0 +1,258 @@
+/* compiler/ir/ir.h — the graph every stage of nnc shares.
+ *
+ * A model is a graph of tensors and nodes kept in flat arrays and referred to
+ * by integer ids (an index into the array). Tensors are inputs (given per
+ * call), parameters (loaded from the weights file, named by their safetensors
+ * key) or values (computed by exactly one node). Nodes never disappear from the
+ * array: a pass that removes one marks it dead, so ids stay stable and every
+ * message can still point at the Lua line that created it.
+ *
+ * Shapes may use symbolic dims (batch, sequence length) that have a maximum;
+ * a dim is a constant times a product of symbols, so `B*T` after a reshape is
+ * still exact. Sizes are planned at the maxima and given per call.
+ *
+ * Axes in the IR are 0-based; the Lua DSL is 1-based (and -1 is the last axis)
+ * and converts at its boundary. */
+#ifndef NNC_IR_H
+#define NNC_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define NNC_MAX_RANK 6
+#define NNC_MAX_IO 16      /* inputs or outputs of one node (concat, split) */
+#define NNC_DIM_SYMS 4     /* symbolic factors in one dim */
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum nnc_dtype {
+  NNC_F32,
+  NNC_F16,
+  NNC_BF16,
+  NNC_I32,
+  NNC_DTYPE_COUNT
+} nnc_dtype;
+
+const char *nnc_dtype_name(nnc_dtype t);   /* "f32", "f16", "bf16", "i32" */
+int nnc_dtype_size(nnc_dtype t);           /* bytes per element */
+bool nnc_dtype_is_float(nnc_dtype t);
+/* Parses a name as written in the DSL or a safetensors header ("F32", "f32",
+ * "BF16", "I32", ...); false when unknown. */
+bool nnc_dtype_parse(const char *name, nnc_dtype *out);
+
+/* ------------------------------------------------------------------ dims */
+
+/* A symbolic dimension, declared in the model with its maximum. */
+typedef struct nnc_symbol {
+  char name[32];
+  int64_t max;
+  nnc_srcloc loc;
+} nnc_symbol;
+
+/* value = k * prod(symbols[sym[i]] for i < nsym); sym[] is sorted and may
+ * repeat. A constant dim has nsym == 0. */
+typedef struct nnc_dim {
+  int64_t k;
+  int nsym;
+  int sym[NNC_DIM_SYMS];
+} nnc_dim;
+
+nnc_dim nnc_dim_const(int64_t k);
+nnc_dim nnc_dim_sym(int sym);
+bool nnc_dim_is_const(nnc_dim d);
+bool nnc_dim_eq(nnc_dim a, nnc_dim b);
+bool nnc_dim_eq_const(nnc_dim a, int64_t k);
+/* a * b; false when the product has more than NNC_DIM_SYMS symbols or the
+ * constant overflows. */
+bool nnc_dim_mul(nnc_dim a, nnc_dim b, nnc_dim *out);
+/* a / b when it is exact (b's symbols are a sub-multiset of a's and the
+ * constants divide); false otherwise. */
+bool nnc_dim_div(nnc_dim a, nnc_dim b, nnc_dim *out);
+/* The value with every symbol at the given sizes (vals indexed by symbol id). */
+int64_t nnc_dim_eval(nnc_dim d, const int64_t *vals);
+
+/* ------------------------------------------------------------------- ops */
+
+/* One entry per operation of the model language. The table in op_table.c
+ * gives each its name, class and arity; shape rules are in passes/infer.c. */
+typedef enum nnc_op {
+  NNC_OP_NONE,
+  /* elementwise, one input */
+  NNC_OP_RELU, NNC_OP_GELU, NNC_OP_SILU, NNC_OP_SIGMOID, NNC_OP_TANH,
+  NNC_OP_EXP, NNC_OP_LOG, NNC_OP_SQRT, NNC_OP_NEG, NNC_OP_CAST,
+  /* elementwise with a scalar attribute: x+s, x-s, s-x, x*s, x/s, s/x, x^s */
+  NNC_OP_ADD_S, NNC_OP_SUB_S, NNC_OP_RSUB_S, NNC_OP_MUL_S, NNC_OP_DIV_S,
+  NNC_OP_RDIV_S, NNC_OP_POW_S,
+  /* elementwise, two inputs with numpy broadcasting */
+  NNC_OP_ADD, NNC_OP_SUB, NNC_OP_MUL, NNC_OP_DIV,
+  /* masks on attention scores [..., T, S]: masked entries become -inf */
+  NNC_OP_CAUSAL_MASK,   /* key j masked for query i when j > i + (S - T) */
+  NNC_OP_PADDING_MASK,  /* in[1] is a [B, S] mask; key j of batch b masked when mask == 0 */
+  /* matrix products */
+  NNC_OP_LINEAR,        /* in: x [..., K], weight, [bias N]; weight [N, K], or [K, N] when attrs.weight_in_out */
+  NNC_OP_MATMUL,        /* in: a [..., M, K], b [..., K, N]; batch dims broadcast */
+  /* row operations over the last axis (softmax: over attrs.axis) */
+  NNC_OP_SOFTMAX,
+  NNC_OP_LAYERNORM,     /* in: x, gamma, beta; attrs.eps */
+  NNC_OP_RMSNORM,       /* in: x, gamma; attrs.eps */
+  /* reductions over attrs.axis, keeping it as size 1 when attrs.keepdim */
+  NNC_OP_SUM, NNC_OP_MEAN, NNC_OP_MAX,
+  /* data movement */
+  NNC_OP_RESHAPE,       /* output shape is the output tensor's shape */
+  NNC_OP_TRANSPOSE,     /* output axis i is input axis attrs.perm[i] */
+  NNC_OP_SLICE,         /* [attrs.start, attrs.stop) along attrs.axis */
+  NNC_OP_CONCAT,        /* along attrs.axis */
+  NNC_OP_SPLIT,         /* along attrs.axis; the sizes are the outputs' shapes */
+  /* lookup */
+  NNC_OP_EMBEDDING,     /* in: table [V, C], ids i32 [...]; out [..., C] */
+  /* loss */
+  NNC_OP_CROSS_ENTROPY, /* in: logits [..., V], targets i32 [...]; out: mean loss, shape [] */
+  NNC_OP_COUNT
+} nnc_op;
+
+typedef enum nnc_op_class {
+  NNC_CLASS_NONE,
+  NNC_CLASS_UNARY,      /* elementwise, one input (scalar ops included) */
+  NNC_CLASS_BINARY,     /* elementwise, two inputs, broadcasting */
+  NNC_CLASS_MASK,       /* elementwise on scores, index dependent */
+  NNC_CLASS_MATMUL,
+  NNC_CLASS_ROW,        /* softmax and the norms */
+  NNC_CLASS_REDUCE,
+  NNC_CLASS_MOVE,       /* reshape, transpose, slice, concat, split */
+  NNC_CLASS_GATHER,
+  NNC_CLASS_LOSS
+} nnc_op_class;
+
+typedef struct nnc_op_info {
+  const char *name;     /* as written in the DSL, e.g. "layernorm" */
+  nnc_op_class cls;
+  int min_in, max_in;   /* arity; max_in == NNC_MAX_IO for concat */
+} nnc_op_info;
+
+const nnc_op_info *nnc_op_info_of(nnc_op op);
+/* Elementwise: unary, scalar, binary and mask ops (they fuse into one loop). */
+bool nnc_op_is_elementwise(nnc_op op);
+/* Activations that a GEMM epilogue can apply. */
+bool nnc_op_is_activation(nnc_op op);
+
+/* Attributes of a node. One struct with named fields for every op; the
+ * comment on each says which ops read it. Unused fields stay zero. */
+typedef struct nnc_attrs {
+  int axis;                  /* softmax, reductions, slice, concat, split */
+  bool keepdim;              /* reductions */
+  int perm[NNC_MAX_RANK];    /* transpose */
+  nnc_dim start, stop;       /* slice (may be symbolic: wpe[0:T]) */
+  double scalar;             /* scalar ops */
+  double eps;                /* layernorm, rmsnorm */
+  bool gelu_tanh;            /* gelu: tanh approximation instead of erf */
+  bool weight_in_out;        /* linear: weight stored [in, out] (GPT-2 Conv1D) */
+  nnc_dtype to;              /* cast */
+} nnc_attrs;
+
+/* --------------------------------------------------------------- tensors */
+
+typedef enum nnc_tensor_kind {
+  NNC_TENSOR_INPUT,   /* given per call */
+  NNC_TENSOR_PARAM,   /* loaded from the weights file under its name */
+  NNC_TENSOR_VALUE    /* computed by node `producer` */
+} nnc_tensor_kind;
+
+typedef struct nnc_tensor {
+  char *name;            /* input name, safetensors key, or a label such as "h.3.mlp.c_fc" */
+  nnc_tensor_kind kind;
+  nnc_dtype dtype;
+  int rank;
+  nnc_dim shape[NNC_MAX_RANK];   /* row-major, contiguous */
+  int producer;          /* node id for values, -1 otherwise */
+  nnc_srcloc loc;        /* where it was declared or computed */
+} nnc_tensor;
+
+/* ----------------------------------------------------------------- nodes */
+
+typedef struct nnc_node {
+  nnc_op op;
+  int nin, in[NNC_MAX_IO];     /* tensor ids */
+  int nout, out[NNC_MAX_IO];   /* tensor ids, all produced here */
+  nnc_attrs attrs;
+  nnc_srcloc loc;              /* the Lua line that called the op */
+  const char *label;           /* user-facing name of what it computes (interned) */
+  bool dead;                   /* removed by a pass */
+} nnc_node;
+
+/* ----------------------------------------------------------------- graph */
+
+typedef struct nnc_output {
+  char *name;
+  int tensor;
+  nnc_srcloc loc;
+} nnc_output;
+
+typedef struct nnc_graph {
+  nnc_tensor *tensors; int ntensors, cap_tensors;
+  nnc_node *nodes;     int nnodes, cap_nodes;
+  nnc_symbol *syms;    int nsyms, cap_syms;
+  int *inputs;         int ninputs, cap_inputs;    /* tensor ids, declaration order */
+  int *params;         int nparams, cap_params;    /* tensor ids, declaration order */
+  nnc_output *outputs; int noutputs, cap_outputs;
+  char **strings;      int nstrings, cap_strings;  /* interned file names and labels */
+  char *name;          /* model name, from the file name ("gpt2") */
+} nnc_graph;
+
+void nnc_graph_init(nnc_graph *g);
+void nnc_graph_free(nnc_graph *g);
+
+/* Returns a copy of s owned by the graph (the same pointer for equal strings),
+ * or NULL when out of memory. */
+const char *nnc_graph_intern(nnc_graph *g, const char *s);
+
+/* Declares a symbolic dim; a second declaration with the same name must give
+ * the same maximum and returns the same id. */
+nnc_status nnc_graph_add_symbol(nnc_graph *g, const char *name, int64_t max,
+                                nnc_srcloc loc, int *id, nnc_error *err);
+/* Finds a symbol by name; -1 when absent. */
+int nnc_graph_find_symbol(const nnc_graph *g, const char *name);
+
+nnc_status nnc_graph_add_input(nnc_graph *g, const char *name, nnc_dtype dtype,
+                               int rank, const nnc_dim *shape, nnc_srcloc loc,
+                               int *id, nnc_error *err);
+/* A parameter named like an existing one returns the same id when dtype and
+ * shape agree (tied weights) and fails otherwise, naming both lines. */
+nnc_status nnc_graph_add_param(nnc_graph *g, const char *name, nnc_dtype dtype,
+                               int rank, const nnc_dim *shape, nnc_srcloc loc,
+                               int *id, nnc_error *err);
+/* Adds a node and `nout` value tensors for its outputs, named after the label
+ * (with "#i" when there are several). Output dtypes and shapes are left for
+ * shape inference (passes/infer.h) to fill; *node_id receives the node. */
+nnc_status nnc_graph_add_node(nnc_graph *g, nnc_op op, int nin, const int *in,
+                              const nnc_attrs *attrs, int nout, nnc_srcloc loc,
+                              const char *label, int *node_id, nnc_error *err);
+nnc_status nnc_graph_add_output(nnc_graph *g, const char *name, int tensor,
+                                nnc_srcloc loc, nnc_error *err);
+
+/* Number of elements of a tensor with every symbol at its maximum. */
+int64_t nnc_tensor_max_elems(const nnc_graph *g, const nnc_tensor *t);
+/* Number of elements with symbols at the sizes in vals (indexed by symbol id). */
+int64_t nnc_tensor_elems(const nnc_tensor *t, const int64_t *vals);
+
+/* Writes "B", "768", "3*B*T" into buf; returns buf. */
+char *nnc_dim_format(const nnc_graph *g, nnc_dim d, char *buf, size_t n);
+/* Writes "[B,T,768]" into buf; returns buf. */
+char *nnc_shape_format(const nnc_graph *g, int rank, const nnc_dim *shape,
+                       char *buf, size_t n);
+
+/* Consumers: for each tensor, the live nodes that read it (filled on demand by
+ * passes; freed with nnc_uses_free). */
+typedef struct nnc_uses {
+  int *start;    /* ntensors + 1 offsets into node */
+  int *node;     /* node ids, in node order */
+} nnc_uses;
+nnc_status nnc_uses_build(const nnc_graph *g, nnc_uses *u, nnc_error *err);
+void nnc_uses_free(nnc_uses *u);
+static inline int nnc_uses_count(const nnc_uses *u, int t) { return u->start[t + 1] - u->start[t]; }
+/* True when the tensor is one of the graph's outputs. */
+bool nnc_graph_is_output(const nnc_graph *g, int tensor);
+
+#endif

@@ -1,0 +1,51 @@
+/* compiler/ir/schedule.c — the list of kernels and its memory plan. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule.h"
+
+static const char *kind_names[NNC_KERNEL_KIND_COUNT] = {
+  [NNC_KERNEL_ELEMENTWISE] = "elementwise", [NNC_KERNEL_GEMM] = "gemm",
+  [NNC_KERNEL_ATTENTION] = "attention",     [NNC_KERNEL_ROW] = "row",
+  [NNC_KERNEL_REDUCE] = "reduce",           [NNC_KERNEL_GATHER] = "gather",
+  [NNC_KERNEL_MOVE] = "move",               [NNC_KERNEL_VIEW] = "view",
+  [NNC_KERNEL_LOSS] = "loss",
+};
+
+const char *nnc_kernel_kind_name(nnc_kernel_kind k) {
+  return k < NNC_KERNEL_KIND_COUNT ? kind_names[k] : "?";
+}
+
+void nnc_schedule_init(nnc_schedule *s, const nnc_graph *g) {
+  memset(s, 0, sizeof *s);
+  s->g = g;
+}
+
+void nnc_schedule_free(nnc_schedule *s) {
+  for (int i = 0; i < s->nk; i++) free(s->k[i].nodes);
+  free(s->k);
+  free(s->kernel_of_node);
+  free(s->plan.buf);
+  memset(s, 0, sizeof *s);
+}
+
+nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
+                            const int *nodes, int *idx, nnc_error *err) {
+  if (s->nk == s->cap_k) {
+    int ncap = s->cap_k ? s->cap_k * 2 : 32;
+    nnc_kernel *k = realloc(s->k, (size_t)ncap * sizeof *k);
+    if (!k) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while scheduling");
+    s->k = k;
+    s->cap_k = ncap;
+  }
+  nnc_kernel *k = &s->k[s->nk];
+  memset(k, 0, sizeof *k);
+  k->kind = kind;
+  k->nodes = malloc((size_t)(nnodes ? nnodes : 1) * sizeof *k->nodes);
+  if (!k->nodes) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while scheduling");
+  memcpy(k->nodes, nodes, (size_t)nnodes * sizeof *nodes);
+  k->nnodes = nnodes;
+  if (nnodes > 0 && s->g) k->loc = s->g->nodes[nodes[nnodes - 1]].loc;
+  *idx = s->nk++;
+  return NNC_OK;
+}

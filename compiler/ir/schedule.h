@@ -1,0 +1,115 @@
+/* compiler/ir/schedule.h — what the fusion pass hands to the back-ends.
+ *
+ * A schedule is the list of kernels that run one after another. Each kernel is
+ * a fused group of graph nodes with a kind (which template runs it) and a
+ * descriptor of that kind which says, in the template's terms, what to compute
+ * (which tensor is A, whether LayerNorm runs on its rows first, which
+ * activation follows). A back-end reads only the descriptors; the reference
+ * evaluator (ref/) runs the same descriptors in float64, so a fusion that
+ * captured the wrong operand or forgot an op fails the fusion tests without any
+ * back-end.
+ *
+ * The memory plan gives every intermediate tensor an offset in one arena,
+ * sized for the maximum of every symbolic dim. */
+#ifndef NNC_SCHEDULE_H
+#define NNC_SCHEDULE_H
+
+#include "ir.h"
+
+typedef enum nnc_kernel_kind {
+  NNC_KERNEL_ELEMENTWISE, /* a chain of elementwise ops: one loop, one output */
+  NNC_KERNEL_GEMM,        /* linear / matmul with prologue and epilogue */
+  NNC_KERNEL_ATTENTION,   /* QK^T, scale, masks, softmax, .V */
+  NNC_KERNEL_ROW,         /* softmax, layernorm or rmsnorm on its own */
+  NNC_KERNEL_REDUCE,      /* sum, mean, max */
+  NNC_KERNEL_GATHER,      /* embedding lookup */
+  NNC_KERNEL_MOVE,        /* transpose, slice, concat, split: a copy */
+  NNC_KERNEL_VIEW,        /* reshape of a contiguous tensor: no work, aliases its input */
+  NNC_KERNEL_LOSS,        /* cross-entropy */
+  NNC_KERNEL_KIND_COUNT
+} nnc_kernel_kind;
+
+const char *nnc_kernel_kind_name(nnc_kernel_kind k);
+
+typedef enum nnc_norm {
+  NNC_NORM_NONE,
+  NNC_NORM_LAYER,  /* (x - mean) / sqrt(var + eps) * gamma + beta */
+  NNC_NORM_RMS     /* x / sqrt(mean(x^2) + eps) * gamma */
+} nnc_norm;
+
+/* out = act(alpha * (prologue(A) . B) + bias) + residual
+ *   A [..., M, K]; B [N, K] when b_trans (nn.Linear), else [..., K, N];
+ *   batch dims of A and B broadcast (matmul); bias [N]; residual has out's
+ *   shape. Absent operands are -1. */
+typedef struct nnc_gemm_desc {
+  int a, b, bias, residual, out;
+  bool b_trans;
+  nnc_norm prologue;
+  int norm_gamma, norm_beta;   /* beta is -1 for rmsnorm */
+  double norm_eps;
+  nnc_op act;                  /* NNC_OP_NONE or an activation op */
+  bool gelu_tanh;
+  double alpha;                /* 1 unless a scalar multiply was folded in */
+} nnc_gemm_desc;
+
+/* out[..., t, :] = softmax(scale * q[..., t, :] . k[..., s, :] + masks) . v
+ *   q [..., T, D], k [..., S, D], v [..., S, Dv], out [..., T, Dv];
+ *   the key transpose of the graph is folded in. mask is a [B, S] padding mask
+ *   or -1; rows with every key masked give zeros. */
+typedef struct nnc_attention_desc {
+  int q, k, v, mask, out;
+  bool causal;
+  double scale;
+} nnc_attention_desc;
+
+typedef struct nnc_kernel {
+  nnc_kernel_kind kind;
+  int nnodes;
+  int *nodes;                  /* graph nodes it covers, in execution order */
+  int nin, in[NNC_MAX_IO];     /* tensors read from outside the kernel */
+  int nout, out[NNC_MAX_IO];   /* tensors it writes */
+  nnc_srcloc loc;              /* the Lua line of its main node */
+  union {
+    nnc_gemm_desc gemm;
+    nnc_attention_desc attn;
+  } d;                         /* for GEMM and ATTENTION; the rest read their nodes */
+} nnc_kernel;
+
+/* Where one tensor lives during a run. */
+typedef enum nnc_storage {
+  NNC_STORE_USER,    /* a graph input or output: the caller's buffer */
+  NNC_STORE_PARAM,   /* the weights */
+  NNC_STORE_ARENA,   /* an intermediate at `offset` in the activation arena */
+  NNC_STORE_ALIAS,   /* a view: shares the storage of `alias_of` */
+  NNC_STORE_NONE     /* internal to a fused kernel: never in memory */
+} nnc_storage;
+
+typedef struct nnc_buffer {
+  nnc_storage storage;
+  int64_t offset, size;    /* arena bytes, at the symbols' maxima */
+  int alias_of;            /* tensor id for NNC_STORE_ALIAS, else -1 */
+  int first, last;         /* kernel that writes it, last kernel that reads it */
+  bool in_place;           /* shares its offset with an input that dies there */
+} nnc_buffer;
+
+typedef struct nnc_memplan {
+  nnc_buffer *buf;         /* one per graph tensor */
+  int64_t peak;            /* arena size in bytes */
+  int64_t unplanned;       /* sum of all arena tensors' sizes: the no-reuse cost */
+  int64_t alignment;       /* of every offset, in bytes */
+} nnc_memplan;
+
+typedef struct nnc_schedule {
+  const nnc_graph *g;
+  nnc_kernel *k; int nk, cap_k;
+  int *kernel_of_node;     /* g->nnodes entries: kernel index, -1 for dead nodes */
+  nnc_memplan plan;        /* filled by nnc_pass_memplan */
+} nnc_schedule;
+
+void nnc_schedule_init(nnc_schedule *s, const nnc_graph *g);
+void nnc_schedule_free(nnc_schedule *s);
+/* Appends a kernel (copying `nodes`) and returns its index in *idx. */
+nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
+                            const int *nodes, int *idx, nnc_error *err);
+
+#endif

@@ -1,0 +1,45 @@
+/* compiler/passes/passes.h — the passes from a built graph to a planned schedule.
+ *
+ * Order (see pipeline.c): the front-end calls nnc_infer_node as it adds each
+ * node, so a shape error stops the model at its Lua line; then nnc_pass_check
+ * re-checks the whole graph, nnc_pass_cse and nnc_pass_dce clean it up,
+ * nnc_pass_fuse groups nodes into kernels by the pattern table in fuse.c, and
+ * nnc_pass_memplan places every intermediate in one arena. */
+#ifndef NNC_PASSES_H
+#define NNC_PASSES_H
+
+#include "../ir/ir.h"
+#include "../ir/schedule.h"
+
+/* Checks node `node`'s inputs (arity, dtypes, shapes, attributes) and fills
+ * its output tensors' dtype, rank and shape. Messages name the node's Lua
+ * file:line, the op, what was expected and what was found, e.g.
+ *   "gpt2.lua:31: linear: input has 768 features, weight h.3.mlp.c_fc.weight expects 3072" */
+nnc_status nnc_infer_node(nnc_graph *g, int node, nnc_error *err);
+
+/* Runs nnc_infer_node over every live node again and checks the graph is
+ * well formed (ids in range, every value produced once before use, at least
+ * one output). */
+nnc_status nnc_pass_check(nnc_graph *g, nnc_error *err);
+
+/* Common-subexpression elimination: a live node with the same op, inputs and
+ * attributes as an earlier one is marked dead and its outputs' uses (graph
+ * outputs included) are redirected to the earlier node's outputs. */
+nnc_status nnc_pass_cse(nnc_graph *g, int *merged, nnc_error *err);
+
+/* Dead-code elimination: nodes none of whose outputs reach a graph output are
+ * marked dead. */
+nnc_status nnc_pass_dce(nnc_graph *g, int *removed, nnc_error *err);
+
+/* Groups the live nodes into kernels (s must be initialised for g). */
+nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err);
+
+/* Liveness over the kernel order gives every intermediate an arena offset,
+ * reusing memory of dead tensors (in place where an elementwise kernel's input
+ * dies at it). Sizes are taken at every symbol's maximum. */
+nnc_status nnc_pass_memplan(nnc_schedule *s, nnc_error *err);
+
+/* Everything after the front-end, in order. */
+nnc_status nnc_compile_graph(nnc_graph *g, nnc_schedule *s, nnc_error *err);
+
+#endif

@@ -1,0 +1,47 @@
+/* compiler/ref/ref.h — the float64 reference evaluator, the oracle of every test.
+ *
+ * Values are float64 arrays, row-major at concrete sizes (every symbol given a
+ * value), indexed by tensor id. i32 tensors (token ids) hold integral doubles.
+ * The caller fills the arrays of inputs and parameters; the evaluator
+ * allocates the arrays of the values it computes. */
+#ifndef NNC_REF_H
+#define NNC_REF_H
+
+#include "../ir/ir.h"
+#include "../ir/schedule.h"
+
+typedef struct nnc_ref {
+  const nnc_graph *g;
+  int64_t *sym;       /* g->nsyms concrete sizes, each in 1..max */
+  double **val;       /* g->ntensors arrays; NULL where not (yet) computed */
+} nnc_ref;
+
+/* Sets up r for g with the given symbol sizes (copied); every val NULL. */
+nnc_status nnc_ref_init(nnc_ref *r, const nnc_graph *g, const int64_t *sym, nnc_error *err);
+/* Frees every array in r->val (inputs and params included) and r itself. */
+void nnc_ref_free(nnc_ref *r);
+/* Number of elements of tensor t at r's sizes. */
+int64_t nnc_ref_elems(const nnc_ref *r, int t);
+/* Allocates r->val[t] (zeroed) if absent and returns it; NULL when out of memory. */
+double *nnc_ref_alloc(nnc_ref *r, int t);
+
+/* Fills every input and parameter with reproducible random values from seed:
+ * floats uniform in [-1, 1) (norm gammas near 1 are not special-cased), i32
+ * tensors with valid indices for the embedding or loss that reads them
+ * (0 <= id < rows of the table) and 0/1 for padding masks (never a full row
+ * of zeros). */
+nnc_status nnc_ref_random_inputs(nnc_ref *r, uint64_t seed, nnc_error *err);
+
+/* Evaluates every live node of the unfused graph, in order. */
+nnc_status nnc_ref_run_graph(nnc_ref *r, nnc_error *err);
+
+/* Evaluates the schedule kernel by kernel from the kernels' descriptors (GEMM
+ * with its prologue and epilogue in one formula, attention with a streaming
+ * softmax, elementwise chains element by element), leaving values internal to
+ * a kernel uncomputed. Its outputs must equal nnc_ref_run_graph's. */
+nnc_status nnc_ref_run_schedule(nnc_ref *r, const nnc_schedule *s, nnc_error *err);
+
+/* max |a - b| / max(max |b|, tiny) over n elements; +inf if any is NaN. */
+double nnc_ref_rel_error(const double *a, const double *b, int64_t n);
+
+#endif

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds nnc with
+# AddressSanitizer and UndefinedBehaviorSanitizer, and runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tests/install_deps.sh
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+if [ ! -d build/asan ]; then
+  meson setup build/asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
+fi
+ninja -C build/asan
+meson test -C build/asan --print-errorlogs "$@"
