@@ -33,7 +33,7 @@ bool nnc_dim_mul(nnc_dim a, nnc_dim b, nnc_dim *out) {
 }
 
 bool nnc_dim_div(nnc_dim a, nnc_dim b, nnc_dim *out) {
-  if (b.k == 0 || a.k % b.k != 0) return false;
+  if (b.k == 0 || (a.k == INT64_MIN && b.k == -1) || a.k % b.k != 0) return false;   /* the one overflow */
   nnc_dim r = {.k = a.k / b.k};
   int j = 0;
   for (int i = 0; i < a.nsym; i++) {
@@ -60,7 +60,7 @@ char *nnc_dim_format(const nnc_graph *g, nnc_dim d, char *buf, size_t n) {
   if (d.nsym == 0 || d.k != 1) used += (size_t)snprintf(buf, n, "%lld", (long long)d.k);
   for (int i = 0; i < d.nsym && used < n; i++)
     used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "*" : "",
-                             g && d.sym[i] < g->nsyms ? g->syms[d.sym[i]].name : "?");
+                             g && d.sym[i] >= 0 && d.sym[i] < g->nsyms ? g->syms[d.sym[i]].name : "?");
   return buf;
 }
 

@@ -1,0 +1,282 @@
+/* compiler/ir/print.c — the human views of a compiled graph (--emit=ir|dot|plan).
+ *
+ * Nodes are written %<node id> and tensors t<tensor id>, so a line of one
+ * view can be found in the others; names and labels come from the model. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "print.h"
+
+#define CELL 320
+
+static nnc_status finish(FILE *f, nnc_error *err) {
+  if (ferror(f)) return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "cannot write the view: output error");
+  return NNC_OK;
+}
+
+static nnc_status oom(nnc_error *err) {
+  return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while printing");
+}
+
+/* Appends printf-formatted text to buf (of CELL bytes), truncating. */
+static void cat(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cat(char *buf, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  if (n + 1 >= CELL) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, CELL - n, fmt, ap);
+  va_end(ap);
+}
+
+static const char *file_of(nnc_srcloc loc) { return loc.file ? loc.file : "?"; }
+
+/* "f32[B,T,768]" */
+static const char *type_str(const nnc_graph *g, int t, char *buf) {
+  char shape[CELL];
+  const nnc_tensor *x = &g->tensors[t];
+  snprintf(buf, CELL, "%s%s", nnc_dtype_name(x->dtype), nnc_shape_format(g, x->rank, x->shape, shape, sizeof shape));
+  return buf;
+}
+
+/* "t7" or "-" for an absent operand. */
+static const char *tref(int t, char *buf) {
+  if (t < 0) snprintf(buf, 16, "-");
+  else snprintf(buf, 16, "t%d", t);
+  return buf;
+}
+
+/* ---------------------------------------------------------------- --emit=ir */
+
+enum { COL_ID, COL_OP, COL_IN, COL_OUT, COL_KERNEL, COL_LABEL, COL_LOC, NCOLS };
+typedef struct row { char col[NCOLS][CELL]; } row;
+
+static void node_row(const nnc_schedule *s, int id, row *r) {
+  const nnc_graph *g = s->g;
+  const nnc_node *n = &g->nodes[id];
+  char t[CELL];
+  memset(r, 0, sizeof *r);
+  snprintf(r->col[COL_ID], CELL, "%%%d", id);
+  snprintf(r->col[COL_OP], CELL, "%s", nnc_op_info_of(n->op)->name);
+  for (int i = 0; i < n->nin; i++) cat(r->col[COL_IN], "%st%d", i ? " " : "", n->in[i]);
+  cat(r->col[COL_IN], " ->");
+  for (int i = 0; i < n->nout; i++)
+    cat(r->col[COL_OUT], "%st%d %s", i ? ", " : "", n->out[i], type_str(g, n->out[i], t));
+  int k = s->kernel_of_node ? s->kernel_of_node[id] : -1;
+  if (k >= 0) snprintf(r->col[COL_KERNEL], CELL, "kernel #%d (%s)", k, nnc_kernel_kind_name(s->k[k].kind));
+  else snprintf(r->col[COL_KERNEL], CELL, "no kernel");
+  snprintf(r->col[COL_LABEL], CELL, "%s", n->label ? n->label : "");
+  snprintf(r->col[COL_LOC], CELL, "%s:%d", file_of(n->loc), n->loc.line);
+}
+
+static void print_rows(FILE *f, const row *rows, int n) {
+  int w[NCOLS] = {0};
+  for (int i = 0; i < n; i++)
+    for (int c = 0; c < NCOLS; c++) {
+      int l = (int)strlen(rows[i].col[c]);
+      if (l > w[c]) w[c] = l;
+    }
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "%-*s", w[COL_ID], rows[i].col[COL_ID]);
+    for (int c = 1; c < NCOLS - 1; c++) fprintf(f, "  %-*s", w[c], rows[i].col[c]);
+    fprintf(f, "  %s\n", rows[i].col[NCOLS - 1]);
+  }
+}
+
+static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
+  char a[16], b[16], c[16], e[16], o[16];
+  fprintf(f, "      a=%s b=%s%s bias=%s residual=%s out=%s", tref(d->a, a), tref(d->b, b),
+          d->b_trans ? " (transposed)" : "", tref(d->bias, c), tref(d->residual, e), tref(d->out, o));
+  if (d->prologue == NNC_NORM_NONE) fprintf(f, " prologue=none");
+  else
+    fprintf(f, " prologue=%s(gamma=%s beta=%s eps=%g)", d->prologue == NNC_NORM_LAYER ? "layernorm" : "rmsnorm",
+            tref(d->norm_gamma, a), tref(d->norm_beta, b), d->norm_eps);
+  fprintf(f, " act=%s%s alpha=%g\n", d->act == NNC_OP_NONE ? "none" : nnc_op_info_of(d->act)->name,
+          d->gelu_tanh ? "(tanh)" : "", d->alpha);
+}
+
+static void print_attn(FILE *f, const nnc_attention_desc *d) {
+  char q[16], k[16], v[16], m[16], o[16];
+  fprintf(f, "      q=%s k=%s v=%s mask=%s out=%s causal=%s scale=%.17g\n", tref(d->q, q), tref(d->k, k),
+          tref(d->v, v), tref(d->mask, m), tref(d->out, o), d->causal ? "yes" : "no", d->scale);
+}
+
+static void print_kernels(FILE *f, const nnc_schedule *s) {
+  const nnc_graph *g = s->g;
+  fprintf(f, "\nkernels (%d):\n", s->nk);
+  for (int i = 0; i < s->nk; i++) {
+    const nnc_kernel *k = &s->k[i];
+    fprintf(f, "#%-4d %-11s", i, nnc_kernel_kind_name(k->kind));
+    for (int j = 0; j < k->nnodes; j++)
+      fprintf(f, " %%%d %s", k->nodes[j], nnc_op_info_of(g->nodes[k->nodes[j]].op)->name);
+    fprintf(f, "  reads");
+    for (int j = 0; j < k->nin; j++) fprintf(f, " t%d", k->in[j]);
+    fprintf(f, "  writes");
+    for (int j = 0; j < k->nout; j++) fprintf(f, " t%d", k->out[j]);
+    fprintf(f, "  %s:%d\n", file_of(k->loc), k->loc.line);
+    if (k->kind == NNC_KERNEL_GEMM) print_gemm(f, &k->d.gemm);
+    if (k->kind == NNC_KERNEL_ATTENTION) print_attn(f, &k->d.attn);
+  }
+}
+
+nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
+  const nnc_graph *g = s->g;
+  char t[CELL];
+  int live = 0;
+  for (int i = 0; i < g->nnodes; i++) live += !g->nodes[i].dead;
+  fprintf(f, "; %s: %d inputs, %d parameters, %d outputs, %d live nodes, %d kernels\n",
+          g->name ? g->name : "model", g->ninputs, g->nparams, g->noutputs, live, s->nk);
+  for (int i = 0; i < g->nsyms; i++)
+    fprintf(f, "dim    %s <= %lld  %s:%d\n", g->syms[i].name, (long long)g->syms[i].max, file_of(g->syms[i].loc),
+            g->syms[i].loc.line);
+  for (int i = 0; i < g->ninputs; i++) {
+    const nnc_tensor *x = &g->tensors[g->inputs[i]];
+    fprintf(f, "input  t%d %s %s  %s:%d\n", g->inputs[i], x->name, type_str(g, g->inputs[i], t), file_of(x->loc),
+            x->loc.line);
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *x = &g->tensors[g->params[i]];
+    fprintf(f, "param  t%d %s %s\n", g->params[i], x->name, type_str(g, g->params[i], t));
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    fprintf(f, "output %s = t%d %s  %s:%d\n", g->outputs[i].name, g->outputs[i].tensor,
+            type_str(g, g->outputs[i].tensor, t), file_of(g->outputs[i].loc), g->outputs[i].loc.line);
+  fprintf(f, "\n");
+  row *rows = malloc((size_t)(live ? live : 1) * sizeof *rows);
+  if (!rows) return oom(err);
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (!g->nodes[i].dead) node_row(s, i, &rows[n++]);
+  print_rows(f, rows, n);
+  free(rows);
+  print_kernels(f, s);
+  return finish(f, err);
+}
+
+/* --------------------------------------------------------------- --emit=dot */
+
+/* Writes s as the inside of a Graphviz double-quoted string. */
+static void dot_str(FILE *f, const char *s) {
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if (*s == '\n') fputs("\\n", f);
+    else fputc(*s, f);
+  }
+}
+
+nnc_status nnc_print_dot(FILE *f, const nnc_schedule *s, nnc_error *err) {
+  const nnc_graph *g = s->g;
+  char t[CELL];
+  fprintf(f, "digraph \"");
+  dot_str(f, g->name ? g->name : "model");
+  fprintf(f, "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+  for (int i = 0; i < g->ninputs; i++) {
+    int x = g->inputs[i];
+    fprintf(f, "  t%d [shape=ellipse, label=\"", x);
+    dot_str(f, g->tensors[x].name);
+    fprintf(f, "\\n%s\"];\n", type_str(g, x, t));
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    int x = g->params[i];
+    fprintf(f, "  t%d [shape=note, style=filled, fillcolor=\"#eeeeee\", label=\"", x);
+    dot_str(f, g->tensors[x].name);
+    fprintf(f, "\\n%s\"];\n", type_str(g, x, t));
+  }
+  for (int i = 0; i < s->nk; i++) {
+    const nnc_kernel *k = &s->k[i];
+    fprintf(f, "  subgraph cluster_k%d {\n    label=\"#%d %s (", i, i, nnc_kernel_kind_name(k->kind));
+    dot_str(f, file_of(k->loc));
+    fprintf(f, ":%d)\";\n    style=rounded;\n", k->loc.line);
+    for (int j = 0; j < k->nnodes; j++) {
+      const nnc_node *n = &g->nodes[k->nodes[j]];
+      fprintf(f, "    n%d [label=\"%%%d %s\\n", k->nodes[j], k->nodes[j], nnc_op_info_of(n->op)->name);
+      dot_str(f, n->label);
+      fprintf(f, "\"];\n");
+    }
+    fprintf(f, "  }\n");
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    fprintf(f, "  out%d [shape=doubleoctagon, label=\"", i);
+    dot_str(f, g->outputs[i].name);
+    fprintf(f, "\"];\n");
+  }
+  /* an edge per tensor read, from its producer (or the input/param) */
+  for (int i = 0; i < g->nnodes; i++) {
+    const nnc_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->nin; j++) {
+      int x = n->in[j], p = g->tensors[x].producer;
+      if (p >= 0) fprintf(f, "  n%d -> n%d [label=\"%s\"];\n", p, i, type_str(g, x, t));
+      else fprintf(f, "  t%d -> n%d;\n", x, i);
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    int x = g->outputs[i].tensor, p = g->tensors[x].producer;
+    if (p >= 0) fprintf(f, "  n%d -> out%d [label=\"%s\"];\n", p, i, type_str(g, x, t));
+  }
+  fprintf(f, "}\n");
+  return finish(f, err);
+}
+
+/* -------------------------------------------------------------- --emit=plan */
+
+/* The input whose slot an in-place tensor took: read by its writer, in the
+ * arena at the same offset and dying there. */
+static int in_place_of(const nnc_schedule *s, int t) {
+  const nnc_memplan *p = &s->plan;
+  const nnc_kernel *k = &s->k[p->buf[t].first];
+  for (int j = 0; j < k->nin; j++) {
+    int x = k->in[j];
+    int r = p->buf[x].storage == NNC_STORE_ALIAS ? p->buf[x].alias_of : x;
+    if (p->buf[r].storage == NNC_STORE_ARENA && p->buf[r].offset == p->buf[t].offset &&
+        p->buf[r].last == p->buf[t].first)
+      return r;
+  }
+  return -1;
+}
+
+nnc_status nnc_print_plan(FILE *f, const nnc_schedule *s, nnc_error *err) {
+  const nnc_graph *g = s->g;
+  const nnc_memplan *p = &s->plan;
+  char t[CELL];
+  if (!p->buf)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "print plan: the schedule has no memory plan");
+  fprintf(f, "; memory plan of %s: arena offsets in bytes, aligned to %lld, sizes at the dims' maxima\n",
+          g->name ? g->name : "model", (long long)p->alignment);
+  int wname = 6;
+  for (int i = 0; i < g->ntensors; i++)
+    if (p->buf[i].storage == NNC_STORE_ARENA && (int)strlen(g->tensors[i].name) > wname)
+      wname = (int)strlen(g->tensors[i].name);
+  if (wname > 60) wname = 60;
+  fprintf(f, "%-7s %-*s %12s %12s  %-11s %s\n", "tensor", wname, "name", "offset", "size", "kernels", "type");
+  /* in kernel order, so a run's memory reads top to bottom */
+  for (int k = 0; k < s->nk; k++)
+    for (int j = 0; j < s->k[k].nout; j++) {
+      int x = s->k[k].out[j];
+      const nnc_buffer *b = &p->buf[x];
+      if (b->storage != NNC_STORE_ARENA) continue;
+      char id[16], life[32];
+      snprintf(id, sizeof id, "t%d", x);
+      snprintf(life, sizeof life, "#%d..#%d", b->first, b->last);
+      fprintf(f, "%-7s %-*s %12lld %12lld  %-11s %s", id, wname, g->tensors[x].name, (long long)b->offset,
+              (long long)b->size, life, type_str(g, x, t));
+      if (b->in_place) {
+        int r = in_place_of(s, x);
+        if (r >= 0) fprintf(f, "  in place of t%d", r);
+        else fprintf(f, "  in place");
+      }
+      fprintf(f, "\n");
+    }
+  for (int x = 0; x < g->ntensors; x++)
+    if (p->buf[x].storage == NNC_STORE_ALIAS) {
+      int r = p->buf[x].alias_of;
+      const char *where = p->buf[r].storage == NNC_STORE_ARENA ? "arena" :
+                          p->buf[r].storage == NNC_STORE_USER ? "user buffer" : "weights";
+      fprintf(f, "alias   t%d %s = view of t%d %s (%s)\n", x, g->tensors[x].name, r, g->tensors[r].name, where);
+    }
+  double saved = p->unplanned > 0 ? 100.0 * (double)(p->unplanned - p->peak) / (double)p->unplanned : 0.0;
+  fprintf(f, "peak %lld bytes (%.2f MiB), unplanned %lld bytes, saved %.1f%%\n", (long long)p->peak,
+          (double)p->peak / (1024.0 * 1024.0), (long long)p->unplanned, saved);
+  return finish(f, err);
+}

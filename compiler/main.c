@@ -1,0 +1,175 @@
+/* compiler/main.c — the nnc command line.
+ *
+ * Runs the model through the front-end and the passes, then prints the view
+ * asked for with --emit. Exit codes are the nnc_status values (status.h), so a
+ * script can tell a broken model (2, 3) from a bad command line (1). Output
+ * files are written under a temporary name and renamed at the end, so a failed
+ * compile leaves nothing behind. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frontend/frontend.h"
+#include "ir/print.h"
+#include "nnc_config.h"
+#include "passes/passes.h"
+#include "tune/target.h"
+
+typedef enum { EMIT_NONE, EMIT_IR, EMIT_DOT, EMIT_PLAN } emit_kind;
+
+typedef struct cli {
+  const char *model;
+  const char *target;
+  const char *out;
+  emit_kind emit;
+  const char *defines[256];
+  int ndefines;
+} cli;
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [-D name=value]...\n"
+    "       nnc --help | --version | --list-targets\n"
+    "\n"
+    "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
+    "\n"
+    "  --target=T        the target to compile for (see --list-targets)\n"
+    "  -o PATH           output: a folder for a target, a file for --emit\n"
+    "  --emit=ir         print the checked, fused graph: one line per node\n"
+    "  --emit=dot        write Graphviz of the fused graph\n"
+    "  --emit=plan       print the memory plan: arena offsets, peak and unplanned bytes\n"
+    "  -D name=value     override a key of the model's config{} table\n"
+    "  --help            this text\n"
+    "  --version         the nnc version\n"
+    "  --list-targets    the targets and whether this build can emit them\n"
+    "\n"
+    "Without --emit, nnc checks the model and prints a one-line summary.\n"
+    "\n"
+    "exit codes:\n"
+    "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"
+    "  3 shape/dtype error  4 budget exceeded      5 file could not be read/written\n"
+    "  6 target unknown or not available           7 out of memory   8 internal error\n");
+}
+
+static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
+  memset(c, 0, sizeof *c);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--target=", 9) == 0) c->target = a + 9;
+    else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
+    else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
+    else if (strncmp(a, "--emit=", 7) == 0) {
+      const char *e = a + 7;
+      if (strcmp(e, "ir") == 0) c->emit = EMIT_IR;
+      else if (strcmp(e, "dot") == 0) c->emit = EMIT_DOT;
+      else if (strcmp(e, "plan") == 0) c->emit = EMIT_PLAN;
+      else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--emit: expected ir, dot or plan, found \"%s\"", e);
+    } else if (strncmp(a, "-D", 2) == 0) {
+      const char *d = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!d || !strchr(d, '=') || d[0] == '=')
+        return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "-D: expected name=value, found \"%s\"", d ? d : "");
+      if (c->ndefines == (int)(sizeof c->defines / sizeof c->defines[0]))
+        return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "-D: at most %zu overrides",
+                          sizeof c->defines / sizeof c->defines[0]);
+      c->defines[c->ndefines++] = d;
+    } else if (a[0] == '-') {
+      return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "unknown option \"%s\" (see nnc --help)", a);
+    } else if (c->model) {
+      return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "expected one model file, found \"%s\" and \"%s\"", c->model, a);
+    } else {
+      c->model = a;
+    }
+  }
+  if (!c->model) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "expected a model file (see nnc --help)");
+  return NNC_OK;
+}
+
+/* Writes the --emit view to stdout, or to c->out through a temporary file
+ * renamed at the end so a failure leaves no partial file. */
+static nnc_status write_view(const cli *c, const nnc_schedule *s, nnc_error *err) {
+  char tmp[4096];
+  FILE *f = stdout;
+  if (c->out) {
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", c->out, (long)getpid()) >= (int)sizeof tmp)
+      return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: path too long", c->out);
+    f = fopen(tmp, "w");
+    if (!f) return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: cannot write: %s", c->out, strerror(errno));
+  }
+  nnc_status st = c->emit == EMIT_IR ? nnc_print_ir(f, s, err)
+                : c->emit == EMIT_DOT ? nnc_print_dot(f, s, err)
+                : nnc_print_plan(f, s, err);
+  if (f == stdout) return st;
+  if (fclose(f) != 0 && st == NNC_OK)
+    st = nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: cannot write: %s", c->out, strerror(errno));
+  if (st == NNC_OK && rename(tmp, c->out) != 0)
+    st = nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: cannot write: %s", c->out, strerror(errno));
+  if (st != NNC_OK) remove(tmp);
+  return st;
+}
+
+static void print_summary(const nnc_schedule *s) {
+  const nnc_graph *g = s->g;
+  int64_t weights = 0;
+  for (int i = 0; i < g->nparams; i++) weights += nnc_tensor_max_elems(g, &g->tensors[g->params[i]]);
+  int live = 0;
+  for (int i = 0; i < g->nnodes; i++) live += !g->nodes[i].dead;
+  printf("%s: ok: %d inputs, %d outputs, %d parameters (%.2fM weights), %d nodes in %d kernels, arena %.2f MiB\n",
+         g->name, g->ninputs, g->noutputs, g->nparams, (double)weights / 1e6, live, s->nk,
+         (double)s->plan.peak / (1024.0 * 1024.0));
+}
+
+static nnc_status run(const cli *c, nnc_error *err) {
+  const nnc_target_info *target = NULL;
+  if (c->target) {
+    nnc_status st = nnc_target_find(c->target, &target, err);
+    if (st) return st;
+  }
+  if (c->emit == EMIT_NONE && c->out) {
+    const char *name = target ? target->name : nnc_target_default()->name;
+    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC,
+                      "target %s: code generation is not available in this version of nnc; "
+                      "use --emit=ir|dot|plan (see nnc --list-targets)", name);
+  }
+  nnc_frontend_opts fo = {.path = c->model, .defines = c->defines, .ndefines = c->ndefines};
+  nnc_graph g;
+  nnc_graph_init(&g);
+  nnc_schedule s;
+  nnc_schedule_init(&s, &g);
+  nnc_status st = nnc_frontend_load(&fo, &g, err);
+  if (!st) st = nnc_compile_graph(&g, &s, err);
+  if (!st) {
+    if (c->emit == EMIT_NONE) print_summary(&s);
+    else st = write_view(c, &s, err);
+  }
+  nnc_schedule_free(&s);
+  nnc_graph_free(&g);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("nnc %s\n", NNC_VERSION);
+      return 0;
+    }
+    if (strcmp(argv[i], "--list-targets") == 0) {
+      nnc_targets_print(stdout);
+      return 0;
+    }
+  }
+  cli c;
+  nnc_error err = {0};
+  nnc_status st = parse_args(argc, argv, &c, &err);
+  if (!st) st = run(&c, &err);
+  if (st) {
+    fprintf(stderr, "nnc: %s\n", err.msg);
+    if (st == NNC_E_USAGE) fprintf(stderr, "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [-D name=value]...\n");
+  }
+  return (int)st;
+}

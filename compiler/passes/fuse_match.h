@@ -1,0 +1,41 @@
+/* compiler/passes/fuse_match.h — what the fusion patterns (fuse_patterns.c)
+ * share with the driver that turns their matches into kernels (fuse.c). */
+#ifndef NNC_FUSE_MATCH_H
+#define NNC_FUSE_MATCH_H
+
+#include "passes.h"
+
+/* The graph being fused and which nodes are already taken. */
+typedef struct fuse_ctx {
+  const nnc_graph *g;
+  nnc_uses uses;
+  const int *owner;   /* per node: the group that took it, -1 while free */
+} fuse_ctx;
+
+/* One match: the nodes of a future kernel (any order; the driver sorts
+ * them), its kind, the node whose Lua line the kernel reports and, for GEMM
+ * and attention, the descriptor. `nodes` is scratch room for g->nnodes ids,
+ * owned by the driver. */
+typedef struct fuse_group {
+  nnc_kernel_kind kind;
+  int nnodes;
+  int *nodes;
+  int main;
+  nnc_gemm_desc gemm;
+  nnc_attention_desc attn;
+} fuse_group;
+
+/* A pattern tries to build a group whose anchor is node `anchor` (live and
+ * free); false when the anchor does not fit it. */
+typedef bool (*fuse_match_fn)(const fuse_ctx *c, int anchor, fuse_group *out);
+
+typedef struct fuse_pattern {
+  const char *name;
+  fuse_match_fn match;
+} fuse_pattern;
+
+/* The pattern table, in priority order; the last entry takes any node. */
+extern const fuse_pattern nnc_fuse_patterns[];
+extern const int nnc_fuse_npatterns;
+
+#endif

@@ -1,0 +1,288 @@
+/* compiler/passes/fuse_patterns.c — the fusion patterns, all in one table.
+ *
+ * The driver (fuse.c) tries the patterns in table order; for each pattern it
+ * visits the free live nodes from the last to the first as anchors, so an
+ * elementwise chain is grown from its sink and earlier patterns take their
+ * nodes before later ones see them. A pattern only takes free nodes, and only
+ * folds a value into a kernel when that value is read by one node of the
+ * kernel and is not a graph output: then every kernel's only visible output
+ * is its last node's, and ordering kernels by their last node stays
+ * topological. */
+#include "fuse_match.h"
+
+static const nnc_node *node_of(const fuse_ctx *c, int n) { return &c->g->nodes[n]; }
+static const nnc_tensor *tensor_of(const fuse_ctx *c, int t) { return &c->g->tensors[t]; }
+
+static void take(fuse_group *gr, int n) { gr->nodes[gr->nnodes++] = n; }
+
+static bool in_group(const fuse_group *gr, int n) {
+  for (int i = 0; i < gr->nnodes; i++)
+    if (gr->nodes[i] == n) return true;
+  return false;
+}
+
+/* The producer of t when t may disappear into the kernel of its reader: t is
+ * computed by a live free node with one output, read by exactly one node and
+ * not a graph output. -1 otherwise. */
+static int foldable_producer(const fuse_ctx *c, int t) {
+  const nnc_tensor *x = tensor_of(c, t);
+  if (x->kind != NNC_TENSOR_VALUE || x->producer < 0) return -1;
+  int p = x->producer;
+  const nnc_node *n = node_of(c, p);
+  if (n->dead || n->nout != 1 || c->owner[p] >= 0) return -1;
+  if (nnc_uses_count(&c->uses, t) != 1 || nnc_graph_is_output(c->g, t)) return -1;
+  return p;
+}
+
+/* The one free node reading t, when t may disappear into that node's kernel. */
+static int foldable_consumer(const fuse_ctx *c, int t) {
+  if (nnc_uses_count(&c->uses, t) != 1 || nnc_graph_is_output(c->g, t)) return -1;
+  int r = c->uses.node[c->uses.start[t]];
+  return c->owner[r] >= 0 ? -1 : r;
+}
+
+/* How many of node n's inputs are t. */
+static int reads(const nnc_node *n, int t) {
+  int k = 0;
+  for (int i = 0; i < n->nin; i++) k += n->in[i] == t;
+  return k;
+}
+
+/* For a binary `op` node reading cur exactly once, its other operand; else -1. */
+static int other_operand(const fuse_ctx *c, int n, nnc_op op, int cur) {
+  const nnc_node *x = node_of(c, n);
+  if (x->op != op || x->nin != 2 || reads(x, cur) != 1) return -1;
+  return x->in[0] == cur ? x->in[1] : x->in[0];
+}
+
+static bool same_shape(const nnc_tensor *a, const nnc_tensor *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!nnc_dim_eq(a->shape[i], b->shape[i])) return false;
+  return true;
+}
+
+/* A transpose of a rank-`rank` tensor that swaps its last two axes only. */
+static bool swaps_last_two(const nnc_node *n, int rank) {
+  if (n->op != NNC_OP_TRANSPOSE || rank < 2) return false;
+  for (int i = 0; i < rank - 2; i++)
+    if (n->attrs.perm[i] != i) return false;
+  return n->attrs.perm[rank - 2] == rank - 1 && n->attrs.perm[rank - 1] == rank - 2;
+}
+
+/* q, k and v of an attention kernel: one rank, the same batch dims. */
+static bool attention_operands_agree(const fuse_ctx *c, int q, int k, int v) {
+  const nnc_tensor *tq = tensor_of(c, q), *tk = tensor_of(c, k), *tv = tensor_of(c, v);
+  if (tq->rank < 2 || tk->rank != tq->rank || tv->rank != tq->rank) return false;
+  for (int i = 0; i < tq->rank - 2; i++)
+    if (!nnc_dim_eq(tq->shape[i], tk->shape[i]) || !nnc_dim_eq(tq->shape[i], tv->shape[i])) return false;
+  return true;
+}
+
+/* softmax(masks(scale(q . transpose(k)))) . v, anchored at the softmax.
+ * The two masks may come in either order (each sets entries to -inf, so
+ * they commute); the scale must come before them. */
+static bool match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *sm = node_of(c, anchor);
+  if (sm->op != NNC_OP_SOFTMAX || sm->attrs.axis != tensor_of(c, sm->in[0])->rank - 1) return false;
+  int pv = foldable_consumer(c, sm->out[0]);
+  if (pv < 0 || node_of(c, pv)->op != NNC_OP_MATMUL || node_of(c, pv)->in[0] != sm->out[0] ||
+      node_of(c, pv)->in[1] == sm->out[0])
+    return false;
+  nnc_attention_desc d = {.q = -1, .k = -1, .v = node_of(c, pv)->in[1], .mask = -1,
+                          .out = node_of(c, pv)->out[0], .causal = false, .scale = 1.0};
+  gr->nnodes = 0;
+  take(gr, anchor);
+  take(gr, pv);
+
+  int t = sm->in[0], p = foldable_producer(c, t);
+  bool padded = false;
+  while (p >= 0) {
+    const nnc_node *m = node_of(c, p);
+    if (m->op == NNC_OP_CAUSAL_MASK && !d.causal) {
+      d.causal = true;
+    } else if (m->op == NNC_OP_PADDING_MASK && !padded && m->in[1] != m->in[0]) {
+      padded = true;
+      d.mask = m->in[1];
+    } else {
+      break;
+    }
+    take(gr, p);
+    t = m->in[0];
+    p = foldable_producer(c, t);
+  }
+  if (p >= 0 && (node_of(c, p)->op == NNC_OP_MUL_S || node_of(c, p)->op == NNC_OP_DIV_S)) {
+    const nnc_node *sc = node_of(c, p);
+    if (sc->op == NNC_OP_DIV_S && sc->attrs.scalar == 0) return false;
+    d.scale = sc->op == NNC_OP_MUL_S ? sc->attrs.scalar : 1.0 / sc->attrs.scalar;
+    take(gr, p);
+    t = sc->in[0];
+    p = foldable_producer(c, t);
+  }
+  if (p < 0 || node_of(c, p)->op != NNC_OP_MATMUL) return false;
+  const nnc_node *qk = node_of(c, p);
+  if (qk->in[0] == qk->in[1]) return false;
+  int tr = foldable_producer(c, qk->in[1]);
+  if (tr < 0 || !swaps_last_two(node_of(c, tr), tensor_of(c, node_of(c, tr)->in[0])->rank)) return false;
+  d.q = qk->in[0];
+  d.k = node_of(c, tr)->in[0];
+  if (!attention_operands_agree(c, d.q, d.k, d.v)) return false;
+  take(gr, p);
+  take(gr, tr);
+  gr->kind = NNC_KERNEL_ATTENTION;
+  gr->main = anchor;   /* the softmax: where the attention's scores are normalised */
+  gr->attn = d;
+  return true;
+}
+
+/* A bias for a GEMM output `cur`: a rank-1 tensor of its last dim. */
+static bool is_bias_for(const fuse_ctx *c, int bias, int cur) {
+  const nnc_tensor *b = tensor_of(c, bias), *o = tensor_of(c, cur);
+  return b->rank == 1 && o->rank >= 1 && nnc_dim_eq(b->shape[0], o->shape[o->rank - 1]) &&
+         b->dtype == o->dtype;
+}
+
+/* linear / matmul with an optional norm prologue on A, a folded transpose of
+ * a rank-2 B, and the epilogue alpha, bias, activation, residual (each
+ * optional, in this order), anchored at the linear or matmul. */
+static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *mm = node_of(c, anchor);
+  if (mm->op != NNC_OP_LINEAR && mm->op != NNC_OP_MATMUL) return false;
+  nnc_gemm_desc d = {.a = mm->in[0], .b = mm->in[1], .bias = -1, .residual = -1, .out = -1,
+                     .b_trans = false, .prologue = NNC_NORM_NONE, .norm_gamma = -1,
+                     .norm_beta = -1, .norm_eps = 0, .act = NNC_OP_NONE, .gelu_tanh = false,
+                     .alpha = 1.0};
+  gr->nnodes = 0;
+  take(gr, anchor);
+  if (mm->op == NNC_OP_LINEAR) {
+    d.b_trans = !mm->attrs.weight_in_out;   /* nn.Linear stores [N, K] */
+    if (mm->nin == 3) d.bias = mm->in[2];
+  } else if (reads(mm, mm->in[1]) == 1) {
+    int tr = foldable_producer(c, mm->in[1]);
+    if (tr >= 0 && tensor_of(c, node_of(c, tr)->in[0])->rank == 2 && swaps_last_two(node_of(c, tr), 2)) {
+      d.b_trans = true;
+      d.b = node_of(c, tr)->in[0];
+      take(gr, tr);
+    }
+  }
+  if (reads(mm, mm->in[0]) == 1) {
+    int nm = foldable_producer(c, mm->in[0]);
+    if (nm >= 0 && (node_of(c, nm)->op == NNC_OP_LAYERNORM || node_of(c, nm)->op == NNC_OP_RMSNORM)) {
+      const nnc_node *norm = node_of(c, nm);
+      d.prologue = norm->op == NNC_OP_LAYERNORM ? NNC_NORM_LAYER : NNC_NORM_RMS;
+      d.a = norm->in[0];
+      d.norm_gamma = norm->in[1];
+      d.norm_beta = norm->op == NNC_OP_LAYERNORM ? norm->in[2] : -1;
+      d.norm_eps = norm->attrs.eps;
+      take(gr, nm);
+    }
+  }
+
+  int cur = mm->out[0], r = foldable_consumer(c, cur), o;
+  if (r >= 0 && d.bias < 0 && node_of(c, r)->op == NNC_OP_MUL_S) {
+    d.alpha = node_of(c, r)->attrs.scalar;
+    take(gr, r);
+    cur = node_of(c, r)->out[0];
+    r = foldable_consumer(c, cur);
+  }
+  if (r >= 0 && d.bias < 0 && (o = other_operand(c, r, NNC_OP_ADD, cur)) >= 0 && is_bias_for(c, o, cur) &&
+      same_shape(tensor_of(c, node_of(c, r)->out[0]), tensor_of(c, cur))) {
+    d.bias = o;
+    take(gr, r);
+    cur = node_of(c, r)->out[0];
+    r = foldable_consumer(c, cur);
+  }
+  if (r >= 0 && nnc_op_is_activation(node_of(c, r)->op)) {
+    d.act = node_of(c, r)->op;
+    d.gelu_tanh = d.act == NNC_OP_GELU && node_of(c, r)->attrs.gelu_tanh;
+    take(gr, r);
+    cur = node_of(c, r)->out[0];
+    r = foldable_consumer(c, cur);
+  }
+  if (r >= 0 && (o = other_operand(c, r, NNC_OP_ADD, cur)) >= 0 &&
+      same_shape(tensor_of(c, o), tensor_of(c, cur)) && tensor_of(c, o)->dtype == tensor_of(c, cur)->dtype) {
+    d.residual = o;
+    take(gr, r);
+    cur = node_of(c, r)->out[0];
+  }
+  d.out = cur;
+  gr->kind = NNC_KERNEL_GEMM;
+  gr->main = anchor;   /* the linear or matmul */
+  gr->gemm = d;
+  return true;
+}
+
+/* Distinct tensors the group reads from outside itself. */
+static int external_inputs(const fuse_ctx *c, const fuse_group *gr) {
+  int seen[NNC_MAX_IO + 1], n = 0;
+  for (int i = 0; i < gr->nnodes; i++) {
+    const nnc_node *x = node_of(c, gr->nodes[i]);
+    for (int j = 0; j < x->nin; j++) {
+      int t = x->in[j], p = tensor_of(c, t)->producer;
+      if (p >= 0 && in_group(gr, p)) continue;
+      bool dup = false;
+      for (int k = 0; k < n && !dup; k++) dup = seen[k] == t;
+      if (dup) continue;
+      if (n == NNC_MAX_IO) return NNC_MAX_IO + 1;
+      seen[n++] = t;
+    }
+  }
+  return n;
+}
+
+/* A tree of elementwise ops grown back from its sink (the anchor): a
+ * producer joins when its output has the shape of its reader's output (no
+ * broadcasting inside the loop) and the kernel still reads at most
+ * NNC_MAX_IO tensors. */
+static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  if (!nnc_op_is_elementwise(node_of(c, anchor)->op)) return false;
+  gr->nnodes = 0;
+  take(gr, anchor);
+  for (int i = 0; i < gr->nnodes; i++) {
+    const nnc_node *x = node_of(c, gr->nodes[i]);
+    for (int j = 0; j < x->nin; j++) {
+      int p = foldable_producer(c, x->in[j]);
+      if (p < 0 || in_group(gr, p) || !nnc_op_is_elementwise(node_of(c, p)->op) ||
+          !same_shape(tensor_of(c, node_of(c, p)->out[0]), tensor_of(c, x->out[0])))
+        continue;
+      take(gr, p);
+      if (external_inputs(c, gr) > NNC_MAX_IO) gr->nnodes--;
+    }
+  }
+  gr->kind = NNC_KERNEL_ELEMENTWISE;
+  gr->main = anchor;   /* the sink, which writes the kernel's output */
+  return true;
+}
+
+/* Any other node on its own, in the kernel of its class. */
+static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *x = node_of(c, anchor);
+  switch (nnc_op_info_of(x->op)->cls) {
+  case NNC_CLASS_UNARY:
+  case NNC_CLASS_BINARY:
+  case NNC_CLASS_MASK: gr->kind = NNC_KERNEL_ELEMENTWISE; break;
+  case NNC_CLASS_ROW: gr->kind = NNC_KERNEL_ROW; break;
+  case NNC_CLASS_REDUCE: gr->kind = NNC_KERNEL_REDUCE; break;
+  case NNC_CLASS_GATHER: gr->kind = NNC_KERNEL_GATHER; break;
+  case NNC_CLASS_LOSS: gr->kind = NNC_KERNEL_LOSS; break;
+  case NNC_CLASS_MOVE:
+    /* a reshape is free unless its result must land in the caller's buffer */
+    gr->kind = x->op == NNC_OP_RESHAPE && !nnc_graph_is_output(c->g, x->out[0]) ? NNC_KERNEL_VIEW
+                                                                                 : NNC_KERNEL_MOVE;
+    break;
+  case NNC_CLASS_MATMUL:   /* match_gemm takes every one */
+  case NNC_CLASS_NONE: return false;
+  }
+  gr->nnodes = 0;
+  take(gr, anchor);
+  gr->main = anchor;
+  return true;
+}
+
+const fuse_pattern nnc_fuse_patterns[] = {
+  {"attention", match_attention},
+  {"gemm", match_gemm},
+  {"elementwise", match_elementwise},
+  {"single", match_single},
+};
+const int nnc_fuse_npatterns = (int)(sizeof nnc_fuse_patterns / sizeof nnc_fuse_patterns[0]);

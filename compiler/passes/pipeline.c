@@ -1,0 +1,16 @@
+/* compiler/passes/pipeline.c — every pass after the front-end, in order. */
+#include "passes.h"
+
+nnc_status nnc_compile_graph(nnc_graph *g, nnc_schedule *s, nnc_error *err) {
+  /* a caller may hand over a zeroed schedule; one set up for another graph is a bug */
+  if (!s->g && s->nk == 0) nnc_schedule_init(s, g);
+  if (s->g != g)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "compile: the schedule was set up for another graph");
+  int merged = 0, removed = 0;
+  nnc_status st = nnc_pass_check(g, err);
+  if (!st) st = nnc_pass_cse(g, &merged, err);
+  if (!st) st = nnc_pass_dce(g, &removed, err);
+  if (!st) st = nnc_pass_fuse(g, s, err);
+  if (!st) st = nnc_pass_memplan(s, err);
+  return st;
+}

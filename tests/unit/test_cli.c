@@ -1,0 +1,156 @@
+/* tests/unit/test_cli.c — the nnc command: options, exit codes, outputs, and
+ * that a failed compile leaves nothing behind. Runs the built binary. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[256];
+
+/* Runs nnc with args (a shell fragment), captures stdout+stderr into out,
+ * returns the exit code. */
+static int nnc(char *out, size_t n, const char *fmt, ...) {
+  char args[2048], cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "cd %s && %s/compiler/nnc %s 2>&1", dir, NNC_BUILD_ROOT, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t got = fread(out, 1, n - 1, p);
+  out[got] = 0;
+  int st = pclose(p);
+  assert_true(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+static void write_file(const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static bool exists(const char *name) {
+  char path[512];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0;
+}
+
+static const char *tiny =
+  "local cfg = config { width = 5 }\n"
+  "local B = dim(\"B\", 4)\n"
+  "local x = input(\"x\", f32, { B, 3 })\n"
+  "local h = relu(linear(x, cfg.width, param(\"fc1\")))\n"
+  "output(\"y\", linear(h, 2, param(\"out\")))\n";
+
+static const char *broken =
+  "local x = input(\"x\", f32, { 2, 3 })\n"
+  "local y = input(\"y\", f32, { 2, 4 })\n"
+  "output(\"z\", x + y)\n";
+
+static int setup(void **state) {
+  strcpy(dir, "/tmp/nnc_cli_XXXXXX");
+  if (!mkdtemp(dir)) return -1;
+  write_file("tiny.lua", tiny);
+  write_file("broken.lua", broken);
+  return 0;
+}
+
+static int teardown(void **state) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_help_version_targets(void **state) {
+  char out[16384];
+  assert_int_equal(nnc(out, sizeof out, "--help"), 0);
+  assert_non_null(strstr(out, "exit codes"));
+  assert_non_null(strstr(out, "--emit=plan"));
+  assert_int_equal(nnc(out, sizeof out, "--version"), 0);
+  assert_string_equal(out, "nnc " NNC_VERSION_STRING "\n");
+  assert_int_equal(nnc(out, sizeof out, "--list-targets"), 0);
+  assert_non_null(strstr(out, "c-simd"));
+  assert_non_null(strstr(out, "cuda-sm90"));
+  assert_non_null(strstr(out, "opencl"));
+}
+
+static void test_usage_errors(void **state) {
+  char out[4096];
+  assert_int_equal(nnc(out, sizeof out, ""), 1);
+  assert_non_null(strstr(out, "expected a model file"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --frobnicate"), 1);
+  assert_non_null(strstr(out, "unknown option \"--frobnicate\""));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --emit=asm"), 1);
+  assert_non_null(strstr(out, "--emit: expected ir, dot or plan, found \"asm\""));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua other.lua"), 1);
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua -D novalue"), 1);
+  assert_non_null(strstr(out, "-D: expected name=value"));
+}
+
+static void test_targets(void **state) {
+  char out[4096];
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm42 --emit=ir"), 6);
+  assert_non_null(strstr(out, "unknown target \"cuda-sm42\"; known: c-simd"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua -o outdir"), 6);
+  assert_non_null(strstr(out, "target c-simd: code generation is not available"));
+  assert_false(exists("outdir"));
+}
+
+static void test_emit_views(void **state) {
+  char out[65536];
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua"), 0);
+  assert_non_null(strstr(out, "tiny: ok: 1 inputs, 1 outputs, 4 parameters"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --emit=ir"), 0);
+  assert_non_null(strstr(out, "linear"));
+  assert_non_null(strstr(out, "tiny.lua:4"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --emit=dot"), 0);
+  assert_non_null(strstr(out, "digraph"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --emit=plan -o plan.txt"), 0);
+  assert_true(exists("plan.txt"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua -D width=7 --emit=ir"), 0);
+  assert_non_null(strstr(out, "[B,7]"));
+}
+
+static void test_broken_model_writes_nothing(void **state) {
+  char out[4096];
+  assert_int_equal(nnc(out, sizeof out, "broken.lua --emit=plan -o broken.txt"), 3);
+  assert_non_null(strstr(out, "broken.lua:3: add: shapes [2,3] and [2,4] do not broadcast"));
+  assert_false(exists("broken.txt"));
+  assert_int_equal(nnc(out, sizeof out, "missing.lua --emit=ir"), 5);
+  assert_non_null(strstr(out, "missing.lua"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua -D nosuchkey=1"), 2);
+  assert_non_null(strstr(out, "nosuchkey"));
+}
+
+static void test_real_model_plan(void **state) {
+  char out[1 << 17];
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --emit=plan", NNC_SOURCE_ROOT), 0);
+  assert_non_null(strstr(out, "peak"));
+  assert_non_null(strstr(out, "unplanned"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_help_version_targets),
+    cmocka_unit_test(test_usage_errors),
+    cmocka_unit_test(test_targets),
+    cmocka_unit_test(test_emit_views),
+    cmocka_unit_test(test_broken_model_writes_nothing),
+    cmocka_unit_test(test_real_model_plan),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
