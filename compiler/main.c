@@ -15,11 +15,14 @@
 #include "ir/print.h"
 #include "nnc_config.h"
 #include "passes/passes.h"
+#include "random_weights.h"
 #include "tune/target.h"
 
 typedef enum { EMIT_NONE, EMIT_IR, EMIT_DOT, EMIT_PLAN } emit_kind;
 
 typedef struct cli {
+  bool weights;          /* `nnc weights`: write random weights instead */
+  unsigned long long seed;
   const char *model;
   const char *target;
   const char *out;
@@ -31,6 +34,7 @@ typedef struct cli {
 static void usage(FILE *f) {
   fprintf(f,
     "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [-D name=value]...\n"
+    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
@@ -46,6 +50,7 @@ static void usage(FILE *f) {
     "  --list-targets    the targets and whether this build can emit them\n"
     "\n"
     "Without --emit, nnc checks the model and prints a one-line summary.\n"
+    "`nnc weights` writes random f32 weights that match the model (for demos and tests).\n"
     "\n"
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"
@@ -55,9 +60,19 @@ static void usage(FILE *f) {
 
 static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
   memset(c, 0, sizeof *c);
-  for (int i = 1; i < argc; i++) {
+  int first = 1;
+  if (argc > 1 && strcmp(argv[1], "weights") == 0) {
+    c->weights = true;
+    first = 2;
+  }
+  for (int i = first; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--target=", 9) == 0) c->target = a + 9;
+    else if (c->weights && strncmp(a, "--seed=", 7) == 0) {
+      char *end;
+      c->seed = strtoull(a + 7, &end, 10);
+      if (!a[7] || *end) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--seed: expected a number, found \"%s\"", a + 7);
+    }
     else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
     else if (strncmp(a, "--emit=", 7) == 0) {
@@ -83,6 +98,8 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     }
   }
   if (!c->model) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "expected a model file (see nnc --help)");
+  if (c->weights && (!c->out || c->emit != EMIT_NONE || c->target))
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc weights: expected MODEL.lua -o FILE.safetensors");
   return NNC_OK;
 }
 
@@ -126,7 +143,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
     nnc_status st = nnc_target_find(c->target, &target, err);
     if (st) return st;
   }
-  if (c->emit == EMIT_NONE && c->out) {
+  if (c->emit == EMIT_NONE && c->out && !c->weights) {
     const char *name = target ? target->name : nnc_target_default()->name;
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC,
                       "target %s: code generation is not available in this version of nnc; "
@@ -140,7 +157,8 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_status st = nnc_frontend_load(&fo, &g, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {
-    if (c->emit == EMIT_NONE) print_summary(&s);
+    if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);
+    else if (c->emit == EMIT_NONE) print_summary(&s);
     else st = write_view(c, &s, err);
   }
   nnc_schedule_free(&s);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,8 +133,34 @@ static void test_broken_model_writes_nothing(void **state) {
   assert_false(exists("broken.txt"));
   assert_int_equal(nnc(out, sizeof out, "missing.lua --emit=ir"), 5);
   assert_non_null(strstr(out, "missing.lua"));
-  assert_int_equal(nnc(out, sizeof out, "tiny.lua -D nosuchkey=1"), 2);
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua -D nosuchkey=1"), 1);
   assert_non_null(strstr(out, "nosuchkey"));
+}
+
+static void test_random_weights(void **state) {
+  char out[4096], path[512];
+  assert_int_equal(nnc(out, sizeof out, "weights tiny.lua -o w.safetensors --seed=7 -D width=6"), 0);
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  unsigned char len8[8];
+  assert_int_equal(fread(len8, 1, 8, f), 8);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+  assert_true(hlen > 0 && hlen < 4096);
+  char header[4096];
+  assert_int_equal(fread(header, 1, hlen, f), hlen);
+  header[hlen] = 0;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  /* fc1 [6,3] + [6], out [2,6] + [2]: 38 floats after the header */
+  assert_int_equal(size, (long)(8 + hlen + 38 * 4));
+  assert_non_null(strstr(header, "\"fc1.weight\":{\"dtype\":\"F32\",\"shape\":[6,3]"));
+  assert_non_null(strstr(header, "\"out.bias\":{\"dtype\":\"F32\",\"shape\":[2]"));
+  assert_int_equal(nnc(out, sizeof out, "weights tiny.lua"), 1);
+  assert_int_equal(nnc(out, sizeof out, "weights tiny.lua -o x.safetensors --seed=abc"), 1);
+  assert_false(exists("x.safetensors"));
 }
 
 static void test_real_model_plan(void **state) {
@@ -150,6 +177,7 @@ int main(void) {
     cmocka_unit_test(test_targets),
     cmocka_unit_test(test_emit_views),
     cmocka_unit_test(test_broken_model_writes_nothing),
+    cmocka_unit_test(test_random_weights),
     cmocka_unit_test(test_real_model_plan),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,33 @@
+/* compiler/emit/emit.h — the one interface every target's emitter implements.
+ *
+ * An emitter turns a planned schedule into an output folder that builds with
+ * the target's own toolchain and without nnc: the model's C API header, its
+ * sources, the kernels and runtime copied from templates/ and runtime/, a
+ * build file, the benchmark harness, a weights manifest and a README.
+ * nnc_emit picks the emitter of the target's family from one table and makes
+ * the folder appear whole or not at all. */
+#ifndef NNC_EMIT_H
+#define NNC_EMIT_H
+
+#include "../ir/schedule.h"
+#include "../tune/tune.h"
+
+typedef struct nnc_emit_request {
+  const nnc_schedule *s;          /* planned: s->plan is filled */
+  const nnc_target_desc *target;  /* the chip the code is for */
+  const nnc_tile *tiles;          /* s->nk tile choices, from nnc_tune_kernel */
+  const char *model_path;         /* the model file as the user named it */
+  const char *out_dir;            /* the folder to write */
+} nnc_emit_request;
+
+typedef struct nnc_emitter {
+  nnc_target_family family;
+  /* Writes every file of the output into dir (which exists and is empty). */
+  nnc_status (*emit)(const nnc_emit_request *r, const char *dir, nnc_error *err);
+} nnc_emitter;
+
+/* Writes r->out_dir through a temporary folder beside it, renamed into place
+ * when the emitter succeeded; on failure nothing is left behind. */
+nnc_status nnc_emit(const nnc_emit_request *r, nnc_error *err);
+
+#endif

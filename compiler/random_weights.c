@@ -1,0 +1,50 @@
+/* compiler/random_weights.c — random weights for a model, through libnnrt's
+ * safetensors writer (the same code that reads them back). */
+#include "random_weights.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "nnrt.h"
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+nnc_status nnc_write_random_weights(const nnc_graph *g, const char *path, uint64_t seed,
+                                    nnc_error *err) {
+  nnc_status st = NNC_OK;
+  nnrt_st_desc *desc = calloc((size_t)g->nparams + 1, sizeof *desc);
+  float **data = calloc((size_t)g->nparams + 1, sizeof *data);
+  if (!desc || !data) {
+    st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "weights: out of memory");
+    goto done;
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    desc[i].name = t->name;
+    desc[i].dtype = NNRT_F32;
+    desc[i].rank = t->rank;
+    int64_t n = nnc_tensor_max_elems(g, t);
+    for (int d = 0; d < t->rank; d++) desc[i].shape[d] = t->shape[d].k;
+    data[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!data[i]) {
+      st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "weights: out of memory for %s", t->name);
+      goto done;
+    }
+    double a = t->rank >= 2 ? 1.0 / sqrt((double)t->shape[t->rank - 1].k) : 0.1;
+    for (int64_t j = 0; j < n; j++)
+      data[i][j] = (float)(a * ((double)(splitmix64(&seed) >> 11) * 0x1.0p-52 - 1.0));
+  }
+  nnrt_error rerr = {0};
+  if (nnrt_st_write(path, g->nparams, desc, (const void *const *)data, &rerr) != NNRT_OK)
+    st = nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "weights: %s", rerr.msg);
+done:
+  for (int i = 0; data && i < g->nparams; i++) free(data[i]);
+  free(data);
+  free(desc);
+  return st;
+}
