@@ -8,18 +8,14 @@
  * kernel and is not a graph output: then every kernel's only visible output
  * is its last node's, and ordering kernels by their last node stays
  * topological. */
+#include <string.h>
+
 #include "fuse_match.h"
 
 static const nnc_node *node_of(const fuse_ctx *c, int n) { return &c->g->nodes[n]; }
 static const nnc_tensor *tensor_of(const fuse_ctx *c, int t) { return &c->g->tensors[t]; }
 
 static void take(fuse_group *gr, int n) { gr->nodes[gr->nnodes++] = n; }
-
-static bool in_group(const fuse_group *gr, int n) {
-  for (int i = 0; i < gr->nnodes; i++)
-    if (gr->nodes[i] == n) return true;
-  return false;
-}
 
 /* The producer of t when t may disappear into the kernel of its reader: t is
  * computed by a live free node with one output, read by exactly one node and
@@ -212,41 +208,49 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   return true;
 }
 
-/* Distinct tensors the group reads from outside itself. */
-static int external_inputs(const fuse_ctx *c, const fuse_group *gr) {
-  int seen[NNC_MAX_IO + 1], n = 0;
-  for (int i = 0; i < gr->nnodes; i++) {
-    const nnc_node *x = node_of(c, gr->nodes[i]);
-    for (int j = 0; j < x->nin; j++) {
-      int t = x->in[j], p = tensor_of(c, t)->producer;
-      if (p >= 0 && in_group(gr, p)) continue;
-      bool dup = false;
-      for (int k = 0; k < n && !dup; k++) dup = seen[k] == t;
-      if (dup) continue;
-      if (n == NNC_MAX_IO) return NNC_MAX_IO + 1;
-      seen[n++] = t;
-    }
-  }
-  return n;
+/* Adds t to the set ext[0..*n) unless present; false when it would exceed cap. */
+static bool add_external(int *ext, int *n, int cap, int t) {
+  for (int i = 0; i < *n; i++)
+    if (ext[i] == t) return true;
+  if (*n == cap) return false;
+  ext[(*n)++] = t;
+  return true;
 }
 
 /* A tree of elementwise ops grown back from its sink (the anchor): a
  * producer joins when its output has the shape of its reader's output (no
  * broadcasting inside the loop) and the kernel still reads at most
- * NNC_MAX_IO tensors. */
+ * NNC_MAX_IO tensors. The set of tensors read from outside is kept as the
+ * tree grows: a joining producer's output leaves it, its inputs enter (they
+ * cannot be made inside, since every value inside has its one reader there). */
 static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
-  if (!nnc_op_is_elementwise(node_of(c, anchor)->op)) return false;
+  const nnc_node *sink = node_of(c, anchor);
+  if (!nnc_op_is_elementwise(sink->op)) return false;
+  int ext[NNC_MAX_IO], next = 0;
+  for (int j = 0; j < sink->nin; j++)
+    if (!add_external(ext, &next, NNC_MAX_IO, sink->in[j])) return false;
   gr->nnodes = 0;
   take(gr, anchor);
   for (int i = 0; i < gr->nnodes; i++) {
     const nnc_node *x = node_of(c, gr->nodes[i]);
     for (int j = 0; j < x->nin; j++) {
-      int p = foldable_producer(c, x->in[j]);
-      if (p < 0 || in_group(gr, p) || !nnc_op_is_elementwise(node_of(c, p)->op) ||
+      int t = x->in[j], p = foldable_producer(c, t);
+      bool again = false;   /* x * x: look at the tensor once */
+      for (int q = 0; q < j; q++) again |= x->in[q] == t;
+      if (again) continue;
+      if (p < 0 || !nnc_op_is_elementwise(node_of(c, p)->op) ||
           !same_shape(tensor_of(c, node_of(c, p)->out[0]), tensor_of(c, x->out[0])))
         continue;
+      int trial[NNC_MAX_IO], n = 0;
+      bool fits = true;
+      for (int e = 0; e < next; e++)
+        if (ext[e] != t) trial[n++] = ext[e];
+      for (int q = 0; fits && q < node_of(c, p)->nin; q++)
+        fits = add_external(trial, &n, NNC_MAX_IO, node_of(c, p)->in[q]);
+      if (!fits) continue;
+      memcpy(ext, trial, (size_t)n * sizeof *trial);
+      next = n;
       take(gr, p);
-      if (external_inputs(c, gr) > NNC_MAX_IO) gr->nnodes--;
     }
   }
   gr->kind = NNC_KERNEL_ELEMENTWISE;
