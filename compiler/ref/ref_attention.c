@@ -1,0 +1,109 @@
+/* compiler/ref/ref_attention.c — an attention kernel from its descriptor
+ * alone, with the streaming softmax of flash attention: one pass over the keys
+ * keeping a running max, a running sum and an accumulator rescaled whenever
+ * the max grows. The graph computes the two-pass softmax, so comparing the
+ * two checks the fusion with an independent computation. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref_internal.h"
+
+typedef struct attn_dims {
+  nnc_ref_shape batch;            /* out's batch dims */
+  int64_t T, S, D, Dv;
+  int64_t sq[NNC_MAX_RANK], sk[NNC_MAX_RANK], sv[NNC_MAX_RANK];   /* batch strides, in matrices */
+} attn_dims;
+
+static nnc_ref_shape batch_of(const nnc_ref_shape *s) {
+  nnc_ref_shape b = {.rank = s->rank - 2};
+  for (int i = 0; i < b.rank; i++) b.d[i] = s->d[i];
+  return b;
+}
+
+static bool shapes(const nnc_ref *r, const nnc_attention_desc *d, attn_dims *a) {
+  nnc_ref_shape q = nnc_ref_shape_of(r, d->q), k = nnc_ref_shape_of(r, d->k);
+  nnc_ref_shape v = nnc_ref_shape_of(r, d->v), o = nnc_ref_shape_of(r, d->out);
+  if (q.rank < 2 || k.rank < 2 || v.rank < 2 || o.rank < 2) return false;
+  a->T = q.d[q.rank - 2];
+  a->D = q.d[q.rank - 1];
+  a->S = k.d[k.rank - 2];
+  a->Dv = v.d[v.rank - 1];
+  if (k.d[k.rank - 1] != a->D || v.d[v.rank - 2] != a->S || o.d[o.rank - 2] != a->T || o.d[o.rank - 1] != a->Dv)
+    return false;
+  nnc_ref_shape bq = batch_of(&q), bk = batch_of(&k), bv = batch_of(&v), qk, all;
+  a->batch = batch_of(&o);
+  return nnc_ref_broadcast(&bq, &bk, &qk) && nnc_ref_broadcast(&qk, &bv, &all) &&
+         nnc_ref_shape_eq(&all, &a->batch) && nnc_ref_bcast_strides(&bq, &a->batch, a->sq) &&
+         nnc_ref_bcast_strides(&bk, &a->batch, a->sk) && nnc_ref_bcast_strides(&bv, &a->batch, a->sv);
+}
+
+nnc_status nnc_ref_kernel_attention(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
+  const nnc_attention_desc *d = &k->d.attn;
+  const double *q, *kk, *v, *mask = NULL;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC], d4[NNC_REF_DESC];
+  nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->q, "q", &q, err);
+  if (!st) st = nnc_ref_kernel_operand(r, k, ki, d->k, "k", &kk, err);
+  if (!st) st = nnc_ref_kernel_operand(r, k, ki, d->v, "v", &v, err);
+  if (!st && d->mask >= 0) st = nnc_ref_kernel_operand(r, k, ki, d->mask, "padding mask", &mask, err);
+  if (st) return st;
+  if (d->out < 0 || d->out >= r->g->ntensors || !nnc_ref_kernel_lists(k->out, k->nout, d->out))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected its out (tensor %d) among the kernel's "
+                               "outputs", d->out);
+  attn_dims a;
+  if (!shapes(r, d, &a))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected q [...,T,D], k [...,S,D], v [...,S,Dv] and "
+                               "out [...,T,Dv] with broadcast batch dims, found %s, %s, %s and %s",
+                               nnc_ref_desc(r, d->q, d1), nnc_ref_desc(r, d->k, d2), nnc_ref_desc(r, d->v, d3),
+                               nnc_ref_desc(r, d->out, d4));
+  nnc_ref_shape so = nnc_ref_shape_of(r, d->out);
+  if (mask) {
+    nnc_ref_shape sm = nnc_ref_shape_of(r, d->mask);
+    if (sm.rank != 2 || sm.d[0] != so.d[0] || sm.d[1] != a.S)
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a padding mask [%lld,%lld], found %s",
+                                 (long long)so.d[0], (long long)a.S, nnc_ref_desc(r, d->mask, d1));
+  }
+  double *y = nnc_ref_alloc(r, d->out);
+  double *acc = malloc((size_t)(a.Dv > 0 ? a.Dv : 1) * sizeof *acc);
+  if (!y || !acc) {
+    free(acc);
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
+  }
+  int64_t idx[NNC_MAX_RANK], batches = nnc_ref_shape_elems(&a.batch);
+  for (int64_t p = 0; p < batches; p++) {
+    nnc_ref_unravel(&a.batch, p, idx);
+    int64_t oq = 0, ok = 0, ov = 0;
+    for (int i = 0; i < a.batch.rank; i++) {
+      oq += idx[i] * a.sq[i];
+      ok += idx[i] * a.sk[i];
+      ov += idx[i] * a.sv[i];
+    }
+    const double *qm = q + oq * a.T * a.D, *km = kk + ok * a.S * a.D, *vm = v + ov * a.S * a.Dv;
+    for (int64_t t = 0; t < a.T; t++) {
+      /* the mask's row is the index along out's dim 0: the batch, or t without batch dims */
+      int64_t b = a.batch.rank ? idx[0] : t;
+      double run_max = -INFINITY, run_sum = 0;
+      for (int64_t c = 0; c < a.Dv; c++) acc[c] = 0;
+      for (int64_t s = 0; s < a.S; s++) {
+        if (d->causal && s > t + (a.S - a.T)) continue;
+        if (mask && mask[b * a.S + s] == 0) continue;
+        double x = 0;
+        for (int64_t c = 0; c < a.D; c++) x += qm[t * a.D + c] * km[s * a.D + c];
+        x *= d->scale;
+        if (x == -INFINITY) continue;   /* weighs exp(-inf) = 0 */
+        if (x > run_max) {
+          double f = exp(run_max - x);  /* 0 for the first key */
+          run_sum *= f;
+          for (int64_t c = 0; c < a.Dv; c++) acc[c] *= f;
+          run_max = x;
+        }
+        double w = exp(x - run_max);
+        run_sum += w;
+        for (int64_t c = 0; c < a.Dv; c++) acc[c] += w * vm[s * a.Dv + c];
+      }
+      double *yr = y + (p * a.T + t) * a.Dv;
+      for (int64_t c = 0; c < a.Dv; c++) yr[c] = run_sum != 0 ? acc[c] / run_sum : 0.0;  /* NaN propagates */
+    }
+  }
+  free(acc);
+  return NNC_OK;
+}

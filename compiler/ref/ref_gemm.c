@@ -1,0 +1,151 @@
+/* compiler/ref/ref_gemm.c — a GEMM kernel from its descriptor alone:
+ *   out = act(alpha * (prologue(A) . B) + bias) + residual
+ * row by row, the way the template computes it, so a descriptor that names
+ * the wrong operand or drops an op gives a different result than the graph. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref_internal.h"
+
+/* Operand t of the kernel when t >= 0; *v stays NULL for an absent one. */
+static nnc_status optional(const nnc_ref *r, const nnc_kernel *k, int ki, int t, const char *role,
+                           const double **v, nnc_error *err) {
+  *v = NULL;
+  return t < 0 ? NNC_OK : nnc_ref_kernel_operand(r, k, ki, t, role, v, err);
+}
+
+/* A rank-1 vector [K] is the matrix [1,K] with no batch dims. */
+static nnc_ref_shape as_matrix(nnc_ref_shape s) {
+  if (s.rank == 1) {
+    s.rank = 2;
+    s.d[1] = s.d[0];
+    s.d[0] = 1;
+  }
+  return s;
+}
+
+static nnc_ref_shape batch_of(const nnc_ref_shape *s) {
+  nnc_ref_shape b = {.rank = s->rank - 2};
+  for (int i = 0; i < b.rank; i++) b.d[i] = s->d[i];
+  return b;
+}
+
+/* x's row of K values through the prologue into row. */
+static void prologue(const nnc_gemm_desc *d, const double *x, int64_t K, const double *gamma,
+                     const double *beta, double *row) {
+  if (d->prologue == NNC_NORM_NONE) {
+    for (int64_t c = 0; c < K; c++) row[c] = x[c];
+    return;
+  }
+  double mean = 0, var = 0;
+  if (d->prologue == NNC_NORM_LAYER) {
+    for (int64_t c = 0; c < K; c++) mean += x[c];
+    mean /= (double)K;
+  }
+  for (int64_t c = 0; c < K; c++) var += (x[c] - mean) * (x[c] - mean);
+  double inv = 1.0 / sqrt(var / (double)K + d->norm_eps);
+  for (int64_t c = 0; c < K; c++) row[c] = (x[c] - mean) * inv * gamma[c] + (beta ? beta[c] : 0.0);
+}
+
+nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
+  const nnc_gemm_desc *d = &k->d.gemm;
+  const double *a, *b, *bias, *res, *gamma, *beta;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
+  bool norm = d->prologue != NNC_NORM_NONE, layer = d->prologue == NNC_NORM_LAYER;
+  nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->a, "A", &a, err);
+  if (!st) st = nnc_ref_kernel_operand(r, k, ki, d->b, "B", &b, err);
+  if (!st) st = optional(r, k, ki, d->bias, "bias", &bias, err);
+  if (!st) st = optional(r, k, ki, d->residual, "residual", &res, err);
+  if (!st) st = optional(r, k, ki, norm ? d->norm_gamma : -1, "norm gamma", &gamma, err);
+  if (!st) st = optional(r, k, ki, layer ? d->norm_beta : -1, "norm beta", &beta, err);
+  if (st) return st;
+  if (d->prologue != NNC_NORM_NONE && d->prologue != NNC_NORM_LAYER && d->prologue != NNC_NORM_RMS)
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "unknown prologue %d", (int)d->prologue);
+  if (norm && (!gamma || (layer && !beta)))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected the %s prologue's gamma%s, found none",
+                               layer ? "layernorm" : "rmsnorm", layer ? " and beta" : "");
+  if (d->act != NNC_OP_NONE && !nnc_op_is_activation(d->act))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected an activation epilogue, found op %s",
+                               nnc_op_info_of(d->act)->name);
+  if (d->out < 0 || d->out >= r->g->ntensors || !nnc_ref_kernel_lists(k->out, k->nout, d->out))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected its out (tensor %d) among the kernel's "
+                               "outputs", d->out);
+
+  nnc_ref_shape sa0 = nnc_ref_shape_of(r, d->a), sb = nnc_ref_shape_of(r, d->b), so0 = nnc_ref_shape_of(r, d->out);
+  bool ok = sa0.rank >= 1 && so0.rank >= 1 && (sa0.rank == 1) == (so0.rank == 1);
+  nnc_ref_shape sa = as_matrix(sa0), so = as_matrix(so0);
+  int64_t M = sa.d[sa.rank - 2], K = sa.d[sa.rank - 1], N = 0;
+  nnc_ref_shape ba = batch_of(&sa), bo = batch_of(&so), bb = {.rank = 0}, want;
+  if (d->b_trans) {
+    ok = ok && sb.rank == 2 && sb.d[1] == K;
+    N = sb.d[0];
+  } else {
+    ok = ok && sb.rank >= 2 && sb.d[sb.rank - 2] == K;
+    N = sb.d[sb.rank - 1];
+    if (sb.rank >= 2) bb = batch_of(&sb);
+  }
+  ok = ok && so.d[so.rank - 2] == M && so.d[so.rank - 1] == N && nnc_ref_broadcast(&ba, &bb, &want) &&
+       nnc_ref_shape_eq(&want, &bo);
+  if (!ok)
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected A [...,M,K], B %s and out [...,M,N], "
+                               "found %s, %s and %s", d->b_trans ? "[N,K]" : "[...,K,N]",
+                               nnc_ref_desc(r, d->a, d1), nnc_ref_desc(r, d->b, d2), nnc_ref_desc(r, d->out, d3));
+  if ((bias && nnc_ref_elems(r, d->bias) != N) || (gamma && nnc_ref_elems(r, d->norm_gamma) != K) ||
+      (beta && nnc_ref_elems(r, d->norm_beta) != K))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a bias of %lld and norm parameters of %lld "
+                               "values for out %s", (long long)N, (long long)K, nnc_ref_desc(r, d->out, d3));
+  int64_t sta[NNC_MAX_RANK], stb[NNC_MAX_RANK], str[NNC_MAX_RANK], idx[NNC_MAX_RANK];
+  nnc_ref_bcast_strides(&ba, &bo, sta);
+  nnc_ref_bcast_strides(&bb, &bo, stb);
+  if (res) {
+    nnc_ref_shape sr = nnc_ref_shape_of(r, d->residual);
+    if (!nnc_ref_bcast_strides(&sr, &so0, str))
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a residual of out's shape %s, found %s",
+                                 nnc_ref_desc(r, d->out, d3), nnc_ref_desc(r, d->residual, d1));
+  }
+
+  double *y = nnc_ref_alloc(r, d->out);
+  double *row = malloc((size_t)(K > 0 ? K : 1) * sizeof *row);
+  double *dot = malloc((size_t)(N > 0 ? N : 1) * sizeof *dot);
+  if (!y || !row || !dot) {
+    free(row);
+    free(dot);
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
+  }
+  int64_t batches = nnc_ref_shape_elems(&bo);
+  for (int64_t p = 0; p < batches; p++) {
+    nnc_ref_unravel(&bo, p, idx);
+    int64_t oa = 0, ob = 0;
+    for (int i = 0; i < bo.rank; i++) {
+      oa += idx[i] * sta[i];
+      ob += idx[i] * stb[i];
+    }
+    const double *bm = b + ob * K * N;
+    for (int64_t m = 0; m < M; m++) {
+      prologue(d, a + (oa * M + m) * K, K, gamma, beta, row);
+      /* the dot products of the row, walking B's rows contiguously */
+      for (int64_t j = 0; j < N; j++) dot[j] = 0;
+      if (d->b_trans) {
+        for (int64_t j = 0; j < N; j++)
+          for (int64_t c = 0; c < K; c++) dot[j] += row[c] * bm[j * K + c];
+      } else {
+        for (int64_t c = 0; c < K; c++)
+          for (int64_t j = 0; j < N; j++) dot[j] += row[c] * bm[c * N + j];
+      }
+      for (int64_t j = 0; j < N; j++) {
+        double v = nnc_ref_activation(d->act, d->gelu_tanh, d->alpha * dot[j] + (bias ? bias[j] : 0.0));
+        int64_t e = (p * M + m) * N + j;
+        if (res) {
+          int64_t oi[NNC_MAX_RANK], off = 0;
+          nnc_ref_unravel(&so0, e, oi);
+          for (int i = 0; i < so0.rank; i++) off += oi[i] * str[i];
+          v += res[off];
+        }
+        y[e] = v;
+      }
+    }
+  }
+  free(row);
+  free(dot);
+  return NNC_OK;
+}

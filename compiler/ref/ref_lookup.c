@@ -1,0 +1,76 @@
+/* compiler/ref/ref_lookup.c — ops indexed by integer data: embedding rows and
+ * the cross-entropy of target classes. Indices come from the caller's data,
+ * so an index out of range is an error naming the tensor, not a bad read. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ref_internal.h"
+
+/* Checks element e of index tensor t (value v) is an integer in [0, rows);
+ * role and what say which tensor and which bound, for the message. */
+static nnc_status want_index(const nnc_ref *r, const nnc_node *n, int t, int64_t e, double v, int64_t rows,
+                             const char *role, const char *what, nnc_error *err) {
+  if (v >= 0 && v < (double)rows && v == floor(v)) return NNC_OK;
+  return nnc_ref_node_fail(r, n, NNC_E_USAGE, err, "%s %s holds %.17g at element %lld, expected an integer "
+                           "in 0..%lld (%s)", role, r->g->tensors[t].name, v, (long long)e,
+                           (long long)rows - 1, what);
+}
+
+nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  const double *table, *ids;
+  double *y;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
+  nnc_status st = nnc_ref_need(r, n, n->in[0], &table, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[1], &ids, err);
+  if (st) return st;
+  nnc_ref_shape st_ = nnc_ref_shape_of(r, n->in[0]), si = nnc_ref_shape_of(r, n->in[1]);
+  nnc_ref_shape sy = nnc_ref_shape_of(r, n->out[0]);
+  bool ok = st_.rank == 2 && si.rank < NNC_MAX_RANK && sy.rank == si.rank + 1 && sy.d[si.rank] == st_.d[1];
+  for (int i = 0; ok && i < si.rank; i++) ok = sy.d[i] == si.d[i];
+  if (!ok)
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected a table [V,C], ids [...] and output [...,C], "
+                             "found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
+                             nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
+  int64_t V = st_.d[0], C = st_.d[1], count = nnc_ref_shape_elems(&si);
+  char what[NNC_REF_DESC + 32];
+  snprintf(what, sizeof what, "the rows of table %s", nnc_ref_desc(r, n->in[0], d1));
+  for (int64_t e = 0; e < count; e++)
+    if ((st = want_index(r, n, n->in[1], e, ids[e], V, "ids", what, err))) return st;
+  if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
+  for (int64_t e = 0; e < count; e++)
+    if (C) memcpy(y + e * C, table + (int64_t)ids[e] * C, (size_t)C * sizeof *y);
+  return NNC_OK;
+}
+
+nnc_status nnc_ref_op_cross_entropy(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  const double *logits, *targets;
+  double *y;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
+  nnc_status st = nnc_ref_need(r, n, n->in[0], &logits, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[1], &targets, err);
+  if (st) return st;
+  nnc_ref_shape sl = nnc_ref_shape_of(r, n->in[0]), sy = nnc_ref_shape_of(r, n->out[0]);
+  int64_t V = sl.rank ? sl.d[sl.rank - 1] : 0;
+  int64_t rows = V ? nnc_ref_shape_elems(&sl) / V : 0;
+  if (V < 1 || nnc_ref_elems(r, n->in[1]) != rows || nnc_ref_shape_elems(&sy) != 1)
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected logits [...,V] with V >= 1, one target per row "
+                             "and a scalar output, found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
+                             nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
+  char what[NNC_REF_DESC + 32];
+  snprintf(what, sizeof what, "the classes of logits %s", nnc_ref_desc(r, n->in[0], d1));
+  for (int64_t e = 0; e < rows; e++)
+    if ((st = want_index(r, n, n->in[1], e, targets[e], V, "targets", what, err))) return st;
+  if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
+  double total = 0;
+  for (int64_t row = 0; row < rows; row++) {
+    const double *x = logits + row * V;
+    double max = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < V; v++)
+      if (x[v] > max) max = x[v];
+    for (int64_t v = 0; v < V; v++) sum += exp(x[v] - max);
+    total += max + log(sum) - x[(int64_t)targets[row]];
+  }
+  y[0] = total / (double)rows;
+  return NNC_OK;
+}

@@ -1,0 +1,37 @@
+/* compiler/ref/ref_node.c — one graph node, dispatched to its op. */
+#include "ref_internal.h"
+
+nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
+  const nnc_node *n = &r->g->nodes[node];
+  const nnc_op_info *info = nnc_op_info_of(n->op);
+  if (n->nin < info->min_in || n->nin > info->max_in || n->nout < 1 || n->nout > NNC_MAX_IO ||
+      (n->op != NNC_OP_SPLIT && n->nout != 1))
+    return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "expected %d to %d inputs and %s output%s, found %d and %d",
+                             info->min_in, info->max_in, n->op == NNC_OP_SPLIT ? "several" : "one",
+                             n->op == NNC_OP_SPLIT ? "s" : "", n->nin, n->nout);
+  for (int i = 0; i < n->nout; i++)
+    if (n->out[i] < 0 || n->out[i] >= r->g->ntensors)
+      return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "output tensor id %d is out of range", n->out[i]);
+  switch (info->cls) {
+  case NNC_CLASS_UNARY: return nnc_ref_op_unary(r, n, err);
+  case NNC_CLASS_BINARY: return nnc_ref_op_binary(r, n, err);
+  case NNC_CLASS_MASK: return nnc_ref_op_mask(r, n, err);
+  case NNC_CLASS_MATMUL:
+    return n->op == NNC_OP_LINEAR ? nnc_ref_op_linear(r, n, err) : nnc_ref_op_matmul(r, n, err);
+  case NNC_CLASS_ROW:
+    return n->op == NNC_OP_SOFTMAX ? nnc_ref_op_softmax(r, n, err) : nnc_ref_op_norm(r, n, err);
+  case NNC_CLASS_REDUCE: return nnc_ref_op_reduce(r, n, err);
+  case NNC_CLASS_MOVE:
+    switch (n->op) {
+    case NNC_OP_RESHAPE: return nnc_ref_op_reshape(r, n, err);
+    case NNC_OP_TRANSPOSE: return nnc_ref_op_transpose(r, n, err);
+    case NNC_OP_SLICE: return nnc_ref_op_slice(r, n, err);
+    case NNC_OP_CONCAT: return nnc_ref_op_concat(r, n, err);
+    default: return nnc_ref_op_split(r, n, err);
+    }
+  case NNC_CLASS_GATHER: return nnc_ref_op_embedding(r, n, err);
+  case NNC_CLASS_LOSS: return nnc_ref_op_cross_entropy(r, n, err);
+  case NNC_CLASS_NONE: break;
+  }
+  return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "the reference has no rule for op %d", (int)n->op);
+}

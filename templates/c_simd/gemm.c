@@ -1,0 +1,225 @@
+/* templates/c_simd/gemm.c — the blocked GEMM driver (GotoBLAS/BLIS order).
+ *
+ * Two parallel phases:
+ *  1. pack: every row block of A (per batch item) gets its prologue
+ *     statistics and is packed, for all of K, into MR-row micro-panels in
+ *     the shared workspace. A is packed once, whatever the task split.
+ *  2. compute: tasks are (batch item, column block, row block) rectangles of
+ *     C; each packs its KC x NC panels of B into its thread's buffer and
+ *     runs the loops  jc (NC) > pc (KC) > ic (MC) > jr (NR) > ir (MR)
+ *     around the micro-kernel, applying the epilogue on the last pc.
+ *  Tasks split N first (no B is packed twice), and M only when N alone
+ *  gives too few tasks; about four tasks per thread balance the load.
+ *
+ * Workspace: [packed A: batch*Mp*K][per thread: a B panel KC x min(NC,
+ * task width)], Mp = M rounded up to MR. */
+#include "gemm_internal.h"
+
+#include <math.h>
+
+static const char *const KERNEL = "nnc_simd_gemm";
+
+typedef struct plan {
+  int mp;            /* M rounded up to MR */
+  int kc;            /* min(KC, K), at least 1 */
+  int tn, tm;        /* column and row blocks per batch item */
+  int nw, mw;        /* their widths: multiples of NR and of MR */
+  int ntasks;
+  size_t packa_floats, bbuf_floats;  /* each rounded to 16 */
+} plan;
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+
+static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
+  plan p;
+  int batch = g->batch > 0 ? g->batch : 1;
+  int M = imax(g->M, 0), N = imax(g->N, 0), K = imax(g->K, 0);
+  p.mp = ceil_div(M, NNC_GEMM_MR) * NNC_GEMM_MR;
+  p.kc = imax(1, imin(NNC_GEMM_KC, K));
+  int target = nthreads > 1 ? 4 * nthreads : 1;
+  int per_item = imax(1, ceil_div(target, batch));
+  int nblk = imax(1, ceil_div(N, NNC_GEMM_NR));
+  int mblk = imax(1, ceil_div(M, NNC_GEMM_MR));
+  /* Keep column blocks at least 4 micro-panels wide where N allows. */
+  p.tn = imax(1, imin(per_item, nblk / 4));
+  p.nw = ceil_div(nblk, p.tn) * NNC_GEMM_NR;
+  p.tn = imax(1, ceil_div(N, p.nw));
+  p.tm = imin(imax(1, ceil_div(per_item, p.tn)), mblk);
+  p.mw = ceil_div(mblk, p.tm) * NNC_GEMM_MR;
+  p.tm = imax(1, ceil_div(M, p.mw));
+  p.ntasks = batch * p.tn * p.tm;
+  p.packa_floats = nnc_simd_round_up((size_t)batch * (size_t)p.mp * (size_t)K, 16);
+  p.bbuf_floats = nnc_simd_round_up((size_t)p.kc * (size_t)imin(NNC_GEMM_NC, p.nw), 16);
+  return p;
+}
+
+size_t nnc_simd_gemm_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads) {
+  if (!g) return 0;
+  plan p = make_plan(g, nthreads > 0 ? nthreads : 1);
+  size_t threads = (size_t)(nthreads > 0 ? nthreads : 1);
+  return NNC_SIMD_ALIGN + sizeof(float) *
+         (p.packa_floats + threads * p.bbuf_floats);
+}
+
+/* Last byte past the end of a batched [M, n] matrix, from its start. */
+static size_t span_bytes(int batch, ptrdiff_t stride, int M, ptrdiff_t ld, int n) {
+  if (batch <= 0 || M <= 0 || n <= 0) return 0;
+  return sizeof(float) * ((size_t)(batch - 1) * (size_t)stride + (size_t)(M - 1) * (size_t)ld +
+                          (size_t)n);
+}
+
+static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par *par,
+                                void *ws, size_t ws_bytes, nnc_simd_error *err) {
+  if (!g) return nnc_simd_fail(err, KERNEL, "expected arguments, found NULL");
+  if (g->M < 0 || g->N < 0 || g->K < 0)
+    return nnc_simd_fail(err, KERNEL, "expected M, N, K >= 0, found M=%d N=%d K=%d",
+                         g->M, g->N, g->K);
+  if (g->batch < 1) return nnc_simd_fail(err, KERNEL, "expected batch >= 1, found %d", g->batch);
+  if ((unsigned)g->act >= NNC_SIMD_ACT_COUNT)
+    return nnc_simd_fail(err, KERNEL, "unknown activation %d", (int)g->act);
+  if ((unsigned)g->prologue >= NNC_SIMD_PRO_COUNT)
+    return nnc_simd_fail(err, KERNEL, "unknown prologue %d", (int)g->prologue);
+  if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
+  if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
+  if (!g->C) return nnc_simd_fail(err, KERNEL, "expected an output C, found NULL");
+  if (g->K > 0 && (!g->A || !g->B))
+    return nnc_simd_fail(err, KERNEL, "expected inputs A and B for K=%d, found A=%p B=%p",
+                         g->K, (const void *)g->A, (const void *)g->B);
+  if (g->K > 0 && g->lda < g->K)
+    return nnc_simd_fail(err, KERNEL, "expected lda >= K=%d, found %td", g->K, g->lda);
+  ptrdiff_t brow = g->b_trans ? g->K : g->N;
+  if (g->K > 0 && g->ldb < brow)
+    return nnc_simd_fail(err, KERNEL, "expected ldb >= %s=%td (B is %s), found %td",
+                         g->b_trans ? "K" : "N", brow, g->b_trans ? "[N,K]" : "[K,N]", g->ldb);
+  if (g->ldc < g->N)
+    return nnc_simd_fail(err, KERNEL, "expected ldc >= N=%d, found %td", g->N, g->ldc);
+  if (g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 || g->stride_r < 0)
+    return nnc_simd_fail(err, KERNEL, "expected batch strides >= 0, found a=%td b=%td c=%td r=%td",
+                         g->stride_a, g->stride_b, g->stride_c, g->stride_r);
+  if (g->batch > 1 && g->stride_c == 0)
+    return nnc_simd_fail(err, KERNEL, "expected a nonzero stride_c for batch=%d (outputs "
+                         "would overwrite each other)", g->batch);
+  if (g->residual) {
+    if (g->ldr < g->N)
+      return nnc_simd_fail(err, KERNEL, "expected ldr >= N=%d, found %td", g->N, g->ldr);
+    if (nnc_simd_overlaps(g->C, span_bytes(g->batch, g->stride_c, g->M, g->ldc, g->N),
+                          g->residual, span_bytes(g->batch, g->stride_r, g->M, g->ldr, g->N)))
+      return nnc_simd_fail(err, KERNEL, "expected a residual that does not overlap C "
+                           "(C accumulates partial sums before the residual is read)");
+  }
+  if (g->prologue != NNC_SIMD_PRO_NONE) {
+    if (!g->gamma && g->K > 0)
+      return nnc_simd_fail(err, KERNEL, "expected gamma [K=%d] for the %s prologue, found NULL",
+                           g->K, g->prologue == NNC_SIMD_PRO_LAYERNORM ? "layernorm" : "rmsnorm");
+    if (!(g->eps >= 0.0f))
+      return nnc_simd_fail(err, KERNEL, "expected eps >= 0, found %g", (double)g->eps);
+  }
+  int nthreads = nnc_simd_threads(par);
+  size_t need = nnc_simd_gemm_workspace_bytes(g, nthreads);
+  if (!ws || ws_bytes < need)
+    return nnc_simd_fail(err, KERNEL, "expected a workspace of %zu bytes for %d threads, "
+                         "found %zu at %p", need, nthreads, ws ? ws_bytes : 0, ws);
+  return NNC_SIMD_OK;
+}
+
+typedef struct job {
+  const nnc_simd_gemm_args *g;
+  plan p;
+  float *packa;
+  float *bbuf;    /* bbuf_floats per thread */
+} job;
+
+/* Phase 1: rows [r0, r0 + MC) of one batch item. */
+static void pack_task(void *ctx, int task, int thread) {
+  const job *jb = ctx;
+  const nnc_simd_gemm_args *g = jb->g;
+  int groups = ceil_div(g->M, NNC_GEMM_MC);
+  int bi = task / groups, r0 = (task % groups) * NNC_GEMM_MC;
+  int r1 = imin(g->M, r0 + NNC_GEMM_MC);
+  const float *a = g->A + (ptrdiff_t)bi * g->stride_a;
+  float *packa = jb->packa + (size_t)bi * (size_t)jb->p.mp * (size_t)g->K;
+  float mean[NNC_GEMM_MC], rstd[NNC_GEMM_MC];
+  nnc_gemm_pro pro = {g->prologue, mean, rstd, g->gamma,
+                      g->prologue == NNC_SIMD_PRO_LAYERNORM ? g->beta : NULL};
+  if (g->prologue != NNC_SIMD_PRO_NONE) {
+    for (int r = r0; r < r1; ++r) {
+      const float *row = a + (ptrdiff_t)r * g->lda;
+      if (g->prologue == NNC_SIMD_PRO_LAYERNORM) {
+        nnc_simd_row_moments(row, g->K, g->eps, &mean[r - r0], &rstd[r - r0]);
+      } else {
+        mean[r - r0] = 0.0f;
+        rstd[r - r0] = nnc_simd_row_rms_inv(row, g->K, g->eps);
+      }
+    }
+  }
+  for (int pc = 0; pc < g->K; pc += NNC_GEMM_KC) {
+    int kc = imin(NNC_GEMM_KC, g->K - pc);
+    for (int r = r0; r < r1; r += NNC_GEMM_MR) {
+      pro.mean = mean + (r - r0);
+      pro.rstd = rstd + (r - r0);
+      nnc_gemm_pack_a(a + (ptrdiff_t)r * g->lda, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc,
+                      &pro, packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r * (size_t)kc);
+    }
+  }
+}
+
+/* Phase 2: one rectangle of C. */
+static void compute_task(void *ctx, int task, int thread) {
+  const job *jb = ctx;
+  const nnc_simd_gemm_args *g = jb->g;
+  const plan *p = &jb->p;
+  int bi = task / (p->tn * p->tm), rest = task % (p->tn * p->tm);
+  int n0 = (rest / p->tm) * p->nw, m0 = (rest % p->tm) * p->mw;
+  int n1 = imin(g->N, n0 + p->nw), m1 = imin(g->M, m0 + p->mw);
+  const float *b = g->B ? g->B + (ptrdiff_t)bi * g->stride_b : NULL;
+  float *c = g->C + (ptrdiff_t)bi * g->stride_c;
+  const float *res = g->residual ? g->residual + (ptrdiff_t)bi * g->stride_r : NULL;
+  const float *packa = jb->packa + (size_t)bi * (size_t)p->mp * (size_t)g->K;
+  float *bbuf = jb->bbuf + (size_t)thread * p->bbuf_floats;
+
+  for (int jc = n0; jc < n1; jc += NNC_GEMM_NC) {
+    int nc = imin(NNC_GEMM_NC, n1 - jc);
+    /* K == 0 still takes one pass (kc = 0) so that the epilogue runs. */
+    int pc = 0;
+    do {
+      int kc = imin(NNC_GEMM_KC, g->K - pc);
+      int first = pc == 0, last = pc + kc >= g->K;
+      if (kc > 0) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
+      const float *pa = packa + (size_t)pc * (size_t)p->mp;
+      for (int ic = m0; ic < m1; ic += NNC_GEMM_MC) {
+        int mc = imin(NNC_GEMM_MC, m1 - ic);
+        for (int jr = 0; jr < nc; jr += NNC_GEMM_NR) {
+          int nr = imin(NNC_GEMM_NR, nc - jr);
+          for (int ir = 0; ir < mc; ir += NNC_GEMM_MR) {
+            int mr = imin(NNC_GEMM_MR, mc - ir);
+            int row = ic + ir, col = jc + jr;
+            float *ct = c + (ptrdiff_t)row * g->ldc + col;
+            nnc_gemm_micro(kc, pa + (size_t)row * (size_t)kc, bbuf + (size_t)jr * (size_t)kc,
+                           ct, g->ldc, mr, nr, first);
+            if (last)
+              nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
+                                g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,
+                                g->ldr);
+          }
+        }
+      }
+      pc += kc;
+    } while (pc < g->K);
+  }
+}
+
+nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *par,
+                              void *workspace, size_t workspace_bytes, nnc_simd_error *err) {
+  if (validate(g, par, workspace, workspace_bytes, err)) return NNC_SIMD_E_ARG;
+  if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
+  job jb;
+  jb.g = g;
+  jb.p = make_plan(g, nnc_simd_threads(par));
+  jb.packa = nnc_simd_align_ptr(workspace);
+  jb.bbuf = jb.packa + jb.p.packa_floats;
+  if (g->K > 0) nnc_simd_run(par, g->batch * ceil_div(g->M, NNC_GEMM_MC), pack_task, &jb);
+  nnc_simd_run(par, jb.p.ntasks, compute_task, &jb);
+  return NNC_SIMD_OK;
+}

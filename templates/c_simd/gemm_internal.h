@@ -1,0 +1,40 @@
+/* templates/c_simd/gemm_internal.h — the pieces of the blocked GEMM:
+ * packing (gemm_pack.c), the register micro-kernel and the epilogue
+ * (gemm_micro.c); gemm.c drives them. */
+#ifndef NNC_GEMM_INTERNAL_H
+#define NNC_GEMM_INTERNAL_H
+
+#include "gemm_tiles.h"
+#include "internal.h"
+
+/* The row prologue as the packer sees it: per-row statistics already
+ * computed (mean is 0 for rmsnorm). */
+typedef struct nnc_gemm_pro {
+  nnc_simd_prologue kind;
+  const float *mean, *rstd;      /* indexed by row, for the rows packed */
+  const float *gamma, *beta;     /* [K]; beta NULL is 0 */
+} nnc_gemm_pro;
+
+/* Packs rows [0, mr) (mr <= MR) of A (row stride lda), columns [pc, pc+kc),
+ * into one MR x kc micro-panel: dst[k*MR + i], rows past mr zero. */
+void nnc_gemm_pack_a(const float *a, ptrdiff_t lda, int mr, int pc, int kc,
+                     const nnc_gemm_pro *pro, float *dst);
+
+/* Packs the kc x nc block of B that starts at (k = pc, n = j0) into nc/NR
+ * micro-panels of kc x NR (panel p at dst + p*NR*kc, element [k*NR + j]),
+ * the last one padded with zeros. B is [K,N] (ldb), or [N,K] when trans. */
+void nnc_gemm_pack_b(const float *b, ptrdiff_t ldb, int trans, int pc, int kc,
+                     int j0, int nc, float *dst);
+
+/* C[0:mr, 0:nr] (ldc) = (first ? 0 : C) + a . b, a an MR x kc micro-panel
+ * and b a kc x NR one. */
+void nnc_gemm_micro(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
+                    int mr, int nr, int first);
+
+/* The epilogue on a finished tile: c = act(alpha*c + bias) + res, where
+ * bias and res (ldr) are already offset to the tile and may be NULL. */
+void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
+                       const float *bias, nnc_simd_act act, const float *res,
+                       ptrdiff_t ldr);
+
+#endif

@@ -1,0 +1,168 @@
+/* templates/c_simd/nnc_simd.h — the kernels of the C SIMD target.
+ *
+ * This folder is copied next to the generated model sources and built with
+ * nothing but a C11 compiler and libm, so it depends on no other nnc header.
+ * All tensors are f32, row-major, with explicit leading dimensions (in
+ * elements, >= the row length). Every kernel validates its arguments and
+ * returns a status; on failure it fills *err (when not NULL) with a message
+ * saying what was expected and what was found, and writes nothing.
+ *
+ * Parallelism is borrowed, never owned: a kernel splits its work into tasks
+ * and hands them to the caller's parallel_for (libnnrt's thread pool has the
+ * right signature); with a NULL parallel_for it runs them in order itself.
+ * A task is told which thread runs it so that it can use that thread's slice
+ * of the caller's workspace. */
+#ifndef NNC_SIMD_KERNELS_H
+#define NNC_SIMD_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum nnc_simd_status {
+  NNC_SIMD_OK = 0,
+  NNC_SIMD_E_ARG = 1 /* a NULL, negative, too small or inconsistent argument */
+} nnc_simd_status;
+
+typedef struct nnc_simd_error {
+  nnc_simd_status code;
+  char msg[256];
+} nnc_simd_error;
+
+typedef void (*nnc_simd_task_fn)(void *ctx, int task, int thread);
+/* Runs task(ctx, t, thread) once for every t in [0, ntasks) and returns
+ * when all are done; thread is in [0, nthreads) and no two tasks running
+ * at the same time share it. */
+typedef void (*nnc_simd_parallel_for_fn)(void *pool, int ntasks,
+                                         nnc_simd_task_fn task, void *ctx);
+
+typedef struct nnc_simd_par {
+  nnc_simd_parallel_for_fn parallel_for; /* NULL: run serially */
+  void *pool;
+  int nthreads;                          /* threads parallel_for may use */
+} nnc_simd_par;
+
+typedef enum nnc_simd_act {
+  NNC_SIMD_ACT_NONE,
+  NNC_SIMD_ACT_RELU,
+  NNC_SIMD_ACT_GELU_ERF,   /* 0.5 x (1 + erf(x / sqrt 2)) */
+  NNC_SIMD_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  NNC_SIMD_ACT_SILU,       /* x sigmoid(x) */
+  NNC_SIMD_ACT_SIGMOID,
+  NNC_SIMD_ACT_TANH,
+  NNC_SIMD_ACT_COUNT
+} nnc_simd_act;
+
+typedef enum nnc_simd_prologue {
+  NNC_SIMD_PRO_NONE,
+  NNC_SIMD_PRO_LAYERNORM,  /* (a - mean) / sqrt(var + eps) * gamma + beta (beta may be NULL) */
+  NNC_SIMD_PRO_RMSNORM,    /* a / sqrt(mean(a^2) + eps) * gamma (beta unused) */
+  NNC_SIMD_PRO_COUNT
+} nnc_simd_prologue;
+
+/* Name of the ISA the kernels were compiled for: "avx512", "avx2", "neon"
+ * or "generic". */
+const char *nnc_simd_isa(void);
+
+/* ------------------------------------------------------------------ GEMM */
+
+/* C[M,N] = act(alpha * P(A) . B + bias) + residual, batch times.
+ * A is [M,K] (lda). B is [K,N] (ldb), or [N,K] when b_trans (nn.Linear
+ * weights). bias [N] and residual [M,N] (ldr) are optional (NULL). P is the
+ * row prologue, with statistics over each whole row of A. Batch item i uses
+ * A + i*stride_a, B + i*stride_b, C + i*stride_c, residual + i*stride_r
+ * (a stride of 0 broadcasts); bias is shared. residual must not overlap C.
+ * K == 0 is allowed: the product is zero. */
+typedef struct nnc_simd_gemm_args {
+  int M, N, K;
+  int batch;                      /* >= 1 */
+  const float *A;
+  ptrdiff_t lda, stride_a;
+  const float *B;
+  ptrdiff_t ldb, stride_b;
+  int b_trans;
+  float *C;
+  ptrdiff_t ldc, stride_c;
+  float alpha;
+  const float *bias;
+  nnc_simd_act act;
+  const float *residual;
+  ptrdiff_t ldr, stride_r;
+  nnc_simd_prologue prologue;
+  const float *gamma, *beta;      /* [K] */
+  float eps;
+} nnc_simd_gemm_args;
+
+/* Bytes of workspace nnc_simd_gemm needs for these shapes and that many
+ * threads (any alignment will do: the kernel aligns it itself). */
+size_t nnc_simd_gemm_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads);
+
+nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *par,
+                              void *workspace, size_t workspace_bytes,
+                              nnc_simd_error *err);
+
+/* ------------------------------------------------------------ row kernels */
+
+/* y[r,:] = softmax(x[r,:]) over cols; a row that is all -inf gives zeros.
+ * y may be x (same ld). */
+nnc_simd_status nnc_simd_softmax(int rows, int cols, const float *x, ptrdiff_t ldx,
+                                 float *y, ptrdiff_t ldy, const nnc_simd_par *par,
+                                 nnc_simd_error *err);
+
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta per row; gamma and beta
+ * may be NULL (1 and 0). y may be x. */
+nnc_simd_status nnc_simd_layernorm(int rows, int cols, const float *x, ptrdiff_t ldx,
+                                   const float *gamma, const float *beta, float eps,
+                                   float *y, ptrdiff_t ldy, const nnc_simd_par *par,
+                                   nnc_simd_error *err);
+
+/* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma may be NULL. */
+nnc_simd_status nnc_simd_rmsnorm(int rows, int cols, const float *x, ptrdiff_t ldx,
+                                 const float *gamma, float eps,
+                                 float *y, ptrdiff_t ldy, const nnc_simd_par *par,
+                                 nnc_simd_error *err);
+
+/* ------------------------------------------------------------- attention */
+
+/* out = softmax(scale * q . k^T + masks) . v for every (batch, head), with a
+ * streaming softmax over blocks of keys: memory does not grow with T*S.
+ * q [T,D], k [S,D], v [S,Dv], out [T,Dv] per (batch, head); element (b, h,
+ * i, d) of q is at q + b*q_sb + h*q_sh + i*q_st + d, likewise for the others.
+ * causal: key j is masked for query i when j > i + (S - T).
+ * mask (optional) is [batch, S] with row stride mask_sb: key j of batch b is
+ * masked when mask[b*mask_sb + j] == 0. A query whose keys are all masked
+ * gives a row of zeros. */
+typedef struct nnc_simd_attn_args {
+  int batch, heads, T, S, D, Dv;
+  const float *q;
+  ptrdiff_t q_sb, q_sh, q_st;
+  const float *k;
+  ptrdiff_t k_sb, k_sh, k_st;
+  const float *v;
+  ptrdiff_t v_sb, v_sh, v_st;
+  float *out;
+  ptrdiff_t o_sb, o_sh, o_st;
+  float scale;
+  int causal;
+  const float *mask;
+  ptrdiff_t mask_sb;
+} nnc_simd_attn_args;
+
+size_t nnc_simd_attention_workspace_bytes(const nnc_simd_attn_args *a, int nthreads);
+
+nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_par *par,
+                                   void *workspace, size_t workspace_bytes,
+                                   nnc_simd_error *err);
+
+/* ----------------------------------------------------------- elementwise */
+
+/* y[i] = act(x[i]) for i < n; y may be x. */
+nnc_simd_status nnc_simd_activation(nnc_simd_act act, size_t n, const float *x, float *y,
+                                    const nnc_simd_par *par, nnc_simd_error *err);
+
+/* out[i,:] = table[ids[i],:] for i < n (cols floats per row); an id outside
+ * [0, rows) is an error naming its position and value. */
+nnc_simd_status nnc_simd_embedding(int n, const int32_t *ids, int rows, int cols,
+                                   const float *table, ptrdiff_t ld_table,
+                                   float *out, ptrdiff_t ld_out, nnc_simd_error *err);
+
+#endif

@@ -1,0 +1,339 @@
+/* tests/unit/test_simd_gemm.c — nnc_simd_gemm against a float64 GEMM
+ * written here: odd sizes, both B layouts, every activation, bias,
+ * residual, both prologues, alpha, batches, thread counts, and bad
+ * arguments. Outputs (and the padding around them) are poisoned with NaN
+ * first, so an unwritten element or a write outside the matrix fails. */
+#include "test_simd_util.h"
+
+typedef struct gcase {
+  int M, N, K, batch;
+  int trans;
+  nnc_simd_act act;
+  int bias, res;
+  nnc_simd_prologue pro;
+  int threads;        /* 0: no parallel_for */
+  float alpha;
+  int pad;            /* extra elements per row of every matrix */
+  int bcast_b;        /* stride_b = 0 */
+} gcase;
+
+static const char *act_name(nnc_simd_act a) {
+  static const char *n[] = {"none", "relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh"};
+  return (unsigned)a < 7 ? n[a] : "?";
+}
+
+/* Row i of P(A) in float64. */
+static void ref_prologue(const gcase *c, const float *a, const float *gamma, const float *beta,
+                         double *out) {
+  double mean = 0, var = 0;
+  for (int k = 0; k < c->K; ++k) mean += a[k];
+  mean = c->K ? mean / c->K : 0;
+  for (int k = 0; k < c->K; ++k) var += (a[k] - mean) * (a[k] - mean);
+  var = c->K ? var / c->K : 0;
+  double ms = 0;
+  for (int k = 0; k < c->K; ++k) ms += (double)a[k] * a[k];
+  ms = c->K ? ms / c->K : 0;
+  const double eps = 1e-5;
+  for (int k = 0; k < c->K; ++k) {
+    if (c->pro == NNC_SIMD_PRO_LAYERNORM)
+      out[k] = (a[k] - mean) / sqrt(var + eps) * gamma[k] + beta[k];
+    else if (c->pro == NNC_SIMD_PRO_RMSNORM)
+      out[k] = a[k] / sqrt(ms + eps) * gamma[k];
+    else
+      out[k] = a[k];
+  }
+}
+
+static int run_case(const gcase *c) {
+  int M = c->M, N = c->N, K = c->K, nb = c->batch;
+  ptrdiff_t lda = K + c->pad, ldb = (c->trans ? K : N) + c->pad, ldc = N + c->pad,
+            ldr = N + 2 * c->pad + 1;
+  ptrdiff_t brows = c->trans ? N : K;
+  ptrdiff_t sa = M * lda, sb = c->bcast_b ? 0 : brows * ldb, sc = M * ldc, sr = M * ldr;
+  size_t na = (size_t)(nb * sa), nbb = (size_t)(c->bcast_b ? brows * ldb : nb * sb),
+         nc = (size_t)(nb * sc), nr = (size_t)(nb * sr);
+  float *A = trandom(na, -1, 1), *B = trandom(nbb, -1, 1), *C = talloc(nc);
+  float *R = c->res ? trandom(nr, -1, 1) : NULL;
+  float *bias = c->bias ? trandom((size_t)N, -1, 1) : NULL;
+  float *gamma = trandom((size_t)K, 0.5f, 1.5f), *beta = trandom((size_t)K, -0.5f, 0.5f);
+  tpoison(C, nc);
+
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = M; g.N = N; g.K = K; g.batch = nb;
+  g.A = A; g.lda = lda; g.stride_a = sa;
+  g.B = B; g.ldb = ldb; g.stride_b = sb; g.b_trans = c->trans;
+  g.C = C; g.ldc = ldc; g.stride_c = sc;
+  g.alpha = c->alpha;
+  g.bias = bias;
+  g.act = c->act;
+  g.residual = R; g.ldr = ldr; g.stride_r = sr;
+  g.prologue = c->pro; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
+
+  tpool tp = {c->threads, 0};
+  nnc_simd_par par = {tpool_parallel_for, &tp, c->threads};
+  size_t wsb = nnc_simd_gemm_workspace_bytes(&g, c->threads ? c->threads : 1);
+  void *ws = malloc(wsb);
+  assert_non_null(ws);
+  nnc_simd_error err = {0};
+  nnc_simd_status st = nnc_simd_gemm(&g, c->threads ? &par : NULL, ws, wsb, &err);
+  if (st != NNC_SIMD_OK) fprintf(stderr, "gemm failed: %s\n", err.msg);
+  assert_int_equal(st, NNC_SIMD_OK);
+
+  double *pa = malloc(sizeof(double) * (size_t)(M * K + 1));
+  double *ref = malloc(sizeof(double) * (size_t)(M * N + 1));
+  assert_non_null(pa);
+  assert_non_null(ref);
+  int ok = 1;
+  for (int b = 0; b < nb && ok; ++b) {
+    const float *Ab = A + b * sa, *Bb = B + b * sb, *Rb = R ? R + b * sr : NULL;
+    for (int i = 0; i < M; ++i) ref_prologue(c, Ab + i * lda, gamma, beta, pa + (size_t)i * K);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double s = 0;
+        for (int k = 0; k < K; ++k) {
+          double bv = c->trans ? Bb[j * ldb + k] : Bb[k * ldb + j];
+          s += pa[(size_t)i * K + k] * bv;
+        }
+        s = c->alpha * s + (bias ? bias[j] : 0.0);
+        s = tact(c->act, s);
+        if (Rb) s += Rb[i * ldr + j];
+        ref[(size_t)i * N + j] = s;
+      }
+    char what[200];
+    snprintf(what, sizeof what, "gemm %dx%dx%d batch %d/%d %s act=%s bias=%d res=%d pro=%d "
+             "thr=%d alpha=%g", M, N, K, b, nb, c->trans ? "B^T" : "B", act_name(c->act),
+             c->bias, c->res, (int)c->pro, c->threads, (double)c->alpha);
+    ok = tcheck(what, C + b * sc, ldc, ref, M, N, 1e-5);
+    /* The padding of each row must still be NaN: nothing written past N. */
+    for (int i = 0; i < M && ok; ++i)
+      for (ptrdiff_t j = N; j < ldc && (i + 1 < M || b + 1 < nb); ++j)
+        if (!isnan(C[b * sc + i * ldc + j])) {
+          fprintf(stderr, "%s: padding [%d,%td] was written\n", what, i, j);
+          ok = 0;
+          break;
+        }
+  }
+  free(A); free(B); free(C); free(R); free(bias); free(gamma); free(beta);
+  free(ws); free(pa); free(ref);
+  return ok;
+}
+
+static gcase base(int M, int N, int K) {
+  gcase c;
+  memset(&c, 0, sizeof c);
+  c.M = M; c.N = N; c.K = K; c.batch = 1; c.alpha = 1.0f; c.threads = 3;
+  return c;
+}
+
+static void test_sizes(void **state) {
+  (void)state;
+  static const int sz[] = {1, 3, 17, 129};
+  int fails = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b)
+        for (int k = 0; k < 4; ++k) {
+          gcase c = base(sz[a], sz[b], sz[k]);
+          c.trans = t;
+          c.pad = (a + b + k) % 3;
+          fails += !run_case(&c);
+        }
+  assert_int_equal(fails, 0);
+}
+
+/* Every flag combination on an odd size that has edge tiles both ways. */
+static void test_flags(void **state) {
+  (void)state;
+  int fails = 0, n = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act)
+      for (int bias = 0; bias < 2; ++bias)
+        for (int res = 0; res < 2; ++res)
+          for (int pro = 0; pro < NNC_SIMD_PRO_COUNT; ++pro, ++n) {
+            gcase c = base(23, 37, 41);
+            c.trans = t;
+            c.act = (nnc_simd_act)act;
+            c.bias = bias;
+            c.res = res;
+            c.pro = (nnc_simd_prologue)pro;
+            c.threads = n % 4;
+            c.alpha = n % 3 == 0 ? 1.0f : n % 3 == 1 ? 0.375f : -1.5f;
+            c.pad = n % 2;
+            fails += !run_case(&c);
+          }
+  assert_int_equal(fails, 0);
+}
+
+/* K up to 3072 (GPT-2's MLP), with and without a prologue. */
+static void test_large_k(void **state) {
+  (void)state;
+  int fails = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int pro = 0; pro < NNC_SIMD_PRO_COUNT; ++pro) {
+      gcase c = base(19, 45, 3072);
+      c.trans = t;
+      c.pro = (nnc_simd_prologue)pro;
+      c.bias = 1;
+      c.act = NNC_SIMD_ACT_GELU_TANH;
+      c.threads = 2;
+      fails += !run_case(&c);
+    }
+  assert_int_equal(fails, 0);
+}
+
+/* Sizes past every block: M > MC, N > NC, K > KC. */
+static void test_blocks(void **state) {
+  (void)state;
+  gcase c = base(151, 3090, 263);
+  c.bias = 1;
+  c.res = 1;
+  c.threads = 2;
+  assert_true(run_case(&c));
+  c = base(151, 3090, 263);
+  c.trans = 1;
+  c.threads = 0;
+  c.pro = NNC_SIMD_PRO_LAYERNORM;
+  assert_true(run_case(&c));
+}
+
+static void test_batched(void **state) {
+  (void)state;
+  int fails = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int bc = 0; bc < 2; ++bc) {
+      gcase c = base(17, 29, 13);
+      c.batch = 5;
+      c.trans = t;
+      c.bcast_b = bc;
+      c.res = 1;
+      c.pad = 2;
+      c.threads = 3;
+      fails += !run_case(&c);
+      c = base(1, 3, 1);
+      c.batch = 7;
+      c.trans = t;
+      c.bcast_b = bc;
+      c.threads = 2;
+      fails += !run_case(&c);
+    }
+  assert_int_equal(fails, 0);
+}
+
+/* K == 0: the product is zero, C = act(bias) + residual. */
+static void test_k_zero(void **state) {
+  (void)state;
+  for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act) {
+    gcase c = base(5, 19, 0);
+    c.bias = 1;
+    c.res = act % 2;
+    c.act = (nnc_simd_act)act;
+    assert_true(run_case(&c));
+  }
+}
+
+/* M == 0 or N == 0 writes nothing and succeeds, even with NULL pointers. */
+static void test_empty(void **state) {
+  (void)state;
+  float C[4] = {NAN, NAN, NAN, NAN};
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = 0; g.N = 4; g.K = 3; g.batch = 1; g.C = C; g.ldc = 4; g.alpha = 1;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, NULL, 0, NULL), NNC_SIMD_OK);
+  g.M = 1; g.N = 0;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, NULL, 0, NULL), NNC_SIMD_OK);
+  for (int i = 0; i < 4; ++i) assert_true(isnan(C[i]));
+}
+
+/* The split into tasks must not change a single bit of the result. */
+static void test_thread_counts_agree(void **state) {
+  (void)state;
+  int M = 67, N = 301, K = 300;
+  float *A = trandom((size_t)M * K, -1, 1), *B = trandom((size_t)K * N, -1, 1);
+  float *C0 = talloc((size_t)M * N), *C1 = talloc((size_t)M * N);
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = M; g.N = N; g.K = K; g.batch = 1;
+  g.A = A; g.lda = K; g.B = B; g.ldb = N; g.C = C0; g.ldc = N; g.alpha = 1;
+  g.act = NNC_SIMD_ACT_SILU;
+  size_t wsb = nnc_simd_gemm_workspace_bytes(&g, 1);
+  void *ws = malloc(wsb);
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, wsb, NULL), NNC_SIMD_OK);
+  free(ws);
+  g.C = C1;
+  for (int t = 1; t <= 7; ++t) {
+    tpool tp = {t, 0};
+    nnc_simd_par par = {tpool_parallel_for, &tp, t};
+    wsb = nnc_simd_gemm_workspace_bytes(&g, t);
+    ws = malloc(wsb);
+    tpoison(C1, (size_t)M * N);
+    assert_int_equal(nnc_simd_gemm(&g, &par, ws, wsb, NULL), NNC_SIMD_OK);
+    assert_memory_equal(C0, C1, sizeof(float) * (size_t)M * N);
+    assert_true(t == 1 || tp.calls >= 1); /* the work went through the pool */
+    free(ws);
+  }
+  free(A); free(B); free(C0); free(C1);
+}
+
+/* Expects E_ARG with a message containing `needle`, and C untouched. */
+static void expect_error(const nnc_simd_gemm_args *g, const nnc_simd_par *par, void *ws,
+                         size_t wsb, const char *needle) {
+  nnc_simd_error err;
+  memset(&err, 0, sizeof err);
+  assert_int_equal(nnc_simd_gemm(g, par, ws, wsb, &err), NNC_SIMD_E_ARG);
+  assert_int_equal(err.code, NNC_SIMD_E_ARG);
+  if (!strstr(err.msg, needle)) fprintf(stderr, "message '%s' lacks '%s'\n", err.msg, needle);
+  assert_non_null(strstr(err.msg, needle));
+  assert_non_null(strstr(err.msg, "nnc_simd_gemm"));
+  /* A NULL err is allowed too. */
+  assert_int_equal(nnc_simd_gemm(g, par, ws, wsb, NULL), NNC_SIMD_E_ARG);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  enum { M = 3, N = 5, K = 4 };
+  float A[M * K] = {0}, B[K * N] = {0}, C[M * N];
+  tpoison(C, M * N);
+  nnc_simd_gemm_args g0;
+  memset(&g0, 0, sizeof g0);
+  g0.M = M; g0.N = N; g0.K = K; g0.batch = 1;
+  g0.A = A; g0.lda = K; g0.B = B; g0.ldb = N; g0.C = C; g0.ldc = N; g0.alpha = 1;
+  size_t wsb = nnc_simd_gemm_workspace_bytes(&g0, 4);
+  void *ws = malloc(wsb);
+  nnc_simd_gemm_args g;
+
+  assert_int_equal(nnc_simd_gemm(NULL, NULL, ws, wsb, NULL), NNC_SIMD_E_ARG);
+  g = g0; g.M = -1; expect_error(&g, NULL, ws, wsb, "M=-1");
+  g = g0; g.batch = 0; expect_error(&g, NULL, ws, wsb, "batch >= 1");
+  g = g0; g.lda = K - 1; expect_error(&g, NULL, ws, wsb, "lda >= K=4, found 3");
+  g = g0; g.ldb = N - 1; expect_error(&g, NULL, ws, wsb, "ldb >= N=5");
+  g = g0; g.b_trans = 1; g.ldb = K - 1; expect_error(&g, NULL, ws, wsb, "[N,K]");
+  g = g0; g.ldc = 2; expect_error(&g, NULL, ws, wsb, "ldc >= N=5, found 2");
+  g = g0; g.A = NULL; expect_error(&g, NULL, ws, wsb, "inputs A and B");
+  g = g0; g.C = NULL; expect_error(&g, NULL, ws, wsb, "output C");
+  g = g0; g.act = NNC_SIMD_ACT_COUNT; expect_error(&g, NULL, ws, wsb, "unknown activation");
+  g = g0; g.prologue = (nnc_simd_prologue)9; expect_error(&g, NULL, ws, wsb, "unknown prologue");
+  g = g0; g.prologue = NNC_SIMD_PRO_RMSNORM; expect_error(&g, NULL, ws, wsb, "gamma");
+  g = g0; g.residual = C + 2; g.ldr = N; expect_error(&g, NULL, ws, wsb, "overlap");
+  g = g0; g.batch = 2; g.stride_a = M * K; g.stride_b = 0; g.stride_c = 0;
+  expect_error(&g, NULL, ws, wsb, "stride_c");
+  g = g0; expect_error(&g, NULL, ws, 8, "workspace");
+  g = g0; expect_error(&g, NULL, NULL, wsb, "workspace");
+  tpool tp = {0, 0};
+  nnc_simd_par par = {tpool_parallel_for, &tp, 0};
+  g = g0; expect_error(&g, &par, ws, wsb, "nthreads >= 1");
+  for (int i = 0; i < M * N; ++i) assert_true(isnan(C[i]));
+  free(ws);
+}
+
+int main(void) {
+  trng_seed(1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sizes),        cmocka_unit_test(test_flags),
+      cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
+      cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),
+      cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
+      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

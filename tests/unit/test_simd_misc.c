@@ -1,0 +1,161 @@
+/* tests/unit/test_simd_misc.c — elementwise activations (against libm in
+ * float64: a dense sweep, odd lengths, in place, threads, NaN and +-inf)
+ * and the embedding gather (odd widths, padded rows, bad ids). */
+#include "test_simd_util.h"
+
+#include <float.h>
+
+/* The activation contract: within 1e-6 relative of the float64 value, or
+ * 1e-9 * |x| absolute where the result sinks toward 0 (gelu far left). */
+static int act_close(nnc_simd_act act, float x, float got) {
+  double r = tact(act, x);
+  double tol = 1e-6 * fabs(r) + 1e-9 * fabs(x) + 1e-37;
+  if (!(fabs(got - r) <= tol)) {
+    fprintf(stderr, "act %d at x=%.9g: got %.9g expected %.9g\n", (int)act, (double)x,
+            (double)got, r);
+    return 0;
+  }
+  return 1;
+}
+
+static void test_act_sweep(void **state) {
+  (void)state;
+  const size_t n = 200003; /* odd: a tail after the vectors and after the tasks */
+  float *x = talloc(n), *y = talloc(n);
+  for (size_t i = 0; i < n; ++i) x[i] = -30.0f + 60.0f * (float)i / (float)n;
+  int fails = 0;
+  for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act)
+    for (int threads = 0; threads < 4; threads += 3) {
+      tpoison(y, n);
+      tpool tp = {threads, 0};
+      nnc_simd_par par = {tpool_parallel_for, &tp, threads};
+      assert_int_equal(nnc_simd_activation((nnc_simd_act)act, n, x, y, threads ? &par : NULL,
+                                           NULL), NNC_SIMD_OK);
+      for (size_t i = 0; i < n && fails < 5; ++i) fails += !act_close((nnc_simd_act)act, x[i], y[i]);
+      if (threads) assert_true(tp.calls == 1);
+    }
+  assert_int_equal(fails, 0);
+  free(x);
+  free(y);
+}
+
+static void test_act_lengths_inplace(void **state) {
+  (void)state;
+  static const size_t lens[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 129};
+  int fails = 0;
+  for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act)
+    for (int l = 0; l < 10; ++l) {
+      size_t n = lens[l];
+      float *x = trandom(n + 1, -8, 8), *keep = talloc(n + 1);
+      memcpy(keep, x, (n + 1) * sizeof(float));
+      x[n] = NAN; /* one past the end: must stay NaN */
+      assert_int_equal(nnc_simd_activation((nnc_simd_act)act, n, x, x, NULL, NULL), NNC_SIMD_OK);
+      for (size_t i = 0; i < n; ++i) fails += !act_close((nnc_simd_act)act, keep[i], x[i]);
+      assert_true(isnan(x[n]));
+      free(x);
+      free(keep);
+    }
+  assert_int_equal(fails, 0);
+}
+
+static void test_act_special(void **state) {
+  (void)state;
+  /* NaN stays NaN; +-inf give the limits. */
+  float x[5] = {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX};
+  static const double hi[NNC_SIMD_ACT_COUNT] = {INFINITY, INFINITY, INFINITY, INFINITY,
+                                                INFINITY, 1, 1};
+  static const double lo[NNC_SIMD_ACT_COUNT] = {-INFINITY, 0, 0, 0, 0, 0, -1};
+  for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act) {
+    float y[5];
+    assert_int_equal(nnc_simd_activation((nnc_simd_act)act, 5, x, y, NULL, NULL), NNC_SIMD_OK);
+    assert_true(isnan(y[0]));
+    if (isinf(hi[act])) {
+      assert_true(isinf(y[1]) && y[1] > 0);
+      assert_true(y[3] >= FLT_MAX); /* large stays large */
+    } else {
+      assert_true(y[1] == (float)hi[act] && y[3] == (float)hi[act]);
+    }
+    if (isinf(lo[act])) {
+      assert_true(isinf(y[2]) && y[2] < 0);
+    } else {
+      if (!(fabs(y[2] - lo[act]) <= 1e-30 && fabs(y[4] - lo[act]) <= 1e-30))
+        fprintf(stderr, "act %d: -inf -> %g, -FLT_MAX -> %g\n", act, (double)y[2], (double)y[4]);
+      assert_true(fabs(y[2] - lo[act]) <= 1e-30);
+      assert_true(fabs(y[4] - lo[act]) <= 1e-30);
+    }
+  }
+}
+
+static void test_act_errors(void **state) {
+  (void)state;
+  float x[8] = {0}, y[8];
+  nnc_simd_error err;
+  assert_int_equal(nnc_simd_activation(NNC_SIMD_ACT_COUNT, 8, x, y, NULL, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "unknown activation"));
+  assert_int_equal(nnc_simd_activation(NNC_SIMD_ACT_RELU, 8, NULL, y, NULL, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "expected input and output"));
+  assert_int_equal(nnc_simd_activation(NNC_SIMD_ACT_RELU, 7, x, x + 1, NULL, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "overlapping"));
+  assert_int_equal(nnc_simd_activation(NNC_SIMD_ACT_RELU, 0, NULL, NULL, NULL, NULL), NNC_SIMD_OK);
+}
+
+static void test_embedding(void **state) {
+  (void)state;
+  static const int widths[] = {1, 3, 17, 129};
+  for (int w = 0; w < 4; ++w) {
+    int rows = 11, cols = widths[w], n = 9;
+    ptrdiff_t ldt = cols + 2, ldo = cols + 1;
+    float *table = trandom((size_t)(rows * ldt), -1, 1), *out = talloc((size_t)(n * ldo));
+    int32_t ids[9] = {0, 10, 3, 3, 7, 1, 10, 0, 5};
+    tpoison(out, (size_t)(n * ldo));
+    assert_int_equal(nnc_simd_embedding(n, ids, rows, cols, table, ldt, out, ldo, NULL),
+                     NNC_SIMD_OK);
+    for (int i = 0; i < n; ++i) {
+      assert_memory_equal(out + i * ldo, table + ids[i] * ldt, (size_t)cols * sizeof(float));
+      if (i + 1 < n) assert_true(isnan(out[i * ldo + cols]));
+    }
+    free(table);
+    free(out);
+  }
+}
+
+static void test_embedding_errors(void **state) {
+  (void)state;
+  float table[12] = {0}, out[12];
+  tpoison(out, 12);
+  nnc_simd_error err;
+  int32_t bad_hi[3] = {0, 4, 1}, bad_lo[2] = {1, -1};
+  assert_int_equal(nnc_simd_embedding(3, bad_hi, 4, 3, table, 3, out, 3, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "ids[1] = 4"));
+  assert_non_null(strstr(err.msg, "[0, 4)"));
+  assert_int_equal(nnc_simd_embedding(2, bad_lo, 4, 3, table, 3, out, 3, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "ids[1] = -1"));
+  assert_int_equal(nnc_simd_embedding(2, bad_lo, 4, 3, table, 2, out, 3, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "ld_table"));
+  assert_int_equal(nnc_simd_embedding(-1, bad_lo, 4, 3, table, 3, out, 3, &err), NNC_SIMD_E_ARG);
+  assert_int_equal(nnc_simd_embedding(0, NULL, 4, 3, NULL, 3, NULL, 3, &err), NNC_SIMD_OK);
+  /* Nothing was written by the failing calls (the bad id is checked first). */
+  for (int i = 0; i < 12; ++i) assert_true(isnan(out[i]));
+}
+
+static void test_isa(void **state) {
+  (void)state;
+  const char *isa = nnc_simd_isa();
+#if defined(NNC_ISA_GENERIC)
+  assert_string_equal(isa, "generic");
+#else
+  assert_true(!strcmp(isa, "avx512") || !strcmp(isa, "avx2") || !strcmp(isa, "neon") ||
+              !strcmp(isa, "generic"));
+#endif
+}
+
+int main(void) {
+  trng_seed(4);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_act_sweep),      cmocka_unit_test(test_act_lengths_inplace),
+      cmocka_unit_test(test_act_special),    cmocka_unit_test(test_act_errors),
+      cmocka_unit_test(test_embedding),      cmocka_unit_test(test_embedding_errors),
+      cmocka_unit_test(test_isa),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
