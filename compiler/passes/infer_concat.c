@@ -47,7 +47,7 @@ nnc_status nnc_infer_concat(const nnc_infer_ctx *c) {
   int axis = c->n->attrs.axis, n = c->n->nin;
   nnc_status st = nnc_infer_want_axis(c, 0, axis);
   if (st) return st;
-  nnc_dim sizes[NNC_MAX_IO];
+  nnc_dim sizes[NNC_MAX_IO] = {{0}};
   for (int i = 0; i < n; i++) {
     const nnc_tensor *b = nnc_in(c, i);
     st = nnc_infer_want_same_dtype(c, 0, i);
@@ -84,7 +84,7 @@ nnc_status nnc_infer_split(const nnc_infer_ctx *c) {
   char d1[NNC_DESC_LEN], d2[NNC_DESC_LEN], d3[NNC_DESC_LEN], list[512];
   nnc_status st = nnc_infer_want_axis(c, 0, axis);
   if (st) return st;
-  nnc_dim sizes[NNC_MAX_IO];
+  nnc_dim sizes[NNC_MAX_IO] = {{0}};
   for (int i = 0; i < n; i++) {
     const nnc_tensor *o = nnc_out(c, i);
     if (o->rank < 0 || o->rank > NNC_MAX_RANK)

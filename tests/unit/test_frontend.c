@@ -63,7 +63,7 @@ static void load_ok(loaded *l, const char *name, const char *text) {
 
 /* The status and the whole message "<path>:<line>: <msg>" (line 0: no prefix). */
 static void expect_error(const loaded *l, nnc_status st, int line, const char *msg) {
-  char want[1024];
+  char want[2048];
   if (line > 0) snprintf(want, sizeof want, "%s:%d: %s", l->path, line, msg);
   else snprintf(want, sizeof want, "%s", msg);
   if (l->st != st || strcmp(l->err.msg, want) != 0)
