@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "driver.h"
 #include "frontend/frontend.h"
 #include "ir/print.h"
 #include "nnc_config.h"
@@ -27,13 +28,14 @@ typedef struct cli {
   const char *target;
   const char *out;
   emit_kind emit;
+  bool explain;
   const char *defines[256];
   int ndefines;
 } cli;
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [-D name=value]...\n"
+    "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [--explain] [-D name=value]...\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -44,12 +46,15 @@ static void usage(FILE *f) {
     "  --emit=ir         print the checked, fused graph: one line per node\n"
     "  --emit=dot        write Graphviz of the fused graph\n"
     "  --emit=plan       print the memory plan: arena offsets, peak and unplanned bytes\n"
+    "  --explain         print each kernel's tile choice for the target and why\n"
     "  -D name=value     override a key of the model's config{} table\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"
     "\n"
-    "Without --emit, nnc checks the model and prints a one-line summary.\n"
+    "With -o DIR and no --emit, nnc writes DIR: the model's C API, sources, kernels,\n"
+    "runtime, Makefile and benchmark harness (target c-simd unless --target says).\n"
+    "Without -o or --emit, nnc checks the model and prints a one-line summary.\n"
     "`nnc weights` writes random f32 weights that match the model (for demos and tests).\n"
     "\n"
     "exit codes:\n"
@@ -75,6 +80,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     }
     else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
+    else if (strcmp(a, "--explain") == 0) c->explain = true;
     else if (strncmp(a, "--emit=", 7) == 0) {
       const char *e = a + 7;
       if (strcmp(e, "ir") == 0) c->emit = EMIT_IR;
@@ -138,16 +144,17 @@ static void print_summary(const nnc_schedule *s) {
 }
 
 static nnc_status run(const cli *c, nnc_error *err) {
-  const nnc_target_info *target = NULL;
   if (c->target) {
+    const nnc_target_info *target;
     nnc_status st = nnc_target_find(c->target, &target, err);
     if (st) return st;
   }
-  if (c->emit == EMIT_NONE && c->out && !c->weights) {
-    const char *name = target ? target->name : nnc_target_default()->name;
-    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC,
-                      "target %s: code generation is not available in this version of nnc; "
-                      "use --emit=ir|dot|plan (see nnc --list-targets)", name);
+  if (c->emit == EMIT_NONE && !c->weights && (c->out || c->explain)) {
+    nnc_build_opts bo = {.model = c->model,
+                         .target = c->target ? c->target : nnc_target_default()->name,
+                         .defines = c->defines, .ndefines = c->ndefines,
+                         .out_dir = c->out, .explain = c->explain ? stdout : NULL};
+    return nnc_build(&bo, err);
   }
   nnc_frontend_opts fo = {.path = c->model, .defines = c->defines, .ndefines = c->ndefines};
   nnc_graph g;
@@ -187,7 +194,7 @@ int main(int argc, char **argv) {
   if (!st) st = run(&c, &err);
   if (st) {
     fprintf(stderr, "nnc: %s\n", err.msg);
-    if (st == NNC_E_USAGE) fprintf(stderr, "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [-D name=value]...\n");
+    if (st == NNC_E_USAGE) fprintf(stderr, "(see nnc --help)\n");
   }
   return (int)st;
 }

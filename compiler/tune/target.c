@@ -4,19 +4,19 @@
 #include "target.h"
 
 static const nnc_target_info targets[] = {
-  {"c-simd", NNC_FAMILY_C_SIMD, "C with SIMD for the host's ISA (AVX-512, AVX2+FMA, NEON or generic)", false},
-  {"c-avx512", NNC_FAMILY_C_SIMD, "C with AVX-512", false},
-  {"c-avx2", NNC_FAMILY_C_SIMD, "C with AVX2 and FMA", false},
-  {"c-neon", NNC_FAMILY_C_SIMD, "C with Arm NEON", false},
-  {"c-generic", NNC_FAMILY_C_SIMD, "portable C, no intrinsics", false},
-  {"cuda-sm70", NNC_FAMILY_CUDA, "CUDA, Volta (V100)", false},
-  {"cuda-sm75", NNC_FAMILY_CUDA, "CUDA, Turing (T4)", false},
-  {"cuda-sm80", NNC_FAMILY_CUDA, "CUDA, Ampere (A100)", false},
-  {"cuda-sm86", NNC_FAMILY_CUDA, "CUDA, Ampere (RTX 30, A10)", false},
-  {"cuda-sm89", NNC_FAMILY_CUDA, "CUDA, Ada (RTX 40, L4)", false},
-  {"cuda-sm90", NNC_FAMILY_CUDA, "CUDA, Hopper (H100, H200)", false},
-  {"cuda-sm90a", NNC_FAMILY_CUDA, "CUDA, Hopper with sm90a-only instructions", false},
-  {"opencl", NNC_FAMILY_OPENCL, "OpenCL C 1.2 (any device, PoCL included)", false},
+  {"c-simd", NNC_FAMILY_C_SIMD, NULL, "C with SIMD for the host's ISA (AVX-512, AVX2+FMA, NEON or generic)", true},
+  {"c-avx512", NNC_FAMILY_C_SIMD, "avx512", "C with AVX-512", true},
+  {"c-avx2", NNC_FAMILY_C_SIMD, "avx2", "C with AVX2 and FMA", true},
+  {"c-neon", NNC_FAMILY_C_SIMD, "neon", "C with Arm NEON", true},
+  {"c-generic", NNC_FAMILY_C_SIMD, "generic", "portable C, no intrinsics", true},
+  {"cuda-sm70", NNC_FAMILY_CUDA, NULL, "CUDA, Volta (V100)", false},
+  {"cuda-sm75", NNC_FAMILY_CUDA, NULL, "CUDA, Turing (T4)", false},
+  {"cuda-sm80", NNC_FAMILY_CUDA, NULL, "CUDA, Ampere (A100)", false},
+  {"cuda-sm86", NNC_FAMILY_CUDA, NULL, "CUDA, Ampere (RTX 30, A10)", false},
+  {"cuda-sm89", NNC_FAMILY_CUDA, NULL, "CUDA, Ada (RTX 40, L4)", false},
+  {"cuda-sm90", NNC_FAMILY_CUDA, NULL, "CUDA, Hopper (H100, H200)", false},
+  {"cuda-sm90a", NNC_FAMILY_CUDA, NULL, "CUDA, Hopper with sm90a-only instructions", false},
+  {"opencl", NNC_FAMILY_OPENCL, NULL, "OpenCL C 1.2 (any device, PoCL included)", false},
 };
 #define NTARGETS (int)(sizeof targets / sizeof targets[0])
 

@@ -20,6 +20,7 @@ typedef enum nnc_target_family {
 typedef struct nnc_target_info {
   const char *name;          /* as given to --target */
   nnc_target_family family;
+  const char *isa;           /* C SIMD: the fixed ISA, NULL to detect the host's */
   const char *summary;       /* one line for --list-targets */
   bool available;            /* code generation exists in this version */
 } nnc_target_info;

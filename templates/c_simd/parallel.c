@@ -41,11 +41,16 @@ static void rows_task(void *ctx, int task, int thread) {
   j->fn(j->ctx, r0, r1);
 }
 
+#ifndef NNC_ROW_MIN_ELEMS
+#define NNC_ROW_MIN_ELEMS 16384
+#endif
+
 void nnc_simd_run_rows(const nnc_simd_par *par, int rows, int cols, nnc_simd_rows_fn fn,
                        void *ctx) {
   if (rows <= 0) return;
-  /* Below ~16K elements a task is not worth a wake-up. */
-  const long min_elems = 16384;
+  /* A task smaller than NNC_ROW_MIN_ELEMS is not worth a wake-up; the tuner
+   * sets it from the target's caches. */
+  const long min_elems = NNC_ROW_MIN_ELEMS;
   int threads = nnc_simd_threads(par);
   long c = cols > 0 ? cols : 1;
   int by_size = (int)((min_elems + c - 1) / c);

@@ -106,9 +106,18 @@ static void test_targets(void **state) {
   char out[4096];
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm42 --emit=ir"), 6);
   assert_non_null(strstr(out, "unknown target \"cuda-sm42\"; known: c-simd"));
-  assert_int_equal(nnc(out, sizeof out, "tiny.lua -o outdir"), 6);
-  assert_non_null(strstr(out, "target c-simd: code generation is not available"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 -o outdir"), 6);
+  assert_non_null(strstr(out, "target cuda-sm80: code generation is not available"));
   assert_false(exists("outdir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua -o outdir"), 0);
+  assert_true(exists("outdir/tiny.h"));
+  assert_true(exists("outdir/Makefile"));
+  assert_true(exists("outdir/bench_tiny.c"));
+  assert_int_equal(nnc(out, sizeof out, "broken.lua -o brokendir"), 3);
+  assert_false(exists("brokendir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=c-avx2 --explain"), 0);
+  assert_non_null(strstr(out, "target c-avx2: isa avx2, 8 f32 lanes x 16 vector registers"));
+  assert_non_null(strstr(out, "gemm M=4 N=5 K=3: 6x16 register block"));
 }
 
 static void test_emit_views(void **state) {

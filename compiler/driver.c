@@ -1,0 +1,37 @@
+/* compiler/driver.c — model file to output folder. */
+#include "driver.h"
+
+#include <stdlib.h>
+
+#include "emit/emit.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "tune/tune.h"
+
+nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
+  nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines};
+  nnc_graph g;
+  nnc_graph_init(&g);
+  nnc_schedule s;
+  nnc_schedule_init(&s, &g);
+  nnc_target_desc t;
+  nnc_tile *tiles = NULL;
+  /* the target first: an impossible target fails before the model runs */
+  nnc_status st = nnc_target_describe(o->target, &t, err);
+  if (!st) st = nnc_frontend_load(&fo, &g, err);
+  if (!st) st = nnc_compile_graph(&g, &s, err);
+  if (!st) {
+    tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
+    if (!tiles) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while tuning");
+    for (int k = 0; !st && k < s.nk; k++) st = nnc_tune_kernel(&t, &s, k, &tiles[k], err);
+  }
+  if (!st && o->explain) nnc_tune_explain(o->explain, &t, &s, tiles);
+  if (!st && o->out_dir) {
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir};
+    st = nnc_emit(&r, err);
+  }
+  free(tiles);
+  nnc_schedule_free(&s);
+  nnc_graph_free(&g);
+  return st;
+}

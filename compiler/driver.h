@@ -1,0 +1,21 @@
+/* compiler/driver.h — the whole compiler in one call: model file to output
+ * folder (front-end, passes, target description, tuning, emitter). */
+#ifndef NNC_DRIVER_H
+#define NNC_DRIVER_H
+
+#include <stdio.h>
+
+#include "ir/status.h"
+
+typedef struct nnc_build_opts {
+  const char *model;               /* the model file */
+  const char *target;              /* a --target name */
+  const char *const *defines;      /* -D name=value */
+  int ndefines;
+  const char *out_dir;             /* NULL: stop after tuning (with explain) */
+  FILE *explain;                   /* when not NULL, each kernel's tiles and why */
+} nnc_build_opts;
+
+nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err);
+
+#endif

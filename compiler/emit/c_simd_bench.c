@@ -1,0 +1,283 @@
+/* compiler/emit/c_simd_bench.c — the files for bench_<model>: <model>_graph.c
+ * rebuilds the model's graph with the ir.h builder (tables of its symbols,
+ * inputs, parameters, live nodes with their attributes and output shapes,
+ * and outputs) for the float64 reference of --check, and bench_<model>.c
+ * describes the model to the generic harness in support/nnc_bench.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "c_simd.h"
+
+#define EXPR 512
+
+static void dim_lit(nnc_sb *b, nnc_dim d) {
+  nnc_sb_printf(b, "{%lld, %d, {%d, %d, %d, %d}}", (long long)d.k, d.nsym, d.nsym > 0 ? d.sym[0] : 0,
+                d.nsym > 1 ? d.sym[1] : 0, d.nsym > 2 ? d.sym[2] : 0, d.nsym > 3 ? d.sym[3] : 0);
+}
+
+static void shape_lit(nnc_sb *b, const nnc_tensor *t) {
+  nnc_sb_printf(b, "{");
+  for (int i = 0; i < NNC_MAX_RANK; i++) {
+    nnc_sb_printf(b, "%s", i ? ", " : "");
+    dim_lit(b, i < t->rank ? t->shape[i] : nnc_dim_const(0));
+  }
+  nnc_sb_printf(b, "}");
+}
+
+static const char *dtype_enum(nnc_dtype t) {
+  switch (t) {
+  case NNC_F16: return "NNC_F16";
+  case NNC_BF16: return "NNC_BF16";
+  case NNC_I32: return "NNC_I32";
+  default: return "NNC_F32";
+  }
+}
+
+/* A source tensor: name, dtype, rank, shape, line. */
+static void tensor_row(nnc_sb *b, const nnc_tensor *t, int id) {
+  char s[600];
+  nnc_sb_printf(b, "  {%d, \"%s\", %s, %d, ", id, nnc_emit_c_string(t->name, s, sizeof s), dtype_enum(t->dtype), t->rank);
+  shape_lit(b, t);
+  nnc_sb_printf(b, ", %d},\n", t->loc.line);
+}
+
+nnc_status cs_write_graph(const cs_ctx *x, const char *dir, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  nnc_sb b;
+  nnc_sb_init(&b);
+  char s[600], file[512];
+  const char *mf = x->r->model_path ? nnc_emit_basename(x->r->model_path) : "model.lua";
+  nnc_sb_printf(&b,
+    "/* %s_graph.c — the graph of %s, rebuilt with nnc's ir.h builder for the float64\n"
+    " * reference evaluator (check/) that bench_%s --check compares with. Only the\n"
+    " * benchmark links it. Tensor ids in the tables are those of the compiled graph;\n"
+    " * live nodes only, with the output shapes nnc inferred. */\n"
+    "#include <stdlib.h>\n#include <string.h>\n\n#include \"check/ir/ir.h\"\n\n"
+    "nnc_status %s_build_graph(nnc_graph *g, nnc_error *err);\n\n",
+    x->p, x->p, x->p, x->p);
+  nnc_sb_printf(&b, "typedef struct src_tensor {\n  int id;\n  const char *name;\n  nnc_dtype dtype;\n  int rank;\n"
+                    "  nnc_dim shape[NNC_MAX_RANK];\n  int line;\n} src_tensor;\n\n");
+  nnc_sb_printf(&b, "typedef struct src_node {\n  nnc_op op;\n  int nin, in[NNC_MAX_IO];\n  int nout;\n"
+                    "  src_tensor out[NNC_MAX_IO];\n  nnc_attrs attrs;\n  const char *label;\n  int line;\n} src_node;\n\n");
+  nnc_sb_printf(&b, "static const struct {\n  const char *name;\n  int64_t max;\n  int line;\n} syms[%d] = {\n",
+                g->nsyms ? g->nsyms : 1);
+  for (int i = 0; i < g->nsyms; i++)
+    nnc_sb_printf(&b, "  {\"%s\", %lld, %d},\n", nnc_emit_c_string(g->syms[i].name, s, sizeof s),
+                  (long long)g->syms[i].max, g->syms[i].loc.line);
+  if (!g->nsyms) nnc_sb_printf(&b, "  {\"\", 0, 0},\n");
+  nnc_sb_printf(&b, "};\n\nstatic const src_tensor inputs[%d] = {\n", g->ninputs ? g->ninputs : 1);
+  for (int i = 0; i < g->ninputs; i++) tensor_row(&b, &g->tensors[g->inputs[i]], g->inputs[i]);
+  if (!g->ninputs) nnc_sb_printf(&b, "  {0, \"\", NNC_F32, 0, {{0, 0, {0, 0, 0, 0}}}, 0},\n");
+  nnc_sb_printf(&b, "};\n\nstatic const src_tensor params[%d] = {\n", g->nparams ? g->nparams : 1);
+  for (int i = 0; i < g->nparams; i++) tensor_row(&b, &g->tensors[g->params[i]], g->params[i]);
+  if (!g->nparams) nnc_sb_printf(&b, "  {0, \"\", NNC_F32, 0, {{0, 0, {0, 0, 0, 0}}}, 0},\n");
+  nnc_sb_printf(&b, "};\n\nstatic const src_node nodes[] = {\n");
+  int nlive = 0;
+  for (int ni = 0; ni < g->nnodes; ni++) {
+    const nnc_node *n = &g->nodes[ni];
+    if (n->dead) continue;
+    nlive++;
+    nnc_sb_printf(&b, "  {%d, %d, {", (int)n->op, n->nin);
+    for (int i = 0; i < n->nin; i++) nnc_sb_printf(&b, "%s%d", i ? ", " : "", n->in[i]);
+    nnc_sb_printf(&b, "}, %d, {\n", n->nout);
+    for (int i = 0; i < n->nout; i++) {
+      nnc_sb_printf(&b, "  ");
+      tensor_row(&b, &g->tensors[n->out[i]], n->out[i]);
+    }
+    const nnc_attrs *a = &n->attrs;
+    nnc_sb_printf(&b, "   }, {.axis = %d, .keepdim = %d, .perm = {", a->axis, a->keepdim ? 1 : 0);
+    for (int i = 0; i < NNC_MAX_RANK; i++) nnc_sb_printf(&b, "%s%d", i ? ", " : "", a->perm[i]);
+    nnc_sb_printf(&b, "}, .start = ");
+    dim_lit(&b, a->start);
+    nnc_sb_printf(&b, ", .stop = ");
+    dim_lit(&b, a->stop);
+    nnc_sb_printf(&b, ", .scalar = %a, .eps = %a, .gelu_tanh = %d, .weight_in_out = %d, .to = %s},\n", a->scalar, a->eps,
+                  a->gelu_tanh ? 1 : 0, a->weight_in_out ? 1 : 0, dtype_enum(a->to));
+    nnc_sb_printf(&b, "   \"%s\", %d},\n", nnc_emit_c_string(n->label ? n->label : "", s, sizeof s), n->loc.line);
+  }
+  if (!nlive) nnc_sb_printf(&b, "  {NNC_OP_NONE, 0, {0}, 0, {{0}}, {0}, \"\", 0},\n");
+  nnc_sb_printf(&b, "};\n\nstatic const struct {\n  const char *name;\n  int tensor;\n  int line;\n} outputs[%d] = {\n",
+                g->noutputs);
+  for (int i = 0; i < g->noutputs; i++)
+    nnc_sb_printf(&b, "  {\"%s\", %d, %d},\n", nnc_emit_c_string(g->outputs[i].name, s, sizeof s), g->outputs[i].tensor,
+                  g->outputs[i].loc.line);
+  nnc_sb_printf(&b, "};\n\n");
+  nnc_sb_printf(&b,
+    "nnc_status %s_build_graph(nnc_graph *g, nnc_error *err) {\n"
+    "  const int ntensors = %d, nsyms = %d, ninputs = %d, nparams = %d, nnodes = %d, noutputs = %d;\n"
+    "  int *map = malloc((size_t)ntensors * sizeof *map);\n"
+    "  const char *file = nnc_graph_intern(g, \"%s\");\n"
+    "  g->name = malloc(%zu);\n"
+    "  if (!map || !file || !g->name) {\n    free(map);\n"
+    "    return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, \"out of memory rebuilding the graph\");\n  }\n"
+    "  memcpy(g->name, \"%s\", %zu);\n"
+    "  nnc_status st = NNC_OK;\n"
+    "  for (int i = 0; i < ntensors; i++) map[i] = -1;\n"
+    "  for (int i = 0; !st && i < nsyms; i++) {\n"
+    "    int id;\n"
+    "    st = nnc_graph_add_symbol(g, syms[i].name, syms[i].max, (nnc_srcloc){file, syms[i].line}, &id, err);\n"
+    "  }\n"
+    "  for (int i = 0; !st && i < ninputs; i++)\n"
+    "    st = nnc_graph_add_input(g, inputs[i].name, inputs[i].dtype, inputs[i].rank, inputs[i].shape,\n"
+    "                             (nnc_srcloc){file, inputs[i].line}, &map[inputs[i].id], err);\n"
+    "  for (int i = 0; !st && i < nparams; i++)\n"
+    "    st = nnc_graph_add_param(g, params[i].name, params[i].dtype, params[i].rank, params[i].shape,\n"
+    "                             (nnc_srcloc){file, params[i].line}, &map[params[i].id], err);\n"
+    "  for (int i = 0; !st && i < nnodes; i++) {\n"
+    "    const src_node *n = &nodes[i];\n"
+    "    int in[NNC_MAX_IO], nid;\n"
+    "    for (int j = 0; j < n->nin; j++) in[j] = map[n->in[j]];\n"
+    "    st = nnc_graph_add_node(g, n->op, n->nin, in, &n->attrs, n->nout, (nnc_srcloc){file, n->line}, n->label, &nid, err);\n"
+    "    for (int j = 0; !st && j < n->nout; j++) {\n"
+    "      nnc_tensor *t = &g->tensors[g->nodes[nid].out[j]];\n"
+    "      t->dtype = n->out[j].dtype;\n"
+    "      t->rank = n->out[j].rank;\n"
+    "      memcpy(t->shape, n->out[j].shape, sizeof t->shape);\n"
+    "      map[n->out[j].id] = g->nodes[nid].out[j];\n"
+    "    }\n"
+    "  }\n"
+    "  for (int i = 0; !st && i < noutputs; i++)\n"
+    "    st = nnc_graph_add_output(g, outputs[i].name, map[outputs[i].tensor], (nnc_srcloc){file, outputs[i].line}, err);\n"
+    "  free(map);\n"
+    "  return st;\n}\n",
+    x->p, g->ntensors, g->nsyms, g->ninputs, g->nparams, nlive, g->noutputs, nnc_emit_c_string(mf, file, sizeof file),
+    strlen(x->p) + 1, x->p, strlen(x->p) + 1);
+  char name[128];
+  snprintf(name, sizeof name, "%s_graph.c", x->p);
+  nnc_status st = nnc_emit_write_sb(dir, name, &b, err);
+  nnc_sb_free(&b);
+  return st;
+}
+
+/* What the values of input i must respect, found by following it through
+ * copies and casts to the ops that index with it. */
+typedef struct input_rule {
+  nnc_dim bound;
+  bool has_bound, mask;
+} input_rule;
+
+static void find_rule(const nnc_graph *g, const nnc_uses *u, int t, int depth, input_rule *r) {
+  if (depth > g->nnodes) return;
+  for (int i = u->start[t]; i < u->start[t + 1]; i++) {
+    const nnc_node *n = &g->nodes[u->node[i]];
+    bool second = n->nin > 1 && n->in[1] == t;
+    if (n->op == NNC_OP_EMBEDDING && second) {
+      r->has_bound = true;
+      r->bound = g->tensors[n->in[0]].shape[0];
+    } else if (n->op == NNC_OP_CROSS_ENTROPY && second) {
+      const nnc_tensor *l = &g->tensors[n->in[0]];
+      r->has_bound = true;
+      r->bound = l->shape[l->rank - 1];
+    } else if (n->op == NNC_OP_PADDING_MASK && second) {
+      r->mask = true;
+    }
+    if (nnc_op_info_of(n->op)->cls == NNC_CLASS_MOVE || n->op == NNC_OP_CAST)
+      for (int j = 0; j < n->nout; j++) find_rule(g, u, n->out[j], depth + 1, r);
+  }
+}
+
+nnc_status cs_write_bench(const cs_ctx *x, const char *dir, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p;
+  nnc_uses u;
+  nnc_status st = nnc_uses_build(g, &u, err);
+  if (st) return st;
+  nnc_sb b;
+  nnc_sb_init(&b);
+  char s[600], e[EXPR];
+  nnc_sb_printf(&b,
+    "/* bench_%s.c — the benchmark of %s: describes the model to the harness in\n"
+    " * support/nnc_bench.c. Run ./bench_%s --help for the options. */\n"
+    "#include <string.h>\n\n#include \"%s.h\"\n#include \"support/nnc_bench.h\"\n\n"
+    "nnc_status %s_build_graph(nnc_graph *g, nnc_error *err);\n\n", p, p, p, p, p);
+  nnc_sb_printf(&b, "static const char *const sym_names[%d] = {", g->nsyms ? g->nsyms : 1);
+  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "%s\"%s\"", i ? ", " : "", nnc_emit_c_string(g->syms[i].name, s, sizeof s));
+  if (!g->nsyms) nnc_sb_printf(&b, "\"\"");
+  nnc_sb_printf(&b, "};\nstatic const int64_t sym_max[%d] = {", g->nsyms ? g->nsyms : 1);
+  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "%s%lld", i ? ", " : "", (long long)g->syms[i].max);
+  if (!g->nsyms) nnc_sb_printf(&b, "0");
+  nnc_sb_printf(&b, "};\nstatic const char *const input_names[%d] = {", g->ninputs ? g->ninputs : 1);
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(&b, "%s\"%s\"", i ? ", " : "", x->in_name[i]);
+  if (!g->ninputs) nnc_sb_printf(&b, "\"\"");
+  nnc_sb_printf(&b, "};\nstatic const int input_i32[%d] = {", g->ninputs ? g->ninputs : 1);
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(&b, "%s%d", i ? ", " : "", g->tensors[g->inputs[i]].dtype == NNC_I32);
+  if (!g->ninputs) nnc_sb_printf(&b, "0");
+  nnc_sb_printf(&b, "};\nstatic const char *const output_names[%d] = {", g->noutputs);
+  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(&b, "%s\"%s\"", i ? ", " : "", x->out_name[i]);
+  nnc_sb_printf(&b, "};\nstatic const int output_i32[%d] = {", g->noutputs);
+  for (int i = 0; i < g->noutputs; i++)
+    nnc_sb_printf(&b, "%s%d", i ? ", " : "", g->tensors[g->outputs[i].tensor].dtype == NNC_I32);
+  nnc_sb_printf(&b, "};\nstatic const nnrt_st_desc manifest[%d] = {\n", g->nparams ? g->nparams : 1);
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    nnc_sb_printf(&b, "  {\"%s\", %s, %d, {", nnc_emit_c_string(t->name, s, sizeof s), t->dtype == NNC_I32 ? "NNRT_I32" : "NNRT_F32",
+                  t->rank);
+    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
+    nnc_sb_printf(&b, "}},\n");
+  }
+  if (!g->nparams) nnc_sb_printf(&b, "  {\"\", NNRT_F32, 0, {0}},\n");
+  nnc_sb_printf(&b, "};\n\n");
+  /* adapters */
+  nnc_sb_printf(&b,
+    "static int b_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n  o.threads = threads;\n"
+    "  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n  return rc;\n}\n"
+    "static void b_destroy(void *m) { %s_destroy(m); }\n"
+    "static const char *b_last_error(const void *m) { return %s_last_error(m); }\n"
+    "static int b_load_file(void *m, const char *path) { return %s_load_weights_file(m, path); }\n"
+    "static int b_set_weight(void *m, const char *name, const float *data, size_t count) {\n"
+    "  return %s_set_weight(m, name, data, count);\n}\n"
+    "static void b_profile(void *m, int on) { %s_profile(m, on); }\n"
+    "static size_t b_arena_bytes(const void *m) { return %s_arena_bytes(m); }\n"
+    "static void b_kernel(const void *m, int i, nnc_bench_kernel *k) {\n  %s_kernel_info info;\n"
+    "  memset(k, 0, sizeof *k);\n  if (%s_kernel_info_at(m, i, &info)) return;\n"
+    "  k->name = info.name;\n  k->where = info.where;\n  k->kind = info.kind;\n  k->ops = info.ops;\n"
+    "  k->ns = info.ns;\n  k->flops = info.flops;\n  k->bytes = info.bytes;\n}\n\n",
+    p, p, p, p, p, p, p, p, p, p, p, p);
+  nnc_sb_printf(&b, "static void dims_of(const int64_t *sym, %s_dims *d) {\n  memset(d, 0, sizeof *d);\n  (void)sym;\n", p);
+  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "  d->%s = sym[%d];\n", x->sym[i], i);
+  nnc_sb_printf(&b, "}\n\n");
+  nnc_sb_printf(&b, "static int b_run(void *m, const int64_t *sym, void *const *in, void *const *out) {\n"
+                    "  %s_dims d;\n  %s_inputs i;\n  %s_outputs o;\n  dims_of(sym, &d);\n"
+                    "  memset(&i, 0, sizeof i);\n  memset(&o, 0, sizeof o);\n  (void)in;\n", p, p, p);
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(&b, "  i.%s = in[%d];\n", x->in_name[i], i);
+  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(&b, "  o.%s = out[%d];\n", x->out_name[i], i);
+  nnc_sb_printf(&b, "  return %s_run(m, &d, &i, &o);\n}\n\n", p);
+  nnc_sb_printf(&b, "static void b_elems(const int64_t *sym, int64_t *in, int64_t *out) {\n  %s_dims dd;\n"
+                    "  const %s_dims *d = &dd;\n  dims_of(sym, &dd);\n  (void)d;\n  (void)in;\n", p, p);
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(&b, "  in[%d] = %s;\n", i, cs_elems(x, g->inputs[i], e, sizeof e));
+  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(&b, "  out[%d] = %s;\n", i, cs_elems(x, g->outputs[i].tensor, e, sizeof e));
+  nnc_sb_printf(&b, "}\n\n");
+  nnc_sb_printf(&b, "/* Values an input must respect: ids below the rows of the table they index,\n"
+                    " * targets below the classes, masks of 0/1 with rows of their last dim. */\n"
+                    "static void b_input_rules(const int64_t *sym, int64_t *bound, int *mask) {\n  %s_dims dd;\n"
+                    "  const %s_dims *d = &dd;\n  dims_of(sym, &dd);\n  (void)d;\n  (void)bound;\n  (void)mask;\n", p, p);
+  for (int i = 0; i < g->ninputs; i++) {
+    input_rule r = {0};
+    find_rule(g, &u, g->inputs[i], 0, &r);
+    const nnc_tensor *t = &g->tensors[g->inputs[i]];
+    if (r.mask) {
+      nnc_sb_printf(&b, "  mask[%d] = 1;\n  bound[%d] = %s;\n", i, i,
+                    t->rank ? nnc_emit_dim_expr(g, t->shape[t->rank - 1], "d->", e, sizeof e) : "1");
+    } else {
+      nnc_sb_printf(&b, "  mask[%d] = 0;\n  bound[%d] = %s;\n", i, i,
+                    r.has_bound ? nnc_emit_dim_expr(g, r.bound, "d->", e, sizeof e) : "0");
+    }
+  }
+  nnc_sb_printf(&b, "}\n\n");
+  nnc_sb_printf(&b,
+    "int main(int argc, char **argv) {\n"
+    "  static const nnc_bench_model md = {\n"
+    "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_i32,\n"
+    "    %d, manifest, %d,\n"
+    "    b_create, b_destroy, b_last_error, b_load_file, b_set_weight, b_run, b_profile, b_kernel,\n"
+    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,\n"
+    "  };\n"
+    "  return nnc_bench_main(&md, argc, argv);\n}\n",
+    p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p);
+  nnc_uses_free(&u);
+  char name[128];
+  snprintf(name, sizeof name, "bench_%s.c", p);
+  st = nnc_emit_write_sb(dir, name, &b, err);
+  nnc_sb_free(&b);
+  return st;
+}

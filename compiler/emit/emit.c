@@ -1,0 +1,85 @@
+/* compiler/emit/emit.c — picks the emitter of the target's family and makes
+ * the output folder appear whole or not at all.
+ *
+ * The emitter writes into a fresh folder beside the destination, which is
+ * renamed into place only when every file was written. An existing
+ * destination is replaced only when nnc wrote it (it holds the marker file),
+ * so a mistyped -o never deletes a user's folder. */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "emit.h"
+#include "emit_targets.h"
+#include "emit_util.h"
+
+#define MARKER ".nnc-output"
+
+static const nnc_emitter emitters[] = {
+  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd},
+};
+
+static const nnc_emitter *emitter_of(nnc_target_family f) {
+  for (size_t i = 0; i < sizeof emitters / sizeof emitters[0]; i++)
+    if (emitters[i].family == f) return &emitters[i];
+  return NULL;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  return remove(path);
+}
+
+/* Removes a folder we created, with everything in it. */
+static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+nnc_status nnc_emit(const nnc_emit_request *r, nnc_error *err) {
+  if (!r || !r->s || !r->target || !r->out_dir || !r->out_dir[0] || !r->s->plan.buf)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC,
+                      "emit: expected a planned schedule, a target and an output folder");
+  const nnc_emitter *e = emitter_of(r->target->family);
+  if (!e)
+    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC,
+                      "target %s: code generation for this family is not in this version of nnc",
+                      r->target->name);
+  char tmp[4096], old[4096], marker[4200];
+  long pid = (long)getpid();
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", r->out_dir, pid) >= (int)sizeof tmp ||
+      snprintf(old, sizeof old, "%s.old.%ld", r->out_dir, pid) >= (int)sizeof old)
+    return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: path too long", r->out_dir);
+  snprintf(marker, sizeof marker, "%s/" MARKER, r->out_dir);
+  bool replace = false;
+  if (access(r->out_dir, F_OK) == 0) {
+    if (!is_dir(r->out_dir) || access(marker, F_OK) != 0)
+      return nnc_errorf(err, NNC_E_IO, NNC_NOLOC,
+                        "-o %s: exists and was not written by nnc (no %s in it); remove it or choose another folder",
+                        r->out_dir, MARKER);
+    replace = true;
+  }
+  if (mkdir(tmp, 0777) != 0)
+    return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: cannot create %s: %s", r->out_dir, tmp, strerror(errno));
+  static const char note[] = "This folder was written by nnc; nnc replaces it when compiling again.\n";
+  nnc_status st = nnc_emit_write_file(tmp, MARKER, note, sizeof note - 1, err);
+  if (!st) st = e->emit(r, tmp, err);
+  if (!st && replace && rename(r->out_dir, old) != 0)
+    st = nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: cannot move the old output aside: %s", r->out_dir,
+                    strerror(errno));
+  if (!st && rename(tmp, r->out_dir) != 0) {
+    st = nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "-o %s: cannot rename %s into place: %s", r->out_dir, tmp,
+                    strerror(errno));
+    if (replace) rename(old, r->out_dir);
+  }
+  if (st) {
+    remove_tree(tmp);
+    return st;
+  }
+  if (replace) remove_tree(old);
+  return NNC_OK;
+}

@@ -1,0 +1,12 @@
+/* compiler/emit/emit_targets.h — the emitters behind nnc_emit, one per
+ * target family (the table is in emit.c). */
+#ifndef NNC_EMIT_TARGETS_H
+#define NNC_EMIT_TARGETS_H
+
+#include "emit.h"
+
+/* C with SIMD intrinsics for the host (c-simd, c-avx2, c-avx512, c-neon,
+ * c-generic): see c_simd.c. */
+nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error *err);
+
+#endif

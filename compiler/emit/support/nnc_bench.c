@@ -1,0 +1,556 @@
+/* support/nnc_bench.c — the benchmark harness of generated models. */
+#include "nnc_bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "../check/ref/ref.h"
+#include "../kernels/simd.h"
+
+#define TOLERANCE 1e-5   /* f32 math against the float64 reference */
+
+typedef struct options {
+  const char *weights;
+  int threads, runs, warmup, json, check;
+  int64_t sym[NNC_DIM_SYMS * 16];
+  int sym_set[NNC_DIM_SYMS * 16];
+} options;
+
+static void usage(const nnc_bench_model *md, FILE *f) {
+  fprintf(f,
+          "usage: bench_%s [--weights FILE] [--threads N] [--runs N] [--warmup N] [-d SYM=VALUE]... "
+          "[--json] [--check]\n"
+          "  --weights FILE  safetensors weights (default: random weights)\n"
+          "  --threads N     threads (default: one per CPU)\n"
+          "  --runs N        timed runs (default 20); --warmup N: untimed runs first (default 3)\n"
+          "  -d SYM=VALUE    a symbolic dim's size (default: its maximum; with --check min(max, 17))\n"
+          "  --json          print the results as one JSON object\n"
+          "  --check         compare the outputs with the float64 reference; exit 1 above %g\n"
+          "dims:",
+          md->name, TOLERANCE);
+  for (int i = 0; i < md->nsyms; i++) fprintf(f, " %s<=%lld", md->sym_names[i], (long long)md->sym_max[i]);
+  fprintf(f, "\n");
+}
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return 0;
+  *out = v;
+  return 1;
+}
+
+/* 0 ok, 2 bad usage (message printed). */
+static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
+  memset(o, 0, sizeof *o);
+  o->runs = 20;
+  o->warmup = 3;
+  if (md->nsyms > (int)(sizeof o->sym / sizeof o->sym[0])) {
+    fprintf(stderr, "bench_%s: too many dims\n", md->name);
+    return 2;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    long long v;
+    if (strcmp(a, "--json") == 0) o->json = 1;
+    else if (strcmp(a, "--check") == 0) o->check = 1;
+    else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(md, stdout);
+      exit(0);
+    } else if (strcmp(a, "--weights") == 0 && val) {
+      o->weights = val;
+      i++;
+    } else if ((strcmp(a, "--threads") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0) && val) {
+      int lo = strcmp(a, "--warmup") == 0 ? 0 : (strcmp(a, "--threads") == 0 ? 0 : 1);
+      if (!parse_int(val, lo, 1000000, &v)) {
+        fprintf(stderr, "bench_%s: %s: expected an integer >= %d, found \"%s\"\n", md->name, a, lo, val);
+        return 2;
+      }
+      if (a[2] == 't') o->threads = (int)v;
+      else if (a[2] == 'r') o->runs = (int)v;
+      else o->warmup = (int)v;
+      i++;
+    } else if (strncmp(a, "-d", 2) == 0) {
+      const char *d = a[2] ? a + 2 : val;
+      if (!a[2]) i++;
+      const char *eq = d ? strchr(d, '=') : NULL;
+      int s = -1;
+      for (int k = 0; eq && k < md->nsyms; k++)
+        if (strlen(md->sym_names[k]) == (size_t)(eq - d) && strncmp(md->sym_names[k], d, (size_t)(eq - d)) == 0)
+          s = k;
+      if (s < 0) {
+        fprintf(stderr, "bench_%s: -d: expected SYM=VALUE with SYM one of the model's dims, found \"%s\"\n",
+                md->name, d ? d : "");
+        usage(md, stderr);
+        return 2;
+      }
+      if (!parse_int(eq + 1, 1, md->sym_max[s], &v)) {
+        fprintf(stderr, "bench_%s: -d %s: expected a size of 1 to %lld, found \"%s\"\n", md->name,
+                md->sym_names[s], (long long)md->sym_max[s], eq + 1);
+        return 2;
+      }
+      o->sym[s] = v;
+      o->sym_set[s] = 1;
+    } else {
+      fprintf(stderr, "bench_%s: unknown option \"%s\"\n", md->name, a);
+      usage(md, stderr);
+      return 2;
+    }
+  }
+  for (int k = 0; k < md->nsyms; k++)
+    if (!o->sym_set[k]) o->sym[k] = o->check ? (md->sym_max[k] < 17 ? md->sym_max[k] : 17) : md->sym_max[k];
+  return 0;
+}
+
+/* ------------------------------------------------------------- the peak */
+
+typedef struct fma_job {
+  long iters;
+  float sink[NNRT_POOL_MAX_THREADS];
+} fma_job;
+
+static void fma_task(void *ctx, int64_t task, int thread) {
+  (void)thread;
+  fma_job *j = ctx;
+  /* ten independent chains hide the FMA latency */
+  nnc_vf a0 = nnc_vset1(0.1f), a1 = nnc_vset1(0.2f), a2 = nnc_vset1(0.3f), a3 = nnc_vset1(0.4f);
+  nnc_vf a4 = nnc_vset1(0.5f), a5 = nnc_vset1(0.6f), a6 = nnc_vset1(0.7f), a7 = nnc_vset1(0.8f);
+  nnc_vf a8 = nnc_vset1(0.9f), a9 = nnc_vset1(1.0f);
+  const nnc_vf m = nnc_vset1(0.999999f), c = nnc_vset1(1e-7f);
+  for (long i = 0; i < j->iters; i++) {
+    a0 = nnc_vfma(a0, m, c); a1 = nnc_vfma(a1, m, c); a2 = nnc_vfma(a2, m, c); a3 = nnc_vfma(a3, m, c);
+    a4 = nnc_vfma(a4, m, c); a5 = nnc_vfma(a5, m, c); a6 = nnc_vfma(a6, m, c); a7 = nnc_vfma(a7, m, c);
+    a8 = nnc_vfma(a8, m, c); a9 = nnc_vfma(a9, m, c);
+  }
+  nnc_vf s = nnc_vadd(nnc_vadd(nnc_vadd(a0, a1), nnc_vadd(a2, a3)), nnc_vadd(nnc_vadd(a4, a5), nnc_vadd(a6, a7)));
+  s = nnc_vadd(s, nnc_vadd(a8, a9));
+  j->sink[task % NNRT_POOL_MAX_THREADS] = nnc_vhsum(s);
+}
+
+double nnc_bench_peak_gflops(int threads) {
+  nnrt_pool *pool = NULL;
+  if (nnrt_pool_create(threads, &pool, NULL)) return 0;
+  int n = nnrt_pool_threads(pool);
+  fma_job *j = calloc(1, sizeof *j);
+  double best = 0;
+  if (j) {
+    j->iters = 1000;
+    for (int rep = 0; rep < 12; rep++) {
+      uint64_t t0 = nnrt_now_ns();
+      nnrt_pool_parallel_for(pool, n, fma_task, j, NULL);
+      double s = (double)(nnrt_now_ns() - t0) * 1e-9;
+      double gf = (double)n * (double)j->iters * 10.0 * 2.0 * NNC_VW / (s > 0 ? s : 1e-9) * 1e-9;
+      if (gf > best) best = gf;
+      if (s < 0.01) j->iters *= 2;   /* grow until a run takes ~10 ms */
+    }
+  }
+  free(j);
+  nnrt_pool_destroy(pool);
+  return best;
+}
+
+double nnc_bench_peak_gbps(void) {
+  size_t bytes = (size_t)64 << 20;
+  char *a = malloc(bytes), *b = malloc(bytes);
+  double best = 0;
+  if (a && b) {
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    for (int rep = 0; rep < 4; rep++) {
+      uint64_t t0 = nnrt_now_ns();
+      memcpy(rep % 2 ? a : b, rep % 2 ? b : a, bytes);
+      double s = (double)(nnrt_now_ns() - t0) * 1e-9;
+      double gb = 2.0 * (double)bytes / (s > 0 ? s : 1e-9) * 1e-9;   /* read + write */
+      if (gb > best) best = gb;
+    }
+  }
+  free(a);
+  free(b);
+  return best;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double nnc_bench_quantile(double *v, int n, double q) {
+  if (n <= 0) return 0;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int i = (int)ceil(q * n) - 1;
+  return v[i < 0 ? 0 : (i >= n ? n - 1 : i)];
+}
+
+/* ----------------------------------------------------------- the values */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static float uniform(uint64_t *s) { return (float)((double)(splitmix64(s) >> 11) * 0x1.0p-53 * 2.0 - 1.0); }
+
+typedef struct state {
+  const nnc_bench_model *md;
+  options o;
+  void *m;
+  float **weights;     /* the values given to the model (random or from the file) */
+  void **in, **out;
+  int64_t *in_n, *out_n;
+} state;
+
+static void state_free(state *s) {
+  const nnc_bench_model *md = s->md;
+  if (s->m) md->destroy(s->m);
+  for (int i = 0; s->weights && i < md->nparams; i++) free(s->weights[i]);
+  for (int i = 0; s->in && i < md->ninputs; i++) free(s->in[i]);
+  for (int i = 0; s->out && i < md->noutputs; i++) free(s->out[i]);
+  free(s->weights); free(s->in); free(s->out); free(s->in_n); free(s->out_n);
+}
+
+static int64_t numel(const nnrt_st_desc *d) {
+  int64_t n = 1;
+  for (int i = 0; i < d->rank; i++) n *= d->shape[i];
+  return n;
+}
+
+static int fail(const state *s, const char *what) {
+  fprintf(stderr, "bench_%s: %s: %s\n", s->md->name, what, s->m ? s->md->last_error(s->m) : "no model");
+  return 1;
+}
+
+/* Random weights, or the file's; kept in s->weights for the reference. */
+static int fill_weights(state *s) {
+  const nnc_bench_model *md = s->md;
+  s->weights = calloc((size_t)md->nparams + 1, sizeof *s->weights);
+  if (!s->weights) return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+  if (s->o.weights) {
+    if (md->load_file(s->m, s->o.weights)) return fail(s, "loading weights");
+    if (!s->o.check) return 0;
+    nnrt_st *st = NULL;
+    nnrt_error e = {0};
+    if (nnrt_st_open(s->o.weights, &st, &e)) return fprintf(stderr, "bench_%s: %s\n", md->name, e.msg), 1;
+    for (int i = 0; i < md->nparams; i++) {
+      const nnrt_st_tensor *t;
+      int64_t n = numel(&md->manifest[i]);
+      s->weights[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+      if (!s->weights[i] || nnrt_st_find(st, md->manifest[i].name, &t, &e) ||
+          (md->manifest[i].dtype == NNRT_F32 ? nnrt_st_copy_f32(st, t, s->weights[i], (size_t)n, &e)
+                                             : nnrt_st_copy(st, t, s->weights[i], (size_t)n * 4, &e))) {
+        nnrt_st_close(st);
+        return fprintf(stderr, "bench_%s: %s\n", md->name, e.msg[0] ? e.msg : "out of memory"), 1;
+      }
+      if (md->manifest[i].dtype == NNRT_I32)   /* the reference and set_weight take values as floats */
+        for (int64_t k = 0; k < n; k++) {
+          int32_t v;
+          memcpy(&v, &s->weights[i][k], 4);
+          s->weights[i][k] = (float)v;
+        }
+    }
+    nnrt_st_close(st);
+    return 0;
+  }
+  for (int i = 0; i < md->nparams; i++) {
+    int64_t n = numel(&md->manifest[i]);
+    uint64_t seed = 0x5eed0000ull + (uint64_t)i;
+    s->weights[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!s->weights[i]) return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+    for (int64_t k = 0; k < n; k++)
+      s->weights[i][k] = md->manifest[i].dtype == NNRT_I32 ? (float)(splitmix64(&seed) >> 62) : uniform(&seed);
+    if (md->set_weight(s->m, md->manifest[i].name, s->weights[i], (size_t)n)) return fail(s, "setting a weight");
+  }
+  return 0;
+}
+
+static int fill_inputs(state *s) {
+  const nnc_bench_model *md = s->md;
+  int n = md->ninputs, k = md->noutputs;
+  s->in = calloc((size_t)n + 1, sizeof *s->in);
+  s->out = calloc((size_t)k + 1, sizeof *s->out);
+  s->in_n = calloc((size_t)n + 1, sizeof *s->in_n);
+  s->out_n = calloc((size_t)k + 1, sizeof *s->out_n);
+  int64_t *bound = calloc((size_t)n + 1, sizeof *bound);
+  int *mask = calloc((size_t)n + 1, sizeof *mask);
+  if (!s->in || !s->out || !s->in_n || !s->out_n || !bound || !mask) {
+    free(bound); free(mask);
+    return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+  }
+  md->elems(s->o.sym, s->in_n, s->out_n);
+  md->input_rules(s->o.sym, bound, mask);
+  for (int i = 0; i < n; i++) {
+    int64_t cnt = s->in_n[i];
+    s->in[i] = malloc((size_t)(cnt ? cnt : 1) * 4);
+    if (!s->in[i]) break;
+    uint64_t seed = 0x1234ull + (uint64_t)i * 7919u;
+    for (int64_t e = 0; e < cnt; e++) {
+      double v;
+      /* a mask's rows are bound[i] long; the first entry of each stays 1 */
+      if (mask[i]) v = bound[i] <= 0 || e % bound[i] == 0 ? 1.0 : (double)(splitmix64(&seed) >> 63);
+      else if (!md->input_i32[i]) v = uniform(&seed);
+      else if (bound[i] > 0) v = (double)(splitmix64(&seed) % (uint64_t)bound[i]);
+      else v = (double)(splitmix64(&seed) >> 61);
+      if (md->input_i32[i]) ((int32_t *)s->in[i])[e] = (int32_t)v;
+      else ((float *)s->in[i])[e] = (float)v;
+    }
+  }
+  for (int i = 0; i < k; i++) s->out[i] = malloc((size_t)(s->out_n[i] ? s->out_n[i] : 1) * 4);
+  free(bound);
+  free(mask);
+  for (int i = 0; i < n; i++)
+    if (!s->in[i]) return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+  for (int i = 0; i < k; i++)
+    if (!s->out[i]) return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------ the check */
+
+static double as_double(const void *p, int i32, int64_t e) {
+  return i32 ? (double)((const int32_t *)p)[e] : (double)((const float *)p)[e];
+}
+
+/* Runs the model once on poisoned outputs and the reference on the same
+ * values; err[i] receives output i's max relative error. */
+static int check(state *s, double *errs) {
+  const nnc_bench_model *md = s->md;
+  for (int i = 0; i < md->noutputs; i++)
+    for (int64_t e = 0; e < s->out_n[i]; e++) {
+      if (md->output_i32[i]) ((int32_t *)s->out[i])[e] = INT32_MIN;
+      else ((float *)s->out[i])[e] = NAN;
+    }
+  if (md->run(s->m, s->o.sym, s->in, s->out)) return fail(s, "run");
+  nnc_graph g;
+  nnc_graph_init(&g);
+  nnc_error err = {0};
+  nnc_ref r;
+  memset(&r, 0, sizeof r);
+  nnc_status st = md->build_graph(&g, &err);
+  if (!st && (g.ninputs != md->ninputs || g.nparams != md->nparams || g.noutputs != md->noutputs))
+    st = nnc_errorf(&err, NNC_E_INTERNAL, NNC_NOLOC, "the rebuilt graph does not match the model");
+  if (!st) st = nnc_ref_init(&r, &g, s->o.sym, &err);
+  for (int i = 0; !st && i < md->ninputs; i++) {
+    double *v = nnc_ref_alloc(&r, g.inputs[i]);
+    if (!v) st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
+    for (int64_t e = 0; v && e < s->in_n[i]; e++) v[e] = as_double(s->in[i], md->input_i32[i], e);
+  }
+  for (int i = 0; !st && i < md->nparams; i++) {
+    double *v = nnc_ref_alloc(&r, g.params[i]);
+    if (!v) st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
+    for (int64_t e = 0, n = numel(&md->manifest[i]); v && e < n; e++) v[e] = s->weights[i][e];
+  }
+  if (!st) st = nnc_ref_run_graph(&r, &err);
+  for (int i = 0; !st && i < md->noutputs; i++) {
+    const double *want = r.val[g.outputs[i].tensor];
+    double *got = malloc((size_t)(s->out_n[i] ? s->out_n[i] : 1) * sizeof *got);
+    if (!got || !want) {
+      free(got);
+      st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
+      break;
+    }
+    for (int64_t e = 0; e < s->out_n[i]; e++) got[e] = as_double(s->out[i], md->output_i32[i], e);
+    errs[i] = nnc_ref_rel_error(got, want, s->out_n[i]);
+    free(got);
+  }
+  nnc_ref_free(&r);
+  nnc_graph_free(&g);
+  if (st) {
+    fprintf(stderr, "bench_%s: reference: %s\n", md->name, err.msg);
+    return 1;
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------------- timing */
+
+typedef struct timing {
+  double median_ms, p90_ms, flops, bytes;
+  nnc_bench_kernel *k;
+  double *k_ms;
+} timing;
+
+static int time_runs(state *s, timing *t) {
+  const nnc_bench_model *md = s->md;
+  const options *o = &s->o;
+  double *ms = malloc((size_t)o->runs * sizeof *ms);
+  t->k = calloc((size_t)md->nkernels + 1, sizeof *t->k);
+  t->k_ms = calloc((size_t)md->nkernels + 1, sizeof *t->k_ms);
+  if (!ms || !t->k || !t->k_ms) {
+    free(ms);
+    return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+  }
+  for (int i = 0; i < o->warmup; i++)
+    if (md->run(s->m, o->sym, s->in, s->out)) return free(ms), fail(s, "run");
+  for (int i = 0; i < o->runs; i++) {
+    uint64_t t0 = nnrt_now_ns();
+    if (md->run(s->m, o->sym, s->in, s->out)) return free(ms), fail(s, "run");
+    ms[i] = (double)(nnrt_now_ns() - t0) * 1e-6;
+  }
+  t->median_ms = nnc_bench_quantile(ms, o->runs, 0.5);
+  t->p90_ms = nnc_bench_quantile(ms, o->runs, 0.9);
+  /* per kernel: the median of profiled runs, separate from the timed ones */
+  double *kt = malloc((size_t)o->runs * (size_t)(md->nkernels + 1) * sizeof *kt);
+  if (!kt) return free(ms), fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+  md->profile(s->m, 1);
+  for (int i = 0; i < o->runs; i++) {
+    if (md->run(s->m, o->sym, s->in, s->out)) {
+      free(ms);
+      free(kt);
+      return fail(s, "run");
+    }
+    for (int k = 0; k < md->nkernels; k++) {
+      md->kernel(s->m, k, &t->k[k]);
+      kt[(size_t)k * (size_t)o->runs + (size_t)i] = (double)t->k[k].ns * 1e-6;
+    }
+  }
+  md->profile(s->m, 0);
+  for (int k = 0; k < md->nkernels; k++) {
+    t->k_ms[k] = nnc_bench_quantile(kt + (size_t)k * (size_t)o->runs, o->runs, 0.5);
+    t->flops += t->k[k].flops;
+    t->bytes += t->k[k].bytes;
+  }
+  free(kt);
+  free(ms);
+  return 0;
+}
+
+static double items_per_run(const nnc_bench_model *md, const int64_t *sym) {
+  double n = 1;
+  for (int i = 0; i < md->nsyms; i++) n *= (double)sym[i];
+  return n;
+}
+
+static void json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') printf("\\%c", *s);
+    else if ((unsigned char)*s < 32) printf("\\u%04x", *s);
+    else putchar(*s);
+  }
+  putchar('"');
+}
+
+static void report(const state *s, const timing *t, double peak_gf, double peak_gb, const double *errs, int ok) {
+  const nnc_bench_model *md = s->md;
+  const options *o = &s->o;
+  double sec = t->median_ms * 1e-3;
+  double gf = sec > 0 ? t->flops / sec * 1e-9 : 0, gb = sec > 0 ? t->bytes / sec * 1e-9 : 0;
+  double items = items_per_run(md, o->sym) / (sec > 0 ? sec : 1e-9);
+  const char *unit = md->nsyms >= 2 ? "tokens/s" : "items/s";
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  double rss_mb = (double)ru.ru_maxrss / 1024.0;
+  if (o->json) {
+    printf("{\"model\": ");
+    json_string(md->name);
+    printf(", \"dims\": {");
+    for (int i = 0; i < md->nsyms; i++) {
+      printf("%s", i ? ", " : "");
+      json_string(md->sym_names[i]);
+      printf(": %lld", (long long)o->sym[i]);
+    }
+    printf("}, \"runs\": %d, \"median_ms\": %.6g, \"p90_ms\": %.6g, \"%s\": %.6g, \"gflops\": %.6g, "
+           "\"gbps\": %.6g, \"peak_gflops\": %.6g, \"peak_gbps\": %.6g, \"arena_bytes\": %zu, \"peak_rss_mb\": %.1f",
+           o->runs, t->median_ms, t->p90_ms, md->nsyms >= 2 ? "tokens_per_s" : "items_per_s", items, gf, gb,
+           peak_gf, peak_gb, md->arena_bytes(s->m), rss_mb);
+    if (o->check) {
+      printf(", \"check\": {\"ok\": %s, \"tolerance\": %g, \"max_rel_error\": {", ok ? "true" : "false", TOLERANCE);
+      for (int i = 0; i < md->noutputs; i++) {
+        printf("%s", i ? ", " : "");
+        json_string(md->output_names[i]);
+        printf(": %.6g", isinf(errs[i]) ? 1e308 : errs[i]);
+      }
+      printf("}}");
+    }
+    printf(", \"kernels\": [");
+    for (int k = 0; k < md->nkernels; k++) {
+      const nnc_bench_kernel *x = &t->k[k];
+      double ks = t->k_ms[k] * 1e-3;
+      double roof = fmax(peak_gf > 0 ? x->flops / (peak_gf * 1e9) : 0, peak_gb > 0 ? x->bytes / (peak_gb * 1e9) : 0);
+      printf("%s{\"name\": ", k ? ", " : "");
+      json_string(x->name);
+      printf(", \"where\": ");
+      json_string(x->where);
+      printf(", \"kind\": ");
+      json_string(x->kind);
+      printf(", \"ops\": ");
+      json_string(x->ops);
+      printf(", \"ms\": %.6g, \"gflops\": %.6g, \"gbps\": %.6g, \"roofline\": %.6g}", t->k_ms[k],
+             ks > 0 ? x->flops / ks * 1e-9 : 0, ks > 0 ? x->bytes / ks * 1e-9 : 0, ks > 0 ? roof / ks : 0);
+    }
+    printf("]}\n");
+    return;
+  }
+  printf("%s:", md->name);
+  for (int i = 0; i < md->nsyms; i++) printf(" %s=%lld", md->sym_names[i], (long long)o->sym[i]);
+  printf(", %d runs\n", o->runs);
+  printf("  latency  median %.3f ms, p90 %.3f ms\n", t->median_ms, t->p90_ms);
+  printf("  throughput %.1f %s, %.2f GFLOP/s (%.1f%% of peak FMA %.1f), %.2f GB/s (%.1f%% of peak bandwidth %.1f)\n",
+         items, unit, gf, peak_gf > 0 ? 100 * gf / peak_gf : 0, peak_gf, gb, peak_gb > 0 ? 100 * gb / peak_gb : 0,
+         peak_gb);
+  printf("  memory   arena %.2f MiB, peak RSS %.1f MiB\n", (double)md->arena_bytes(s->m) / 1048576.0, rss_mb);
+  printf("\n  %-4s %-28s %-18s %-11s %9s %9s %8s %6s\n", "#", "kernel", "where", "kind", "ms", "GFLOP/s", "GB/s",
+         "%roof");
+  for (int k = 0; k < md->nkernels; k++) {
+    const nnc_bench_kernel *x = &t->k[k];
+    double ks = t->k_ms[k] * 1e-3;
+    double roof = fmax(peak_gf > 0 ? x->flops / (peak_gf * 1e9) : 0, peak_gb > 0 ? x->bytes / (peak_gb * 1e9) : 0);
+    printf("  %-4d %-28.28s %-18.18s %-11s %9.4f %9.2f %8.2f %6.1f\n", k, x->name, x->where, x->kind, t->k_ms[k],
+           ks > 0 ? x->flops / ks * 1e-9 : 0, ks > 0 ? x->bytes / ks * 1e-9 : 0, ks > 0 ? 100 * roof / ks : 0);
+  }
+  if (o->check) {
+    printf("\n  check against the float64 reference (tolerance %g):\n", TOLERANCE);
+    for (int i = 0; i < md->noutputs; i++)
+      printf("    %-24s max relative error %.3g %s\n", md->output_names[i], errs[i],
+             errs[i] <= TOLERANCE ? "ok" : "FAILED");
+  }
+}
+
+static int adapter_create(const nnc_bench_model *md, state *s) {
+  if (md->create(s->o.threads, &s->m)) {
+    fprintf(stderr, "bench_%s: create failed\n", md->name);
+    return 1;
+  }
+  return 0;
+}
+
+int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
+  state s;
+  memset(&s, 0, sizeof s);
+  s.md = md;
+  int rc = parse(md, argc, argv, &s.o);
+  if (rc) return rc;
+  double *errs = calloc((size_t)md->noutputs + 1, sizeof *errs);
+  timing t;
+  memset(&t, 0, sizeof t);
+  int ok = 1;
+  rc = errs ? 0 : 1;
+  if (!rc) rc = adapter_create(md, &s);
+  if (!rc) rc = fill_weights(&s);
+  if (!rc) rc = fill_inputs(&s);
+  if (!rc && s.o.check) {
+    rc = check(&s, errs);
+    for (int i = 0; !rc && i < md->noutputs; i++) ok &= errs[i] <= TOLERANCE;
+  }
+  double peak_gf = 0, peak_gb = 0;
+  if (!rc) {
+    peak_gf = nnc_bench_peak_gflops(s.o.threads);
+    peak_gb = nnc_bench_peak_gbps();
+    rc = time_runs(&s, &t);
+  }
+  if (!rc) report(&s, &t, peak_gf, peak_gb, errs, ok);
+  if (!rc && !ok) {
+    fprintf(stderr, "bench_%s: --check FAILED: an output is off the float64 reference by more than %g\n", md->name,
+            TOLERANCE);
+    rc = 1;
+  }
+  free(t.k);
+  free(t.k_ms);
+  free(errs);
+  state_free(&s);
+  return rc;
+}

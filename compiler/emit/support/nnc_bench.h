@@ -1,0 +1,70 @@
+/* support/nnc_bench.h — the benchmark harness every generated bench_<model>
+ * runs. bench_<model>.c describes its model in an nnc_bench_model (names,
+ * sizes, and adapters to the model's C API) and calls nnc_bench_main, which
+ * parses the options, measures the machine's peak once, fills weights and
+ * inputs, checks against the float64 reference (--check) and times runs. */
+#ifndef NNC_BENCH_H
+#define NNC_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../check/ir/ir.h"
+#include "../runtime/nnrt.h"
+
+typedef struct nnc_bench_kernel {
+  const char *name;    /* what it computes: "h.0.mlp.c_fc" */
+  const char *where;   /* "gpt2.lua:31" */
+  const char *kind;    /* "gemm", "attention", ... */
+  const char *ops;     /* "layernorm + linear + gelu" */
+  uint64_t ns;         /* time of the last profiled run */
+  double flops, bytes; /* at the last run's sizes */
+} nnc_bench_kernel;
+
+typedef struct nnc_bench_model {
+  const char *name;
+  int nsyms;
+  const char *const *sym_names;
+  const int64_t *sym_max;
+  int ninputs;
+  const char *const *input_names;
+  const int *input_i32;          /* 1: int32_t elements, 0: float */
+  int noutputs;
+  const char *const *output_names;
+  const int *output_i32;
+  int nparams;
+  const nnrt_st_desc *manifest;  /* the weights, in the graph's parameter order */
+  int nkernels;
+
+  /* adapters to the model's API; m is the model handle */
+  int (*create)(int threads, void **m);
+  void (*destroy)(void *m);
+  const char *(*last_error)(const void *m);
+  int (*load_file)(void *m, const char *path);
+  int (*set_weight)(void *m, const char *name, const float *data, size_t count);
+  int (*run)(void *m, const int64_t *sym, void *const *inputs, void *const *outputs);
+  void (*profile)(void *m, int on);
+  void (*kernel)(const void *m, int i, nnc_bench_kernel *out);
+  size_t (*arena_bytes)(const void *m);
+  /* elements of every input and output at the sizes sym */
+  void (*elems)(const int64_t *sym, int64_t *in, int64_t *out);
+  /* per input: values must be < bound[i] (0: no bound); mask[i]: a 0/1
+   * padding mask whose rows are bound[i] long (never a row of zeros) */
+  void (*input_rules)(const int64_t *sym, int64_t *bound, int *mask);
+  /* rebuilds the model's graph for the reference evaluator */
+  nnc_status (*build_graph)(nnc_graph *g, nnc_error *err);
+} nnc_bench_model;
+
+/* The whole harness; returns the process exit code (0 ok, 1 a check above
+ * tolerance or a failure, 2 a bad command line). */
+int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv);
+
+/* The machine's peak: FMA rate on all threads (GFLOP/s) and memory
+ * bandwidth from a large copy (GB/s), each measured once in ~0.1 s. */
+double nnc_bench_peak_gflops(int threads);
+double nnc_bench_peak_gbps(void);
+
+/* q-quantile (0..1) of n values (sorts them). */
+double nnc_bench_quantile(double *v, int n, double q);
+
+#endif

@@ -1,0 +1,70 @@
+-- GPT-2, the 124M model by default. Parameter names are the keys of Hugging
+-- Face's model.safetensors for "gpt2", so the checkpoint loads as it is.
+
+local cfg = config {
+  layers = 12,
+  heads = 12,
+  d = 768,          -- model width
+  vocab = 50257,
+  ctx = 1024,       -- the longest sequence (rows of wpe)
+  batch = 8,        -- the most sequences per call
+  eps = 1e-5,       -- layernorm epsilon
+}
+
+if cfg.d % cfg.heads ~= 0 then
+  error(("heads (%d) must divide d (%d)"):format(cfg.heads, cfg.d))
+end
+
+local B = dim("B", cfg.batch)
+local T = dim("T", cfg.ctx)
+local ids = input("ids", i32, { B, T })
+
+-- GPT-2's Conv1D is a linear layer whose weight is stored [in, out].
+local function conv1d(x, n_out, p)
+  return linear(x, n_out, p, { layout = "in_out" })
+end
+
+local function norm(x, p)
+  return layernorm(x, p, { eps = cfg.eps })
+end
+
+-- [B, T, C] -> [B, heads, T, C / heads] and back.
+local function split_heads(x)
+  return x:reshape { B, T, cfg.heads, cfg.d // cfg.heads }:permute { 1, 3, 2, 4 }
+end
+
+local function merge_heads(x)
+  return x:permute { 1, 3, 2, 4 }:reshape { B, T, cfg.d }
+end
+
+local function attention(x, p)
+  local q, k, v = split(conv1d(x, 3 * cfg.d, p.c_attn), 3, -1)
+  local y = sdpa(split_heads(q), split_heads(k), split_heads(v), { causal = true })
+  return conv1d(merge_heads(y), cfg.d, p.c_proj)
+end
+
+local function mlp(x, p)
+  local h = gelu(conv1d(x, 4 * cfg.d, p.c_fc), { approx = "tanh" })
+  return conv1d(h, cfg.d, p.c_proj)
+end
+
+-- Pre-norm residual block.
+local function block(x, p)
+  x = x + attention(norm(x, p.ln_1), p.attn)
+  return x + mlp(norm(x, p.ln_2), p.mlp)
+end
+
+local wte = param("wte.weight", { cfg.vocab, cfg.d })
+local wpe = param("wpe.weight", { cfg.ctx, cfg.d })
+
+-- Token embeddings plus the first T rows of the position table, broadcast over B.
+local x = embedding(ids, wte) + slice(wpe, 1, 1, T)
+
+local h = param("h")
+for i = 0, cfg.layers - 1 do
+  x = block(x, h[i])
+end
+x = norm(x, param("ln_f"))
+
+-- The language-model head is tied to the token embeddings.
+output("logits", linear(x, cfg.vocab, wte, { bias = false }))

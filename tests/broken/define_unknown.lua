@@ -1,0 +1,5 @@
+-- Loaded with -D layer=3: no config key is named "layer" (the key is "layers").
+local cfg = config { layers = 2, width = 5 }
+local x = input("x", f32, { cfg.width })
+for _ = 1, cfg.layers do x = relu(x) end
+output("y", x)

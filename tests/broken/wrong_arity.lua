@@ -1,0 +1,3 @@
+-- matmul takes two tensors.
+local a = input("a", f32, { 5, 7 })
+output("y", matmul(a))

@@ -1,0 +1,10 @@
+-- Scaled dot-product attention: causal, and with a padding mask.
+local B = dim("B", 8)
+local T = dim("T", 32)
+local q = input("q", f32, { B, 2, T, 16 })
+local k = input("k", f32, { B, 2, T, 16 })
+local v = input("v", f32, { B, 2, T, 12 })
+local mask = input("mask", i32, { B, T })
+output("causal", sdpa(q, k, v, { causal = true }))
+output("padded", sdpa(q, k, v, { mask = mask }))
+output("both", sdpa(q * 0.5, k, v, { causal = true, mask = mask, scale = 0.3 }))

@@ -1,0 +1,11 @@
+-- Embedding lookup, a linear head and the cross-entropy loss.
+local B = dim("B", 8)
+local T = dim("T", 32)
+local ids = input("ids", i32, { B, T })
+local targets = input("targets", i32, { B, T })
+local table = param("wte", { 37, 19 })
+local h = embedding(ids, table)
+local logits = linear(h, 37, param("head"))
+output("embedded", h * 1)
+output("logits", logits)
+output("loss", cross_entropy(logits, targets))

@@ -1,0 +1,13 @@
+-- Data movement: transpose, permute, slice (with a symbolic end), concat, split, reshape.
+local B = dim("B", 8)
+local T = dim("T", 32)
+local x = input("x", f32, { B, T, 21 })
+local w = param("w", { 40, 21 })
+output("transposed", transpose(x, 1, 2) * 1)
+output("permuted", x:permute { 3, 1, 2 } + 0)
+output("sliced", slice(x, 3, 4, 17) + 0)
+output("rows", slice(w, 1, 1, T) * 1)
+local a, b, c = split(x, { 5, 9, 7 }, 3)
+output("concat", concat({ c, a, b, a }, 3))
+output("split_mid", b * 2)
+output("reshaped", x:reshape { B, T * 21 })

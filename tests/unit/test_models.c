@@ -1,0 +1,636 @@
+/* tests/unit/test_models.c — the showcase models: mlp, gpt2 and bert.
+ *
+ * Each model is loaded at small odd configurations and compiled; its
+ * parameters are checked against the Hugging Face names and shapes (at the
+ * full default configuration too); the fused schedule is evaluated against
+ * the unfused graph on random weights; and each model is checked once against
+ * a plain float64 implementation written here with explicit loops, reading
+ * the same random weights, so a mistake in the model file itself (a wrong
+ * permute, a missing residual) fails a test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "ir/schedule.h"
+#include "passes/passes.h"
+#include "ref/ref.h"
+
+#ifndef NNC_SOURCE_ROOT
+#define NNC_SOURCE_ROOT "."
+#endif
+
+/* ------------------------------------------------------------ loading */
+
+typedef struct model {
+  nnc_graph g;
+  nnc_schedule s;
+  bool scheduled;
+} model;
+
+static void model_free(model *m) {
+  if (m->scheduled) nnc_schedule_free(&m->s);
+  nnc_graph_free(&m->g);
+}
+
+/* Loads models/<name>.lua with the given -D overrides and compiles it. */
+static void load_model(model *m, const char *name, const char *const *defines, int ndefines) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
+  nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines};
+  nnc_error err = {0};
+  memset(m, 0, sizeof *m);
+  nnc_graph_init(&m->g);
+  nnc_status st = nnc_frontend_load(&o, &m->g, &err);
+  if (st != NNC_OK) fail_msg("loading %s: %s", path, err.msg);
+  nnc_schedule_init(&m->s, &m->g);
+  m->scheduled = true;
+  st = nnc_compile_graph(&m->g, &m->s, &err);
+  if (st != NNC_OK) fail_msg("compiling %s: %s", path, err.msg);
+  assert_string_equal(m->g.name, name);
+}
+
+static int find_tensor(const nnc_graph *g, const int *ids, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(g->tensors[ids[i]].name, name) == 0) return ids[i];
+  return -1;
+}
+
+static int param_id(const nnc_graph *g, const char *name) {
+  int t = find_tensor(g, g->params, g->nparams, name);
+  if (t < 0) fail_msg("no parameter %s", name);
+  return t;
+}
+
+static int input_id(const nnc_graph *g, const char *name) {
+  int t = find_tensor(g, g->inputs, g->ninputs, name);
+  if (t < 0) fail_msg("no input %s", name);
+  return t;
+}
+
+static int output_id(const nnc_graph *g, const char *name) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (strcmp(g->outputs[i].name, name) == 0) return g->outputs[i].tensor;
+  fail_msg("no output %s", name);
+  return -1;
+}
+
+/* ------------------------------------------- expected parameter lists */
+
+typedef struct expect {
+  char name[96];
+  int rank;
+  int64_t dims[2];
+} expect;
+
+typedef struct expect_list {
+  expect *e;
+  int n, cap;
+} expect_list;
+
+static void want(expect_list *l, int rank, int64_t d0, int64_t d1, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void want(expect_list *l, int rank, int64_t d0, int64_t d1, const char *fmt, ...) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    l->e = realloc(l->e, (size_t)l->cap * sizeof *l->e);
+    assert_non_null(l->e);
+  }
+  expect *e = &l->e[l->n++];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->name, sizeof e->name, fmt, ap);
+  va_end(ap);
+  e->rank = rank;
+  e->dims[0] = d0;
+  e->dims[1] = d1;
+}
+
+/* The graph's parameters are exactly the expected ones (in any order), f32,
+ * with constant shapes as listed. */
+static void check_params(const nnc_graph *g, const expect_list *l) {
+  assert_int_equal(g->nparams, l->n);
+  for (int i = 0; i < l->n; i++) {
+    const expect *e = &l->e[i];
+    const nnc_tensor *t = &g->tensors[param_id(g, e->name)];
+    assert_int_equal(t->kind, NNC_TENSOR_PARAM);
+    assert_int_equal(t->dtype, NNC_F32);
+    if (t->rank != e->rank) fail_msg("%s: rank %d, expected %d", e->name, t->rank, e->rank);
+    for (int d = 0; d < e->rank; d++)
+      if (!nnc_dim_eq_const(t->shape[d], e->dims[d]))
+        fail_msg("%s: dim %d is not %lld", e->name, d + 1, (long long)e->dims[d]);
+  }
+}
+
+/* A tensor's shape, each dim a constant (sym < 0) or one named symbol. */
+typedef struct dimspec {
+  const char *sym;
+  int64_t k;
+} dimspec;
+
+static void check_shape(const nnc_graph *g, int t, nnc_dtype dtype, int rank, const dimspec *ds) {
+  const nnc_tensor *x = &g->tensors[t];
+  assert_int_equal(x->dtype, dtype);
+  assert_int_equal(x->rank, rank);
+  for (int d = 0; d < rank; d++) {
+    nnc_dim want_d = nnc_dim_const(ds[d].k);
+    if (ds[d].sym) {
+      int s = nnc_graph_find_symbol(g, ds[d].sym);
+      assert_true(s >= 0);
+      want_d = nnc_dim_sym(s);
+    }
+    char a[64], b[64];
+    if (!nnc_dim_eq(x->shape[d], want_d))
+      fail_msg("%s dim %d: %s, expected %s", x->name, d + 1, nnc_dim_format(g, x->shape[d], a, sizeof a),
+               nnc_dim_format(g, want_d, b, sizeof b));
+  }
+}
+
+static void gpt2_expect(expect_list *l, int layers, int64_t d, int64_t vocab, int64_t ctx) {
+  want(l, 2, vocab, d, "wte.weight");
+  want(l, 2, ctx, d, "wpe.weight");
+  for (int i = 0; i < layers; i++) {
+    want(l, 1, d, 0, "h.%d.ln_1.weight", i);
+    want(l, 1, d, 0, "h.%d.ln_1.bias", i);
+    want(l, 2, d, 3 * d, "h.%d.attn.c_attn.weight", i);
+    want(l, 1, 3 * d, 0, "h.%d.attn.c_attn.bias", i);
+    want(l, 2, d, d, "h.%d.attn.c_proj.weight", i);
+    want(l, 1, d, 0, "h.%d.attn.c_proj.bias", i);
+    want(l, 1, d, 0, "h.%d.ln_2.weight", i);
+    want(l, 1, d, 0, "h.%d.ln_2.bias", i);
+    want(l, 2, d, 4 * d, "h.%d.mlp.c_fc.weight", i);
+    want(l, 1, 4 * d, 0, "h.%d.mlp.c_fc.bias", i);
+    want(l, 2, 4 * d, d, "h.%d.mlp.c_proj.weight", i);
+    want(l, 1, d, 0, "h.%d.mlp.c_proj.bias", i);
+  }
+  want(l, 1, d, 0, "ln_f.weight");
+  want(l, 1, d, 0, "ln_f.bias");
+}
+
+static void bert_expect(expect_list *l, int layers, int64_t hidden, int64_t inter, int64_t vocab,
+                        int64_t positions, int64_t types) {
+  want(l, 2, vocab, hidden, "embeddings.word_embeddings.weight");
+  want(l, 2, positions, hidden, "embeddings.position_embeddings.weight");
+  want(l, 2, types, hidden, "embeddings.token_type_embeddings.weight");
+  want(l, 1, hidden, 0, "embeddings.LayerNorm.weight");
+  want(l, 1, hidden, 0, "embeddings.LayerNorm.bias");
+  for (int i = 0; i < layers; i++) {
+    static const char *const qkv[] = {"query", "key", "value"};
+    for (int j = 0; j < 3; j++) {
+      want(l, 2, hidden, hidden, "encoder.layer.%d.attention.self.%s.weight", i, qkv[j]);
+      want(l, 1, hidden, 0, "encoder.layer.%d.attention.self.%s.bias", i, qkv[j]);
+    }
+    want(l, 2, hidden, hidden, "encoder.layer.%d.attention.output.dense.weight", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.dense.bias", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.LayerNorm.weight", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.LayerNorm.bias", i);
+    want(l, 2, inter, hidden, "encoder.layer.%d.intermediate.dense.weight", i);
+    want(l, 1, inter, 0, "encoder.layer.%d.intermediate.dense.bias", i);
+    want(l, 2, hidden, inter, "encoder.layer.%d.output.dense.weight", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.output.dense.bias", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.output.LayerNorm.weight", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.output.LayerNorm.bias", i);
+  }
+}
+
+/* ------------------------------------------------- running the oracle */
+
+/* Symbol sizes by name, for nnc_ref_init. */
+static int64_t *sizes(const nnc_graph *g, int64_t b, int64_t t) {
+  int64_t *sym = calloc((size_t)g->nsyms + 1, sizeof *sym);
+  assert_non_null(sym);
+  for (int i = 0; i < g->nsyms; i++) sym[i] = 1;
+  int sb = nnc_graph_find_symbol(g, "B"), st = nnc_graph_find_symbol(g, "T");
+  if (sb >= 0) sym[sb] = b;
+  if (st >= 0) sym[st] = t;
+  return sym;
+}
+
+static void ref_setup(nnc_ref *r, const model *m, const int64_t *sym, uint64_t seed) {
+  nnc_error err = {0};
+  if (nnc_ref_init(r, &m->g, sym, &err) != NNC_OK) fail_msg("%s", err.msg);
+  if (nnc_ref_random_inputs(r, seed, &err) != NNC_OK) fail_msg("%s", err.msg);
+}
+
+/* Runs the unfused graph into r (set up by ref_setup). */
+static void run_graph(nnc_ref *r) {
+  nnc_error err = {0};
+  if (nnc_ref_run_graph(r, &err) != NNC_OK) fail_msg("%s", err.msg);
+}
+
+static double max_abs(const double *a, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+  return m;
+}
+
+/* The schedule's outputs equal the graph's for several seeds, and are
+ * finite and not all zero. */
+static void check_schedule(const model *m, int64_t b, int64_t t) {
+  int64_t *sym = sizes(&m->g, b, t);
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    nnc_ref graph, sched;
+    nnc_error err = {0};
+    ref_setup(&graph, m, sym, seed);
+    ref_setup(&sched, m, sym, seed);
+    run_graph(&graph);
+    if (nnc_ref_run_schedule(&sched, &m->s, &err) != NNC_OK) fail_msg("%s", err.msg);
+    for (int o = 0; o < m->g.noutputs; o++) {
+      int id = m->g.outputs[o].tensor;
+      int64_t n = nnc_ref_elems(&graph, id);
+      assert_true(n > 0);
+      assert_non_null(graph.val[id]);
+      assert_non_null(sched.val[id]);
+      double e = nnc_ref_rel_error(sched.val[id], graph.val[id], n);
+      if (!(e <= 1e-12))
+        fail_msg("%s output %s seed %llu: schedule vs graph rel error %g", m->g.name,
+                 m->g.outputs[o].name, (unsigned long long)seed, e);
+      assert_true(max_abs(graph.val[id], n) > 0);
+    }
+    nnc_ref_free(&sched);
+    nnc_ref_free(&graph);
+  }
+  free(sym);
+}
+
+/* ------------------------------------- a float64 network, by hand */
+
+/* y[r, n] = sum_k x[r, k] * W + b, W [n_out, k] or, when in_out, [k, n_out]. */
+static void dense(const double *x, int64_t rows, int64_t k, const double *w, const double *b,
+                  int64_t n_out, bool in_out, double *y) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t n = 0; n < n_out; n++) {
+      double acc = b ? b[n] : 0.0;
+      for (int64_t i = 0; i < k; i++) acc += x[r * k + i] * (in_out ? w[i * n_out + n] : w[n * k + i]);
+      y[r * n_out + n] = acc;
+    }
+}
+
+static void layer_norm(const double *x, int64_t rows, int64_t c, const double *g, const double *b,
+                       double eps, double *y) {
+  for (int64_t r = 0; r < rows; r++) {
+    const double *v = x + r * c;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < c; i++) mean += v[i];
+    mean /= (double)c;
+    for (int64_t i = 0; i < c; i++) var += (v[i] - mean) * (v[i] - mean);
+    var /= (double)c;
+    for (int64_t i = 0; i < c; i++) y[r * c + i] = (v[i] - mean) / sqrt(var + eps) * g[i] + b[i];
+  }
+}
+
+/* Multi-head attention on rows laid out [B, T, C] with head h in columns
+ * h*D .. h*D+D-1 of q, k and v (all with row stride ld). A key is skipped
+ * when causal and after the query, or when mask (per [b, t]) is 0. */
+static void attend(const double *q, const double *k, const double *v, int64_t ld, int64_t batch,
+                   int64_t T, int64_t heads, int64_t D, bool causal, const double *mask, double *y) {
+  double *p = malloc((size_t)T * sizeof *p);
+  assert_non_null(p);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t h = 0; h < heads; h++)
+      for (int64_t i = 0; i < T; i++) {
+        const double *qi = q + (b * T + i) * ld + h * D;
+        double top = -INFINITY;
+        for (int64_t j = 0; j < T; j++) {
+          bool masked = (causal && j > i) || (mask && mask[b * T + j] == 0);
+          double s = -INFINITY;
+          if (!masked) {
+            s = 0;
+            for (int64_t e = 0; e < D; e++) s += qi[e] * k[(b * T + j) * ld + h * D + e];
+            s /= sqrt((double)D);
+          }
+          p[j] = s;
+          top = fmax(top, s);
+        }
+        double total = 0;
+        for (int64_t j = 0; j < T; j++) total += p[j] = p[j] == -INFINITY ? 0.0 : exp(p[j] - top);
+        for (int64_t e = 0; e < D; e++) {
+          double acc = 0;
+          for (int64_t j = 0; j < T; j++) acc += p[j] / total * v[(b * T + j) * ld + h * D + e];
+          y[(b * T + i) * (heads * D) + h * D + e] = acc;
+        }
+      }
+  free(p);
+}
+
+static double *vec(int64_t n) {
+  double *v = calloc((size_t)n, sizeof *v);
+  assert_non_null(v);
+  return v;
+}
+
+static const double *pval(const nnc_ref *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const double *pval(const nnc_ref *r, const char *fmt, ...) {
+  char name[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  const double *v = r->val[param_id(r->g, name)];
+  assert_non_null(v);
+  return v;
+}
+
+static void check_close(const double *got, const double *want_v, int64_t n, double tol, const char *what) {
+  double e = nnc_ref_rel_error(got, want_v, n);
+  if (!(e <= tol)) fail_msg("%s: rel error %g against the hand-written float64 model", what, e);
+  assert_true(max_abs(want_v, n) > 0);
+}
+
+/* ---------------------------------------------------------------- mlp */
+
+static void mlp_by_hand(const model *m, int64_t b, int64_t pixels, int64_t h1, int64_t h2,
+                        int64_t classes, uint64_t seed) {
+  int64_t *sym = sizes(&m->g, b, 1);
+  nnc_ref r;
+  ref_setup(&r, m, sym, seed);
+  run_graph(&r);
+  const double *x = r.val[input_id(&m->g, "image")];
+  double *a = vec(b * h1), *c = vec(b * h2), *y = vec(b * classes);
+  dense(x, b, pixels, pval(&r, "fc1.weight"), pval(&r, "fc1.bias"), h1, false, a);
+  for (int64_t i = 0; i < b * h1; i++) a[i] = fmax(a[i], 0.0);
+  dense(a, b, h1, pval(&r, "fc2.weight"), pval(&r, "fc2.bias"), h2, false, c);
+  for (int64_t i = 0; i < b * h2; i++) c[i] = fmax(c[i], 0.0);
+  dense(c, b, h2, pval(&r, "out.weight"), pval(&r, "out.bias"), classes, false, y);
+  check_close(r.val[output_id(&m->g, "logits")], y, b * classes, 1e-12, "mlp logits");
+  free(a), free(c), free(y);
+  nnc_ref_free(&r);
+  free(sym);
+}
+
+static void test_mlp_default(void **state) {
+  (void)state;
+  model m;
+  load_model(&m, "mlp", NULL, 0);
+  expect_list l = {0};
+  want(&l, 2, 512, 784, "fc1.weight");
+  want(&l, 1, 512, 0, "fc1.bias");
+  want(&l, 2, 256, 512, "fc2.weight");
+  want(&l, 1, 256, 0, "fc2.bias");
+  want(&l, 2, 10, 256, "out.weight");
+  want(&l, 1, 10, 0, "out.bias");
+  check_params(&m.g, &l);
+  free(l.e);
+  assert_int_equal(m.g.ninputs, 1);
+  assert_int_equal(m.g.noutputs, 1);
+  check_shape(&m.g, input_id(&m.g, "image"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 784}});
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 10}});
+  assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 256);
+  check_schedule(&m, 3, 1);
+  mlp_by_hand(&m, 3, 784, 512, 256, 10, 7);
+  mlp_by_hand(&m, 1, 784, 512, 256, 10, 8);
+  model_free(&m);
+}
+
+static void test_mlp_small(void **state) {
+  (void)state;
+  static const char *const defs[] = {"pixels=29", "hidden1=17", "hidden2=13", "classes=7", "batch=9"};
+  model m;
+  load_model(&m, "mlp", defs, 5);
+  assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 9);
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 7}});
+  check_schedule(&m, 3, 1);
+  check_schedule(&m, 9, 1);
+  for (uint64_t seed = 11; seed <= 13; seed++) mlp_by_hand(&m, 5, 29, 17, 13, 7, seed);
+  model_free(&m);
+}
+
+/* --------------------------------------------------------------- gpt2 */
+
+static const char *const gpt2_small[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=32"};
+
+static void test_gpt2_default_params(void **state) {
+  (void)state;
+  model m;
+  load_model(&m, "gpt2", NULL, 0);
+  expect_list l = {0};
+  gpt2_expect(&l, 12, 768, 50257, 1024);
+  assert_int_equal(l.n, 12 * 12 + 4);
+  check_params(&m.g, &l);
+  free(l.e);
+  assert_int_equal(m.g.ninputs, 1);
+  assert_int_equal(m.g.noutputs, 1);
+  check_shape(&m.g, input_id(&m.g, "ids"), NNC_I32, 2, (dimspec[]){{"B", 0}, {"T", 0}});
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 3,
+              (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 50257}});
+  assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 8);
+  assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "T")].max, 1024);
+  model_free(&m);
+}
+
+static void test_gpt2_small(void **state) {
+  (void)state;
+  model m;
+  load_model(&m, "gpt2", gpt2_small, 5);
+  expect_list l = {0};
+  gpt2_expect(&l, 2, 24, 101, 32);
+  check_params(&m.g, &l);
+  free(l.e);
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 3, (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 101}});
+  check_schedule(&m, 3, 17);
+  check_schedule(&m, 1, 1);
+  check_schedule(&m, 8, 32);
+  model_free(&m);
+}
+
+/* One GPT-2 block, ln_f and the tied head, at d, heads, vocab; batch b, T. */
+static void gpt2_by_hand(const model *m, int64_t b, int64_t T, int64_t d, int64_t heads, int64_t vocab,
+                         uint64_t seed) {
+  int64_t *sym = sizes(&m->g, b, T);
+  nnc_ref r;
+  ref_setup(&r, m, sym, seed);
+  run_graph(&r);
+  const double *ids = r.val[input_id(&m->g, "ids")];
+  const double *wte = pval(&r, "wte.weight"), *wpe = pval(&r, "wpe.weight");
+  int64_t rows = b * T, D = d / heads;
+  double *x = vec(rows * d), *h = vec(rows * d), *qkv = vec(rows * 3 * d), *y = vec(rows * d);
+  double *a = vec(rows * d), *f = vec(rows * 4 * d), *logits = vec(rows * vocab);
+  for (int64_t bt = 0; bt < rows; bt++) {
+    int64_t id = (int64_t)ids[bt], t = bt % T;
+    assert_true(id >= 0 && id < vocab);
+    for (int64_t c = 0; c < d; c++) x[bt * d + c] = wte[id * d + c] + wpe[t * d + c];
+  }
+  layer_norm(x, rows, d, pval(&r, "h.0.ln_1.weight"), pval(&r, "h.0.ln_1.bias"), 1e-5, h);
+  dense(h, rows, d, pval(&r, "h.0.attn.c_attn.weight"), pval(&r, "h.0.attn.c_attn.bias"), 3 * d, true, qkv);
+  attend(qkv, qkv + d, qkv + 2 * d, 3 * d, b, T, heads, D, true, NULL, y);
+  dense(y, rows, d, pval(&r, "h.0.attn.c_proj.weight"), pval(&r, "h.0.attn.c_proj.bias"), d, true, a);
+  for (int64_t i = 0; i < rows * d; i++) x[i] += a[i];
+  layer_norm(x, rows, d, pval(&r, "h.0.ln_2.weight"), pval(&r, "h.0.ln_2.bias"), 1e-5, h);
+  dense(h, rows, d, pval(&r, "h.0.mlp.c_fc.weight"), pval(&r, "h.0.mlp.c_fc.bias"), 4 * d, true, f);
+  for (int64_t i = 0; i < rows * 4 * d; i++) {
+    double v = f[i];
+    f[i] = 0.5 * v * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+  }
+  dense(f, rows, 4 * d, pval(&r, "h.0.mlp.c_proj.weight"), pval(&r, "h.0.mlp.c_proj.bias"), d, true, a);
+  for (int64_t i = 0; i < rows * d; i++) x[i] += a[i];
+  layer_norm(x, rows, d, pval(&r, "ln_f.weight"), pval(&r, "ln_f.bias"), 1e-5, h);
+  dense(h, rows, d, wte, NULL, vocab, false, logits);
+  check_close(r.val[output_id(&m->g, "logits")], logits, rows * vocab, 1e-10, "gpt2 logits");
+  free(x), free(h), free(qkv), free(y), free(a), free(f), free(logits);
+  nnc_ref_free(&r);
+  free(sym);
+}
+
+static void test_gpt2_one_layer_by_hand(void **state) {
+  (void)state;
+  static const char *const defs[] = {"layers=1", "d=24", "heads=3", "vocab=101", "ctx=32"};
+  model m;
+  load_model(&m, "gpt2", defs, 5);
+  gpt2_by_hand(&m, 3, 17, 24, 3, 101, 5);
+  gpt2_by_hand(&m, 2, 32, 24, 3, 101, 6);
+  gpt2_by_hand(&m, 1, 1, 24, 3, 101, 7);
+  model_free(&m);
+}
+
+/* --------------------------------------------------------------- bert */
+
+static const char *const bert_small[] = {"layers=2", "hidden=15", "heads=3", "intermediate=37",
+                                         "vocab=53", "positions=29", "batch=5", "seq=19"};
+
+static void test_bert_default_params(void **state) {
+  (void)state;
+  model m;
+  load_model(&m, "bert", NULL, 0);
+  expect_list l = {0};
+  bert_expect(&l, 6, 384, 1536, 30522, 512, 2);
+  assert_int_equal(l.n, 6 * 16 + 5);
+  check_params(&m.g, &l);
+  free(l.e);
+  assert_int_equal(m.g.ninputs, 3);
+  static const char *const ins[] = {"input_ids", "token_type_ids", "attention_mask"};
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(m.g.tensors[m.g.inputs[i]].name, ins[i]);
+    check_shape(&m.g, m.g.inputs[i], NNC_I32, 2, (dimspec[]){{"B", 0}, {"T", 0}});
+  }
+  assert_int_equal(m.g.noutputs, 2);
+  check_shape(&m.g, output_id(&m.g, "last_hidden_state"), NNC_F32, 3,
+              (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 384}});
+  check_shape(&m.g, output_id(&m.g, "sentence_embedding"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 384}});
+  assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 32);
+  assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "T")].max, 128);
+  model_free(&m);
+}
+
+static void test_bert_small(void **state) {
+  (void)state;
+  model m;
+  load_model(&m, "bert", bert_small, 8);
+  expect_list l = {0};
+  bert_expect(&l, 2, 15, 37, 53, 29, 2);
+  check_params(&m.g, &l);
+  free(l.e);
+  check_schedule(&m, 3, 13);
+  check_schedule(&m, 5, 19);
+  check_schedule(&m, 1, 1);
+  model_free(&m);
+}
+
+/* One post-norm BERT layer and the masked mean pooling, at hidden, heads,
+ * inter; batch b, T. */
+static void bert_by_hand(const model *m, int64_t b, int64_t T, int64_t hid, int64_t heads, int64_t inter,
+                         uint64_t seed) {
+  int64_t *sym = sizes(&m->g, b, T);
+  nnc_ref r;
+  ref_setup(&r, m, sym, seed);
+  run_graph(&r);
+  const double *ids = r.val[input_id(&m->g, "input_ids")];
+  const double *types = r.val[input_id(&m->g, "token_type_ids")];
+  const double *mask = r.val[input_id(&m->g, "attention_mask")];
+  const double *we = pval(&r, "embeddings.word_embeddings.weight");
+  const double *pe = pval(&r, "embeddings.position_embeddings.weight");
+  const double *te = pval(&r, "embeddings.token_type_embeddings.weight");
+  int64_t rows = b * T;
+  double *x = vec(rows * hid), *q = vec(rows * hid), *k = vec(rows * hid), *v = vec(rows * hid);
+  double *y = vec(rows * hid), *a = vec(rows * hid), *f = vec(rows * inter), *pool = vec(b * hid);
+  for (int64_t bt = 0; bt < rows; bt++) {
+    int64_t w = (int64_t)ids[bt], s = (int64_t)types[bt], t = bt % T;
+    assert_true(s == 0 || s == 1);
+    for (int64_t c = 0; c < hid; c++) a[bt * hid + c] = we[w * hid + c] + pe[t * hid + c] + te[s * hid + c];
+  }
+  layer_norm(a, rows, hid, pval(&r, "embeddings.LayerNorm.weight"), pval(&r, "embeddings.LayerNorm.bias"),
+             1e-12, x);
+  const char *p = "encoder.layer.0";
+  dense(x, rows, hid, pval(&r, "%s.attention.self.query.weight", p), pval(&r, "%s.attention.self.query.bias", p),
+        hid, false, q);
+  dense(x, rows, hid, pval(&r, "%s.attention.self.key.weight", p), pval(&r, "%s.attention.self.key.bias", p),
+        hid, false, k);
+  dense(x, rows, hid, pval(&r, "%s.attention.self.value.weight", p), pval(&r, "%s.attention.self.value.bias", p),
+        hid, false, v);
+  attend(q, k, v, hid, b, T, heads, hid / heads, false, mask, y);
+  dense(y, rows, hid, pval(&r, "%s.attention.output.dense.weight", p),
+        pval(&r, "%s.attention.output.dense.bias", p), hid, false, a);
+  for (int64_t i = 0; i < rows * hid; i++) a[i] += x[i];
+  layer_norm(a, rows, hid, pval(&r, "%s.attention.output.LayerNorm.weight", p),
+             pval(&r, "%s.attention.output.LayerNorm.bias", p), 1e-12, x);
+  dense(x, rows, hid, pval(&r, "%s.intermediate.dense.weight", p), pval(&r, "%s.intermediate.dense.bias", p),
+        inter, false, f);
+  for (int64_t i = 0; i < rows * inter; i++) f[i] = 0.5 * f[i] * (1.0 + erf(f[i] / sqrt(2.0)));
+  dense(f, rows, inter, pval(&r, "%s.output.dense.weight", p), pval(&r, "%s.output.dense.bias", p), hid, false,
+        a);
+  for (int64_t i = 0; i < rows * hid; i++) a[i] += x[i];
+  layer_norm(a, rows, hid, pval(&r, "%s.output.LayerNorm.weight", p), pval(&r, "%s.output.LayerNorm.bias", p),
+             1e-12, x);
+  for (int64_t bi = 0; bi < b; bi++) {
+    double n = 0;
+    for (int64_t t = 0; t < T; t++) n += mask[bi * T + t];
+    assert_true(n >= 1);
+    for (int64_t c = 0; c < hid; c++) {
+      double s = 0;
+      for (int64_t t = 0; t < T; t++) s += x[(bi * T + t) * hid + c] * mask[bi * T + t];
+      pool[bi * hid + c] = s / n;
+    }
+  }
+  check_close(r.val[output_id(&m->g, "last_hidden_state")], x, rows * hid, 1e-10, "bert last_hidden_state");
+  check_close(r.val[output_id(&m->g, "sentence_embedding")], pool, b * hid, 1e-10, "bert sentence_embedding");
+  free(x), free(q), free(k), free(v), free(y), free(a), free(f), free(pool);
+  nnc_ref_free(&r);
+  free(sym);
+}
+
+/* The random mask has padding somewhere, or the masked path is untested. */
+static void check_mask_has_padding(const model *m, int64_t b, int64_t T, uint64_t seed) {
+  int64_t *sym = sizes(&m->g, b, T);
+  nnc_ref r;
+  ref_setup(&r, m, sym, seed);
+  const double *mask = r.val[input_id(&m->g, "attention_mask")];
+  int zeros = 0;
+  for (int64_t i = 0; i < b * T; i++) zeros += mask[i] == 0;
+  assert_true(zeros > 0);
+  nnc_ref_free(&r);
+  free(sym);
+}
+
+static void test_bert_one_layer_by_hand(void **state) {
+  (void)state;
+  static const char *const defs[] = {"layers=1", "hidden=15", "heads=3", "intermediate=37",
+                                     "vocab=53", "positions=29", "batch=5", "seq=19"};
+  model m;
+  load_model(&m, "bert", defs, 8);
+  check_mask_has_padding(&m, 3, 13, 5);
+  bert_by_hand(&m, 3, 13, 15, 3, 37, 5);
+  bert_by_hand(&m, 5, 19, 15, 3, 37, 6);
+  bert_by_hand(&m, 1, 1, 15, 3, 37, 7);
+  model_free(&m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mlp_default),
+      cmocka_unit_test(test_mlp_small),
+      cmocka_unit_test(test_gpt2_default_params),
+      cmocka_unit_test(test_gpt2_small),
+      cmocka_unit_test(test_gpt2_one_layer_by_hand),
+      cmocka_unit_test(test_bert_default_params),
+      cmocka_unit_test(test_bert_small),
+      cmocka_unit_test(test_bert_one_layer_by_hand),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
