@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds nnc, compiles a
-# model from models/ and shows what the compiler made of it.
-# (Code generation for the c-simd target is the next issue; until it lands the
-# demo stops at the checked, fused graph and its memory plan.)
+# The README's first command: installs what is missing, builds nnc, compiles
+# models from models/ for the default target (c-simd) and runs their
+# benchmark harness: the MLP checked against the float64 reference, then
+# GPT-2 124M (random weights) at B=1, T=128.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/install_deps.sh
 [ -d build/release ] || meson setup build/release --buildtype=release -Dtests=false >/dev/null
 ninja -C build/release >/dev/null
-echo "== nnc models/mlp.lua --emit=ir"
-build/release/compiler/nnc models/mlp.lua --emit=ir
-echo "== nnc models/gpt2.lua --emit=plan (GPT-2 124M, B=8, T=1024)"
-build/release/compiler/nnc models/gpt2.lua --emit=plan | tail -n 3
-echo "== nnc models/bert.lua (all-MiniLM-L6-v2 shape)"
-build/release/compiler/nnc models/bert.lua
+nnc=build/release/compiler/nnc
+
+echo "== nnc models/mlp.lua -o build/mlp && make -C build/mlp && build/mlp/bench_mlp --check"
+$nnc models/mlp.lua -o build/mlp
+make -s -C build/mlp -j"$(nproc)" >/dev/null
+build/mlp/bench_mlp --check
+
+echo "== nnc models/gpt2.lua -o build/gpt2 && build/gpt2/bench_gpt2 -d B=1 -d T=128"
+$nnc models/gpt2.lua -o build/gpt2
+make -s -C build/gpt2 -j"$(nproc)" >/dev/null
+build/gpt2/bench_gpt2 -d B=1 -d T=128 --runs 10 --warmup 2
