@@ -61,8 +61,55 @@ char *cs_ptr(const cs_ctx *x, int t, char *buf, size_t n) {
   }
   if (x->input_of[t] >= 0) snprintf(buf, n, "c->in->%s", x->in_name[x->input_of[t]]);
   else if (x->output_of[t] >= 0) snprintf(buf, n, "c->out->%s", x->out_name[x->output_of[t]]);
-  else if (x->param_of[t] >= 0) snprintf(buf, n, "((%s *)c->m->w[%d])", cs_ctype(x->g, t), x->param_of[t]);
-  else snprintf(buf, n, "((%s *)(c->m->arena + %lld))", cs_ctype(x->g, t), (long long)b->offset);
+  else if (x->param_of[t] >= 0) snprintf(buf, n, "(%s *)c->m->w[%d]", cs_ctype(x->g, t), x->param_of[t]);
+  else if (b->offset == 0) snprintf(buf, n, "(%s *)c->m->arena", cs_ctype(x->g, t));
+  else snprintf(buf, n, "(%s *)(c->m->arena + %lld)", cs_ctype(x->g, t), (long long)b->offset);
+  return buf;
+}
+
+char *cs_note(const cs_ctx *x, int t, char *buf, size_t n) {
+  const nnc_tensor *tt = &x->g->tensors[t];
+  char sh[256], name[256];
+  nnc_shape_format(x->g, tt->rank, tt->shape, sh, sizeof sh);
+  snprintf(buf, n, "%s %s", nnc_emit_comment(tt->name ? tt->name : "?", name, sizeof name), sh);
+  return buf;
+}
+
+static bool ident_char(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+bool cs_names(const char *s, const char *id) {
+  size_t l = strlen(id);
+  for (const char *p = s ? strstr(s, id) : NULL; p; p = strstr(p + 1, id))
+    if ((p == s || !ident_char(p[-1])) && !ident_char(p[l])) return true;
+  return false;
+}
+
+void cs_assign(const cs_ctx *x, nnc_sb *b, int ind, const char *lhs, int t) {
+  char p[256], note[600];
+  nnc_sb_printf(b, "%*s%s = %s;   /* %s */\n", ind, "", lhs, cs_ptr(x, t, p, sizeof p), cs_note(x, t, note, sizeof note));
+}
+
+void cs_emit_function(const cs_ctx *x, nnc_sb *b, const char *head, const char *pre, const char *dims, nnc_sb *body) {
+  nnc_sb_printf(b, "%s {\n%s", head, pre ? pre : "");
+  /* "d->" after a non-identifier character: the run's dims are read */
+  bool uses_d = false;
+  for (const char *p = body->buf ? strstr(body->buf, "d->") : NULL; p && !uses_d; p = strstr(p + 1, "d->"))
+    uses_d = p == body->buf || !ident_char(p[-1]);
+  if (uses_d) nnc_sb_printf(b, "  const %s_dims *d = %s;\n", x->p, dims);
+  if (body->buf) nnc_sb_puts(b, body->buf);
+  if (body->oom) b->oom = true;
+  nnc_sb_printf(b, "}\n\n");
+  nnc_sb_free(body);
+}
+
+/* Whether e needs parentheses as a factor: it holds more than a product. */
+static bool compound(const char *e) { return strstr(e, " + ") || strstr(e, " - ") || strchr(e, '/') || strchr(e, '%'); }
+
+char *cs_mul(const char *a, const char *b, char *buf, size_t n) {
+  if (strcmp(b, "1") == 0) snprintf(buf, n, compound(a) ? "(%s)" : "%s", a);
+  else if (strcmp(a, "1") == 0) snprintf(buf, n, compound(b) ? "(%s)" : "%s", b);
+  else snprintf(buf, n, "%s%s%s * %s%s%s", compound(a) ? "(" : "", a, compound(a) ? ")" : "", compound(b) ? "(" : "", b,
+                compound(b) ? ")" : "");
   return buf;
 }
 

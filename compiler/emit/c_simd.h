@@ -34,6 +34,18 @@ const char *cs_ctype(const nnc_graph *g, int t);
  * kernel function, where `c` is the run context): "c->in->ids",
  * "(float *)(c->m->arena + 4096)", ... */
 char *cs_ptr(const cs_ctx *x, int t, char *buf, size_t n);
+/* What a reader needs to know of tensor t, for a comment: "h.0.ln_1.weight [96]". */
+char *cs_note(const cs_ctx *x, int t, char *buf, size_t n);
+/* Whether the C text s names the identifier id (not as part of a longer one). */
+bool cs_names(const char *s, const char *id);
+/* Appends `head {`, the lines pre (may be NULL), `const <p>_dims *d = <dims>;`
+ * when body reads d->, then body and `}`; frees body. */
+void cs_emit_function(const cs_ctx *x, nnc_sb *b, const char *head, const char *pre, const char *dims, nnc_sb *body);
+/* `lhs = <tensor t>;` indented by ind, with the tensor's name and shape in a comment. */
+void cs_assign(const cs_ctx *x, nnc_sb *b, int ind, const char *lhs, int t);
+/* "(a) * (b)" without the factors that are 1 or the parentheses a single
+ * product does not need. */
+char *cs_mul(const char *a, const char *b, char *buf, size_t n);
 /* Tensor t's element count as a C int64_t expression of d->SYM. */
 char *cs_elems(const cs_ctx *x, int t, char *buf, size_t n);
 /* Product of dims [from, to) of tensor t ("1" when empty). */

@@ -127,7 +127,7 @@ nnc_status cs_write_header(const cs_ctx *x, const char *dir, nnc_error *err) {
 }
 
 /* The manifest, the kernel table and the model handle. */
-static void model_front(const cs_ctx *x, nnc_sb *b) {
+static void model_front(const cs_ctx *x, bool uses_failed, bool uses_ws, nnc_sb *b) {
   const nnc_graph *g = x->g;
   const nnc_schedule *s = x->s;
   const char *p = x->p, *P = x->P;
@@ -158,13 +158,14 @@ static void model_front(const cs_ctx *x, nnc_sb *b) {
   }
   if (!g->nparams) nnc_sb_printf(b, "  {\"\", NNRT_F32, 0, {0}},\n");
   nnc_sb_printf(b, "};\n\n");
-  nnc_sb_printf(b, "__attribute__((unused)) static const char *const sym_names[%d] = {", g->nsyms ? g->nsyms : 1);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s\"%s\"", i ? ", " : "", x->sym[i]);
-  if (!g->nsyms) nnc_sb_printf(b, "\"\"");
-  nnc_sb_printf(b, "};\n__attribute__((unused)) static const int64_t compiled_max[%d] = {", g->nsyms ? g->nsyms : 1);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s%lld", i ? ", " : "", (long long)g->syms[i].max);
-  if (!g->nsyms) nnc_sb_printf(b, "0");
-  nnc_sb_printf(b, "};\n\n");
+  if (g->nsyms) {
+    nnc_sb_printf(b, "/* The symbolic dims, and the largest value of each the model was compiled for. */\n");
+    nnc_sb_printf(b, "static const char *const sym_names[%d] = {", g->nsyms);
+    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s\"%s\"", i ? ", " : "", x->sym[i]);
+    nnc_sb_printf(b, "};\nstatic const int64_t compiled_max[%d] = {", g->nsyms);
+    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s%lld", i ? ", " : "", (long long)g->syms[i].max);
+    nnc_sb_printf(b, "};\n\n");
+  }
   nnc_sb_printf(b, "static const struct {\n  const char *name, *where, *kind, *ops;\n} kernel_table[%d] = {\n",
                 s->nk ? s->nk : 1);
   for (int k = 0; k < s->nk; k++) {
@@ -206,19 +207,26 @@ static void model_front(const cs_ctx *x, nnc_sb *b) {
     "static int fail(%s_model *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));\n"
     "static int fail(%s_model *m, int code, const char *fmt, ...) {\n"
     "  va_list ap;\n  va_start(ap, fmt);\n  vsnprintf(m->err, sizeof m->err, fmt, ap);\n  va_end(ap);\n  return code;\n}\n\n"
-    "/* A kernel refused its arguments: name it, its Lua line and the reason. */\n"
-    "__attribute__((unused)) static int kernel_failed(%s_model *m, int k, const char *msg) {\n"
-    "  return fail(m, %s_E_ARG, \"kernel %%d (%%s, %%s): %%s\", k, kernel_table[k].name, kernel_table[k].where, msg);\n}\n\n"
-    "/* Workspace for a GEMM or attention call, grown when a call needs more. */\n"
-    "__attribute__((unused)) static int ensure_ws(%s_model *m, size_t need) {\n"
-    "  if (need <= m->ws_size) return 0;\n"
-    "  void *p = NULL;\n"
-    "  if (nnrt_aligned_alloc(need, 64, &p, NULL)) return fail(m, %s_E_NOMEM, \"out of memory for %%zu bytes of workspace\", need);\n"
-    "  nnrt_aligned_free(m->ws);\n  m->ws = p;\n  m->ws_size = need;\n  return 0;\n}\n\n"
     "/* float to int32_t as C truncates, saturating instead of overflowing. */\n"
-    "__attribute__((unused)) static inline int32_t to_i32(double v) {\n"
+    "static inline int32_t to_i32(double v) {\n"
     "  return v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;\n}\n\n",
-    p, p, p, P, p, P);
+    p, p);
+  if (uses_failed)
+    nnc_sb_printf(b,
+      "/* A kernel refused its arguments: name it, its Lua line and the reason. */\n"
+      "static int kernel_failed(%s_model *m, int k, const char *msg) {\n"
+      "  return fail(m, %s_E_ARG, \"kernel %%d (%%s, %%s): %%s\", k, kernel_table[k].name, kernel_table[k].where, msg);\n}\n\n",
+      p, P);
+  if (uses_ws)
+    nnc_sb_printf(b,
+      "/* Workspace for a GEMM or attention call, grown when a call needs more. */\n"
+      "static int ensure_ws(%s_model *m, size_t need) {\n"
+      "  if (need <= m->ws_size) return 0;\n"
+      "  void *p = NULL;\n"
+      "  if (nnrt_aligned_alloc(need, 64, &p, NULL))\n"
+      "    return fail(m, %s_E_NOMEM, \"out of memory for %%zu bytes of workspace\", need);\n"
+      "  nnrt_aligned_free(m->ws);\n  m->ws = p;\n  m->ws_size = need;\n  return 0;\n}\n\n",
+      p, P);
 }
 
 static void model_forward(const cs_ctx *x, nnc_sb *b) {
@@ -262,28 +270,55 @@ static void model_api(const cs_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "void %s_options_default(%s_options *o) {\n  if (o) memset(o, 0, sizeof *o);\n}\n\n", p, p);
   /* arena bytes at given maxima: offsets are planned at the compiled maxima,
    * so the arena ends where the last tensor ends at these sizes */
-  nnc_sb_printf(b, "/* Bytes of the arena for the maxima max: each tensor at its planned offset\n"
-                   " * with its size at these maxima. */\n"
-                   "static size_t arena_need(const int64_t *max) {\n  size_t need = %s, end;\n",
-                x->s->plan.peak ? "64" : "64");
-  nnc_sb_printf(b, "  %s_dims dd;\n  const %s_dims *d = &dd;\n  memset(&dd, 0, sizeof dd);\n", p, p);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  dd.%s = max[%d];\n", x->sym[i], i);
-  nnc_sb_printf(b, "  (void)max;\n  (void)d;\n  (void)end;\n");
+  nnc_sb ends;
+  nnc_sb_init(&ends);
   for (int t = 0; t < g->ntensors; t++) {
     const nnc_buffer *bf = &x->s->plan.buf[t];
     if (bf->storage != NNC_STORE_ARENA) continue;
-    char e[512];
-    nnc_sb_printf(b, "  end = %lld + (size_t)(%s) * 4;\n  if (end > need) need = end;\n", (long long)bf->offset,
-                  cs_elems(x, t, e, sizeof e));
+    char e[512], line[700], note[600];
+    char off[32] = "";
+    if (bf->offset) snprintf(off, sizeof off, "%lld + ", (long long)bf->offset);
+    snprintf(line, sizeof line, "    %s(size_t)(%s) * 4,", off, cs_elems(x, t, e, sizeof e));
+    /* tensors that share an offset and a size end at the same place: one line for them */
+    if (ends.buf && strstr(ends.buf, line)) continue;
+    nnc_sb_printf(&ends, "%s   /* %s */\n", line, cs_note(x, t, note, sizeof note));
   }
-  nnc_sb_printf(b, "  return need;\n}\n\n");
+  nnc_sb_printf(b, "/* Bytes of the arena for the maxima max: each tensor at its planned offset\n"
+                   " * with its size at these maxima. */\n"
+                   "static size_t arena_need(const int64_t *max) {\n");
+  if (!ends.buf) {
+    nnc_sb_printf(b, "  (void)max;   /* nothing lives in the arena */\n  return 64;\n}\n\n");
+  } else {
+    if (cs_names(ends.buf, "d")) {
+      nnc_sb_printf(b, "  const %s_dims dd = {", p);
+      for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
+      nnc_sb_printf(b, "}, *d = &dd;\n");
+    } else {
+      nnc_sb_printf(b, "  (void)max;   /* every size is a constant */\n");
+    }
+    nnc_sb_printf(b, "  const size_t ends[] = {\n%s  };\n  size_t need = 64;\n"
+                     "  for (size_t i = 0; i < sizeof ends / sizeof *ends; i++)\n"
+                     "    if (ends[i] > need) need = ends[i];\n  return need;\n}\n\n", ends.buf);
+  }
+  if (ends.oom) b->oom = true;
+  nnc_sb_free(&ends);
+  nnc_sb ws;
+  nnc_sb_init(&ws);
+  for (int k = 0; k < x->s->nk; k++) cs_emit_workspace(x, k, &ws);
   nnc_sb_printf(b, "/* Workspace bytes of the largest GEMM or attention call at the maxima. */\n"
-                   "static size_t workspace_need(const int64_t *max, int nthreads) {\n  size_t need = 0;\n"
-                   "  %s_dims dd;\n  const %s_dims *d = &dd;\n  memset(&dd, 0, sizeof dd);\n", p, p);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  dd.%s = max[%d];\n", x->sym[i], i);
-  nnc_sb_printf(b, "  (void)max;\n  (void)d;\n  (void)nthreads;\n");
-  for (int k = 0; k < x->s->nk; k++) cs_emit_workspace(x, k, b);
-  nnc_sb_printf(b, "  return need;\n}\n\n");
+                   "static size_t workspace_need(const int64_t *max, int nthreads) {\n");
+  if (!ws.buf) {
+    nnc_sb_printf(b, "  (void)max;   /* no GEMM or attention call */\n  (void)nthreads;\n  return 0;\n}\n\n");
+  } else {
+    nnc_sb_printf(b, "  const %s_dims dd = {", p);
+    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
+    if (!g->nsyms) nnc_sb_printf(b, "0");
+    nnc_sb_printf(b, "}, *d = &dd;\n");
+    if (!g->nsyms) nnc_sb_printf(b, "  (void)max;   /* the model has no symbolic dims */\n");
+    nnc_sb_printf(b, "  size_t need = 0;\n%s  return need;\n}\n\n", ws.buf);
+  }
+  if (ws.oom) b->oom = true;
+  nnc_sb_free(&ws);
 
   nnc_sb_printf(b,
     "int %s_create(const %s_options *o, %s_model **out) {\n"
@@ -402,16 +437,17 @@ static void model_api(const cs_ctx *x, nnc_sb *b) {
     "      if (!m->loaded[i])\n"
     "        return fail(m, %s_E_STATE, \"%s_run: the weights are not loaded (%%d of %%d missing, the first %%s): \"\n"
     "                    \"call %s_load_weights_file, _memory or %s_set_weight first\", NPARAMS - m->nloaded, NPARAMS, manifest[i].name);\n"
-    "  }\n"
-    "  const int64_t v[%d] = {",
-    p, p, p, p, P, p, P, p, p, p, g->nsyms ? g->nsyms : 1);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%sd->%s", i ? ", " : "", x->sym[i]);
-  if (!g->nsyms) nnc_sb_printf(b, "0");
-  nnc_sb_printf(b, "};\n"
-    "  for (int i = 0; i < NSYMS; i++)\n"
-    "    if (v[i] < 1 || v[i] > m->max[i])\n"
-    "      return fail(m, %s_E_SIZE, \"%s_run: %%s = %%lld: expected 1 to %%lld (the maximum the model was created for)\",\n"
-    "                  sym_names[i], (long long)v[i], (long long)m->max[i]);\n", P, p);
+    "  }\n",
+    p, p, p, p, P, p, P, p, p, p);
+  if (g->nsyms) {
+    nnc_sb_printf(b, "  const int64_t v[%d] = {", g->nsyms);
+    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%sd->%s", i ? ", " : "", x->sym[i]);
+    nnc_sb_printf(b, "};\n"
+      "  for (int i = 0; i < NSYMS; i++)\n"
+      "    if (v[i] < 1 || v[i] > m->max[i])\n"
+      "      return fail(m, %s_E_SIZE, \"%s_run: %%s = %%lld: expected 1 to %%lld (the maximum the model was created for)\",\n"
+      "                  sym_names[i], (long long)v[i], (long long)m->max[i]);\n", P, p);
+  }
   for (int i = 0; i < g->ninputs; i++)
     nnc_sb_printf(b, "  if (!in->%s) return fail(m, %s_E_ARG, \"%s_run: input %s is NULL\");\n", x->in_name[i], P, p,
                   x->in_name[i]);
@@ -457,10 +493,15 @@ static void model_api(const cs_ctx *x, nnc_sb *b) {
 }
 
 nnc_status cs_write_model(const cs_ctx *x, const char *dir, nnc_error *err) {
-  nnc_sb b;
+  nnc_sb b, kb;
   nnc_sb_init(&b);
-  model_front(x, &b);
-  nnc_status st = cs_emit_kernels(x, &b, err);
+  nnc_sb_init(&kb);
+  /* the kernels first: the helpers before them are written only when used */
+  nnc_status st = cs_emit_kernels(x, &kb, err);
+  model_front(x, cs_names(kb.buf, "kernel_failed"), cs_names(kb.buf, "ensure_ws"), &b);
+  if (kb.buf) nnc_sb_puts(&b, kb.buf);
+  if (kb.oom) b.oom = true;
+  nnc_sb_free(&kb);
   if (!st) {
     model_forward(x, &b);
     model_api(x, &b);

@@ -83,23 +83,46 @@ static void gemm_shape_of(const cs_ctx *x, const nnc_kernel *k, gemm_shape *s) {
     s->first_inner--;
 }
 
-/* Statements filling the sizes and flags of `nnc_simd_gemm_args g` (no pointers). */
-static void gemm_sizes(const cs_ctx *x, const nnc_kernel *k, const gemm_shape *s, nnc_sb *b) {
+/* `int` of a size expression: a constant as it is, an expression of dims cast. */
+static char *as_int(const char *e, char *buf, size_t n) {
+  bool constant = strspn(e, "0123456789") == strlen(e);
+  snprintf(buf, n, constant ? "%s" : "(int)(%s)", e);
+  return buf;
+}
+
+/* k<ki>_sizes: the sizes and flags of the kernel's nnc_simd_gemm_args (no
+ * pointers), shared by the kernel and workspace_need. */
+static void gemm_sizes(const cs_ctx *x, int ki, const nnc_kernel *k, const gemm_shape *s, nnc_sb *b) {
   const nnc_gemm_desc *d = &k->d.gemm;
-  char batch[EXPR], lit[64];
+  char batch[EXPR], lit[64], M[EXPR], N[EXPR], K[EXPR], nb[EXPR];
   cs_dims_product(x, d->out, s->first_inner, s->nb, batch, sizeof batch);
-  nnc_sb_printf(b, "  g.M = (int)(%s);\n  g.N = (int)(%s);\n  g.K = (int)(%s);\n  g.batch = (int)(%s);\n", s->M, s->N,
-                s->K, batch);
-  nnc_sb_printf(b, "  g.lda = g.K;\n  g.b_trans = %d;\n  g.ldb = %s;\n  g.ldc = g.N;\n  g.ldr = g.N;\n", d->b_trans ? 1 : 0,
-                d->b_trans ? "g.K" : "g.N");
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int M = %s, N = %s, K = %s;\n", as_int(s->M, M, sizeof M), as_int(s->N, N, sizeof N),
+                as_int(s->K, K, sizeof K));
+  nnc_sb_printf(&body, "  *g = (nnc_simd_gemm_args){\n      .M = M, .N = N, .K = K, .batch = %s,\n",
+                as_int(batch, nb, sizeof nb));
+  nnc_sb_printf(&body, "      .lda = K, .ldb = %s, .ldc = N, .ldr = N,\n", d->b_trans ? "K, .b_trans = 1" : "N");
   bool af = s->nb && s->a_full[s->nb - 1], bf = s->nb && s->b_full[s->nb - 1];
-  nnc_sb_printf(b, "  g.stride_a = %s;\n  g.stride_b = %s;\n  g.stride_c = (ptrdiff_t)g.M * g.N;\n  g.stride_r = g.stride_c;\n",
-                af ? "(ptrdiff_t)g.M * g.K" : "0", bf ? "(ptrdiff_t)g.K * g.N" : "0");
-  nnc_sb_printf(b, "  g.alpha = %s;\n  g.act = %s;\n", cs_literal(d->alpha, false, lit, sizeof lit),
+  if (af || bf)
+    nnc_sb_printf(&body, "      %s%s%s\n", af ? ".stride_a = (ptrdiff_t)M * K," : "", af && bf ? " " : "",
+                  bf ? ".stride_b = (ptrdiff_t)K * N," : "");
+  nnc_sb_printf(&body, "      .stride_c = (ptrdiff_t)M * N, .stride_r = (ptrdiff_t)M * N,\n");
+  nnc_sb_printf(&body, "      .alpha = %s, .act = %s,\n", cs_literal(d->alpha, false, lit, sizeof lit),
                 act_name(d->act, d->gelu_tanh));
-  nnc_sb_printf(b, "  g.prologue = %s;\n", d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM"
-                                          : d->prologue == NNC_NORM_RMS ? "NNC_SIMD_PRO_RMSNORM" : "NNC_SIMD_PRO_NONE");
-  if (d->prologue != NNC_NORM_NONE) nnc_sb_printf(b, "  g.eps = %s;\n", cs_literal(d->norm_eps, false, lit, sizeof lit));
+  if (d->prologue != NNC_NORM_NONE)
+    nnc_sb_printf(&body, "      .prologue = %s, .eps = %s,\n",
+                  d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM" : "NNC_SIMD_PRO_RMSNORM",
+                  cs_literal(d->norm_eps, false, lit, sizeof lit));
+  nnc_sb_printf(&body, "  };\n");
+  char head[128];
+  snprintf(head, sizeof head, "static void k%d_sizes(const %s_dims *d, nnc_simd_gemm_args *g)", ki, x->p);
+  nnc_sb_printf(b, "%s {\n", head);
+  if (!cs_names(body.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  if (body.buf) nnc_sb_puts(b, body.buf);
+  if (body.oom) b->oom = true;
+  nnc_sb_printf(b, "}\n\n");
+  nnc_sb_free(&body);
 }
 
 static nnc_status emit_gemm(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
@@ -113,55 +136,62 @@ static nnc_status emit_gemm(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   }
   gemm_shape s;
   gemm_shape_of(x, k, &s);
-  nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, nnc_simd_gemm_args *gp) {\n  nnc_simd_gemm_args g;\n"
-                   "  memset(&g, 0, sizeof g);\n  (void)d;\n", ki, x->p);
-  gemm_sizes(x, k, &s, b);
-  nnc_sb_printf(b, "  *gp = g;\n}\n\n");
-  char p[256];
-  nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  nnc_simd_gemm_args g;\n  nnc_simd_error e;\n"
-                   "  k%d_sizes(d, &g);\n", ki, x->p, ki);
-  nnc_sb_printf(b, "  const float *A = %s;\n", cs_ptr(x, d->a, p, sizeof p));
-  nnc_sb_printf(b, "  const float *B = %s;\n", cs_ptr(x, d->b, p, sizeof p));
-  nnc_sb_printf(b, "  float *C = %s;\n", cs_ptr(x, d->out, p, sizeof p));
-  nnc_sb_printf(b, "  const float *R = %s;\n", d->residual >= 0 ? cs_ptr(x, d->residual, p, sizeof p) : "NULL");
-  if (d->bias >= 0) nnc_sb_printf(b, "  g.bias = %s;\n", cs_ptr(x, d->bias, p, sizeof p));
-  if (d->norm_gamma >= 0) nnc_sb_printf(b, "  g.gamma = %s;\n", cs_ptr(x, d->norm_gamma, p, sizeof p));
-  if (d->norm_beta >= 0) nnc_sb_printf(b, "  g.beta = %s;\n", cs_ptr(x, d->norm_beta, p, sizeof p));
-  nnc_sb_printf(b, "  size_t need = nnc_simd_gemm_workspace_bytes(&g, c->m->par.nthreads);\n"
-                   "  int rc = ensure_ws(c->m, need);\n  if (rc) return rc;\n");
-  /* loops over the batch dims the call cannot stride over */
+  gemm_sizes(x, ki, k, &s, b);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  nnc_simd_gemm_args g;\n  k%d_sizes(c->d, &g);\n", ki);
+  bool loops = s.first_inner > 0;
+  if (loops) {
+    /* the batch dims the call cannot stride over are loops around it */
+    cs_assign(x, &body, 2, "const float *A", d->a);
+    cs_assign(x, &body, 2, "const float *B", d->b);
+    cs_assign(x, &body, 2, "float *C", d->out);
+    if (d->residual >= 0) cs_assign(x, &body, 2, "const float *R", d->residual);
+  } else {
+    cs_assign(x, &body, 2, "g.A", d->a);
+    cs_assign(x, &body, 2, "g.B", d->b);
+    cs_assign(x, &body, 2, "g.C", d->out);
+    if (d->residual >= 0) cs_assign(x, &body, 2, "g.residual", d->residual);
+  }
+  if (d->bias >= 0) cs_assign(x, &body, 2, "g.bias", d->bias);
+  if (d->norm_gamma >= 0) cs_assign(x, &body, 2, "g.gamma", d->norm_gamma);
+  if (d->norm_beta >= 0) cs_assign(x, &body, 2, "g.beta", d->norm_beta);
+  nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_gemm_workspace_bytes(&g, c->m->par.nthreads));\n"
+                       "  if (rc) return rc;\n  nnc_simd_error e;\n");
   nnc_sb off_a, off_b, off_c;
   nnc_sb_init(&off_a);
   nnc_sb_init(&off_b);
   nnc_sb_init(&off_c);
-  nnc_sb_puts(&off_a, "0");
-  nnc_sb_puts(&off_b, "0");
-  nnc_sb_puts(&off_c, "0");
   for (int i = 0; i < s.first_inner; i++) {
     char n[EXPR], st[EXPR];
     dim_of(x, d->out, i, n, sizeof n);
-    nnc_sb_printf(b, "%*sfor (int64_t i%d = 0; i%d < %s; i%d++) {\n", 2 + 2 * i, "", i, i, n, i);
+    nnc_sb_printf(&body, "%*sfor (int64_t i%d = 0; i%d < %s; i%d++) {\n", 2 + 2 * i, "", i, i, n, i);
     const nnc_tensor *ta = &x->g->tensors[d->a], *tb = &x->g->tensors[d->b];
     if (s.a_full[i])
-      nnc_sb_printf(&off_a, " + i%d * (%s)", i,
-                    cs_dims_product(x, d->a, i - (s.nb - (ta->rank - 2)) + 1, ta->rank, st, sizeof st));
+      nnc_sb_printf(&off_a, " + i%d * %s", i,
+                    cs_mul(cs_dims_product(x, d->a, i - (s.nb - (ta->rank - 2)) + 1, ta->rank, n, sizeof n), "1", st, sizeof st));
     if (s.b_full[i])
-      nnc_sb_printf(&off_b, " + i%d * (%s)", i,
-                    cs_dims_product(x, d->b, i - (s.nb - (tb->rank - 2)) + 1, tb->rank, st, sizeof st));
-    nnc_sb_printf(&off_c, " + i%d * (%s)", i, cs_dims_product(x, d->out, i + 1, s.nb + 2, st, sizeof st));
+      nnc_sb_printf(&off_b, " + i%d * %s", i,
+                    cs_mul(cs_dims_product(x, d->b, i - (s.nb - (tb->rank - 2)) + 1, tb->rank, n, sizeof n), "1", st, sizeof st));
+    nnc_sb_printf(&off_c, " + i%d * %s", i, cs_mul(cs_dims_product(x, d->out, i + 1, s.nb + 2, n, sizeof n), "1", st, sizeof st));
   }
-  if (off_a.oom || off_b.oom || off_c.oom) b->oom = true;
+  if (off_a.oom || off_b.oom || off_c.oom) body.oom = true;
   int ind = 2 + 2 * s.first_inner;
-  nnc_sb_printf(b, "%*sg.A = A + %s;\n%*sg.B = B + %s;\n%*sg.C = C + %s;\n%*sg.residual = R ? R + %s : NULL;\n", ind, "",
-                off_a.buf ? off_a.buf : "0", ind, "", off_b.buf ? off_b.buf : "0", ind, "", off_c.buf ? off_c.buf : "0",
-                ind, "", off_c.buf ? off_c.buf : "0");
+  if (loops) {
+    nnc_sb_printf(&body, "%*sg.A = A%s;\n%*sg.B = B%s;\n%*sg.C = C%s;\n", ind, "", off_a.buf ? off_a.buf : "", ind, "",
+                  off_b.buf ? off_b.buf : "", ind, "", off_c.buf ? off_c.buf : "");
+    if (d->residual >= 0) nnc_sb_printf(&body, "%*sg.residual = R%s;\n", ind, "", off_c.buf ? off_c.buf : "");
+  }
   nnc_sb_free(&off_a);
   nnc_sb_free(&off_b);
   nnc_sb_free(&off_c);
-  nnc_sb_printf(b, "%*sif (nnc_simd_gemm(&g, &c->m->par, c->m->ws, c->m->ws_size, &e)) return kernel_failed(c->m, %d, e.msg);\n",
-                ind, "", ki);
-  for (int i = s.first_inner - 1; i >= 0; i--) nnc_sb_printf(b, "%*s}\n", 2 + 2 * i, "");
-  nnc_sb_printf(b, "  return 0;\n}\n\n");
+  nnc_sb_printf(&body, "%*sif (nnc_simd_gemm(&g, &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
+                       "%*s  return kernel_failed(c->m, %d, e.msg);\n", ind, "", ind, "", ki);
+  for (int i = s.first_inner - 1; i >= 0; i--) nnc_sb_printf(&body, "%*s}\n", 2 + 2 * i, "");
+  nnc_sb_printf(&body, "  return 0;\n");
+  char head[64];
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  cs_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
@@ -183,59 +213,83 @@ static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *
                       "c-simd: attention on rank-2 scores with both a causal and a padding mask is not supported; "
                       "give q, k and v a batch dim");
   char T[EXPR], S[EXPR], D[EXPR], Dv[EXPR], batch[EXPR], heads[EXPR], lit[64], p[256];
-  dim_of(x, a->q, r - 2, T, sizeof T);
-  dim_of(x, a->k, r - 2, S, sizeof S);
-  dim_of(x, a->q, r - 1, D, sizeof D);
-  dim_of(x, a->v, r - 1, Dv, sizeof Dv);
-  nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, nnc_simd_attn_args *ap) {\n  nnc_simd_attn_args a;\n"
-                   "  memset(&a, 0, sizeof a);\n  (void)d;\n", ki, x->p);
-  nnc_sb_printf(b, "  a.T = (int)(%s);\n  a.S = (int)(%s);\n  a.D = (int)(%s);\n  a.Dv = (int)(%s);\n", T, S, D, Dv);
+  char T2[EXPR], S2[EXPR], D2[EXPR], Dv2[EXPR];
+  dim_of(x, a->q, r - 2, T2, sizeof T2);
+  dim_of(x, a->k, r - 2, S2, sizeof S2);
+  dim_of(x, a->q, r - 1, D2, sizeof D2);
+  dim_of(x, a->v, r - 1, Dv2, sizeof Dv2);
+  as_int(T2, T, sizeof T);
+  as_int(S2, S, sizeof S);
+  as_int(D2, D, sizeof D);
+  as_int(Dv2, Dv, sizeof Dv);
+  nnc_sb sz;
+  nnc_sb_init(&sz);
+  nnc_sb_printf(&sz, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
   if (r >= 3) {
-    dim_of(x, a->q, 0, batch, sizeof batch);
-    cs_dims_product(x, a->q, 1, r - 2, heads, sizeof heads);
-    nnc_sb_printf(b, "  a.batch = (int)(%s);\n  a.heads = (int)(%s);\n", batch, heads);
-    nnc_sb_printf(b,
-      "  a.q_st = a.D;\n  a.q_sh = (ptrdiff_t)a.T * a.D;\n  a.q_sb = a.heads * a.q_sh;\n"
-      "  a.k_st = a.D;\n  a.k_sh = (ptrdiff_t)a.S * a.D;\n  a.k_sb = a.heads * a.k_sh;\n"
-      "  a.v_st = a.Dv;\n  a.v_sh = (ptrdiff_t)a.S * a.Dv;\n  a.v_sb = a.heads * a.v_sh;\n"
-      "  a.o_st = a.Dv;\n  a.o_sh = (ptrdiff_t)a.T * a.Dv;\n  a.o_sb = a.heads * a.o_sh;\n");
+    char bt[EXPR], hd[EXPR];
+    dim_of(x, a->q, 0, bt, sizeof bt);
+    cs_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
+    nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(hd, heads, sizeof heads));
+    nnc_sb_printf(&sz,
+      "  *a = (nnc_simd_attn_args){\n"
+      "      .batch = %s, .heads = heads, .T = T, .S = S, .D = D, .Dv = Dv,\n"
+      "      .q_st = D, .q_sh = (ptrdiff_t)T * D, .q_sb = (ptrdiff_t)heads * T * D,\n"
+      "      .k_st = D, .k_sh = (ptrdiff_t)S * D, .k_sb = (ptrdiff_t)heads * S * D,\n"
+      "      .v_st = Dv, .v_sh = (ptrdiff_t)S * Dv, .v_sb = (ptrdiff_t)heads * S * Dv,\n"
+      "      .o_st = Dv, .o_sh = (ptrdiff_t)T * Dv, .o_sb = (ptrdiff_t)heads * T * Dv,\n",
+      as_int(bt, batch, sizeof batch));
   } else if (a->mask >= 0) {
     /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */
-    nnc_sb_printf(b, "  a.batch = a.T;\n  a.heads = 1;\n  a.T = 1;\n"
-                     "  a.q_st = a.D;\n  a.q_sb = a.D;\n  a.k_st = a.D;\n  a.v_st = a.Dv;\n  a.o_st = a.Dv;\n  a.o_sb = a.Dv;\n");
+    nnc_sb_printf(&sz, "  *a = (nnc_simd_attn_args){\n"
+                       "      .batch = T, .heads = 1, .T = 1, .S = S, .D = D, .Dv = Dv,\n"
+                       "      .q_st = D, .q_sb = D, .k_st = D, .v_st = Dv, .o_st = Dv, .o_sb = Dv,\n");
   } else {
-    nnc_sb_printf(b, "  a.batch = 1;\n  a.heads = 1;\n  a.q_st = a.D;\n  a.k_st = a.D;\n  a.v_st = a.Dv;\n  a.o_st = a.Dv;\n");
+    nnc_sb_printf(&sz, "  *a = (nnc_simd_attn_args){\n"
+                       "      .batch = 1, .heads = 1, .T = T, .S = S, .D = D, .Dv = Dv,\n"
+                       "      .q_st = D, .k_st = D, .v_st = Dv, .o_st = Dv,\n");
   }
-  nnc_sb_printf(b, "  a.scale = %s;\n  a.causal = %d;\n  a.mask_sb = a.S;\n  *ap = a;\n}\n\n",
-                cs_literal(a->scale, false, lit, sizeof lit), a->causal ? 1 : 0);
+  nnc_sb_printf(&sz, "      .scale = %s,%s .mask_sb = S,\n  };\n", cs_literal(a->scale, false, lit, sizeof lit),
+                a->causal ? " .causal = 1," : "");
+  nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, nnc_simd_attn_args *a) {\n", ki, x->p);
+  if (!cs_names(sz.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  if (sz.buf) nnc_sb_puts(b, sz.buf);
+  if (sz.oom) b->oom = true;
+  nnc_sb_printf(b, "}\n\n");
+  nnc_sb_free(&sz);
   bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != NNC_F32;
-  nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  nnc_simd_attn_args a;\n  nnc_simd_error e;\n"
-                   "  k%d_sizes(d, &a);\n", ki, x->p, ki);
-  nnc_sb_printf(b, "  a.q = %s;\n", cs_ptr(x, a->q, p, sizeof p));
-  nnc_sb_printf(b, "  a.k = %s;\n", cs_ptr(x, a->k, p, sizeof p));
-  nnc_sb_printf(b, "  a.v = %s;\n", cs_ptr(x, a->v, p, sizeof p));
-  nnc_sb_printf(b, "  a.out = %s;\n", cs_ptr(x, a->out, p, sizeof p));
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  nnc_simd_attn_args a;\n  k%d_sizes(c->d, &a);\n", ki);
+  cs_assign(x, &body, 2, "a.q", a->q);
+  cs_assign(x, &body, 2, "a.k", a->k);
+  cs_assign(x, &body, 2, "a.v", a->v);
+  cs_assign(x, &body, 2, "a.out", a->out);
   if (conv) {
-    char me[EXPR];
+    char me[EXPR], note[600];
     cs_elems(x, a->mask, me, sizeof me);
-    nnc_sb_printf(b, "  /* the %s mask as floats, at the start of the workspace */\n"
+    nnc_sb_printf(&body, "  /* the %s mask %s as floats, at the start of the workspace */\n"
                      "  size_t mask_bytes = ((size_t)(%s) * sizeof(float) + 63) / 64 * 64;\n"
-                     "  size_t need = mask_bytes + nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads);\n"
-                     "  int rc = ensure_ws(c->m, need);\n  if (rc) return rc;\n"
+                     "  int rc = ensure_ws(c->m, mask_bytes + nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads));\n"
+                     "  if (rc) return rc;\n"
                      "  float *mask = c->m->ws;\n  const %s *mask_in = %s;\n"
                      "  for (int64_t i = 0; i < (int64_t)(%s); i++) mask[i] = (float)mask_in[i];\n"
-                     "  a.mask = mask;\n"
-                     "  if (nnc_simd_attention(&a, &c->m->par, (unsigned char *)c->m->ws + mask_bytes, c->m->ws_size - mask_bytes, &e))\n"
+                     "  a.mask = mask;\n  nnc_simd_error e;\n"
+                     "  void *ws = (unsigned char *)c->m->ws + mask_bytes;\n"
+                     "  if (nnc_simd_attention(&a, &c->m->par, ws, c->m->ws_size - mask_bytes, &e))\n"
                      "    return kernel_failed(c->m, %d, e.msg);\n",
-                  cs_ctype(x->g, a->mask), me, cs_ctype(x->g, a->mask), cs_ptr(x, a->mask, p, sizeof p), me, ki);
+                  cs_ctype(x->g, a->mask), cs_note(x, a->mask, note, sizeof note), me, cs_ctype(x->g, a->mask),
+                  cs_ptr(x, a->mask, p, sizeof p), me, ki);
   } else {
-    if (a->mask >= 0) nnc_sb_printf(b, "  a.mask = %s;\n", cs_ptr(x, a->mask, p, sizeof p));
-    nnc_sb_printf(b, "  size_t need = nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads);\n"
-                     "  int rc = ensure_ws(c->m, need);\n  if (rc) return rc;\n"
-                     "  if (nnc_simd_attention(&a, &c->m->par, c->m->ws, c->m->ws_size, &e)) return kernel_failed(c->m, %d, e.msg);\n",
-                  ki);
+    if (a->mask >= 0) cs_assign(x, &body, 2, "a.mask", a->mask);
+    nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads));\n"
+                     "  if (rc) return rc;\n  nnc_simd_error e;\n"
+                     "  if (nnc_simd_attention(&a, &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
+                     "    return kernel_failed(c->m, %d, e.msg);\n", ki);
   }
-  nnc_sb_printf(b, "  return 0;\n}\n\n");
+  nnc_sb_printf(&body, "  return 0;\n");
+  char head[64];
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  cs_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
@@ -245,11 +299,14 @@ void cs_emit_workspace(const cs_ctx *x, int ki, nnc_sb *b) {
     nnc_sb_printf(b, "  {\n    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"
                      "    size_t w = nnc_simd_gemm_workspace_bytes(&g, nthreads);\n    if (w > need) need = w;\n  }\n", ki);
   } else if (k->kind == NNC_KERNEL_ATTENTION) {
-    char me[EXPR] = "0";
-    if (k->d.attn.mask >= 0 && x->g->tensors[k->d.attn.mask].dtype != NNC_F32) cs_elems(x, k->d.attn.mask, me, sizeof me);
     nnc_sb_printf(b, "  {\n    nnc_simd_attn_args a;\n    k%d_sizes(d, &a);\n"
-                     "    size_t w = ((size_t)(%s) * sizeof(float) + 63) / 64 * 64 + nnc_simd_attention_workspace_bytes(&a, nthreads);\n"
-                     "    if (w > need) need = w;\n  }\n", ki, me);
+                     "    size_t w = nnc_simd_attention_workspace_bytes(&a, nthreads);\n", ki);
+    if (k->d.attn.mask >= 0 && x->g->tensors[k->d.attn.mask].dtype != NNC_F32) {
+      char me[EXPR];
+      nnc_sb_printf(b, "    w += ((size_t)(%s) * sizeof(float) + 63) / 64 * 64;   /* the mask as floats */\n",
+                    cs_elems(x, k->d.attn.mask, me, sizeof me));
+    }
+    nnc_sb_printf(b, "    if (w > need) need = w;\n  }\n");
   }
 }
 
@@ -267,26 +324,29 @@ static nnc_status emit_row(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   nnc_status st = want_f32(x, k, n->out[0], "output", err);
   if (st) return st;
   const nnc_tensor *t = &x->g->tensors[n->in[0]];
-  char rows[EXPR], cols[EXPR], p[256], lit[64];
+  char rows[EXPR], cols[EXPR], lit[64], ri[EXPR], ci[EXPR];
   cs_dims_product(x, n->in[0], 0, t->rank - 1, rows, sizeof rows);
   cs_dims_product(x, n->in[0], t->rank - 1, t->rank, cols, sizeof cols);
-  nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  nnc_simd_error e;\n  (void)d;\n", ki, x->p);
-  nnc_sb_printf(b, "  const int rows = (int)(%s), cols = (int)(%s);\n", rows, cols);
-  nnc_sb_printf(b, "  const float *x = %s;\n", cs_ptr(x, n->in[0], p, sizeof p));
-  nnc_sb_printf(b, "  float *y = %s;\n", cs_ptr(x, n->out[0], p, sizeof p));
-  if (n->op == NNC_OP_SOFTMAX) {
-    nnc_sb_printf(b, "  if (nnc_simd_softmax(rows, cols, x, cols, y, cols, &c->m->par, &e))");
-  } else if (n->op == NNC_OP_LAYERNORM) {
-    nnc_sb_printf(b, "  const float *gamma = %s;\n", cs_ptr(x, n->in[1], p, sizeof p));
-    nnc_sb_printf(b, "  const float *beta = %s;\n", cs_ptr(x, n->in[2], p, sizeof p));
-    nnc_sb_printf(b, "  if (nnc_simd_layernorm(rows, cols, x, cols, gamma, beta, %s, y, cols, &c->m->par, &e))",
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int rows = %s, cols = %s;\n", as_int(rows, ri, sizeof ri), as_int(cols, ci, sizeof ci));
+  cs_assign(x, &body, 2, "const float *x", n->in[0]);
+  cs_assign(x, &body, 2, "float *y", n->out[0]);
+  if (n->op != NNC_OP_SOFTMAX) cs_assign(x, &body, 2, "const float *gamma", n->in[1]);
+  if (n->op == NNC_OP_LAYERNORM) cs_assign(x, &body, 2, "const float *beta", n->in[2]);
+  nnc_sb_printf(&body, "  nnc_simd_error e;\n");
+  if (n->op == NNC_OP_SOFTMAX)
+    nnc_sb_printf(&body, "  if (nnc_simd_softmax(rows, cols, x, cols, y, cols, &c->m->par, &e))\n");
+  else if (n->op == NNC_OP_LAYERNORM)
+    nnc_sb_printf(&body, "  if (nnc_simd_layernorm(rows, cols, x, cols, gamma, beta, %s, y, cols, &c->m->par, &e))\n",
                   cs_literal(n->attrs.eps, false, lit, sizeof lit));
-  } else {
-    nnc_sb_printf(b, "  const float *gamma = %s;\n", cs_ptr(x, n->in[1], p, sizeof p));
-    nnc_sb_printf(b, "  if (nnc_simd_rmsnorm(rows, cols, x, cols, gamma, %s, y, cols, &c->m->par, &e))",
+  else
+    nnc_sb_printf(&body, "  if (nnc_simd_rmsnorm(rows, cols, x, cols, gamma, %s, y, cols, &c->m->par, &e))\n",
                   cs_literal(n->attrs.eps, false, lit, sizeof lit));
-  }
-  nnc_sb_printf(b, " return kernel_failed(c->m, %d, e.msg);\n  return 0;\n}\n\n", ki);
+  nnc_sb_printf(&body, "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n", ki);
+  char head[64];
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  cs_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
@@ -295,16 +355,21 @@ static nnc_status emit_gather(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   nnc_status st = want_f32(x, k, n->in[0], "table", err);
   if (st) return st;
-  char count[EXPR], V[EXPR], C[EXPR], p[256];
+  char count[EXPR], V[EXPR], C[EXPR], ci[EXPR];
   cs_elems(x, n->in[1], count, sizeof count);
   dim_of(x, n->in[0], 0, V, sizeof V);
   dim_of(x, n->in[0], 1, C, sizeof C);
-  nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  nnc_simd_error e;\n  (void)d;\n", ki, x->p);
-  nnc_sb_printf(b, "  const float *table = %s;\n", cs_ptr(x, n->in[0], p, sizeof p));
-  nnc_sb_printf(b, "  const int32_t *ids = %s;\n", cs_ptr(x, n->in[1], p, sizeof p));
-  nnc_sb_printf(b, "  float *y = %s;\n", cs_ptr(x, n->out[0], p, sizeof p));
-  nnc_sb_printf(b, "  if (nnc_simd_embedding((int)(%s), ids, %s, %s, table, %s, y, %s, &e)) return kernel_failed(c->m, %d, e.msg);\n"
-                   "  return 0;\n}\n\n", count, V, C, C, C, ki);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  cs_assign(x, &body, 2, "const float *table", n->in[0]);
+  cs_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
+  cs_assign(x, &body, 2, "float *y", n->out[0]);
+  nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_embedding(%s, ids, %s, %s, table, %s, y, %s, &e))\n"
+                       "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
+                as_int(count, ci, sizeof ci), V, C, C, C, ki);
+  char head[64];
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  cs_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
@@ -317,27 +382,41 @@ static char *delems(const cs_ctx *x, int t, char *buf, size_t n) {
   return buf;
 }
 
-static void emit_costs(const cs_ctx *x, nnc_sb *b) {
+static void emit_costs(const cs_ctx *x, nnc_sb *out) {
+  nnc_sb *b = out;
   nnc_sb_printf(b, "/* The work of kernel k at the sizes d: flops, and the bytes it must move\n"
                    " * (each operand read once, each output written once). */\n"
-                   "static void kernel_cost(int k, const %s_dims *d, double *flops, double *bytes) {\n"
-                   "  (void)d;\n  switch (k) {\n", x->p);
+                   "static void kernel_cost(int k, const %s_dims *d, double *flops, double *bytes) {\n", x->p);
+  nnc_sb cases;
+  nnc_sb_init(&cases);
+  b = &cases;
   for (int ki = 0; ki < x->s->nk; ki++) {
     const nnc_kernel *k = &x->s->k[ki];
     if (k->kind == NNC_KERNEL_VIEW) continue;
-    char e[EXPR], by[EXPR * 4] = "0";
-    for (int i = 0; i < k->nin + k->nout; i++) {
-      int t = i < k->nin ? k->in[i] : k->out[i - k->nin];
+    char e[EXPR], by[EXPR * 4] = "";
+    size_t line = 0;   /* characters on the current line of the sum, which wraps at about 100 */
+    /* A gather reads only the rows it copies, a move only what it writes:
+     * count their outputs twice (read and written) instead of the whole
+     * table or source. */
+    bool partial = k->kind == NNC_KERNEL_GATHER || k->kind == NNC_KERNEL_MOVE;
+    int skip = k->kind == NNC_KERNEL_GATHER ? x->g->nodes[k->nodes[0]].in[0] : -1;
+    for (int i = 0; i < k->nin + k->nout * (partial ? 2 : 1); i++) {
+      int t = i < k->nin ? k->in[i] : k->out[(i - k->nin) % k->nout];
+      if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
       size_t len = strlen(by);
-      snprintf(by + len, sizeof by - len, " + %s", delems(x, t, e, sizeof e));
+      delems(x, t, e, sizeof e);
+      bool wrap = len && line + strlen(e) > 76;
+      snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
+      line = (wrap ? 0 : line + 3) + strlen(e);
     }
     nnc_sb_printf(b, "  case %d:\n", ki);
     if (k->kind == NNC_KERNEL_GEMM) {
       gemm_shape s;
       gemm_shape_of(x, k, &s);
-      char batch[EXPR];
+      char batch[EXPR], bt[EXPR + 16] = "";
       cs_dims_product(x, k->d.gemm.out, 0, s.nb, batch, sizeof batch);
-      nnc_sb_printf(b, "    *flops = 2.0 * (double)(%s) * (double)(%s) * (double)(%s) * (double)(%s);\n", batch, s.M, s.N, s.K);
+      if (strcmp(batch, "1") != 0) snprintf(bt, sizeof bt, " * (double)(%s)", batch);
+      nnc_sb_printf(b, "    *flops = 2.0%s * (double)(%s) * (double)(%s) * (double)(%s);\n", bt, s.M, s.N, s.K);
     } else if (k->kind == NNC_KERNEL_ATTENTION) {
       const nnc_attention_desc *a = &k->d.attn;
       int r = x->g->tensors[a->q].rank;
@@ -351,10 +430,17 @@ static void emit_costs(const cs_ctx *x, nnc_sb *b) {
       int t = k->kind == NNC_KERNEL_REDUCE || k->kind == NNC_KERNEL_LOSS ? k->in[0] : k->out[0];
       double per = k->kind == NNC_KERNEL_ROW ? 5.0 : k->kind == NNC_KERNEL_MOVE || k->kind == NNC_KERNEL_GATHER ? 0.0
                                                                                                                  : (double)k->nnodes;
-      nnc_sb_printf(b, "    *flops = %g * %s;\n", per, delems(x, t, e, sizeof e));
+      if (per == 0) nnc_sb_printf(b, "    *flops = 0;\n");
+      else nnc_sb_printf(b, "    *flops = %g * %s;\n", per, delems(x, t, e, sizeof e));
     }
-    nnc_sb_printf(b, "    *bytes = 4.0 * (%s);\n    return;\n", by);
+    nnc_sb_printf(b, "    *bytes = 4.0 * (%s);\n    return;\n", by[0] ? by : "0");
   }
+  b = out;
+  if (!cs_names(cases.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  nnc_sb_printf(b, "  switch (k) {\n");
+  if (cases.buf) nnc_sb_puts(b, cases.buf);
+  if (cases.oom) b->oom = true;
+  nnc_sb_free(&cases);
   nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
 }
 
@@ -367,7 +453,7 @@ nnc_status cs_emit_kernels(const cs_ctx *x, nnc_sb *b, nnc_error *err) {
     cs_kernel_ops(x, ki, ops, sizeof ops);
     nnc_emit_comment(cs_kernel_name(x, ki), name, sizeof name);
     if (k->kind == NNC_KERNEL_VIEW) continue;
-    nnc_sb_printf(b, "/* kernel %d, %s: %s — %s (%s) */\n", ki, nnc_kernel_kind_name(k->kind), name, ops, where);
+    nnc_sb_printf(b, "/* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, ki, nnc_kernel_kind_name(k->kind));
     nnc_status st = NNC_OK;
     switch (k->kind) {
     case NNC_KERNEL_GEMM: st = emit_gemm(x, ki, b, err); break;

@@ -15,34 +15,52 @@ static char *dim_of(const cs_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
 }
 
-/* The rows function's opening: the run context, its dims and pointers. */
-static void rows_open(const cs_ctx *x, int ki, nnc_sb *b) {
-  nnc_sb_printf(b, "static void k%d_rows(void *p, int64_t r0, int64_t r1) {\n"
-                   "  const run_ctx *c = p;\n  const %s_dims *d = c->d;\n  (void)d;\n", ki, x->p);
+/* k<ki>_rows, whose body reads the run context c, then k<ki>, which runs it
+ * over `rows` rows of `cols` elements on the model's threads; frees body. */
+static void rows_fns(const cs_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b) {
+  char head[96];
+  snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
+  cs_emit_function(x, b, head, "  const run_ctx *c = p;\n", "c->d", body);
+  nnc_sb call;
+  nnc_sb_init(&call);
+  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", rows, cols, ki);
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  cs_emit_function(x, b, head, NULL, "c->d", &call);
 }
 
-/* The kernel function that runs k<ki>_rows over `rows` rows of `cols`. */
-static void rows_call(const cs_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *b) {
-  nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  (void)d;\n"
-                   "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n}\n\n",
-                ki, x->p, rows, cols, ki);
-}
-
-/* Statements naming i0..i{lead-1}, the indices of row r along the output's
- * leading dims. */
-static void unravel(const cs_ctx *x, int out, int lead, nnc_sb *b, int ind) {
+/* Statements naming those of i0..i{lead-1}, the indices of row r along the
+ * output's leading dims, that the text `uses` reads. */
+static void unravel(const cs_ctx *x, int out, int lead, const char *uses, nnc_sb *b, int ind) {
+  int lo = -1;
+  for (int dd = lead - 1; dd >= 0; dd--) {
+    char id[16];
+    snprintf(id, sizeof id, "i%d", dd);
+    if (cs_names(uses, id)) lo = dd;
+  }
+  if (lo < 0) return;
   if (lead == 1) {
     nnc_sb_printf(b, "%*sconst int64_t i0 = r;\n", ind, "");
-  } else if (lead > 1) {
-    nnc_sb_printf(b, "%*sint64_t rem = r;\n", ind, "");
-    for (int dd = lead - 1; dd >= 1; dd--) {
-      char e[EXPR];
-      dim_of(x, out, dd, e, sizeof e);
-      nnc_sb_printf(b, "%*sconst int64_t i%d = rem %% (%s);\n%*srem /= %s;\n", ind, "", dd, e, ind, "", e);
-    }
-    nnc_sb_printf(b, "%*sconst int64_t i0 = rem;\n", ind, "");
+    return;
   }
-  for (int dd = 0; dd < lead; dd++) nnc_sb_printf(b, "%*s(void)i%d;\n", ind, "", dd);
+  /* r walks down from the last leading dim; rem only when it must divide */
+  const char *v = "r";
+  if (lo < lead - 1) {
+    nnc_sb_printf(b, "%*sint64_t rem = r;\n", ind, "");
+    v = "rem";
+  }
+  for (int dd = lead - 1; dd >= 1 && dd >= lo; dd--) {
+    char e[EXPR], f[EXPR], id[16];
+    dim_of(x, out, dd, e, sizeof e);
+    cs_mul(e, "1", f, sizeof f);
+    snprintf(id, sizeof id, "i%d", dd);
+    bool one = strcmp(f, "1") == 0;   /* a dim of 1: its index is 0 and it divides nothing */
+    if (cs_names(uses, id)) {
+      if (one) nnc_sb_printf(b, "%*sconst int64_t i%d = 0;\n", ind, "", dd);
+      else nnc_sb_printf(b, "%*sconst int64_t i%d = %s %% %s;\n", ind, "", dd, v, f);
+    }
+    if (dd > lo && !one) nnc_sb_printf(b, "%*srem /= %s;\n", ind, "", f);
+  }
+  if (lo == 0) nnc_sb_printf(b, "%*sconst int64_t i0 = %s;\n", ind, "", v);
 }
 
 /* ----------------------------------------------------------- elementwise */
@@ -111,7 +129,8 @@ static void node_expr(const cs_ctx *x, const nnc_node *n, const char *a, const c
     char T[EXPR], S[EXPR];
     dim_of(x, out, o->rank - 2, T, sizeof T);
     dim_of(x, out, o->rank - 1, S, sizeof S);
-    snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? -INFINITY : %s)", o->rank - 2, S, T, a);
+    if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? -INFINITY : %s)", o->rank - 2, a);
+    else snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? -INFINITY : %s)", o->rank - 2, S, T, a);
     return;
   }
   case NNC_OP_PADDING_MASK: snprintf(buf, len, "(%s == 0 ? -INFINITY : %s)", bb, a); return;
@@ -119,13 +138,14 @@ static void node_expr(const cs_ctx *x, const nnc_node *n, const char *a, const c
   }
 }
 
-static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
+  nnc_sb *b = out_b;
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_graph *g = x->g;
   int out = k->out[0];
   const nnc_tensor *o = &g->tensors[out];
   int r = o->rank, lead = r > 0 ? r - 1 : 0;
-  char rows[EXPR], cols[EXPR], p[256], e[EXPR];
+  char rows[EXPR], cols[EXPR], e[EXPR];
   cs_dims_product(x, out, 0, lead, rows, sizeof rows);
   cs_dims_product(x, out, lead, r, cols, sizeof cols);
   /* which external inputs are read elementwise (not only as a padding mask) */
@@ -139,23 +159,28 @@ static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *b, nnc_error
           else plain[q] = true;
         }
   }
-  rows_open(x, ki, b);
+  nnc_sb body, row;
+  nnc_sb_init(&body);
+  nnc_sb_init(&row);
   for (int q = 0; q < k->nin; q++) {
-    const nnc_tensor *t = &g->tensors[k->in[q]];
-    nnc_sb_printf(b, "  const %s *x%d = %s;   /* %s */\n", cs_ctype(g, k->in[q]), q, cs_ptr(x, k->in[q], p, sizeof p),
-                  nnc_emit_comment(t->name, e, sizeof e));
+    snprintf(e, sizeof e, "const %s *x%d", cs_ctype(g, k->in[q]), q);
+    cs_assign(x, &body, 2, e, k->in[q]);
   }
-  nnc_sb_printf(b, "  %s *y = %s;\n", cs_ctype(g, out), cs_ptr(x, out, p, sizeof p));
-  nnc_sb_printf(b, "  const int64_t cols = %s;\n", cols);
-  nnc_sb_printf(b, "  for (int64_t r = r0; r < r1; r++) {\n");
-  unravel(x, out, lead, b, 4);
+  snprintf(e, sizeof e, "%s *y", cs_ctype(g, out));
+  cs_assign(x, &body, 2, e, out);
+  nnc_sb_printf(&body, "  const int64_t cols = %s;\n", cols);
+  nnc_sb_printf(&body, "  for (int64_t r = r0; r < r1; r++) {\n");
+  b = &row;
   for (int q = 0; q < k->nin; q++) {
     if (!plain[q]) continue;
     nnc_sb_printf(b, "    const %s *row%d = x%d", cs_ctype(g, k->in[q]), q, q);
     for (int dd = 0; dd < lead; dd++) {
       char st[EXPR];
       operand_stride(x, k->in[q], out, dd, st, sizeof st);
-      if (st[0]) nnc_sb_printf(b, " + i%d * (%s)", dd, st);
+      char f[EXPR];
+      char id[16];
+      snprintf(id, sizeof id, "i%d", dd);
+      if (st[0]) nnc_sb_printf(b, " + %s", cs_mul(id, st, f, sizeof f));
     }
     nnc_sb_printf(b, ";\n");
   }
@@ -196,8 +221,12 @@ static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *b, nnc_error
     snprintf(lastbuf, sizeof lastbuf, "v%d", n->out[0]);
     last = lastbuf;
   }
-  nnc_sb_printf(b, "      yr[j] = %s;\n    }\n  }\n}\n\n", last);
-  rows_call(x, ki, rows, cols, b);
+  nnc_sb_printf(b, "      yr[j] = %s;\n    }\n  }\n", last);
+  unravel(x, out, lead, row.buf, &body, 4);
+  if (row.buf) nnc_sb_puts(&body, row.buf);
+  if (row.oom) body.oom = true;
+  nnc_sb_free(&row);
+  rows_fns(x, ki, rows, cols, &body, out_b);
   return NNC_OK;
 }
 
@@ -210,15 +239,20 @@ static void around_axis(const cs_ctx *x, int t, int axis, char *outer, char *len
   cs_dims_product(x, t, axis + 1, x->g->tensors[t].rank, inner, EXPR);
 }
 
-static nnc_status emit_reduce(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_reduce(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
+  nnc_sb *b = out_b;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_graph *g = x->g;
   char outer[EXPR], len[EXPR], inner[EXPR], p[256];
   around_axis(x, n->in[0], n->attrs.axis, outer, len, inner);
   bool i32 = g->tensors[n->out[0]].dtype == NNC_I32, max = n->op == NNC_OP_MAX;
-  rows_open(x, ki, b);
-  nnc_sb_printf(b, "  const %s *x = %s;\n", cs_ctype(g, n->in[0]), cs_ptr(x, n->in[0], p, sizeof p));
-  nnc_sb_printf(b, "  %s *y = %s;\n", cs_ctype(g, n->out[0]), cs_ptr(x, n->out[0], p, sizeof p));
+  nnc_sb body;
+  nnc_sb_init(&body);
+  b = &body;
+  snprintf(p, sizeof p, "const %s *x", cs_ctype(g, n->in[0]));
+  cs_assign(x, b, 2, p, n->in[0]);
+  snprintf(p, sizeof p, "%s *y", cs_ctype(g, n->out[0]));
+  cs_assign(x, b, 2, p, n->out[0]);
   nnc_sb_printf(b, "  const int64_t len = %s, inner = %s;\n", len, inner);
   nnc_sb_printf(b, "  for (int64_t o = r0; o < r1; o++)\n    for (int64_t i = 0; i < inner; i++) {\n"
                    "      const %s *xr = x + o * len * inner + i;\n      double acc = %s;\n"
@@ -228,22 +262,23 @@ static nnc_status emit_reduce(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err
   else nnc_sb_printf(b, "        acc += v;\n");
   nnc_sb_printf(b, "      }\n");
   const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
-  if (i32) nnc_sb_printf(b, "      y[o * inner + i] = to_i32(%s);\n    }\n}\n\n", val);
-  else nnc_sb_printf(b, "      y[o * inner + i] = (float)(%s);\n    }\n}\n\n", val);
+  if (i32) nnc_sb_printf(b, "      y[o * inner + i] = to_i32(%s);\n    }\n", val);
+  else nnc_sb_printf(b, "      y[o * inner + i] = (float)(%s);\n    }\n", val);
   char cols[EXPR * 2 + 8];
-  snprintf(cols, sizeof cols, "(%s) * (%s)", len, inner);
-  rows_call(x, ki, outer, cols, b);
+  rows_fns(x, ki, outer, cs_mul(len, inner, cols, sizeof cols), &body, out_b);
   return NNC_OK;
 }
 
 /* softmax over a middle axis: each (outer, inner) pair is a row strided by inner */
-static nnc_status emit_softmax_axis(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_softmax_axis(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
-  char outer[EXPR], len[EXPR], inner[EXPR], p[256];
+  char outer[EXPR], len[EXPR], inner[EXPR];
   around_axis(x, n->in[0], n->attrs.axis, outer, len, inner);
-  rows_open(x, ki, b);
-  nnc_sb_printf(b, "  const float *x = %s;\n", cs_ptr(x, n->in[0], p, sizeof p));
-  nnc_sb_printf(b, "  float *y = %s;\n", cs_ptr(x, n->out[0], p, sizeof p));
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb *b = &body;
+  cs_assign(x, b, 2, "const float *x", n->in[0]);
+  cs_assign(x, b, 2, "float *y", n->out[0]);
   nnc_sb_printf(b,
     "  const int64_t len = %s, inner = %s;\n"
     "  for (int64_t o = r0; o < r1; o++)\n"
@@ -259,10 +294,9 @@ static nnc_status emit_softmax_axis(const cs_ctx *x, int ki, nnc_sb *b, nnc_erro
     "      double sum = 0;\n"
     "      for (int64_t l = 0; l < len; l++) sum += exp((double)xr[l * inner] - max);\n"
     "      for (int64_t l = 0; l < len; l++) yr[l * inner] = (float)(exp((double)xr[l * inner] - max) / sum);\n"
-    "    }\n}\n\n", len, inner);
+    "    }\n", len, inner);
   char cols[EXPR * 2 + 8];
-  snprintf(cols, sizeof cols, "(%s) * (%s)", len, inner);
-  rows_call(x, ki, outer, cols, b);
+  rows_fns(x, ki, outer, cs_mul(len, inner, cols, sizeof cols), &body, out_b);
   return NNC_OK;
 }
 
@@ -271,37 +305,48 @@ static nnc_status emit_softmax_axis(const cs_ctx *x, int ki, nnc_sb *b, nnc_erro
 static nnc_status emit_move(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_graph *g = x->g;
-  char p[256], e[EXPR];
+  char v[64], e[EXPR], f[EXPR];
   const char *ty = cs_ctype(g, n->in[0]);
+  nnc_sb body;
+  nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {
-    nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  (void)d;\n", ki, x->p);
-    nnc_sb_printf(b, "  const %s *x = %s;\n", ty, cs_ptr(x, n->in[0], p, sizeof p));
-    nnc_sb_printf(b, "  %s *y = %s;\n", ty, cs_ptr(x, n->out[0], p, sizeof p));
-    nnc_sb_printf(b, "  memcpy(y, x, (size_t)(%s) * sizeof *y);\n  return 0;\n}\n\n", cs_elems(x, n->out[0], e, sizeof e));
+    snprintf(v, sizeof v, "const %s *x", ty);
+    cs_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    cs_assign(x, &body, 2, v, n->out[0]);
+    nnc_sb_printf(&body, "  memcpy(y, x, (size_t)(%s) * sizeof *y);\n  return 0;\n", cs_elems(x, n->out[0], e, sizeof e));
+    snprintf(e, sizeof e, "static int k%d(const run_ctx *c)", ki);
+    cs_emit_function(x, b, e, NULL, "c->d", &body);
     return NNC_OK;
   }
   if (n->op == NNC_OP_TRANSPOSE) {
     const nnc_tensor *o = &g->tensors[n->out[0]], *in = &g->tensors[n->in[0]];
     int r = o->rank, lead = r - 1;
-    char rows[EXPR], cols[EXPR];
+    char rows[EXPR], cols[EXPR], st[EXPR];
     cs_dims_product(x, n->out[0], 0, lead, rows, sizeof rows);
     cs_dims_product(x, n->out[0], lead, r, cols, sizeof cols);
-    rows_open(x, ki, b);
-    nnc_sb_printf(b, "  const %s *x = %s;\n", ty, cs_ptr(x, n->in[0], p, sizeof p));
-    nnc_sb_printf(b, "  %s *y = %s;\n", ty, cs_ptr(x, n->out[0], p, sizeof p));
-    nnc_sb_printf(b, "  const int64_t cols = %s;\n  for (int64_t r = r0; r < r1; r++) {\n", cols);
-    unravel(x, n->out[0], lead, b, 4);
-    nnc_sb_printf(b, "    const %s *xr = x", ty);
+    snprintf(v, sizeof v, "const %s *x", ty);
+    cs_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    cs_assign(x, &body, 2, v, n->out[0]);
+    nnc_sb_printf(&body, "  const int64_t cols = %s;\n  for (int64_t r = r0; r < r1; r++) {\n", cols);
+    nnc_sb row;
+    nnc_sb_init(&row);
+    nnc_sb_printf(&row, "    const %s *xr = x", ty);
     for (int dd = 0; dd < lead; dd++) {
-      char st[EXPR];
       cs_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, st, sizeof st);
-      nnc_sb_printf(b, " + i%d * (%s)", dd, st);
+      char id[16];
+      snprintf(id, sizeof id, "i%d", dd);
+      nnc_sb_printf(&row, " + %s", cs_mul(id, st, f, sizeof f));
     }
-    char st[EXPR];
     cs_dims_product(x, n->in[0], n->attrs.perm[r - 1] + 1, in->rank, st, sizeof st);
-    nnc_sb_printf(b, ";\n    %s *yr = y + r * cols;\n    for (int64_t j = 0; j < cols; j++) yr[j] = xr[j * (%s)];\n  }\n}\n\n",
-                  ty, st);
-    rows_call(x, ki, rows, cols, b);
+    nnc_sb_printf(&row, ";\n    %s *yr = y + r * cols;\n    for (int64_t j = 0; j < cols; j++) yr[j] = xr[%s];\n  }\n",
+                  ty, cs_mul("j", st, f, sizeof f));
+    unravel(x, n->out[0], lead, row.buf, &body, 4);
+    if (row.buf) nnc_sb_puts(&body, row.buf);
+    if (row.oom) body.oom = true;
+    nnc_sb_free(&row);
+    rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }
   /* slice, concat, split: per outer index, contiguous chunks along the axis */
@@ -309,43 +354,56 @@ static nnc_status emit_move(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   int whole = n->op == NNC_OP_SPLIT ? n->in[0] : n->out[0];
   char outer[EXPR], len[EXPR], inner[EXPR];
   around_axis(x, whole, axis, outer, len, inner);
-  rows_open(x, ki, b);
-  nnc_sb_printf(b, "  const int64_t inner = %s;\n", inner);
+  /* " * inner" where the chunks are more than one element wide */
+  bool wide = strcmp(inner, "1") != 0;
+  const char *xi = wide ? " * inner" : "";
   if (n->op == NNC_OP_SLICE) {
     char start[EXPR], inlen[EXPR];
     nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
     dim_of(x, n->in[0], axis, inlen, sizeof inlen);
-    nnc_sb_printf(b, "  const %s *x = %s;\n", ty, cs_ptr(x, n->in[0], p, sizeof p));
-    nnc_sb_printf(b, "  %s *y = %s;\n", ty, cs_ptr(x, n->out[0], p, sizeof p));
-    nnc_sb_printf(b, "  const int64_t len = %s, in_len = %s, start = %s;\n", len, inlen, start);
-    nnc_sb_printf(b, "  for (int64_t o = r0; o < r1; o++)\n"
-                     "    memcpy(y + o * len * inner, x + (o * in_len + start) * inner, (size_t)(len * inner) * sizeof *y);\n}\n\n");
-  } else if (n->op == NNC_OP_CONCAT) {
-    nnc_sb_printf(b, "  %s *y = %s;\n  const int64_t len = %s;\n", ty, cs_ptr(x, n->out[0], p, sizeof p), len);
-    nnc_sb_printf(b, "  for (int64_t o = r0; o < r1; o++) {\n    %s *dst = y + o * len * inner;\n", ty);
-    for (int i = 0; i < n->nin; i++) {
-      char l[EXPR];
-      dim_of(x, n->in[i], axis, l, sizeof l);
-      nnc_sb_printf(b, "    {\n      const int64_t chunk = (%s) * inner;\n      const %s *x = %s;\n"
-                       "      memcpy(dst, x + o * chunk, (size_t)chunk * sizeof *dst);\n      dst += chunk;\n    }\n",
-                    l, ty, cs_ptr(x, n->in[i], p, sizeof p));
-    }
-    nnc_sb_printf(b, "  }\n}\n\n");
+    snprintf(v, sizeof v, "const %s *x", ty);
+    cs_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    cs_assign(x, &body, 2, v, n->out[0]);
+    if (wide) nnc_sb_printf(&body, "  const int64_t inner = %s;\n", inner);
+    nnc_sb_printf(&body, "  const int64_t len = %s, in_len = %s, start = %s;\n", len, inlen, start);
+    if (wide)
+      nnc_sb_printf(&body, "  for (int64_t o = r0; o < r1; o++)\n"
+                           "    memcpy(y + o * len * inner, x + (o * in_len + start) * inner,\n"
+                           "           (size_t)(len * inner) * sizeof *y);\n");
+    else
+      nnc_sb_printf(&body, "  for (int64_t o = r0; o < r1; o++)\n"
+                           "    memcpy(y + o * len, x + o * in_len + start, (size_t)len * sizeof *y);\n");
   } else {
-    nnc_sb_printf(b, "  const %s *x = %s;\n  const int64_t len = %s;\n", ty, cs_ptr(x, n->in[0], p, sizeof p), len);
-    nnc_sb_printf(b, "  for (int64_t o = r0; o < r1; o++) {\n    const %s *src = x + o * len * inner;\n", ty);
-    for (int i = 0; i < n->nout; i++) {
-      char l[EXPR];
-      dim_of(x, n->out[i], axis, l, sizeof l);
-      nnc_sb_printf(b, "    {\n      const int64_t chunk = (%s) * inner;\n      %s *y = %s;\n"
-                       "      memcpy(y + o * chunk, src, (size_t)chunk * sizeof *y);\n      src += chunk;\n    }\n",
-                    l, ty, cs_ptr(x, n->out[i], p, sizeof p));
+    /* the whole tensor, and one pointer per chunk */
+    bool cat = n->op == NNC_OP_CONCAT;
+    int nparts = cat ? n->nin : n->nout;
+    snprintf(v, sizeof v, "%s%s *%s", cat ? "" : "const ", ty, cat ? "y" : "x");
+    cs_assign(x, &body, 2, v, whole);
+    for (int i = 0; i < nparts; i++) {
+      snprintf(v, sizeof v, "%s%s *%s%d", cat ? "const " : "", ty, cat ? "x" : "y", i);
+      cs_assign(x, &body, 2, v, cat ? n->in[i] : n->out[i]);
     }
-    nnc_sb_printf(b, "  }\n}\n\n");
+    if (wide) nnc_sb_printf(&body, "  const int64_t inner = %s;\n", inner);
+    nnc_sb_printf(&body, "  const int64_t len = %s;\n  for (int64_t o = r0; o < r1; o++) {\n", len);
+    if (cat) nnc_sb_printf(&body, "    %s *dst = y + o * len%s;\n", ty, xi);
+    else nnc_sb_printf(&body, "    const %s *src = x + o * len%s;\n", ty, xi);
+    for (int i = 0; i < nparts; i++) {
+      char l[EXPR], chunk[EXPR];
+      dim_of(x, cat ? n->in[i] : n->out[i], axis, l, sizeof l);
+      cs_mul(l, wide ? "inner" : "1", chunk, sizeof chunk);
+      if (cat)
+        nnc_sb_printf(&body, "    memcpy(dst, x%d + o * %s, (size_t)(%s) * sizeof *dst);\n    dst += %s;\n", i,
+                      cs_mul(chunk, "1", f, sizeof f), chunk, chunk);
+      else
+        nnc_sb_printf(&body, "    memcpy(y%d + o * %s, src, (size_t)(%s) * sizeof *src);\n%s", i,
+                      cs_mul(chunk, "1", f, sizeof f), chunk, i + 1 < nparts ? "    src += " : "");
+      if (!cat && i + 1 < nparts) nnc_sb_printf(&body, "%s;\n", chunk);
+    }
+    nnc_sb_printf(&body, "  }\n");
   }
   char cols[EXPR * 2 + 8];
-  snprintf(cols, sizeof cols, "(%s) * (%s)", len, inner);
-  rows_call(x, ki, outer, cols, b);
+  rows_fns(x, ki, outer, cs_mul(len, inner, cols, sizeof cols), &body, b);
   return NNC_OK;
 }
 
@@ -361,11 +419,12 @@ static nnc_status emit_loss(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   char V[EXPR], rows[EXPR], p[256];
   dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
   cs_elems(x, n->in[1], rows, sizeof rows);
-  nnc_sb_printf(b, "static int k%d(const run_ctx *c) {\n  const %s_dims *d = c->d;\n  (void)d;\n", ki, x->p);
-  nnc_sb_printf(b, "  const float *x = %s;\n", cs_ptr(x, n->in[0], p, sizeof p));
-  nnc_sb_printf(b, "  const int32_t *t = %s;\n", cs_ptr(x, n->in[1], p, sizeof p));
-  nnc_sb_printf(b, "  float *y = %s;\n", cs_ptr(x, n->out[0], p, sizeof p));
-  nnc_sb_printf(b,
+  nnc_sb body;
+  nnc_sb_init(&body);
+  cs_assign(x, &body, 2, "const float *x", n->in[0]);
+  cs_assign(x, &body, 2, "const int32_t *t", n->in[1]);
+  cs_assign(x, &body, 2, "float *y", n->out[0]);
+  nnc_sb_printf(&body,
     "  const int64_t V = %s, rows = %s;\n"
     "  for (int64_t r = 0; r < rows; r++)\n"
     "    if (t[r] < 0 || t[r] >= V)\n"
@@ -380,7 +439,9 @@ static nnc_status emit_loss(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     "    total += max + log(sum) - xr[t[r]];\n"
     "  }\n"
     "  y[0] = (float)(total / (double)rows);\n"
-    "  return 0;\n}\n\n", V, rows, x->P, ki, ki, ki);
+    "  return 0;\n", V, rows, x->P, ki, ki, ki);
+  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
+  cs_emit_function(x, b, p, NULL, "c->d", &body);
   return NNC_OK;
 }
 
