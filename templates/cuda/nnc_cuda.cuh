@@ -1,0 +1,161 @@
+/* templates/cuda/nnc_cuda.cuh — what every CUDA template shares: the status
+ * and error a host wrapper returns, element-type traits (float, __half,
+ * __nv_bfloat16: stored narrow, computed in float), 16-byte vector loads and
+ * stores, and warp / block reductions.
+ *
+ * Header-only CUDA C++ (C++17). The generated model folder copies this
+ * directory and includes the headers it needs; nothing here depends on the
+ * rest of nnc. */
+#ifndef NNC_CUDA_CUH
+#define NNC_CUDA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+/* ------------------------------------------------------------ errors */
+
+enum nnc_cuda_status {
+  NNC_CUDA_OK = 0,
+  NNC_CUDA_E_ARG = 1,    /* a NULL, negative, too small or misaligned argument */
+  NNC_CUDA_E_LAUNCH = 2  /* the CUDA runtime refused the launch */
+};
+
+struct nnc_cuda_error {
+  nnc_cuda_status code;
+  char msg[256];
+};
+
+/* Fills *err (when not NULL) with "kernel: message" and returns code. */
+inline nnc_cuda_status nnc_cuda_fail(nnc_cuda_error *err, nnc_cuda_status code,
+                                     const char *kernel, const char *fmt, ...) {
+  if (err) {
+    err->code = code;
+    int n = std::snprintf(err->msg, sizeof err->msg, "%s: ", kernel);
+    if (n < 0 || n >= (int)sizeof err->msg) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+/* After a launch: a refused launch (bad configuration, no kernel image for
+ * this GPU) shows up only in cudaGetLastError. */
+inline nnc_cuda_status nnc_cuda_check_launch(nnc_cuda_error *err, const char *kernel) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return NNC_CUDA_OK;
+  return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, kernel, "launch failed: %s (%s)",
+                       cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* -------------------------------------------------------- dtype traits */
+
+/* VEC: elements in one 16-byte access. */
+template <typename T> struct nnc_dtype;
+
+template <> struct nnc_dtype<float> {
+  static constexpr int VEC = 4;
+  static constexpr const char *name = "f32";
+  __host__ __device__ static float load(float v) { return v; }
+  __host__ __device__ static float store(float v) { return v; }
+};
+
+template <> struct nnc_dtype<__half> {
+  static constexpr int VEC = 8;
+  static constexpr const char *name = "f16";
+  __device__ static float load(__half v) { return __half2float(v); }
+  __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+
+template <> struct nnc_dtype<__nv_bfloat16> {
+  static constexpr int VEC = 8;
+  static constexpr const char *name = "bf16";
+  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+
+/* ------------------------------------------------- 16-byte vector I/O */
+
+template <typename T> __device__ __forceinline__ bool nnc_is_aligned16(const T *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+/* Reads VEC elements at a 16-byte aligned p into floats: one 16-byte load. */
+template <typename T>
+__device__ __forceinline__ void nnc_load_vec(const T *p, float (&out)[nnc_dtype<T>::VEC]) {
+  constexpr int V = nnc_dtype<T>::VEC;
+  alignas(16) T t[V];
+  *reinterpret_cast<uint4 *>(t) = *reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = nnc_dtype<T>::load(t[j]);
+}
+
+/* The same for any p: VEC scalar loads when p is not 16-byte aligned (used
+ * for gamma/beta, which sit in cache, so the narrow loads cost no DRAM). */
+template <typename T>
+__device__ __forceinline__ void nnc_load_vec_any(const T *p, float (&out)[nnc_dtype<T>::VEC]) {
+  if (nnc_is_aligned16(p)) {
+    nnc_load_vec(p, out);
+  } else {
+#pragma unroll
+    for (int j = 0; j < nnc_dtype<T>::VEC; ++j) out[j] = nnc_dtype<T>::load(p[j]);
+  }
+}
+
+/* p must be 16-byte aligned. */
+template <typename T>
+__device__ __forceinline__ void nnc_store_vec(T *p, const float (&in)[nnc_dtype<T>::VEC]) {
+  constexpr int V = nnc_dtype<T>::VEC;
+  alignas(16) T t[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) t[j] = nnc_dtype<T>::store(in[j]);
+  *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(t);
+}
+
+/* ---------------------------------------------------------- reductions */
+
+struct nnc_sum_op {
+  __device__ static float apply(float a, float b) { return a + b; }
+};
+struct nnc_max_op {
+  __device__ static float apply(float a, float b) { return fmaxf(a, b); }
+};
+
+/* Reduces over aligned groups of G lanes (G a power of two <= 32); every
+ * lane of the warp must take part, and every lane gets its group's result. */
+template <class Op, int G> __device__ __forceinline__ float nnc_warp_reduce(float v) {
+  static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "group must be a power of two <= 32");
+#pragma unroll
+  for (int o = G / 2; o > 0; o /= 2) v = Op::apply(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* Reduces over a group of G threads: a warp shuffle when G <= 32, else the
+ * whole block (blockDim.x == G, a multiple of 32) through smem, which needs
+ * G / 32 floats. The trailing barrier lets the next call reuse smem. */
+template <class Op, int G> __device__ __forceinline__ float nnc_group_reduce(float v, float *smem) {
+  if constexpr (G <= 32) {
+    return nnc_warp_reduce<Op, G>(v);
+  } else {
+    static_assert(G % 32 == 0 && G <= 1024, "a block group must be whole warps");
+    constexpr int W = G / 32;
+    v = nnc_warp_reduce<Op, 32>(v);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    float r = smem[0];
+#pragma unroll
+    for (int w = 1; w < W; ++w) r = Op::apply(r, smem[w]);
+    __syncthreads();
+    return r;
+  }
+}
+
+#endif
