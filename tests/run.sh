@@ -11,3 +11,10 @@ if [ ! -d build/asan ]; then
 fi
 ninja -C build/asan
 meson test -C build/asan --print-errorlogs "$@"
+# The demo builds with optimisation, where gcc warns about more: -Werror
+# must hold there too.
+if [ ! -d build/release ]; then
+  meson setup build/release --buildtype=release >/dev/null
+fi
+ninja -C build/release >/dev/null
+echo "release build: ok"

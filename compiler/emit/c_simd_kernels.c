@@ -115,7 +115,7 @@ static void gemm_sizes(const cs_ctx *x, int ki, const nnc_kernel *k, const gemm_
                   d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM" : "NNC_SIMD_PRO_RMSNORM",
                   cs_literal(d->norm_eps, false, lit, sizeof lit));
   nnc_sb_printf(&body, "  };\n");
-  char head[128];
+  char head[256];
   snprintf(head, sizeof head, "static void k%d_sizes(const %s_dims *d, nnc_simd_gemm_args *g)", ki, x->p);
   nnc_sb_printf(b, "%s {\n", head);
   if (!cs_names(body.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
@@ -424,8 +424,18 @@ static void emit_costs(const cs_ctx *x, nnc_sb *out) {
       dim_of(x, a->k, r - 2, S, sizeof S);
       dim_of(x, a->q, r - 1, D, sizeof D);
       dim_of(x, a->v, r - 1, Dv, sizeof Dv);
-      nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
-                    delems(x, a->q, e, sizeof e), D, S, D, Dv);
+      if (a->causal) {
+        /* query i sees i + 1 + S - T keys: T*S - T*(T-1)/2 pairs a head */
+        char T[EXPR];
+        dim_of(x, a->q, r - 2, T, sizeof T);
+        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) / (double)(%s) *\n"
+                         "             ((double)(%s) * (double)(%s) - (double)(%s) * ((double)(%s) - 1) / 2) *\n"
+                         "             ((double)(%s) + (double)(%s));\n",
+                      delems(x, a->q, e, sizeof e), D, T, T, S, T, T, D, Dv);
+      } else {
+        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
+                      delems(x, a->q, e, sizeof e), D, S, D, Dv);
+      }
     } else {
       int t = k->kind == NNC_KERNEL_REDUCE || k->kind == NNC_KERNEL_LOSS ? k->in[0] : k->out[0];
       double per = k->kind == NNC_KERNEL_ROW ? 5.0 : k->kind == NNC_KERNEL_MOVE || k->kind == NNC_KERNEL_GATHER ? 0.0

@@ -3,25 +3,41 @@
 
 #include "target.h"
 
+#define SIMD NNC_FAMILY_C_SIMD
+#define CUDA NNC_FAMILY_CUDA
+#define OCL NNC_FAMILY_OPENCL
+
+/* FMA pipes: two 512-bit on Skylake-SP Gold/Platinum and Ice Lake server
+ * (one on some Silver/Bronze parts), two 256-bit on Haswell and later and on
+ * Zen 2+, two 128-bit on Cortex-A76 / Neoverse N1; plain C has no vector FMA. */
 static const nnc_target_info targets[] = {
-  {"c-simd", NNC_FAMILY_C_SIMD, NULL, "C with SIMD for the host's ISA (AVX-512, AVX2+FMA, NEON or generic)", true},
-  {"c-avx512", NNC_FAMILY_C_SIMD, "avx512", "C with AVX-512", true},
-  {"c-avx2", NNC_FAMILY_C_SIMD, "avx2", "C with AVX2 and FMA", true},
-  {"c-neon", NNC_FAMILY_C_SIMD, "neon", "C with Arm NEON", true},
-  {"c-generic", NNC_FAMILY_C_SIMD, "generic", "portable C, no intrinsics", true},
-  {"cuda-sm70", NNC_FAMILY_CUDA, NULL, "CUDA, Volta (V100)", false},
-  {"cuda-sm75", NNC_FAMILY_CUDA, NULL, "CUDA, Turing (T4)", false},
-  {"cuda-sm80", NNC_FAMILY_CUDA, NULL, "CUDA, Ampere (A100)", false},
-  {"cuda-sm86", NNC_FAMILY_CUDA, NULL, "CUDA, Ampere (RTX 30, A10)", false},
-  {"cuda-sm89", NNC_FAMILY_CUDA, NULL, "CUDA, Ada (RTX 40, L4)", false},
-  {"cuda-sm90", NNC_FAMILY_CUDA, NULL, "CUDA, Hopper (H100, H200)", false},
-  {"cuda-sm90a", NNC_FAMILY_CUDA, NULL, "CUDA, Hopper with sm90a-only instructions", false},
-  {"opencl", NNC_FAMILY_OPENCL, NULL, "OpenCL C 1.2 (any device, PoCL included)", false},
+  {"c-simd", SIMD, NULL, "C with SIMD for the host's ISA (AVX-512, AVX2+FMA, NEON or generic)", true,
+   0, 0, 0, 0, false, NNC_DEVICE_NONE},
+  {"c-avx512", SIMD, "avx512", "C with AVX-512", true, 16, 32, 2, 0, false, NNC_DEVICE_NONE},
+  {"c-avx2", SIMD, "avx2", "C with AVX2 and FMA", true, 8, 16, 2, 0, false, NNC_DEVICE_NONE},
+  {"c-neon", SIMD, "neon", "C with Arm NEON", true, 4, 32, 2, 0, false, NNC_DEVICE_NONE},
+  /* plain C: one lane, the 16 registers the compiler has for scalars */
+  {"c-generic", SIMD, "generic", "portable C, no intrinsics", true, 1, 16, 0, 0, false, NNC_DEVICE_NONE},
+  {"cuda-sm70", CUDA, "sm_70", "CUDA, Volta (V100)", false, 0, 0, 0, 70, false, NNC_DEVICE_NONE},
+  {"cuda-sm75", CUDA, "sm_75", "CUDA, Turing (T4)", false, 0, 0, 0, 75, false, NNC_DEVICE_NONE},
+  {"cuda-sm80", CUDA, "sm_80", "CUDA, Ampere (A100)", false, 0, 0, 0, 80, false, NNC_DEVICE_NONE},
+  {"cuda-sm86", CUDA, "sm_86", "CUDA, Ampere (RTX 30, A10)", false, 0, 0, 0, 86, false, NNC_DEVICE_NONE},
+  {"cuda-sm89", CUDA, "sm_89", "CUDA, Ada (RTX 40, L4)", false, 0, 0, 0, 89, false, NNC_DEVICE_NONE},
+  {"cuda-sm90", CUDA, "sm_90", "CUDA, Hopper (H100, H200)", false, 0, 0, 0, 90, false, NNC_DEVICE_NONE},
+  {"cuda-sm90a", CUDA, "sm_90a", "CUDA, Hopper with sm90a-only instructions", false, 0, 0, 0, 90, true,
+   NNC_DEVICE_NONE},
+  /* a GPU is what OpenCL is mostly used for; PoCL on the host is opencl-cpu */
+  {"opencl", OCL, "gpu", "OpenCL C 1.2 (any device, PoCL included; tiles for a GPU)", false, 0, 0, 0, 0,
+   false, NNC_DEVICE_GPU},
+  {"opencl-gpu", OCL, "gpu", "OpenCL C 1.2, tiles for a GPU device", false, 0, 0, 0, 0, false,
+   NNC_DEVICE_GPU},
+  {"opencl-cpu", OCL, "cpu", "OpenCL C 1.2, tiles for a CPU device (PoCL) with the host's caches", false, 0,
+   0, 0, 0, false, NNC_DEVICE_CPU},
 };
 #define NTARGETS (int)(sizeof targets / sizeof targets[0])
 
 nnc_status nnc_target_find(const char *name, const nnc_target_info **out, nnc_error *err) {
-  for (int i = 0; i < NTARGETS; i++)
+  for (int i = 0; name && i < NTARGETS; i++)
     if (strcmp(targets[i].name, name) == 0) {
       *out = &targets[i];
       return NNC_OK;
@@ -30,7 +46,14 @@ nnc_status nnc_target_find(const char *name, const nnc_target_info **out, nnc_er
   size_t n = 0;
   for (int i = 0; i < NTARGETS && n < sizeof known; i++)
     n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", targets[i].name);
-  return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--target: unknown target \"%s\"; known: %s", name, known);
+  return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--target: unknown target \"%s\"; known: %s",
+                    name ? name : "(none)", known);
+}
+
+const nnc_target_info *nnc_target_for_isa(const char *isa) {
+  for (int i = 0; isa && i < NTARGETS; i++)
+    if (targets[i].family == SIMD && targets[i].isa && strcmp(targets[i].isa, isa) == 0) return &targets[i];
+  return NULL;
 }
 
 const nnc_target_info *nnc_target_default(void) { return &targets[0]; }

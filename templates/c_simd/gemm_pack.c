@@ -42,18 +42,70 @@ static void pack_b_rows(const float *b, ptrdiff_t ldb, int kc, int nr, float *ds
 
 /* One micro-panel from B^T ([N,K]): a transpose. Reading each of the nr
  * rows contiguously keeps the reads streaming; the strided writes land in
- * a kc x NR panel that fits in L1. */
-static void pack_b_cols(const float *bt, ptrdiff_t ldb, int kc, int nr, float *dst) {
+ * a kc x NR panel that fits in L1. The portable path, and the edges of the
+ * AVX2 one. */
+static void pack_b_cols_scalar(const float *bt, ptrdiff_t ldb, int k0, int kc, int nr,
+                               float *dst) {
   for (int j = 0; j < NNC_GEMM_NR; ++j) {
     float *d = dst + j;
     if (j >= nr) {
-      for (int k = 0; k < kc; ++k) d[(ptrdiff_t)k * NNC_GEMM_NR] = 0.0f;
+      for (int k = k0; k < kc; ++k) d[(ptrdiff_t)k * NNC_GEMM_NR] = 0.0f;
       continue;
     }
     const float *s = bt + (ptrdiff_t)j * ldb;
-    for (int k = 0; k < kc; ++k) d[(ptrdiff_t)k * NNC_GEMM_NR] = s[k];
+    for (int k = k0; k < kc; ++k) d[(ptrdiff_t)k * NNC_GEMM_NR] = s[k];
   }
 }
+
+#if defined(NNC_ISA_AVX2)
+/* The 8 x 8 block at rows s[0..7 * ldb], columns [k, k+8) of B^T, stored
+ * transposed: dst row k+c (stride NR) gets the 8 values of column k+c.
+ * Each 256-bit load takes 4 floats of row i and 4 of row i+4, so a 4 x 4
+ * in-lane transpose (unpack, then shuffle) finishes it: 16 shuffles and no
+ * lane crossing, instead of 64 scalar loads and stores. */
+static inline void transpose8x8_store(const float *s, ptrdiff_t ldb, float *dst) {
+  __m256 a[4], b[4];
+  for (int i = 0; i < 4; ++i) {
+    const float *lo = s + (ptrdiff_t)i * ldb, *hi = s + (ptrdiff_t)(i + 4) * ldb;
+    a[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+    b[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 4)),
+                                _mm_loadu_ps(hi + 4), 1);
+  }
+  __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+  __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+  _mm256_storeu_ps(dst + 0 * NNC_GEMM_NR, _mm256_shuffle_ps(t0, t2, 0x44));
+  _mm256_storeu_ps(dst + 1 * NNC_GEMM_NR, _mm256_shuffle_ps(t0, t2, 0xEE));
+  _mm256_storeu_ps(dst + 2 * NNC_GEMM_NR, _mm256_shuffle_ps(t1, t3, 0x44));
+  _mm256_storeu_ps(dst + 3 * NNC_GEMM_NR, _mm256_shuffle_ps(t1, t3, 0xEE));
+  t0 = _mm256_unpacklo_ps(b[0], b[1]);
+  t1 = _mm256_unpackhi_ps(b[0], b[1]);
+  t2 = _mm256_unpacklo_ps(b[2], b[3]);
+  t3 = _mm256_unpackhi_ps(b[2], b[3]);
+  _mm256_storeu_ps(dst + 4 * NNC_GEMM_NR, _mm256_shuffle_ps(t0, t2, 0x44));
+  _mm256_storeu_ps(dst + 5 * NNC_GEMM_NR, _mm256_shuffle_ps(t0, t2, 0xEE));
+  _mm256_storeu_ps(dst + 6 * NNC_GEMM_NR, _mm256_shuffle_ps(t1, t3, 0x44));
+  _mm256_storeu_ps(dst + 7 * NNC_GEMM_NR, _mm256_shuffle_ps(t1, t3, 0xEE));
+}
+
+/* Full panels go through 8 x 8 register transposes, k outermost so that
+ * the NR source rows are read side by side and each destination line is
+ * finished before the next; a kc tail and a partial panel are scalar. */
+static void pack_b_cols(const float *bt, ptrdiff_t ldb, int kc, int nr, float *dst) {
+  if (nr < NNC_GEMM_NR) {
+    pack_b_cols_scalar(bt, ldb, 0, kc, nr, dst);
+    return;
+  }
+  int k = 0;
+  for (; k + 8 <= kc; k += 8)
+    for (int j = 0; j < NNC_GEMM_NR; j += 8)
+      transpose8x8_store(bt + (ptrdiff_t)j * ldb + k, ldb, dst + (ptrdiff_t)k * NNC_GEMM_NR + j);
+  if (k < kc) pack_b_cols_scalar(bt, ldb, k, kc, nr, dst);
+}
+#else
+static void pack_b_cols(const float *bt, ptrdiff_t ldb, int kc, int nr, float *dst) {
+  pack_b_cols_scalar(bt, ldb, 0, kc, nr, dst);
+}
+#endif
 
 void nnc_gemm_pack_b(const float *b, ptrdiff_t ldb, int trans, int pc, int kc,
                      int j0, int nc, float *dst) {
