@@ -2,6 +2,7 @@
 #include "driver.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "emit/emit.h"
 #include "frontend/frontend.h"
@@ -17,8 +18,14 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_target_desc t;
   nnc_tile *tiles = NULL;
   /* the target first: an impossible target fails before the model runs */
+  nnc_precision prec;
   nnc_status st = nnc_target_describe(o->target, &t, err);
+  if (!st) st = nnc_precision_parse(o->precision, &prec, err);
+  if (!st && t.family == NNC_FAMILY_C_SIMD && strcmp(prec.name, "f32") != 0)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s computes and stores f32; expected "
+                    "--precision=f32 (narrow storage and tf32 are for GPU targets)", prec.name, t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
+  if (!st) st = nnc_pass_precision(&g, prec.storage, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
@@ -27,7 +34,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   }
   if (!st && o->explain) nnc_tune_explain(o->explain, &t, &s, tiles);
   if (!st && o->out_dir) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec};
     st = nnc_emit(&r, err);
   }
   free(tiles);

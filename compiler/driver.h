@@ -12,6 +12,7 @@ typedef struct nnc_build_opts {
   const char *target;              /* a --target name */
   const char *const *defines;      /* -D name=value */
   int ndefines;
+  const char *precision;           /* --precision; NULL: f32 */
   const char *out_dir;             /* NULL: stop after tuning (with explain) */
   FILE *explain;                   /* when not NULL, each kernel's tiles and why */
 } nnc_build_opts;

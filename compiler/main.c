@@ -26,6 +26,7 @@ typedef struct cli {
   unsigned long long seed;
   const char *model;
   const char *target;
+  const char *precision;
   const char *out;
   emit_kind emit;
   bool explain;
@@ -35,13 +36,15 @@ typedef struct cli {
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: nnc MODEL.lua [--target=T] [-o PATH] [--emit=ir|dot|plan] [--explain] [-D name=value]...\n"
+    "usage: nnc MODEL.lua [--target=T] [--precision=P] [-o PATH] [--emit=ir|dot|plan] [--explain] [-D name=value]...\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
     "\n"
     "  --target=T        the target to compile for (see --list-targets)\n"
+    "  --precision=P     f32 (default), tf32 (f32 storage, tf32 tensor-core matmuls),\n"
+    "                    bf16 or f16 (narrow storage, f32 accumulation; GPU targets)\n"
     "  -o PATH           output: a folder for a target, a file for --emit\n"
     "  --emit=ir         print the checked, fused graph: one line per node\n"
     "  --emit=dot        write Graphviz of the fused graph\n"
@@ -73,6 +76,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
   for (int i = first; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--target=", 9) == 0) c->target = a + 9;
+    else if (strncmp(a, "--precision=", 12) == 0) c->precision = a + 12;
     else if (c->weights && strncmp(a, "--seed=", 7) == 0) {
       char *end;
       c->seed = strtoull(a + 7, &end, 10);
@@ -153,6 +157,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
     nnc_build_opts bo = {.model = c->model,
                          .target = c->target ? c->target : nnc_target_default()->name,
                          .defines = c->defines, .ndefines = c->ndefines,
+                         .precision = c->precision,
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL};
     return nnc_build(&bo, err);
   }
@@ -161,7 +166,10 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_graph_init(&g);
   nnc_schedule s;
   nnc_schedule_init(&s, &g);
-  nnc_status st = nnc_frontend_load(&fo, &g, err);
+  nnc_precision prec;
+  nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
+  if (!st) st = nnc_frontend_load(&fo, &g, err);
+  if (!st) st = nnc_pass_precision(&g, prec.storage, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {
     if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);

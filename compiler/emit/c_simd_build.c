@@ -28,7 +28,7 @@ static void list_meson(nnc_sb *b, const char *folder) {
   }
 }
 
-static nnc_status write_makefile(const cs_ctx *x, const char *dir, nnc_error *err) {
+static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *err) {
   const char *p = x->p;
   nnc_sb b;
   nnc_sb_init(&b);
@@ -48,7 +48,7 @@ static nnc_status write_makefile(const cs_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "WARN = -std=c11 -Wall -Wextra -Werror\n");
   nnc_sb_printf(&b, "# GEMM blocking chosen by nnc's tuner for this target (kernels/gemm_tiles.h)\nTILES = %s\n", x->tile_defs);
   nnc_sb_printf(&b, "LDLIBS = -lm -lpthread\nOBJ = obj\n\n");
-  nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c", p);
+  nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c support/nnc_weights.c", p);
   list_sources(&b, "kernels/", " \\\n  ");
   list_sources(&b, "runtime/", " \\\n  ");
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark links it\nCHECK_SRC = %s_graph.c bench_%s.c support/nnc_bench.c", p, p);
@@ -82,7 +82,7 @@ static void meson_args(nnc_sb *b, const char *flags) {
   }
 }
 
-static nnc_status write_meson(const cs_ctx *x, const char *dir, nnc_error *err) {
+static nnc_status write_meson(const ec_ctx *x, const char *dir, nnc_error *err) {
   const char *p = x->p;
   nnc_sb b;
   nnc_sb_init(&b);
@@ -95,7 +95,7 @@ static nnc_status write_meson(const cs_ctx *x, const char *dir, nnc_error *err) 
   meson_args(&b, x->cflags);
   nnc_sb_printf(&b, "]\ntile_args = [");
   meson_args(&b, x->tile_defs);
-  nnc_sb_printf(&b, "]\n\nlib_src = files(\n  '%s.c',\n  'support/nnc_glue.c',\n", p);
+  nnc_sb_printf(&b, "]\n\nlib_src = files(\n  '%s.c',\n  'support/nnc_glue.c',\n  'support/nnc_weights.c',\n", p);
   list_meson(&b, "runtime/");
   nnc_sb_printf(&b, ")\nkernel_src = files(\n");
   list_meson(&b, "kernels/");
@@ -115,7 +115,7 @@ static nnc_status write_meson(const cs_ctx *x, const char *dir, nnc_error *err) 
   return st;
 }
 
-static nnc_status write_manifest(const cs_ctx *x, const char *dir, nnc_error *err) {
+static nnc_status write_manifest(const ec_ctx *x, const char *dir, nnc_error *err) {
   const nnc_graph *g = x->g;
   nnc_sb b;
   nnc_sb_init(&b);
@@ -139,7 +139,7 @@ static nnc_status write_manifest(const cs_ctx *x, const char *dir, nnc_error *er
   return st;
 }
 
-static nnc_status write_readme(const cs_ctx *x, const char *dir, nnc_error *err) {
+static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err) {
   const nnc_graph *g = x->g;
   const char *p = x->p;
   nnc_sb b;
@@ -199,7 +199,7 @@ static nnc_status write_readme(const cs_ctx *x, const char *dir, nnc_error *err)
   return st;
 }
 
-nnc_status cs_write_build(const cs_ctx *x, const char *dir, nnc_error *err) {
+nnc_status cs_write_build(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_status st = write_makefile(x, dir, err);
   if (!st) st = write_meson(x, dir, err);
   if (!st) st = write_manifest(x, dir, err);

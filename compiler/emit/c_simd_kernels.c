@@ -9,7 +9,7 @@
 
 #define EXPR 512
 
-static const nnc_node *main_node(const cs_ctx *x, const nnc_kernel *k, nnc_op a, nnc_op b) {
+static const nnc_node *main_node(const ec_ctx *x, const nnc_kernel *k, nnc_op a, nnc_op b) {
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &x->g->nodes[k->nodes[i]];
     if (n->op == a || n->op == b) return n;
@@ -17,12 +17,12 @@ static const nnc_node *main_node(const cs_ctx *x, const nnc_kernel *k, nnc_op a,
   return NULL;
 }
 
-static char *dim_of(const cs_ctx *x, int t, int i, char *buf, size_t n) {
+static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
 }
 
 /* The template kernels read f32 only. */
-static nnc_status want_f32(const cs_ctx *x, const nnc_kernel *k, int t, const char *role, nnc_error *err) {
+static nnc_status want_f32(const ec_ctx *x, const nnc_kernel *k, int t, const char *role, nnc_error *err) {
   if (t < 0 || x->g->tensors[t].dtype == NNC_F32) return NNC_OK;
   return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: the %s kernel's %s %s is %s, expected f32",
                     nnc_kernel_kind_name(k->kind), role, x->g->tensors[t].name, nnc_dtype_name(x->g->tensors[t].dtype));
@@ -51,13 +51,13 @@ typedef struct gemm_shape {
 } gemm_shape;
 
 /* Whether operand t (rank r, two matrix dims) has out batch dim i (of nb), not broadcast. */
-static bool has_batch_dim(const cs_ctx *x, int t, int i, int nb) {
+static bool has_batch_dim(const ec_ctx *x, int t, int i, int nb) {
   const nnc_tensor *tt = &x->g->tensors[t];
   int j = i - (nb - (tt->rank - 2));
   return j >= 0 && !nnc_dim_eq_const(tt->shape[j], 1);
 }
 
-static void gemm_shape_of(const cs_ctx *x, const nnc_kernel *k, gemm_shape *s) {
+static void gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, gemm_shape *s) {
   const nnc_gemm_desc *d = &k->d.gemm;
   const nnc_graph *g = x->g;
   const nnc_tensor *a = &g->tensors[d->a], *o = &g->tensors[d->out];
@@ -66,7 +66,7 @@ static void gemm_shape_of(const cs_ctx *x, const nnc_kernel *k, gemm_shape *s) {
   dim_of(x, d->a, a->rank - 1, s->K, EXPR);
   dim_of(x, d->out, o->rank - 1, s->N, EXPR);
   if (s->linear) {
-    cs_dims_product(x, d->a, 0, a->rank - 1, s->M, EXPR);
+    ec_dims_product(x, d->a, 0, a->rank - 1, s->M, EXPR);
     return;
   }
   dim_of(x, d->a, a->rank - 2, s->M, EXPR);
@@ -92,10 +92,10 @@ static char *as_int(const char *e, char *buf, size_t n) {
 
 /* k<ki>_sizes: the sizes and flags of the kernel's nnc_simd_gemm_args (no
  * pointers), shared by the kernel and workspace_need. */
-static void gemm_sizes(const cs_ctx *x, int ki, const nnc_kernel *k, const gemm_shape *s, nnc_sb *b) {
+static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const gemm_shape *s, nnc_sb *b) {
   const nnc_gemm_desc *d = &k->d.gemm;
   char batch[EXPR], lit[64], M[EXPR], N[EXPR], K[EXPR], nb[EXPR];
-  cs_dims_product(x, d->out, s->first_inner, s->nb, batch, sizeof batch);
+  ec_dims_product(x, d->out, s->first_inner, s->nb, batch, sizeof batch);
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int M = %s, N = %s, K = %s;\n", as_int(s->M, M, sizeof M), as_int(s->N, N, sizeof N),
@@ -108,24 +108,24 @@ static void gemm_sizes(const cs_ctx *x, int ki, const nnc_kernel *k, const gemm_
     nnc_sb_printf(&body, "      %s%s%s\n", af ? ".stride_a = (ptrdiff_t)M * K," : "", af && bf ? " " : "",
                   bf ? ".stride_b = (ptrdiff_t)K * N," : "");
   nnc_sb_printf(&body, "      .stride_c = (ptrdiff_t)M * N, .stride_r = (ptrdiff_t)M * N,\n");
-  nnc_sb_printf(&body, "      .alpha = %s, .act = %s,\n", cs_literal(d->alpha, false, lit, sizeof lit),
+  nnc_sb_printf(&body, "      .alpha = %s, .act = %s,\n", ec_literal(d->alpha, false, lit, sizeof lit),
                 act_name(d->act, d->gelu_tanh));
   if (d->prologue != NNC_NORM_NONE)
     nnc_sb_printf(&body, "      .prologue = %s, .eps = %s,\n",
                   d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM" : "NNC_SIMD_PRO_RMSNORM",
-                  cs_literal(d->norm_eps, false, lit, sizeof lit));
+                  ec_literal(d->norm_eps, false, lit, sizeof lit));
   nnc_sb_printf(&body, "  };\n");
   char head[256];
   snprintf(head, sizeof head, "static void k%d_sizes(const %s_dims *d, nnc_simd_gemm_args *g)", ki, x->p);
   nnc_sb_printf(b, "%s {\n", head);
-  if (!cs_names(body.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  if (!ec_names(body.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
   if (body.buf) nnc_sb_puts(b, body.buf);
   if (body.oom) b->oom = true;
   nnc_sb_printf(b, "}\n\n");
   nnc_sb_free(&body);
 }
 
-static nnc_status emit_gemm(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
   const int ops[] = {d->a, d->b, d->bias, d->residual, d->out, d->norm_gamma, d->norm_beta};
@@ -143,19 +143,19 @@ static nnc_status emit_gemm(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   bool loops = s.first_inner > 0;
   if (loops) {
     /* the batch dims the call cannot stride over are loops around it */
-    cs_assign(x, &body, 2, "const float *A", d->a);
-    cs_assign(x, &body, 2, "const float *B", d->b);
-    cs_assign(x, &body, 2, "float *C", d->out);
-    if (d->residual >= 0) cs_assign(x, &body, 2, "const float *R", d->residual);
+    ec_assign(x, &body, 2, "const float *A", d->a);
+    ec_assign(x, &body, 2, "const float *B", d->b);
+    ec_assign(x, &body, 2, "float *C", d->out);
+    if (d->residual >= 0) ec_assign(x, &body, 2, "const float *R", d->residual);
   } else {
-    cs_assign(x, &body, 2, "g.A", d->a);
-    cs_assign(x, &body, 2, "g.B", d->b);
-    cs_assign(x, &body, 2, "g.C", d->out);
-    if (d->residual >= 0) cs_assign(x, &body, 2, "g.residual", d->residual);
+    ec_assign(x, &body, 2, "g.A", d->a);
+    ec_assign(x, &body, 2, "g.B", d->b);
+    ec_assign(x, &body, 2, "g.C", d->out);
+    if (d->residual >= 0) ec_assign(x, &body, 2, "g.residual", d->residual);
   }
-  if (d->bias >= 0) cs_assign(x, &body, 2, "g.bias", d->bias);
-  if (d->norm_gamma >= 0) cs_assign(x, &body, 2, "g.gamma", d->norm_gamma);
-  if (d->norm_beta >= 0) cs_assign(x, &body, 2, "g.beta", d->norm_beta);
+  if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
+  if (d->norm_gamma >= 0) ec_assign(x, &body, 2, "g.gamma", d->norm_gamma);
+  if (d->norm_beta >= 0) ec_assign(x, &body, 2, "g.beta", d->norm_beta);
   nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_gemm_workspace_bytes(&g, c->m->par.nthreads));\n"
                        "  if (rc) return rc;\n  nnc_simd_error e;\n");
   nnc_sb off_a, off_b, off_c;
@@ -169,11 +169,11 @@ static nnc_status emit_gemm(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     const nnc_tensor *ta = &x->g->tensors[d->a], *tb = &x->g->tensors[d->b];
     if (s.a_full[i])
       nnc_sb_printf(&off_a, " + i%d * %s", i,
-                    cs_mul(cs_dims_product(x, d->a, i - (s.nb - (ta->rank - 2)) + 1, ta->rank, n, sizeof n), "1", st, sizeof st));
+                    ec_mul(ec_dims_product(x, d->a, i - (s.nb - (ta->rank - 2)) + 1, ta->rank, n, sizeof n), "1", st, sizeof st));
     if (s.b_full[i])
       nnc_sb_printf(&off_b, " + i%d * %s", i,
-                    cs_mul(cs_dims_product(x, d->b, i - (s.nb - (tb->rank - 2)) + 1, tb->rank, n, sizeof n), "1", st, sizeof st));
-    nnc_sb_printf(&off_c, " + i%d * %s", i, cs_mul(cs_dims_product(x, d->out, i + 1, s.nb + 2, n, sizeof n), "1", st, sizeof st));
+                    ec_mul(ec_dims_product(x, d->b, i - (s.nb - (tb->rank - 2)) + 1, tb->rank, n, sizeof n), "1", st, sizeof st));
+    nnc_sb_printf(&off_c, " + i%d * %s", i, ec_mul(ec_dims_product(x, d->out, i + 1, s.nb + 2, n, sizeof n), "1", st, sizeof st));
   }
   if (off_a.oom || off_b.oom || off_c.oom) body.oom = true;
   int ind = 2 + 2 * s.first_inner;
@@ -191,13 +191,13 @@ static nnc_status emit_gemm(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   nnc_sb_printf(&body, "  return 0;\n");
   char head[64];
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  cs_emit_function(x, b, head, NULL, "c->d", &body);
+  ec_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
 /* ------------------------------------------------------------- attention */
 
-static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_attention_desc *a = &k->d.attn;
   const int ops[] = {a->q, a->k, a->v, a->out};
@@ -228,7 +228,7 @@ static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *
   if (r >= 3) {
     char bt[EXPR], hd[EXPR];
     dim_of(x, a->q, 0, bt, sizeof bt);
-    cs_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
+    ec_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
     nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(hd, heads, sizeof heads));
     nnc_sb_printf(&sz,
       "  *a = (nnc_simd_attn_args){\n"
@@ -248,10 +248,10 @@ static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *
                        "      .batch = 1, .heads = 1, .T = T, .S = S, .D = D, .Dv = Dv,\n"
                        "      .q_st = D, .k_st = D, .v_st = Dv, .o_st = Dv,\n");
   }
-  nnc_sb_printf(&sz, "      .scale = %s,%s .mask_sb = S,\n  };\n", cs_literal(a->scale, false, lit, sizeof lit),
+  nnc_sb_printf(&sz, "      .scale = %s,%s .mask_sb = S,\n  };\n", ec_literal(a->scale, false, lit, sizeof lit),
                 a->causal ? " .causal = 1," : "");
   nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, nnc_simd_attn_args *a) {\n", ki, x->p);
-  if (!cs_names(sz.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  if (!ec_names(sz.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
   if (sz.buf) nnc_sb_puts(b, sz.buf);
   if (sz.oom) b->oom = true;
   nnc_sb_printf(b, "}\n\n");
@@ -260,13 +260,13 @@ static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  nnc_simd_attn_args a;\n  k%d_sizes(c->d, &a);\n", ki);
-  cs_assign(x, &body, 2, "a.q", a->q);
-  cs_assign(x, &body, 2, "a.k", a->k);
-  cs_assign(x, &body, 2, "a.v", a->v);
-  cs_assign(x, &body, 2, "a.out", a->out);
+  ec_assign(x, &body, 2, "a.q", a->q);
+  ec_assign(x, &body, 2, "a.k", a->k);
+  ec_assign(x, &body, 2, "a.v", a->v);
+  ec_assign(x, &body, 2, "a.out", a->out);
   if (conv) {
     char me[EXPR], note[600];
-    cs_elems(x, a->mask, me, sizeof me);
+    ec_elems(x, a->mask, me, sizeof me);
     nnc_sb_printf(&body, "  /* the %s mask %s as floats, at the start of the workspace */\n"
                      "  size_t mask_bytes = ((size_t)(%s) * sizeof(float) + 63) / 64 * 64;\n"
                      "  int rc = ensure_ws(c->m, mask_bytes + nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads));\n"
@@ -277,10 +277,10 @@ static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *
                      "  void *ws = (unsigned char *)c->m->ws + mask_bytes;\n"
                      "  if (nnc_simd_attention(&a, &c->m->par, ws, c->m->ws_size - mask_bytes, &e))\n"
                      "    return kernel_failed(c->m, %d, e.msg);\n",
-                  cs_ctype(x->g, a->mask), cs_note(x, a->mask, note, sizeof note), me, cs_ctype(x->g, a->mask),
-                  cs_ptr(x, a->mask, p, sizeof p), me, ki);
+                  ec_ctype(x->g, a->mask), ec_note(x, a->mask, note, sizeof note), me, ec_ctype(x->g, a->mask),
+                  ec_ptr(x, a->mask, p, sizeof p), me, ki);
   } else {
-    if (a->mask >= 0) cs_assign(x, &body, 2, "a.mask", a->mask);
+    if (a->mask >= 0) ec_assign(x, &body, 2, "a.mask", a->mask);
     nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads));\n"
                      "  if (rc) return rc;\n  nnc_simd_error e;\n"
                      "  if (nnc_simd_attention(&a, &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
@@ -289,11 +289,11 @@ static nnc_status emit_attention(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *
   nnc_sb_printf(&body, "  return 0;\n");
   char head[64];
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  cs_emit_function(x, b, head, NULL, "c->d", &body);
+  ec_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
-void cs_emit_workspace(const cs_ctx *x, int ki, nnc_sb *b) {
+void cs_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
   if (k->kind == NNC_KERNEL_GEMM) {
     nnc_sb_printf(b, "  {\n    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"
@@ -304,7 +304,7 @@ void cs_emit_workspace(const cs_ctx *x, int ki, nnc_sb *b) {
     if (k->d.attn.mask >= 0 && x->g->tensors[k->d.attn.mask].dtype != NNC_F32) {
       char me[EXPR];
       nnc_sb_printf(b, "    w += ((size_t)(%s) * sizeof(float) + 63) / 64 * 64;   /* the mask as floats */\n",
-                    cs_elems(x, k->d.attn.mask, me, sizeof me));
+                    ec_elems(x, k->d.attn.mask, me, sizeof me));
     }
     nnc_sb_printf(b, "    if (w > need) need = w;\n  }\n");
   }
@@ -312,7 +312,7 @@ void cs_emit_workspace(const cs_ctx *x, int ki, nnc_sb *b) {
 
 /* ------------------------------------------------------ rows and gather */
 
-static nnc_status emit_row(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   if (n->op == NNC_OP_SOFTMAX && n->attrs.axis != x->g->tensors[n->in[0]].rank - 1)
@@ -325,64 +325,64 @@ static nnc_status emit_row(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   if (st) return st;
   const nnc_tensor *t = &x->g->tensors[n->in[0]];
   char rows[EXPR], cols[EXPR], lit[64], ri[EXPR], ci[EXPR];
-  cs_dims_product(x, n->in[0], 0, t->rank - 1, rows, sizeof rows);
-  cs_dims_product(x, n->in[0], t->rank - 1, t->rank, cols, sizeof cols);
+  ec_dims_product(x, n->in[0], 0, t->rank - 1, rows, sizeof rows);
+  ec_dims_product(x, n->in[0], t->rank - 1, t->rank, cols, sizeof cols);
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int rows = %s, cols = %s;\n", as_int(rows, ri, sizeof ri), as_int(cols, ci, sizeof ci));
-  cs_assign(x, &body, 2, "const float *x", n->in[0]);
-  cs_assign(x, &body, 2, "float *y", n->out[0]);
-  if (n->op != NNC_OP_SOFTMAX) cs_assign(x, &body, 2, "const float *gamma", n->in[1]);
-  if (n->op == NNC_OP_LAYERNORM) cs_assign(x, &body, 2, "const float *beta", n->in[2]);
+  ec_assign(x, &body, 2, "const float *x", n->in[0]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
+  if (n->op != NNC_OP_SOFTMAX) ec_assign(x, &body, 2, "const float *gamma", n->in[1]);
+  if (n->op == NNC_OP_LAYERNORM) ec_assign(x, &body, 2, "const float *beta", n->in[2]);
   nnc_sb_printf(&body, "  nnc_simd_error e;\n");
   if (n->op == NNC_OP_SOFTMAX)
     nnc_sb_printf(&body, "  if (nnc_simd_softmax(rows, cols, x, cols, y, cols, &c->m->par, &e))\n");
   else if (n->op == NNC_OP_LAYERNORM)
     nnc_sb_printf(&body, "  if (nnc_simd_layernorm(rows, cols, x, cols, gamma, beta, %s, y, cols, &c->m->par, &e))\n",
-                  cs_literal(n->attrs.eps, false, lit, sizeof lit));
+                  ec_literal(n->attrs.eps, false, lit, sizeof lit));
   else
     nnc_sb_printf(&body, "  if (nnc_simd_rmsnorm(rows, cols, x, cols, gamma, %s, y, cols, &c->m->par, &e))\n",
-                  cs_literal(n->attrs.eps, false, lit, sizeof lit));
+                  ec_literal(n->attrs.eps, false, lit, sizeof lit));
   nnc_sb_printf(&body, "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n", ki);
   char head[64];
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  cs_emit_function(x, b, head, NULL, "c->d", &body);
+  ec_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
-static nnc_status emit_gather(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   nnc_status st = want_f32(x, k, n->in[0], "table", err);
   if (st) return st;
   char count[EXPR], V[EXPR], C[EXPR], ci[EXPR];
-  cs_elems(x, n->in[1], count, sizeof count);
+  ec_elems(x, n->in[1], count, sizeof count);
   dim_of(x, n->in[0], 0, V, sizeof V);
   dim_of(x, n->in[0], 1, C, sizeof C);
   nnc_sb body;
   nnc_sb_init(&body);
-  cs_assign(x, &body, 2, "const float *table", n->in[0]);
-  cs_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
-  cs_assign(x, &body, 2, "float *y", n->out[0]);
+  ec_assign(x, &body, 2, "const float *table", n->in[0]);
+  ec_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
   nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_embedding(%s, ids, %s, %s, table, %s, y, %s, &e))\n"
                        "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
                 as_int(count, ci, sizeof ci), V, C, C, C, ki);
   char head[64];
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  cs_emit_function(x, b, head, NULL, "c->d", &body);
+  ec_emit_function(x, b, head, NULL, "c->d", &body);
   return NNC_OK;
 }
 
 /* ----------------------------------------------------------------- costs */
 
 /* Element counts as a double expression. */
-static char *delems(const cs_ctx *x, int t, char *buf, size_t n) {
+static char *delems(const ec_ctx *x, int t, char *buf, size_t n) {
   char e[EXPR];
-  snprintf(buf, n, "(double)(%s)", cs_elems(x, t, e, sizeof e));
+  snprintf(buf, n, "(double)(%s)", ec_elems(x, t, e, sizeof e));
   return buf;
 }
 
-static void emit_costs(const cs_ctx *x, nnc_sb *out) {
+static void emit_costs(const ec_ctx *x, nnc_sb *out) {
   nnc_sb *b = out;
   nnc_sb_printf(b, "/* The work of kernel k at the sizes d: flops, and the bytes it must move\n"
                    " * (each operand read once, each output written once). */\n"
@@ -414,7 +414,7 @@ static void emit_costs(const cs_ctx *x, nnc_sb *out) {
       gemm_shape s;
       gemm_shape_of(x, k, &s);
       char batch[EXPR], bt[EXPR + 16] = "";
-      cs_dims_product(x, k->d.gemm.out, 0, s.nb, batch, sizeof batch);
+      ec_dims_product(x, k->d.gemm.out, 0, s.nb, batch, sizeof batch);
       if (strcmp(batch, "1") != 0) snprintf(bt, sizeof bt, " * (double)(%s)", batch);
       nnc_sb_printf(b, "    *flops = 2.0%s * (double)(%s) * (double)(%s) * (double)(%s);\n", bt, s.M, s.N, s.K);
     } else if (k->kind == NNC_KERNEL_ATTENTION) {
@@ -446,7 +446,7 @@ static void emit_costs(const cs_ctx *x, nnc_sb *out) {
     nnc_sb_printf(b, "    *bytes = 4.0 * (%s);\n    return;\n", by[0] ? by : "0");
   }
   b = out;
-  if (!cs_names(cases.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  if (!ec_names(cases.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
   nnc_sb_printf(b, "  switch (k) {\n");
   if (cases.buf) nnc_sb_puts(b, cases.buf);
   if (cases.oom) b->oom = true;
@@ -454,14 +454,14 @@ static void emit_costs(const cs_ctx *x, nnc_sb *out) {
   nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
 }
 
-nnc_status cs_emit_kernels(const cs_ctx *x, nnc_sb *b, nnc_error *err) {
+nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
   for (int ki = 0; ki < x->s->nk; ki++) {
     const nnc_kernel *k = &x->s->k[ki];
     char where[300], ops[600], name[300];
-    cs_where(k->loc, where, sizeof where);
-    cs_kernel_ops(x, ki, ops, sizeof ops);
-    nnc_emit_comment(cs_kernel_name(x, ki), name, sizeof name);
+    ec_where(k->loc, where, sizeof where);
+    ec_kernel_ops(x, ki, ops, sizeof ops);
+    nnc_emit_comment(ec_kernel_name(x, ki), name, sizeof name);
     if (k->kind == NNC_KERNEL_VIEW) continue;
     nnc_sb_printf(b, "/* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, ki, nnc_kernel_kind_name(k->kind));
     nnc_status st = NNC_OK;

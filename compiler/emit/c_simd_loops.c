@@ -11,31 +11,31 @@
 
 #define EXPR 512
 
-static char *dim_of(const cs_ctx *x, int t, int i, char *buf, size_t n) {
+static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
 }
 
 /* k<ki>_rows, whose body reads the run context c, then k<ki>, which runs it
  * over `rows` rows of `cols` elements on the model's threads; frees body. */
-static void rows_fns(const cs_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b) {
+static void rows_fns(const ec_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b) {
   char head[96];
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
-  cs_emit_function(x, b, head, "  const run_ctx *c = p;\n", "c->d", body);
+  ec_emit_function(x, b, head, "  const run_ctx *c = p;\n", "c->d", body);
   nnc_sb call;
   nnc_sb_init(&call);
   nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", rows, cols, ki);
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  cs_emit_function(x, b, head, NULL, "c->d", &call);
+  ec_emit_function(x, b, head, NULL, "c->d", &call);
 }
 
 /* Statements naming those of i0..i{lead-1}, the indices of row r along the
  * output's leading dims, that the text `uses` reads. */
-static void unravel(const cs_ctx *x, int out, int lead, const char *uses, nnc_sb *b, int ind) {
+static void unravel(const ec_ctx *x, int out, int lead, const char *uses, nnc_sb *b, int ind) {
   int lo = -1;
   for (int dd = lead - 1; dd >= 0; dd--) {
     char id[16];
     snprintf(id, sizeof id, "i%d", dd);
-    if (cs_names(uses, id)) lo = dd;
+    if (ec_names(uses, id)) lo = dd;
   }
   if (lo < 0) return;
   if (lead == 1) {
@@ -51,10 +51,10 @@ static void unravel(const cs_ctx *x, int out, int lead, const char *uses, nnc_sb
   for (int dd = lead - 1; dd >= 1 && dd >= lo; dd--) {
     char e[EXPR], f[EXPR], id[16];
     dim_of(x, out, dd, e, sizeof e);
-    cs_mul(e, "1", f, sizeof f);
+    ec_mul(e, "1", f, sizeof f);
     snprintf(id, sizeof id, "i%d", dd);
     bool one = strcmp(f, "1") == 0;   /* a dim of 1: its index is 0 and it divides nothing */
-    if (cs_names(uses, id)) {
+    if (ec_names(uses, id)) {
       if (one) nnc_sb_printf(b, "%*sconst int64_t i%d = 0;\n", ind, "", dd);
       else nnc_sb_printf(b, "%*sconst int64_t i%d = %s %% %s;\n", ind, "", dd, v, f);
     }
@@ -67,78 +67,15 @@ static void unravel(const cs_ctx *x, int out, int lead, const char *uses, nnc_sb
 
 /* Elements between consecutive indices of output dim `od` in operand t
  * (right-aligned to the output's rank); "" when it broadcasts there. */
-static void operand_stride(const cs_ctx *x, int t, int out, int od, char *buf, size_t n) {
+static void operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n) {
   const nnc_tensor *tt = &x->g->tensors[t], *o = &x->g->tensors[out];
   int j = od - (o->rank - tt->rank);
   buf[0] = 0;
   if (j < 0 || nnc_dim_eq_const(tt->shape[j], 1)) return;
-  cs_dims_product(x, t, j + 1, tt->rank, buf, n);
+  ec_dims_product(x, t, j + 1, tt->rank, buf, n);
 }
 
-static const char *float_fn(nnc_op op) {
-  switch (op) {
-  case NNC_OP_EXP: return "exp";
-  case NNC_OP_LOG: return "log";
-  case NNC_OP_SQRT: return "sqrt";
-  case NNC_OP_TANH: return "tanh";
-  default: return NULL;
-  }
-}
-
-/* The expression of elementwise node n on operands a (and bb), in float
- * (dbl false) or double. */
-static void node_expr(const cs_ctx *x, const nnc_node *n, const char *a, const char *bb, bool dbl, int out,
-                      char *buf, size_t len) {
-  const char *f = dbl ? "" : "f";
-  char s[64], h[64], one[16], zero[16];
-  cs_literal(n->attrs.scalar, dbl, s, sizeof s);
-  snprintf(one, sizeof one, "1.0%s", f);
-  snprintf(zero, sizeof zero, "0.0%s", f);
-  const char *fn = float_fn(n->op);
-  if (fn) {
-    snprintf(buf, len, "%s%s(%s)", fn, f, a);
-    return;
-  }
-  switch (n->op) {
-  case NNC_OP_RELU: snprintf(buf, len, "(%s < %s ? %s : %s)", a, zero, zero, a); return;
-  case NNC_OP_GELU:
-    if (n->attrs.gelu_tanh)
-      snprintf(buf, len, "(0.5%s * %s * (%s + tanh%s(%s * (%s + 0.044715%s * %s * %s * %s))))", f, a, one, f,
-               cs_literal(0.79788456080286535588, dbl, h, sizeof h), a, f, a, a, a);
-    else
-      snprintf(buf, len, "(0.5%s * %s * (%s + erf%s(%s * %s)))", f, a, one, f, a,
-               cs_literal(0.70710678118654752440, dbl, h, sizeof h));
-    return;
-  case NNC_OP_SILU: snprintf(buf, len, "(%s / (%s + exp%s(-%s)))", a, one, f, a); return;
-  case NNC_OP_SIGMOID: snprintf(buf, len, "(%s / (%s + exp%s(-%s)))", one, one, f, a); return;
-  case NNC_OP_NEG: snprintf(buf, len, "(-%s)", a); return;
-  case NNC_OP_CAST: snprintf(buf, len, "%s", a); return;
-  case NNC_OP_ADD_S: snprintf(buf, len, "(%s + %s)", a, s); return;
-  case NNC_OP_SUB_S: snprintf(buf, len, "(%s - %s)", a, s); return;
-  case NNC_OP_RSUB_S: snprintf(buf, len, "(%s - %s)", s, a); return;
-  case NNC_OP_MUL_S: snprintf(buf, len, "(%s * %s)", a, s); return;
-  case NNC_OP_DIV_S: snprintf(buf, len, "(%s / %s)", a, s); return;
-  case NNC_OP_RDIV_S: snprintf(buf, len, "(%s / %s)", s, a); return;
-  case NNC_OP_POW_S: snprintf(buf, len, "pow%s(%s, %s)", f, a, s); return;
-  case NNC_OP_ADD: snprintf(buf, len, "(%s + %s)", a, bb); return;
-  case NNC_OP_SUB: snprintf(buf, len, "(%s - %s)", a, bb); return;
-  case NNC_OP_MUL: snprintf(buf, len, "(%s * %s)", a, bb); return;
-  case NNC_OP_DIV: snprintf(buf, len, "(%s / %s)", a, bb); return;
-  case NNC_OP_CAUSAL_MASK: {
-    const nnc_tensor *o = &x->g->tensors[out];
-    char T[EXPR], S[EXPR];
-    dim_of(x, out, o->rank - 2, T, sizeof T);
-    dim_of(x, out, o->rank - 1, S, sizeof S);
-    if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? -INFINITY : %s)", o->rank - 2, a);
-    else snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? -INFINITY : %s)", o->rank - 2, S, T, a);
-    return;
-  }
-  case NNC_OP_PADDING_MASK: snprintf(buf, len, "(%s == 0 ? -INFINITY : %s)", bb, a); return;
-  default: snprintf(buf, len, "%s", a); return;
-  }
-}
-
-static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
+static nnc_status emit_elementwise(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
   nnc_sb *b = out_b;
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_graph *g = x->g;
@@ -146,8 +83,8 @@ static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_e
   const nnc_tensor *o = &g->tensors[out];
   int r = o->rank, lead = r > 0 ? r - 1 : 0;
   char rows[EXPR], cols[EXPR], e[EXPR];
-  cs_dims_product(x, out, 0, lead, rows, sizeof rows);
-  cs_dims_product(x, out, lead, r, cols, sizeof cols);
+  ec_dims_product(x, out, 0, lead, rows, sizeof rows);
+  ec_dims_product(x, out, lead, r, cols, sizeof cols);
   /* which external inputs are read elementwise (not only as a padding mask) */
   bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false};
   for (int i = 0; i < k->nnodes; i++) {
@@ -163,36 +100,36 @@ static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_e
   nnc_sb_init(&body);
   nnc_sb_init(&row);
   for (int q = 0; q < k->nin; q++) {
-    snprintf(e, sizeof e, "const %s *x%d", cs_ctype(g, k->in[q]), q);
-    cs_assign(x, &body, 2, e, k->in[q]);
+    snprintf(e, sizeof e, "const %s *x%d", ec_ctype(g, k->in[q]), q);
+    ec_assign(x, &body, 2, e, k->in[q]);
   }
-  snprintf(e, sizeof e, "%s *y", cs_ctype(g, out));
-  cs_assign(x, &body, 2, e, out);
+  snprintf(e, sizeof e, "%s *y", ec_ctype(g, out));
+  ec_assign(x, &body, 2, e, out);
   nnc_sb_printf(&body, "  const int64_t cols = %s;\n", cols);
   nnc_sb_printf(&body, "  for (int64_t r = r0; r < r1; r++) {\n");
   b = &row;
   for (int q = 0; q < k->nin; q++) {
     if (!plain[q]) continue;
-    nnc_sb_printf(b, "    const %s *row%d = x%d", cs_ctype(g, k->in[q]), q, q);
+    nnc_sb_printf(b, "    const %s *row%d = x%d", ec_ctype(g, k->in[q]), q, q);
     for (int dd = 0; dd < lead; dd++) {
       char st[EXPR];
       operand_stride(x, k->in[q], out, dd, st, sizeof st);
       char f[EXPR];
       char id[16];
       snprintf(id, sizeof id, "i%d", dd);
-      if (st[0]) nnc_sb_printf(b, " + %s", cs_mul(id, st, f, sizeof f));
+      if (st[0]) nnc_sb_printf(b, " + %s", ec_mul(id, st, f, sizeof f));
     }
     nnc_sb_printf(b, ";\n");
   }
   for (int q = 0; q < k->nin; q++)
-    if (as_mask[q]) nnc_sb_printf(b, "    const %s *mrow%d = x%d + i0 * cols;\n", cs_ctype(g, k->in[q]), q, q);
-  nnc_sb_printf(b, "    %s *yr = y + r * cols;\n", cs_ctype(g, out));
+    if (as_mask[q]) nnc_sb_printf(b, "    const %s *mrow%d = x%d + i0 * cols;\n", ec_ctype(g, k->in[q]), q, q);
+  nnc_sb_printf(b, "    %s *yr = y + r * cols;\n", ec_ctype(g, out));
   nnc_sb_printf(b, "    for (int64_t j = 0; j < cols; j++) {\n");
   for (int q = 0; q < k->nin; q++) {
     if (!plain[q]) continue;
     char st[EXPR] = "";
     if (r > 0) operand_stride(x, k->in[q], out, r - 1, st, sizeof st);
-    nnc_sb_printf(b, "      const %s a%d = row%d[%s];\n", cs_ctype(g, k->in[q]), q, q, st[0] ? "j" : "0");
+    nnc_sb_printf(b, "      const %s a%d = row%d[%s];\n", ec_ctype(g, k->in[q]), q, q, st[0] ? "j" : "0");
   }
   const char *last = "0";
   char lastbuf[32];
@@ -215,9 +152,9 @@ static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_e
       else snprintf(opnd[j], sizeof opnd[j], is_int ? "(float)%s" : "%s", v);
     }
     char ex[2048], where[300];
-    node_expr(x, n, opnd[0], n->nin > 1 ? opnd[1] : "", dbl, out, ex, sizeof ex);
-    nnc_sb_printf(b, "      const %s v%d = %s%s%s;   /* %s %s */\n", cs_ctype(g, n->out[0]), n->out[0], dbl ? "to_i32(" : "",
-                  ex, dbl ? ")" : "", cs_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
+    ec_node_expr(x, n, opnd[0], n->nin > 1 ? opnd[1] : "", dbl, out, ex, sizeof ex);
+    nnc_sb_printf(b, "      const %s v%d = %s%s%s;   /* %s %s */\n", ec_ctype(g, n->out[0]), n->out[0], dbl ? "to_i32(" : "",
+                  ex, dbl ? ")" : "", ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
     snprintf(lastbuf, sizeof lastbuf, "v%d", n->out[0]);
     last = lastbuf;
   }
@@ -233,13 +170,13 @@ static nnc_status emit_elementwise(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_e
 /* ------------------------------------------------------------ reductions */
 
 /* outer x len x inner around axis of tensor t. */
-static void around_axis(const cs_ctx *x, int t, int axis, char *outer, char *len, char *inner) {
-  cs_dims_product(x, t, 0, axis, outer, EXPR);
-  cs_dims_product(x, t, axis, axis + 1, len, EXPR);
-  cs_dims_product(x, t, axis + 1, x->g->tensors[t].rank, inner, EXPR);
+static void around_axis(const ec_ctx *x, int t, int axis, char *outer, char *len, char *inner) {
+  ec_dims_product(x, t, 0, axis, outer, EXPR);
+  ec_dims_product(x, t, axis, axis + 1, len, EXPR);
+  ec_dims_product(x, t, axis + 1, x->g->tensors[t].rank, inner, EXPR);
 }
 
-static nnc_status emit_reduce(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
+static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
   nnc_sb *b = out_b;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_graph *g = x->g;
@@ -249,15 +186,15 @@ static nnc_status emit_reduce(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error 
   nnc_sb body;
   nnc_sb_init(&body);
   b = &body;
-  snprintf(p, sizeof p, "const %s *x", cs_ctype(g, n->in[0]));
-  cs_assign(x, b, 2, p, n->in[0]);
-  snprintf(p, sizeof p, "%s *y", cs_ctype(g, n->out[0]));
-  cs_assign(x, b, 2, p, n->out[0]);
+  snprintf(p, sizeof p, "const %s *x", ec_ctype(g, n->in[0]));
+  ec_assign(x, b, 2, p, n->in[0]);
+  snprintf(p, sizeof p, "%s *y", ec_ctype(g, n->out[0]));
+  ec_assign(x, b, 2, p, n->out[0]);
   nnc_sb_printf(b, "  const int64_t len = %s, inner = %s;\n", len, inner);
   nnc_sb_printf(b, "  for (int64_t o = r0; o < r1; o++)\n    for (int64_t i = 0; i < inner; i++) {\n"
                    "      const %s *xr = x + o * len * inner + i;\n      double acc = %s;\n"
                    "      for (int64_t l = 0; l < len; l++) {\n        const double v = xr[l * inner];\n",
-                cs_ctype(g, n->in[0]), max ? "-INFINITY" : "0.0");
+                ec_ctype(g, n->in[0]), max ? "-INFINITY" : "0.0");
   if (max) nnc_sb_printf(b, "        acc = v > acc || isnan(v) ? v : acc;   /* NaN wins, as in the reference */\n");
   else nnc_sb_printf(b, "        acc += v;\n");
   nnc_sb_printf(b, "      }\n");
@@ -265,20 +202,20 @@ static nnc_status emit_reduce(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error 
   if (i32) nnc_sb_printf(b, "      y[o * inner + i] = to_i32(%s);\n    }\n", val);
   else nnc_sb_printf(b, "      y[o * inner + i] = (float)(%s);\n    }\n", val);
   char cols[EXPR * 2 + 8];
-  rows_fns(x, ki, outer, cs_mul(len, inner, cols, sizeof cols), &body, out_b);
+  rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, out_b);
   return NNC_OK;
 }
 
 /* softmax over a middle axis: each (outer, inner) pair is a row strided by inner */
-static nnc_status emit_softmax_axis(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
+static nnc_status emit_softmax_axis(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   char outer[EXPR], len[EXPR], inner[EXPR];
   around_axis(x, n->in[0], n->attrs.axis, outer, len, inner);
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb *b = &body;
-  cs_assign(x, b, 2, "const float *x", n->in[0]);
-  cs_assign(x, b, 2, "float *y", n->out[0]);
+  ec_assign(x, b, 2, "const float *x", n->in[0]);
+  ec_assign(x, b, 2, "float *y", n->out[0]);
   nnc_sb_printf(b,
     "  const int64_t len = %s, inner = %s;\n"
     "  for (int64_t o = r0; o < r1; o++)\n"
@@ -296,52 +233,52 @@ static nnc_status emit_softmax_axis(const cs_ctx *x, int ki, nnc_sb *out_b, nnc_
     "      for (int64_t l = 0; l < len; l++) yr[l * inner] = (float)(exp((double)xr[l * inner] - max) / sum);\n"
     "    }\n", len, inner);
   char cols[EXPR * 2 + 8];
-  rows_fns(x, ki, outer, cs_mul(len, inner, cols, sizeof cols), &body, out_b);
+  rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, out_b);
   return NNC_OK;
 }
 
 /* ------------------------------------------------------------------ moves */
 
-static nnc_status emit_move(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_graph *g = x->g;
   char v[64], e[EXPR], f[EXPR];
-  const char *ty = cs_ctype(g, n->in[0]);
+  const char *ty = ec_ctype(g, n->in[0]);
   nnc_sb body;
   nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {
     snprintf(v, sizeof v, "const %s *x", ty);
-    cs_assign(x, &body, 2, v, n->in[0]);
+    ec_assign(x, &body, 2, v, n->in[0]);
     snprintf(v, sizeof v, "%s *y", ty);
-    cs_assign(x, &body, 2, v, n->out[0]);
-    nnc_sb_printf(&body, "  memcpy(y, x, (size_t)(%s) * sizeof *y);\n  return 0;\n", cs_elems(x, n->out[0], e, sizeof e));
+    ec_assign(x, &body, 2, v, n->out[0]);
+    nnc_sb_printf(&body, "  memcpy(y, x, (size_t)(%s) * sizeof *y);\n  return 0;\n", ec_elems(x, n->out[0], e, sizeof e));
     snprintf(e, sizeof e, "static int k%d(const run_ctx *c)", ki);
-    cs_emit_function(x, b, e, NULL, "c->d", &body);
+    ec_emit_function(x, b, e, NULL, "c->d", &body);
     return NNC_OK;
   }
   if (n->op == NNC_OP_TRANSPOSE) {
     const nnc_tensor *o = &g->tensors[n->out[0]], *in = &g->tensors[n->in[0]];
     int r = o->rank, lead = r - 1;
     char rows[EXPR], cols[EXPR], st[EXPR];
-    cs_dims_product(x, n->out[0], 0, lead, rows, sizeof rows);
-    cs_dims_product(x, n->out[0], lead, r, cols, sizeof cols);
+    ec_dims_product(x, n->out[0], 0, lead, rows, sizeof rows);
+    ec_dims_product(x, n->out[0], lead, r, cols, sizeof cols);
     snprintf(v, sizeof v, "const %s *x", ty);
-    cs_assign(x, &body, 2, v, n->in[0]);
+    ec_assign(x, &body, 2, v, n->in[0]);
     snprintf(v, sizeof v, "%s *y", ty);
-    cs_assign(x, &body, 2, v, n->out[0]);
+    ec_assign(x, &body, 2, v, n->out[0]);
     nnc_sb_printf(&body, "  const int64_t cols = %s;\n  for (int64_t r = r0; r < r1; r++) {\n", cols);
     nnc_sb row;
     nnc_sb_init(&row);
     nnc_sb_printf(&row, "    const %s *xr = x", ty);
     for (int dd = 0; dd < lead; dd++) {
-      cs_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, st, sizeof st);
+      ec_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, st, sizeof st);
       char id[16];
       snprintf(id, sizeof id, "i%d", dd);
-      nnc_sb_printf(&row, " + %s", cs_mul(id, st, f, sizeof f));
+      nnc_sb_printf(&row, " + %s", ec_mul(id, st, f, sizeof f));
     }
-    cs_dims_product(x, n->in[0], n->attrs.perm[r - 1] + 1, in->rank, st, sizeof st);
+    ec_dims_product(x, n->in[0], n->attrs.perm[r - 1] + 1, in->rank, st, sizeof st);
     nnc_sb_printf(&row, ";\n    %s *yr = y + r * cols;\n    for (int64_t j = 0; j < cols; j++) yr[j] = xr[%s];\n  }\n",
-                  ty, cs_mul("j", st, f, sizeof f));
+                  ty, ec_mul("j", st, f, sizeof f));
     unravel(x, n->out[0], lead, row.buf, &body, 4);
     if (row.buf) nnc_sb_puts(&body, row.buf);
     if (row.oom) body.oom = true;
@@ -362,9 +299,9 @@ static nnc_status emit_move(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
     dim_of(x, n->in[0], axis, inlen, sizeof inlen);
     snprintf(v, sizeof v, "const %s *x", ty);
-    cs_assign(x, &body, 2, v, n->in[0]);
+    ec_assign(x, &body, 2, v, n->in[0]);
     snprintf(v, sizeof v, "%s *y", ty);
-    cs_assign(x, &body, 2, v, n->out[0]);
+    ec_assign(x, &body, 2, v, n->out[0]);
     if (wide) nnc_sb_printf(&body, "  const int64_t inner = %s;\n", inner);
     nnc_sb_printf(&body, "  const int64_t len = %s, in_len = %s, start = %s;\n", len, inlen, start);
     if (wide)
@@ -379,10 +316,10 @@ static nnc_status emit_move(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     bool cat = n->op == NNC_OP_CONCAT;
     int nparts = cat ? n->nin : n->nout;
     snprintf(v, sizeof v, "%s%s *%s", cat ? "" : "const ", ty, cat ? "y" : "x");
-    cs_assign(x, &body, 2, v, whole);
+    ec_assign(x, &body, 2, v, whole);
     for (int i = 0; i < nparts; i++) {
       snprintf(v, sizeof v, "%s%s *%s%d", cat ? "const " : "", ty, cat ? "x" : "y", i);
-      cs_assign(x, &body, 2, v, cat ? n->in[i] : n->out[i]);
+      ec_assign(x, &body, 2, v, cat ? n->in[i] : n->out[i]);
     }
     if (wide) nnc_sb_printf(&body, "  const int64_t inner = %s;\n", inner);
     nnc_sb_printf(&body, "  const int64_t len = %s;\n  for (int64_t o = r0; o < r1; o++) {\n", len);
@@ -391,25 +328,25 @@ static nnc_status emit_move(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     for (int i = 0; i < nparts; i++) {
       char l[EXPR], chunk[EXPR];
       dim_of(x, cat ? n->in[i] : n->out[i], axis, l, sizeof l);
-      cs_mul(l, wide ? "inner" : "1", chunk, sizeof chunk);
+      ec_mul(l, wide ? "inner" : "1", chunk, sizeof chunk);
       if (cat)
         nnc_sb_printf(&body, "    memcpy(dst, x%d + o * %s, (size_t)(%s) * sizeof *dst);\n    dst += %s;\n", i,
-                      cs_mul(chunk, "1", f, sizeof f), chunk, chunk);
+                      ec_mul(chunk, "1", f, sizeof f), chunk, chunk);
       else
         nnc_sb_printf(&body, "    memcpy(y%d + o * %s, src, (size_t)(%s) * sizeof *src);\n%s", i,
-                      cs_mul(chunk, "1", f, sizeof f), chunk, i + 1 < nparts ? "    src += " : "");
+                      ec_mul(chunk, "1", f, sizeof f), chunk, i + 1 < nparts ? "    src += " : "");
       if (!cat && i + 1 < nparts) nnc_sb_printf(&body, "%s;\n", chunk);
     }
     nnc_sb_printf(&body, "  }\n");
   }
   char cols[EXPR * 2 + 8];
-  rows_fns(x, ki, outer, cs_mul(len, inner, cols, sizeof cols), &body, b);
+  rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, b);
   return NNC_OK;
 }
 
 /* ------------------------------------------------------------------- loss */
 
-static nnc_status emit_loss(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_graph *g = x->g;
@@ -418,12 +355,12 @@ static nnc_status emit_loss(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: cross_entropy expects f32 logits and i32 targets");
   char V[EXPR], rows[EXPR], p[256];
   dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
-  cs_elems(x, n->in[1], rows, sizeof rows);
+  ec_elems(x, n->in[1], rows, sizeof rows);
   nnc_sb body;
   nnc_sb_init(&body);
-  cs_assign(x, &body, 2, "const float *x", n->in[0]);
-  cs_assign(x, &body, 2, "const int32_t *t", n->in[1]);
-  cs_assign(x, &body, 2, "float *y", n->out[0]);
+  ec_assign(x, &body, 2, "const float *x", n->in[0]);
+  ec_assign(x, &body, 2, "const int32_t *t", n->in[1]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
   nnc_sb_printf(&body,
     "  const int64_t V = %s, rows = %s;\n"
     "  for (int64_t r = 0; r < rows; r++)\n"
@@ -441,11 +378,11 @@ static nnc_status emit_loss(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     "  y[0] = (float)(total / (double)rows);\n"
     "  return 0;\n", V, rows, x->P, ki, ki, ki);
   snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
-  cs_emit_function(x, b, p, NULL, "c->d", &body);
+  ec_emit_function(x, b, p, NULL, "c->d", &body);
   return NNC_OK;
 }
 
-nnc_status cs_emit_loop_kernel(const cs_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+nnc_status cs_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   switch (k->kind) {
   case NNC_KERNEL_ELEMENTWISE: return emit_elementwise(x, ki, b, err);

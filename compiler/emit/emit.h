@@ -10,6 +10,7 @@
 #define NNC_EMIT_H
 
 #include "../ir/schedule.h"
+#include "../passes/passes.h"
 #include "../tune/tune.h"
 
 typedef struct nnc_emit_request {
@@ -18,6 +19,7 @@ typedef struct nnc_emit_request {
   const nnc_tile *tiles;          /* s->nk tile choices, from nnc_tune_kernel */
   const char *model_path;         /* the model file as the user named it */
   const char *out_dir;            /* the folder to write */
+  nnc_precision precision;        /* storage dtype (already applied to the graph), tf32 */
 } nnc_emit_request;
 
 typedef struct nnc_emitter {

@@ -1,6 +1,6 @@
-/* support/nnc_glue.h — what every generated model shares: loading weights
- * against the model's manifest, the thread pool as the kernels see it, and
- * a row-parallel runner for the generated loops. Built into lib<model>. */
+/* support/nnc_glue.h — what a C SIMD model shares: the thread pool as the
+ * kernels see it and a row-parallel runner for the generated loops. Built
+ * into lib<model>. */
 #ifndef NNC_GLUE_H
 #define NNC_GLUE_H
 
@@ -9,16 +9,7 @@
 
 #include "../kernels/nnc_simd.h"
 #include "../runtime/nnrt.h"
-
-/* Checks an open weights file against the manifest and copies every tensor
- * to dst[i] (numel elements of the entry's dtype). An F32 entry also takes
- * an F16 or BF16 tensor, converted to f32. The file may hold tensors the
- * model does not use. */
-nnrt_status nnc_glue_load(const nnrt_st *st, const nnrt_st_desc *manifest, int n, void *const *dst,
-                          nnrt_error *err);
-
-/* Elements of one manifest entry. */
-int64_t nnc_glue_numel(const nnrt_st_desc *d);
+#include "nnc_weights.h"
 
 /* A pool for the kernels: parallel_for through libnnrt, serial when the
  * pool has one thread. */

@@ -1,4 +1,4 @@
-/* compiler/emit/c_simd_bench.c — the files for bench_<model>: <model>_graph.c
+/* compiler/emit/emit_c_bench.c — the files for bench_<model>: <model>_graph.c
  * rebuilds the model's graph with the ir.h builder (tables of its symbols,
  * inputs, parameters, live nodes with their attributes and output shapes,
  * and outputs) for the float64 reference of --check, and bench_<model>.c
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "c_simd.h"
+#include "emit_c.h"
 
 #define EXPR 512
 
@@ -41,7 +41,7 @@ static void tensor_row(nnc_sb *b, const nnc_tensor *t, int id) {
   nnc_sb_printf(b, ", %d},\n", t->loc.line);
 }
 
-nnc_status cs_write_graph(const cs_ctx *x, const char *dir, nnc_error *err) {
+nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
   const nnc_graph *g = x->g;
   nnc_sb b;
   nnc_sb_init(&b);
@@ -176,7 +176,7 @@ static void find_rule(const nnc_graph *g, const nnc_uses *u, int t, int depth, i
   }
 }
 
-nnc_status cs_write_bench(const cs_ctx *x, const char *dir, nnc_error *err) {
+nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   const nnc_graph *g = x->g;
   const char *p = x->p;
   nnc_uses u;
@@ -244,8 +244,8 @@ nnc_status cs_write_bench(const cs_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b, "  return %s_run(m, &d, &i, &o);\n}\n\n", p);
   nnc_sb_printf(&b, "static void b_elems(const int64_t *sym, int64_t *in, int64_t *out) {\n  %s_dims dd;\n"
                     "  const %s_dims *d = &dd;\n  dims_of(sym, &dd);\n  (void)d;\n  (void)in;\n", p, p);
-  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(&b, "  in[%d] = %s;\n", i, cs_elems(x, g->inputs[i], e, sizeof e));
-  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(&b, "  out[%d] = %s;\n", i, cs_elems(x, g->outputs[i].tensor, e, sizeof e));
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(&b, "  in[%d] = %s;\n", i, ec_elems(x, g->inputs[i], e, sizeof e));
+  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(&b, "  out[%d] = %s;\n", i, ec_elems(x, g->outputs[i].tensor, e, sizeof e));
   nnc_sb_printf(&b, "}\n\n");
   nnc_sb_printf(&b, "/* Values an input must respect: ids below the rows of the table they index,\n"
                     " * targets below the classes, masks of 0/1 with rows of their last dim. */\n"

@@ -1,0 +1,81 @@
+/* compiler/emit/emit_c.h — what the emitters that write a C API share: the
+ * naming context (the model's prefix, C names of its dims, inputs and
+ * outputs, where each tensor lives during a run) and helpers that write C
+ * expressions and comments. The C SIMD and CUDA emitters build on it; each
+ * sets the few fields that say how its generated code reaches memory. */
+#ifndef NNC_EMIT_C_H
+#define NNC_EMIT_C_H
+
+#include "emit.h"
+#include "emit_util.h"
+
+typedef struct ec_ctx {
+  const nnc_emit_request *r;
+  const nnc_schedule *s;
+  const nnc_graph *g;
+  char p[64];              /* C prefix of every API name: the model's name */
+  char P[64];              /* the same in capitals, for macros */
+  char (*sym)[64];         /* C names of the symbols */
+  char (*in_name)[64];     /* fields of <p>_inputs, per graph input */
+  char (*out_name)[64];    /* fields of <p>_outputs, per graph output */
+  int *param_of;           /* per tensor: index into g->params, or -1 */
+  int *input_of;           /* per tensor: index into g->inputs, or -1 */
+  int *output_of;          /* per tensor: first index into g->outputs, or -1 */
+  const char *isa;         /* "avx2", ... for comments and flags */
+  char cflags[256];        /* the target's flags for the Makefile */
+  char tile_defs[256];     /* -DNNC_GEMM_MR=... from the tuner */
+} ec_ctx;
+
+/* The C type of a tensor's elements: "float" or "int32_t". */
+const char *ec_ctype(const nnc_graph *g, int t);
+/* A C expression for the first element of tensor t during a run (inside a
+ * kernel function, where `c` is the run context): "c->in->ids",
+ * "(float *)(c->m->arena + 4096)", ... */
+char *ec_ptr(const ec_ctx *x, int t, char *buf, size_t n);
+/* What a reader needs to know of tensor t, for a comment: "h.0.ln_1.weight [96]". */
+char *ec_note(const ec_ctx *x, int t, char *buf, size_t n);
+/* Whether the C text s names the identifier id (not as part of a longer one). */
+bool ec_names(const char *s, const char *id);
+/* Appends `head {`, the lines pre (may be NULL), `const <p>_dims *d = <dims>;`
+ * when body reads d->, then body and `}`; frees body. */
+void ec_emit_function(const ec_ctx *x, nnc_sb *b, const char *head, const char *pre, const char *dims, nnc_sb *body);
+/* `lhs = <tensor t>;` indented by ind, with the tensor's name and shape in a comment. */
+void ec_assign(const ec_ctx *x, nnc_sb *b, int ind, const char *lhs, int t);
+/* "(a) * (b)" without the factors that are 1 or the parentheses a single
+ * product does not need. */
+char *ec_mul(const char *a, const char *b, char *buf, size_t n);
+/* Tensor t's element count as a C int64_t expression of d->SYM. */
+char *ec_elems(const ec_ctx *x, int t, char *buf, size_t n);
+/* Product of dims [from, to) of tensor t ("1" when empty). */
+char *ec_dims_product(const ec_ctx *x, int t, int from, int to, char *buf, size_t n);
+/* "gpt2.lua:31" for a location. */
+char *ec_where(nnc_srcloc loc, char *buf, size_t n);
+/* "layernorm + linear + gelu": the ops of kernel k. */
+char *ec_kernel_ops(const ec_ctx *x, int k, char *buf, size_t n);
+/* What kernel k computes: the label of its main node, else its output's name. */
+const char *ec_kernel_name(const ec_ctx *x, int k);
+/* A float literal for v ("0.5f", "INFINITY"); dbl: a double literal. */
+char *ec_literal(double v, bool dbl, char *buf, size_t n);
+
+/* The expression of elementwise node n on operands a (and bb), computed in
+ * float (dbl false) or double; out is the kernel's output tensor (masks read
+ * its row and column indices i<rank-2> and j). */
+void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char *bb, bool dbl, int out, char *buf,
+                  size_t len);
+
+/* Every tensor's element count at the maxima fits the kernels' int sizes. */
+nnc_status ec_check_sizes(const ec_ctx *x, nnc_error *err);
+
+/* Fills the names of x for request r (ec_ctx_free releases them). */
+nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err);
+void ec_ctx_free(ec_ctx *x);
+
+/* The nnrt_dtype a weight of dtype t is loaded as: "NNRT_F32" or "NNRT_I32". */
+const char *ec_nnrt_dtype(nnc_dtype t);
+
+/* The generic API pieces: <model>.h, <model>_graph.c and bench_<model>.c. */
+nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err);
+nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err);
+nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err);
+
+#endif

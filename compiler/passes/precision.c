@@ -1,0 +1,99 @@
+/* compiler/passes/precision.c — --precision: the storage dtype of floats.
+ *
+ * With bf16 or f16 storage every f32 weight is stored narrow, and every f32
+ * graph input is cast to the storage dtype where it enters the graph; shape
+ * inference then carries the narrow dtype through every op (kernels compute
+ * in f32 and round when they store), and every float output is cast back to
+ * f32, so the API's inputs and outputs keep the dtypes the model declares.
+ * The casts are ordinary elementwise nodes: fusion folds them into their
+ * neighbours where a pattern allows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+/* Moves the nodes appended from index `from` on to the front of the node
+ * array: the casts of inputs must run before every reader. Node ids live only
+ * in tensors' producer fields (passes after this one build the rest). */
+static nnc_status move_to_front(nnc_graph *g, int from, nnc_error *err) {
+  int n = g->nnodes, moved = n - from;
+  if (moved <= 0 || from == 0) return NNC_OK;
+  nnc_node *tmp = malloc((size_t)n * sizeof *tmp);
+  if (!tmp) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "precision: out of memory");
+  memcpy(tmp, g->nodes + from, (size_t)moved * sizeof *tmp);
+  memcpy(tmp + moved, g->nodes, (size_t)from * sizeof *tmp);
+  memcpy(g->nodes, tmp, (size_t)n * sizeof *tmp);
+  free(tmp);
+  for (int t = 0; t < g->ntensors; t++) {
+    int p = g->tensors[t].producer;
+    if (p < 0) continue;
+    g->tensors[t].producer = p >= from ? p - from : p + moved;
+  }
+  return NNC_OK;
+}
+
+nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err) {
+  static const nnc_precision known[] = {
+    {"f32", NNC_F32, false}, {"tf32", NNC_F32, true}, {"bf16", NNC_BF16, false}, {"f16", NNC_F16, false}};
+  if (!name) name = "f32";
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (strcmp(known[i].name, name) == 0) {
+      *out = known[i];
+      return NNC_OK;
+    }
+  return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision: expected f32, tf32, bf16 or f16, found \"%s\"", name);
+}
+
+static nnc_status add_cast(nnc_graph *g, int t, nnc_dtype to, const char *label, int *out, nnc_error *err) {
+  nnc_attrs a;
+  memset(&a, 0, sizeof a);
+  a.to = to;
+  int node;
+  nnc_status st = nnc_graph_add_node(g, NNC_OP_CAST, 1, &t, &a, 1, g->tensors[t].loc, label, &node, err);
+  if (st) return st;
+  *out = g->nodes[node].out[0];
+  return nnc_infer_node(g, node, err);
+}
+
+nnc_status nnc_pass_precision(nnc_graph *g, nnc_dtype storage, nnc_error *err) {
+  if (storage == NNC_F32) return NNC_OK;
+  if (storage != NNC_BF16 && storage != NNC_F16)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "precision: expected a storage dtype f32, bf16 or f16, found %s",
+                      nnc_dtype_name(storage));
+  for (int i = 0; i < g->nparams; i++) {
+    nnc_tensor *t = &g->tensors[g->params[i]];
+    if (t->dtype == NNC_F32) t->dtype = storage;
+  }
+  /* each f32 input: a cast node that every reader reads instead */
+  int first_new = g->nnodes;
+  for (int i = 0; i < g->ninputs; i++) {
+    int in = g->inputs[i];
+    if (g->tensors[in].dtype != NNC_F32) continue;
+    int readers = 0;
+    for (int n = 0; n < first_new; n++)
+      for (int j = 0; j < g->nodes[n].nin; j++) readers += g->nodes[n].in[j] == in;
+    if (!readers) continue;
+    int cast;
+    nnc_status st = add_cast(g, in, storage, g->tensors[in].name, &cast, err);
+    if (st) return st;
+    for (int n = 0; n < first_new; n++)
+      for (int j = 0; j < g->nodes[n].nin; j++)
+        if (g->nodes[n].in[j] == in) g->nodes[n].in[j] = cast;
+  }
+  nnc_status st = move_to_front(g, first_new, err);
+  /* inference carries the storage dtype to every value */
+  if (!st) st = nnc_pass_check(g, err);
+  for (int i = 0; !st && i < g->noutputs; i++) {
+    int t = g->outputs[i].tensor;
+    if (g->tensors[t].dtype != storage) continue;
+    /* an input declared narrow and returned as it is stays what it was */
+    if (g->tensors[t].kind == NNC_TENSOR_INPUT) continue;
+    int cast;
+    st = add_cast(g, t, NNC_F32, g->outputs[i].name, &cast, err);
+    if (st) break;
+    /* every output naming the same tensor shares the cast */
+    for (int j = i; j < g->noutputs; j++)
+      if (g->outputs[j].tensor == t) g->outputs[j].tensor = cast;
+  }
+  return st;
+}
