@@ -9,14 +9,6 @@
 
 #define EXPR 512
 
-static const nnc_node *main_node(const ec_ctx *x, const nnc_kernel *k, nnc_op a, nnc_op b) {
-  for (int i = 0; i < k->nnodes; i++) {
-    const nnc_node *n = &x->g->nodes[k->nodes[i]];
-    if (n->op == a || n->op == b) return n;
-  }
-  return NULL;
-}
-
 static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
 }
@@ -41,48 +33,6 @@ static const char *act_name(nnc_op act, bool gelu_tanh) {
 
 /* ------------------------------------------------------------------ GEMM */
 
-/* How a GEMM's batch dims map to one template call and the loops around it. */
-typedef struct gemm_shape {
-  bool linear;
-  int nb;              /* batch dims of the output */
-  int first_inner;     /* batch dims [first_inner, nb) collapse into the call's batch */
-  bool a_full[NNC_MAX_RANK], b_full[NNC_MAX_RANK];
-  char M[EXPR], N[EXPR], K[EXPR];
-} gemm_shape;
-
-/* Whether operand t (rank r, two matrix dims) has out batch dim i (of nb), not broadcast. */
-static bool has_batch_dim(const ec_ctx *x, int t, int i, int nb) {
-  const nnc_tensor *tt = &x->g->tensors[t];
-  int j = i - (nb - (tt->rank - 2));
-  return j >= 0 && !nnc_dim_eq_const(tt->shape[j], 1);
-}
-
-static void gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, gemm_shape *s) {
-  const nnc_gemm_desc *d = &k->d.gemm;
-  const nnc_graph *g = x->g;
-  const nnc_tensor *a = &g->tensors[d->a], *o = &g->tensors[d->out];
-  memset(s, 0, sizeof *s);
-  s->linear = main_node(x, k, NNC_OP_LINEAR, NNC_OP_LINEAR) != NULL;
-  dim_of(x, d->a, a->rank - 1, s->K, EXPR);
-  dim_of(x, d->out, o->rank - 1, s->N, EXPR);
-  if (s->linear) {
-    ec_dims_product(x, d->a, 0, a->rank - 1, s->M, EXPR);
-    return;
-  }
-  dim_of(x, d->a, a->rank - 2, s->M, EXPR);
-  s->nb = o->rank - 2;
-  bool b_batched = g->tensors[d->b].rank > 2;
-  for (int i = 0; i < s->nb; i++) {
-    s->a_full[i] = has_batch_dim(x, d->a, i, s->nb);
-    s->b_full[i] = b_batched && has_batch_dim(x, d->b, i, s->nb);
-  }
-  s->first_inner = s->nb;
-  while (s->first_inner > 0 && (s->first_inner == s->nb ||
-                                (s->a_full[s->first_inner - 1] == s->a_full[s->nb - 1] &&
-                                 s->b_full[s->first_inner - 1] == s->b_full[s->nb - 1])))
-    s->first_inner--;
-}
-
 /* `int` of a size expression: a constant as it is, an expression of dims cast. */
 static char *as_int(const char *e, char *buf, size_t n) {
   bool constant = strspn(e, "0123456789") == strlen(e);
@@ -92,7 +42,7 @@ static char *as_int(const char *e, char *buf, size_t n) {
 
 /* k<ki>_sizes: the sizes and flags of the kernel's nnc_simd_gemm_args (no
  * pointers), shared by the kernel and workspace_need. */
-static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const gemm_shape *s, nnc_sb *b) {
+static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_gemm_shape *s, nnc_sb *b) {
   const nnc_gemm_desc *d = &k->d.gemm;
   char batch[EXPR], lit[64], M[EXPR], N[EXPR], K[EXPR], nb[EXPR];
   ec_dims_product(x, d->out, s->first_inner, s->nb, batch, sizeof batch);
@@ -134,8 +84,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     nnc_status st = want_f32(x, k, ops[i], roles[i], err);
     if (st) return st;
   }
-  gemm_shape s;
-  gemm_shape_of(x, k, &s);
+  ec_gemm_shape s;
+  ec_gemm_shape_of(x, k, &s);
   gemm_sizes(x, ki, k, &s, b);
   nnc_sb body;
   nnc_sb_init(&body);
@@ -373,87 +323,6 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   return NNC_OK;
 }
 
-/* ----------------------------------------------------------------- costs */
-
-/* Element counts as a double expression. */
-static char *delems(const ec_ctx *x, int t, char *buf, size_t n) {
-  char e[EXPR];
-  snprintf(buf, n, "(double)(%s)", ec_elems(x, t, e, sizeof e));
-  return buf;
-}
-
-static void emit_costs(const ec_ctx *x, nnc_sb *out) {
-  nnc_sb *b = out;
-  nnc_sb_printf(b, "/* The work of kernel k at the sizes d: flops, and the bytes it must move\n"
-                   " * (each operand read once, each output written once). */\n"
-                   "static void kernel_cost(int k, const %s_dims *d, double *flops, double *bytes) {\n", x->p);
-  nnc_sb cases;
-  nnc_sb_init(&cases);
-  b = &cases;
-  for (int ki = 0; ki < x->s->nk; ki++) {
-    const nnc_kernel *k = &x->s->k[ki];
-    if (k->kind == NNC_KERNEL_VIEW) continue;
-    char e[EXPR], by[EXPR * 4] = "";
-    size_t line = 0;   /* characters on the current line of the sum, which wraps at about 100 */
-    /* A gather reads only the rows it copies, a move only what it writes:
-     * count their outputs twice (read and written) instead of the whole
-     * table or source. */
-    bool partial = k->kind == NNC_KERNEL_GATHER || k->kind == NNC_KERNEL_MOVE;
-    int skip = k->kind == NNC_KERNEL_GATHER ? x->g->nodes[k->nodes[0]].in[0] : -1;
-    for (int i = 0; i < k->nin + k->nout * (partial ? 2 : 1); i++) {
-      int t = i < k->nin ? k->in[i] : k->out[(i - k->nin) % k->nout];
-      if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
-      size_t len = strlen(by);
-      delems(x, t, e, sizeof e);
-      bool wrap = len && line + strlen(e) > 76;
-      snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
-      line = (wrap ? 0 : line + 3) + strlen(e);
-    }
-    nnc_sb_printf(b, "  case %d:\n", ki);
-    if (k->kind == NNC_KERNEL_GEMM) {
-      gemm_shape s;
-      gemm_shape_of(x, k, &s);
-      char batch[EXPR], bt[EXPR + 16] = "";
-      ec_dims_product(x, k->d.gemm.out, 0, s.nb, batch, sizeof batch);
-      if (strcmp(batch, "1") != 0) snprintf(bt, sizeof bt, " * (double)(%s)", batch);
-      nnc_sb_printf(b, "    *flops = 2.0%s * (double)(%s) * (double)(%s) * (double)(%s);\n", bt, s.M, s.N, s.K);
-    } else if (k->kind == NNC_KERNEL_ATTENTION) {
-      const nnc_attention_desc *a = &k->d.attn;
-      int r = x->g->tensors[a->q].rank;
-      char S[EXPR], D[EXPR], Dv[EXPR];
-      dim_of(x, a->k, r - 2, S, sizeof S);
-      dim_of(x, a->q, r - 1, D, sizeof D);
-      dim_of(x, a->v, r - 1, Dv, sizeof Dv);
-      if (a->causal) {
-        /* query i sees i + 1 + S - T keys: T*S - T*(T-1)/2 pairs a head */
-        char T[EXPR];
-        dim_of(x, a->q, r - 2, T, sizeof T);
-        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) / (double)(%s) *\n"
-                         "             ((double)(%s) * (double)(%s) - (double)(%s) * ((double)(%s) - 1) / 2) *\n"
-                         "             ((double)(%s) + (double)(%s));\n",
-                      delems(x, a->q, e, sizeof e), D, T, T, S, T, T, D, Dv);
-      } else {
-        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
-                      delems(x, a->q, e, sizeof e), D, S, D, Dv);
-      }
-    } else {
-      int t = k->kind == NNC_KERNEL_REDUCE || k->kind == NNC_KERNEL_LOSS ? k->in[0] : k->out[0];
-      double per = k->kind == NNC_KERNEL_ROW ? 5.0 : k->kind == NNC_KERNEL_MOVE || k->kind == NNC_KERNEL_GATHER ? 0.0
-                                                                                                                 : (double)k->nnodes;
-      if (per == 0) nnc_sb_printf(b, "    *flops = 0;\n");
-      else nnc_sb_printf(b, "    *flops = %g * %s;\n", per, delems(x, t, e, sizeof e));
-    }
-    nnc_sb_printf(b, "    *bytes = 4.0 * (%s);\n    return;\n", by[0] ? by : "0");
-  }
-  b = out;
-  if (!ec_names(cases.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
-  nnc_sb_printf(b, "  switch (k) {\n");
-  if (cases.buf) nnc_sb_puts(b, cases.buf);
-  if (cases.oom) b->oom = true;
-  nnc_sb_free(&cases);
-  nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
-}
-
 nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
   for (int ki = 0; ki < x->s->nk; ki++) {
@@ -474,6 +343,6 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     }
     if (st) return st;
   }
-  emit_costs(x, b);
+  ec_emit_costs(x, b);
   return NNC_OK;
 }

@@ -221,6 +221,128 @@ nnc_status ec_check_sizes(const ec_ctx *x, nnc_error *err) {
   return NNC_OK;
 }
 
+bool ec_kernel_has_op(const ec_ctx *x, const nnc_kernel *k, nnc_op op) {
+  for (int i = 0; i < k->nnodes; i++)
+    if (x->g->nodes[k->nodes[i]].op == op) return true;
+  return false;
+}
+
+/* How a GEMM's batch dims map to one template call and the loops around it. */
+
+/* Whether operand t (rank r, two matrix dims) has out batch dim i (of nb), not broadcast. */
+static bool has_batch_dim(const ec_ctx *x, int t, int i, int nb) {
+  const nnc_tensor *tt = &x->g->tensors[t];
+  int j = i - (nb - (tt->rank - 2));
+  return j >= 0 && !nnc_dim_eq_const(tt->shape[j], 1);
+}
+
+void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s) {
+  const nnc_gemm_desc *d = &k->d.gemm;
+  const nnc_graph *g = x->g;
+  const nnc_tensor *a = &g->tensors[d->a], *o = &g->tensors[d->out];
+  memset(s, 0, sizeof *s);
+  s->linear = ec_kernel_has_op(x, k, NNC_OP_LINEAR);
+  nnc_emit_dim_expr(x->g, x->g->tensors[d->a].shape[a->rank - 1], "d->", s->K, EXPR);
+  nnc_emit_dim_expr(x->g, x->g->tensors[d->out].shape[o->rank - 1], "d->", s->N, EXPR);
+  if (s->linear) {
+    ec_dims_product(x, d->a, 0, a->rank - 1, s->M, EXPR);
+    return;
+  }
+  nnc_emit_dim_expr(x->g, x->g->tensors[d->a].shape[a->rank - 2], "d->", s->M, EXPR);
+  s->nb = o->rank - 2;
+  bool b_batched = g->tensors[d->b].rank > 2;
+  for (int i = 0; i < s->nb; i++) {
+    s->a_full[i] = has_batch_dim(x, d->a, i, s->nb);
+    s->b_full[i] = b_batched && has_batch_dim(x, d->b, i, s->nb);
+  }
+  s->first_inner = s->nb;
+  while (s->first_inner > 0 && (s->first_inner == s->nb ||
+                                (s->a_full[s->first_inner - 1] == s->a_full[s->nb - 1] &&
+                                 s->b_full[s->first_inner - 1] == s->b_full[s->nb - 1])))
+    s->first_inner--;
+}
+
+/* ----------------------------------------------------------------- costs */
+
+/* Element counts as a double expression. */
+static char *delems(const ec_ctx *x, int t, char *buf, size_t n) {
+  char e[EXPR];
+  snprintf(buf, n, "(double)(%s)", ec_elems(x, t, e, sizeof e));
+  return buf;
+}
+
+void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
+  nnc_sb *b = out;
+  nnc_sb_printf(b, "/* The work of kernel k at the sizes d: flops, and the bytes it must move\n"
+                   " * (each operand read once, each output written once). */\n"
+                   "static void kernel_cost(int k, const %s_dims *d, double *flops, double *bytes) {\n", x->p);
+  nnc_sb cases;
+  nnc_sb_init(&cases);
+  b = &cases;
+  for (int ki = 0; ki < x->s->nk; ki++) {
+    const nnc_kernel *k = &x->s->k[ki];
+    if (k->kind == NNC_KERNEL_VIEW) continue;
+    char e[EXPR], by[EXPR * 4] = "";
+    size_t line = 0;   /* characters on the current line of the sum, which wraps at about 100 */
+    /* A gather reads only the rows it copies, a move only what it writes:
+     * count their outputs twice (read and written) instead of the whole
+     * table or source. */
+    bool partial = k->kind == NNC_KERNEL_GATHER || k->kind == NNC_KERNEL_MOVE;
+    int skip = k->kind == NNC_KERNEL_GATHER ? x->g->nodes[k->nodes[0]].in[0] : -1;
+    for (int i = 0; i < k->nin + k->nout * (partial ? 2 : 1); i++) {
+      int t = i < k->nin ? k->in[i] : k->out[(i - k->nin) % k->nout];
+      if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
+      size_t len = strlen(by);
+      delems(x, t, e, sizeof e);
+      bool wrap = len && line + strlen(e) > 76;
+      snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
+      line = (wrap ? 0 : line + 3) + strlen(e);
+    }
+    nnc_sb_printf(b, "  case %d:\n", ki);
+    if (k->kind == NNC_KERNEL_GEMM) {
+      ec_gemm_shape s;
+      ec_gemm_shape_of(x, k, &s);
+      char batch[EXPR], bt[EXPR + 16] = "";
+      ec_dims_product(x, k->d.gemm.out, 0, s.nb, batch, sizeof batch);
+      if (strcmp(batch, "1") != 0) snprintf(bt, sizeof bt, " * (double)(%s)", batch);
+      nnc_sb_printf(b, "    *flops = 2.0%s * (double)(%s) * (double)(%s) * (double)(%s);\n", bt, s.M, s.N, s.K);
+    } else if (k->kind == NNC_KERNEL_ATTENTION) {
+      const nnc_attention_desc *a = &k->d.attn;
+      int r = x->g->tensors[a->q].rank;
+      char S[EXPR], D[EXPR], Dv[EXPR];
+      nnc_emit_dim_expr(x->g, x->g->tensors[a->k].shape[r - 2], "d->", S, sizeof S);
+      nnc_emit_dim_expr(x->g, x->g->tensors[a->q].shape[r - 1], "d->", D, sizeof D);
+      nnc_emit_dim_expr(x->g, x->g->tensors[a->v].shape[r - 1], "d->", Dv, sizeof Dv);
+      if (a->causal) {
+        /* query i sees i + 1 + S - T keys: T*S - T*(T-1)/2 pairs a head */
+        char T[EXPR];
+        nnc_emit_dim_expr(x->g, x->g->tensors[a->q].shape[r - 2], "d->", T, sizeof T);
+        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) / (double)(%s) *\n"
+                         "             ((double)(%s) * (double)(%s) - (double)(%s) * ((double)(%s) - 1) / 2) *\n"
+                         "             ((double)(%s) + (double)(%s));\n",
+                      delems(x, a->q, e, sizeof e), D, T, T, S, T, T, D, Dv);
+      } else {
+        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
+                      delems(x, a->q, e, sizeof e), D, S, D, Dv);
+      }
+    } else {
+      int t = k->kind == NNC_KERNEL_REDUCE || k->kind == NNC_KERNEL_LOSS ? k->in[0] : k->out[0];
+      double per = k->kind == NNC_KERNEL_ROW ? 5.0 : k->kind == NNC_KERNEL_MOVE || k->kind == NNC_KERNEL_GATHER ? 0.0
+                                                                                                                 : (double)k->nnodes;
+      if (per == 0) nnc_sb_printf(b, "    *flops = 0;\n");
+      else nnc_sb_printf(b, "    *flops = %g * %s;\n", per, delems(x, t, e, sizeof e));
+    }
+    nnc_sb_printf(b, "    *bytes = 4.0 * (%s);\n    return;\n", by[0] ? by : "0");
+  }
+  b = out;
+  if (!ec_names(cases.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  nnc_sb_printf(b, "  switch (k) {\n");
+  if (cases.buf) nnc_sb_puts(b, cases.buf);
+  if (cases.oom) b->oom = true;
+  nnc_sb_free(&cases);
+  nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
+}
+
 /* Unique C names for a list of model names. */
 static void name_all(char (*out)[64], int n, const char *(*get)(const nnc_graph *, int), const nnc_graph *g) {
   for (int i = 0; i < n; i++) {

@@ -9,6 +9,9 @@
 #include "emit.h"
 #include "emit_util.h"
 
+/* Room for one C expression of sizes. */
+#define EC_EXPR 512
+
 typedef struct ec_ctx {
   const nnc_emit_request *r;
   const nnc_schedule *s;
@@ -65,6 +68,23 @@ void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char 
 
 /* Every tensor's element count at the maxima fits the kernels' int sizes. */
 nnc_status ec_check_sizes(const ec_ctx *x, nnc_error *err);
+
+/* Whether kernel k fuses a node of op. */
+bool ec_kernel_has_op(const ec_ctx *x, const nnc_kernel *k, nnc_op op);
+
+/* How a GEMM's batch dims map to one template call and the loops around it. */
+typedef struct ec_gemm_shape {
+  bool linear;
+  int nb;              /* batch dims of the output */
+  int first_inner;     /* batch dims [first_inner, nb) collapse into the call's batch */
+  bool a_full[NNC_MAX_RANK], b_full[NNC_MAX_RANK];
+  char M[EC_EXPR], N[EC_EXPR], K[EC_EXPR];
+} ec_gemm_shape;
+void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
+
+/* `static void kernel_cost(int k, const <p>_dims *d, double *flops, double
+ * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */
+void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
 
 /* Fills the names of x for request r (ec_ctx_free releases them). */
 nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err);
