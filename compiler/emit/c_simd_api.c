@@ -148,40 +148,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "/* ------------------------------------------------------------ the API */\n\n");
   nnc_sb_printf(b, "static _Thread_local char create_error[512];\n\n");
   nnc_sb_printf(b, "void %s_options_default(%s_options *o) {\n  if (o) memset(o, 0, sizeof *o);\n}\n\n", p, p);
-  /* arena bytes at given maxima: offsets are planned at the compiled maxima,
-   * so the arena ends where the last tensor ends at these sizes */
-  nnc_sb ends;
-  nnc_sb_init(&ends);
-  for (int t = 0; t < g->ntensors; t++) {
-    const nnc_buffer *bf = &x->s->plan.buf[t];
-    if (bf->storage != NNC_STORE_ARENA) continue;
-    char e[512], line[700], note[600];
-    char off[32] = "";
-    if (bf->offset) snprintf(off, sizeof off, "%lld + ", (long long)bf->offset);
-    snprintf(line, sizeof line, "    %s(size_t)(%s) * 4,", off, ec_elems(x, t, e, sizeof e));
-    /* tensors that share an offset and a size end at the same place: one line for them */
-    if (ends.buf && strstr(ends.buf, line)) continue;
-    nnc_sb_printf(&ends, "%s   /* %s */\n", line, ec_note(x, t, note, sizeof note));
-  }
-  nnc_sb_printf(b, "/* Bytes of the arena for the maxima max: each tensor at its planned offset\n"
-                   " * with its size at these maxima. */\n"
-                   "static size_t arena_need(const int64_t *max) {\n");
-  if (!ends.buf) {
-    nnc_sb_printf(b, "  (void)max;   /* nothing lives in the arena */\n  return 64;\n}\n\n");
-  } else {
-    if (ec_names(ends.buf, "d")) {
-      nnc_sb_printf(b, "  const %s_dims dd = {", p);
-      for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
-      nnc_sb_printf(b, "}, *d = &dd;\n");
-    } else {
-      nnc_sb_printf(b, "  (void)max;   /* every size is a constant */\n");
-    }
-    nnc_sb_printf(b, "  const size_t ends[] = {\n%s  };\n  size_t need = 64;\n"
-                     "  for (size_t i = 0; i < sizeof ends / sizeof *ends; i++)\n"
-                     "    if (ends[i] > need) need = ends[i];\n  return need;\n}\n\n", ends.buf);
-  }
-  if (ends.oom) b->oom = true;
-  nnc_sb_free(&ends);
+  ec_emit_arena_need(x, b);
   nnc_sb ws;
   nnc_sb_init(&ws);
   for (int k = 0; k < x->s->nk; k++) cs_emit_workspace(x, k, &ws);

@@ -17,14 +17,14 @@ static bool ends(const char *s, const char *suffix) {
 static void list_sources(nnc_sb *b, const char *folder, const char *sep) {
   for (int i = 0; i < nnc_embedded_count; i++) {
     const char *p = nnc_embedded_files[i].path;
-    if (starts(p, folder) && ends(p, ".c")) nnc_sb_printf(b, "%s%s", sep, p);
+    if (starts(p, folder) && ends(p, ".c") && !starts(p, "runtime/cuda/")) nnc_sb_printf(b, "%s%s", sep, p);
   }
 }
 
 static void list_meson(nnc_sb *b, const char *folder) {
   for (int i = 0; i < nnc_embedded_count; i++) {
     const char *p = nnc_embedded_files[i].path;
-    if (starts(p, folder) && ends(p, ".c")) nnc_sb_printf(b, "  '%s',\n", p);
+    if (starts(p, folder) && ends(p, ".c") && !starts(p, "runtime/cuda/")) nnc_sb_printf(b, "  '%s',\n", p);
   }
 }
 
@@ -115,30 +115,6 @@ static nnc_status write_meson(const ec_ctx *x, const char *dir, nnc_error *err) 
   return st;
 }
 
-static nnc_status write_manifest(const ec_ctx *x, const char *dir, nnc_error *err) {
-  const nnc_graph *g = x->g;
-  nnc_sb b;
-  nnc_sb_init(&b);
-  nnc_sb_printf(&b, "{\n  \"model\": \"%s\",\n  \"note\": \"F32 weights may also be given as F16 or BF16; they are converted to f32\",\n"
-                    "  \"tensors\": [\n", x->p);
-  for (int i = 0; i < g->nparams; i++) {
-    const nnc_tensor *t = &g->tensors[g->params[i]];
-    nnc_sb_printf(&b, "    {\"name\": \"");
-    for (const char *c = t->name; *c; c++) {
-      if (*c == '"' || *c == '\\') nnc_sb_printf(&b, "\\%c", *c);
-      else if ((unsigned char)*c < 32) nnc_sb_printf(&b, "\\u%04x", *c);
-      else nnc_sb_printf(&b, "%c", *c);
-    }
-    nnc_sb_printf(&b, "\", \"dtype\": \"%s\", \"shape\": [", t->dtype == NNC_I32 ? "I32" : "F32");
-    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
-    nnc_sb_printf(&b, "]}%s\n", i + 1 < g->nparams ? "," : "");
-  }
-  nnc_sb_printf(&b, "  ]\n}\n");
-  nnc_status st = nnc_emit_write_sb(dir, "weights_manifest.json", &b, err);
-  nnc_sb_free(&b);
-  return st;
-}
-
 static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err) {
   const nnc_graph *g = x->g;
   const char *p = x->p;
@@ -202,7 +178,7 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
 nnc_status cs_write_build(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_status st = write_makefile(x, dir, err);
   if (!st) st = write_meson(x, dir, err);
-  if (!st) st = write_manifest(x, dir, err);
+  if (!st) st = ec_write_manifest(x, dir, err);
   if (!st) st = write_readme(x, dir, err);
   return st;
 }

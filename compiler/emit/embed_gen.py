@@ -5,6 +5,7 @@ time. usage: embed_gen.py OUT.c FILE...
 
 The destination comes from where the file lives in the nnc tree:
   templates/c_simd/X   -> kernels/X
+  templates/cuda/X     -> cuda/kernels/X (the CUDA emitter drops "cuda/")
   runtime/X            -> runtime/X
   compiler/ir/X        -> check/ir/X
   compiler/ref/X       -> check/ref/X
@@ -14,6 +15,7 @@ import os
 import sys
 
 ROOTS = [
+    ("templates/cuda/", "cuda/kernels/"),
     ("templates/c_simd/", "kernels/"),
     ("compiler/emit/support/", "support/"),
     ("compiler/ir/", "check/ir/"),

@@ -20,6 +20,7 @@
 
 static const nnc_emitter emitters[] = {
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd},
+  {NNC_FAMILY_CUDA, nnc_emit_cuda},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {

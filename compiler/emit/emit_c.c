@@ -63,6 +63,15 @@ char *ec_ptr(const ec_ctx *x, int t, char *buf, size_t n) {
     else snprintf(buf, n, "(%s *)(%s)", ec_ctype(x->g, t), root);
     return buf;
   }
+  if (x->device) {
+    const char *ty = ec_ctype(x->g, t);
+    if (x->input_of[t] >= 0) snprintf(buf, n, "c.in.%s", x->in_name[x->input_of[t]]);
+    else if (x->output_of[t] >= 0) snprintf(buf, n, "c.out.%s", x->out_name[x->output_of[t]]);
+    else if (x->param_of[t] >= 0) snprintf(buf, n, "(%s *)(c.weights + %lld)", ty, (long long)x->w_off[x->param_of[t]]);
+    else if (b->offset == 0) snprintf(buf, n, "(%s *)c.arena", ty);
+    else snprintf(buf, n, "(%s *)(c.arena + %lld)", ty, (long long)b->offset);
+    return buf;
+  }
   if (x->input_of[t] >= 0) snprintf(buf, n, "c->in->%s", x->in_name[x->input_of[t]]);
   else if (x->output_of[t] >= 0) snprintf(buf, n, "c->out->%s", x->out_name[x->output_of[t]]);
   else if (x->param_of[t] >= 0) snprintf(buf, n, "(%s *)c->m->w[%d]", ec_ctype(x->g, t), x->param_of[t]);
@@ -343,6 +352,72 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
   nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
 }
 
+/* `static size_t arena_need(const int64_t *max)`: the arena bytes for the
+ * maxima max. */
+void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p;
+  /* arena bytes at given maxima: offsets are planned at the compiled maxima,
+   * so the arena ends where the last tensor ends at these sizes */
+  nnc_sb ends;
+  nnc_sb_init(&ends);
+  for (int t = 0; t < g->ntensors; t++) {
+    const nnc_buffer *bf = &x->s->plan.buf[t];
+    if (bf->storage != NNC_STORE_ARENA) continue;
+    char e[512], line[700], note[600];
+    char off[32] = "";
+    if (bf->offset) snprintf(off, sizeof off, "%lld + ", (long long)bf->offset);
+    snprintf(line, sizeof line, "    %s(size_t)(%s) * %d,", off, ec_elems(x, t, e, sizeof e),
+             nnc_dtype_size(x->g->tensors[t].dtype));
+    /* tensors that share an offset and a size end at the same place: one line for them */
+    if (ends.buf && strstr(ends.buf, line)) continue;
+    nnc_sb_printf(&ends, "%s   /* %s */\n", line, ec_note(x, t, note, sizeof note));
+  }
+  nnc_sb_printf(b, "/* Bytes of the arena for the maxima max: each tensor at its planned offset\n"
+                   " * with its size at these maxima. */\n"
+                   "static size_t arena_need(const int64_t *max) {\n");
+  if (!ends.buf) {
+    nnc_sb_printf(b, "  (void)max;   /* nothing lives in the arena */\n  return 64;\n}\n\n");
+  } else {
+    if (ec_names(ends.buf, "d")) {
+      nnc_sb_printf(b, "  const %s_dims dd = {", p);
+      for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
+      nnc_sb_printf(b, "}, *d = &dd;\n");
+    } else {
+      nnc_sb_printf(b, "  (void)max;   /* every size is a constant */\n");
+    }
+    nnc_sb_printf(b, "  const size_t ends[] = {\n%s  };\n  size_t need = 64;\n"
+                     "  for (size_t i = 0; i < sizeof ends / sizeof *ends; i++)\n"
+                     "    if (ends[i] > need) need = ends[i];\n  return need;\n}\n\n", ends.buf);
+  }
+  if (ends.oom) b->oom = true;
+  nnc_sb_free(&ends);
+}
+
+nnc_status ec_write_manifest(const ec_ctx *x, const char *dir, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  nnc_sb b;
+  nnc_sb_init(&b);
+  nnc_sb_printf(&b, "{\n  \"model\": \"%s\",\n  \"note\": \"F32 weights may also be given as F16 or BF16; they are converted to f32\",\n"
+                    "  \"tensors\": [\n", x->p);
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    nnc_sb_printf(&b, "    {\"name\": \"");
+    for (const char *c = t->name; *c; c++) {
+      if (*c == '"' || *c == '\\') nnc_sb_printf(&b, "\\%c", *c);
+      else if ((unsigned char)*c < 32) nnc_sb_printf(&b, "\\u%04x", *c);
+      else nnc_sb_printf(&b, "%c", *c);
+    }
+    nnc_sb_printf(&b, "\", \"dtype\": \"%s\", \"shape\": [", t->dtype == NNC_I32 ? "I32" : "F32");
+    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
+    nnc_sb_printf(&b, "]}%s\n", i + 1 < g->nparams ? "," : "");
+  }
+  nnc_sb_printf(&b, "  ]\n}\n");
+  nnc_status st = nnc_emit_write_sb(dir, "weights_manifest.json", &b, err);
+  nnc_sb_free(&b);
+  return st;
+}
+
 /* Unique C names for a list of model names. */
 static void name_all(char (*out)[64], int n, const char *(*get)(const nnc_graph *, int), const nnc_graph *g) {
   for (int i = 0; i < n; i++) {
@@ -363,6 +438,7 @@ static const char *output_name(const nnc_graph *g, int i) { return g->outputs[i]
 void ec_ctx_free(ec_ctx *x) {
   free(x->sym); free(x->in_name); free(x->out_name);
   free(x->param_of); free(x->input_of); free(x->output_of);
+  free(x->w_off);
 }
 
 nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err) {

@@ -27,6 +27,14 @@ typedef struct ec_ctx {
   const char *isa;         /* "avx2", ... for comments and flags */
   char cflags[256];        /* the target's flags for the Makefile */
   char tile_defs[256];     /* -DNNC_GEMM_MR=... from the tuner */
+  /* A device target (CUDA) hands its kernels the run's buffers by value in
+   * `c` (c.in.x, c.arena, c.weights) with every weight at a fixed offset
+   * of one block; the C SIMD target reads them through pointers (c->in->x,
+   * c->m->arena, c->m->w[i]). */
+  bool device;
+  int64_t *w_off;          /* device: per parameter, its byte offset in the weights block */
+  const char *api_options; /* fields of <p>_options (NULL: threads) */
+  const char *api_extra;   /* declarations the target adds to <p>.h, or NULL */
 } ec_ctx;
 
 /* The C type of a tensor's elements: "float" or "int32_t". */
@@ -86,6 +94,11 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
  * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */
 void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
 
+/* `static size_t arena_need(const int64_t *max)`: each arena tensor at its
+ * planned offset with its size at the maxima max; the arena ends where the
+ * last one ends. */
+void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b);
+
 /* Fills the names of x for request r (ec_ctx_free releases them). */
 nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err);
 void ec_ctx_free(ec_ctx *x);
@@ -96,6 +109,8 @@ const char *ec_nnrt_dtype(nnc_dtype t);
 /* The generic API pieces: <model>.h, <model>_graph.c and bench_<model>.c. */
 nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err);
 nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err);
+/* weights_manifest.json: name, dtype and shape of every weight. */
+nnc_status ec_write_manifest(const ec_ctx *x, const char *dir, nnc_error *err);
 nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err);
 
 #endif

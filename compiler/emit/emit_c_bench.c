@@ -149,6 +149,32 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
   return st;
 }
 
+/* The harness's device hooks: the inputs copied once to device buffers, runs
+ * on them that wait for the GPU, and the GPU's measured rates. */
+static void device_adapters(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p;
+  nnc_sb_printf(b,
+    "/* Device copies of the inputs and room for the outputs, made once by b_stage. */\n"
+    "static void *dev_in[%d], *dev_out[%d];\n\n"
+    "static int b_stage(void *m, const int64_t *sym, void *const *in) {\n"
+    "  int64_t ni[%d], no[%d];\n  b_elems(sym, ni, no);\n  (void)m;\n"
+    "  for (int i = 0; i < %d; i++) {\n"
+    "    if (!dev_in[i] && cudaMalloc(&dev_in[i], (size_t)ni[i] * 4 + 4) != cudaSuccess) return 1;\n"
+    "    if (cudaMemcpy(dev_in[i], in[i], (size_t)ni[i] * 4, cudaMemcpyHostToDevice) != cudaSuccess) return 1;\n"
+    "  }\n"
+    "  for (int i = 0; i < %d; i++)\n"
+    "    if (!dev_out[i] && cudaMalloc(&dev_out[i], (size_t)no[i] * 4 + 4) != cudaSuccess) return 1;\n"
+    "  return 0;\n}\n\n",
+    g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs, g->noutputs);
+  nnc_sb_printf(b, "static int b_run_staged(void *m, const int64_t *sym) {\n  %s_dims d;\n  %s_inputs i;\n  %s_outputs o;\n"
+                   "  dims_of(sym, &d);\n  memset(&i, 0, sizeof i);\n  memset(&o, 0, sizeof o);\n", p, p, p);
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(b, "  i.%s = dev_in[%d];\n", x->in_name[i], i);
+  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(b, "  o.%s = dev_out[%d];\n", x->out_name[i], i);
+  nnc_sb_printf(b, "  int rc = %s_run_device(m, &d, &i, &o, NULL);\n  return rc ? rc : %s_sync(m);\n}\n\n", p, p);
+  nnc_sb_printf(b, "static int b_peaks(void *m, double *gflops, double *gbps) { return %s_device_peaks(m, gflops, gbps); }\n\n", p);
+}
+
 /* What the values of input i must respect, found by following it through
  * copies and casts to the ops that index with it. */
 typedef struct input_rule {
@@ -188,8 +214,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b,
     "/* bench_%s.c — the benchmark of %s: describes the model to the harness in\n"
     " * support/nnc_bench.c. Run ./bench_%s --help for the options. */\n"
-    "#include <string.h>\n\n#include \"%s.h\"\n#include \"support/nnc_bench.h\"\n\n"
-    "nnc_status %s_build_graph(nnc_graph *g, nnc_error *err);\n\n", p, p, p, p, p);
+    "#include <string.h>\n\n%s#include \"%s.h\"\n#include \"support/nnc_bench.h\"\n\n"
+    "nnc_status %s_build_graph(nnc_graph *g, nnc_error *err);\n\n", p, p, p,
+    x->device ? "#include <cuda_runtime_api.h>\n\n" : "", p, p);
   nnc_sb_printf(&b, "static const char *const sym_names[%d] = {", g->nsyms ? g->nsyms : 1);
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "%s\"%s\"", i ? ", " : "", nnc_emit_c_string(g->syms[i].name, s, sizeof s));
   if (!g->nsyms) nnc_sb_printf(&b, "\"\"");
@@ -219,7 +246,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b, "};\n\n");
   /* adapters */
   nnc_sb_printf(&b,
-    "static int b_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n  o.threads = threads;\n"
+    "static int b_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n%s"
     "  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n  return rc;\n}\n"
     "static void b_destroy(void *m) { %s_destroy(m); }\n"
     "static const char *b_last_error(const void *m) { return %s_last_error(m); }\n"
@@ -232,7 +259,8 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  memset(k, 0, sizeof *k);\n  if (%s_kernel_info_at(m, i, &info)) return;\n"
     "  k->name = info.name;\n  k->where = info.where;\n  k->kind = info.kind;\n  k->ops = info.ops;\n"
     "  k->ns = info.ns;\n  k->flops = info.flops;\n  k->bytes = info.bytes;\n}\n\n",
-    p, p, p, p, p, p, p, p, p, p, p, p);
+    p, p, x->device ? "  (void)threads;   /* a GPU model has no host threads */\n" : "  o.threads = threads;\n",
+    p, p, p, p, p, p, p, p, p, p);
   nnc_sb_printf(&b, "static void dims_of(const int64_t *sym, %s_dims *d) {\n  memset(d, 0, sizeof *d);\n  (void)sym;\n", p);
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "  d->%s = sym[%d];\n", x->sym[i], i);
   nnc_sb_printf(&b, "}\n\n");
@@ -264,16 +292,20 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     }
   }
   nnc_sb_printf(&b, "}\n\n");
+  if (x->device) device_adapters(x, &b);
   nnc_sb_printf(&b,
     "int main(int argc, char **argv) {\n"
     "  static const nnc_bench_model md = {\n"
     "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_i32,\n"
     "    %d, manifest, %d,\n"
     "    b_create, b_destroy, b_last_error, b_load_file, b_set_weight, b_run, b_profile, b_kernel,\n"
-    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,\n"
+    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s\n"
     "  };\n"
     "  return nnc_bench_main(&md, argc, argv);\n}\n",
-    p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p);
+    p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
+    !x->device ? "" : x->r->precision.storage != NNC_F32 || x->r->precision.tf32
+                      ? "\n    1e-2, b_stage, b_run_staged, b_peaks,   /* narrow storage or tf32: 1e-2 */"
+                      : "\n    0, b_stage, b_run_staged, b_peaks,");
   nnc_uses_free(&u);
   char name[128];
   snprintf(name, sizeof name, "bench_%s.c", p);

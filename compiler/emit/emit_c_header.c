@@ -30,7 +30,7 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
     " * target %s (%s). Build with `make` (or meson) in this folder: lib%s.a,\n"
     " * lib%s.so and bench_%s. See README.md.\n"
     " *\n"
-    " * Use: %s_options_default, set threads and the largest sizes you will run,\n"
+    " * Use: %s_options_default, set the options and the largest sizes you will run,\n"
     " * %s_create, load the weights (%s_load_weights_file or _memory, or every\n"
     " * weight with %s_set_weight), then %s_run as often as needed, and\n"
     " * %s_destroy. Every function that can fail returns 0 or an error code\n"
@@ -49,11 +49,12 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  %s_E_IO = 4,       /* the weights file could not be read */\n"
     "  %s_E_FORMAT = 5,   /* the weights do not fit the model (see weights_manifest.json) */\n"
     "  %s_E_NOMEM = 6,    /* out of memory or threads */\n"
+    "  %s_E_DEVICE = 7,   /* the GPU or its driver failed, or there is no GPU */\n"
     "  %s_E_INTERNAL = 8  /* a bug in the generated code: please report it */\n"
-    "};\n\n", P, P, P, P, P, P, P, P);
+    "};\n\n", P, P, P, P, P, P, P, P, P);
   nnc_sb_printf(&b, "/* The model: an opaque handle. */\ntypedef struct %s_model %s_model;\n\n", p, p);
-  nnc_sb_printf(&b, "/* Creation options. */\ntypedef struct %s_options {\n"
-                    "  int threads;   /* worker threads; 0: one per online CPU */\n", p);
+  nnc_sb_printf(&b, "/* Creation options. */\ntypedef struct %s_options {\n%s", p,
+                x->api_options ? x->api_options : "  int threads;   /* worker threads; 0: one per online CPU */\n");
   for (int i = 0; i < g->nsyms; i++)
     nnc_sb_printf(&b, "  int64_t max_%s;   /* largest %s of any run, 1..%lld; 0: %lld */\n", x->sym[i], x->sym[i],
                   (long long)g->syms[i].max, (long long)g->syms[i].max);
@@ -104,6 +105,7 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
     "/* Stops the threads and frees everything; NULL is fine. */\n"
     "void %s_destroy(%s_model *m);\n\n",
     P, P, p, p, p, p, p, p, p, p, p, p);
+  if (x->api_extra) nnc_sb_puts(&b, x->api_extra);
   nnc_sb_printf(&b,
     "/* Profiling, for the benchmark: with profiling on, %s_run times each kernel. */\n"
     "typedef struct %s_kernel_info {\n"

@@ -9,4 +9,7 @@
  * c-generic): see c_simd.c. */
 nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error *err);
 
+/* CUDA C++ for NVIDIA GPUs (cuda-sm70 ... cuda-sm90a): see cuda.c. */
+nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *err);
+
 #endif

@@ -64,6 +64,9 @@ nnc_status nnc_pass_precision(nnc_graph *g, nnc_dtype storage, nnc_error *err) {
     nnc_tensor *t = &g->tensors[g->params[i]];
     if (t->dtype == NNC_F32) t->dtype = storage;
   }
+  /* a model's own cast to f32 means "to float": the storage dtype */
+  for (int n = 0; n < g->nnodes; n++)
+    if (g->nodes[n].op == NNC_OP_CAST && g->nodes[n].attrs.to == NNC_F32) g->nodes[n].attrs.to = storage;
   /* each f32 input: a cast node that every reader reads instead */
   int first_new = g->nnodes;
   for (int i = 0; i < g->ninputs; i++) {

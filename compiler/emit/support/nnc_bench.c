@@ -8,9 +8,13 @@
 #include <sys/resource.h>
 
 #include "../check/ref/ref.h"
+#ifndef NNC_BENCH_DEVICE
 #include "../kernels/simd.h"
+#endif
 
 #define TOLERANCE 1e-5   /* f32 math against the float64 reference */
+
+static double tolerance(const nnc_bench_model *md) { return md->tolerance > 0 ? md->tolerance : TOLERANCE; }
 
 typedef struct options {
   const char *weights;
@@ -30,7 +34,7 @@ static void usage(const nnc_bench_model *md, FILE *f) {
           "  --json          print the results as one JSON object\n"
           "  --check         compare the outputs with the float64 reference; exit 1 above %g\n"
           "dims:",
-          md->name, TOLERANCE);
+          md->name, tolerance(md));
   for (int i = 0; i < md->nsyms; i++) fprintf(f, " %s<=%lld", md->sym_names[i], (long long)md->sym_max[i]);
   fprintf(f, "\n");
 }
@@ -107,6 +111,15 @@ static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
 
 /* ------------------------------------------------------------- the peak */
 
+#ifdef NNC_BENCH_DEVICE
+/* A GPU model's folder has no host SIMD kernels: the device measures itself
+ * (nnc_bench_model.peaks). */
+double nnc_bench_peak_gflops(int threads) {
+  (void)threads;
+  return 0;
+}
+double nnc_bench_peak_gbps(void) { return 0; }
+#else
 typedef struct fma_job {
   long iters;
   float sink[NNRT_POOL_MAX_THREADS];
@@ -171,6 +184,7 @@ double nnc_bench_peak_gbps(void) {
   free(b);
   return best;
 }
+#endif
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -373,6 +387,13 @@ typedef struct timing {
   double *k_ms;
 } timing;
 
+/* One run: on the staged device buffers where the model has them. */
+static int run_once(state *s) {
+  const nnc_bench_model *md = s->md;
+  if (md->run_staged) return md->run_staged(s->m, s->o.sym);
+  return md->run(s->m, s->o.sym, s->in, s->out);
+}
+
 static int time_runs(state *s, timing *t) {
   const nnc_bench_model *md = s->md;
   const options *o = &s->o;
@@ -383,11 +404,12 @@ static int time_runs(state *s, timing *t) {
     free(ms);
     return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
   }
+  if (md->stage && md->stage(s->m, o->sym, s->in)) return free(ms), fail(s, "stage");
   for (int i = 0; i < o->warmup; i++)
-    if (md->run(s->m, o->sym, s->in, s->out)) return free(ms), fail(s, "run");
+    if (run_once(s)) return free(ms), fail(s, "run");
   for (int i = 0; i < o->runs; i++) {
     uint64_t t0 = nnrt_now_ns();
-    if (md->run(s->m, o->sym, s->in, s->out)) return free(ms), fail(s, "run");
+    if (run_once(s)) return free(ms), fail(s, "run");
     ms[i] = (double)(nnrt_now_ns() - t0) * 1e-6;
   }
   t->median_ms = nnc_bench_quantile(ms, o->runs, 0.5);
@@ -397,7 +419,7 @@ static int time_runs(state *s, timing *t) {
   if (!kt) return free(ms), fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
   md->profile(s->m, 1);
   for (int i = 0; i < o->runs; i++) {
-    if (md->run(s->m, o->sym, s->in, s->out)) {
+    if (run_once(s)) {
       free(ms);
       free(kt);
       return fail(s, "run");
@@ -458,7 +480,7 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            o->runs, t->median_ms, t->p90_ms, md->nsyms >= 2 ? "tokens_per_s" : "items_per_s", items, gf, gb,
            peak_gf, peak_gb, md->arena_bytes(s->m), rss_mb);
     if (o->check) {
-      printf(", \"check\": {\"ok\": %s, \"tolerance\": %g, \"max_rel_error\": {", ok ? "true" : "false", TOLERANCE);
+      printf(", \"check\": {\"ok\": %s, \"tolerance\": %g, \"max_rel_error\": {", ok ? "true" : "false", tolerance(s->md));
       for (int i = 0; i < md->noutputs; i++) {
         printf("%s", i ? ", " : "");
         json_string(md->output_names[i]);
@@ -503,10 +525,10 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            ks > 0 ? x->flops / ks * 1e-9 : 0, ks > 0 ? x->bytes / ks * 1e-9 : 0, ks > 0 ? 100 * roof / ks : 0);
   }
   if (o->check) {
-    printf("\n  check against the float64 reference (tolerance %g):\n", TOLERANCE);
+    printf("\n  check against the float64 reference (tolerance %g):\n", tolerance(s->md));
     for (int i = 0; i < md->noutputs; i++)
       printf("    %-24s max relative error %.3g %s\n", md->output_names[i], errs[i],
-             errs[i] <= TOLERANCE ? "ok" : "FAILED");
+             errs[i] <= tolerance(s->md) ? "ok" : "FAILED");
   }
 }
 
@@ -534,18 +556,24 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   if (!rc) rc = fill_inputs(&s);
   if (!rc && s.o.check) {
     rc = check(&s, errs);
-    for (int i = 0; !rc && i < md->noutputs; i++) ok &= errs[i] <= TOLERANCE;
+    for (int i = 0; !rc && i < md->noutputs; i++) ok &= errs[i] <= tolerance(md);
   }
   double peak_gf = 0, peak_gb = 0;
   if (!rc) {
-    peak_gf = nnc_bench_peak_gflops(s.o.threads);
-    peak_gb = nnc_bench_peak_gbps();
+    if (md->peaks) {
+      if (md->peaks(s.m, &peak_gf, &peak_gb)) rc = fail(&s, "measure the device");
+    } else {
+      peak_gf = nnc_bench_peak_gflops(s.o.threads);
+      peak_gb = nnc_bench_peak_gbps();
+    }
+  }
+  if (!rc) {
     rc = time_runs(&s, &t);
   }
   if (!rc) report(&s, &t, peak_gf, peak_gb, errs, ok);
   if (!rc && !ok) {
     fprintf(stderr, "bench_%s: --check FAILED: an output is off the float64 reference by more than %g\n", md->name,
-            TOLERANCE);
+            tolerance(md));
     rc = 1;
   }
   free(t.k);

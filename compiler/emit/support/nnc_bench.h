@@ -53,6 +53,15 @@ typedef struct nnc_bench_model {
   void (*input_rules)(const int64_t *sym, int64_t *bound, int *mask);
   /* rebuilds the model's graph for the reference evaluator */
   nnc_status (*build_graph)(nnc_graph *g, nnc_error *err);
+
+  /* --check's largest relative error; 0: 1e-5 (f32) */
+  double tolerance;
+  /* A device target (NULL elsewhere): stage copies the inputs to device
+   * buffers the adapter keeps, run_staged runs on them and waits, so timed
+   * runs exclude host copies; peaks gives the device's measured rates. */
+  int (*stage)(void *m, const int64_t *sym, void *const *inputs);
+  int (*run_staged)(void *m, const int64_t *sym);
+  int (*peaks)(void *m, double *gflops, double *gbps);
 } nnc_bench_model;
 
 /* The whole harness; returns the process exit code (0 ok, 1 a check above

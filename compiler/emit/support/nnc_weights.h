@@ -7,6 +7,10 @@
 
 #include "../runtime/nnrt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Checks an open weights file against the manifest and copies every tensor
  * to dst[i] (numel elements of the entry's dtype). An F32 entry also takes
  * an F16 or BF16 tensor, converted to f32. The file may hold tensors the
@@ -16,5 +20,9 @@ nnrt_status nnc_weights_load(const nnrt_st *st, const nnrt_st_desc *manifest, in
 
 /* Elements of one manifest entry. */
 int64_t nnc_weights_numel(const nnrt_st_desc *d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,204 @@
+/* bench/gpu_attention.cu — times nnc_cuda_attention (templates/cuda/attention.cuh)
+ * in bf16 on the shapes of bench/gpu_attention.py, and the tensor-core kernel
+ * with other tile shapes (variants) on the main shapes.
+ *
+ *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda bench/gpu_attention.cu -o gpu_attention
+ *   ./gpu_attention OURS.csv
+ *
+ * Timing: CUDA events around 20 back-to-back calls, after 10 warm-up calls,
+ * median of 31 samples, rotating input sets (q, k, v, out) whose total is
+ * over 128 MB so that L2 (50 MB) holds no set between its uses. Flops:
+ * 4 * B * H * T * S * D, halved when causal (T == S). Each variant's output
+ * is compared with the default's (max |difference|, printed) as a sanity
+ * check; tests/gpu/test_attention.cu is the correctness test.
+ * CSV: kind (case|variant), name, B, H, T, S, D, causal, us, TFLOP/s, maxdiff. */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "attention.cuh"
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::printf("cuda error: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+using bf16 = __nv_bfloat16;
+using launcher = std::function<nnc_cuda_status(const nnc_cuda_attn_args<bf16> &, cudaStream_t, nnc_cuda_error *)>;
+
+struct shape {
+  const char *name;
+  int B, H, T, D, causal;
+};
+
+static const shape SHAPES[] = {
+    {"causal_b8_h12_t1024_d64", 8, 12, 1024, 64, 1},
+    {"bert_minilm_b32_h12_t128_d32", 32, 12, 128, 32, 0},
+    {"gpt2_b1_h12_t1024_d64_causal", 1, 12, 1024, 64, 1},
+    {"causal_b4_h16_t2048_d128", 4, 16, 2048, 128, 1},
+};
+
+struct sets {
+  int n;
+  std::vector<bf16 *> q, k, v, o;
+  size_t elems;
+};
+
+static void random_fill(bf16 *d, size_t n, unsigned seed) {
+  std::vector<bf16> h(n);
+  std::mt19937 r(seed);
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  for (auto &x : h) x = __float2bfloat16_rn(u(r));
+  CK(cudaMemcpy(d, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
+}
+
+static sets make_sets(const shape &s) {
+  sets st{};
+  st.elems = (size_t)s.B * s.H * s.T * s.D;
+  const size_t set_bytes = 4 * st.elems * sizeof(bf16);
+  st.n = (int)std::min<size_t>(16, std::max<size_t>(2, (128u << 20) / set_bytes + 1));
+  for (int i = 0; i < st.n; ++i) {
+    bf16 *p[4];
+    for (int t = 0; t < 4; ++t) {
+      CK(cudaMalloc(&p[t], st.elems * sizeof(bf16)));
+      if (t < 3) random_fill(p[t], st.elems, 1000u * i + t);
+    }
+    st.q.push_back(p[0]), st.k.push_back(p[1]), st.v.push_back(p[2]), st.o.push_back(p[3]);
+  }
+  return st;
+}
+
+static void free_sets(sets &st) {
+  for (int i = 0; i < st.n; ++i) {
+    CK(cudaFree(st.q[i]));
+    CK(cudaFree(st.k[i]));
+    CK(cudaFree(st.v[i]));
+    CK(cudaFree(st.o[i]));
+  }
+}
+
+static nnc_cuda_attn_args<bf16> args_for(const shape &s, const sets &st, int i) {
+  nnc_cuda_attn_args<bf16> a{};
+  a.batch = s.B, a.heads = s.H, a.T = s.T, a.S = s.T, a.D = s.D, a.Dv = s.D;
+  const long long st_ = s.D, sh = (long long)s.T * s.D, sb = (long long)s.H * sh;
+  a.q = st.q[i], a.q_sb = sb, a.q_sh = sh, a.q_st = st_;
+  a.k = st.k[i], a.k_sb = sb, a.k_sh = sh, a.k_st = st_;
+  a.v = st.v[i], a.v_sb = sb, a.v_sh = sh, a.v_st = st_;
+  a.out = st.o[i], a.o_sb = sb, a.o_sh = sh, a.o_st = st_;
+  a.scale = 1.0f / std::sqrt((float)s.D);
+  a.causal = s.causal;
+  a.mask = nullptr;
+  return a;
+}
+
+static void call(const launcher &f, const nnc_cuda_attn_args<bf16> &a) {
+  nnc_cuda_error err{};
+  if (f(a, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
+    std::printf("launch failed: %s\n", err.msg);
+    std::exit(1);
+  }
+}
+
+static double time_us(const shape &s, const sets &st, const launcher &f) {
+  constexpr int WARM = 10, SAMPLES = 31, ITERS = 20;
+  for (int i = 0; i < WARM; ++i) call(f, args_for(s, st, i % st.n));
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  int k = 0;
+  for (int r = 0; r < SAMPLES; ++r) {
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < ITERS; ++i) call(f, args_for(s, st, k++ % st.n));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(1000.0 * ms / ITERS);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+static double flops(const shape &s) {
+  const double f = 4.0 * s.B * s.H * (double)s.T * s.T * s.D;
+  return s.causal ? f / 2 : f;
+}
+
+/* max |a - b| over the outputs of set 0 after running f and then g. */
+static double compare(const shape &s, const sets &st, const launcher &f, const launcher &g) {
+  std::vector<bf16> x(st.elems), y(st.elems);
+  call(f, args_for(s, st, 0));
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(x.data(), st.o[0], st.elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+  CK(cudaMemset(st.o[0], 0xff, st.elems * sizeof(bf16)));
+  call(g, args_for(s, st, 0));
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(y.data(), st.o[0], st.elems * sizeof(bf16), cudaMemcpyDeviceToHost));
+  double m = 0;
+  for (size_t i = 0; i < st.elems; ++i) {
+    const double d = std::fabs((double)__bfloat162float(x[i]) - (double)__bfloat162float(y[i]));
+    m = std::isnan(d) ? INFINITY : std::max(m, d);
+  }
+  return m;
+}
+
+template <int D, int BQ, int BK, int W> static launcher mma() {
+  return [](const nnc_cuda_attn_args<bf16> &a, cudaStream_t s, nnc_cuda_error *e) {
+    return nnc_cuda_attention_mma<bf16, D, BQ, BK, W>(a, s, e);
+  };
+}
+
+static std::vector<std::pair<const char *, launcher>> variants(int D) {
+  if (D == 32) return {{"mma_bq128_bk64_w4", mma<32, 128, 64, 4>()}, {"mma_bq64_bk128_w4", mma<32, 64, 128, 4>()}};
+  if (D == 64)
+    return {{"mma_bq64_bk64_w4", mma<64, 64, 64, 4>()},
+            {"mma_bq128_bk64_w4", mma<64, 128, 64, 4>()},
+            {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()}};
+  return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk128_w8", mma<128, 128, 128, 8>()}};
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::printf("usage: %s OURS.csv\n", argv[0]);
+    return 2;
+  }
+  FILE *csv = std::fopen(argv[1], "w");
+  if (!csv) {
+    std::printf("cannot write %s\n", argv[1]);
+    return 1;
+  }
+  const launcher dflt = [](const nnc_cuda_attn_args<bf16> &a, cudaStream_t s, nnc_cuda_error *e) {
+    return nnc_cuda_attention(a, s, e);
+  };
+  for (const shape &s : SHAPES) {
+    sets st = make_sets(s);
+    const double us = time_us(s, st, dflt);
+    std::printf("case    %-30s %-20s %9.2f us %7.1f TFLOP/s (%d input sets)\n", s.name, "default", us,
+                flops(s) / us * 1e-6, st.n);
+    std::fprintf(csv, "case,%s,%d,%d,%d,%d,%d,%d,%.3f,%.2f,0\n", s.name, s.B, s.H, s.T, s.T, s.D, s.causal, us,
+                 flops(s) / us * 1e-6);
+    for (auto &v : variants(s.D)) {
+      const double diff = compare(s, st, dflt, v.second);
+      const double vus = time_us(s, st, v.second);
+      std::printf("variant %-30s %-20s %9.2f us %7.1f TFLOP/s  max|diff vs default| %.3g\n", s.name, v.first, vus,
+                  flops(s) / vus * 1e-6, diff);
+      std::fprintf(csv, "variant,%s/%s,%d,%d,%d,%d,%d,%d,%.3f,%.2f,%.3g\n", s.name, v.first, s.B, s.H, s.T, s.T,
+                   s.D, s.causal, vus, flops(s) / vus * 1e-6, diff);
+    }
+    free_sets(st);
+  }
+  std::fclose(csv);
+  return 0;
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench/gpu_attention.sh: flash attention (templates/cuda/attention.cuh) on a
+# GPU machine, in one go: build for sm_90 (and sm_80, warnings checked), the
+# float64-reference test, compute-sanitizer memcheck and racecheck on the
+# small cases, timings of ours and of the tile variants, the PyTorch SDPA
+# peer (eager and torch.compile), and one table last.
+# Run from the repository root. Logs go to $OUT (or build/gpu_attention).
+set -uo pipefail
+OUT=${OUT:-build/gpu_attention}
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+FLAGS="-std=c++17 -O3 -Xcompiler -Wall,-Wextra -Werror all-warnings -Itemplates/cuda"
+status=0
+
+step() { echo "== $*"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
+  2>&1 | tee "$OUT/bench.log"
+
+step "build (sm_90; test also sm_80)"
+: >"$OUT/build.log"
+nvcc $FLAGS -arch=sm_90 -Xptxas -v -o "$TMP/test_attention" tests/gpu/test_attention.cu >>"$OUT/build.log" 2>&1 \
+  || { cat "$OUT/build.log"; exit 1; }
+nvcc $FLAGS -arch=sm_80 -o "$TMP/test_attention_sm80" tests/gpu/test_attention.cu >>"$OUT/build.log" 2>&1 \
+  || { tail -20 "$OUT/build.log"; status=1; }
+nvcc $FLAGS -arch=sm_90 -Xptxas -v -o "$TMP/gpu_attention" bench/gpu_attention.cu >>"$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; exit 1; }
+grep -i "warning" "$OUT/build.log" && status=1
+grep -E "spill" "$OUT/build.log" | grep -v " 0 bytes spill stores, 0 bytes spill loads" | head -5
+
+step "correctness (float64 reference)"
+"$TMP/test_attention" >"$OUT/test.log" 2>&1
+rc=$?
+grep -c '^PASS' "$OUT/test.log" | sed 's/^/passed: /'
+grep '^FAIL' "$OUT/test.log" | head -20
+tail -1 "$OUT/test.log"
+[ $rc -ne 0 ] && status=1
+
+: >"$OUT/sanitizer.log"
+for tool in memcheck racecheck; do
+  step "compute-sanitizer $tool (small cases)"
+  timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 "$TMP/test_attention" --small \
+    >"$TMP/$tool.log" 2>&1
+  rc=$?
+  cat "$TMP/$tool.log" >>"$OUT/sanitizer.log"
+  tail -2 "$TMP/$tool.log"
+  echo "$tool exit status: $rc"
+  [ $rc -ne 0 ] && status=1
+done
+
+step "timings (ours and tile variants)"
+"$TMP/gpu_attention" "$OUT/ours.csv" 2>&1 | tee -a "$OUT/bench.log"
+[ ${PIPESTATUS[0]} -ne 0 ] && status=1
+
+step "PyTorch SDPA peer and table"
+PYTHONUNBUFFERED=1 python3 bench/gpu_attention.py "$OUT/ours.csv" >"$OUT/table.md" 2>"$OUT/peer.log" \
+  || { status=1; tail -20 "$OUT/peer.log"; }
+grep '^  peer' "$OUT/peer.log"
+echo "overall status: $status (0: built clean, every check passed, sanitizers clean)"
+cat "$OUT/table.md"
+exit $status

@@ -1,0 +1,103 @@
+/* compiler/emit/cuda.c — the CUDA emitter: checks that the schedule fits the
+ * target, lays every weight out at a fixed offset of one device block, and
+ * writes the output folder: <model>.h (the C API, with device buffers and
+ * streams), <model>.cu, the harness and reference files shared with the C
+ * SIMD target, the kernels from templates/cuda, libnnrt with its CUDA
+ * backend, a Makefile for nvcc and a README. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "embedded.h"
+#include "emit_targets.h"
+
+const char *cu_stype(const ec_ctx *x, int t) { return ec_ctype(x->g, t); }
+
+/* Weights start at multiples of 256 bytes: 16-byte vector loads and cuBLASLt's
+ * preferred alignment hold for every one of them. */
+static nnc_status layout_weights(ec_ctx *x, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
+  if (!x->w_off) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  int64_t off = 0;
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    x->w_off[i] = off;
+    off += (nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype) + 255) / 256 * 256;
+  }
+  x->w_off[g->nparams] = off;
+  return NNC_OK;
+}
+
+/* Inputs and outputs keep the dtypes the model declares; f16 and bf16 ones
+ * would need API types this version does not write. */
+static nnc_status check_io(const ec_ctx *x, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+    int t = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs].tensor;
+    nnc_dtype d = g->tensors[t].dtype;
+    if (d == NNC_F32 || d == NNC_I32) continue;
+    return nnc_errorf(err, NNC_E_TARGET, g->tensors[t].loc,
+                      "%s: %s %s is %s, expected f32 or i32 at the API (use --precision=%s for narrow storage inside)",
+                      x->r->target->name, i < g->ninputs ? "input" : "output", g->tensors[t].name,
+                      nnc_dtype_name(d), nnc_dtype_name(d));
+  }
+  return NNC_OK;
+}
+
+static bool starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* The kernels (templates/cuda, embedded under cuda/kernels/), libnnrt with
+ * its CUDA backend, weights loading, the harness and the reference. */
+static nnc_status copy_embedded(const char *dir, nnc_error *err) {
+  for (int i = 0; i < nnc_embedded_count; i++) {
+    const nnc_embedded_file *f = &nnc_embedded_files[i];
+    const char *path = f->path;
+    if (starts(path, "kernels/") || starts(path, "support/nnc_glue")) continue;
+    if (starts(path, "cuda/")) path += 5;
+    nnc_status st = nnc_emit_write_file(dir, path, f->data, f->size, err);
+    if (st) return st;
+  }
+  return NNC_OK;
+}
+
+static const char api_options[] =
+  "  int device;    /* CUDA device index; -1: $NNC_CUDA_DEVICE, else device 0 */\n";
+
+nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *err) {
+  ec_ctx x;
+  nnc_status st = ec_ctx_init(&x, r, err);
+  if (st) return st;
+  x.device = true;
+  x.isa = r->target->isa;
+  x.api_options = api_options;
+  char extra[4096];
+  snprintf(extra, sizeof extra,
+    "/* Runs the model on device buffers (cudaMalloc'ed, the element types of\n"
+    " * %s_inputs and %s_outputs) on stream, a cudaStream_t (NULL: the model's\n"
+    " * own stream), without waiting for the GPU: the outputs are ready once\n"
+    " * %s_sync returns or the stream has passed this point. %s_run does the\n"
+    " * same on host buffers and waits. */\n"
+    "int %s_run_device(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, void *stream);\n\n"
+    "/* Waits for the model's stream; reports a failure of the GPU during the runs. */\n"
+    "int %s_sync(%s_model *m);\n\n"
+    "/* Measures the GPU once (for the benchmark's roofline): a large device\n"
+    " * copy's bandwidth in GB/s (bytes read + written) and a large GEMM's\n"
+    " * GFLOP/s at the model's precision. */\n"
+    "int %s_device_peaks(%s_model *m, double *gflops, double *gbps);\n\n",
+    x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p);
+  x.api_extra = extra;
+  st = layout_weights(&x, err);
+  if (!st) st = check_io(&x, err);
+  if (!st) st = ec_check_sizes(&x, err);
+  if (!st) st = ec_write_header(&x, dir, err);
+  if (!st) st = cu_write_model(&x, dir, err);
+  if (!st) st = ec_write_graph(&x, dir, err);
+  if (!st) st = ec_write_bench(&x, dir, err);
+  if (!st) st = ec_write_manifest(&x, dir, err);
+  if (!st) st = cu_write_build(&x, dir, err);
+  if (!st) st = copy_embedded(dir, err);
+  ec_ctx_free(&x);
+  return st;
+}

@@ -1,0 +1,32 @@
+/* compiler/emit/cuda.h — the CUDA emitter's parts.
+ *
+ * cuda.c checks the schedule fits the target, lays the weights out in one
+ * device block and writes the folder; cuda_model.c writes <model>.cu (the
+ * model handle, forward() and the API), cuda_kernels.c the launch of every
+ * kernel through templates/cuda and cuBLASLt, cuda_loops.c the CUDA kernels
+ * nnc writes itself (elementwise chains, data movement, reductions), and
+ * cuda_build.c the Makefile and README. <model>.h, <model>_graph.c and
+ * bench_<model>.c come from the shared C-API writers (emit_c.h). */
+#ifndef NNC_CUDA_EMIT_H
+#define NNC_CUDA_EMIT_H
+
+#include "emit_c.h"
+
+/* The CUDA type of tensor t in memory ("float", "__nv_bfloat16", "int32_t"). */
+const char *cu_stype(const ec_ctx *x, int t);
+
+/* Appends every kernel's launcher `static int k<i>(<p>_model *m, const
+ * run_args &c, cudaStream_t s)` (and the __global__ functions nnc writes)
+ * and the cost function. */
+nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
+/* The CUDA kernel and launcher of an elementwise, move, reduce, loss,
+ * gather or non-last-axis softmax kernel. */
+nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
+/* Statements raising `need` to the device workspace kernel k needs at the
+ * sizes d (GEMMs with a prologue cuBLASLt cannot fuse). */
+void cu_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
+
+nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
+nnc_status cu_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
+
+#endif

@@ -1,0 +1,402 @@
+/* compiler/emit/cuda_kernels.c — the launcher of every kernel of a CUDA
+ * model: GEMMs through cuBLASLt or nnc's own tensor-core GEMM, attention,
+ * softmax and the norms through templates/cuda, everything else through the
+ * loops of cuda_loops.c.
+ *
+ * Which GEMM runs is decided here, per kernel, from what cuBLASLt can fuse:
+ * its epilogues add a bias and apply ReLU or tanh-GELU, and its C operand
+ * adds a residual when there is no activation. A LayerNorm or RMSNorm on the
+ * rows of A, an erf-GELU, SiLU, sigmoid or tanh, or an activation followed by
+ * a residual need nnc's GEMM (bf16/f16, N and K multiples of 8); in f32 they
+ * run as a norm kernel before cuBLASLt or an epilogue kernel after it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+
+#define EXPR EC_EXPR
+
+static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
+  return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
+}
+
+/* `int` of a size expression: a constant as it is, an expression of dims cast. */
+static char *as_int(const char *e, char *buf, size_t n) {
+  bool constant = strspn(e, "0123456789") == strlen(e);
+  snprintf(buf, n, constant ? "%.500s" : "(int)(%.490s)", e);
+  return buf;
+}
+
+static bool is_const_multiple(const char *e, long long m) {
+  if (strspn(e, "0123456789") != strlen(e)) return false;
+  return atoll(e) % m == 0;
+}
+
+/* ------------------------------------------------------------------ GEMM */
+
+typedef enum { GEMM_CUBLASLT, GEMM_NNC } gemm_path;
+
+typedef struct gemm_plan {
+  gemm_path path;
+  ec_gemm_shape s;
+  bool pre_norm;       /* cuBLASLt path: a norm kernel writes A to the workspace first */
+  bool post;           /* cuBLASLt path: an epilogue kernel applies act (+ residual) after */
+  const char *lt_epi;  /* NNRT_EPI_* of the cuBLASLt call */
+  bool lt_residual;    /* the residual rides cuBLASLt's C operand */
+  char why[200];
+} gemm_plan;
+
+static const char *nnc_act(nnc_op act, bool tanh_form) {
+  switch (act) {
+  case NNC_OP_RELU: return "NNC_CUDA_ACT_RELU";
+  case NNC_OP_GELU: return tanh_form ? "NNC_CUDA_ACT_GELU_TANH" : "NNC_CUDA_ACT_GELU_ERF";
+  case NNC_OP_SILU: return "NNC_CUDA_ACT_SILU";
+  default: return "NNC_CUDA_ACT_NONE";
+  }
+}
+
+static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, gemm_plan *p, nnc_error *err) {
+  const nnc_gemm_desc *d = &k->d.gemm;
+  memset(p, 0, sizeof *p);
+  ec_gemm_shape_of(x, k, &p->s);
+  if (!p->s.linear && p->s.first_inner > 0)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc,
+                      "%s: matmul whose batch dims broadcast differently along different dims is not supported; "
+                      "expected every batch dim of each operand to be either full or 1", x->r->target->name);
+  bool narrow = x->r->precision.storage != NNC_F32;
+  bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || (d->act == NNC_OP_GELU && d->gelu_tanh);
+  bool act_res = d->act != NNC_OP_NONE && d->residual >= 0;
+  bool need_ours = d->prologue != NNC_NORM_NONE || !lt_act || act_res;
+  bool ours_fits = narrow && is_const_multiple(p->s.N, 8) && is_const_multiple(p->s.K, 8) &&
+                   (d->act == NNC_OP_NONE || strcmp(nnc_act(d->act, d->gelu_tanh), "NNC_CUDA_ACT_NONE") != 0);
+  if (need_ours && ours_fits) {
+    p->path = GEMM_NNC;
+    snprintf(p->why, sizeof p->why, "nnc's tensor-core GEMM: cuBLASLt cannot fuse %s",
+             d->prologue != NNC_NORM_NONE ? "the norm of A's rows" : act_res ? "an activation before a residual"
+                                                                                : "this activation");
+    return NNC_OK;
+  }
+  p->path = GEMM_CUBLASLT;
+  p->pre_norm = d->prologue != NNC_NORM_NONE;
+  p->post = !lt_act || act_res;
+  p->lt_epi = p->post || d->act == NNC_OP_NONE ? "NNRT_EPI_NONE"
+              : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
+                                               : "NNRT_EPI_GELU_TANH";
+  p->lt_residual = d->residual >= 0 && !p->post;
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s", p->pre_norm ? " after a norm kernel" : "",
+           p->post ? ", then an epilogue kernel" : "");
+  return NNC_OK;
+}
+
+/* The sizes and strides every GEMM path shares, as `const int M = ..` lines. */
+static void gemm_dims(const ec_ctx *x, const gemm_plan *p, nnc_sb *b) {
+  char M[EXPR], N[EXPR], K[EXPR];
+  nnc_sb_printf(b, "  const int M = %s, N = %s, K = %s;\n", as_int(p->s.M, M, sizeof M), as_int(p->s.N, N, sizeof N),
+                as_int(p->s.K, K, sizeof K));
+}
+
+static void gemm_batch(const ec_ctx *x, const nnc_kernel *k, const gemm_plan *p, char *batch, size_t n, bool *sa,
+                       bool *sb) {
+  ec_dims_product(x, k->d.gemm.out, 0, p->s.nb, batch, n);
+  *sa = p->s.nb && p->s.a_full[p->s.nb - 1];
+  *sb = p->s.nb && p->s.b_full[p->s.nb - 1];
+}
+
+/* k<ki>_args: the arguments of nnc_cuda_gemm without pointers, shared by the
+ * launcher and the workspace size. */
+static void emit_nnc_gemm_args(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *b) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_gemm_desc *d = &k->d.gemm;
+  char batch[EXPR], bi[EXPR], lit[64];
+  bool sa, sb;
+  gemm_batch(x, k, p, batch, sizeof batch, &sa, &sb);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  gemm_dims(x, p, &body);
+  nnc_sb_printf(&body, "  nnc_cuda_gemm_args<%s> g = {};\n", cu_stype(x, d->out));
+  nnc_sb_printf(&body, "  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n", as_int(batch, bi, sizeof bi));
+  nnc_sb_printf(&body, "  g.lda = K;\n  g.ldb = %s;\n  g.b_trans = %d;\n  g.ldc = N;\n  g.ldr = N;\n",
+                d->b_trans ? "K" : "N", d->b_trans ? 1 : 0);
+  if (sa) nnc_sb_printf(&body, "  g.stride_a = (long long)M * K;\n");
+  if (sb) nnc_sb_printf(&body, "  g.stride_b = (long long)K * N;\n");
+  nnc_sb_printf(&body, "  g.stride_c = (long long)M * N;\n  g.stride_r = (long long)M * N;\n");
+  nnc_sb_printf(&body, "  g.alpha = %s;\n  g.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit),
+                nnc_act(d->act, d->gelu_tanh));
+  if (d->prologue != NNC_NORM_NONE)
+    nnc_sb_printf(&body, "  g.norm = %s;\n  g.eps = %s;\n",
+                  d->prologue == NNC_NORM_LAYER ? "NNC_CUDA_NORM_LAYER" : "NNC_CUDA_NORM_RMS",
+                  ec_literal(d->norm_eps, false, lit, sizeof lit));
+  nnc_sb_printf(&body, "  return g;\n");
+  char head[256];
+  snprintf(head, sizeof head, "static nnc_cuda_gemm_args<%s> k%d_args(const %s_dims *d)", cu_stype(x, d->out), ki, x->p);
+  nnc_sb_printf(b, "%s {\n", head);
+  if (!ec_names(body.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
+  if (body.buf) nnc_sb_puts(b, body.buf);
+  if (body.oom) b->oom = true;
+  nnc_sb_printf(b, "}\n\n");
+  nnc_sb_free(&body);
+}
+
+static const char *nnrt_dt(const ec_ctx *x, int t) {
+  switch (x->g->tensors[t].dtype) {
+  case NNC_BF16: return "NNRT_DT_BF16";
+  case NNC_F16: return "NNRT_DT_F16";
+  default: return "NNRT_DT_F32";
+  }
+}
+
+/* The epilogue kernel of the cuBLASLt path: out = act(out) (+ residual). */
+static void emit_post_kernel(const ec_ctx *x, int ki, nnc_sb *b) {
+  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
+  nnc_node act = {0};
+  act.op = d->act;
+  act.attrs.gelu_tanh = d->gelu_tanh;
+  char ex[1024];
+  ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
+  const char *ty = cu_stype(x, d->out);
+  nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, d->residual >= 0 ? " and residual" : "");
+  nnc_sb_printf(b, "__global__ void k%d_post(%s *y, const %s *r, long long n) {\n", ki, ty, ty);
+  nnc_sb_printf(b, "  NNC_LOOP(e, n) {\n    const float v = nnc_ld(y[e]);\n");
+  nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex, d->residual >= 0 ? " + nnc_ld(r[e])" : "");
+}
+
+static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_gemm_desc *d = &k->d.gemm;
+  gemm_plan p;
+  nnc_status st = plan_gemm(x, k, &p, err);
+  if (st) return st;
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  /* %s */\n", p.why);
+  if (p.path == GEMM_NNC) {
+    emit_nnc_gemm_args(x, ki, &p, b);
+    nnc_sb_printf(&body, "  nnc_cuda_gemm_args<%s> g = k%d_args(&c.d);\n", cu_stype(x, d->out), ki);
+    ec_assign(x, &body, 2, "g.a", d->a);
+    ec_assign(x, &body, 2, "g.b", d->b);
+    if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
+    if (d->residual >= 0) ec_assign(x, &body, 2, "g.residual", d->residual);
+    if (d->prologue != NNC_NORM_NONE) ec_assign(x, &body, 2, "g.gamma", d->norm_gamma);
+    if (d->norm_beta >= 0) ec_assign(x, &body, 2, "g.beta", d->norm_beta);
+    ec_assign(x, &body, 2, "g.out", d->out);
+    nnc_sb_printf(&body, "  nnc_cuda_error e;\n"
+                         "  if (nnc_cuda_gemm(g, m->ws, m->ws_size, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                         "  return 0;\n", ki);
+  } else {
+    char batch[EXPR], bi[EXPR], lit[64], pa[256];
+    bool sa, sb;
+    gemm_batch(x, k, &p, batch, sizeof batch, &sa, &sb);
+    gemm_dims(x, &p, &body);
+    const char *A = "A";
+    if (p.pre_norm) {
+      /* the normalized rows of A, in the workspace */
+      char pg[256], pbeta[256] = "nullptr";
+      ec_ptr(x, d->norm_gamma, pg, sizeof pg);
+      if (d->norm_beta >= 0) ec_ptr(x, d->norm_beta, pbeta, sizeof pbeta);
+      nnc_sb_printf(&body, "  %s *A = (%s *)m->ws;   /* A's rows normalized */\n  nnc_cuda_error e;\n",
+                    cu_stype(x, d->a), cu_stype(x, d->a));
+      if (d->prologue == NNC_NORM_LAYER)
+        nnc_sb_printf(&body, "  if (nnc_cuda_layernorm(M * %s, K, %s, K, %s, %s, %s, A, K, s, &e))\n",
+                      as_int(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
+                      ec_literal(d->norm_eps, false, lit, sizeof lit));
+      else
+        nnc_sb_printf(&body, "  if (nnc_cuda_rmsnorm(M * %s, K, %s, K, %s, %s, A, K, s, &e))\n",
+                      as_int(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg,
+                      ec_literal(d->norm_eps, false, lit, sizeof lit));
+      nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
+    }
+    nnc_sb_printf(&body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
+                  as_int(batch, bi, sizeof bi));
+    nnc_sb_printf(&body, "  g.ab = %s;\n  g.out = %s;\n", nnrt_dt(x, d->a), nnrt_dt(x, d->out));
+    if (x->r->precision.tf32) nnc_sb_printf(&body, "  g.tf32 = true;   /* --precision=tf32 */\n");
+    if (p.pre_norm) nnc_sb_printf(&body, "  g.A = %s;\n", A);
+    else ec_assign(x, &body, 2, "g.A", d->a);
+    nnc_sb_printf(&body, "  g.lda = K;\n");
+    if (sa) nnc_sb_printf(&body, "  g.stride_a = (long long)M * K;\n");
+    ec_assign(x, &body, 2, "g.B", d->b);
+    nnc_sb_printf(&body, "  g.ldb = %s;\n  g.b_trans = %s;\n", d->b_trans ? "K" : "N", d->b_trans ? "true" : "false");
+    if (sb) nnc_sb_printf(&body, "  g.stride_b = (long long)K * N;\n");
+    if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
+    if (p.lt_residual) {
+      ec_assign(x, &body, 2, "g.residual", d->residual);
+      nnc_sb_printf(&body, "  g.stride_r = (long long)M * N;\n");
+    }
+    ec_assign(x, &body, 2, "g.D", d->out);
+    nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n  g.alpha = %s;\n  g.epilogue = %s;\n",
+                  ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
+    nnc_sb_printf(&body, "  nnrt_error err = {};\n"
+                         "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+    if (p.post) {
+      emit_post_kernel(x, ki, b);
+      char pr[256] = "nullptr";
+      if (d->residual >= 0) ec_ptr(x, d->residual, pr, sizeof pr);
+      nnc_sb_printf(&body, "  const long long n = (long long)M * N * %s;\n"
+                           "  k%d_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>((%s *)g.D, %s, n);\n"
+                           "  return launched(m, %d);\n", as_int(batch, bi, sizeof bi), ki, cu_stype(x, d->out), pr, ki);
+    } else {
+      nnc_sb_printf(&body, "  return 0;\n");
+    }
+  }
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  return NNC_OK;
+}
+
+void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
+  const nnc_kernel *k = &x->s->k[ki];
+  if (k->kind == NNC_KERNEL_ATTENTION) {
+    const nnc_attention_desc *a = &k->d.attn;
+    if (a->mask < 0 || x->g->tensors[a->mask].dtype == x->g->tensors[a->q].dtype) return;
+    char me[EXPR];
+    nnc_sb_printf(b, "  {\n    size_t w = (size_t)(%s) * sizeof(%s);   /* kernel %d: the mask as q's type */\n"
+                     "    if (w > need) need = w;\n  }\n",
+                  ec_elems(x, a->mask, me, sizeof me), cu_stype(x, a->q), ki);
+    return;
+  }
+  if (k->kind != NNC_KERNEL_GEMM) return;
+  gemm_plan p;
+  nnc_error e;
+  if (plan_gemm(x, k, &p, &e)) return;
+  if (p.path == GEMM_NNC) {
+    nnc_sb_printf(b, "  {\n    size_t w = nnc_cuda_gemm_workspace_bytes(k%d_args(d));\n    if (w > need) need = w;\n  }\n",
+                  ki);
+  } else if (p.pre_norm) {
+    char a[EXPR];
+    nnc_sb_printf(b, "  {\n    size_t w = (size_t)(%s) * sizeof(%s);   /* kernel %d: A normalized */\n"
+                     "    if (w > need) need = w;\n  }\n",
+                  ec_elems(x, k->d.gemm.a, a, sizeof a), cu_stype(x, k->d.gemm.a), ki);
+  }
+}
+
+/* ------------------------------------------------------------- attention */
+
+static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_attention_desc *a = &k->d.attn;
+  const nnc_tensor *q = &x->g->tensors[a->q];
+  int r = q->rank;
+  if (r == 2 && a->mask >= 0 && a->causal)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc,
+                      "%s: attention on rank-2 scores with both a causal and a padding mask is not supported; "
+                      "give q, k and v a batch dim", x->r->target->name);
+  char T[EXPR], S[EXPR], D[EXPR], Dv[EXPR], t2[EXPR], s2[EXPR], d2[EXPR], v2[EXPR], lit[64];
+  as_int(dim_of(x, a->q, r - 2, t2, sizeof t2), T, sizeof T);
+  as_int(dim_of(x, a->k, r - 2, s2, sizeof s2), S, sizeof S);
+  as_int(dim_of(x, a->q, r - 1, d2, sizeof d2), D, sizeof D);
+  as_int(dim_of(x, a->v, r - 1, v2, sizeof v2), Dv, sizeof Dv);
+  const char *ty = cu_stype(x, a->q);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
+  nnc_sb_printf(&body, "  nnc_cuda_attn_args<%s> a = {};\n", ty);
+  if (r >= 3) {
+    char bt[EXPR], hd[EXPR], bi[EXPR], hi[EXPR];
+    dim_of(x, a->q, 0, bt, sizeof bt);
+    ec_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
+    /* a batch dim of k or v that is 1 broadcasts: stride 0 */
+    bool kb = !nnc_dim_eq_const(x->g->tensors[a->k].shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);
+    bool vb = !nnc_dim_eq_const(x->g->tensors[a->v].shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);
+    nnc_sb_printf(&body, "  const int heads = %s;\n", as_int(hd, hi, sizeof hi));
+    nnc_sb_printf(&body,
+      "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n"
+      "  a.q_st = D;\n  a.q_sh = (long long)T * D;\n  a.q_sb = (long long)heads * T * D;\n"
+      "  a.k_st = D;\n  a.k_sh = (long long)S * D;\n  a.k_sb = %s;\n"
+      "  a.v_st = Dv;\n  a.v_sh = (long long)S * Dv;\n  a.v_sb = %s;\n"
+      "  a.o_st = Dv;\n  a.o_sh = (long long)T * Dv;\n  a.o_sb = (long long)heads * T * Dv;\n",
+      as_int(bt, bi, sizeof bi), kb ? "(long long)heads * S * D" : "0", vb ? "(long long)heads * S * Dv" : "0");
+  } else if (a->mask >= 0) {
+    /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */
+    nnc_sb_printf(&body, "  a.batch = T;\n  a.heads = 1;\n  a.T = 1;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n"
+                         "  a.q_st = D;\n  a.q_sb = D;\n  a.k_st = D;\n  a.v_st = Dv;\n  a.o_st = Dv;\n  a.o_sb = Dv;\n");
+  } else {
+    nnc_sb_printf(&body, "  a.batch = 1;\n  a.heads = 1;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n"
+                         "  a.q_st = D;\n  a.k_st = D;\n  a.v_st = Dv;\n  a.o_st = Dv;\n");
+  }
+  nnc_sb_printf(&body, "  a.scale = %s;\n  a.causal = %d;\n", ec_literal(a->scale, false, lit, sizeof lit),
+                a->causal ? 1 : 0);
+  ec_assign(x, &body, 2, "a.q", a->q);
+  ec_assign(x, &body, 2, "a.k", a->k);
+  ec_assign(x, &body, 2, "a.v", a->v);
+  ec_assign(x, &body, 2, "a.out", a->out);
+  if (a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype) {
+    /* the template reads the mask in q's type: convert it into the workspace */
+    char me[EXPR], pm[256], note[600];
+    ec_elems(x, a->mask, me, sizeof me);
+    nnc_sb_printf(b, "/* kernel %d's padding mask %s in the type of q */\n"
+                     "__global__ void k%d_mask(%s *y, const %s *m, long long n) {\n"
+                     "  NNC_LOOP(e, n) nnc_st(&y[e], nnc_ld(m[e]));\n}\n\n",
+                  ki, ec_note(x, a->mask, note, sizeof note), ki, ty, cu_stype(x, a->mask));
+    nnc_sb_printf(&body, "  const long long mask_n = %s;\n  %s *mask = (%s *)m->ws;\n"
+                         "  k%d_mask<<<nnc_loop_blocks(mask_n), NNC_LOOP_THREADS, 0, s>>>(mask, %s, mask_n);\n"
+                         "  if (launched(m, %d)) return %s_E_DEVICE;\n  a.mask = mask;\n  a.mask_sb = S;\n",
+                  me, ty, ty, ki, ec_ptr(x, a->mask, pm, sizeof pm), ki, x->P);
+  } else if (a->mask >= 0) {
+    ec_assign(x, &body, 2, "a.mask", a->mask);
+    nnc_sb_printf(&body, "  a.mask_sb = S;\n");
+  }
+  nnc_sb_printf(&body, "  nnc_cuda_error e;\n  if (nnc_cuda_attention(a, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                       "  return 0;\n", ki);
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------------- rows */
+
+static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_tensor *in = &x->g->tensors[n->in[0]];
+  /* softmax over another axis than the last: a loop */
+  if (n->op == NNC_OP_SOFTMAX && n->attrs.axis != in->rank - 1) return cu_emit_loop_kernel(x, ki, b, err);
+  char rows[EXPR], cols[EXPR], ri[EXPR], ci[EXPR], lit[64], px[256], py[256], pg[256], pb[256];
+  ec_dims_product(x, n->in[0], 0, in->rank - 1, rows, sizeof rows);
+  dim_of(x, n->in[0], in->rank - 1, cols, sizeof cols);
+  as_int(rows, ri, sizeof ri);
+  as_int(cols, ci, sizeof ci);
+  ec_ptr(x, n->in[0], px, sizeof px);
+  ec_ptr(x, n->out[0], py, sizeof py);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int rows = %s, cols = %s;\n  nnc_cuda_error e;\n", ri, ci);
+  if (n->op == NNC_OP_SOFTMAX)
+    nnc_sb_printf(&body, "  if (nnc_cuda_softmax(rows, cols, %s, cols, %s, cols, s, &e))\n", px, py);
+  else if (n->op == NNC_OP_LAYERNORM)
+    nnc_sb_printf(&body, "  if (nnc_cuda_layernorm(rows, cols, %s, cols, %s, %s, %s, %s, cols, s, &e))\n", px,
+                  ec_ptr(x, n->in[1], pg, sizeof pg), ec_ptr(x, n->in[2], pb, sizeof pb),
+                  ec_literal(n->attrs.eps, false, lit, sizeof lit), py);
+  else
+    nnc_sb_printf(&body, "  if (nnc_cuda_rmsnorm(rows, cols, %s, cols, %s, %s, %s, cols, s, &e))\n", px,
+                  ec_ptr(x, n->in[1], pg, sizeof pg), ec_literal(n->attrs.eps, false, lit, sizeof lit), py);
+  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  return NNC_OK;
+}
+
+nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
+  nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
+  for (int ki = 0; ki < x->s->nk; ki++) {
+    const nnc_kernel *k = &x->s->k[ki];
+    char where[300], ops[600], name[300];
+    ec_where(k->loc, where, sizeof where);
+    ec_kernel_ops(x, ki, ops, sizeof ops);
+    nnc_emit_comment(ec_kernel_name(x, ki), name, sizeof name);
+    if (k->kind == NNC_KERNEL_VIEW) continue;
+    nnc_sb_printf(b, "/* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, ki, nnc_kernel_kind_name(k->kind));
+    nnc_status st = NNC_OK;
+    switch (k->kind) {
+    case NNC_KERNEL_GEMM: st = emit_gemm(x, ki, b, err); break;
+    case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
+    case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
+    default: st = cu_emit_loop_kernel(x, ki, b, err); break;
+    }
+    if (st) return st;
+  }
+  ec_emit_costs(x, b);
+  return NNC_OK;
+}

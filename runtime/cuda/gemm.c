@@ -1,0 +1,384 @@
+/* runtime/cuda/gemm.c — row-major matrix products through cuBLASLt, with
+ * bias, activation and residual fused into the epilogue.
+ *
+ * cuBLASLt is column-major. A row-major [R,C] matrix with leading dimension
+ * ld is the column-major [C,R] matrix with the same ld, its transpose; so
+ * D = A.B (row-major) is computed as the column-major D^T = B^T . A^T, with
+ * our B as cuBLASLt's first operand and our A as its second. The bias, one
+ * value per column of D, is then one per row of D^T: what cuBLASLt's bias
+ * epilogue broadcasts.
+ *
+ * Finding an algorithm (the heuristic query) costs far more than a small
+ * product, so each distinct problem is planned once: descriptors, layouts
+ * and the algorithm are cached, keyed by everything the heuristic looked
+ * at, pointer alignments included (an algorithm chosen for 16-byte aligned
+ * data may not run on 4-byte aligned data). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnrt_cuda_impl.h"
+
+#define CACHE_PLANS 64
+#define KEY_LEN 23
+
+typedef struct plan {
+  bool valid;
+  long long key[KEY_LEN];
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc, ld; /* cuBLASLt's A (our B), B (our A), C, D */
+  cublasLtMatmulAlgo_t algo;
+} plan;
+
+struct nnrt_cuda_blas {
+  cublasLtHandle_t lt;
+  void *workspace;
+  size_t workspace_bytes;
+  plan plans[CACHE_PLANS];
+  int next_evict; /* round robin once the cache is full */
+  long long queries;
+};
+
+static const char *dtype_name(nnrt_cuda_dtype t) {
+  switch (t) {
+  case NNRT_DT_F32: return "f32";
+  case NNRT_DT_BF16: return "bf16";
+  case NNRT_DT_F16: return "f16";
+  }
+  return "?";
+}
+
+static size_t dtype_size(nnrt_cuda_dtype t) { return t == NNRT_DT_F32 ? 4 : 2; }
+
+static cudaDataType_t cuda_type(nnrt_cuda_dtype t) {
+  switch (t) {
+  case NNRT_DT_BF16: return CUDA_R_16BF;
+  case NNRT_DT_F16: return CUDA_R_16F;
+  case NNRT_DT_F32: break;
+  }
+  return CUDA_R_32F;
+}
+
+static bool valid_dtype(int t) { return t == NNRT_DT_F32 || t == NNRT_DT_BF16 || t == NNRT_DT_F16; }
+
+static const char *epilogue_name(int e) {
+  switch (e) {
+  case NNRT_EPI_NONE: return "none";
+  case NNRT_EPI_RELU: return "relu";
+  case NNRT_EPI_GELU_TANH: return "gelu_tanh";
+  case NNRT_EPI_GELU_ERF: return "gelu_erf";
+  }
+  return "?";
+}
+
+/* The name of a GEMM in messages, "GEMM 17x129x33 (MxNxK) batch 3
+ * bf16->f32 ...", formatted only when a message needs it: a call that
+ * succeeds formats nothing. */
+typedef struct gemm_name {
+  const nnrt_cuda_gemm *g;
+  bool done;
+  char s[320];
+} gemm_name;
+
+static const char *name_of(gemm_name *n) {
+  const nnrt_cuda_gemm *g = n->g;
+  if (!n->done)
+    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s epilogue %s%s%s",
+             g->M, g->N, g->K, g->batch, valid_dtype((int)g->ab) ? dtype_name(g->ab) : "?",
+             valid_dtype((int)g->out) ? dtype_name(g->out) : "?", g->tf32 ? " tf32" : "",
+             g->b_trans ? " B transposed" : "", epilogue_name(g->epilogue),
+             g->bias ? " +bias" : "", g->residual ? " +residual" : "");
+  n->done = true;
+  return n->s;
+}
+
+static bool no(char *reason, size_t size, const char *why) {
+  if (reason && size) snprintf(reason, size, "%s", why);
+  return false;
+}
+
+bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reason_size) {
+  if (reason && reason_size) reason[0] = '\0';
+  if (!g) return no(reason, reason_size, "the GEMM description is NULL");
+  if (g->M < 0 || g->N < 0 || g->K < 0 || g->batch < 0)
+    return no(reason, reason_size, "a size (M, N, K or batch) is negative");
+  if (!valid_dtype((int)g->ab) || !valid_dtype((int)g->out))
+    return no(reason, reason_size, "the A/B or output type is not f32, bf16 or f16");
+  if (g->epilogue < NNRT_EPI_NONE || g->epilogue > NNRT_EPI_GELU_ERF)
+    return no(reason, reason_size, "the epilogue is not one of nnrt_cuda_epilogue");
+  if (g->epilogue == NNRT_EPI_GELU_ERF)
+    return no(reason, reason_size,
+              "GELU in its erf form is not a cuBLASLt epilogue (only the tanh form is)");
+  if (g->residual && g->epilogue != NNRT_EPI_NONE)
+    return no(reason, reason_size,
+              "an activation with a residual: cuBLASLt adds the residual before the activation");
+  if (g->ab == NNRT_DT_F32 && g->out != NNRT_DT_F32)
+    return no(reason, reason_size, "f32 inputs must give an f32 output");
+  if (g->ab != NNRT_DT_F32 && g->out != g->ab && g->out != NNRT_DT_F32)
+    return no(reason, reason_size, "bf16/f16 inputs must give their own type or f32");
+  if (g->tf32 && g->ab != NNRT_DT_F32)
+    return no(reason, reason_size, "tf32 applies to f32 inputs only");
+  if (g->K == 0 && g->M > 0 && g->N > 0 && g->batch > 0)
+    return no(reason, reason_size, "K = 0 (an empty inner dimension)");
+  return true;
+}
+
+/* The largest power of two (up to 256) dividing the address: what the
+ * heuristic is told, and part of the key. */
+static long long align_of(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (a == 0) return 256;
+  long long al = 1;
+  while (al < 256 && (a & (uintptr_t)al) == 0) al *= 2;
+  return al;
+}
+
+static void plan_release(plan *p) {
+  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+  if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+  if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+  if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+  if (p->ld) cublasLtMatrixLayoutDestroy(p->ld);
+  memset(p, 0, sizeof *p);
+}
+
+nnrt_status nnrt_cuda_blas_create(size_t workspace_bytes, nnrt_cuda_blas **out, nnrt_error *err) {
+  if (!out) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_blas_create: out is NULL");
+  *out = NULL;
+  nnrt_status st = nnrt_cuda_need_device("creating a cuBLASLt handle", err);
+  if (st != NNRT_OK) return st;
+  nnrt_cuda_blas *h = calloc(1, sizeof *h);
+  if (!h) return nnrt_errorf(err, NNRT_E_NOMEM, "out of host memory creating a cuBLASLt handle");
+  h->workspace_bytes = workspace_bytes ? workspace_bytes : NNRT_CUDA_BLAS_DEFAULT_WORKSPACE;
+  char what[96];
+  snprintf(what, sizeof what, "allocating a cuBLASLt workspace of %zu bytes", h->workspace_bytes);
+  if ((st = nnrt_cuda_blas_check(cublasLtCreate(&h->lt), "creating a cuBLASLt handle", err)) !=
+          NNRT_OK ||
+      (st = nnrt_cuda_check(cudaMalloc(&h->workspace, h->workspace_bytes), what, err)) !=
+          NNRT_OK) {
+    nnrt_cuda_blas_destroy(h);
+    return st;
+  }
+  *out = h;
+  return NNRT_OK;
+}
+
+void nnrt_cuda_blas_destroy(nnrt_cuda_blas *h) {
+  if (!h) return;
+  for (int i = 0; i < CACHE_PLANS; i++) plan_release(&h->plans[i]);
+  if (h->workspace) cudaFree(h->workspace);
+  if (h->lt) cublasLtDestroy(h->lt);
+  free(h);
+}
+
+long long nnrt_cuda_blas_heuristic_queries(const nnrt_cuda_blas *h) { return h ? h->queries : 0; }
+
+/* Argument checks beyond what nnrt_cuda_gemm_supported covers; g has
+ * M, N, K, batch > 0. */
+static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error *err) {
+  if (!g->A || !g->B || !g->D)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: %s is NULL", name_of(d), !g->A ? "A" : !g->B ? "B" : "D");
+  long long b_cols = g->b_trans ? g->K : g->N;
+  if (g->lda < g->K)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: lda must be at least K = %d, found %lld", name_of(d), g->K,
+                       g->lda);
+  if (g->ldb < b_cols)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: ldb must be at least %s = %lld, found %lld", name_of(d),
+                       g->b_trans ? "K" : "N", b_cols, g->ldb);
+  if (g->ldd < g->N)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: ldd must be at least N = %d, found %lld", name_of(d), g->N,
+                       g->ldd);
+  if (g->batch > 1) {
+    long long d_span = (long long)(g->M - 1) * g->ldd + g->N;
+    if (g->stride_a < 0 || g->stride_b < 0 || g->stride_r < 0)
+      return nnrt_errorf(err, NNRT_E_ARG, "%s: stride_%s is negative (%lld)", name_of(d),
+                         g->stride_a < 0 ? "a" : g->stride_b < 0 ? "b" : "r",
+                         g->stride_a < 0 ? g->stride_a : g->stride_b < 0 ? g->stride_b
+                                                                         : g->stride_r);
+    if (g->stride_d < d_span)
+      return nnrt_errorf(err, NNRT_E_ARG,
+                         "%s: stride_d must be at least (M-1)*ldd + N = %lld so that output "
+                         "batches do not overlap, found %lld", name_of(d), d_span, g->stride_d);
+    if (g->residual == g->D && g->stride_r != g->stride_d)
+      return nnrt_errorf(err, NNRT_E_ARG,
+                         "%s: the residual is D itself, so stride_r must equal stride_d = %lld, "
+                         "found %lld", name_of(d), g->stride_d, g->stride_r);
+  }
+  size_t ea = dtype_size(g->ab), eo = dtype_size(g->out);
+  const struct { const void *p; size_t size; const char *name; } ptrs[] = {
+      {g->A, ea, "A"}, {g->B, ea, "B"}, {g->D, eo, "D"}, {g->bias, eo, "bias"},
+      {g->residual, eo, "residual"}};
+  for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+    if ((uintptr_t)ptrs[i].p % ptrs[i].size != 0)
+      return nnrt_errorf(err, NNRT_E_ARG, "%s: %s (%p) is not aligned to its %zu-byte elements",
+                         name_of(d), ptrs[i].name, ptrs[i].p, ptrs[i].size);
+  return NNRT_OK;
+}
+
+static void make_key(const nnrt_cuda_gemm *g, long long *k) {
+  bool batched = g->batch > 1;
+  const void *c = g->residual ? g->residual : g->D;
+  long long v[KEY_LEN] = {g->M, g->N, g->K, g->batch, g->ab, g->out, g->tf32, g->b_trans,
+                          g->bias != NULL, g->residual != NULL, g->epilogue, g->lda, g->ldb, g->ldd,
+                          batched ? g->stride_a : 0, batched ? g->stride_b : 0,
+                          batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
+                          align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
+                          align_of(g->bias)};
+  memcpy(k, v, sizeof v);
+}
+
+static cublasLtEpilogue_t lt_epilogue(const nnrt_cuda_gemm *g) {
+  bool b = g->bias != NULL;
+  switch (g->epilogue) {
+  case NNRT_EPI_RELU: return b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  case NNRT_EPI_GELU_TANH: return b ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  default: return b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+static cublasStatus_t make_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, long long rows,
+                                  long long cols, long long ld, int batch, long long stride) {
+  cublasStatus_t s = cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, ld);
+  if (s != CUBLAS_STATUS_SUCCESS || batch <= 1) return s;
+  int32_t count = batch;
+  int64_t off = stride;
+  s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  return cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off,
+                                          sizeof off);
+}
+
+#define LT_TRY(call)                                                                     \
+  do {                                                                                   \
+    if ((s = (call)) != CUBLAS_STATUS_SUCCESS) goto fail;                                \
+  } while (0)
+
+/* Fills p for g: descriptors, layouts, and one heuristic query. */
+static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *p, gemm_name *d,
+                              nnrt_error *err) {
+  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasComputeType_t compute = g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cudaDataType_t tab = cuda_type(g->ab), tout = cuda_type(g->out);
+  bool batched = g->batch > 1;
+  LT_TRY(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+  cublasOperation_t ta = g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  cublasLtEpilogue_t epi = lt_epilogue(g);
+  LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (g->bias) {
+    int32_t bt = (int32_t)tout;
+    int64_t bstride = 0; /* one bias for every batch item */
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                          sizeof bt));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                          &bstride, sizeof bstride));
+    /* The heuristic reads the bias pointer's alignment. */
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                          sizeof g->bias));
+  }
+  /* cuBLASLt's A is our B^T: [N,K] column-major, or (b_trans) its transpose
+   * stored as [K,N]. Its B is our A^T, [K,M]. C and D are D^T, [N,M]. */
+  if (g->b_trans)
+    LT_TRY(make_layout(&p->la, tab, g->K, g->N, g->ldb, g->batch, batched ? g->stride_b : 0));
+  else
+    LT_TRY(make_layout(&p->la, tab, g->N, g->K, g->ldb, g->batch, batched ? g->stride_b : 0));
+  LT_TRY(make_layout(&p->lb, tab, g->K, g->M, g->lda, g->batch, batched ? g->stride_a : 0));
+  LT_TRY(make_layout(&p->lc, tout, g->N, g->M, g->ldd, g->batch,
+                     batched ? (g->residual ? g->stride_r : g->stride_d) : 0));
+  LT_TRY(make_layout(&p->ld, tout, g->N, g->M, g->ldd, g->batch, batched ? g->stride_d : 0));
+
+  LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = h->workspace_bytes;
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws));
+  const void *c = g->residual ? g->residual : g->D;
+  uint32_t al[4] = {(uint32_t)align_of(g->B), (uint32_t)align_of(g->A), (uint32_t)align_of(c),
+                    (uint32_t)align_of(g->D)};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++)
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]));
+
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  h->queries++;
+  LT_TRY(cublasLtMatmulAlgoGetHeuristic(h->lt, p->desc, p->la, p->lb, p->lc, p->ld, pref, 1,
+                                        &result, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+    plan_release(p);
+    return nnrt_errorf(err, NNRT_E_ARG, "unsupported: %s: cuBLASLt has no algorithm for it", name_of(d));
+  }
+  p->algo = result.algo;
+  p->valid = true;
+  return NNRT_OK;
+
+fail:
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  plan_release(p);
+  {
+    char what[600];
+    snprintf(what, sizeof what, "planning %s", name_of(d));
+    return nnrt_cuda_blas_check(s, what, err);
+  }
+}
+
+/* The cached plan for g, planning it on a miss. */
+static nnrt_status plan_for(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, gemm_name *d, plan **out,
+                            nnrt_error *err) {
+  long long key[KEY_LEN];
+  make_key(g, key);
+  plan *slot = NULL;
+  for (int i = 0; i < CACHE_PLANS; i++) {
+    plan *p = &h->plans[i];
+    if (p->valid && memcmp(p->key, key, sizeof key) == 0) {
+      *out = p;
+      return NNRT_OK;
+    }
+    if (!p->valid && !slot) slot = p;
+  }
+  if (!slot) {
+    slot = &h->plans[h->next_evict];
+    h->next_evict = (h->next_evict + 1) % CACHE_PLANS;
+    plan_release(slot);
+  }
+  nnrt_status st = plan_build(h, g, slot, d, err);
+  if (st != NNRT_OK) return st;
+  memcpy(slot->key, key, sizeof key);
+  *out = slot;
+  return NNRT_OK;
+}
+
+nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
+                               nnrt_error *err) {
+  if (!h || !g)
+    return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_gemm_run: %s is NULL", !h ? "handle" : "gemm");
+  gemm_name name = {.g = g}, *d = &name;
+  if (g->M < 0 || g->N < 0 || g->K < 0 || g->batch < 0)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: sizes must not be negative", name_of(d));
+  if (g->M == 0 || g->N == 0 || g->batch == 0) return NNRT_OK;
+  char why[160];
+  if (!nnrt_cuda_gemm_supported(g, why, sizeof why))
+    return nnrt_errorf(err, NNRT_E_ARG, "unsupported: %s: %s", name_of(d), why);
+  nnrt_status st = check_args(g, d, err);
+  if (st != NNRT_OK) return st;
+  plan *p = NULL;
+  if ((st = plan_for(h, g, d, &p, err)) != NNRT_OK) return st;
+  cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+  if (g->bias)
+    bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                        sizeof g->bias);
+  float beta = g->residual ? 1.0f : 0.0f;
+  const void *c = g->residual ? g->residual : g->D;
+  if (bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasLtMatmul(h->lt, p->desc, &g->alpha, g->B, p->la, g->A, p->lb, &beta, c, p->lc, g->D,
+                        p->ld, &p->algo, h->workspace, h->workspace_bytes, s);
+  if (bs == CUBLAS_STATUS_SUCCESS) return NNRT_OK;
+  char what[360];
+  snprintf(what, sizeof what, "running %s", name_of(d));
+  return nnrt_cuda_blas_check(bs, what, err);
+}

@@ -1,0 +1,245 @@
+/* runtime/cuda/nnrt_cuda.h — the CUDA part of libnnrt: devices, CUDA and
+ * cuBLAS errors as nnrt_status values, a caching device allocator, pinned
+ * host buffers and copies, streams and events, and cuBLASLt matrix products
+ * with fused bias / activation / residual.
+ *
+ * Host C11 over the CUDA runtime and cuBLASLt C APIs: these files build with
+ * gcc (or nvcc) with -I<runtime> -I/usr/local/cuda/include and link
+ * -lcudart -lcublasLt. The generated model folder for a CUDA target copies
+ * runtime/ and runtime/cuda/ and builds them there.
+ *
+ * Conventions are those of nnrt.h: every function that can fail returns an
+ * nnrt_status and fills the nnrt_error it is given (may be NULL); nothing
+ * aborts or exits; destroy/free functions return nothing and accept NULL.
+ * Without a usable CUDA device or driver every entry point that needs one
+ * returns NNRT_E_DEVICE with a message ending in "(no usable CUDA device or
+ * driver)", and never crashes.
+ *
+ * Combinations the runtime cannot do (a GEMM epilogue cuBLASLt lacks, an
+ * unsupported type pair) are NNRT_E_ARG with a message starting
+ * "unsupported:"; nnrt_cuda_gemm_supported answers the same question
+ * beforehand so the emitter can fall back at create time.
+ *
+ * Threading: a handle (allocator, blas) is used by one thread at a time. */
+#ifndef NNRT_CUDA_H
+#define NNRT_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "nnrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+/* The nnrt_status a CUDA runtime error stands for: out of memory is
+ * NNRT_E_NOMEM; invalid values, handles and pointers NNRT_E_ARG; "not ready"
+ * NNRT_E_STATE; everything else (no device, launch failures, faults)
+ * NNRT_E_DEVICE. cudaSuccess is NNRT_OK. */
+nnrt_status nnrt_cuda_status_of(cudaError_t e);
+/* The same for cuBLAS: CUBLAS_STATUS_ALLOC_FAILED is NNRT_E_NOMEM,
+ * INVALID_VALUE and NOT_SUPPORTED NNRT_E_ARG, NOT_INITIALIZED NNRT_E_STATE,
+ * INTERNAL_ERROR NNRT_E_INTERNAL, the rest NNRT_E_DEVICE. */
+nnrt_status nnrt_cuda_blas_status_of(cublasStatus_t s);
+
+/* For e != cudaSuccess: fills err with "what: cudaErrorName: description"
+ * (plus the no-device hint where it applies), clears the runtime's last
+ * error so a later launch check does not report it again, and returns
+ * nnrt_cuda_status_of(e). cudaSuccess returns NNRT_OK and leaves err. */
+nnrt_status nnrt_cuda_check(cudaError_t e, const char *what, nnrt_error *err);
+/* The same for a cuBLAS status: "what: CUBLAS_STATUS_NAME: description". */
+nnrt_status nnrt_cuda_blas_check(cublasStatus_t s, const char *what, nnrt_error *err);
+
+/* ---------------------------------------------------------------- device */
+
+typedef struct nnrt_cuda_device_info {
+  int index;
+  char name[256];
+  int cc_major, cc_minor;    /* compute capability, e.g. 9.0 */
+  int sm_count;              /* streaming multiprocessors */
+  size_t total_mem;          /* bytes of device memory */
+  int l2_bytes;              /* L2 cache */
+  int clock_khz;             /* peak SM clock */
+  int mem_clock_khz;         /* peak memory clock */
+  int mem_bus_bits;          /* memory bus width */
+  size_t smem_optin_bytes;   /* shared memory a block may opt in to */
+} nnrt_cuda_device_info;
+
+/* Number of CUDA devices; 0 and NNRT_E_DEVICE when there is none (or no
+ * driver). out must not be NULL. */
+nnrt_status nnrt_cuda_device_count(int *out, nnrt_error *err);
+/* Parses the value of NNC_CUDA_DEVICE: a decimal index in [0, count), no
+ * sign, spaces or trailing characters; NNRT_E_ARG naming the text otherwise.
+ * Pure (touches no device). */
+nnrt_status nnrt_cuda_device_parse(const char *text, int count, int *out, nnrt_error *err);
+/* Makes a device current for the calling thread (cudaSetDevice). index >= 0
+ * names it; index < 0 takes NNC_CUDA_DEVICE when set, else device 0. The
+ * index used goes to *chosen (may be NULL). */
+nnrt_status nnrt_cuda_device_select(int index, int *chosen, nnrt_error *err);
+/* Properties of device index (which need not be current). */
+nnrt_status nnrt_cuda_device_info_get(int index, nnrt_cuda_device_info *out, nnrt_error *err);
+
+/* ------------------------------------------------------------- allocator */
+
+/* A caching allocator of device memory on the device current at create.
+ * Sizes are rounded up to a size class (4 classes per power of two, from
+ * 512 bytes: at most 25% over); a freed block goes on its class's free
+ * list and the next request of that class takes it without calling
+ * cudaMalloc. Memory goes back to CUDA only on nnrt_cuda_alloc_trim, when
+ * cudaMalloc runs out (the cache is trimmed and the call retried once) and
+ * on destroy.
+ *
+ * Blocks are handed out again without synchronizing: that is right when the
+ * work that used a freed block and the work that uses it next are ordered
+ * (one stream, as the generated code runs). With several streams, sync
+ * before freeing a block another stream may still read. */
+typedef struct nnrt_cuda_alloc nnrt_cuda_alloc;
+
+typedef struct nnrt_cuda_alloc_stats {
+  size_t in_use;      /* bytes (of size classes) handed out and not freed */
+  size_t cached;      /* bytes on free lists */
+  size_t peak;        /* highest in_use since create */
+  size_t device_allocs;  /* cudaMalloc calls made */
+  size_t reuses;      /* requests served from a free list */
+} nnrt_cuda_alloc_stats;
+
+/* The size class of a request of bytes (0 is served as 1): the smallest
+ * m * 2^e >= bytes with m in {4, 5, 6, 7}, and at least 512. 0 when bytes
+ * is too large to round up. Pure. */
+size_t nnrt_cuda_size_class(size_t bytes);
+
+nnrt_status nnrt_cuda_alloc_create(nnrt_cuda_alloc **out, nnrt_error *err);
+/* cudaFrees every block, in use or cached. */
+void nnrt_cuda_alloc_destroy(nnrt_cuda_alloc *a);
+/* At least bytes of device memory, 256-byte aligned; bytes 0 gives a valid,
+ * unique pointer. NNRT_E_NOMEM when the device is full even after a trim,
+ * NNRT_E_SIZE when bytes has no size class. */
+nnrt_status nnrt_cuda_malloc(nnrt_cuda_alloc *a, size_t bytes, void **out, nnrt_error *err);
+/* Puts p back on its free list; p == NULL is a no-op. NNRT_E_ARG when p is
+ * not a block of this allocator in use (a double free or a foreign pointer). */
+nnrt_status nnrt_cuda_free(nnrt_cuda_alloc *a, void *p, nnrt_error *err);
+/* cudaFrees every cached block. */
+nnrt_status nnrt_cuda_alloc_trim(nnrt_cuda_alloc *a, nnrt_error *err);
+/* Zeros when a is NULL. */
+nnrt_cuda_alloc_stats nnrt_cuda_alloc_get_stats(const nnrt_cuda_alloc *a);
+
+/* ---------------------------------------------------- host memory, copies */
+
+/* Page-locked host memory (cudaHostAlloc), so copies run asynchronously at
+ * full speed. bytes 0 gives a valid pointer. Free with nnrt_cuda_host_free. */
+nnrt_status nnrt_cuda_host_alloc(size_t bytes, void **out, nnrt_error *err);
+void nnrt_cuda_host_free(void *p);
+/* Copies bytes from src to dst on stream, in whichever direction the
+ * pointers say (unified addressing). Asynchronous when the host side is
+ * pinned. bytes 0 does nothing. */
+nnrt_status nnrt_cuda_copy_async(void *dst, const void *src, size_t bytes, cudaStream_t stream,
+                                 nnrt_error *err);
+
+/* ------------------------------------------------------ streams, events */
+
+/* A stream that does not synchronize with the legacy default stream. */
+nnrt_status nnrt_cuda_stream_create(cudaStream_t *out, nnrt_error *err);
+/* Destroying the default stream (NULL) does nothing. */
+void nnrt_cuda_stream_destroy(cudaStream_t s);
+nnrt_status nnrt_cuda_stream_sync(cudaStream_t s, nnrt_error *err);
+
+/* An event with timing. */
+nnrt_status nnrt_cuda_event_create(cudaEvent_t *out, nnrt_error *err);
+void nnrt_cuda_event_destroy(cudaEvent_t e);
+nnrt_status nnrt_cuda_event_record(cudaEvent_t e, cudaStream_t s, nnrt_error *err);
+nnrt_status nnrt_cuda_event_sync(cudaEvent_t e, nnrt_error *err);
+/* Milliseconds from start to stop, both recorded; waits for stop. */
+nnrt_status nnrt_cuda_event_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, float *ms,
+                                       nnrt_error *err);
+
+/* ------------------------------------------------------------------ GEMM */
+
+typedef enum { NNRT_DT_F32, NNRT_DT_BF16, NNRT_DT_F16 } nnrt_cuda_dtype;
+
+/* GELU_TANH is cuBLASLt's GELU; GELU_ERF is not in cuBLASLt and is always
+ * reported unsupported, so the emitter applies it in a separate kernel. */
+typedef enum {
+  NNRT_EPI_NONE,
+  NNRT_EPI_RELU,
+  NNRT_EPI_GELU_TANH,
+  NNRT_EPI_GELU_ERF
+} nnrt_cuda_epilogue;
+
+/* One (batched) product, row-major:
+ *   D[b] = act(alpha * A[b] . op(B[b]) + bias) + residual[b]
+ * for b in [0, batch), A[b] at A + b*stride_a elements, and so on.
+ * Leading dimensions and strides count elements of the matrix's type.
+ *
+ * Types: ab F32 -> out F32 (tf32: tensor cores, inputs rounded to tf32);
+ * ab BF16 -> out BF16 or F32; ab F16 -> out F16 or F32. Accumulation in f32.
+ * bias is [N] of the out type, the same for every batch item.
+ * residual has D's shape and leading dimension ldd, batch stride stride_r,
+ * and may be D itself (then stride_r must equal stride_d).
+ * An activation together with a residual is unsupported (cuBLASLt would
+ * apply the activation after adding it); so is K == 0.
+ * Strides may be 0 for A and B (one matrix for every batch item), not for D. */
+typedef struct nnrt_cuda_gemm {
+  int M, N, K, batch;            /* out[M,N] per batch item, row-major */
+  nnrt_cuda_dtype ab, out;       /* A and B type; out/bias/residual type */
+  bool tf32;                     /* f32 inputs on tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) */
+  const void *A; long long lda, stride_a;  /* A row-major [M,K] */
+  const void *B; long long ldb, stride_b;  /* b_trans ? B [N,K] row-major (nn.Linear) : B [K,N] */
+  bool b_trans;
+  const void *bias;              /* [N] of the out type, or NULL */
+  const void *residual; long long stride_r;  /* out-shaped, added (beta = 1), or NULL; may equal D */
+  void *D; long long ldd, stride_d;
+  float alpha;
+  int epilogue;                  /* nnrt_cuda_epilogue */
+} nnrt_cuda_gemm;
+
+/* The cuBLASLt handle, one workspace, and a cache of (shape, types, leading
+ * dimensions, strides, pointer alignments, epilogue) -> (matmul descriptor,
+ * layouts, chosen algorithm), so a repeated call makes no heuristic query.
+ * Uses the device current at create. The workspace is shared by every call:
+ * run the calls of one handle on one stream (or sync between streams). */
+typedef struct nnrt_cuda_blas nnrt_cuda_blas;
+
+#define NNRT_CUDA_BLAS_DEFAULT_WORKSPACE ((size_t)32 << 20)
+
+/* workspace_bytes 0 means NNRT_CUDA_BLAS_DEFAULT_WORKSPACE. */
+nnrt_status nnrt_cuda_blas_create(size_t workspace_bytes, nnrt_cuda_blas **out,
+                                  nnrt_error *err);
+void nnrt_cuda_blas_destroy(nnrt_cuda_blas *h);
+/* Heuristic queries made so far (one per distinct problem; for tests). */
+long long nnrt_cuda_blas_heuristic_queries(const nnrt_cuda_blas *h);
+
+/* Whether the combination of types, epilogue, bias/residual and sizes in g
+ * is one nnrt_cuda_gemm_run can do; when not, reason (if not NULL) gets why.
+ * Looks only at the fields that decide that (M, N, K, batch, ab, out, tf32,
+ * bias and residual being NULL or not, epilogue), not at pointers or leading
+ * dimensions, and touches no device. */
+bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reason_size);
+
+/* Enqueues the product on stream s. Checks the arguments first (NULL
+ * pointers, negative sizes, leading dimensions smaller than the rows,
+ * overlapping output batches: NNRT_E_ARG naming the field); an unsupported
+ * combination is NNRT_E_ARG "unsupported: ...". M, N or batch 0 does
+ * nothing. Does not synchronize. */
+nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
+                               nnrt_error *err);
+
+/* ----------------------------------------------------------------- peaks */
+
+/* The GPU's rates for a roofline (peaks.c): *gbps the bandwidth of a 512 MiB
+ * device copy (bytes read + written), *gflops an 8192^3 GEMM of dtype dt
+ * (tf32 for f32 on tensor cores) through h; the best of five after a warm-up.
+ * Takes 1.5 GiB of device memory from alloc for the duration. */
+nnrt_status nnrt_cuda_measure_peaks(nnrt_cuda_blas *h, nnrt_cuda_alloc *alloc, nnrt_cuda_dtype dt, bool tf32,
+                                    double *gflops, double *gbps, cudaStream_t s, nnrt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,194 @@
+/* templates/cuda/attention.cuh — scaled dot-product attention (flash
+ * attention: one pass over the keys with an online softmax, the T x S score
+ * matrix never reaches memory).
+ *
+ * For each batch b and head h:
+ *   out = softmax(scale * q . k^T + masks) . v,
+ *   q [T,D], k [S,D], v [S,Dv], out [T,Dv]; element (b,h,i,d) of q is at
+ *   q + b*q_sb + h*q_sh + i*q_st + d (likewise k, v, out; last dim contiguous,
+ *   strides in elements; batch strides may be 0 to broadcast).
+ *   causal: key j is masked for query i when j > i + (S - T).
+ *   mask (may be NULL): [batch, S] of T with row stride mask_sb; key j of
+ *   batch b is masked when mask[b*mask_sb + j] == 0.
+ *   A query whose keys are all masked gets zeros (not NaN).
+ * The same function as compiler/ref/ref_attention.c and the C SIMD template
+ * (nnc_simd_attention); all arithmetic in f32.
+ *
+ *   nnc_cuda_status nnc_cuda_attention<T>(const nnc_cuda_attn_args<T> &a,
+ *                                         cudaStream_t stream, nnc_cuda_error *err);
+ * T: float, __nv_bfloat16, __half. Returns NNC_CUDA_E_ARG (nothing launched)
+ * for a negative size, a NULL or misaligned pointer, or batch / heads over
+ * 65535; NNC_CUDA_E_LAUNCH when the runtime refuses. batch, heads, T or Dv of
+ * 0 launch nothing; S == 0 writes zeros. Never synchronizes.
+ *
+ * Dispatch:
+ * - tensor cores (attention_mma.cuh) when T is bf16 or f16, scale > 0 (its
+ *   softmax folds the scale into the exponent), D == Dv is 32, 64 or 128,
+ *   q, k, v, out are 16-byte aligned, every q/k/v/out stride is a multiple
+ *   of 8 elements, and the GPU is sm_80 or newer;
+ * - otherwise the SIMT path (attention_simt.cuh), any D and Dv as long as a
+ *   tile of 32 keys fits in shared memory (D + Dv up to about 1500 on sm_90).
+ *
+ * Tiles (template parameters, defaults chosen in nnc_cuda_attention from
+ * two runs on an H100 of bench/gpu_attention.cu, which also times other
+ * shapes; bf16, figures from the second run, after the exp2 change):
+ * - mma, D = 32: BQ = 64 queries, 4 warps (one m16 tile each), BK = 64 keys;
+ *   16 KB of shared memory. B=32 H=12 T=128: 11.64 us; BQ = 128 with 2 m16
+ *   tiles a warp took 10.44 us there (13.37 against 12.07 in the first run,
+ *   so the two are within run-to-run movement; not switched untested).
+ * - mma, D = 64: BQ = 64, 4 warps, BK = 128; 72 KB. B=8 causal T=1024:
+ *   87.8 us (BQ = 128 / 2 tiles a warp: 85.9, BK = 64: 88.6); B=1: 25.4 us
+ *   (27.5-28.0 for those two).
+ * - mma, D = 128: BQ = 128, 8 warps (one m16 tile each: two would need
+ *   more than 255 registers), BK = 64; 96 KB. B=4 H=16 causal T=2048:
+ *   368 us against 414 for BQ = 64 with 4 warps; BK = 128 (160 KB, one
+ *   block per SM) took 339 us in the last run, not yet the default.
+ * - SIMT: 4 warps of 4 rows (BQ = 16), BK = 64 keys (32 when 64 does not
+ *   fit in shared memory).
+ */
+#ifndef NNC_CUDA_ATTENTION_CUH
+#define NNC_CUDA_ATTENTION_CUH
+
+#include <type_traits>
+
+#include "nnc_cuda.cuh"
+
+/* The element type is named E, not T: T is the member holding the query count. */
+template <typename E> struct nnc_cuda_attn_args {
+  int batch, heads, T, S, D, Dv;
+  const E *q;
+  long long q_sb, q_sh, q_st;
+  const E *k;
+  long long k_sb, k_sh, k_st;
+  const E *v;
+  long long v_sb, v_sh, v_st;
+  E *out;
+  long long o_sb, o_sh, o_st;
+  float scale;
+  int causal;
+  const E *mask; /* may be NULL */
+  long long mask_sb;
+};
+
+#include "attention_mma.cuh"
+#include "attention_simt.cuh"
+
+namespace nnc_attn {
+
+constexpr const char *KERNEL = "nnc_cuda_attention";
+
+inline nnc_cuda_status runtime_fail(nnc_cuda_error *err, cudaError_t e, const char *what) {
+  return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+                       cudaGetErrorName(e));
+}
+
+/* Makes sure a kernel may take smem bytes of dynamic shared memory. */
+template <typename K> nnc_cuda_status allow_smem(K kernel, size_t smem, nnc_cuda_error *err) {
+  if (smem <= 48 * 1024) return NNC_CUDA_OK;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  return e == cudaSuccess ? NNC_CUDA_OK : runtime_fail(err, e, "cudaFuncSetAttribute");
+}
+
+inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <typename T> bool strides8(const nnc_cuda_attn_args<T> &a) {
+  const long long s[12] = {a.q_sb, a.q_sh, a.q_st, a.k_sb, a.k_sh, a.k_st,
+                           a.v_sb, a.v_sh, a.v_st, a.o_sb, a.o_sh, a.o_st};
+  for (long long x : s)
+    if (x % 8 != 0) return false;
+  return true;
+}
+
+}  // namespace nnc_attn
+
+/* Launches the tensor-core kernel with the tiles given (the arguments must
+ * already satisfy the mma conditions above and D == this D). */
+template <typename T, int D, int BQ, int BK, int WARPS>
+nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
+                                       nnc_cuda_error *err) {
+  auto kernel = nnc_attn_mma_kernel<T, D, BQ, BK, WARPS>;
+  const size_t smem = nnc_attn_mma_smem<T, D, BQ, BK>();
+  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
+  if (st != NNC_CUDA_OK) return st;
+  const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
+  kernel<<<grid, WARPS * 32, smem, stream>>>(a);
+  return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
+}
+
+/* Launches the SIMT kernel with the tiles given; E_ARG when its shared
+ * memory exceeds max_smem bytes. */
+template <typename T, int BK, int WARPS, int RPW>
+nnc_cuda_status nnc_cuda_attention_simt(const nnc_cuda_attn_args<T> &a, size_t max_smem,
+                                        cudaStream_t stream, nnc_cuda_error *err) {
+  auto kernel = nnc_attn_simt_kernel<T, BK, WARPS, RPW>;
+  const size_t smem = nnc_attn_simt_smem<BK, WARPS, RPW>(a.D, a.Dv);
+  if (smem > max_smem)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL,
+                         "expected D + Dv small enough for a tile of %d keys in %zu bytes of shared "
+                         "memory, found D = %d, Dv = %d (%zu bytes)",
+                         BK, max_smem, a.D, a.Dv, smem);
+  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
+  if (st != NNC_CUDA_OK) return st;
+  constexpr int BQ = WARPS * RPW;
+  const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
+  kernel<<<grid, WARPS * 32, smem, stream>>>(a);
+  return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
+}
+
+/* Whether nnc_cuda_attention takes the tensor-core path for these arguments
+ * on a GPU of compute capability major cc_major. */
+template <typename T> bool nnc_cuda_attention_uses_mma(const nnc_cuda_attn_args<T> &a, int cc_major) {
+  if constexpr (std::is_same<T, float>::value) {
+    return false;
+  } else {
+    return cc_major >= 8 && a.scale > 0.0f && a.D == a.Dv && (a.D == 32 || a.D == 64 || a.D == 128) &&
+           nnc_attn::aligned16(a.q) && nnc_attn::aligned16(a.k) && nnc_attn::aligned16(a.v) &&
+           nnc_attn::aligned16(a.out) && nnc_attn::strides8(a);
+  }
+}
+
+template <typename T>
+nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
+                                   nnc_cuda_error *err) {
+  using nnc_attn::KERNEL;
+  if (a.batch < 0 || a.heads < 0 || a.T < 0 || a.S < 0 || a.D < 0 || a.Dv < 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
+                         "expected sizes >= 0, found batch %d, heads %d, T %d, S %d, D %d, Dv %d", a.batch,
+                         a.heads, a.T, a.S, a.D, a.Dv);
+  if (a.batch > 65535 || a.heads > 65535)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected batch and heads <= 65535, found %d and %d",
+                         a.batch, a.heads);
+  if (a.batch == 0 || a.heads == 0 || a.T == 0 || a.Dv == 0) return NNC_CUDA_OK;
+  const struct {
+    const void *p;
+    const char *name;
+  } ptrs[4] = {{a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.out, "out"}};
+  for (const auto &x : ptrs) {
+    if (!x.p) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a device pointer for %s, found NULL", x.name);
+    if (reinterpret_cast<uintptr_t>(x.p) % sizeof(T) != 0)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected %s aligned to %zu bytes, found %p", x.name,
+                           sizeof(T), x.p);
+  }
+  if (a.mask && reinterpret_cast<uintptr_t>(a.mask) % sizeof(T) != 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected mask aligned to %zu bytes, found %p",
+                         sizeof(T), (const void *)a.mask);
+
+  int dev = 0, cc = 0, optin = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess) return nnc_attn::runtime_fail(err, e, "querying the device");
+
+  if constexpr (!std::is_same<T, float>::value) {
+    if (nnc_cuda_attention_uses_mma(a, cc)) {
+      if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
+      if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 128, 4>(a, stream, err);
+      return nnc_cuda_attention_mma<T, 128, 128, 64, 8>(a, stream, err);
+    }
+  }
+  if (nnc_attn_simt_smem<64, 4, 4>(a.D, a.Dv) <= (size_t)optin)
+    return nnc_cuda_attention_simt<T, 64, 4, 4>(a, (size_t)optin, stream, err);
+  return nnc_cuda_attention_simt<T, 32, 4, 4>(a, (size_t)optin, stream, err);
+}
+
+#endif

@@ -1,0 +1,41 @@
+/* templates/cuda/loops.cuh — what the CUDA kernels nnc writes itself
+ * (elementwise chains, data movement, reductions, gathers) use: loads that
+ * turn any stored element into float, stores that round a float to the
+ * element type, and the grid of a loop over n elements.
+ *
+ * Those kernels give each thread one output element at a time (a grid-stride
+ * loop over the flat index), so consecutive threads touch consecutive
+ * addresses of the output. */
+#ifndef NNC_CUDA_LOOPS_CUH
+#define NNC_CUDA_LOOPS_CUH
+
+#include "nnc_cuda.cuh"
+
+__device__ __forceinline__ float nnc_ld(float v) { return v; }
+__device__ __forceinline__ float nnc_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float nnc_ld(__half v) { return __half2float(v); }
+__device__ __forceinline__ float nnc_ld(int32_t v) { return (float)v; }
+
+__device__ __forceinline__ void nnc_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void nnc_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void nnc_st(__half *p, float v) { *p = __float2half_rn(v); }
+
+/* float or double to int32_t as C truncates, saturating instead of
+ * overflowing; NaN gives 0. */
+__device__ __forceinline__ int32_t nnc_to_i32(double v) {
+  return v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
+}
+
+/* Threads per block of the loops, and blocks for n elements: enough to fill
+ * any current GPU several times over; the grid-stride loop does the rest. */
+#define NNC_LOOP_THREADS 256
+inline unsigned nnc_loop_blocks(long long n) {
+  long long b = (n + NNC_LOOP_THREADS - 1) / NNC_LOOP_THREADS;
+  return (unsigned)(b < 65536 ? (b > 0 ? b : 1) : 65536);
+}
+
+/* The flat index of this thread's first element and the grid's stride. */
+#define NNC_LOOP(e, n) \
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < (n); e += (long long)gridDim.x * blockDim.x)
+
+#endif

@@ -1,0 +1,646 @@
+/* tests/gpu/test_rt_cuda_gpu.c — the CUDA runtime on a GPU: device
+ * selection and properties, the caching allocator's reuse and stats, pinned
+ * copies and events, and every supported GEMM combination against a float64
+ * CPU reference on fresh random inputs with NaN-poisoned outputs.
+ *
+ * A plain C program: exits 0 when every check passes, 1 otherwise, printing
+ * the max relative error (to max |ref| of the matrix) per case to stdout
+ * with -v, and per type combination always. --quick tests one shape (for
+ * sanitizers). --bench instead times a few model-sized GEMMs (CUDA events,
+ * median of 30 after warm-up; tests/gpu/bench_gemm_torch.py is the peer).
+ *
+ * Built and run on a GPU machine by tests/gpu/run_rt_cuda.sh (gcc, linked
+ * with runtime/status.c, runtime/half.c, the files of runtime/cuda, -lcudart
+ * -lcublasLt -lm). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnrt_cuda.h"
+
+static int failures;
+static bool verbose;
+static nnrt_error err;
+
+#define FAIL(...)                                    \
+  do {                                               \
+    failures++;                                      \
+    printf("FAIL %s:%d: ", __FILE__, __LINE__);      \
+    printf(__VA_ARGS__);                             \
+    printf("\n");                                    \
+  } while (0)
+
+/* A call that must succeed; on failure reports and leaves the function. */
+#define OK(call)                                                      \
+  do {                                                                \
+    nnrt_status st_ = (call);                                         \
+    if (st_ != NNRT_OK) {                                             \
+      FAIL("%s -> %s: %s", #call, nnrt_status_name(st_), err.msg);    \
+      return;                                                         \
+    }                                                                 \
+  } while (0)
+
+#define EXPECT(cond, ...)           \
+  do {                              \
+    if (!(cond)) FAIL(__VA_ARGS__); \
+  } while (0)
+
+/* ------------------------------------------------------------ random */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double uniform(void) { /* [-1, 1) */
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+/* ------------------------------------------------------------ device */
+
+static void test_device(void) {
+  int n = 0, chosen = -1;
+  OK(nnrt_cuda_device_count(&n, &err));
+  EXPECT(n >= 1, "device count %d", n);
+  unsetenv("NNC_CUDA_DEVICE");
+  OK(nnrt_cuda_device_select(-1, &chosen, &err));
+  EXPECT(chosen == 0, "default device %d, expected 0", chosen);
+  char last[16];
+  snprintf(last, sizeof last, "%d", n - 1);
+  setenv("NNC_CUDA_DEVICE", last, 1);
+  OK(nnrt_cuda_device_select(-1, &chosen, &err));
+  EXPECT(chosen == n - 1, "NNC_CUDA_DEVICE=%s chose %d", last, chosen);
+  setenv("NNC_CUDA_DEVICE", "99", 1);
+  EXPECT(nnrt_cuda_device_select(-1, &chosen, &err) == NNRT_E_ARG && chosen == -1 &&
+             strstr(err.msg, "NNC_CUDA_DEVICE"),
+         "NNC_CUDA_DEVICE=99: %s", err.msg);
+  EXPECT(nnrt_cuda_device_select(n, &chosen, &err) == NNRT_E_ARG, "device %d accepted", n);
+  unsetenv("NNC_CUDA_DEVICE");
+  OK(nnrt_cuda_device_select(0, &chosen, &err));
+  nnrt_cuda_device_info info;
+  OK(nnrt_cuda_device_info_get(0, &info, &err));
+  printf("device 0: %s, cc %d.%d, %d SMs, %.1f GiB, L2 %d KiB, SM clock %d MHz, memory %d MHz x "
+         "%d bits, smem opt-in %zu KiB\n",
+         info.name, info.cc_major, info.cc_minor, info.sm_count,
+         (double)info.total_mem / (1 << 30), info.l2_bytes >> 10, info.clock_khz / 1000,
+         info.mem_clock_khz / 1000, info.mem_bus_bits, info.smem_optin_bytes >> 10);
+  EXPECT(info.index == 0 && info.name[0] && info.cc_major >= 7 && info.sm_count > 0 &&
+             info.total_mem > ((size_t)1 << 30) && info.l2_bytes > 0 && info.clock_khz > 0 &&
+             info.mem_clock_khz > 0 && info.mem_bus_bits > 0 && info.smem_optin_bytes > 0,
+         "implausible device properties");
+  EXPECT(nnrt_cuda_device_info_get(n, &info, &err) == NNRT_E_ARG, "info of device %d", n);
+}
+
+/* --------------------------------------------------------- allocator */
+
+static bool device_roundtrip(void *d, size_t bytes, unsigned char v) {
+  unsigned char *h = malloc(bytes);
+  bool ok = h && cudaMemset(d, v, bytes) == cudaSuccess &&
+            cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+  for (size_t i = 0; ok && i < bytes; i++) ok = h[i] == v;
+  free(h);
+  return ok;
+}
+
+static void test_allocator(void) {
+  nnrt_cuda_alloc *a = NULL;
+  OK(nnrt_cuda_alloc_create(&a, &err));
+  void *p1 = NULL, *p2 = NULL, *p3 = NULL, *p0 = NULL, *q0 = NULL;
+  OK(nnrt_cuda_malloc(a, 1000, &p1, &err));
+  EXPECT((uintptr_t)p1 % 256 == 0, "unaligned block %p", p1);
+  EXPECT(device_roundtrip(p1, 1000, 0x5a), "block of 1000 bytes not usable");
+  nnrt_cuda_alloc_stats s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.in_use == 1024 && s.cached == 0 && s.peak == 1024 && s.device_allocs == 1,
+         "after malloc(1000): in_use %zu cached %zu peak %zu allocs %zu", s.in_use, s.cached,
+         s.peak, s.device_allocs);
+  OK(nnrt_cuda_free(a, p1, &err));
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.in_use == 0 && s.cached == 1024, "after free: in_use %zu cached %zu", s.in_use,
+         s.cached);
+  OK(nnrt_cuda_malloc(a, 900, &p2, &err)); /* same class: the same block again */
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(p2 == p1 && s.reuses == 1 && s.device_allocs == 1 && s.cached == 0,
+         "malloc(900) after free(1000-byte block): %p vs %p, reuses %zu", p2, p1, s.reuses);
+  OK(nnrt_cuda_malloc(a, 5000, &p3, &err)); /* another class: a new block */
+  OK(nnrt_cuda_malloc(a, 0, &p0, &err));
+  OK(nnrt_cuda_malloc(a, 0, &q0, &err));
+  EXPECT(p3 != p1 && p0 && q0 && p0 != q0 && p0 != p1 && p0 != p3,
+         "distinct live blocks share pointers");
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.in_use == 1024 + 5120 + 512 + 512 && s.peak == s.in_use && s.device_allocs == 4,
+         "in_use %zu peak %zu allocs %zu", s.in_use, s.peak, s.device_allocs);
+  OK(nnrt_cuda_free(a, p3, &err));
+  EXPECT(nnrt_cuda_free(a, p3, &err) == NNRT_E_ARG && strstr(err.msg, "twice"),
+         "double free: %s", err.msg);
+  EXPECT(nnrt_cuda_free(a, (char *)p2 + 256, &err) == NNRT_E_ARG && strstr(err.msg, "foreign"),
+         "foreign pointer: %s", err.msg);
+  OK(nnrt_cuda_free(a, NULL, &err));
+
+  /* Many blocks of many sizes (the pointer table grows), all freed, then
+   * the same sizes again: every one comes off a free list. */
+  enum { MANY = 300 };
+  void *blocks[MANY];
+  size_t sizes[MANY];
+  for (int i = 0; i < MANY; i++) {
+    sizes[i] = (size_t)((uniform() * 0.5 + 0.5) * 300000) + (size_t)i;
+    OK(nnrt_cuda_malloc(a, sizes[i], &blocks[i], &err));
+  }
+  s = nnrt_cuda_alloc_get_stats(a);
+  size_t allocs = s.device_allocs, peak = s.peak;
+  for (int i = MANY - 1; i >= 0; i--) OK(nnrt_cuda_free(a, blocks[i], &err));
+  for (int i = 0; i < MANY; i++) OK(nnrt_cuda_malloc(a, sizes[i], &blocks[i], &err));
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.device_allocs == allocs && s.peak == peak, "re-allocation called cudaMalloc: %zu -> %zu",
+         allocs, s.device_allocs);
+  EXPECT(device_roundtrip(blocks[MANY - 1], sizes[MANY - 1], 0xa5), "reused block not usable");
+  for (int i = 0; i < MANY; i++) OK(nnrt_cuda_free(a, blocks[i], &err));
+
+  /* Out of device memory: the cache is trimmed first, then NNRT_E_NOMEM. */
+  void *huge = &err;
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.cached > 0, "nothing cached before the huge request");
+  nnrt_status st = nnrt_cuda_malloc(a, (size_t)1 << 50, &huge, &err);
+  EXPECT(st == NNRT_E_NOMEM && huge == NULL && strstr(err.msg, "cudaErrorMemoryAllocation"),
+         "1 PiB: %s: %s", nnrt_status_name(st), err.msg);
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.cached == 0 && s.in_use == 2 * 512 + 1024, "after the failed request: cached %zu in_use %zu",
+         s.cached, s.in_use);
+  EXPECT(cudaGetLastError() == cudaSuccess, "the failed cudaMalloc left a last error");
+  void *p4 = NULL;
+  OK(nnrt_cuda_malloc(a, 100, &p4, &err)); /* still works after the failure */
+  EXPECT(device_roundtrip(p4, 100, 7), "block after OOM not usable");
+  OK(nnrt_cuda_free(a, p4, &err));
+  OK(nnrt_cuda_alloc_trim(a, &err));
+  s = nnrt_cuda_alloc_get_stats(a);
+  EXPECT(s.cached == 0 && s.in_use == 2048, "after trim: cached %zu in_use %zu", s.cached,
+         s.in_use);
+  OK(nnrt_cuda_free(a, p2, &err)); /* blocks in use survive a trim */
+  nnrt_cuda_alloc_destroy(a);       /* frees p0, q0 and the cache */
+}
+
+/* ---------------------------------------------- pinned copies, events */
+
+static void test_copies_and_events(void) {
+  const size_t bytes = ((size_t)3 << 20) + 13;
+  unsigned char *src = NULL, *dst = NULL;
+  void *dev = NULL;
+  cudaStream_t s = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  nnrt_cuda_alloc *a = NULL;
+  OK(nnrt_cuda_alloc_create(&a, &err));
+  OK(nnrt_cuda_host_alloc(bytes, (void **)&src, &err));
+  OK(nnrt_cuda_host_alloc(bytes, (void **)&dst, &err));
+  OK(nnrt_cuda_malloc(a, bytes, &dev, &err));
+  OK(nnrt_cuda_stream_create(&s, &err));
+  OK(nnrt_cuda_event_create(&e0, &err));
+  OK(nnrt_cuda_event_create(&e1, &err));
+  for (size_t i = 0; i < bytes; i++) src[i] = (unsigned char)(uniform() * 127 + 128);
+  memset(dst, 0, bytes);
+  OK(nnrt_cuda_event_record(e0, s, &err));
+  OK(nnrt_cuda_copy_async(dev, src, bytes, s, &err));
+  OK(nnrt_cuda_copy_async(dst, dev, bytes, s, &err));
+  OK(nnrt_cuda_event_record(e1, s, &err));
+  float ms = -1;
+  OK(nnrt_cuda_event_elapsed_ms(e0, e1, &ms, &err));
+  OK(nnrt_cuda_stream_sync(s, &err));
+  EXPECT(memcmp(src, dst, bytes) == 0, "pinned round trip of %zu bytes differs", bytes);
+  EXPECT(ms >= 0 && isfinite(ms), "elapsed %f ms", ms);
+  printf("pinned round trip of %zu bytes: %.3f ms\n", bytes, ms);
+  void *z = NULL;
+  OK(nnrt_cuda_host_alloc(0, &z, &err));
+  EXPECT(z != NULL, "pinned alloc of 0 bytes gave NULL");
+  nnrt_cuda_host_free(z);
+  /* Stopped event never recorded: a clean error, not a hang or a crash. */
+  cudaEvent_t e2 = NULL;
+  OK(nnrt_cuda_event_create(&e2, &err));
+  nnrt_status st = nnrt_cuda_event_elapsed_ms(e0, e2, &ms, &err);
+  EXPECT(st != NNRT_OK, "elapsed time to an unrecorded event succeeded");
+  nnrt_cuda_event_destroy(e2);
+  nnrt_cuda_event_destroy(e0);
+  nnrt_cuda_event_destroy(e1);
+  nnrt_cuda_stream_destroy(s);
+  nnrt_cuda_host_free(src);
+  nnrt_cuda_host_free(dst);
+  nnrt_cuda_alloc_destroy(a);
+}
+
+/* -------------------------------------------------------------- GEMM */
+
+static size_t esize(nnrt_cuda_dtype t) { return t == NNRT_DT_F32 ? 4 : 2; }
+
+/* Stores v as type t at raw[i] and returns the value stored. */
+static double put(nnrt_cuda_dtype t, void *raw, size_t i, double v) {
+  if (t == NNRT_DT_F32) {
+    ((float *)raw)[i] = (float)v;
+    return ((float *)raw)[i];
+  }
+  uint16_t h = t == NNRT_DT_BF16 ? nnrt_f32_to_bf16((float)v) : nnrt_f32_to_f16((float)v);
+  ((uint16_t *)raw)[i] = h;
+  return t == NNRT_DT_BF16 ? nnrt_bf16_to_f32(h) : nnrt_f16_to_f32(h);
+}
+
+static double get(nnrt_cuda_dtype t, const void *raw, size_t i) {
+  if (t == NNRT_DT_F32) return ((const float *)raw)[i];
+  uint16_t h = ((const uint16_t *)raw)[i];
+  return t == NNRT_DT_BF16 ? nnrt_bf16_to_f32(h) : nnrt_f16_to_f32(h);
+}
+
+static void put_nan(nnrt_cuda_dtype t, void *raw, size_t i) {
+  if (t == NNRT_DT_F32) ((float *)raw)[i] = NAN;
+  else ((uint16_t *)raw)[i] = t == NNRT_DT_BF16 ? 0x7fc0 : 0x7e00;
+}
+
+static double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+typedef struct shape { int M, N, K, batch, pad; bool shared_b; } shape;
+
+typedef struct combo { nnrt_cuda_dtype ab, out; bool tf32; const char *name; double tol; } combo;
+
+static const combo COMBOS[] = {
+    {NNRT_DT_F32, NNRT_DT_F32, false, "f32->f32", 1e-5},
+    {NNRT_DT_F32, NNRT_DT_F32, true, "f32->f32 tf32", 5e-3},
+    {NNRT_DT_BF16, NNRT_DT_BF16, false, "bf16->bf16", 1e-2},
+    {NNRT_DT_BF16, NNRT_DT_F32, false, "bf16->f32", 1e-2},
+    {NNRT_DT_F16, NNRT_DT_F16, false, "f16->f16", 1e-2},
+    {NNRT_DT_F16, NNRT_DT_F32, false, "f16->f32", 1e-2},
+};
+#define NCOMBOS (int)(sizeof COMBOS / sizeof COMBOS[0])
+static double combo_max_err[NCOMBOS];
+static int combo_cases[NCOMBOS];
+
+enum { RES_NONE, RES_SEPARATE, RES_IN_PLACE };
+static const char *RES_NAME[] = {"none", "separate", "in-place"};
+
+/* Device and host copies of one operand: the host copy holds the exact
+ * values stored (already rounded to the type). */
+typedef struct buf { void *h; void *d; size_t n; nnrt_cuda_dtype t; } buf;
+
+static nnrt_status buf_make(nnrt_cuda_alloc *a, buf *b, nnrt_cuda_dtype t, size_t n, bool random) {
+  b->t = t;
+  b->n = n;
+  b->h = malloc(n * esize(t) + 1);
+  if (!b->h) return nnrt_errorf(&err, NNRT_E_NOMEM, "host buffer");
+  for (size_t i = 0; i < n; i++) {
+    if (random) put(t, b->h, i, uniform());
+    else put_nan(t, b->h, i);
+  }
+  nnrt_status st = nnrt_cuda_malloc(a, n * esize(t), &b->d, &err);
+  if (st != NNRT_OK) return st;
+  return nnrt_cuda_check(cudaMemcpy(b->d, b->h, n * esize(t), cudaMemcpyHostToDevice), "upload",
+                         &err);
+}
+
+static void buf_free(nnrt_cuda_alloc *a, buf *b) {
+  free(b->h);
+  if (b->d) nnrt_cuda_free(a, b->d, NULL);
+  memset(b, 0, sizeof *b);
+}
+
+/* One case; returns its max relative error (or -1 when expected
+ * unsupported and so reported). */
+static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, bool b_trans,
+                      bool bias, int res, int epi) {
+  const combo *c = &COMBOS[ci];
+  int M = sh.M, N = sh.N, K = sh.K, B = sh.batch;
+  nnrt_cuda_gemm g = {0};
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.batch = B;
+  g.ab = c->ab;
+  g.out = c->out;
+  g.tf32 = c->tf32;
+  g.b_trans = b_trans;
+  g.lda = K + sh.pad;
+  g.ldb = (b_trans ? K : N) + sh.pad;
+  g.ldd = N + sh.pad;
+  long long b_rows = b_trans ? N : K;
+  g.stride_a = (long long)M * g.lda + (sh.pad ? 5 : 0);
+  g.stride_b = sh.shared_b ? 0 : b_rows * g.ldb + (sh.pad ? 7 : 0);
+  g.stride_d = (long long)M * g.ldd + (sh.pad ? 1 : 0);
+  g.stride_r = res == RES_SEPARATE ? (long long)M * g.ldd + (sh.pad ? 2 : 0) : g.stride_d;
+  g.alpha = 0.75f;
+  g.epilogue = epi;
+  char label[200];
+  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s bias=%d res=%s epi=%d", M, N, K, B,
+           sh.pad, sh.shared_b ? " sharedB" : "", c->name, b_trans ? "B^T" : "B", bias,
+           RES_NAME[res], epi);
+
+  buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0};
+  size_t nA = (size_t)((B - 1) * g.stride_a + (long long)M * g.lda);
+  size_t nB = (size_t)((B - 1) * g.stride_b + b_rows * g.ldb);
+  size_t nD = (size_t)((B - 1) * g.stride_d + (long long)M * g.ldd);
+  size_t nR = (size_t)((B - 1) * g.stride_r + (long long)M * g.ldd);
+  nnrt_status st = NNRT_OK;
+  if ((st = buf_make(a, &A, c->ab, nA, true)) != NNRT_OK ||
+      (st = buf_make(a, &Bm, c->ab, nB, true)) != NNRT_OK ||
+      (bias && (st = buf_make(a, &bi, c->out, (size_t)N, true)) != NNRT_OK) ||
+      (res == RES_SEPARATE && (st = buf_make(a, &R, c->out, nR, true)) != NNRT_OK)) {
+    FAIL("%s: buffers: %s", label, err.msg);
+    goto done;
+  }
+  /* D poisoned with NaN; in place, the residual's elements sit in it. */
+  D.t = c->out;
+  D.n = nD;
+  D.h = malloc(nD * esize(c->out));
+  for (size_t i = 0; i < nD; i++) put_nan(c->out, D.h, i);
+  if (res == RES_IN_PLACE) {
+    R.t = c->out;
+    R.n = nD;
+    R.h = malloc(nD * esize(c->out));
+    memcpy(R.h, D.h, nD * esize(c->out));
+    for (int b = 0; b < B; b++)
+      for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+          size_t i = (size_t)(b * g.stride_d + (long long)m * g.ldd + n);
+          put(c->out, R.h, i, uniform());
+          memcpy((char *)D.h + i * esize(c->out), (char *)R.h + i * esize(c->out), esize(c->out));
+        }
+  }
+  if ((st = nnrt_cuda_malloc(a, nD * esize(c->out), &D.d, &err)) != NNRT_OK ||
+      (st = nnrt_cuda_check(cudaMemcpy(D.d, D.h, nD * esize(c->out), cudaMemcpyHostToDevice),
+                            "upload D", &err)) != NNRT_OK) {
+    FAIL("%s: D: %s", label, err.msg);
+    goto done;
+  }
+  g.A = A.d;
+  g.B = Bm.d;
+  g.bias = bias ? bi.d : NULL;
+  g.residual = res == RES_NONE ? NULL : res == RES_SEPARATE ? R.d : D.d;
+  g.D = D.d;
+
+  bool want = epi != NNRT_EPI_GELU_ERF && (res == RES_NONE || epi == NNRT_EPI_NONE);
+  char why[160];
+  bool sup = nnrt_cuda_gemm_supported(&g, why, sizeof why);
+  EXPECT(sup == want, "%s: supported() says %d (%s)", label, sup, why);
+  st = nnrt_cuda_gemm_run(h, &g, NULL, &err);
+  if (!want) {
+    EXPECT(st == NNRT_E_ARG && strstr(err.msg, "unsupported"), "%s: ran: %s", label, err.msg);
+    goto done;
+  }
+  if (st != NNRT_OK) {
+    FAIL("%s: %s", label, err.msg);
+    goto done;
+  }
+  void *out = malloc(nD * esize(c->out));
+  if (nnrt_cuda_check(cudaMemcpy(out, D.d, nD * esize(c->out), cudaMemcpyDeviceToHost),
+                      "download D", &err) != NNRT_OK) {
+    FAIL("%s: %s", label, err.msg);
+    free(out);
+    goto done;
+  }
+  double max_ref = 0, max_diff = 0;
+  long bad = 0, written_pad = 0;
+  char *touched = calloc(nD, 1);
+  for (int b = 0; b < B; b++)
+    for (int m = 0; m < M; m++)
+      for (int n = 0; n < N; n++) {
+        double acc = 0;
+        for (int k = 0; k < K; k++) {
+          double av = get(c->ab, A.h, (size_t)(b * g.stride_a + (long long)m * g.lda + k));
+          size_t bi_ = b_trans ? (size_t)(b * g.stride_b + (long long)n * g.ldb + k)
+                               : (size_t)(b * g.stride_b + (long long)k * g.ldb + n);
+          acc += av * get(c->ab, Bm.h, bi_);
+        }
+        double v = g.alpha * acc + (bias ? get(c->out, bi.h, (size_t)n) : 0.0);
+        if (epi == NNRT_EPI_RELU) v = v > 0 ? v : 0;
+        if (epi == NNRT_EPI_GELU_TANH) v = gelu_tanh(v);
+        size_t di = (size_t)(b * g.stride_d + (long long)m * g.ldd + n);
+        if (res == RES_SEPARATE)
+          v += get(c->out, R.h, (size_t)(b * g.stride_r + (long long)m * g.ldd + n));
+        if (res == RES_IN_PLACE) v += get(c->out, R.h, di);
+        double o = get(c->out, out, di);
+        touched[di] = 1;
+        if (!isfinite(o)) bad++;
+        else if (fabs(o - v) > max_diff) max_diff = fabs(o - v);
+        if (fabs(v) > max_ref) max_ref = fabs(v);
+      }
+  /* Everything outside the matrices (row padding, batch gaps) stays NaN. */
+  for (size_t i = 0; i < nD; i++)
+    if (!touched[i] && !isnan(get(c->out, out, i))) written_pad++;
+  double rel = max_diff / (max_ref > 0 ? max_ref : 1);
+  if (verbose) printf("  %-70s max rel err %.2e\n", label, rel);
+  EXPECT(bad == 0 && written_pad == 0 && rel <= c->tol,
+         "%s: max rel err %.3e (tol %.0e), %ld non-finite, %ld padding elements written", label,
+         rel, c->tol, bad, written_pad);
+  if (rel > combo_max_err[ci]) combo_max_err[ci] = rel;
+  combo_cases[ci]++;
+  free(touched);
+  free(out);
+done:
+  buf_free(a, &A);
+  buf_free(a, &Bm);
+  buf_free(a, &bi);
+  if (res == RES_IN_PLACE) free(R.h);
+  else buf_free(a, &R);
+  buf_free(a, &D);
+}
+
+/* quick: the batched, padded shape alone (for the slow sanitizer runs). */
+static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool quick) {
+  const shape shapes[] = {
+      {17, 129, 33, 3, 3, false}, {17, 129, 33, 1, 0, false}, {3, 1, 1, 1, 0, false},
+      {3, 1, 1, 3, 1, false},     {17, 129, 33, 3, 0, true},
+  };
+  size_t nshapes = quick ? 1 : sizeof shapes / sizeof shapes[0];
+  for (size_t si = 0; si < nshapes; si++)
+    for (int ci = 0; ci < NCOMBOS; ci++)
+      for (int bt = 0; bt < 2; bt++)
+        for (int bias = 0; bias < 2; bias++)
+          for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
+            for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_ERF; epi++)
+              gemm_case(h, a, shapes[si], ci, bt, bias, res, epi);
+  printf("%-16s %6s %14s %8s\n", "types", "cases", "max rel err", "tol");
+  for (int ci = 0; ci < NCOMBOS; ci++)
+    printf("%-16s %6d %14.2e %8.0e\n", COMBOS[ci].name, combo_cases[ci], combo_max_err[ci],
+           COMBOS[ci].tol);
+}
+
+/* The plan cache: the same problem twice, or with other pointers of the
+ * same alignment, makes no new heuristic query; another shape does. */
+static void test_gemm_cache_and_args(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
+  const int M = 17, N = 129, K = 33;
+  void *A = NULL, *B = NULL, *D = NULL, *D2 = NULL;
+  OK(nnrt_cuda_malloc(a, (size_t)M * K * 2, &A, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)N * K * 2, &B, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)M * N * 4 * 2, &D, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)M * N * 4 * 2, &D2, &err));
+  OK(nnrt_cuda_check(cudaMemset(A, 0x3c, (size_t)M * K * 2), "memset", &err));
+  OK(nnrt_cuda_check(cudaMemset(B, 0x3c, (size_t)N * K * 2), "memset", &err));
+  nnrt_cuda_gemm g = {.M = M, .N = N, .K = K, .batch = 1, .ab = NNRT_DT_BF16, .out = NNRT_DT_F32,
+                      .A = A, .lda = K, .B = B, .ldb = K, .b_trans = true, .D = D, .ldd = N,
+                      .alpha = 1, .epilogue = NNRT_EPI_NONE};
+  long long q0 = nnrt_cuda_blas_heuristic_queries(h);
+  OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+  long long q1 = nnrt_cuda_blas_heuristic_queries(h);
+  OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+  g.D = D2;
+  OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+  long long q2 = nnrt_cuda_blas_heuristic_queries(h);
+  EXPECT(q1 == q0 + 1 && q2 == q1, "heuristic queries %lld, %lld, %lld: repeats were not cached",
+         q0, q1, q2);
+  g.M = M - 1;
+  OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+  EXPECT(nnrt_cuda_blas_heuristic_queries(h) == q2 + 1, "a new shape made no query");
+  g.M = M;
+  /* 0x3c3c as bf16 is 0.01147...: D = K * that^2 everywhere. */
+  float *hd = malloc((size_t)M * N * 4);
+  OK(nnrt_cuda_check(cudaMemcpy(hd, D2, (size_t)M * N * 4, cudaMemcpyDeviceToHost), "d2h", &err));
+  double v = nnrt_bf16_to_f32(0x3c3c);
+  double want = K * v * v;
+  for (int i = 0; i < M * N; i++)
+    if (fabs(hd[i] - want) > 1e-5 * want) {
+      FAIL("cached plan, other D: D[%d] = %g, expected %g", i, hd[i], want);
+      break;
+    }
+  free(hd);
+
+  /* Argument checks: nothing runs, the field is named. */
+  nnrt_cuda_gemm bad = g;
+  bad.ldd = N - 1;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "ldd"),
+         "ldd < N: %s", err.msg);
+  bad = g;
+  bad.lda = K - 1;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "lda"),
+         "lda < K: %s", err.msg);
+  bad = g;
+  bad.A = (char *)A + 1;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "aligned"),
+         "misaligned A: %s", err.msg);
+  bad = g;
+  bad.B = NULL;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "B is NULL"),
+         "NULL B: %s", err.msg);
+  bad = g;
+  bad.batch = 2;
+  bad.stride_d = (long long)M * N - 1;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "stride_d"),
+         "overlapping D batches: %s", err.msg);
+  bad = g;
+  bad.batch = 2;
+  bad.stride_d = (long long)M * N;
+  bad.residual = bad.D;
+  bad.stride_r = 0;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "stride_r"),
+         "in-place residual with another stride: %s", err.msg);
+  bad = g;
+  bad.K = -1;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG, "K = -1 accepted");
+  bad = g;
+  bad.epilogue = NNRT_EPI_GELU_ERF;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "unsupported"),
+         "GELU erf: %s", err.msg);
+  bad = g;
+  bad.M = 0;
+  bad.A = NULL; /* nothing to do: not even looked at */
+  OK(nnrt_cuda_gemm_run(h, &bad, NULL, &err));
+  bad = g;
+  bad.batch = 0;
+  OK(nnrt_cuda_gemm_run(h, &bad, NULL, &err));
+  OK(nnrt_cuda_check(cudaDeviceSynchronize(), "sync", &err));
+  nnrt_cuda_free(a, A, NULL);
+  nnrt_cuda_free(a, B, NULL);
+  nnrt_cuda_free(a, D, NULL);
+  nnrt_cuda_free(a, D2, NULL);
+}
+
+/* ------------------------------------------------------------- bench */
+
+static int cmp_float(const void *x, const void *y) {
+  float a = *(const float *)x, b = *(const float *)y;
+  return (a > b) - (a < b);
+}
+
+/* Model-sized bf16 GEMMs (nn.Linear: B transposed, bias, optional GELU),
+ * median of 30 timed runs after 5 warm-ups; inputs random. */
+static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
+  const struct { int M, N, K, epi; nnrt_cuda_dtype out; const char *name; } cases[] = {
+      {8192, 3072, 768, NNRT_EPI_GELU_TANH, NNRT_DT_BF16, "gpt2 fc1+gelu"},
+      {8192, 768, 3072, NNRT_EPI_NONE, NNRT_DT_BF16, "gpt2 fc2"},
+      {8192, 2304, 768, NNRT_EPI_NONE, NNRT_DT_BF16, "gpt2 qkv"},
+      {8192, 8192, 8192, NNRT_EPI_NONE, NNRT_DT_BF16, "8k cube"},
+      {8192, 3072, 768, NNRT_EPI_NONE, NNRT_DT_F32, "fc1 ->f32"},
+  };
+  printf("\n%-16s %6s %6s %6s %10s %10s\n", "bench (bf16)", "M", "N", "K", "median ms", "TFLOP/s");
+  cudaStream_t s = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  OK(nnrt_cuda_stream_create(&s, &err));
+  OK(nnrt_cuda_event_create(&e0, &err));
+  OK(nnrt_cuda_event_create(&e1, &err));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int M = cases[i].M, N = cases[i].N, K = cases[i].K;
+    buf A = {0}, B = {0}, bi = {0}, D = {0};
+    if (buf_make(a, &A, NNRT_DT_BF16, (size_t)M * K, true) != NNRT_OK ||
+        buf_make(a, &B, NNRT_DT_BF16, (size_t)N * K, true) != NNRT_OK ||
+        buf_make(a, &bi, cases[i].out, (size_t)N, true) != NNRT_OK ||
+        buf_make(a, &D, cases[i].out, (size_t)M * N, true) != NNRT_OK) {
+      FAIL("bench buffers: %s", err.msg);
+      return;
+    }
+    nnrt_cuda_gemm g = {.M = M, .N = N, .K = K, .batch = 1, .ab = NNRT_DT_BF16,
+                        .out = cases[i].out, .A = A.d, .lda = K, .B = B.d, .ldb = K,
+                        .b_trans = true, .bias = bi.d, .D = D.d, .ldd = N, .alpha = 1,
+                        .epilogue = cases[i].epi};
+    float ms[30];
+    for (int r = 0; r < 5; r++) OK(nnrt_cuda_gemm_run(h, &g, s, &err));
+    for (int r = 0; r < 30; r++) {
+      OK(nnrt_cuda_event_record(e0, s, &err));
+      OK(nnrt_cuda_gemm_run(h, &g, s, &err));
+      OK(nnrt_cuda_event_record(e1, s, &err));
+      OK(nnrt_cuda_event_elapsed_ms(e0, e1, &ms[r], &err));
+    }
+    qsort(ms, 30, sizeof ms[0], cmp_float);
+    double med = (ms[14] + ms[15]) / 2;
+    printf("%-16s %6d %6d %6d %10.4f %10.1f\n", cases[i].name, M, N, K, med,
+           2.0 * M * N * K / (med * 1e-3) / 1e12);
+    buf_free(a, &A);
+    buf_free(a, &B);
+    buf_free(a, &bi);
+    buf_free(a, &D);
+  }
+  nnrt_cuda_event_destroy(e0);
+  nnrt_cuda_event_destroy(e1);
+  nnrt_cuda_stream_destroy(s);
+}
+
+int main(int argc, char **argv) {
+  bool do_bench = false, quick = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-v")) verbose = true;
+    else if (!strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!strcmp(argv[i], "--quick")) quick = true;
+    else {
+      printf("usage: %s [-v] [--quick] [--bench]\n", argv[0]);
+      return 2;
+    }
+  }
+  test_device();
+  if (failures) {
+    printf("no usable device: stopping\n");
+    return 1;
+  }
+  if (!do_bench) {
+    test_allocator();
+    test_copies_and_events();
+  }
+  nnrt_cuda_alloc *a = NULL;
+  nnrt_cuda_blas *h = NULL;
+  if (nnrt_cuda_alloc_create(&a, &err) != NNRT_OK ||
+      nnrt_cuda_blas_create(0, &h, &err) != NNRT_OK) {
+    FAIL("setup: %s", err.msg);
+  } else if (do_bench) {
+    bench(h, a);
+  } else {
+    test_gemm_cache_and_args(h, a);
+    test_gemm_combinations(h, a, quick);
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) FAIL("device faulted");
+  nnrt_cuda_blas_destroy(h);
+  nnrt_cuda_alloc_destroy(a);
+  printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,337 @@
+/* tests/unit/test_rt_cuda.c — the CUDA runtime on a machine without a GPU:
+ * the error mapping, the allocator's size classes, NNC_CUDA_DEVICE parsing,
+ * which GEMMs are supported, and that every entry point that needs a device
+ * says so instead of crashing. (tests/gpu/test_rt_cuda_gpu.c runs the rest
+ * on a GPU.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "nnrt_cuda.h"
+
+static const char *HINT = "(no usable CUDA device or driver)";
+
+static void test_cuda_status_mapping(void **state) {
+  const struct { cudaError_t e; nnrt_status want; bool hint; } cases[] = {
+      {cudaErrorMemoryAllocation, NNRT_E_NOMEM, false},
+      {cudaErrorInvalidValue, NNRT_E_ARG, false},
+      {cudaErrorInvalidDevicePointer, NNRT_E_ARG, false},
+      {cudaErrorInvalidResourceHandle, NNRT_E_ARG, false},
+      {cudaErrorInvalidDevice, NNRT_E_ARG, false},
+      {cudaErrorNotReady, NNRT_E_STATE, false},
+      {cudaErrorStreamCaptureUnsupported, NNRT_E_STATE, false},
+      {cudaErrorLaunchFailure, NNRT_E_DEVICE, false},
+      {cudaErrorIllegalAddress, NNRT_E_DEVICE, false},
+      {cudaErrorNoKernelImageForDevice, NNRT_E_DEVICE, false},
+      {cudaErrorNoDevice, NNRT_E_DEVICE, true},
+      {cudaErrorInsufficientDriver, NNRT_E_DEVICE, true},
+      {cudaErrorStubLibrary, NNRT_E_DEVICE, true},
+      {cudaErrorUnknown, NNRT_E_DEVICE, false},
+      {(cudaError_t)12345, NNRT_E_DEVICE, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    nnrt_error err = {0};
+    assert_int_equal(nnrt_cuda_status_of(cases[i].e), cases[i].want);
+    assert_int_equal(nnrt_cuda_check(cases[i].e, "doing x", &err), cases[i].want);
+    assert_int_equal(err.code, cases[i].want);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "doing x: %s: %s", cudaGetErrorName(cases[i].e),
+             cudaGetErrorString(cases[i].e));
+    assert_int_equal(strncmp(err.msg, prefix, strlen(prefix)), 0);
+    assert_int_equal(strstr(err.msg, HINT) != NULL, cases[i].hint);
+  }
+  nnrt_error err = {0};
+  assert_int_equal(nnrt_cuda_check(cudaErrorMemoryAllocation, "alloc x", &err), NNRT_E_NOMEM);
+  assert_string_equal(err.msg, "alloc x: cudaErrorMemoryAllocation: out of memory");
+  assert_int_equal(nnrt_cuda_check(cudaErrorMemoryAllocation, NULL, &err), NNRT_E_NOMEM);
+  assert_string_equal(err.msg, "CUDA: cudaErrorMemoryAllocation: out of memory");
+  /* Success leaves err alone; a NULL err is allowed. */
+  strcpy(err.msg, "untouched");
+  err.code = NNRT_E_IO;
+  assert_int_equal(nnrt_cuda_check(cudaSuccess, "ok", &err), NNRT_OK);
+  assert_string_equal(err.msg, "untouched");
+  assert_int_equal(err.code, NNRT_E_IO);
+  assert_int_equal(nnrt_cuda_status_of(cudaSuccess), NNRT_OK);
+  assert_int_equal(nnrt_cuda_check(cudaErrorInvalidValue, "x", NULL), NNRT_E_ARG);
+}
+
+static void test_blas_status_mapping(void **state) {
+  const struct { cublasStatus_t s; nnrt_status want; } cases[] = {
+      {CUBLAS_STATUS_SUCCESS, NNRT_OK},
+      {CUBLAS_STATUS_NOT_INITIALIZED, NNRT_E_STATE},
+      {CUBLAS_STATUS_ALLOC_FAILED, NNRT_E_NOMEM},
+      {CUBLAS_STATUS_INVALID_VALUE, NNRT_E_ARG},
+      {CUBLAS_STATUS_NOT_SUPPORTED, NNRT_E_ARG},
+      {CUBLAS_STATUS_ARCH_MISMATCH, NNRT_E_DEVICE},
+      {CUBLAS_STATUS_MAPPING_ERROR, NNRT_E_DEVICE},
+      {CUBLAS_STATUS_EXECUTION_FAILED, NNRT_E_DEVICE},
+      {CUBLAS_STATUS_INTERNAL_ERROR, NNRT_E_INTERNAL},
+      {CUBLAS_STATUS_LICENSE_ERROR, NNRT_E_DEVICE},
+      {(cublasStatus_t)999, NNRT_E_DEVICE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    nnrt_error err = {NNRT_OK, "untouched"};
+    assert_int_equal(nnrt_cuda_blas_status_of(cases[i].s), cases[i].want);
+    assert_int_equal(nnrt_cuda_blas_check(cases[i].s, "planning y", &err), cases[i].want);
+    if (cases[i].want == NNRT_OK) {
+      assert_string_equal(err.msg, "untouched");
+      continue;
+    }
+    char want[256];
+    snprintf(want, sizeof want, "planning y: %s: %s", cublasLtGetStatusName(cases[i].s),
+             cublasLtGetStatusString(cases[i].s));
+    assert_string_equal(err.msg, want);
+  }
+  nnrt_error err = {0};
+  nnrt_cuda_blas_check(CUBLAS_STATUS_ALLOC_FAILED, "ws", &err);
+  assert_string_equal(err.msg, "ws: CUBLAS_STATUS_ALLOC_FAILED: the resource allocation failed");
+}
+
+static void test_size_class_by_hand(void **state) {
+  const size_t cases[][2] = {
+      {0, 512},       {1, 512},       {511, 512},     {512, 512},     {513, 640},
+      {640, 640},     {641, 768},     {768, 768},     {769, 896},     {896, 896},
+      {897, 1024},    {1024, 1024},   {1025, 1280},   {1537, 1792},   {2047, 2048},
+      {3000, 3072},   {100000, 114688}, {1048576, 1048576}, {1048577, 1310720},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    assert_int_equal(nnrt_cuda_size_class(cases[i][0]), cases[i][1]);
+  /* The top: 7 * 2^(w-3) is the largest class; anything above has none. */
+  size_t top = (size_t)7 << (sizeof(size_t) * 8 - 3);
+  assert_int_equal(nnrt_cuda_size_class(top), top);
+  assert_int_equal(nnrt_cuda_size_class(top - 1), top);
+  assert_int_equal(nnrt_cuda_size_class(top + 1), 0);
+  assert_int_equal(nnrt_cuda_size_class(SIZE_MAX), 0);
+}
+
+static bool is_class(size_t c) {
+  /* m * 2^e with m in 4..7 and c >= 512 */
+  if (c < 512) return false;
+  while (c >= 8) {
+    if (c & 1) return false;
+    c >>= 1;
+  }
+  return c >= 4 && c <= 7;
+}
+
+static void test_size_class_properties(void **state) {
+  size_t prev = 0;
+  for (size_t b = 0; b < 70000; b++) {
+    size_t c = nnrt_cuda_size_class(b);
+    assert_true(c >= b);
+    assert_true(is_class(c));
+    assert_true(c >= prev); /* monotone */
+    if (b > 512) assert_true(c * 4 <= b * 5); /* at most 25% over */
+    assert_int_equal(nnrt_cuda_size_class(c), c); /* a class is its own class */
+    prev = c;
+  }
+  uint64_t x = 88172645463325252ull; /* xorshift: sizes across the whole range */
+  for (int i = 0; i < 100000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    size_t b = (size_t)(x >> (x % 64));
+    size_t c = nnrt_cuda_size_class(b);
+    if (c == 0) {
+      assert_true(b > ((size_t)7 << (sizeof(size_t) * 8 - 3)));
+      continue;
+    }
+    assert_true(c >= b && is_class(c));
+    if (b > 512) assert_true((double)c <= (double)b * 1.25);
+  }
+}
+
+static void test_device_parse(void **state) {
+  nnrt_error err = {0};
+  int d = 99;
+  assert_int_equal(nnrt_cuda_device_parse("0", 1, &d, &err), NNRT_OK);
+  assert_int_equal(d, 0);
+  assert_int_equal(nnrt_cuda_device_parse("3", 4, &d, &err), NNRT_OK);
+  assert_int_equal(d, 3);
+  assert_int_equal(nnrt_cuda_device_parse("007", 8, &d, &err), NNRT_OK);
+  assert_int_equal(d, 7);
+  assert_int_equal(nnrt_cuda_device_parse("4", 4, &d, &err), NNRT_E_ARG);
+  assert_int_equal(d, -1);
+  assert_non_null(strstr(err.msg, "NNC_CUDA_DEVICE"));
+  assert_non_null(strstr(err.msg, "device 4"));
+  assert_non_null(strstr(err.msg, "4 device(s)"));
+  const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1x", "x", "0x1", "1.0",
+                       "99999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    d = 5;
+    assert_int_equal(nnrt_cuda_device_parse(bad[i], 2, &d, &err), NNRT_E_ARG);
+    assert_int_equal(d, -1);
+    assert_non_null(strstr(err.msg, "NNC_CUDA_DEVICE"));
+  }
+  assert_non_null(strstr(err.msg, "99999999999999999999"));
+  assert_int_equal(nnrt_cuda_device_parse(NULL, 2, &d, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_device_parse("1", 2, NULL, &err), NNRT_E_ARG);
+}
+
+static nnrt_cuda_gemm base_gemm(void) {
+  nnrt_cuda_gemm g = {0};
+  g.M = 17;
+  g.N = 129;
+  g.K = 33;
+  g.batch = 3;
+  g.ab = g.out = NNRT_DT_F32;
+  g.alpha = 1;
+  return g;
+}
+
+static void test_gemm_supported(void **state) {
+  char why[160];
+  /* Every type pair: supported exactly when listed in the header. */
+  const nnrt_cuda_dtype T[] = {NNRT_DT_F32, NNRT_DT_BF16, NNRT_DT_F16};
+  for (int a = 0; a < 3; a++)
+    for (int o = 0; o < 3; o++)
+      for (int tf = 0; tf < 2; tf++) {
+        nnrt_cuda_gemm g = base_gemm();
+        g.ab = T[a];
+        g.out = T[o];
+        g.tf32 = tf;
+        bool want = (T[a] == NNRT_DT_F32) ? T[o] == NNRT_DT_F32
+                                          : !tf && (T[o] == T[a] || T[o] == NNRT_DT_F32);
+        assert_int_equal(nnrt_cuda_gemm_supported(&g, why, sizeof why), want);
+        assert_int_equal(why[0] == '\0', want);
+      }
+  /* Epilogues, with and without bias and residual. */
+  int dummy;
+  for (int e = NNRT_EPI_NONE; e <= NNRT_EPI_GELU_ERF; e++)
+    for (int bias = 0; bias < 2; bias++)
+      for (int res = 0; res < 2; res++) {
+        nnrt_cuda_gemm g = base_gemm();
+        g.ab = NNRT_DT_BF16;
+        g.epilogue = e;
+        g.bias = bias ? &dummy : NULL;
+        g.residual = res ? &dummy : NULL;
+        bool want = e != NNRT_EPI_GELU_ERF && (!res || e == NNRT_EPI_NONE);
+        assert_int_equal(nnrt_cuda_gemm_supported(&g, why, sizeof why), want);
+        if (e == NNRT_EPI_GELU_ERF) assert_non_null(strstr(why, "erf"));
+        else if (!want) assert_non_null(strstr(why, "residual"));
+      }
+  nnrt_cuda_gemm g = base_gemm();
+  g.K = 0;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "K = 0"));
+  g.M = 0; /* nothing to do: fine */
+  assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  g = base_gemm();
+  g.N = -1;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "negative"));
+  g = base_gemm();
+  g.epilogue = 7;
+  assert_false(nnrt_cuda_gemm_supported(&g, NULL, 0));
+  g = base_gemm();
+  g.ab = (nnrt_cuda_dtype)5;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_false(nnrt_cuda_gemm_supported(NULL, why, sizeof why));
+  /* A reason longer than the buffer is cut, not overrun. */
+  char tiny[8];
+  g = base_gemm();
+  g.epilogue = NNRT_EPI_GELU_ERF;
+  assert_false(nnrt_cuda_gemm_supported(&g, tiny, sizeof tiny));
+  assert_int_equal(strlen(tiny), 7);
+}
+
+static void test_null_arguments(void **state) {
+  nnrt_error err = {0};
+  void *p = &err;
+  assert_int_equal(nnrt_cuda_malloc(NULL, 16, &p, &err), NNRT_E_ARG);
+  assert_null(p);
+  assert_int_equal(nnrt_cuda_free(NULL, &err, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_alloc_trim(NULL, &err), NNRT_E_ARG);
+  nnrt_cuda_alloc_stats s = nnrt_cuda_alloc_get_stats(NULL);
+  assert_int_equal(s.in_use + s.cached + s.peak + s.device_allocs + s.reuses, 0);
+  assert_int_equal(nnrt_cuda_alloc_create(NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_blas_create(0, NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_host_alloc(8, NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_stream_create(NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_event_create(NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_event_record(NULL, NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_event_sync(NULL, &err), NNRT_E_ARG);
+  float ms = 1;
+  assert_int_equal(nnrt_cuda_event_elapsed_ms(NULL, NULL, &ms, &err), NNRT_E_ARG);
+  assert_non_null(strstr(err.msg, "start"));
+  assert_int_equal(nnrt_cuda_device_count(NULL, &err), NNRT_E_ARG);
+  assert_int_equal(nnrt_cuda_device_info_get(0, NULL, &err), NNRT_E_ARG);
+  /* Zero bytes copies nothing, whatever the pointers; otherwise NULL is named. */
+  assert_int_equal(nnrt_cuda_copy_async(NULL, NULL, 0, NULL, &err), NNRT_OK);
+  assert_int_equal(nnrt_cuda_copy_async(NULL, &ms, 4, NULL, &err), NNRT_E_ARG);
+  assert_non_null(strstr(err.msg, "dst"));
+  nnrt_cuda_gemm g = base_gemm();
+  assert_int_equal(nnrt_cuda_gemm_run(NULL, &g, NULL, &err), NNRT_E_ARG);
+  assert_non_null(strstr(err.msg, "handle"));
+  assert_int_equal(nnrt_cuda_blas_heuristic_queries(NULL), 0);
+  /* Destroying nothing is fine. */
+  nnrt_cuda_alloc_destroy(NULL);
+  nnrt_cuda_blas_destroy(NULL);
+  nnrt_cuda_host_free(NULL);
+  nnrt_cuda_stream_destroy(NULL);
+  nnrt_cuda_event_destroy(NULL);
+}
+
+static bool have_gpu(void) {
+  int n = 0;
+  return nnrt_cuda_device_count(&n, NULL) == NNRT_OK && n > 0;
+}
+
+static void expect_no_device(nnrt_status st, const nnrt_error *err) {
+  assert_int_equal(st, NNRT_E_DEVICE);
+  assert_int_equal(err->code, NNRT_E_DEVICE);
+  if (!strstr(err->msg, HINT) && !strstr(err->msg, "found none")) fail_msg("message: %s", err->msg);
+}
+
+static void test_without_device(void **state) {
+  if (have_gpu()) skip();
+  nnrt_error err = {0};
+  int n = 7;
+  expect_no_device(nnrt_cuda_device_count(&n, &err), &err);
+  assert_int_equal(n, 0);
+  assert_non_null(strstr(err.msg, "counting CUDA devices"));
+  int chosen = 7;
+  expect_no_device(nnrt_cuda_device_select(-1, &chosen, &err), &err);
+  assert_int_equal(chosen, -1);
+  expect_no_device(nnrt_cuda_device_select(0, NULL, &err), &err);
+  nnrt_cuda_device_info info;
+  expect_no_device(nnrt_cuda_device_info_get(0, &info, &err), &err);
+  assert_int_equal(info.index, -1);
+
+  nnrt_cuda_alloc *a = (nnrt_cuda_alloc *)&err;
+  expect_no_device(nnrt_cuda_alloc_create(&a, &err), &err);
+  assert_null(a);
+  assert_non_null(strstr(err.msg, "creating a CUDA allocator: no CUDA device"));
+  nnrt_cuda_blas *h = (nnrt_cuda_blas *)&err;
+  expect_no_device(nnrt_cuda_blas_create(0, &h, &err), &err);
+  assert_null(h);
+  assert_non_null(strstr(err.msg, "cuBLASLt"));
+  void *p = &err;
+  expect_no_device(nnrt_cuda_host_alloc(100, &p, &err), &err);
+  assert_null(p);
+  cudaStream_t s = (cudaStream_t)&err;
+  expect_no_device(nnrt_cuda_stream_create(&s, &err), &err);
+  assert_null(s);
+  cudaEvent_t e = (cudaEvent_t)&err;
+  expect_no_device(nnrt_cuda_event_create(&e, &err), &err);
+  assert_null(e);
+  /* The default stream exists in name only: waiting on it fails cleanly. */
+  expect_no_device(nnrt_cuda_stream_sync(NULL, &err), &err);
+  float x = 1, y = 0;
+  expect_no_device(nnrt_cuda_copy_async(&y, &x, sizeof x, NULL, &err), &err);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cuda_status_mapping), cmocka_unit_test(test_blas_status_mapping),
+      cmocka_unit_test(test_size_class_by_hand),  cmocka_unit_test(test_size_class_properties),
+      cmocka_unit_test(test_device_parse),        cmocka_unit_test(test_gemm_supported),
+      cmocka_unit_test(test_null_arguments),      cmocka_unit_test(test_without_device),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
