@@ -27,7 +27,7 @@ static void launch_fns(const ec_ctx *x, int ki, const char *n, nnc_sb *body, nnc
   ec_emit_function(x, b, head, NULL, "&c.d", body);
   nnc_sb call;
   nnc_sb_init(&call);
-  nnc_sb_printf(&call, "  const long long n = %s;\n  if (n == 0) return 0;\n"
+  nnc_sb_printf(&call, "  const int n = %s;\n  if (n == 0) return 0;\n"
                        "  k%d_kernel<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(c);\n"
                        "  return launched(m, %d);\n", n, ki, ki);
   snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
@@ -48,20 +48,20 @@ static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc
   }
   if (lo < 0) return;
   if (r == 1) {
-    nnc_sb_printf(b, "%*sconst long long j = %s;\n", ind, "", e);
+    nnc_sb_printf(b, "%*sconst int j = %s;\n", ind, "", e);
     return;
   }
-  nnc_sb_printf(b, "%*slong long rem = %s;\n", ind, "", e);
+  nnc_sb_printf(b, "%*sint rem = %s;\n", ind, "", e);
   for (int dd = r - 1; dd >= lo; dd--) {
     if (dd == r - 1) snprintf(id, sizeof id, "j");
     else snprintf(id, sizeof id, "i%d", dd);
     char f[EXPR];
     ec_mul(dim_of(x, t, dd, dim, sizeof dim), "1", f, sizeof f);
     if (dd == 0) {
-      nnc_sb_printf(b, "%*sconst long long %s = rem;\n", ind, "", id);
+      nnc_sb_printf(b, "%*sconst int %s = rem;\n", ind, "", id);
       break;
     }
-    if (ec_names(uses, id)) nnc_sb_printf(b, "%*sconst long long %s = rem %% %s;\n", ind, "", id, f);
+    if (ec_names(uses, id)) nnc_sb_printf(b, "%*sconst int %s = rem %% %s;\n", ind, "", id, f);
     if (dd > lo) nnc_sb_printf(b, "%*srem /= %s;\n", ind, "", f);
   }
 }
@@ -207,9 +207,9 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   pointer(x, &body, "const ", "x", n->in[0]);
   pointer(x, &body, "", "y", n->out[0]);
   ec_mul(outer, inner, cnt, sizeof cnt);
-  nnc_sb_printf(&body, "  const long long len = %s, inner = %s;\n", len, inner);
-  nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n    const long long o = e / inner, i = e %% inner;\n"
-                       "    double acc = %s;\n    for (long long l = 0; l < len; l++) {\n"
+  nnc_sb_printf(&body, "  const int len = %s, inner = %s;\n", len, inner);
+  nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n    const int o = e / inner, i = e %% inner;\n"
+                       "    double acc = %s;\n    for (int l = 0; l < len; l++) {\n"
                        "      const double v = nnc_ld(x[(o * len + l) * inner + i]);\n", cnt, max ? "-INFINITY" : "0.0");
   if (max) nnc_sb_printf(&body, "      acc = v > acc || isnan(v) ? v : acc;   /* NaN wins, as in the reference */\n");
   else nnc_sb_printf(&body, "      acc += v;\n");
@@ -231,15 +231,15 @@ static nnc_status emit_softmax_axis(const ec_ctx *x, int ki, nnc_sb *b, nnc_erro
   pointer(x, &body, "const ", "x", n->in[0]);
   pointer(x, &body, "", "y", n->out[0]);
   nnc_sb_printf(&body,
-    "  const long long len = %s, inner = %s;\n"
+    "  const int len = %s, inner = %s;\n"
     "  NNC_LOOP(e, %s) {\n"
-    "    const long long base = e / inner * len * inner + e %% inner;\n"
+    "    const int base = e / inner * len * inner + e %% inner;\n"
     "    float max = -INFINITY;\n"
-    "    for (long long l = 0; l < len; l++) max = fmaxf(max, nnc_ld(x[base + l * inner]));\n"
+    "    for (int l = 0; l < len; l++) max = fmaxf(max, nnc_ld(x[base + l * inner]));\n"
     "    double sum = 0;\n"
     "    if (max != -INFINITY)\n"
-    "      for (long long l = 0; l < len; l++) sum += exp((double)nnc_ld(x[base + l * inner]) - max);\n"
-    "    for (long long l = 0; l < len; l++)   /* every entry masked: zeros */\n"
+    "      for (int l = 0; l < len; l++) sum += exp((double)nnc_ld(x[base + l * inner]) - max);\n"
+    "    for (int l = 0; l < len; l++)   /* every entry masked: zeros */\n"
     "      nnc_st(&y[base + l * inner], max == -INFINITY ? 0.0f : (float)(exp((double)nnc_ld(x[base + l * inner]) - max) / sum));\n"
     "  }\n", len, inner, cnt);
   launch_fns(x, ki, cnt, &body, b);
@@ -290,8 +290,8 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       dim_of(x, n->in[0], axis, inlen, sizeof inlen);
       pointer(x, &body, "const ", "x", n->in[0]);
       pointer(x, &body, "", "y", n->out[0]);
-      nnc_sb_printf(&body, "  const long long len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
-      nnc_sb_printf(&loop, "    const long long i = e %% inner, l = e / inner %% len, o = e / inner / len;\n"
+      nnc_sb_printf(&body, "  const int len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
+      nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len, o = e / inner / len;\n"
                            "    y[e] = x[(o * in_len + start + l) * inner + i];\n");
     } else {
       bool cat = n->op == NNC_OP_CONCAT;
@@ -302,13 +302,13 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
         snprintf(nm, sizeof nm, "%s%d", cat ? "x" : "y", i);
         pointer(x, &body, cat ? "const " : "", nm, cat ? n->in[i] : n->out[i]);
       }
-      nnc_sb_printf(&body, "  const long long len = %s, inner = %s;\n", len, inner);
-      nnc_sb_printf(&loop, "    const long long i = e %% inner, o = e / inner / len;\n    long long l = e / inner %% len;\n");
+      nnc_sb_printf(&body, "  const int len = %s, inner = %s;\n", len, inner);
+      nnc_sb_printf(&loop, "    const int i = e %% inner, o = e / inner / len;\n    int l = e / inner %% len;\n");
       for (int i = 0; i < nparts; i++) {
         char l[EXPR];
         dim_of(x, cat ? n->in[i] : n->out[i], axis, l, sizeof l);
         bool last = i + 1 == nparts;
-        nnc_sb_printf(&loop, "    {\n      const long long L = %s;\n", l);
+        nnc_sb_printf(&loop, "    {\n      const int L = %s;\n", l);
         const char *ind = last ? "      " : "        ";
         if (!last) nnc_sb_printf(&loop, "      if (l < L) {\n");
         if (cat) nnc_sb_printf(&loop, "%sy[e] = x%d[(o * L + l) * inner + i];\n", ind, i);
@@ -341,9 +341,9 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   pointer(x, &body, "const ", "ids", n->in[1]);
   pointer(x, &body, "", "y", n->out[0]);
   nnc_sb_printf(&body,
-    "  const long long V = %s, C = %s;\n"
+    "  const int V = %s, C = %s;\n"
     "  NNC_LOOP(e, %s) {\n"
-    "    const long long id = ids[e / C];\n"
+    "    const int id = ids[e / C];\n"
     "    /* an id outside the table gives a row of NaN: the run cannot stop here */\n"
     "    nnc_st(&y[e], id >= 0 && id < V ? nnc_ld(table[id * C + e %% C]) : NAN);\n"
     "  }\n", V, C, n_expr);
@@ -371,17 +371,17 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
    * the threads' sums in a fixed order (the result does not depend on timing) */
   nnc_sb_printf(&body,
     "  __shared__ double part[NNC_LOOP_THREADS];\n"
-    "  const long long V = %s, rows = %s;\n"
+    "  const int V = %s, rows = %s;\n"
     "  double mine = 0;\n"
-    "  for (long long r = threadIdx.x; r < rows; r += blockDim.x) {\n"
-    "    const long long target = t[r];\n"
+    "  for (int r = threadIdx.x; r < rows; r += blockDim.x) {\n"
+    "    const int target = t[r];\n"
     "    if (target < 0 || target >= V) {   /* a target outside the classes: NaN */\n"
     "      mine = NAN;\n"
     "      continue;\n"
     "    }\n"
     "    double max = -INFINITY, sum = 0;\n"
-    "    for (long long v = 0; v < V; v++) max = fmax(max, (double)nnc_ld(x[r * V + v]));\n"
-    "    for (long long v = 0; v < V; v++) sum += exp((double)nnc_ld(x[r * V + v]) - max);\n"
+    "    for (int v = 0; v < V; v++) max = fmax(max, (double)nnc_ld(x[r * V + v]));\n"
+    "    for (int v = 0; v < V; v++) sum += exp((double)nnc_ld(x[r * V + v]) - max);\n"
     "    mine += max + log(sum) - nnc_ld(x[r * V + target]);\n"
     "  }\n"
     "  part[threadIdx.x] = mine;\n"

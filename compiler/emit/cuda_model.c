@@ -37,7 +37,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
                    "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n"
                    "#include \"support/nnc_weights.h\"\n\n"
-                   "#include \"kernels/attention.cuh\"\n#include \"kernels/gemm.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
+                   "#include \"kernels/attention.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
                    "#include \"kernels/loops.cuh\"\n#include \"kernels/softmax.cuh\"\n\n", p);
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);
@@ -89,7 +89,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_cuda_blas *blas;         /* cuBLASLt handle and workspace */\n"
     "  unsigned char *arena;         /* intermediates, at their planned offsets */\n"
     "  unsigned char *weights;       /* every weight, at layout[i].offset */\n"
-    "  void *ws;                     /* workspace of nnc's own GEMMs and norm kernels */\n"
+    "  void *ws;                     /* normalized GEMM inputs, converted masks */\n"
     "  size_t ws_size;\n"
     "  void *in_dev[%d], *out_dev[%d]; /* %s_run's device copies of host buffers */\n"
     "  unsigned char loaded[%d];\n"
@@ -112,10 +112,10 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "static int fail(%s_model *m, int code, const char *fmt, ...) {\n"
     "  va_list ap;\n  va_start(ap, fmt);\n  vsnprintf(m->err, sizeof m->err, fmt, ap);\n  va_end(ap);\n  return code;\n}\n\n"
     "/* A kernel refused its arguments or its launch: name it, its Lua line and the reason. */\n"
-    "static inline int kernel_failed(%s_model *m, int k, const char *msg) {\n"
+    "[[maybe_unused]] static int kernel_failed(%s_model *m, int k, const char *msg) {\n"
     "  return fail(m, %s_E_DEVICE, \"kernel %%d (%%s, %%s): %%s\", k, kernel_table[k].name, kernel_table[k].where, msg);\n}\n\n"
     "/* After a launch of nnc's own kernels: a refused launch shows only here. */\n"
-    "static inline int launched(%s_model *m, int k) {\n"
+    "[[maybe_unused]] static int launched(%s_model *m, int k) {\n"
     "  cudaError_t e = cudaGetLastError();\n"
     "  if (e == cudaSuccess) return 0;\n"
     "  return kernel_failed(m, k, cudaGetErrorString(e));\n}\n\n",

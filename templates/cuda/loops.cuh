@@ -34,8 +34,11 @@ inline unsigned nnc_loop_blocks(long long n) {
   return (unsigned)(b < 65536 ? (b > 0 ? b : 1) : 65536);
 }
 
-/* The flat index of this thread's first element and the grid's stride. */
+/* The flat index of this thread's first element and the grid's stride. nnc
+ * checks that every tensor has fewer than 2^31 elements, so indices are int:
+ * 64-bit division costs several times more than 32-bit on a GPU, and the
+ * loops divide to find coordinates. */
 #define NNC_LOOP(e, n) \
-  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < (n); e += (long long)gridDim.x * blockDim.x)
+  for (int e = (int)(blockIdx.x * blockDim.x + threadIdx.x); e < (n); e += (int)(gridDim.x * blockDim.x))
 
 #endif

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# bench/gpu_check.sh: the CUDA target on a GPU machine, in one command.
+#
+# Here (with Lua and nnc):   bash bench/gpu_check.sh generate
+#   compiles every model of models/ for cuda-sm90 at f32, tf32 (GPT-2) and
+#   bf16 into build/gpu/<model>_<precision>/ (sources only: they build with
+#   nvcc alone).
+# On the GPU machine:        bash bench/gpu_check.sh run
+#   builds each folder with make, checks it against the float64 reference at
+#   odd sizes (B=3, T=17) with NaN-poisoned outputs, runs compute-sanitizer
+#   memcheck on one model, times every model at the issue's sizes with the
+#   generated harness, runs the same models in PyTorch eager and torch.compile
+#   (bench/gpu_peers.py, same shapes, random weights of the same manifest),
+#   and prints one table; everything is also written to $OUT (or build/gpu/out)
+#   and the table to bench/gpu_results.md.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+G=$ROOT/build/gpu
+ARCH=${ARCH:-sm_90}
+# the cases PyTorch runs too (torch.compile takes a minute a model)
+PEERS=${PEERS:-"gpt2_bf16 gpt2_tf32 bert_bf16 mlp_bf16"}
+# model precision B T (the issue's speed sizes)
+CASES=${CASES:-"mlp f32 256 0
+mlp bf16 256 0
+gpt2 f32 8 1024
+gpt2 tf32 8 1024
+gpt2 bf16 8 1024
+bert f32 32 128
+bert bf16 32 128"}
+
+generate() {
+  local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
+  rm -rf "$G" && mkdir -p "$G"
+  while read -r m p _ _; do
+    "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/${m}_$p" || exit 1
+  done <<< "$CASES"
+  echo "generated: $(ls "$G" | tr '\n' ' ')"
+}
+
+run() {
+  local out=${OUT:-$G/out}
+  mkdir -p "$out"
+  local sm=${ARCH#sm_}
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
+  # build every folder of the cases in parallel
+  for n in $(echo "$CASES" | awk '{print $1 "_" $2}'); do
+    d=$G/$n
+    (make -C "$d" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$n.log" 2>&1 \
+       || echo "BUILD FAILED: $n (see make_$n.log)") &
+  done
+  wait
+  {
+    echo "## checks against the float64 reference (B=3, T=17, outputs poisoned)"
+    while read -r m p _ _; do
+      b="$G/${m}_$p/bench_$m"
+      [ -x "$b" ] || { echo "$m $p: not built"; continue; }
+      dims="-d B=3"; [ "$m" = mlp ] || dims="-d B=3 -d T=17"
+      "$b" --check $dims --runs 2 --warmup 1 > "$out/check_${m}_$p.log" 2>&1
+      echo "$m $p: rc=$? $(grep -h 'max relative error' "$out/check_${m}_$p.log" | tr -s ' ' | tr '\n' ';')"
+    done <<< "$CASES"
+    [ -n "${MEMCHECK:-1}" ] || exit 0
+    echo "## compute-sanitizer memcheck, gpt2 bf16 at B=3 T=17"
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$G/gpt2_bf16/bench_gpt2" --check -d B=3 -d T=17 \
+      --runs 1 --warmup 0 > "$out/memcheck_gpt2.log" 2>&1
+    echo "memcheck rc=$? $(grep -h 'ERROR SUMMARY' "$out/memcheck_gpt2.log")"
+  } | tee "$out/checks.txt"
+  # where GPT-2's time goes: the harness's per-kernel table
+  "$G/gpt2_bf16/bench_gpt2" -d B=8 -d T=1024 --runs 10 > "$out/kernels_gpt2_bf16.txt" 2>&1
+  # timings: ours, then the peers with random weights of the same manifest
+  while read -r m p B T; do
+    b="$G/${m}_$p/bench_$m"
+    dims="-d B=$B"; [ "$T" = 0 ] || dims="$dims -d T=$T"
+    [ -x "$b" ] && "$b" --json --runs 30 --warmup 5 $dims > "$out/time_${m}_$p.json" 2> "$out/time_${m}_$p.err"
+    case " $PEERS " in *" ${m}_$p "*) ;; *) continue ;; esac
+    python3 - "$G/${m}_$p/weights_manifest.json" "$out/w_$m.safetensors" <<'EOF'
+import json, sys, torch
+from safetensors.torch import save_file
+man = json.load(open(sys.argv[1]))
+g = torch.Generator().manual_seed(0)
+ts = {}
+for t in man["tensors"]:
+    ts[t["name"]] = (torch.randn(t["shape"], generator=g) * 0.02).float()
+save_file(ts, sys.argv[2])
+EOF
+    pd="B=$B"; [ "$T" = 0 ] || pd="$pd,T=$T"
+    python3 "$ROOT/bench/gpu_peers.py" model --model "$m" --weights "$out/w_$m.safetensors" --precision "$p" \
+      --dims "$pd" --runs 30 > "$out/peer_${m}_$p.json" 2> "$out/peer_${m}_$p.err"
+    rm -f "$out/w_$m.safetensors"
+  done <<< "$CASES"
+  python3 - "$out" <<'EOF' | tee "$out/table.md"
+import json, os, sys
+out = sys.argv[1]
+def load(p):
+    try:
+        txt = open(p).read().strip().splitlines()
+        return json.loads(txt[-1]) if txt else None
+    except Exception:
+        return None
+print("| model | precision | dims | nnc ms | eager ms | compile ms | nnc tok/s | eager/nnc | compile/nnc |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for f in sorted(os.listdir(out)):
+    if not f.startswith("time_") or not f.endswith(".json"):
+        continue
+    key = f[5:-5]
+    ours, peer = load(os.path.join(out, f)), load(os.path.join(out, "peer_" + key + ".json"))
+    m, p = key.split("_")
+    if not ours:
+        print(f"| {m} | {p} | | failed | | | | | |")
+        continue
+    ms = ours.get("median_ms")
+    dims = ",".join(f"{k}={v}" for k, v in (ours.get("dims") or {}).items())
+    e = peer.get("eager_ms") if peer else None
+    c = peer.get("compile_ms") if peer else None
+    tps = ours.get("tokens_per_s") or ours.get("items_per_s")
+    tps = f"{tps:.4g}" if tps else None
+    fmt = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "-"
+    ratio = lambda v: f"{v / ms:.2f}" if isinstance(v, (int, float)) and ms else "-"
+    print(f"| {m} | {p} | {dims} | {fmt(ms)} | {fmt(e)} | {fmt(c)} | {tps if tps else '-'} | {ratio(e)} | {ratio(c)} |")
+EOF
+  cp "$out/table.md" "$ROOT/bench/gpu_results.md" 2>/dev/null || true
+  # one file to carry back: every log
+  tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz . 2>/dev/null || true
+}
+
+case "${1:-}" in
+  generate) generate ;;
+  run) run ;;
+  *) echo "usage: bench/gpu_check.sh generate|run" >&2; exit 2 ;;
+esac
