@@ -49,10 +49,6 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, gemm_plan *p, 
   const nnc_gemm_desc *d = &k->d.gemm;
   memset(p, 0, sizeof *p);
   ec_gemm_shape_of(x, k, &p->s);
-  if (!p->s.linear && p->s.first_inner > 0)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc,
-                      "%s: matmul whose batch dims broadcast differently along different dims is not supported; "
-                      "expected every batch dim of each operand to be either full or 1", x->r->target->name);
   bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || (d->act == NNC_OP_GELU && d->gelu_tanh);
   bool act_res = d->act != NNC_OP_NONE && d->residual >= 0;
   p->pre_norm = d->prologue != NNC_NORM_NONE;
@@ -103,6 +99,38 @@ static void emit_post_kernel(const ec_ctx *x, int ki, nnc_sb *b) {
   nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex, d->residual >= 0 ? " + nnc_ld(r[e])" : "");
 }
 
+/* Batch dims [0, first_inner) of the output broadcast differently in A and B
+ * than the inner ones: one cuBLASLt call per outer index, each on the inner
+ * batch, A and B offset by the outer index along the dims they have. */
+static void outer_loop(const ec_ctx *x, const nnc_kernel *k, const gemm_plan *p, const char *inner, nnc_sb *b) {
+  const nnc_gemm_desc *d = &k->d.gemm;
+  char outer[EXPR], dim[EXPR], st[EXPR];
+  ec_dims_product(x, d->out, 0, p->s.first_inner, outer, sizeof outer);
+  const char *ty = cu_stype(x, d->out), *ta = cu_stype(x, d->a), *tb = cu_stype(x, d->b);
+  nnc_sb_printf(b, "  /* the batch dims before the last %d broadcast differently in A and B: a call per index */\n",
+                p->s.nb - p->s.first_inner);
+  nnc_sb_printf(b, "  for (long long o = 0; o < (long long)(%s); o++) {\n    long long rem = o, oa = 0, ob = 0;\n", outer);
+  for (int dd = p->s.first_inner - 1; dd >= 0; dd--) {
+    nnc_emit_dim_expr(x->g, x->g->tensors[d->out].shape[dd], "d->", dim, sizeof dim);
+    nnc_sb_printf(b, "    {\n      const long long i = rem %% (%s);\n      rem /= (%s);\n", dim, dim);
+    const int ops[2] = {d->a, d->b};
+    const bool full[2] = {p->s.a_full[dd], p->s.b_full[dd]};
+    for (int q = 0; q < 2; q++) {
+      int r = x->g->tensors[ops[q]].rank, j = dd - (p->s.nb - (r - 2));
+      if (!full[q] || j < 0) continue;
+      ec_dims_product(x, ops[q], j + 1, r - 2, st, sizeof st);
+      nnc_sb_printf(b, "      %s += i * (%s);\n", q ? "ob" : "oa", st);
+    }
+    nnc_sb_printf(b, "    }\n");
+  }
+  nnc_sb_printf(b, "    nnrt_cuda_gemm go = g;\n"
+                   "    go.A = (const %s *)g.A + oa * M * K;\n    go.B = (const %s *)g.B + ob * K * N;\n"
+                   "    go.D = (%s *)g.D + o * (long long)(%s) * M * N;\n", ta, tb, ty, inner);
+  if (p->lt_residual) nnc_sb_printf(b, "    go.residual = (const %s *)g.residual + o * (long long)(%s) * M * N;\n", ty, inner);
+  nnc_sb_printf(b, "    if (nnrt_cuda_gemm_run(m->blas, &go, s, &err)) return kernel_failed(m, %d, err.msg);\n  }\n",
+                (int)(k - x->s->k));
+}
+
 static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
@@ -135,8 +163,10 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
+    char inner[EXPR], ii[EXPR];
+    ec_dims_product(x, d->out, p.s.first_inner, p.s.nb, inner, sizeof inner);
     nnc_sb_printf(&body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
-                  as_int(batch, bi, sizeof bi));
+                  as_int(inner, ii, sizeof ii));
     nnc_sb_printf(&body, "  g.ab = %s;\n  g.out = %s;\n", nnrt_dt(x, d->a), nnrt_dt(x, d->out));
     if (x->r->precision.tf32) nnc_sb_printf(&body, "  g.tf32 = true;   /* --precision=tf32 */\n");
     if (p.pre_norm) nnc_sb_printf(&body, "  g.A = %s;\n", A);
@@ -154,8 +184,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     ec_assign(x, &body, 2, "g.D", d->out);
     nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n  g.alpha = %s;\n  g.epilogue = %s;\n",
                   ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
-    nnc_sb_printf(&body, "  nnrt_error err = {};\n"
-                         "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+    nnc_sb_printf(&body, "  nnrt_error err = {};\n");
+    if (p.s.first_inner > 0) outer_loop(x, k, &p, ii, &body);
+    else nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
     if (p.post) {
       emit_post_kernel(x, ki, b);
       char pr[256] = "nullptr";

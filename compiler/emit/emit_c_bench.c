@@ -303,7 +303,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  };\n"
     "  return nnc_bench_main(&md, argc, argv);\n}\n",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
-    !x->device ? "" : x->r->precision.storage != NNC_F32 || x->r->precision.tf32
+    !x->device ? "\n    0, NULL, NULL, NULL,   /* f32 tolerance, no device */" : x->r->precision.storage != NNC_F32 || x->r->precision.tf32
                       ? "\n    1e-2, b_stage, b_run_staged, b_peaks,   /* narrow storage or tf32: 1e-2 */"
                       : "\n    0, b_stage, b_run_staged, b_peaks,");
   nnc_uses_free(&u);

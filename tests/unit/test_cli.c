@@ -106,9 +106,21 @@ static void test_targets(void **state) {
   char out[4096];
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm42 --emit=ir"), 6);
   assert_non_null(strstr(out, "unknown target \"cuda-sm42\"; known: c-simd"));
-  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 -o outdir"), 6);
-  assert_non_null(strstr(out, "target cuda-sm80: code generation is not available"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=opencl -o outdir"), 6);
+  assert_non_null(strstr(out, "target opencl: code generation is not available"));
   assert_false(exists("outdir"));
+  /* narrow storage is for GPU targets; an unknown precision is a usage error */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --precision=bf16 -o outdir"), 6);
+  assert_non_null(strstr(out, "--precision=bf16: target c-simd computes and stores f32"));
+  assert_false(exists("outdir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=f8 -o outdir"), 1);
+  assert_non_null(strstr(out, "--precision: expected f32, tf32, bf16 or f16, found \"f8\""));
+  assert_false(exists("outdir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 -o cudadir"), 0);
+  assert_true(exists("cudadir/tiny.cu"));
+  assert_true(exists("cudadir/kernels/attention.cuh"));
+  assert_true(exists("cudadir/runtime/cuda/nnrt_cuda.h"));
+  assert_false(exists("cudadir/kernels/gemm.c"));   /* no C SIMD kernels in a CUDA folder */
   assert_int_equal(nnc(out, sizeof out, "tiny.lua -o outdir"), 0);
   assert_true(exists("outdir/tiny.h"));
   assert_true(exists("outdir/Makefile"));

@@ -534,7 +534,7 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
 
 static int adapter_create(const nnc_bench_model *md, state *s) {
   if (md->create(s->o.threads, &s->m)) {
-    fprintf(stderr, "bench_%s: create failed\n", md->name);
+    fprintf(stderr, "bench_%s: create failed: %s\n", md->name, md->last_error(NULL));
     return 1;
   }
   return 0;
