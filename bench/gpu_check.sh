@@ -58,7 +58,7 @@ run() {
       "$b" --check $dims --runs 2 --warmup 1 > "$out/check_${m}_$p.log" 2>&1
       echo "$m $p: rc=$? $(grep -h 'max relative error' "$out/check_${m}_$p.log" | tr -s ' ' | tr '\n' ';')"
     done <<< "$CASES"
-    [ -n "${MEMCHECK:-1}" ] || exit 0
+    [ -n "${MEMCHECK-1}" ] || exit 0
     echo "## compute-sanitizer memcheck, gpt2 bf16 at B=3 T=17"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$G/gpt2_bf16/bench_gpt2" --check -d B=3 -d T=17 \
       --runs 1 --warmup 0 > "$out/memcheck_gpt2.log" 2>&1

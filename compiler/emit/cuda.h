@@ -3,7 +3,8 @@
  * cuda.c checks the schedule fits the target, lays the weights out in one
  * device block and writes the folder; cuda_model.c writes <model>.cu (the
  * model handle, forward() and the API), cuda_kernels.c the launch of every
- * kernel through templates/cuda and cuBLASLt, cuda_loops.c the CUDA kernels
+ * kernel (GEMMs through cuBLASLt, attention and norms through templates/cuda),
+ * cuda_loops.c the CUDA kernels
  * nnc writes itself (elementwise chains, data movement, reductions), and
  * cuda_build.c the Makefile and README. <model>.h, <model>_graph.c and
  * bench_<model>.c come from the shared C-API writers (emit_c.h). */

@@ -36,6 +36,7 @@ typedef struct gemm_plan {
   bool post;           /* cuBLASLt path: an epilogue kernel applies act (+ residual) after */
   const char *lt_epi;  /* NNRT_EPI_* of the cuBLASLt call */
   bool lt_residual;    /* the residual rides cuBLASLt's C operand */
+  int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
   char why[200];
 } gemm_plan;
 
@@ -57,8 +58,16 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, gemm_plan *p, 
               : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
                                                : "NNRT_EPI_GELU_TANH";
   p->lt_residual = d->residual >= 0 && !p->post;
-  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s", p->pre_norm ? " after a norm kernel" : "",
-           p->post ? ", then an epilogue kernel" : "");
+  /* rows that are not a multiple of 16 bytes keep cuBLASLt off its fast
+   * kernels (the GPT-2 LM head, N = 50257, ran 5x slower): compute into
+   * padded rows and copy; the residual would need the same padding */
+  int esize = nnc_dtype_size(x->g->tensors[d->out].dtype);
+  if (strspn(p->s.N, "0123456789") == strlen(p->s.N) && !p->lt_residual) {
+    long long n = atoll(p->s.N), align = 16 / esize;
+    if (n % align) p->pad_n = (int)((n + align - 1) / align * align);
+  }
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s", p->pre_norm ? " after a norm kernel" : "",
+           p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->post ? ", then an epilogue kernel" : "");
   return NNC_OK;
 }
 
@@ -181,20 +190,36 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       ec_assign(x, &body, 2, "g.residual", d->residual);
       nnc_sb_printf(&body, "  g.stride_r = (long long)M * N;\n");
     }
-    ec_assign(x, &body, 2, "g.D", d->out);
-    nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n  g.alpha = %s;\n  g.epilogue = %s;\n",
-                  ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
+    if (p.pad_n) {
+      nnc_sb_printf(&body, "  const int ldp = %d;   /* N rounded up to 16 bytes */\n"
+                           "  %s *P = (%s *)((unsigned char *)m->ws + %s);\n  g.D = P;\n  g.ldd = ldp;\n"
+                           "  g.stride_d = (long long)M * ldp;\n", p.pad_n, cu_stype(x, d->out), cu_stype(x, d->out),
+                    p.pre_norm ? "pad_offset((size_t)M * K * sizeof *A)" : "0");
+    } else {
+      ec_assign(x, &body, 2, "g.D", d->out);
+      nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n");
+    }
+    nnc_sb_printf(&body, "  g.alpha = %s;\n  g.epilogue = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
     nnc_sb_printf(&body, "  nnrt_error err = {};\n");
     if (p.s.first_inner > 0) outer_loop(x, k, &p, ii, &body);
     else nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+    if (p.pad_n) {
+      char po[256];
+      nnc_sb_printf(&body, "  nnc_unpad_rows<<<nnc_loop_blocks((long long)M * N * %s), NNC_LOOP_THREADS, 0, s>>>(\n"
+                           "      %s, P, M * %s, N, ldp);\n"
+                           "  if (launched(m, %d)) return %s_E_DEVICE;\n",
+                    as_int(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), as_int(batch, bi, sizeof bi), ki, x->P);
+      if (!p.post) nnc_sb_printf(&body, "  return 0;\n");
+    }
     if (p.post) {
       emit_post_kernel(x, ki, b);
-      char pr[256] = "nullptr";
+      char pr[256] = "nullptr", pout[256];
       if (d->residual >= 0) ec_ptr(x, d->residual, pr, sizeof pr);
       nnc_sb_printf(&body, "  const long long n = (long long)M * N * %s;\n"
-                           "  k%d_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>((%s *)g.D, %s, n);\n"
-                           "  return launched(m, %d);\n", as_int(batch, bi, sizeof bi), ki, cu_stype(x, d->out), pr, ki);
-    } else {
+                           "  k%d_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
+                           "  return launched(m, %d);\n", as_int(batch, bi, sizeof bi), ki,
+                    ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
+    } else if (!p.pad_n) {
       nnc_sb_printf(&body, "  return 0;\n");
     }
   }
@@ -219,11 +244,19 @@ void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   gemm_plan p;
   nnc_error e;
   if (plan_gemm(x, k, &p, &e)) return;
-  if (p.pre_norm) {
-    char a[EXPR];
-    nnc_sb_printf(b, "  {\n    size_t w = (size_t)(%s) * sizeof(%s);   /* kernel %d: A normalized */\n"
-                     "    if (w > need) need = w;\n  }\n",
-                  ec_elems(x, k->d.gemm.a, a, sizeof a), cu_stype(x, k->d.gemm.a), ki);
+  if (p.pre_norm || p.pad_n) {
+    char a[EXPR], rows[EXPR];
+    const nnc_tensor *o = &x->g->tensors[k->d.gemm.out];
+    nnc_sb_printf(b, "  {   /* kernel %d:%s%s */\n    size_t w = 0;\n", ki, p.pre_norm ? " A normalized" : "",
+                  p.pad_n ? " the output with padded rows" : "");
+    if (p.pre_norm)
+      nnc_sb_printf(b, "    w += pad_offset((size_t)(%s) * sizeof(%s));\n", ec_elems(x, k->d.gemm.a, a, sizeof a),
+                    cu_stype(x, k->d.gemm.a));
+    if (p.pad_n) {
+      ec_dims_product(x, k->d.gemm.out, 0, o->rank - 1, rows, sizeof rows);
+      nnc_sb_printf(b, "    w += (size_t)(%s) * %d * sizeof(%s);\n", rows, p.pad_n, cu_stype(x, k->d.gemm.out));
+    }
+    nnc_sb_printf(b, "    if (w > need) need = w;\n  }\n");
   }
 }
 

@@ -114,6 +114,8 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "/* A kernel refused its arguments or its launch: name it, its Lua line and the reason. */\n"
     "[[maybe_unused]] static int kernel_failed(%s_model *m, int k, const char *msg) {\n"
     "  return fail(m, %s_E_DEVICE, \"kernel %%d (%%s, %%s): %%s\", k, kernel_table[k].name, kernel_table[k].where, msg);\n}\n\n"
+    "/* Workspace regions start at multiples of 256 bytes. */\n"
+    "[[maybe_unused]] static size_t pad_offset(size_t bytes) { return (bytes + 255) / 256 * 256; }\n\n"
     "/* After a launch of nnc's own kernels: a refused launch shows only here. */\n"
     "[[maybe_unused]] static int launched(%s_model *m, int k) {\n"
     "  cudaError_t e = cudaGetLastError();\n"

@@ -41,4 +41,11 @@ inline unsigned nnc_loop_blocks(long long n) {
 #define NNC_LOOP(e, n) \
   for (int e = (int)(blockIdx.x * blockDim.x + threadIdx.x); e < (n); e += (int)(gridDim.x * blockDim.x))
 
+/* y[r, c] = x[r * ldx + c] for rows x cols: a GEMM's output computed with
+ * rows padded to 16 bytes (cuBLASLt's fast kernels need aligned rows) copied
+ * to its dense place. */
+template <typename T> __global__ void nnc_unpad_rows(T *y, const T *x, int rows, int cols, int ldx) {
+  NNC_LOOP(e, (long long)rows * cols) y[e] = x[(long long)(e / cols) * ldx + e % cols];
+}
+
 #endif
