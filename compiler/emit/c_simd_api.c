@@ -234,26 +234,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n"
     "  return 0;\n}\n\n", p);
-  nnc_sb_printf(b,
-    "int %s_load_weights_file(%s_model *m, const char *path) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  m->err[0] = 0;\n"
-    "  if (!path) return fail(m, %s_E_ARG, \"%s_load_weights_file: path is NULL\");\n"
-    "  nnrt_st *st = NULL;\n  nnrt_error e = {0};\n"
-    "  int rc = nnrt_st_open(path, &st, &e);\n"
-    "  if (rc) return fail(m, rc, \"%%s\", e.msg);\n"
-    "  rc = load(m, st, &e);\n  nnrt_st_close(st);\n  return rc;\n}\n\n",
-    p, p, P, P, p);
-  nnc_sb_printf(b,
-    "int %s_load_weights_memory(%s_model *m, const void *data, size_t size) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  m->err[0] = 0;\n"
-    "  if (!data) return fail(m, %s_E_ARG, \"%s_load_weights_memory: data is NULL\");\n"
-    "  nnrt_st *st = NULL;\n  nnrt_error e = {0};\n"
-    "  int rc = nnrt_st_open_memory(data, size, \"<memory>\", &st, &e);\n"
-    "  if (rc) return fail(m, rc, \"%%s\", e.msg);\n"
-    "  rc = load(m, st, &e);\n  nnrt_st_close(st);\n  return rc;\n}\n\n",
-    p, p, P, P, p);
+  ec_emit_load_files(x, b);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
     "  if (!m) return %s_E_ARG;\n"
@@ -274,34 +255,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
     p, p, P, P, p, P, p, P, p);
-  /* run */
-  nnc_sb_printf(b,
-    "static int check_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
-    "  if (!d || !in || !out)\n"
-    "    return fail(m, %s_E_ARG, \"%s_run: %%s is NULL\", !d ? \"dims\" : !in ? \"inputs\" : \"outputs\");\n"
-    "  if (m->nloaded < NPARAMS) {\n"
-    "    for (int i = 0; i < NPARAMS; i++)\n"
-    "      if (!m->loaded[i])\n"
-    "        return fail(m, %s_E_STATE, \"%s_run: the weights are not loaded (%%d of %%d missing, the first %%s): \"\n"
-    "                    \"call %s_load_weights_file, _memory or %s_set_weight first\", NPARAMS - m->nloaded, NPARAMS, manifest[i].name);\n"
-    "  }\n",
-    p, p, p, p, P, p, P, p, p, p);
-  if (g->nsyms) {
-    nnc_sb_printf(b, "  const int64_t v[%d] = {", g->nsyms);
-    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%sd->%s", i ? ", " : "", x->sym[i]);
-    nnc_sb_printf(b, "};\n"
-      "  for (int i = 0; i < NSYMS; i++)\n"
-      "    if (v[i] < 1 || v[i] > m->max[i])\n"
-      "      return fail(m, %s_E_SIZE, \"%s_run: %%s = %%lld: expected 1 to %%lld (the maximum the model was created for)\",\n"
-      "                  sym_names[i], (long long)v[i], (long long)m->max[i]);\n", P, p);
-  }
-  for (int i = 0; i < g->ninputs; i++)
-    nnc_sb_printf(b, "  if (!in->%s) return fail(m, %s_E_ARG, \"%s_run: input %s is NULL\");\n", x->in_name[i], P, p,
-                  x->in_name[i]);
-  for (int i = 0; i < g->noutputs; i++)
-    nnc_sb_printf(b, "  if (!out->%s) return fail(m, %s_E_ARG, \"%s_run: output %s is NULL\");\n", x->out_name[i], P,
-                  p, x->out_name[i]);
-  nnc_sb_printf(b, "  return 0;\n}\n\n");
+  ec_emit_check_run(x, b);
   nnc_sb_printf(b,
     "int %s_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
     "  if (!m) return %s_E_ARG;\n"

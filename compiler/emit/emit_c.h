@@ -99,6 +99,11 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
  * last one ends. */
 void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b);
 
+/* Pieces of <model>.c(u) every C-API target writes alike (they use the
+ * model's fail(), load(), manifest, sym_names and m->loaded / m->max). */
+void ec_emit_check_run(const ec_ctx *x, nnc_sb *b);
+void ec_emit_load_files(const ec_ctx *x, nnc_sb *b);
+
 /* Fills the names of x for request r (ec_ctx_free releases them). */
 nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err);
 void ec_ctx_free(ec_ctx *x);
