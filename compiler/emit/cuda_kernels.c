@@ -28,6 +28,14 @@ static char *as_int(const char *e, char *buf, size_t n) {
 }
 
 
+/* " * (int)(e)" to multiply by the batch e, "" when it is 1. */
+static char *times(const char *e, char *buf, size_t n) {
+  char i[EXPR + 16];
+  if (strcmp(e, "1") == 0) buf[0] = 0;
+  else snprintf(buf, n, " * %.500s", as_int(e, i, sizeof i));
+  return buf;
+}
+
 /* ------------------------------------------------------------------ GEMM */
 
 typedef struct gemm_plan {
@@ -64,7 +72,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, gemm_plan *p, 
   int esize = nnc_dtype_size(x->g->tensors[d->out].dtype);
   if (strspn(p->s.N, "0123456789") == strlen(p->s.N) && !p->lt_residual) {
     long long n = atoll(p->s.N), align = 16 / esize;
-    if (n % align) p->pad_n = (int)((n + align - 1) / align * align);
+    if (n % align && n >= 1024) p->pad_n = (int)((n + align - 1) / align * align);   /* narrow rows: not worth a copy */
   }
   snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s", p->pre_norm ? " after a norm kernel" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->post ? ", then an epilogue kernel" : "");
@@ -163,12 +171,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       nnc_sb_printf(&body, "  %s *A = (%s *)m->ws;   /* A's rows normalized */\n  nnc_cuda_error e;\n",
                     cu_stype(x, d->a), cu_stype(x, d->a));
       if (d->prologue == NNC_NORM_LAYER)
-        nnc_sb_printf(&body, "  if (nnc_cuda_layernorm(M * %s, K, %s, K, %s, %s, %s, A, K, s, &e))\n",
-                      as_int(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
+        nnc_sb_printf(&body, "  if (nnc_cuda_layernorm(M%s, K, %s, K, %s, %s, %s, A, K, s, &e))\n",
+                      times(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       else
-        nnc_sb_printf(&body, "  if (nnc_cuda_rmsnorm(M * %s, K, %s, K, %s, %s, A, K, s, &e))\n",
-                      as_int(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg,
+        nnc_sb_printf(&body, "  if (nnc_cuda_rmsnorm(M%s, K, %s, K, %s, %s, A, K, s, &e))\n",
+                      times(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg,
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
@@ -205,19 +213,19 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     else nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
     if (p.pad_n) {
       char po[256];
-      nnc_sb_printf(&body, "  nnc_unpad_rows<<<nnc_loop_blocks((long long)M * N * %s), NNC_LOOP_THREADS, 0, s>>>(\n"
-                           "      %s, P, M * %s, N, ldp);\n"
+      nnc_sb_printf(&body, "  nnc_unpad_rows<<<nnc_loop_blocks((long long)M * N%s), NNC_LOOP_THREADS, 0, s>>>(\n"
+                           "      %s, P, M%s, N, ldp);\n"
                            "  if (launched(m, %d)) return %s_E_DEVICE;\n",
-                    as_int(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), as_int(batch, bi, sizeof bi), ki, x->P);
+                    times(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), times(batch, bi, sizeof bi), ki, x->P);
       if (!p.post) nnc_sb_printf(&body, "  return 0;\n");
     }
     if (p.post) {
       emit_post_kernel(x, ki, b);
       char pr[256] = "nullptr", pout[256];
       if (d->residual >= 0) ec_ptr(x, d->residual, pr, sizeof pr);
-      nnc_sb_printf(&body, "  const long long n = (long long)M * N * %s;\n"
+      nnc_sb_printf(&body, "  const long long n = (long long)M * N%s;\n"
                            "  k%d_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
-                           "  return launched(m, %d);\n", as_int(batch, bi, sizeof bi), ki,
+                           "  return launched(m, %d);\n", times(batch, bi, sizeof bi), ki,
                     ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
     } else if (!p.pad_n) {
       nnc_sb_printf(&body, "  return 0;\n");

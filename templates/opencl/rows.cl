@@ -1,0 +1,81 @@
+/* templates/opencl/rows.cl — row kernels: softmax, layernorm, rmsnorm.
+ * One work-group of NNC_WG items (a power of two, default 256) per row:
+ * global size rows * NNC_WG, local size NNC_WG. Each item strides over the
+ * row; the reductions go through local memory. Statistics are two-pass
+ * (mean, then squared deviations) for accuracy. y may be x (same ld): an
+ * item reads each element it writes before writing it. */
+#ifndef NNC_WG
+#define NNC_WG 256
+#endif
+
+/* y[r,:] = softmax(x[r,:]); a row that is all -inf gives zeros. */
+__kernel __attribute__((reqd_work_group_size(NNC_WG, 1, 1)))
+void nnc_softmax(int rows, int cols, __global const nnc_t *x, long ldx,
+                 __global nnc_t *y, long ldy) {
+  __local float scratch[NNC_WG];
+  const int r = (int)get_group_id(0), lid = (int)get_local_id(0);
+  if (r >= rows) return;
+  __global const nnc_t *xr = x + (long)r * ldx;
+  __global nnc_t *yr = y + (long)r * ldy;
+  float m = -INFINITY;
+  for (int c = lid; c < cols; c += NNC_WG) m = fmax(m, NNC_LD(xr[c]));
+  m = nnc_wg_max(m, scratch, NNC_WG);
+  float s = 0.0f;
+  if (m != -INFINITY)
+    for (int c = lid; c < cols; c += NNC_WG) s += exp(NNC_LD(xr[c]) - m);
+  s = nnc_wg_sum(s, scratch, NNC_WG);
+  const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+  for (int c = lid; c < cols; c += NNC_WG)
+    yr[c] = NNC_ST(m == -INFINITY ? 0.0f : exp(NNC_LD(xr[c]) - m) * inv);
+}
+
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta per row; gamma and beta
+ * may be NULL (1 and 0). */
+__kernel __attribute__((reqd_work_group_size(NNC_WG, 1, 1)))
+void nnc_layernorm(int rows, int cols, __global const nnc_t *x, long ldx,
+                   __global const nnc_t *gamma, __global const nnc_t *beta, float eps,
+                   __global nnc_t *y, long ldy) {
+  __local float scratch[NNC_WG];
+  const int r = (int)get_group_id(0), lid = (int)get_local_id(0);
+  if (r >= rows) return;
+  __global const nnc_t *xr = x + (long)r * ldx;
+  __global nnc_t *yr = y + (long)r * ldy;
+  float s = 0.0f;
+  for (int c = lid; c < cols; c += NNC_WG) s += NNC_LD(xr[c]);
+  const float mean = nnc_wg_sum(s, scratch, NNC_WG) / (float)cols;
+  float q = 0.0f;
+  for (int c = lid; c < cols; c += NNC_WG) {
+    const float d = NNC_LD(xr[c]) - mean;
+    q += d * d;
+  }
+  const float rstd = rsqrt(nnc_wg_sum(q, scratch, NNC_WG) / (float)cols + eps);
+  for (int c = lid; c < cols; c += NNC_WG) {
+    float v = (NNC_LD(xr[c]) - mean) * rstd;
+    if (gamma) v *= NNC_LD(gamma[c]);
+    if (beta) v += NNC_LD(beta[c]);
+    yr[c] = NNC_ST(v);
+  }
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma may be NULL. */
+__kernel __attribute__((reqd_work_group_size(NNC_WG, 1, 1)))
+void nnc_rmsnorm(int rows, int cols, __global const nnc_t *x, long ldx,
+                 __global const nnc_t *gamma, float eps,
+                 __global nnc_t *y, long ldy) {
+  __local float scratch[NNC_WG];
+  const int r = (int)get_group_id(0), lid = (int)get_local_id(0);
+  if (r >= rows) return;
+  __global const nnc_t *xr = x + (long)r * ldx;
+  __global nnc_t *yr = y + (long)r * ldy;
+  float q = 0.0f;
+  for (int c = lid; c < cols; c += NNC_WG) {
+    const float v = NNC_LD(xr[c]);
+    q += v * v;
+  }
+  const float rstd = rsqrt(nnc_wg_sum(q, scratch, NNC_WG) / (float)cols + eps);
+  for (int c = lid; c < cols; c += NNC_WG) {
+    float v = NNC_LD(xr[c]) * rstd;
+    if (gamma) v *= NNC_LD(gamma[c]);
+    yr[c] = NNC_ST(v);
+  }
+}
