@@ -1,7 +1,9 @@
 /* templates/opencl/rows.cl — row kernels: softmax, layernorm, rmsnorm.
  * One work-group of NNC_WG items (a power of two, default 256) per row:
  * global size rows * NNC_WG, local size NNC_WG. Each item strides over the
- * row; the reductions go through local memory. Statistics are two-pass
+ * row; the reductions go through local memory. There is no row count
+ * argument: the global size must be exactly rows * NNC_WG, because a group
+ * that returns before its barriers crashes PoCL. Statistics are two-pass
  * (mean, then squared deviations) for accuracy. y may be x (same ld): an
  * item reads each element it writes before writing it. */
 #ifndef NNC_WG
@@ -10,13 +12,13 @@
 
 /* y[r,:] = softmax(x[r,:]); a row that is all -inf gives zeros. */
 __kernel __attribute__((reqd_work_group_size(NNC_WG, 1, 1)))
-void nnc_softmax(int rows, int cols, __global const nnc_t *x, long ldx,
+void nnc_softmax(int cols, __global const nnc_t *x, long ldx,
                  __global nnc_t *y, long ldy) {
   __local float scratch[NNC_WG];
-  const int r = (int)get_group_id(0), lid = (int)get_local_id(0);
-  if (r >= rows) return;
-  __global const nnc_t *xr = x + (long)r * ldx;
-  __global nnc_t *yr = y + (long)r * ldy;
+  const long r = (long)get_group_id(0);
+  const int lid = (int)get_local_id(0);
+  __global const nnc_t *xr = x + r * ldx;
+  __global nnc_t *yr = y + r * ldy;
   float m = -INFINITY;
   for (int c = lid; c < cols; c += NNC_WG) m = fmax(m, NNC_LD(xr[c]));
   m = nnc_wg_max(m, scratch, NNC_WG);
@@ -32,14 +34,14 @@ void nnc_softmax(int rows, int cols, __global const nnc_t *x, long ldx,
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta per row; gamma and beta
  * may be NULL (1 and 0). */
 __kernel __attribute__((reqd_work_group_size(NNC_WG, 1, 1)))
-void nnc_layernorm(int rows, int cols, __global const nnc_t *x, long ldx,
+void nnc_layernorm(int cols, __global const nnc_t *x, long ldx,
                    __global const nnc_t *gamma, __global const nnc_t *beta, float eps,
                    __global nnc_t *y, long ldy) {
   __local float scratch[NNC_WG];
-  const int r = (int)get_group_id(0), lid = (int)get_local_id(0);
-  if (r >= rows) return;
-  __global const nnc_t *xr = x + (long)r * ldx;
-  __global nnc_t *yr = y + (long)r * ldy;
+  const long r = (long)get_group_id(0);
+  const int lid = (int)get_local_id(0);
+  __global const nnc_t *xr = x + r * ldx;
+  __global nnc_t *yr = y + r * ldy;
   float s = 0.0f;
   for (int c = lid; c < cols; c += NNC_WG) s += NNC_LD(xr[c]);
   const float mean = nnc_wg_sum(s, scratch, NNC_WG) / (float)cols;
@@ -59,14 +61,14 @@ void nnc_layernorm(int rows, int cols, __global const nnc_t *x, long ldx,
 
 /* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma may be NULL. */
 __kernel __attribute__((reqd_work_group_size(NNC_WG, 1, 1)))
-void nnc_rmsnorm(int rows, int cols, __global const nnc_t *x, long ldx,
+void nnc_rmsnorm(int cols, __global const nnc_t *x, long ldx,
                  __global const nnc_t *gamma, float eps,
                  __global nnc_t *y, long ldy) {
   __local float scratch[NNC_WG];
-  const int r = (int)get_group_id(0), lid = (int)get_local_id(0);
-  if (r >= rows) return;
-  __global const nnc_t *xr = x + (long)r * ldx;
-  __global nnc_t *yr = y + (long)r * ldy;
+  const long r = (long)get_group_id(0);
+  const int lid = (int)get_local_id(0);
+  __global const nnc_t *xr = x + r * ldx;
+  __global nnc_t *yr = y + r * ldy;
   float q = 0.0f;
   for (int c = lid; c < cols; c += NNC_WG) {
     const float v = NNC_LD(xr[c]);
