@@ -119,7 +119,9 @@ typedef struct nnrt_cl_cache_stats {
 } nnrt_cl_cache_stats;
 
 /* A device, its context, one in-order command queue with profiling enabled,
- * and the binary cache settings. opt may be NULL (all defaults). */
+ * and the binary cache settings. opt may be NULL (all defaults). When no
+ * cache folder can be found (no option, variable or HOME) the cache is off;
+ * a folder path too long is NNRT_E_SIZE. The folder is made on first store. */
 typedef struct nnrt_cl nnrt_cl;
 
 nnrt_status nnrt_cl_create(const nnrt_cl_options *opt, nnrt_cl **out, nnrt_error *err);
