@@ -314,10 +314,14 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   }
   nnc_sb_printf(&body, "  a.scale = %s;\n  a.causal = %d;\n", ec_literal(a->scale, false, lit, sizeof lit),
                 a->causal ? 1 : 0);
-  ec_assign(x, &body, 2, "a.q", a->q);
-  ec_assign(x, &body, 2, "a.k", a->k);
-  ec_assign(x, &body, 2, "a.v", a->v);
-  ec_assign(x, &body, 2, "a.out", a->out);
+  /* operands read or written in place of a folded head split or merge get
+   * their base and strides after the contiguous ones */
+  ec_attn_strides unused;
+  if (!ec_attn_view(x, a, NNC_ATTN_Q, &unused)) ec_assign(x, &body, 2, "a.q", a->q);
+  if (!ec_attn_view(x, a, NNC_ATTN_K, &unused)) ec_assign(x, &body, 2, "a.k", a->k);
+  if (!ec_attn_view(x, a, NNC_ATTN_V, &unused)) ec_assign(x, &body, 2, "a.v", a->v);
+  if (!ec_attn_view(x, a, NNC_ATTN_OUT, &unused)) ec_assign(x, &body, 2, "a.out", a->out);
+  ec_attn_emit_views(x, a, "a.", NULL, &body);
   if (a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype) {
     /* the template reads the mask in q's type: convert it into the workspace */
     char me[EXPR], pm[256], note[600];

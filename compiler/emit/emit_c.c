@@ -477,6 +477,33 @@ void ec_emit_load_files(const ec_ctx *x, nnc_sb *b) {
     p, p, P, P, p, p, p, P, P, p);
 }
 
+bool ec_attn_view(const ec_ctx *x, const nnc_attention_desc *a, int i, ec_attn_strides *out) {
+  const nnc_attn_view *v = &a->view[i];
+  if (!v->on) return false;
+  out->base = v->base;
+  nnc_emit_dim_expr(x->g, v->offset, "d->", out->off, sizeof out->off);
+  nnc_emit_dim_expr(x->g, v->sb, "d->", out->sb, sizeof out->sb);
+  nnc_emit_dim_expr(x->g, v->sh, "d->", out->sh, sizeof out->sh);
+  nnc_emit_dim_expr(x->g, v->si, "d->", out->si, sizeof out->si);
+  return true;
+}
+
+void ec_attn_emit_views(const ec_ctx *x, const nnc_attention_desc *a, const char *arg, const char *cast, nnc_sb *b) {
+  static const char *name[4] = {"q", "k", "v", "o"};
+  static const char *ptr[4] = {"q", "k", "v", "out"};
+  for (int i = 0; i < 4; i++) {
+    ec_attn_strides v;
+    if (!ec_attn_view(x, a, i, &v)) continue;
+    char p[256], note[600];
+    nnc_sb_printf(b, "  /* %s in place: %s */\n", i == 3 ? "out written" : i == 0 ? "q read" : i == 1 ? "k read" : "v read",
+                  ec_note(x, v.base, note, sizeof note));
+    nnc_sb_printf(b, "  %s%s = %s%s%s%s;\n", arg, ptr[i], cast ? cast : "", ec_ptr(x, v.base, p, sizeof p),
+                  strcmp(v.off, "0") ? " + " : "", strcmp(v.off, "0") ? v.off : "");
+    nnc_sb_printf(b, "  %s%s_sb = %s;\n  %s%s_sh = %s;\n  %s%s_st = %s;\n", arg, name[i], v.sb, arg, name[i], v.sh, arg,
+                  name[i], v.si);
+  }
+}
+
 /* Unique C names for a list of model names. */
 static void name_all(char (*out)[64], int n, const char *(*get)(const nnc_graph *, int), const nnc_graph *g) {
   for (int i = 0; i < n; i++) {

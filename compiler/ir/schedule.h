@@ -56,10 +56,25 @@ typedef struct nnc_gemm_desc {
  *   q [..., T, D], k [..., S, D], v [..., S, Dv], out [..., T, Dv];
  *   the key transpose of the graph is folded in. mask is a [B, S] padding mask
  *   or -1; rows with every key masked give zeros. */
+/* Where a rank-4 attention operand lives when the head split or merge around
+ * it was folded into the kernel (passes/fold_heads.c): element (b, h, i, c)
+ * of q, k, v or out is element offset + b*sb + h*sh + i*si + c of tensor
+ * `base`, e.g. q read straight from the fused qkv projection [B, T, 3*C] with
+ * offset 0, sb = T*3C, sh = D, si = 3C. Not `on` (zeroed): the operand's
+ * own tensor, contiguous. */
+typedef struct nnc_attn_view {
+  bool on;
+  int base;
+  nnc_dim offset, sb, sh, si;
+} nnc_attn_view;
+
+enum { NNC_ATTN_Q, NNC_ATTN_K, NNC_ATTN_V, NNC_ATTN_OUT };
+
 typedef struct nnc_attention_desc {
   int q, k, v, mask, out;
   bool causal;
   double scale;
+  nnc_attn_view view[4];       /* indexed by NNC_ATTN_Q ... NNC_ATTN_OUT */
 } nnc_attention_desc;
 
 typedef struct nnc_kernel {

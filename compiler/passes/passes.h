@@ -49,6 +49,12 @@ nnc_status nnc_pass_precision(nnc_graph *g, nnc_dtype storage, nnc_error *err);
 /* Groups the live nodes into kernels (s must be initialised for g). */
 nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err);
 
+/* Folds the head split (reshape + transpose copies, and the split of a fused
+ * qkv projection) before each attention kernel, and the head merge after it,
+ * into the attention's operand views; the folded kernels leave the schedule.
+ * Runs between fusion and memory planning. */
+nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err);
+
 /* Liveness over the kernel order gives every intermediate an arena offset,
  * reusing memory of dead tensors (in place where an elementwise kernel's input
  * dies at it). Sizes are taken at every symbol's maximum. */

@@ -11,6 +11,7 @@ nnc_status nnc_compile_graph(nnc_graph *g, nnc_schedule *s, nnc_error *err) {
   if (!st) st = nnc_pass_cse(g, &merged, err);
   if (!st) st = nnc_pass_dce(g, &removed, err);
   if (!st) st = nnc_pass_fuse(g, s, err);
+  if (!st) st = nnc_pass_fold_heads(s, err);
   if (!st) st = nnc_pass_memplan(s, err);
   return st;
 }

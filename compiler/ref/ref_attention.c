@@ -37,8 +37,91 @@ static bool shapes(const nnc_ref *r, const nnc_attention_desc *d, attn_dims *a) 
          nnc_ref_bcast_strides(&bk, &a->batch, a->sk) && nnc_ref_bcast_strides(&bv, &a->batch, a->sv);
 }
 
+/* An operand read or written through its view: element (b, h, i, c) at
+ * offset + b*sb + h*sh + i*si + c of the view's base. */
+typedef struct view_at {
+  int64_t off, sb, sh, si;
+} view_at;
+
+static view_at eval_view(const nnc_ref *r, const nnc_attn_view *v) {
+  return (view_at){nnc_dim_eval(v->offset, r->sym), nnc_dim_eval(v->sb, r->sym), nnc_dim_eval(v->sh, r->sym),
+                   nnc_dim_eval(v->si, r->sym)};
+}
+
+static bool has_views(const nnc_attention_desc *d) {
+  for (int i = 0; i < 4; i++)
+    if (d->view[i].on) return true;
+  return false;
+}
+
+/* Attention on rank-4 operands whose head split and merge were folded in
+ * (passes/fold_heads.c): the same streaming softmax as below, each operand
+ * read, and the output written, through its view. */
+static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
+  const nnc_attention_desc *d = &k->d.attn;
+  const int ops[4] = {d->q, d->k, d->v, d->out};
+  const char *roles[3] = {"q", "k", "v"};
+  const double *src[3], *mask = NULL;
+  view_at at[4];
+  for (int i = 0; i < 4; i++) {
+    if (!d->view[i].on || r->g->tensors[ops[i]].rank != 4)
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected every operand of a folded attention to "
+                                 "have a view and rank 4, found operand %d without", i);
+    at[i] = eval_view(r, &d->view[i]);
+  }
+  for (int i = 0; i < 3; i++) {
+    nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->view[i].base, roles[i], &src[i], err);
+    if (st) return st;
+  }
+  if (d->mask >= 0) {
+    nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->mask, "padding mask", &mask, err);
+    if (st) return st;
+  }
+  if (!nnc_ref_kernel_lists(k->out, k->nout, d->view[3].base))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected the output view's base among the outputs");
+  nnc_ref_shape q = nnc_ref_shape_of(r, d->q), kk = nnc_ref_shape_of(r, d->k), v = nnc_ref_shape_of(r, d->v);
+  int64_t B = q.d[0], H = q.d[1], T = q.d[2], D = q.d[3], S = kk.d[2], Dv = v.d[3];
+  double *y = nnc_ref_alloc(r, d->view[3].base);
+  double *acc = malloc((size_t)(Dv > 0 ? Dv : 1) * sizeof *acc);
+  if (!y || !acc) {
+    free(acc);
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
+  }
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t t = 0; t < T; t++) {
+        const double *qr = src[0] + at[0].off + b * at[0].sb + h * at[0].sh + t * at[0].si;
+        double run_max = -INFINITY, run_sum = 0;
+        for (int64_t c = 0; c < Dv; c++) acc[c] = 0;
+        for (int64_t s = 0; s < S; s++) {
+          if (d->causal && s > t + (S - T)) continue;
+          if (mask && mask[b * S + s] == 0) continue;
+          const double *kr = src[1] + at[1].off + b * at[1].sb + h * at[1].sh + s * at[1].si;
+          const double *vr = src[2] + at[2].off + b * at[2].sb + h * at[2].sh + s * at[2].si;
+          double x = 0;
+          for (int64_t c = 0; c < D; c++) x += qr[c] * kr[c];
+          x *= d->scale;
+          if (x == -INFINITY) continue;
+          if (x > run_max) {
+            double f = exp(run_max - x);
+            run_sum *= f;
+            for (int64_t c = 0; c < Dv; c++) acc[c] *= f;
+            run_max = x;
+          }
+          double w = exp(x - run_max);
+          run_sum += w;
+          for (int64_t c = 0; c < Dv; c++) acc[c] += w * vr[c];
+        }
+        double *yr = y + at[3].off + b * at[3].sb + h * at[3].sh + t * at[3].si;
+        for (int64_t c = 0; c < Dv; c++) yr[c] = run_sum != 0 ? acc[c] / run_sum : 0.0;
+      }
+  free(acc);
+  return NNC_OK;
+}
+
 nnc_status nnc_ref_kernel_attention(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
   const nnc_attention_desc *d = &k->d.attn;
+  if (has_views(d)) return attention_views(r, k, ki, err);
   const double *q, *kk, *v, *mask = NULL;
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC], d4[NNC_REF_DESC];
   nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->q, "q", &q, err);

@@ -426,6 +426,36 @@ static void test_gpt2_default_params(void **state) {
   model_free(&m);
 }
 
+/* The head split and merge around every attention were folded into it
+ * (passes/fold_heads.c): its operands are views, and only `moves` copy
+ * kernels are left in the schedule. fused_qkv: q, k and v are thirds of one
+ * projection of width 3*width, else three projections of their own. */
+static void check_heads_folded(const model *m, int moves, bool fused_qkv, int64_t width) {
+  int nmove = 0, nattn = 0;
+  for (int k = 0; k < m->s.nk; k++) {
+    const nnc_kernel *kn = &m->s.k[k];
+    nmove += kn->kind == NNC_KERNEL_MOVE;
+    if (kn->kind != NNC_KERNEL_ATTENTION) continue;
+    nattn++;
+    const nnc_attention_desc *a = &kn->d.attn;
+    for (int i = 0; i < 4; i++) assert_true(a->view[i].on);
+    for (int i = 0; i < 3; i++) {
+      assert_true(nnc_dim_is_const(a->view[i].offset));
+      assert_int_equal(a->view[i].offset.k, fused_qkv ? i * width : 0);
+      assert_true(nnc_dim_eq_const(a->view[i].si, fused_qkv ? 3 * width : width));
+      assert_true(fused_qkv ? a->view[i].base == a->view[0].base : (i == 0 || a->view[i].base != a->view[0].base));
+    }
+    assert_true(nnc_dim_eq_const(a->view[NNC_ATTN_OUT].si, width));
+    /* the kernel reads the projection and writes the merged heads */
+    bool reads = false, writes = false;
+    for (int j = 0; j < kn->nin; j++) reads |= kn->in[j] == a->view[0].base;
+    for (int j = 0; j < kn->nout; j++) writes |= kn->out[j] == a->view[NNC_ATTN_OUT].base;
+    assert_true(reads && writes);
+  }
+  assert_true(nattn > 0);
+  assert_int_equal(nmove, moves);
+}
+
 static void test_gpt2_small(void **state) {
   (void)state;
   model m;
@@ -438,6 +468,7 @@ static void test_gpt2_small(void **state) {
   check_schedule(&m, 3, 17);
   check_schedule(&m, 1, 1);
   check_schedule(&m, 8, 32);
+  check_heads_folded(&m, 1, true, 24);   /* the one move left: wpe's rows for T */
   model_free(&m);
 }
 
@@ -530,6 +561,7 @@ static void test_bert_small(void **state) {
   check_schedule(&m, 3, 13);
   check_schedule(&m, 5, 19);
   check_schedule(&m, 1, 1);
+  check_heads_folded(&m, 1, false, 15);   /* the one move left: the position rows */
   model_free(&m);
 }
 

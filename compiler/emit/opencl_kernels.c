@@ -1,0 +1,319 @@
+/* compiler/emit/opencl_kernels.c — the kernels of an OpenCL model that come
+ * from templates/opencl (GEMM with its norm prologue and fused epilogue,
+ * attention, softmax and the norms over the last axis) and their launchers;
+ * everything else goes to opencl_loops.c.
+ *
+ * The program holds one copy of a template per kernel that uses it, its
+ * macros (tiles, activation, prologue, B's layout) set before the copy and
+ * its kernels renamed to k<i>_<name>, so every kernel is specialised and the
+ * model still builds one program. */
+#include <stdio.h>
+#include <string.h>
+
+#include "embedded.h"
+#include "opencl.h"
+
+#define EXPR EC_EXPR
+
+const char *ocl_template(const char *name) {
+  char path[128];
+  snprintf(path, sizeof path, "opencl/kernels/%s", name);
+  for (int i = 0; i < nnc_embedded_count; i++)
+    if (strcmp(nnc_embedded_files[i].path, path) == 0) return nnc_embedded_files[i].data;
+  return NULL;
+}
+
+int ocl_kernel(ocl_ctx *o, const char *fmt, int k) {
+  if (o->nkern >= OCL_MAX_KERNELS) return OCL_MAX_KERNELS - 1;
+  snprintf(o->kbuf[o->nkern], sizeof o->kbuf[0], fmt, k);
+  o->kname[o->nkern] = o->kbuf[o->nkern];
+  return o->nkern++;
+}
+
+static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
+  return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
+}
+
+/* The template's text between #define lines and the #undef of each, so the
+ * next copy may set them again. */
+static nnc_status paste(ocl_ctx *o, const char *file, const char *defs, const char *undefs, const char *mask_i32,
+                        nnc_error *err) {
+  const char *t = ocl_template(file);
+  if (!t) return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "opencl: the template %s is not embedded in nnc", file);
+  nnc_sb_printf(&o->cl, "%s", defs);
+  if (mask_i32) {
+    /* an i32 padding mask read as such: the template's loads convert it */
+    const char *at = strstr(t, mask_i32);
+    if (!at) return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "opencl: %s has no \"%s\"", file, mask_i32);
+    nnc_sb_printf(&o->cl, "%.*s__global const int *mask%s", (int)(at - t), t, at + strlen(mask_i32));
+  } else {
+    nnc_sb_puts(&o->cl, t);
+  }
+  char u[512];
+  snprintf(u, sizeof u, "%s", undefs);
+  for (char *w = strtok(u, " "); w; w = strtok(NULL, " ")) nnc_sb_printf(&o->cl, "#undef %s\n", w);
+  nnc_sb_printf(&o->cl, "\n");
+  return NNC_OK;
+}
+
+static int act_code(const nnc_gemm_desc *d) {
+  switch (d->act) {
+  case NNC_OP_NONE: return 0;
+  case NNC_OP_RELU: return 1;
+  case NNC_OP_GELU: return d->gelu_tanh ? 3 : 2;
+  case NNC_OP_SILU: return 4;
+  case NNC_OP_SIGMOID: return 5;
+  case NNC_OP_TANH: return 6;
+  default: return -1;
+  }
+}
+
+static bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/* Work-items per row of the row kernels and the GEMM statistics: the
+ * tuner's group when it is a power of two the templates accept. */
+static int row_group(const ocl_ctx *o, int ki) {
+  int gsz = o->x.r->tiles ? o->x.r->tiles[ki].group : 0;
+  return pow2(gsz) && gsz >= 16 && gsz <= 256 ? gsz : 64;
+}
+
+static void host_head(ocl_ctx *o, int ki) {
+  nnc_sb_printf(&o->host, "static int k%d(%s_model *m, const %s_dims *d) {\n  cl_int e = 0;\n  cl_uint a = 0;\n", ki,
+                o->x.p, o->x.p);
+}
+
+static void arg_mem(ocl_ctx *o, int t) {
+  if (t < 0) nnc_sb_printf(&o->host, "  ARG_NULL();\n");
+  else nnc_sb_printf(&o->host, "  ARG_MEM(%d);\n", o->slot_of[t]);
+}
+
+/* ------------------------------------------------------------------ GEMM */
+
+static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_gemm_desc *d = &k->d.gemm;
+  ec_gemm_shape s;
+  ec_gemm_shape_of(x, k, &s);
+  int act = act_code(d);
+  if (act < 0)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM's epilogue %s has no OpenCL activation code",
+                      x->r->target->name, nnc_op_info_of(d->act)->name);
+  if (s.first_inner > 0)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc,
+                      "%s: a batched matmul whose batch dims broadcast differently in A and B (outer dims %d of %d) "
+                      "is not supported by the OpenCL target; expand the operands to the same batch dims",
+                      x->r->target->name, s.first_inner, s.nb);
+  int tm = 32, tn = 32, tk = 8;
+  if (x->r->tiles) {
+    const nnc_tile *t = &x->r->tiles[ki];
+    if ((t->block_m == 16 || t->block_m == 32 || t->block_m == 64) &&
+        (t->block_n == 16 || t->block_n == 32 || t->block_n == 64) && (t->block_m / 4) * (t->block_n / 4) <= 256 &&
+        (t->block_k == 4 || t->block_k == 8 || t->block_k == 16)) {
+      tm = t->block_m;
+      tn = t->block_n;
+      tk = t->block_k;
+    }
+  }
+  int wg = row_group(o, ki);
+  int pro = d->prologue == NNC_NORM_LAYER ? 1 : d->prologue == NNC_NORM_RMS ? 2 : 0;
+  char defs[1024];
+  snprintf(defs, sizeof defs,
+           "/* kernel %d: GEMM, tiles %dx%dx%d, activation %d, prologue %d */\n"
+           "#define NNC_TM %d\n#define NNC_TN %d\n#define NNC_TK %d\n#define NNC_WM 4\n#define NNC_WN 4\n"
+           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %d\n"
+           "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
+           ki, tm, tn, tk, act, pro, tm, tn, tk, d->b_trans ? 1 : 0, act, pro, wg, ki, ki);
+  nnc_status st = paste(o, "gemm.cl", defs,
+                        "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_LX NNC_LY "
+                        "NNC_NT nnc_gemm nnc_gemm_row_stats", NULL, err);
+  if (st) return st;
+  int kstats = pro ? ocl_kernel(o, "k%d_stats", ki) : -1;
+  int kgemm = ocl_kernel(o, "k%d_gemm", ki);
+  char batch[EXPR], lit[64];
+  ec_dims_product(x, d->out, 0, s.nb, batch, sizeof batch);
+  bool sa = s.nb && s.a_full[s.nb - 1], sb = s.nb && s.b_full[s.nb - 1];
+  nnc_sb *h = &o->host;
+  host_head(o, ki);
+  nnc_sb_printf(h, "  const long long M = %s, N = %s, K = %s, batch = %s;\n", s.M, s.N, s.K, batch);
+  nnc_sb_printf(h, "  if (M == 0 || N == 0 || batch == 0) return 0;\n");
+  if (pro) {
+    nnc_sb_printf(h, "  cl_kernel kn = m->kern[%d];   /* the rows' statistics for the %s prologue */\n", kstats,
+                  pro == 1 ? "LayerNorm" : "RMSNorm");
+    nnc_sb_printf(h, "  ARG_INT(M);\n  ARG_INT(K);\n");
+    arg_mem(o, d->a);
+    nnc_sb_printf(h, "  ARG_LONG(K);\n  ARG_LONG(%s);\n  ARG_FLOAT(%s);\n  ARG_STATS();\n", sa ? "M * K" : "0",
+                  ec_literal(d->norm_eps, false, lit, sizeof lit));
+    nnc_sb_printf(h, "  if (e) return arg_failed(m, %d, e);\n", ki);
+    nnc_sb_printf(h, "  {\n    const size_t global[2] = {(size_t)M * %d, (size_t)batch}, local[2] = {%d, 1};\n"
+                     "    int rc = launch(m, %d, kn, 2, global, local);\n    if (rc) return rc;\n  }\n  a = 0;\n",
+                  wg, wg, ki);
+    nnc_sb_printf(h, "  kn = m->kern[%d];\n", kgemm);
+  } else {
+    nnc_sb_printf(h, "  cl_kernel kn = m->kern[%d];\n", kgemm);
+  }
+  nnc_sb_printf(h, "  ARG_INT(M);\n  ARG_INT(N);\n  ARG_INT(K);\n");
+  arg_mem(o, d->a);
+  nnc_sb_printf(h, "  ARG_LONG(K);\n  ARG_LONG(%s);\n", sa ? "M * K" : "0");
+  arg_mem(o, d->b);
+  nnc_sb_printf(h, "  ARG_LONG(%s);\n  ARG_LONG(%s);\n", d->b_trans ? "K" : "N", sb ? "K * N" : "0");
+  arg_mem(o, d->out);
+  nnc_sb_printf(h, "  ARG_LONG(N);\n  ARG_LONG(M * N);\n  ARG_FLOAT(%s);\n", ec_literal(d->alpha, false, lit, sizeof lit));
+  arg_mem(o, d->bias);
+  arg_mem(o, d->residual);
+  nnc_sb_printf(h, "  ARG_LONG(N);\n  ARG_LONG(M * N);\n");
+  if (pro) {
+    nnc_sb_printf(h, "  ARG_STATS();\n");
+    arg_mem(o, d->norm_gamma);
+    arg_mem(o, d->norm_beta);
+  } else {
+    nnc_sb_printf(h, "  ARG_NULL();\n  ARG_NULL();\n  ARG_NULL();\n");
+  }
+  nnc_sb_printf(h, "  if (e) return arg_failed(m, %d, e);\n", ki);
+  nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((N + %d) / %d * %d), (size_t)((M + %d) / %d * %d), (size_t)batch};\n"
+                   "  const size_t local[3] = {%d, %d, 1};\n  return launch(m, %d, kn, 3, global, local);\n}\n\n",
+                tn - 1, tn, tn / 4, tm - 1, tm, tm / 4, tn / 4, tm / 4, ki);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------- attention */
+
+static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_attention_desc *a = &k->d.attn;
+  const nnc_graph *g = x->g;
+  const nnc_tensor *q = &g->tensors[a->q];
+  int r = q->rank;
+  if (r == 2 && a->mask >= 0 && a->causal)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc,
+                      "%s: attention on rank-2 scores with both a causal and a padding mask is not supported; "
+                      "give q, k and v a batch dim", x->r->target->name);
+  char T[EXPR], S[EXPR], D[EXPR], Dv[EXPR], lit[64];
+  dim_of(x, a->q, r - 2, T, sizeof T);
+  dim_of(x, a->k, r - 2, S, sizeof S);
+  dim_of(x, a->q, r - 1, D, sizeof D);
+  dim_of(x, a->v, r - 1, Dv, sizeof Dv);
+  /* the private and local arrays are sized by the head dims when they are constants */
+  long long dmax = 128, dvmax = 128;
+  const nnc_tensor *v = &g->tensors[a->v];
+  if (q->shape[r - 1].nsym == 0 && q->shape[r - 1].k >= 1) dmax = q->shape[r - 1].k;
+  if (v->shape[r - 1].nsym == 0 && v->shape[r - 1].k >= 1) dvmax = v->shape[r - 1].k;
+  char defs[512];
+  snprintf(defs, sizeof defs, "/* kernel %d: attention */\n#define NNC_BQ 16\n#define NNC_BK 16\n#define NNC_D_MAX %lld\n"
+                              "#define NNC_DV_MAX %lld\n#define nnc_attention k%d_attention\n", ki, dmax, dvmax, ki);
+  bool mask_i32 = a->mask >= 0 && g->tensors[a->mask].dtype == NNC_I32;
+  nnc_status st = paste(o, "attention.cl", defs, "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX nnc_attention",
+                        mask_i32 ? "__global const nnc_t *mask" : NULL, err);
+  if (st) return st;
+  int kk = ocl_kernel(o, "k%d_attention", ki);
+  nnc_sb *h = &o->host;
+  host_head(o, ki);
+  nnc_sb_printf(h, "  cl_kernel kn = m->kern[%d];\n  const long long T = %s, S = %s, D = %s, Dv = %s;\n", kk, T, S, D, Dv);
+  nnc_sb_printf(h, "  if (D > %lld || Dv > %lld)\n    return kernel_failed(m, %d, \"head dims above the compiled maxima\");\n",
+                dmax, dvmax, ki);
+  char qs[3][EXPR], ks[3][EXPR], vs[3][EXPR], os[3][EXPR], batch[EXPR], heads[EXPR] = "1";
+  /* sb, sh, st of q, k, v and out */
+  if (r >= 3) {
+    dim_of(x, a->q, 0, batch, sizeof batch);
+    ec_dims_product(x, a->q, 1, r - 2, heads, sizeof heads);
+    bool kb = !nnc_dim_eq_const(g->tensors[a->k].shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);
+    bool vb = !nnc_dim_eq_const(v->shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);
+    snprintf(qs[0], EXPR, "H * T * D"); snprintf(qs[1], EXPR, "T * D"); snprintf(qs[2], EXPR, "D");
+    snprintf(ks[0], EXPR, kb ? "H * S * D" : "0"); snprintf(ks[1], EXPR, "S * D"); snprintf(ks[2], EXPR, "D");
+    snprintf(vs[0], EXPR, vb ? "H * S * Dv" : "0"); snprintf(vs[1], EXPR, "S * Dv"); snprintf(vs[2], EXPR, "Dv");
+    snprintf(os[0], EXPR, "H * T * Dv"); snprintf(os[1], EXPR, "T * Dv"); snprintf(os[2], EXPR, "Dv");
+    nnc_sb_printf(h, "  const long long B = %s, H = %s, Tq = T, mask_sb = S;\n", batch, heads);
+  } else if (a->mask >= 0) {
+    /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */
+    snprintf(qs[0], EXPR, "D"); snprintf(qs[1], EXPR, "0"); snprintf(qs[2], EXPR, "D");
+    snprintf(ks[0], EXPR, "0"); snprintf(ks[1], EXPR, "0"); snprintf(ks[2], EXPR, "D");
+    snprintf(vs[0], EXPR, "0"); snprintf(vs[1], EXPR, "0"); snprintf(vs[2], EXPR, "Dv");
+    snprintf(os[0], EXPR, "Dv"); snprintf(os[1], EXPR, "0"); snprintf(os[2], EXPR, "Dv");
+    nnc_sb_printf(h, "  const long long B = T, H = 1, Tq = 1, mask_sb = S;\n");
+  } else {
+    for (int i = 0; i < 2; i++) {
+      snprintf(qs[i], EXPR, "0"); snprintf(ks[i], EXPR, "0"); snprintf(vs[i], EXPR, "0"); snprintf(os[i], EXPR, "0");
+    }
+    snprintf(qs[2], EXPR, "D"); snprintf(ks[2], EXPR, "D"); snprintf(vs[2], EXPR, "Dv"); snprintf(os[2], EXPR, "Dv");
+    nnc_sb_printf(h, "  const long long B = 1, H = 1, Tq = T, mask_sb = S;\n");
+  }
+  nnc_sb_printf(h, "  if (Tq == 0 || B == 0 || H == 0) return 0;\n");
+  nnc_sb_printf(h, "  ARG_INT(Tq);\n  ARG_INT(S);\n  ARG_INT(D);\n  ARG_INT(Dv);\n");
+  const int ts[4] = {a->q, a->k, a->v, a->out};
+  char (*str[4])[EXPR] = {qs, ks, vs, os};
+  for (int i = 0; i < 4; i++) {
+    arg_mem(o, ts[i]);
+    nnc_sb_printf(h, "  ARG_LONG(%s);\n  ARG_LONG(%s);\n  ARG_LONG(%s);\n", str[i][0], str[i][1], str[i][2]);
+  }
+  nnc_sb_printf(h, "  ARG_FLOAT(%s);\n  ARG_INT(%d);\n", ec_literal(a->scale, false, lit, sizeof lit), a->causal ? 1 : 0);
+  arg_mem(o, a->mask);
+  nnc_sb_printf(h, "  ARG_LONG(mask_sb);\n  if (e) return arg_failed(m, %d, e);\n", ki);
+  nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((Tq + 15) / 16 * 16), (size_t)H, (size_t)B}, local[3] = {16, 1, 1};\n"
+                   "  return launch(m, %d, kn, 3, global, local);\n}\n\n", ki);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------------- rows */
+
+static nnc_status emit_row(ocl_ctx *o, int ki, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_tensor *in = &x->g->tensors[n->in[0]];
+  if (n->op == NNC_OP_SOFTMAX && n->attrs.axis != in->rank - 1) return ocl_emit_loop_kernel(o, ki, err);
+  int wg = row_group(o, ki);
+  char defs[512];
+  snprintf(defs, sizeof defs, "/* kernel %d: %s */\n#define NNC_WG %d\n#define nnc_softmax k%d_softmax\n"
+                              "#define nnc_layernorm k%d_layernorm\n#define nnc_rmsnorm k%d_rmsnorm\n",
+           ki, nnc_op_info_of(n->op)->name, wg, ki, ki, ki);
+  nnc_status st = paste(o, "rows.cl", defs, "NNC_WG nnc_softmax nnc_layernorm nnc_rmsnorm", NULL, err);
+  if (st) return st;
+  const char *which = n->op == NNC_OP_SOFTMAX ? "k%d_softmax" : n->op == NNC_OP_LAYERNORM ? "k%d_layernorm" : "k%d_rmsnorm";
+  int kk = ocl_kernel(o, which, ki);
+  char rows[EXPR], cols[EXPR], lit[64];
+  ec_dims_product(x, n->in[0], 0, in->rank - 1, rows, sizeof rows);
+  dim_of(x, n->in[0], in->rank - 1, cols, sizeof cols);
+  nnc_sb *h = &o->host;
+  host_head(o, ki);
+  nnc_sb_printf(h, "  cl_kernel kn = m->kern[%d];\n  const long long rows = %s, cols = %s;\n  if (rows == 0) return 0;\n"
+                   "  ARG_INT(cols);\n", kk, rows, cols);
+  arg_mem(o, n->in[0]);
+  nnc_sb_printf(h, "  ARG_LONG(cols);\n");
+  if (n->op == NNC_OP_LAYERNORM) {
+    arg_mem(o, n->nin > 1 ? n->in[1] : -1);
+    arg_mem(o, n->nin > 2 ? n->in[2] : -1);
+    nnc_sb_printf(h, "  ARG_FLOAT(%s);\n", ec_literal(n->attrs.eps, false, lit, sizeof lit));
+  } else if (n->op == NNC_OP_RMSNORM) {
+    arg_mem(o, n->nin > 1 ? n->in[1] : -1);
+    nnc_sb_printf(h, "  ARG_FLOAT(%s);\n", ec_literal(n->attrs.eps, false, lit, sizeof lit));
+  }
+  arg_mem(o, n->out[0]);
+  nnc_sb_printf(h, "  ARG_LONG(cols);\n  if (e) return arg_failed(m, %d, e);\n", ki);
+  nnc_sb_printf(h, "  const size_t global[1] = {(size_t)rows * %d}, local[1] = {%d};\n"
+                   "  return launch(m, %d, kn, 1, global, local);\n}\n\n", wg, wg, ki);
+  return NNC_OK;
+}
+
+nnc_status ocl_emit_kernels(ocl_ctx *o, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  for (int ki = 0; ki < x->s->nk; ki++) {
+    const nnc_kernel *k = &x->s->k[ki];
+    if (k->kind == NNC_KERNEL_VIEW) continue;
+    char where[300], ops[600], name[300];
+    ec_where(k->loc, where, sizeof where);
+    ec_kernel_ops(x, ki, ops, sizeof ops);
+    nnc_emit_comment(ec_kernel_name(x, ki), name, sizeof name);
+    nnc_sb_printf(&o->cl, "/* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, ki, nnc_kernel_kind_name(k->kind));
+    nnc_sb_printf(&o->host, "/* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, ki, nnc_kernel_kind_name(k->kind));
+    nnc_status st = NNC_OK;
+    switch (k->kind) {
+    case NNC_KERNEL_GEMM: st = emit_gemm(o, ki, err); break;
+    case NNC_KERNEL_ATTENTION: st = emit_attention(o, ki, err); break;
+    case NNC_KERNEL_ROW: st = emit_row(o, ki, err); break;
+    default: st = ocl_emit_loop_kernel(o, ki, err); break;
+    }
+    if (st) return st;
+  }
+  return NNC_OK;
+}
