@@ -6,6 +6,8 @@ time. usage: embed_gen.py OUT.c FILE...
 The destination comes from where the file lives in the nnc tree:
   templates/c_simd/X   -> kernels/X
   templates/cuda/X     -> cuda/kernels/X (the CUDA emitter drops "cuda/")
+  templates/opencl/X   -> opencl/kernels/X (pasted into <model>.cl)
+  runtime/opencl/X     -> opencl/runtime/X (the OpenCL emitter writes runtime/opencl/X)
   runtime/X            -> runtime/X
   compiler/ir/X        -> check/ir/X
   compiler/ref/X       -> check/ref/X
@@ -15,6 +17,8 @@ import os
 import sys
 
 ROOTS = [
+    ("templates/opencl/", "opencl/kernels/"),
+    ("runtime/opencl/", "opencl/runtime/"),
     ("templates/cuda/", "cuda/kernels/"),
     ("templates/c_simd/", "kernels/"),
     ("compiler/emit/support/", "support/"),

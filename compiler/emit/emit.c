@@ -21,6 +21,7 @@
 static const nnc_emitter emitters[] = {
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd},
   {NNC_FAMILY_CUDA, nnc_emit_cuda},
+  {NNC_FAMILY_OPENCL, nnc_emit_opencl},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {

@@ -35,20 +35,33 @@ static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
 }
 
 /* The template's text between #define lines and the #undef of each, so the
- * next copy may set them again. */
-static nnc_status paste(ocl_ctx *o, const char *file, const char *defs, const char *undefs, const char *mask_i32,
-                        nnc_error *err) {
+ * next copy may set them again; each rep[2i] of the text (it must be there)
+ * becomes rep[2i+1]. */
+static nnc_status paste(ocl_ctx *o, const char *file, const char *defs, const char *undefs, const char *const *rep,
+                        int nrep, nnc_error *err) {
   const char *t = ocl_template(file);
   if (!t) return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "opencl: the template %s is not embedded in nnc", file);
   nnc_sb_printf(&o->cl, "%s", defs);
-  if (mask_i32) {
-    /* an i32 padding mask read as such: the template's loads convert it */
-    const char *at = strstr(t, mask_i32);
-    if (!at) return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "opencl: %s has no \"%s\"", file, mask_i32);
-    nnc_sb_printf(&o->cl, "%.*s__global const int *mask%s", (int)(at - t), t, at + strlen(mask_i32));
-  } else {
-    nnc_sb_puts(&o->cl, t);
+  while (*t) {
+    const char *at = NULL;
+    int which = -1;
+    for (int i = 0; i < nrep; i++) {
+      const char *f = strstr(t, rep[2 * i]);
+      if (f && (!at || f < at)) {
+        at = f;
+        which = i;
+      }
+    }
+    if (!at) {
+      nnc_sb_puts(&o->cl, t);
+      break;
+    }
+    nnc_sb_printf(&o->cl, "%.*s%s", (int)(at - t), t, rep[2 * which + 1]);
+    t = at + strlen(rep[2 * which]);
   }
+  for (int i = 0; i < nrep; i++)
+    if (!strstr(ocl_template(file), rep[2 * i]))
+      return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "opencl: %s has no \"%s\"", file, rep[2 * i]);
   char u[512];
   snprintf(u, sizeof u, "%s", undefs);
   for (char *w = strtok(u, " "); w; w = strtok(NULL, " ")) nnc_sb_printf(&o->cl, "#undef %s\n", w);
@@ -126,7 +139,7 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
            ki, tm, tn, tk, act, pro, tm, tn, tk, d->b_trans ? 1 : 0, act, pro, wg, ki, ki);
   nnc_status st = paste(o, "gemm.cl", defs,
                         "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_LX NNC_LY "
-                        "NNC_NT nnc_gemm nnc_gemm_row_stats", NULL, err);
+                        "NNC_NT nnc_gemm nnc_gemm_row_stats", NULL, 0, err);
   if (st) return st;
   int kstats = pro ? ocl_kernel(o, "k%d_stats", ki) : -1;
   int kgemm = ocl_kernel(o, "k%d_gemm", ki);
@@ -203,8 +216,21 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   snprintf(defs, sizeof defs, "/* kernel %d: attention */\n#define NNC_BQ 16\n#define NNC_BK 16\n#define NNC_D_MAX %lld\n"
                               "#define NNC_DV_MAX %lld\n#define nnc_attention k%d_attention\n", ki, dmax, dvmax, ki);
   bool mask_i32 = a->mask >= 0 && g->tensors[a->mask].dtype == NNC_I32;
-  nnc_status st = paste(o, "attention.cl", defs, "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX nnc_attention",
-                        mask_i32 ? "__global const nnc_t *mask" : NULL, err);
+  /* every operand gets an element offset: a folded head split reads q, k
+   * and v inside the fused projection's output */
+  static const char *const rep[] = {
+    "__global const nnc_t *q, long q_sb", "__global const nnc_t *q, long q_off, long q_sb",
+    "__global const nnc_t *k, long k_sb", "__global const nnc_t *k, long k_off, long k_sb",
+    "__global const nnc_t *v, long v_sb", "__global const nnc_t *v, long v_off, long v_sb",
+    "__global nnc_t *out, long o_sb", "__global nnc_t *out, long o_off, long o_sb",
+    "q += b * q_sb", "q += q_off + b * q_sb",
+    "k += b * k_sb", "k += k_off + b * k_sb",
+    "v += b * v_sb", "v += v_off + b * v_sb",
+    "out + b * o_sb", "out + o_off + b * o_sb",
+    "__global const nnc_t *mask", "__global const int *mask",
+  };
+  nnc_status st = paste(o, "attention.cl", defs, "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX nnc_attention", rep,
+                        mask_i32 ? 9 : 8, err);
   if (st) return st;
   int kk = ocl_kernel(o, "k%d_attention", ki);
   nnc_sb *h = &o->host;
@@ -243,8 +269,21 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   const int ts[4] = {a->q, a->k, a->v, a->out};
   char (*str[4])[EXPR] = {qs, ks, vs, os};
   for (int i = 0; i < 4; i++) {
-    arg_mem(o, ts[i]);
-    nnc_sb_printf(h, "  ARG_LONG(%s);\n  ARG_LONG(%s);\n  ARG_LONG(%s);\n", str[i][0], str[i][1], str[i][2]);
+    const nnc_attn_view *w = &a->view[i];
+    if (w->on) {
+      char off[EXPR], sb[EXPR], sh[EXPR], si[EXPR];
+      nnc_emit_dim_expr(g, w->offset, "d->", off, sizeof off);
+      nnc_emit_dim_expr(g, w->sb, "d->", sb, sizeof sb);
+      nnc_emit_dim_expr(g, w->sh, "d->", sh, sizeof sh);
+      nnc_emit_dim_expr(g, w->si, "d->", si, sizeof si);
+      nnc_sb_printf(h, "  /* a folded head %s: inside %s */\n", i == NNC_ATTN_OUT ? "merge" : "split",
+                    g->tensors[w->base].name);
+      arg_mem(o, w->base);
+      nnc_sb_printf(h, "  ARG_LONG(%s);\n  ARG_LONG(%s);\n  ARG_LONG(%s);\n  ARG_LONG(%s);\n", off, sb, sh, si);
+    } else {
+      arg_mem(o, ts[i]);
+      nnc_sb_printf(h, "  ARG_LONG(0);\n  ARG_LONG(%s);\n  ARG_LONG(%s);\n  ARG_LONG(%s);\n", str[i][0], str[i][1], str[i][2]);
+    }
   }
   nnc_sb_printf(h, "  ARG_FLOAT(%s);\n  ARG_INT(%d);\n", ec_literal(a->scale, false, lit, sizeof lit), a->causal ? 1 : 0);
   arg_mem(o, a->mask);
@@ -267,7 +306,7 @@ static nnc_status emit_row(ocl_ctx *o, int ki, nnc_error *err) {
   snprintf(defs, sizeof defs, "/* kernel %d: %s */\n#define NNC_WG %d\n#define nnc_softmax k%d_softmax\n"
                               "#define nnc_layernorm k%d_layernorm\n#define nnc_rmsnorm k%d_rmsnorm\n",
            ki, nnc_op_info_of(n->op)->name, wg, ki, ki, ki);
-  nnc_status st = paste(o, "rows.cl", defs, "NNC_WG nnc_softmax nnc_layernorm nnc_rmsnorm", NULL, err);
+  nnc_status st = paste(o, "rows.cl", defs, "NNC_WG nnc_softmax nnc_layernorm nnc_rmsnorm", NULL, 0, err);
   if (st) return st;
   const char *which = n->op == NNC_OP_SOFTMAX ? "k%d_softmax" : n->op == NNC_OP_LAYERNORM ? "k%d_layernorm" : "k%d_rmsnorm";
   int kk = ocl_kernel(o, which, ki);

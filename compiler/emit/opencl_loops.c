@@ -141,7 +141,7 @@ static nnc_status emit_elementwise(ocl_ctx *o, int ki, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_graph *g = x->g;
   int out = k->out[0];
-  const nnc_tensor *o = &g->tensors[out];
+  const nnc_tensor *ot = &g->tensors[out];
   bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false};
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &g->nodes[k->nodes[i]];
@@ -175,7 +175,7 @@ static nnc_status emit_elementwise(ocl_ctx *o, int ki, nnc_error *err) {
   }
   const char *last = "0.0f";
   char lastbuf[32];
-  bool i32_out = o->dtype == NNC_I32;
+  bool i32_out = ot->dtype == NNC_I32;
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &g->nodes[k->nodes[i]];
     bool dbl = g->tensors[n->out[0]].dtype == NNC_I32;

@@ -150,7 +150,7 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
     "  if (ev) {\n    uint64_t ns = 0;\n    if (!nnrt_cl_event_elapsed_ns(ev, &ns, &e)) m->ns[k] += ns;\n    clReleaseEvent(ev);\n  }\n"
     "  return 0;\n}\n\n"
     "/* n work-items (rounded up to 64, at most 1M: the loops stride) of a 1-D kernel. */\n"
-    "static int launch_n(%s_model *m, int k, cl_kernel kn, long long n) {\n"
+    "__attribute__((unused)) static int launch_n(%s_model *m, int k, cl_kernel kn, long long n) {\n"
     "  if (n <= 0) return 0;\n"
     "  long long g = (n + 63) / 64 * 64;\n  if (g > (1 << 20)) g = 1 << 20;\n"
     "  const size_t global[1] = {(size_t)g};\n  return launch(m, k, kn, 1, global, NULL);\n}\n\n", p, p);

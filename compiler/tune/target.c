@@ -27,11 +27,11 @@ static const nnc_target_info targets[] = {
   {"cuda-sm90a", CUDA, "sm_90a", "CUDA, Hopper with sm90a-only instructions", true, 0, 0, 0, 90, true,
    NNC_DEVICE_NONE},
   /* a GPU is what OpenCL is mostly used for; PoCL on the host is opencl-cpu */
-  {"opencl", OCL, "gpu", "OpenCL C 1.2 (any device, PoCL included; tiles for a GPU)", false, 0, 0, 0, 0,
+  {"opencl", OCL, "gpu", "OpenCL C 1.2 (any device, PoCL included; tiles for a GPU)", true, 0, 0, 0, 0,
    false, NNC_DEVICE_GPU},
-  {"opencl-gpu", OCL, "gpu", "OpenCL C 1.2, tiles for a GPU device", false, 0, 0, 0, 0, false,
+  {"opencl-gpu", OCL, "gpu", "OpenCL C 1.2, tiles for a GPU device", true, 0, 0, 0, 0, false,
    NNC_DEVICE_GPU},
-  {"opencl-cpu", OCL, "cpu", "OpenCL C 1.2, tiles for a CPU device (PoCL) with the host's caches", false, 0,
+  {"opencl-cpu", OCL, "cpu", "OpenCL C 1.2, tiles for a CPU device (PoCL) with the host's caches", true, 0,
    0, 0, 0, false, NNC_DEVICE_CPU},
 };
 #define NTARGETS (int)(sizeof targets / sizeof targets[0])

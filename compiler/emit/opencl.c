@@ -1,0 +1,140 @@
+/* compiler/emit/opencl.c — the OpenCL emitter: checks that the schedule fits
+ * the target (f32 only), lays every weight out at a fixed offset of one
+ * device buffer, gives every tensor a kernel touches its slot, and writes
+ * the output folder: <model>.h (the C API), <model>.c (host C11 over
+ * runtime/opencl), <model>.cl (the program), the harness and reference
+ * files shared with the other C-API targets, libnnrt with its OpenCL part,
+ * a Makefile and a README. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedded.h"
+#include "emit_targets.h"
+#include "opencl.h"
+
+const char *ocl_type(const ocl_ctx *o, int t) { return o->x.g->tensors[t].dtype == NNC_I32 ? "int" : "float"; }
+
+/* Weights start at multiples of 256 bytes, so each may be a sub-buffer. */
+static nnc_status layout_weights(ec_ctx *x, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
+  if (!x->w_off) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  int64_t off = 0;
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    x->w_off[i] = off;
+    off += (nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype) + 255) / 256 * 256;
+  }
+  x->w_off[g->nparams] = off;
+  return NNC_OK;
+}
+
+/* This version stores and computes f32 (and i32 ids) only. */
+static nnc_status check_types(const ec_ctx *x, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  if (x->r->precision.storage != NNC_F32 || x->r->precision.tf32)
+    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "%s: --precision=%s: expected f32 (the OpenCL target computes and stores f32 only)",
+                      x->r->target->name, x->r->precision.name);
+  for (int t = 0; t < g->ntensors; t++) {
+    const nnc_tensor *tt = &g->tensors[t];
+    if (x->s->plan.buf[t].storage == NNC_STORE_NONE || tt->dtype == NNC_F32 || tt->dtype == NNC_I32) continue;
+    return nnc_errorf(err, NNC_E_TARGET, tt->loc, "%s: %s is %s, expected f32 or i32 (the OpenCL target stores f32 only)",
+                      x->r->target->name, tt->name, nnc_dtype_name(tt->dtype));
+  }
+  return NNC_OK;
+}
+
+static int root_of(const ec_ctx *x, int t) {
+  for (int i = 0; i < x->g->ntensors; i++) {
+    const nnc_buffer *b = &x->s->plan.buf[t];
+    if (b->storage != NNC_STORE_ALIAS || b->alias_of < 0 || b->alias_of == t) return t;
+    t = b->alias_of;
+  }
+  return t;
+}
+
+/* A slot for each root tensor that a kernel reads or writes. */
+static nnc_status make_slots(ocl_ctx *o, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  int nt = x->g->ntensors ? x->g->ntensors : 1;
+  o->slot_of = malloc((size_t)nt * sizeof *o->slot_of);
+  o->slot_root = malloc((size_t)nt * sizeof *o->slot_root);
+  int *root_slot = malloc((size_t)nt * sizeof *root_slot);
+  if (!o->slot_of || !o->slot_root || !root_slot) {
+    free(root_slot);
+    return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  }
+  for (int t = 0; t < nt; t++) o->slot_of[t] = root_slot[t] = -1;
+  for (int t = 0; t < x->g->ntensors; t++) {
+    if (x->s->plan.buf[t].storage == NNC_STORE_NONE) continue;
+    int r = root_of(x, t);
+    if (root_slot[r] < 0) {
+      root_slot[r] = o->nslots;
+      o->slot_root[o->nslots++] = r;
+    }
+    o->slot_of[t] = root_slot[r];
+  }
+  free(root_slot);
+  return NNC_OK;
+}
+
+static bool starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* libnnrt (runtime/), its OpenCL part (embedded as opencl/runtime/),
+ * weights loading, the harness and the reference. */
+static nnc_status copy_embedded(const char *dir, nnc_error *err) {
+  for (int i = 0; i < nnc_embedded_count; i++) {
+    const nnc_embedded_file *f = &nnc_embedded_files[i];
+    const char *path = f->path;
+    char out[512];
+    if (starts(path, "opencl/runtime/")) {
+      snprintf(out, sizeof out, "runtime/opencl/%s", path + strlen("opencl/runtime/"));
+      path = out;
+    } else if (!starts(path, "runtime/") && !starts(path, "check/") && !starts(path, "support/nnc_weights") &&
+               !starts(path, "support/nnc_bench")) {
+      continue;
+    } else if (starts(path, "runtime/cuda/")) {
+      continue;
+    }
+    nnc_status st = nnc_emit_write_file(dir, path, f->data, f->size, err);
+    if (st) return st;
+  }
+  return NNC_OK;
+}
+
+static const char api_options[] =
+  "  int threads;          /* unused: the device runs the work-items */\n"
+  "  const char *device;   /* OpenCL device: \"P:D\" or part of its name; NULL: $NNC_OPENCL_DEVICE, else the first GPU, else the first device */\n";
+
+nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error *err) {
+  ocl_ctx *o = calloc(1, sizeof *o);
+  if (!o) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  nnc_status st = ec_ctx_init(&o->x, r, err);
+  if (st) {
+    free(o);
+    return st;
+  }
+  nnc_sb_init(&o->cl);
+  nnc_sb_init(&o->host);
+  o->x.isa = r->target->isa;
+  o->x.api_options = api_options;
+  st = check_types(&o->x, err);
+  if (!st) st = layout_weights(&o->x, err);
+  if (!st) st = make_slots(o, err);
+  if (!st) st = ec_check_sizes(&o->x, err);
+  if (!st) st = ec_write_header(&o->x, dir, err);
+  if (!st) st = ocl_write_model(o, dir, err);
+  if (!st) st = ec_write_graph(&o->x, dir, err);
+  if (!st) st = ec_write_bench(&o->x, dir, err);
+  if (!st) st = ec_write_manifest(&o->x, dir, err);
+  if (!st) st = ocl_write_build(o, dir, err);
+  if (!st) st = copy_embedded(dir, err);
+  nnc_sb_free(&o->cl);
+  nnc_sb_free(&o->host);
+  free(o->slot_of);
+  free(o->slot_root);
+  ec_ctx_free(&o->x);
+  free(o);
+  return st;
+}
