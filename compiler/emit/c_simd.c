@@ -81,8 +81,10 @@ static void pick_isa(ec_ctx *x) {
 static nnc_status copy_embedded(const char *dir, nnc_error *err) {
   for (int i = 0; i < nnc_embedded_count; i++) {
     const nnc_embedded_file *f = &nnc_embedded_files[i];
-    /* the CUDA target's kernels and runtime backend */
-    if (strncmp(f->path, "cuda/", 5) == 0 || strncmp(f->path, "runtime/cuda/", 13) == 0) continue;
+    /* the GPU targets' kernels and runtime backends */
+    if (strncmp(f->path, "cuda/", 5) == 0 || strncmp(f->path, "runtime/cuda/", 13) == 0 ||
+        strncmp(f->path, "opencl/", 7) == 0)
+      continue;
     nnc_status st = nnc_emit_write_file(dir, f->path, f->data, f->size, err);
     if (st) return st;
   }

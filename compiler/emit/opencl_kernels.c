@@ -69,6 +69,20 @@ static nnc_status paste(ocl_ctx *o, const char *file, const char *defs, const ch
   return NNC_OK;
 }
 
+/* Element offsets of A, B, C and the residual: a matmul whose outer batch
+ * dims broadcast differently in A and B runs one call per outer index. */
+static const char *const gemm_rep[] = {
+  "__global const nnc_t *A, long lda", "__global const nnc_t *A, long a_off, long lda",
+  "__global const nnc_t *B, long ldb", "__global const nnc_t *B, long b_off, long ldb",
+  "__global nnc_t *C, long ldc", "__global nnc_t *C, long c_off, long ldc",
+  "__global const nnc_t *residual, long ldr", "__global const nnc_t *residual, long r_off, long ldr",
+  "A + b * stride_a", "A + a_off + b * stride_a",
+  "A += b * stride_a;", "A += a_off + b * stride_a;",
+  "B += b * stride_b;", "B += b_off + b * stride_b;",
+  "C += b * stride_c;", "C += c_off + b * stride_c;",
+  "residual[b * stride_r", "residual[r_off + b * stride_r",
+};
+
 static int act_code(const nnc_gemm_desc *d) {
   switch (d->act) {
   case NNC_OP_NONE: return 0;
@@ -112,11 +126,6 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   if (act < 0)
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM's epilogue %s has no OpenCL activation code",
                       x->r->target->name, nnc_op_info_of(d->act)->name);
-  if (s.first_inner > 0)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc,
-                      "%s: a batched matmul whose batch dims broadcast differently in A and B (outer dims %d of %d) "
-                      "is not supported by the OpenCL target; expand the operands to the same batch dims",
-                      x->r->target->name, s.first_inner, s.nb);
   int tm = 32, tn = 32, tk = 8;
   if (x->r->tiles) {
     const nnc_tile *t = &x->r->tiles[ki];
@@ -137,54 +146,87 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
            "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %d\n"
            "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
            ki, tm, tn, tk, act, pro, tm, tn, tk, d->b_trans ? 1 : 0, act, pro, wg, ki, ki);
+  /* On a CPU device (fp64 at half the f32 rate) the products are summed in
+   * double: f32 sums over K = 3072 left GPT-2's logits 4e-5 from the
+   * float64 reference. A GPU keeps f32 sums. */
+  const char *rep[sizeof gemm_rep / sizeof *gemm_rep + 4];
+  int nrep = (int)(sizeof gemm_rep / sizeof *gemm_rep / 2);
+  memcpy(rep, gemm_rep, sizeof gemm_rep);
+  if (x->isa && strcmp(x->isa, "cpu") == 0) {
+    rep[2 * nrep] = "float acc[NNC_WM][NNC_WN];";
+    rep[2 * nrep + 1] = "double acc[NNC_WM][NNC_WN];";
+    rep[2 * nrep + 2] = "acc[i][j] = fma(a[i], bv[j], acc[i][j]);";
+    rep[2 * nrep + 3] = "acc[i][j] = fma((double)a[i], (double)bv[j], acc[i][j]);";
+    nrep += 2;
+  }
   nnc_status st = paste(o, "gemm.cl", defs,
                         "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_LX NNC_LY "
-                        "NNC_NT nnc_gemm nnc_gemm_row_stats", NULL, 0, err);
+                        "NNC_NT nnc_gemm nnc_gemm_row_stats", rep, nrep, err);
   if (st) return st;
   int kstats = pro ? ocl_kernel(o, "k%d_stats", ki) : -1;
   int kgemm = ocl_kernel(o, "k%d_gemm", ki);
-  char batch[EXPR], lit[64];
-  ec_dims_product(x, d->out, 0, s.nb, batch, sizeof batch);
+  char batch[EXPR], outer[EXPR], lit[64], dim[EXPR], st_[EXPR];
+  ec_dims_product(x, d->out, s.first_inner, s.nb, batch, sizeof batch);
+  ec_dims_product(x, d->out, 0, s.first_inner, outer, sizeof outer);
   bool sa = s.nb && s.a_full[s.nb - 1], sb = s.nb && s.b_full[s.nb - 1];
   nnc_sb *h = &o->host;
   host_head(o, ki);
-  nnc_sb_printf(h, "  const long long M = %s, N = %s, K = %s, batch = %s;\n", s.M, s.N, s.K, batch);
+  nnc_sb_printf(h, "  const long long M = %s, N = %s, K = %s, batch = %s, outer = %s;\n", s.M, s.N, s.K, batch, outer);
   nnc_sb_printf(h, "  if (M == 0 || N == 0 || batch == 0) return 0;\n");
-  if (pro) {
-    nnc_sb_printf(h, "  cl_kernel kn = m->kern[%d];   /* the rows' statistics for the %s prologue */\n", kstats,
-                  pro == 1 ? "LayerNorm" : "RMSNorm");
-    nnc_sb_printf(h, "  ARG_INT(M);\n  ARG_INT(K);\n");
-    arg_mem(o, d->a);
-    nnc_sb_printf(h, "  ARG_LONG(K);\n  ARG_LONG(%s);\n  ARG_FLOAT(%s);\n  ARG_STATS();\n", sa ? "M * K" : "0",
-                  ec_literal(d->norm_eps, false, lit, sizeof lit));
-    nnc_sb_printf(h, "  if (e) return arg_failed(m, %d, e);\n", ki);
-    nnc_sb_printf(h, "  {\n    const size_t global[2] = {(size_t)M * %d, (size_t)batch}, local[2] = {%d, 1};\n"
-                     "    int rc = launch(m, %d, kn, 2, global, local);\n    if (rc) return rc;\n  }\n  a = 0;\n",
-                  wg, wg, ki);
-    nnc_sb_printf(h, "  kn = m->kern[%d];\n", kgemm);
-  } else {
-    nnc_sb_printf(h, "  cl_kernel kn = m->kern[%d];\n", kgemm);
+  if (s.first_inner > 0)
+    nnc_sb_printf(h, "  /* the batch dims before the last %d broadcast differently in A and B: a call per index */\n",
+                  s.nb - s.first_inner);
+  nnc_sb_printf(h, "  for (long long o = 0; o < outer; o++) {\n    long long oa = 0, ob = 0, rem = o;\n    (void)rem;\n");
+  for (int dd = s.first_inner - 1; dd >= 0; dd--) {
+    nnc_emit_dim_expr(x->g, x->g->tensors[d->out].shape[dd], "d->", dim, sizeof dim);
+    nnc_sb_printf(h, "    {\n      const long long i = rem %% (%s);\n      rem /= (%s);\n", dim, dim);
+    const int ops[2] = {d->a, d->b};
+    const bool full[2] = {s.a_full[dd], s.b_full[dd]};
+    for (int q = 0; q < 2; q++) {
+      int r = x->g->tensors[ops[q]].rank, j = dd - (s.nb - (r - 2));
+      if (!full[q] || j < 0) continue;
+      ec_dims_product(x, ops[q], j + 1, r - 2, st_, sizeof st_);
+      nnc_sb_printf(h, "      %s += i * (%s);\n", q ? "ob" : "oa", st_);
+    }
+    nnc_sb_printf(h, "      (void)i;\n    }\n");
   }
-  nnc_sb_printf(h, "  ARG_INT(M);\n  ARG_INT(N);\n  ARG_INT(K);\n");
+  nnc_sb_printf(h, "    const long long a_off = oa * M * K, b_off = ob * K * N, c_off = o * batch * M * N;\n"
+                   "    cl_kernel kn;\n    int rc = 0;\n    a = 0;\n");
+  if (pro) {
+    nnc_sb_printf(h, "    kn = m->kern[%d];   /* the rows' statistics for the %s prologue */\n", kstats,
+                  pro == 1 ? "LayerNorm" : "RMSNorm");
+    nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(K);\n");
+    arg_mem(o, d->a);
+    nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n    ARG_FLOAT(%s);\n    ARG_STATS();\n",
+                  sa ? "M * K" : "0", ec_literal(d->norm_eps, false, lit, sizeof lit));
+    nnc_sb_printf(h, "    if (e) return arg_failed(m, %d, e);\n", ki);
+    nnc_sb_printf(h, "    const size_t sglobal[2] = {(size_t)M * %d, (size_t)batch}, slocal[2] = {%d, 1};\n"
+                     "    rc = launch(m, %d, kn, 2, sglobal, slocal);\n    if (rc) return rc;\n    a = 0;\n",
+                  wg, wg, ki);
+  }
+  nnc_sb_printf(h, "    kn = m->kern[%d];\n", kgemm);
+  nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(N);\n    ARG_INT(K);\n");
   arg_mem(o, d->a);
-  nnc_sb_printf(h, "  ARG_LONG(K);\n  ARG_LONG(%s);\n", sa ? "M * K" : "0");
+  nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n", sa ? "M * K" : "0");
   arg_mem(o, d->b);
-  nnc_sb_printf(h, "  ARG_LONG(%s);\n  ARG_LONG(%s);\n", d->b_trans ? "K" : "N", sb ? "K * N" : "0");
+  nnc_sb_printf(h, "    ARG_LONG(b_off);\n    ARG_LONG(%s);\n    ARG_LONG(%s);\n", d->b_trans ? "K" : "N", sb ? "K * N" : "0");
   arg_mem(o, d->out);
-  nnc_sb_printf(h, "  ARG_LONG(N);\n  ARG_LONG(M * N);\n  ARG_FLOAT(%s);\n", ec_literal(d->alpha, false, lit, sizeof lit));
+  nnc_sb_printf(h, "    ARG_LONG(c_off);\n    ARG_LONG(N);\n    ARG_LONG(M * N);\n    ARG_FLOAT(%s);\n",
+                ec_literal(d->alpha, false, lit, sizeof lit));
   arg_mem(o, d->bias);
   arg_mem(o, d->residual);
-  nnc_sb_printf(h, "  ARG_LONG(N);\n  ARG_LONG(M * N);\n");
+  nnc_sb_printf(h, "    ARG_LONG(c_off);\n    ARG_LONG(N);\n    ARG_LONG(M * N);\n");
   if (pro) {
-    nnc_sb_printf(h, "  ARG_STATS();\n");
+    nnc_sb_printf(h, "    ARG_STATS();\n");
     arg_mem(o, d->norm_gamma);
     arg_mem(o, d->norm_beta);
   } else {
-    nnc_sb_printf(h, "  ARG_NULL();\n  ARG_NULL();\n  ARG_NULL();\n");
+    nnc_sb_printf(h, "    ARG_NULL();\n    ARG_NULL();\n    ARG_NULL();\n");
   }
-  nnc_sb_printf(h, "  if (e) return arg_failed(m, %d, e);\n", ki);
-  nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((N + %d) / %d * %d), (size_t)((M + %d) / %d * %d), (size_t)batch};\n"
-                   "  const size_t local[3] = {%d, %d, 1};\n  return launch(m, %d, kn, 3, global, local);\n}\n\n",
+  nnc_sb_printf(h, "    if (e) return arg_failed(m, %d, e);\n", ki);
+  nnc_sb_printf(h, "    const size_t global[3] = {(size_t)((N + %d) / %d * %d), (size_t)((M + %d) / %d * %d), (size_t)batch};\n"
+                   "    const size_t local[3] = {%d, %d, 1};\n    rc = launch(m, %d, kn, 3, global, local);\n"
+                   "    if (rc) return rc;\n  }\n  return 0;\n}\n\n",
                 tn - 1, tn, tn / 4, tm - 1, tm, tm / 4, tn / 4, tm / 4, ki);
   return NNC_OK;
 }
