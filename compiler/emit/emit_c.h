@@ -117,6 +117,23 @@ bool ec_attn_view(const ec_ctx *x, const nnc_attention_desc *a, int i, ec_attn_s
  * "a." or "a->"); cast, when not NULL, prefixes the pointer. */
 void ec_attn_emit_views(const ec_ctx *x, const nnc_attention_desc *a, const char *arg, const char *cast, nnc_sb *b);
 
+/* How a GPU target turns the loop kernels of device_loops.c into its own
+ * code: pointer declares tensor t as `name` for the kernel (a line of body
+ * on CUDA, a kernel parameter on OpenCL); finish wraps body as kernel ki over
+ * n items (a C expression of d->; "1" for one item) and writes its launcher,
+ * and frees body. The kernel text may use NNC_LOOP(e, n), NNC_ONE_ITEM(),
+ * nnc_ld, nnc_st and nnc_to_i32, which the target defines. */
+typedef struct ec_loop_target {
+  const ec_ctx *x;
+  void *self;
+  void (*pointer)(void *self, nnc_sb *body, const char *cnst, const char *name, int t);
+  void (*finish)(void *self, int ki, const char *n, nnc_sb *body);
+} ec_loop_target;
+
+/* The kernel of an elementwise, move, gather, reduce, loss or non-last-axis
+ * softmax kernel ki. */
+nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err);
+
 /* Fills the names of x for request r (ec_ctx_free releases them). */
 nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err);
 void ec_ctx_free(ec_ctx *x);

@@ -41,6 +41,10 @@ inline unsigned nnc_loop_blocks(long long n) {
 #define NNC_LOOP(e, n) \
   for (int e = (int)(blockIdx.x * blockDim.x + threadIdx.x); e < (n); e += (int)(gridDim.x * blockDim.x))
 
+/* A kernel whose work only the first thread does (a sum in a fixed order). */
+#define NNC_ONE_ITEM() \
+  if (blockIdx.x != 0 || threadIdx.x != 0) return
+
 /* y[r, c] = x[r * ldx + c] for rows x cols: a GEMM's output computed with
  * rows padded to 16 bytes (cuBLASLt's fast kernels need aligned rows) copied
  * to its dense place. */

@@ -1,0 +1,393 @@
+/* compiler/emit/device_loops.c — the kernels a GPU target writes itself:
+ * elementwise chains (numpy broadcasting by stride 0, masks from the row and
+ * column index), data movement, embedding gathers, reductions, softmax over
+ * an axis other than the last and the cross-entropy loss.
+ *
+ * Each is one kernel whose work-items walk the flat index of what they write
+ * (NNC_LOOP, which the target defines: a CUDA grid-stride loop, an OpenCL
+ * global-id loop), so neighbouring items write neighbouring elements; values
+ * are loaded as float (nnc_ld), computed in float (double for i32 results
+ * and for sums) and rounded to the stored type (nnc_st). The text is the
+ * same for CUDA C++ and OpenCL C; how a kernel receives its tensors and is
+ * launched comes from the target (ec_loop_target in emit_c.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "emit_c.h"
+
+#define EXPR EC_EXPR
+
+static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
+  return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
+}
+
+/* Statements naming the coordinates of flat index `e` in tensor t that the
+ * text `uses` reads: i0 .. i<rank-2> and j, the last. */
+static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc_sb *b, int ind) {
+  int r = x->g->tensors[t].rank;
+  if (r == 0) return;
+  char id[16], dim[EXPR];
+  int lo = -1;   /* the first coordinate the text reads */
+  for (int dd = r - 1; dd >= 0; dd--) {
+    if (dd == r - 1) snprintf(id, sizeof id, "j");
+    else snprintf(id, sizeof id, "i%d", dd);
+    if (ec_names(uses, id)) lo = dd;
+  }
+  if (lo < 0) return;
+  if (r == 1) {
+    nnc_sb_printf(b, "%*sconst int j = %s;\n", ind, "", e);
+    return;
+  }
+  nnc_sb_printf(b, "%*sint rem = %s;\n", ind, "", e);
+  for (int dd = r - 1; dd >= lo; dd--) {
+    if (dd == r - 1) snprintf(id, sizeof id, "j");
+    else snprintf(id, sizeof id, "i%d", dd);
+    char f[EXPR];
+    ec_mul(dim_of(x, t, dd, dim, sizeof dim), "1", f, sizeof f);
+    if (dd == 0) {
+      nnc_sb_printf(b, "%*sconst int %s = rem;\n", ind, "", id);
+      break;
+    }
+    if (ec_names(uses, id)) nnc_sb_printf(b, "%*sconst int %s = rem %% %s;\n", ind, "", id, f);
+    if (dd > lo) nnc_sb_printf(b, "%*srem /= %s;\n", ind, "", f);
+  }
+}
+
+/* Elements between consecutive indices of output dim od in operand t (right
+ * aligned to the output's rank); "" where t broadcasts along it. */
+static void operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n) {
+  const nnc_tensor *tt = &x->g->tensors[t], *o = &x->g->tensors[out];
+  int j = od - (o->rank - tt->rank);
+  buf[0] = 0;
+  if (j < 0 || nnc_dim_eq_const(tt->shape[j], 1)) return;
+  ec_dims_product(x, t, j + 1, tt->rank, buf, n);
+}
+
+static bool same_shape(const ec_ctx *x, int a, int b) {
+  const nnc_tensor *ta = &x->g->tensors[a], *tb = &x->g->tensors[b];
+  if (ta->rank != tb->rank) return false;
+  for (int i = 0; i < ta->rank; i++)
+    if (!nnc_dim_eq(ta->shape[i], tb->shape[i])) return false;
+  return true;
+}
+
+/* The offset in operand t of output element (i0, ..., j): "e" when t has the
+ * output's shape. */
+static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n) {
+  if (same_shape(x, t, out)) {
+    snprintf(buf, n, "e");
+    return;
+  }
+  int r = x->g->tensors[out].rank;
+  size_t len = 0;
+  buf[0] = 0;
+  for (int dd = 0; dd < r; dd++) {
+    char st[EXPR], id[16], f[EXPR];
+    operand_stride(x, t, out, dd, st, sizeof st);
+    if (!st[0]) continue;
+    if (dd == r - 1) snprintf(id, sizeof id, "j");
+    else snprintf(id, sizeof id, "i%d", dd);
+    len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? " + " : "", ec_mul(id, st, f, sizeof f));
+  }
+  if (!len) snprintf(buf, n, "0");
+}
+
+/* ----------------------------------------------------------- elementwise */
+
+static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_graph *g = x->g;
+  int out = k->out[0];
+  const nnc_tensor *o = &g->tensors[out];
+  bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false};
+  for (int i = 0; i < k->nnodes; i++) {
+    const nnc_node *n = &g->nodes[k->nodes[i]];
+    for (int j = 0; j < n->nin; j++)
+      for (int q = 0; q < k->nin; q++)
+        if (k->in[q] == n->in[j]) {
+          if (n->op == NNC_OP_PADDING_MASK && j == 1) as_mask[q] = true;
+          else plain[q] = true;
+        }
+  }
+  nnc_sb body, loop;
+  nnc_sb_init(&body);
+  nnc_sb_init(&loop);
+  char e[EXPR], name[16];
+  for (int q = 0; q < k->nin; q++) {
+    snprintf(name, sizeof name, "x%d", q);
+    lt->pointer(lt->self, &body, "const ", name, k->in[q]);
+  }
+  lt->pointer(lt->self, &body, "", "y", out);
+  for (int q = 0; q < k->nin; q++) {
+    if (plain[q]) {
+      operand_offset(x, k->in[q], out, e, sizeof e);
+      nnc_sb_printf(&loop, "    const float a%d = nnc_ld(x%d[%s]);\n", q, q, e);
+    }
+    if (as_mask[q]) {
+      char S[EXPR];
+      /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
+      dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
+      nnc_sb_printf(&loop, "    const float m%d = nnc_ld(x%d[i0 * %s + j]);\n", q, q, S);
+    }
+  }
+  const char *last = "0.0f";
+  char lastbuf[32];
+  bool i32_out = o->dtype == NNC_I32;
+  for (int i = 0; i < k->nnodes; i++) {
+    const nnc_node *n = &g->nodes[k->nodes[i]];
+    bool dbl = g->tensors[n->out[0]].dtype == NNC_I32;
+    char opnd[2][64];
+    for (int j = 0; j < n->nin && j < 2; j++) {
+      int t = n->in[j], q = -1;
+      for (int z = 0; z < k->nin; z++)
+        if (k->in[z] == t) q = z;
+      char v[48];
+      if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "m%d", q);
+      else if (q >= 0) snprintf(v, sizeof v, "a%d", q);
+      else snprintf(v, sizeof v, "v%d", t);
+      snprintf(opnd[j], sizeof opnd[j], dbl && !(n->op == NNC_OP_PADDING_MASK && j == 1) ? "(double)%s" : "%s", v);
+    }
+    char ex[2048], where[300];
+    ec_node_expr(x, n, opnd[0], n->nin > 1 ? opnd[1] : "", dbl, out, ex, sizeof ex);
+    /* every value is float here: i32 results are truncated, then held as float */
+    nnc_sb_printf(&loop, "    const float v%d = %s%s%s;   /* %s %s */\n", n->out[0], dbl ? "(float)nnc_to_i32(" : "", ex,
+                  dbl ? ")" : "", ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
+    snprintf(lastbuf, sizeof lastbuf, "v%d", n->out[0]);
+    last = lastbuf;
+  }
+  if (i32_out) nnc_sb_printf(&loop, "    y[e] = nnc_to_i32(%s);\n", last);
+  else nnc_sb_printf(&loop, "    nnc_st(&y[e], %s);\n", last);
+  char n_expr[EXPR];
+  ec_elems(x, out, n_expr, sizeof n_expr);
+  nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
+  unravel(x, out, "e", loop.buf, &body, 4);
+  if (loop.buf) nnc_sb_puts(&body, loop.buf);
+  if (loop.oom) body.oom = true;
+  nnc_sb_free(&loop);
+  nnc_sb_printf(&body, "  }\n");
+  lt->finish(lt->self, ki, n_expr, &body);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* outer x len x inner around axis of tensor t. */
+static void around_axis(const ec_ctx *x, int t, int axis, char *outer, char *len, char *inner) {
+  ec_dims_product(x, t, 0, axis, outer, EXPR);
+  ec_dims_product(x, t, axis, axis + 1, len, EXPR);
+  ec_dims_product(x, t, axis + 1, x->g->tensors[t].rank, inner, EXPR);
+}
+
+static nnc_status emit_reduce(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  char outer[EXPR], len[EXPR], inner[EXPR], cnt[EXPR * 2 + 8];
+  around_axis(x, n->in[0], n->attrs.axis, outer, len, inner);
+  bool max = n->op == NNC_OP_MAX;
+  nnc_sb body;
+  nnc_sb_init(&body);
+  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  ec_mul(outer, inner, cnt, sizeof cnt);
+  nnc_sb_printf(&body, "  const int len = %s, inner = %s;\n", len, inner);
+  nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n    const int o = e / inner, i = e %% inner;\n"
+                       "    double acc = %s;\n    for (int l = 0; l < len; l++) {\n"
+                       "      const double v = nnc_ld(x[(o * len + l) * inner + i]);\n", cnt, max ? "-INFINITY" : "0.0");
+  if (max) nnc_sb_printf(&body, "      acc = v > acc || isnan(v) ? v : acc;   /* NaN wins, as in the reference */\n");
+  else nnc_sb_printf(&body, "      acc += v;\n");
+  const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
+  if (x->g->tensors[n->out[0]].dtype == NNC_I32) nnc_sb_printf(&body, "    }\n    y[e] = nnc_to_i32(%s);\n  }\n", val);
+  else nnc_sb_printf(&body, "    }\n    nnc_st(&y[e], (float)(%s));\n  }\n", val);
+  lt->finish(lt->self, ki, cnt, &body);
+  return NNC_OK;
+}
+
+/* softmax over a middle axis: a thread per (outer, inner) pair */
+static nnc_status emit_softmax_axis(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  char outer[EXPR], len[EXPR], inner[EXPR], cnt[EXPR * 2 + 8];
+  around_axis(x, n->in[0], n->attrs.axis, outer, len, inner);
+  ec_mul(outer, inner, cnt, sizeof cnt);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  nnc_sb_printf(&body,
+    "  const int len = %s, inner = %s;\n"
+    "  NNC_LOOP(e, %s) {\n"
+    "    const int base = e / inner * len * inner + e %% inner;\n"
+    "    float max = -INFINITY;\n"
+    "    for (int l = 0; l < len; l++) max = fmaxf(max, nnc_ld(x[base + l * inner]));\n"
+    "    double sum = 0;\n"
+    "    if (max != -INFINITY)\n"
+    "      for (int l = 0; l < len; l++) sum += exp((double)nnc_ld(x[base + l * inner]) - max);\n"
+    "    for (int l = 0; l < len; l++)   /* every entry masked: zeros */\n"
+    "      nnc_st(&y[base + l * inner], max == -INFINITY ? 0.0f : (float)(exp((double)nnc_ld(x[base + l * inner]) - max) / sum));\n"
+    "  }\n", len, inner, cnt);
+  lt->finish(lt->self, ki, cnt, &body);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------------ moves */
+
+static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  const nnc_graph *g = x->g;
+  char e[EXPR], f[EXPR], st[EXPR], n_expr[EXPR];
+  nnc_sb body, loop;
+  nnc_sb_init(&body);
+  nnc_sb_init(&loop);
+  if (n->op == NNC_OP_RESHAPE || n->op == NNC_OP_TRANSPOSE) {
+    lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+    lt->pointer(lt->self, &body, "", "y", n->out[0]);
+    const nnc_tensor *o = &g->tensors[n->out[0]], *in = &g->tensors[n->in[0]];
+    ec_elems(x, n->out[0], n_expr, sizeof n_expr);
+    if (n->op == NNC_OP_RESHAPE) {
+      nnc_sb_printf(&loop, "    y[e] = x[e];\n");
+    } else {
+      /* output coordinate dd walks input dim perm[dd] */
+      size_t len = 0;
+      for (int dd = 0; dd < o->rank; dd++) {
+        char id[16];
+        if (dd == o->rank - 1) snprintf(id, sizeof id, "j");
+        else snprintf(id, sizeof id, "i%d", dd);
+        ec_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, st, sizeof st);
+        len += (size_t)snprintf(e + len, len < sizeof e ? sizeof e - len : 0, "%s%s", len ? " + " : "",
+                                ec_mul(id, st, f, sizeof f));
+      }
+      nnc_sb_printf(&loop, "    y[e] = x[%s];\n", len ? e : "0");
+    }
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
+    unravel(x, n->out[0], "e", loop.buf, &body, 4);
+  } else {
+    /* slice, concat, split: (outer o, position l along the axis, inner i) */
+    int axis = n->attrs.axis;
+    int whole = n->op == NNC_OP_SPLIT ? n->in[0] : n->out[0];
+    char outer[EXPR], len[EXPR], inner[EXPR];
+    around_axis(x, whole, axis, outer, len, inner);
+    ec_elems(x, whole, n_expr, sizeof n_expr);
+    if (n->op == NNC_OP_SLICE) {
+      char start[EXPR], inlen[EXPR];
+      nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
+      dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+      lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+      lt->pointer(lt->self, &body, "", "y", n->out[0]);
+      nnc_sb_printf(&body, "  const int len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
+      nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len, o = e / inner / len;\n"
+                           "    y[e] = x[(o * in_len + start + l) * inner + i];\n");
+    } else {
+      bool cat = n->op == NNC_OP_CONCAT;
+      int nparts = cat ? n->nin : n->nout;
+      lt->pointer(lt->self, &body, cat ? "" : "const ", cat ? "y" : "x", whole);
+      for (int i = 0; i < nparts; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "%s%d", cat ? "x" : "y", i);
+        lt->pointer(lt->self, &body, cat ? "const " : "", nm, cat ? n->in[i] : n->out[i]);
+      }
+      nnc_sb_printf(&body, "  const int len = %s, inner = %s;\n", len, inner);
+      nnc_sb_printf(&loop, "    const int i = e %% inner, o = e / inner / len;\n    int l = e / inner %% len;\n");
+      for (int i = 0; i < nparts; i++) {
+        char l[EXPR];
+        dim_of(x, cat ? n->in[i] : n->out[i], axis, l, sizeof l);
+        bool last = i + 1 == nparts;
+        nnc_sb_printf(&loop, "    {\n      const int L = %s;\n", l);
+        const char *ind = last ? "      " : "        ";
+        if (!last) nnc_sb_printf(&loop, "      if (l < L) {\n");
+        if (cat) nnc_sb_printf(&loop, "%sy[e] = x%d[(o * L + l) * inner + i];\n", ind, i);
+        else nnc_sb_printf(&loop, "%sy%d[(o * L + l) * inner + i] = x[e];\n", ind, i);
+        if (!last) nnc_sb_printf(&loop, "        continue;\n      }\n      l -= L;\n");
+        nnc_sb_printf(&loop, "    }\n");
+      }
+    }
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
+  }
+  if (loop.buf) nnc_sb_puts(&body, loop.buf);
+  if (loop.oom) body.oom = true;
+  nnc_sb_free(&loop);
+  nnc_sb_printf(&body, "  }\n");
+  lt->finish(lt->self, ki, n_expr, &body);
+  return NNC_OK;
+}
+
+/* ----------------------------------------------------------------- gather */
+
+static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  char V[EXPR], C[EXPR], n_expr[EXPR];
+  dim_of(x, n->in[0], 0, V, sizeof V);
+  dim_of(x, n->in[0], 1, C, sizeof C);
+  ec_elems(x, n->out[0], n_expr, sizeof n_expr);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  lt->pointer(lt->self, &body, "const ", "table", n->in[0]);
+  lt->pointer(lt->self, &body, "const ", "ids", n->in[1]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  nnc_sb_printf(&body,
+    "  const int V = %s, C = %s;\n"
+    "  NNC_LOOP(e, %s) {\n"
+    "    const int id = ids[e / C];\n"
+    "    /* an id outside the table gives a row of NaN: the run cannot stop here */\n"
+    "    nnc_st(&y[e], id >= 0 && id < V ? nnc_ld(table[id * C + e %% C]) : NAN);\n"
+    "  }\n", V, C, n_expr);
+  lt->finish(lt->self, ki, n_expr, &body);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------------- loss */
+
+static nnc_status emit_loss(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_tensor *l = &x->g->tensors[n->in[0]];
+  if (x->g->tensors[n->in[1]].dtype != NNC_I32)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: cross_entropy expects i32 targets", x->r->target->name);
+  char V[EXPR], rows[EXPR];
+  dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
+  ec_elems(x, n->in[1], rows, sizeof rows);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+  lt->pointer(lt->self, &body, "const ", "t", n->in[1]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  /* one work-item adds the rows' losses in order: the result does not
+   * depend on the device's scheduling */
+  nnc_sb_printf(&body,
+    "  NNC_ONE_ITEM();\n"
+    "  const int V = %s, rows = %s;\n"
+    "  double total = 0;\n"
+    "  for (int r = 0; r < rows; r++) {\n"
+    "    const int target = t[r];\n"
+    "    if (target < 0 || target >= V) {   /* a target outside the classes: NaN */\n"
+    "      total = NAN;\n"
+    "      continue;\n"
+    "    }\n"
+    "    double max = -INFINITY, sum = 0;\n"
+    "    for (int v = 0; v < V; v++) max = fmax(max, (double)nnc_ld(x[r * V + v]));\n"
+    "    for (int v = 0; v < V; v++) sum += exp((double)nnc_ld(x[r * V + v]) - max);\n"
+    "    total += max + log(sum) - nnc_ld(x[r * V + target]);\n"
+    "  }\n"
+    "  nnc_st(&y[0], (float)(total / (double)rows));\n", V, rows);
+  lt->finish(lt->self, ki, "1", &body);
+  return NNC_OK;
+}
+
+nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  switch (k->kind) {
+  case NNC_KERNEL_ELEMENTWISE: return emit_elementwise(lt, ki, err);
+  case NNC_KERNEL_REDUCE: return emit_reduce(lt, ki, err);
+  case NNC_KERNEL_ROW: return emit_softmax_axis(lt, ki, err);
+  case NNC_KERNEL_MOVE: return emit_move(lt, ki, err);
+  case NNC_KERNEL_GATHER: return emit_gather(lt, ki, err);
+  case NNC_KERNEL_LOSS: return emit_loss(lt, ki, err);
+  default:
+    return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "%s: no loop for a %s kernel", x->r->target->name,
+                      nnc_kernel_kind_name(k->kind));
+  }
+}
