@@ -283,7 +283,7 @@ static char *delems(const ec_ctx *x, int t, char *buf, size_t n) {
 void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
   nnc_sb *b = out;
   nnc_sb_printf(b, "/* The work of kernel k at the sizes d: flops, and the bytes it must move\n"
-                   " * (each operand read once, each output written once). */\n"
+                   " * (each operand read once, each output written once, at its element size). */\n"
                    "static void kernel_cost(int k, const %s_dims *d, double *flops, double *bytes) {\n", x->p);
   nnc_sb cases;
   nnc_sb_init(&cases);
@@ -302,7 +302,8 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       int t = i < k->nin ? k->in[i] : k->out[(i - k->nin) % k->nout];
       if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
       size_t len = strlen(by);
-      delems(x, t, e, sizeof e);
+      char te[EXPR - 16];
+      snprintf(e, sizeof e, "%d.0 * %s", nnc_dtype_size(x->g->tensors[t].dtype), delems(x, t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;
       snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
       line = (wrap ? 0 : line + 3) + strlen(e);
@@ -341,7 +342,7 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       if (per == 0) nnc_sb_printf(b, "    *flops = 0;\n");
       else nnc_sb_printf(b, "    *flops = %g * %s;\n", per, delems(x, t, e, sizeof e));
     }
-    nnc_sb_printf(b, "    *bytes = 4.0 * (%s);\n    return;\n", by[0] ? by : "0");
+    nnc_sb_printf(b, "    *bytes = %s;\n    return;\n", by[0] ? by : "0");
   }
   b = out;
   if (!ec_names(cases.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");

@@ -303,9 +303,11 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  };\n"
     "  return nnc_bench_main(&md, argc, argv);\n}\n",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
-    !x->device ? "\n    0, NULL, NULL, NULL,   /* f32 tolerance, no device */" : x->r->precision.storage != NNC_F32 || x->r->precision.tf32
-                      ? "\n    1e-2, b_stage, b_run_staged, b_peaks,   /* narrow storage or tf32: 1e-2 */"
-                      : "\n    0, b_stage, b_run_staged, b_peaks,");
+    !x->device ? "\n    0, NULL, NULL, NULL, 0,   /* f32 tolerance, no device */"
+    : x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* bf16 storage: 1e-2 */"
+    : x->r->precision.storage == NNC_F16  ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* f16 storage: 1e-2 */"
+    : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
+                                          : "\n    0, b_stage, b_run_staged, b_peaks, 0,");
   nnc_uses_free(&u);
   char name[128];
   snprintf(name, sizeof name, "bench_%s.c", p);

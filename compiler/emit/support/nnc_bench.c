@@ -328,6 +328,11 @@ static double as_double(const void *p, int i32, int64_t e) {
   return i32 ? (double)((const int32_t *)p)[e] : (double)((const float *)p)[e];
 }
 
+/* A float weight as the device holds it. */
+static double stored(const nnc_bench_model *md, float w) {
+  return md->weight_storage == NNRT_BF16 ? nnrt_bf16_to_f32(nnrt_f32_to_bf16(w)) : nnrt_f16_to_f32(nnrt_f32_to_f16(w));
+}
+
 /* Runs the model once on poisoned outputs and the reference on the same
  * values; err[i] receives output i's max relative error. */
 static int check(state *s, double *errs) {
@@ -355,7 +360,8 @@ static int check(state *s, double *errs) {
   for (int i = 0; !st && i < md->nparams; i++) {
     double *v = nnc_ref_alloc(&r, g.params[i]);
     if (!v) st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
-    for (int64_t e = 0, n = numel(&md->manifest[i]); v && e < n; e++) v[e] = s->weights[i][e];
+    bool round = md->manifest[i].dtype != NNRT_I32 && (md->weight_storage == NNRT_BF16 || md->weight_storage == NNRT_F16);
+    for (int64_t e = 0, n = numel(&md->manifest[i]); v && e < n; e++) v[e] = round ? stored(md, s->weights[i][e]) : s->weights[i][e];
   }
   if (!st) st = nnc_ref_run_graph(&r, &err);
   for (int i = 0; !st && i < md->noutputs; i++) {

@@ -62,6 +62,10 @@ typedef struct nnc_bench_model {
   int (*stage)(void *m, const int64_t *sym, void *const *inputs);
   int (*run_staged)(void *m, const int64_t *sym);
   int (*peaks)(void *m, double *gflops, double *gbps);
+  /* NNRT_BF16 or NNRT_F16 where the device stores the float weights in that
+   * type (0 elsewhere): the reference then gets them rounded the same way, so
+   * that --check measures the computation, not the rounding of the weights */
+  int weight_storage;
 } nnc_bench_model;
 
 /* The whole harness; returns the process exit code (0 ok, 1 a check above
