@@ -24,6 +24,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && t.family == NNC_FAMILY_C_SIMD && strcmp(prec.name, "f32") != 0)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s computes and stores f32; expected "
                     "--precision=f32 (narrow storage and tf32 are for GPU targets)", prec.name, t.name);
+  if (!st && o->cuda_graphs && t.family != NNC_FAMILY_CUDA)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st) st = nnc_pass_precision(&g, prec.storage, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
@@ -34,7 +36,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   }
   if (!st && o->explain) nnc_tune_explain(o->explain, &t, &s, tiles);
   if (!st && o->out_dir) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs};
     st = nnc_emit(&r, err);
   }
   free(tiles);

@@ -3,6 +3,7 @@
 #ifndef NNC_DRIVER_H
 #define NNC_DRIVER_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "ir/status.h"
@@ -15,6 +16,9 @@ typedef struct nnc_build_opts {
   const char *precision;           /* --precision; NULL: f32 */
   const char *out_dir;             /* NULL: stop after tuning (with explain) */
   FILE *explain;                   /* when not NULL, each kernel's tiles and why */
+  bool cuda_graphs;                /* --cuda-graphs: the CUDA model replays captured graphs */
+  bool measure;                    /* --tune=measure: time the implementations on the GPU */
+  const char *tune_file;           /* --tune-file; NULL: the default path */
 } nnc_build_opts;
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err);

@@ -30,13 +30,17 @@ typedef struct cli {
   const char *out;
   emit_kind emit;
   bool explain;
+  bool cuda_graphs;
+  const char *tune;      /* --tune=analytic|measure; NULL: analytic */
+  const char *tune_file;
   const char *defines[256];
   int ndefines;
 } cli;
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: nnc MODEL.lua [--target=T] [--precision=P] [-o PATH] [--emit=ir|dot|plan] [--explain] [-D name=value]...\n"
+    "usage: nnc MODEL.lua [--target=T] [--precision=P] [-o PATH] [--emit=ir|dot|plan] [--explain]\n"
+    "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -50,6 +54,14 @@ static void usage(FILE *f) {
     "  --emit=dot        write Graphviz of the fused graph\n"
     "  --emit=plan       print the memory plan: arena offsets, peak and unplanned bytes\n"
     "  --explain         print each kernel's tile choice for the target and why\n"
+    "  --tune=analytic   choose each kernel's implementation and tiles by rule (default)\n"
+    "  --tune=measure    CUDA: time every implementation of each GEMM on this machine's\n"
+    "                    GPU (builds a probe with nvcc) and keep the fastest; the times\n"
+    "                    are stored in the tuning file and reused on the next compile\n"
+    "  --tune-file=PATH  the tuning file (default $XDG_CACHE_HOME/nnc/tuning.tsv,\n"
+    "                    else ~/.cache/nnc/tuning.tsv)\n"
+    "  --cuda-graphs     CUDA: replay each forward from a CUDA graph captured on the\n"
+    "                    first run of each set of sizes and buffers (options.cuda_graphs)\n"
     "  -D name=value     override a key of the model's config{} table\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
@@ -85,6 +97,15 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
     else if (strcmp(a, "--explain") == 0) c->explain = true;
+    else if (strcmp(a, "--cuda-graphs") == 0) c->cuda_graphs = true;
+    else if (strncmp(a, "--tune=", 7) == 0) {
+      c->tune = a + 7;
+      if (strcmp(c->tune, "analytic") != 0 && strcmp(c->tune, "measure") != 0)
+        return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--tune: expected analytic or measure, found \"%s\"", c->tune);
+    } else if (strncmp(a, "--tune-file=", 12) == 0) {
+      c->tune_file = a + 12;
+      if (!c->tune_file[0]) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--tune-file: expected a path, found \"\"");
+    }
     else if (strncmp(a, "--emit=", 7) == 0) {
       const char *e = a + 7;
       if (strcmp(e, "ir") == 0) c->emit = EMIT_IR;
@@ -158,7 +179,9 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .target = c->target ? c->target : nnc_target_default()->name,
                          .defines = c->defines, .ndefines = c->ndefines,
                          .precision = c->precision,
-                         .out_dir = c->out, .explain = c->explain ? stdout : NULL};
+                         .out_dir = c->out, .explain = c->explain ? stdout : NULL,
+                         .cuda_graphs = c->cuda_graphs,
+                         .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
   nnc_frontend_opts fo = {.path = c->model, .defines = c->defines, .ndefines = c->ndefines};

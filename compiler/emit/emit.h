@@ -20,6 +20,9 @@ typedef struct nnc_emit_request {
   const char *model_path;         /* the model file as the user named it */
   const char *out_dir;            /* the folder to write */
   nnc_precision precision;        /* storage dtype (already applied to the graph), tf32 */
+  bool cuda_graphs;               /* CUDA: options.cuda_graphs defaults to on */
+  bool probe;                     /* nnc --tune=measure's probe: every implementation of the
+                                     kernels that have several, and the harness's --tune */
 } nnc_emit_request;
 
 typedef struct nnc_emitter {

@@ -173,6 +173,15 @@ static void device_adapters(const ec_ctx *x, nnc_sb *b) {
   for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(b, "  o.%s = dev_out[%d];\n", x->out_name[i], i);
   nnc_sb_printf(b, "  int rc = %s_run_device(m, &d, &i, &o, NULL);\n  return rc ? rc : %s_sync(m);\n}\n\n", p, p);
   nnc_sb_printf(b, "static int b_peaks(void *m, double *gflops, double *gbps) { return %s_device_peaks(m, gflops, gbps); }\n\n", p);
+  if (!x->r->probe) return;
+  nnc_sb_printf(b, "/* The probe's timing of every implementation (in %s.cu). */\n"
+                   "int %s_tune(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, FILE *report);\n\n"
+                   "static int b_tune(void *m, const int64_t *sym, FILE *report) {\n  %s_dims d;\n  %s_inputs i;\n"
+                   "  %s_outputs o;\n  dims_of(sym, &d);\n  memset(&i, 0, sizeof i);\n  memset(&o, 0, sizeof o);\n",
+                p, p, p, p, p, p, p, p, p);
+  for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(b, "  i.%s = dev_in[%d];\n", x->in_name[i], i);
+  for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(b, "  o.%s = dev_out[%d];\n", x->out_name[i], i);
+  nnc_sb_printf(b, "  return %s_tune(m, &d, &i, &o, report);\n}\n\n", p);
 }
 
 /* What the values of input i must respect, found by following it through
@@ -299,15 +308,16 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_i32,\n"
     "    %d, manifest, %d,\n"
     "    b_create, b_destroy, b_last_error, b_load_file, b_set_weight, b_run, b_profile, b_kernel,\n"
-    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s\n"
+    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s%s\n"
     "  };\n"
     "  return nnc_bench_main(&md, argc, argv);\n}\n",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
-    !x->device ? "\n    0, NULL, NULL, NULL, 0,   /* f32 tolerance, no device */"
+    !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL,   /* f32 tolerance, no device */"
     : x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* bf16 storage: 1e-2 */"
     : x->r->precision.storage == NNC_F16  ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* f16 storage: 1e-2 */"
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
-                                          : "\n    0, b_stage, b_run_staged, b_peaks, 0,");
+                                          : "\n    0, b_stage, b_run_staged, b_peaks, 0,",
+    !x->device ? "" : x->r->probe ? "\n    b_tune," : "\n    NULL,");
   nnc_uses_free(&u);
   char name[128];
   snprintf(name, sizeof name, "bench_%s.c", p);

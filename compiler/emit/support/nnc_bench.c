@@ -18,7 +18,7 @@ static double tolerance(const nnc_bench_model *md) { return md->tolerance > 0 ? 
 
 typedef struct options {
   const char *weights;
-  int threads, runs, warmup, json, check;
+  int threads, runs, warmup, json, check, tune;
   int64_t sym[NNC_DIM_SYMS * 16];
   int sym_set[NNC_DIM_SYMS * 16];
 } options;
@@ -61,6 +61,7 @@ static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
     long long v;
     if (strcmp(a, "--json") == 0) o->json = 1;
     else if (strcmp(a, "--check") == 0) o->check = 1;
+    else if (md->tune && strcmp(a, "--tune") == 0) o->tune = 1;
     else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(md, stdout);
       exit(0);
@@ -560,6 +561,14 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   if (!rc) rc = adapter_create(md, &s);
   if (!rc) rc = fill_weights(&s);
   if (!rc) rc = fill_inputs(&s);
+  if (!rc && s.o.tune) {
+    /* the probe of nnc --tune=measure: real inputs and one forward, then the variants */
+    if (md->stage(s.m, s.o.sym, s.in) || md->run_staged(s.m, s.o.sym) || md->tune(s.m, s.o.sym, stdout))
+      rc = fail(&s, "tune");
+    free(errs);
+    state_free(&s);
+    return rc;
+  }
   if (!rc && s.o.check) {
     rc = check(&s, errs);
     for (int i = 0; !rc && i < md->noutputs; i++) ok &= errs[i] <= tolerance(md);

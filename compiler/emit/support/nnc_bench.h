@@ -7,6 +7,7 @@
 #define NNC_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "../check/ir/ir.h"
@@ -66,6 +67,10 @@ typedef struct nnc_bench_model {
    * type (0 elsewhere): the reference then gets them rounded the same way, so
    * that --check measures the computation, not the rounding of the weights */
   int weight_storage;
+  /* nnc --tune=measure's probe build only (NULL elsewhere): after the inputs
+   * are staged and one forward has run, times every implementation of each
+   * kernel that has several and prints one line each to report */
+  int (*tune)(void *m, const int64_t *sym, FILE *report);
 } nnc_bench_model;
 
 /* The whole harness; returns the process exit code (0 ok, 1 a check above
