@@ -36,7 +36,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   }
   if (!st && o->explain) nnc_tune_explain(o->explain, &t, &s, tiles);
   if (!st && o->out_dir) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false};
     st = nnc_emit(&r, err);
   }
   free(tiles);
