@@ -6,6 +6,7 @@
 
 #include "emit/emit.h"
 #include "frontend/frontend.h"
+#include "measure.h"
 #include "passes/passes.h"
 #include "tune/tune.h"
 
@@ -33,6 +34,13 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
     if (!tiles) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while tuning");
     for (int k = 0; !st && k < s.nk; k++) st = nnc_tune_kernel(&t, &s, k, &tiles[k], err);
+  }
+  if (!st && o->measure && t.family != NNC_FAMILY_CUDA)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--tune=measure: expected a cuda-* target, found %s "
+                    "(the other targets have one implementation per kernel)", t.name);
+  if (!st && o->measure) {
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false};
+    st = nnc_measure(&r, tiles, o->tune_file, stderr, err);
   }
   if (!st && o->explain) nnc_tune_explain(o->explain, &t, &s, tiles);
   if (!st && o->out_dir) {

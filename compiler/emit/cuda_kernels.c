@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cuda.h"
+#include "emit_targets.h"
 
 #define EXPR EC_EXPR
 
@@ -40,6 +41,7 @@ static char *times(const char *e, char *buf, size_t n) {
 
 typedef struct gemm_plan {
   ec_gemm_shape s;
+  int own;             /* >= 0: nnc's GEMM (templates/cuda/gemm.cuh) at tile configuration own_cfg[own] */
   bool pre_norm;       /* cuBLASLt path: a norm kernel writes A to the workspace first */
   bool post;           /* cuBLASLt path: an epilogue kernel applies act (+ residual) after */
   const char *lt_epi;  /* NNRT_EPI_* of the cuBLASLt call */
@@ -48,15 +50,42 @@ typedef struct gemm_plan {
   char why[200];
 } gemm_plan;
 
+/* nnc's GEMM's tile configurations (gemm.cuh's nnc_cuda_gemm_config), the
+ * variants --tune=measure times against cuBLASLt. */
+static const char *const own_cfg[] = {"128x256x32", "128x128x32", "128x128x64", "64x64x32"};
+#define OWN_CFGS ((int)(sizeof own_cfg / sizeof own_cfg[0]))
+
+static bool constant(const char *e) { return strspn(e, "0123456789") == strlen(e); }
+
+/* The rows of the output padded to 16 bytes in the inputs' type, or 0 when
+ * they need no padding or cannot have it (N not a constant, a residual on
+ * cuBLASLt's C operand, which would need the same padding). */
+static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s, bool lt_residual) {
+  if (!constant(s->N) || lt_residual) return 0;
+  long long n = atoll(s->N), align = 16 / nnc_dtype_size(x->g->tensors[d->a].dtype);
+  return n % align ? (int)((n + align - 1) / align * align) : 0;
+}
+
+/* nnc's GEMM takes bf16/f16 in and out alike, one batch stride per operand,
+ * constant N and K that are multiples of 8, and the activations it has. */
+static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
+  nnc_dtype t = x->g->tensors[d->a].dtype;
+  bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
+  return (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->out].dtype == t && s->first_inner == 0 &&
+         constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 && act;
+}
 
 /* Measured on an H100 (bench/NOTES.md): cuBLASLt runs these GEMMs at about
  * 600 TFLOP/s, nnc's mma.sync GEMM at 150-230, so a LayerNorm kernel (about
  * 10 us for 8192x768) before cuBLASLt and an epilogue kernel after it beat the
- * fused kernel by 2-3x. nnc's GEMM stays in templates/cuda for the fusions
- * cuBLASLt cannot express once it is faster; the plan uses it for none today. */
-static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, gemm_plan *p, nnc_error *err) {
+ * fused kernel by 2-3x: the analytic rule always takes cuBLASLt, padding rows
+ * of 1024 elements or more that are not 16-byte aligned (cuBLASLt's fast
+ * kernels need aligned rows: the GPT-2 LM head, N = 50257, ran 5x slower).
+ * impl (from --tune=measure) names another of gemm_variants' choices. */
+static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *impl, gemm_plan *p, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
   memset(p, 0, sizeof *p);
+  p->own = -1;
   ec_gemm_shape_of(x, k, &p->s);
   bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || (d->act == NNC_OP_GELU && d->gelu_tanh);
   bool act_res = d->act != NNC_OP_NONE && d->residual >= 0;
@@ -66,17 +95,61 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, gemm_plan *p, 
               : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
                                                : "NNRT_EPI_GELU_TANH";
   p->lt_residual = d->residual >= 0 && !p->post;
-  /* rows that are not a multiple of 16 bytes keep cuBLASLt off its fast
-   * kernels (the GPT-2 LM head, N = 50257, ran 5x slower): compute into
-   * padded rows and copy; the residual would need the same padding */
-  int esize = nnc_dtype_size(x->g->tensors[d->out].dtype);
-  if (strspn(p->s.N, "0123456789") == strlen(p->s.N) && !p->lt_residual) {
-    long long n = atoll(p->s.N), align = 16 / esize;
-    if (n % align && n >= 1024) p->pad_n = (int)((n + align - 1) / align * align);   /* narrow rows: not worth a copy */
+  int pad = pad_of(x, d, &p->s, p->lt_residual);
+  const char *how = "by rule";
+  if (!impl || !impl[0]) {
+    if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
+  } else if (strcmp(impl, "cublaslt-padded") == 0 && pad) {
+    p->pad_n = pad;
+    how = "measured";
+  } else if (strcmp(impl, "cublaslt") == 0) {
+    how = "measured";
+  } else {
+    for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p->s); c++)
+      if (strncmp(impl, "nnc-", 4) == 0 && strcmp(impl + 4, own_cfg[c]) == 0) p->own = c;
+    if (p->own < 0)
+      return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: expected one of its implementations, found \"%s\"",
+                        (int)(k - x->s->k), impl);
+    snprintf(p->why, sizeof p->why, "nnc's tensor-core GEMM, tiles %s (measured)", own_cfg[p->own]);
+    return NNC_OK;
   }
-  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s", p->pre_norm ? " after a norm kernel" : "",
-           p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->post ? ", then an epilogue kernel" : "");
+  bool widen = x->g->tensors[d->out].dtype != x->g->tensors[d->a].dtype;
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+           p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
+           p->post ? ", then an epilogue kernel" : "", how);
   return NNC_OK;
+}
+
+/* The implementations of GEMM kernel k, the analytic rule's first. */
+static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants *v) {
+  const nnc_gemm_desc *d = &k->d.gemm;
+  gemm_plan p;
+  nnc_error e;
+  memset(v, 0, sizeof *v);
+  if (plan_gemm(x, k, NULL, &p, &e)) return;
+  int pad = pad_of(x, d, &p.s, p.lt_residual);
+  snprintf(v->name[v->n++], sizeof v->name[0], "%s", p.pad_n ? "cublaslt-padded" : "cublaslt");
+  if (pad) snprintf(v->name[v->n++], sizeof v->name[0], "%s", p.pad_n ? "cublaslt" : "cublaslt-padded");
+  for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
+    snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
+  /* the key: sizes at the maxima, types and fusions */
+  int64_t *max = malloc(((size_t)x->g->nsyms + 1) * sizeof *max);
+  if (!max) {
+    v->n = 0;
+    return;
+  }
+  for (int i = 0; i < x->g->nsyms; i++) max[i] = x->g->syms[i].max;
+  const nnc_tensor *a = &x->g->tensors[d->a], *o = &x->g->tensors[d->out];
+  int64_t rows = 1;
+  for (int i = 0; i < o->rank - 1; i++) rows *= nnc_dim_eval(o->shape[i], max);
+  snprintf(v->key, sizeof v->key, "gemm rows=%lld N=%lld K=%lld ab=%s out=%s%s%s%s%s%s%s%s",
+           (long long)rows, (long long)nnc_dim_eval(o->shape[o->rank - 1], max),
+           (long long)nnc_dim_eval(a->shape[a->rank - 1], max), nnc_dtype_name(a->dtype), nnc_dtype_name(o->dtype),
+           d->b_trans ? " b_trans" : "", x->r->precision.tf32 ? " tf32" : "",
+           d->prologue == NNC_NORM_LAYER ? " layernorm" : d->prologue == NNC_NORM_RMS ? " rmsnorm" : "",
+           d->bias >= 0 ? " bias" : "", d->act == NNC_OP_NONE ? "" : d->gelu_tanh ? " gelu_tanh" : " ",
+           d->act == NNC_OP_NONE || d->gelu_tanh ? "" : nnc_op_info_of(d->act)->name, d->residual >= 0 ? " residual" : "");
+  free(max);
 }
 
 /* The sizes and strides every GEMM path shares, as `const int M = ..` lines. */
@@ -148,16 +221,61 @@ static void outer_loop(const ec_ctx *x, const nnc_kernel *k, const gemm_plan *p,
                 (int)(k - x->s->k));
 }
 
-static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+/* The chosen implementation of kernel k: --tune=measure's, else "" (the rule's). */
+static const char *impl_of(const ec_ctx *x, int k) { return x->r->tiles ? x->r->tiles[k].impl : ""; }
+
+/* nnc's GEMM: one call of gemm.cuh with every fusion in its arguments. */
+static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_gemm_desc *d = &k->d.gemm;
+  char batch[EXPR], inner[EXPR], lit[64];
+  bool sa, sb;
+  gemm_batch(x, k, p, batch, sizeof batch, &sa, &sb);
+  gemm_dims(x, p, body);
+  nnc_sb_printf(body, "  nnc_cuda_gemm_args<%s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
+                cu_stype(x, d->a), as_int(batch, inner, sizeof inner));
+  ec_assign(x, body, 2, "g.a", d->a);
+  nnc_sb_printf(body, "  g.lda = K;\n");
+  if (sa) nnc_sb_printf(body, "  g.stride_a = (long long)M * K;\n");
+  ec_assign(x, body, 2, "g.b", d->b);
+  nnc_sb_printf(body, "  g.ldb = %s;\n  g.b_trans = %d;\n", d->b_trans ? "K" : "N", d->b_trans ? 1 : 0);
+  if (sb) nnc_sb_printf(body, "  g.stride_b = (long long)K * N;\n");
+  if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
+  if (d->residual >= 0) {
+    ec_assign(x, body, 2, "g.residual", d->residual);
+    nnc_sb_printf(body, "  g.ldr = N;\n  g.stride_r = (long long)M * N;\n");
+  }
+  ec_assign(x, body, 2, "g.out", d->out);
+  nnc_sb_printf(body, "  g.ldc = N;\n  g.stride_c = (long long)M * N;\n  g.alpha = %s;\n",
+                ec_literal(d->alpha, false, lit, sizeof lit));
+  nnc_sb_printf(body, "  g.act = %s;\n", d->act == NNC_OP_RELU ? "NNC_CUDA_ACT_RELU"
+                                        : d->act == NNC_OP_SILU ? "NNC_CUDA_ACT_SILU"
+                                        : d->act == NNC_OP_GELU ? (d->gelu_tanh ? "NNC_CUDA_ACT_GELU_TANH" : "NNC_CUDA_ACT_GELU_ERF")
+                                                                : "NNC_CUDA_ACT_NONE");
+  if (d->prologue != NNC_NORM_NONE) {
+    nnc_sb_printf(body, "  g.norm = %s;\n", d->prologue == NNC_NORM_LAYER ? "NNC_CUDA_NORM_LAYER" : "NNC_CUDA_NORM_RMS");
+    ec_assign(x, body, 2, "g.gamma", d->norm_gamma);
+    if (d->norm_beta >= 0) ec_assign(x, body, 2, "g.beta", d->norm_beta);
+    nnc_sb_printf(body, "  g.eps = %s;\n", ec_literal(d->norm_eps, false, lit, sizeof lit));
+  }
+  nnc_sb_printf(body, "  nnc_cuda_error e;\n"
+                      "  if (nnc_cuda_gemm_ex(g, NNC_CUDA_GEMM_%s, m->ws, m->ws_size, s, &e))\n"
+                      "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", own_cfg[p->own], ki);
+}
+
+/* GEMM kernel ki as `static int NAME(m, c, s)` with implementation impl. */
+static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const char *name, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
   gemm_plan p;
-  nnc_status st = plan_gemm(x, k, &p, err);
+  nnc_status st = plan_gemm(x, k, impl, &p, err);
   if (st) return st;
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  /* %s */\n", p.why);
-  {
+  if (p.own >= 0) {
+    own_gemm_body(x, ki, &p, &body);
+  } else {
     char batch[EXPR], bi[EXPR], lit[64], pa[256];
     bool sa, sb;
     gemm_batch(x, k, &p, batch, sizeof batch, &sa, &sb);
@@ -184,7 +302,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     ec_dims_product(x, d->out, p.s.first_inner, p.s.nb, inner, sizeof inner);
     nnc_sb_printf(&body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
                   as_int(inner, ii, sizeof ii));
-    nnc_sb_printf(&body, "  g.ab = %s;\n  g.out = %s;\n", nnrt_dt(x, d->a), nnrt_dt(x, d->out));
+    nnc_sb_printf(&body, "  g.ab = %s;\n  g.out = %s;\n", nnrt_dt(x, d->a), nnrt_dt(x, p.pad_n ? d->a : d->out));
     if (x->r->precision.tf32) nnc_sb_printf(&body, "  g.tf32 = true;   /* --precision=tf32 */\n");
     if (p.pre_norm) nnc_sb_printf(&body, "  g.A = %s;\n", A);
     else ec_assign(x, &body, 2, "g.A", d->a);
@@ -201,7 +319,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     if (p.pad_n) {
       nnc_sb_printf(&body, "  const int ldp = %d;   /* N rounded up to 16 bytes */\n"
                            "  %s *P = (%s *)((unsigned char *)m->ws + %s);\n  g.D = P;\n  g.ldd = ldp;\n"
-                           "  g.stride_d = (long long)M * ldp;\n", p.pad_n, cu_stype(x, d->out), cu_stype(x, d->out),
+                           "  g.stride_d = (long long)M * ldp;\n", p.pad_n, cu_stype(x, d->a), cu_stype(x, d->a),
                     p.pre_norm ? "pad_offset((size_t)M * K * sizeof *A)" : "0");
     } else {
       ec_assign(x, &body, 2, "g.D", d->out);
@@ -213,10 +331,10 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     else nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
     if (p.pad_n) {
       char po[256];
-      nnc_sb_printf(&body, "  nnc_unpad_rows<<<nnc_loop_blocks((long long)M * N%s), NNC_LOOP_THREADS, 0, s>>>(\n"
-                           "      %s, P, M%s, N, ldp);\n"
+      nnc_sb_printf(&body, "  if (M%s > 0)\n"
+                           "    nnc_unpad_rows<<<M%s, NNC_UNPAD_THREADS, 0, s>>>(%s, P, N, ldp);\n"
                            "  if (launched(m, %d)) return %s_E_DEVICE;\n",
-                    times(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), times(batch, bi, sizeof bi), ki, x->P);
+                    times(batch, bi, sizeof bi), times(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), ki, x->P);
       if (!p.post) nnc_sb_printf(&body, "  return 0;\n");
     }
     if (p.post) {
@@ -232,10 +350,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     }
   }
   char head[160];
-  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  snprintf(head, sizeof head, "static int %s(%s_model *m, const run_args &c, cudaStream_t s)", name, x->p);
   ec_emit_function(x, b, head, NULL, "&c.d", &body);
   return NNC_OK;
 }
+
+static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b);
 
 void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
@@ -249,10 +369,27 @@ void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
     return;
   }
   if (k->kind != NNC_KERNEL_GEMM) return;
+  /* the chosen implementation's, or in the probe every implementation's */
+  nnc_kernel_variants v;
+  gemm_variants(x, k, &v);
+  if (!x->r->probe || v.n < 2) {
+    v.n = 1;
+    snprintf(v.name[0], sizeof v.name[0], "%s", impl_of(x, ki));
+  }
+  for (int i = 0; i < v.n; i++) gemm_workspace(x, ki, v.name[i], b);
+}
+
+static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b) {
+  const nnc_kernel *k = &x->s->k[ki];
   gemm_plan p;
   nnc_error e;
-  if (plan_gemm(x, k, &p, &e)) return;
-  if (p.pre_norm || p.pad_n) {
+  if (plan_gemm(x, k, impl, &p, &e)) return;
+  if (p.own >= 0 && p.pre_norm) {
+    char rows[EXPR];
+    ec_dims_product(x, k->d.gemm.out, 0, x->g->tensors[k->d.gemm.out].rank - 1, rows, sizeof rows);
+    nnc_sb_printf(b, "  {   /* kernel %d: row statistics of A, two floats a row */\n"
+                     "    size_t w = (size_t)(%s) * 8;\n    if (w > need) need = w;\n  }\n", ki, rows);
+  } else if (p.pre_norm || p.pad_n) {
     char a[EXPR], rows[EXPR];
     const nnc_tensor *o = &x->g->tensors[k->d.gemm.out];
     nnc_sb_printf(b, "  {   /* kernel %d:%s%s */\n    size_t w = 0;\n", ki, p.pre_norm ? " A normalized" : "",
@@ -262,7 +399,7 @@ void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
                     cu_stype(x, k->d.gemm.a));
     if (p.pad_n) {
       ec_dims_product(x, k->d.gemm.out, 0, o->rank - 1, rows, sizeof rows);
-      nnc_sb_printf(b, "    w += (size_t)(%s) * %d * sizeof(%s);\n", rows, p.pad_n, cu_stype(x, k->d.gemm.out));
+      nnc_sb_printf(b, "    w += (size_t)(%s) * %d * sizeof(%s);\n", rows, p.pad_n, cu_stype(x, k->d.gemm.a));
     }
     nnc_sb_printf(b, "    if (w > need) need = w;\n  }\n");
   }
@@ -380,8 +517,104 @@ static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   return NNC_OK;
 }
 
+/* A GEMM kernel: its implementation, or in the probe every implementation
+ * (k<i>_v<j>) behind k<i>, which runs the one probe_variant[i] names. */
+static nnc_status emit_gemm_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  char name[32];
+  snprintf(name, sizeof name, "k%d", ki);
+  nnc_kernel_variants v;
+  gemm_variants(x, &x->s->k[ki], &v);
+  if (!x->r->probe || v.n < 2) return emit_gemm(x, ki, impl_of(x, ki), name, b, err);
+  for (int i = 0; i < v.n; i++) {
+    snprintf(name, sizeof name, "k%d_v%d", ki, i);
+    nnc_sb_printf(b, "/* implementation %d: %s */\n", i, v.name[i]);
+    nnc_status st = emit_gemm(x, ki, v.name[i], name, b, err);
+    if (st) return st;
+  }
+  nnc_sb_printf(b, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s) {\n  switch (probe_variant[%d]) {\n",
+                ki, x->p, ki);
+  for (int i = 1; i < v.n; i++) nnc_sb_printf(b, "  case %d: return k%d_v%d(m, c, s);\n", i, ki, i);
+  nnc_sb_printf(b, "  default: return k%d_v0(m, c, s);\n  }\n}\n\n", ki);
+  return NNC_OK;
+}
+
+/* The probe's <p>_tune: each implementation of every kernel that has
+ * several, timed alone on the buffers of the run before (the harness's
+ * --tune stages the inputs and runs forward once first). */
+static void emit_tune(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p;
+  nnc_sb_printf(b,
+    "/* nnc --tune=measure's probe: \"gpu NAME\", then one line per implementation,\n"
+    " * \"tune KERNEL IMPLEMENTATION MICROSECONDS\" (mean of %d launches after 3),\n"
+    " * or \"tune KERNEL IMPLEMENTATION failed: WHY\". */\n"
+    "extern \"C\" int %s_tune(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, FILE *report) {\n"
+    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n"
+    "  cudaStream_t s = m->stream;\n  cudaDeviceProp prop;\n"
+    "  if (cudaGetDeviceProperties(&prop, m->device) != cudaSuccess) return fail(m, %s_E_DEVICE, \"no device properties\");\n"
+    "  fprintf(report, \"gpu %%s\\n\", prop.name);\n"
+    "  cudaEvent_t t0, t1;\n"
+    "  if (cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess)\n"
+    "    return fail(m, %s_E_DEVICE, \"creating events\");\n"
+    "  static const struct {\n    int k, n;\n    const char *name[%d];\n  } list[] = {\n",
+    20, p, p, p, p, p, x->P, x->P, NNC_MAX_VARIANTS);
+  for (int ki = 0; ki < x->s->nk; ki++) {
+    if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
+    nnc_kernel_variants v;
+    gemm_variants(x, &x->s->k[ki], &v);
+    if (v.n < 2) continue;
+    nnc_sb_printf(b, "    {%d, %d, {", ki, v.n);
+    for (int i = 0; i < v.n; i++) nnc_sb_printf(b, "%s\"%s\"", i ? ", " : "", v.name[i]);
+    nnc_sb_printf(b, "}},\n");
+  }
+  nnc_sb_printf(b, "  };\n"
+    "  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {\n"
+    "    for (int v = 0; v < list[i].n; v++) {\n"
+    "      probe_variant[list[i].k] = v;\n"
+    "      int rc = 0;\n"
+    "      for (int r = 0; !rc && r < 3; r++) rc = run_kernel(list[i].k, m, c, s);\n"
+    "      cudaEventRecord(t0, s);\n"
+    "      for (int r = 0; !rc && r < 20; r++) rc = run_kernel(list[i].k, m, c, s);\n"
+    "      cudaEventRecord(t1, s);\n"
+    "      cudaError_t ce = cudaStreamSynchronize(s);\n"
+    "      float ms = 0;\n"
+    "      if (!rc && ce == cudaSuccess) ce = cudaEventElapsedTime(&ms, t0, t1);\n"
+    "      if (rc || ce != cudaSuccess)\n"
+    "        fprintf(report, \"tune %%d %%s failed: %%s\\n\", list[i].k, list[i].name[v], rc ? m->err : cudaGetErrorString(ce));\n"
+    "      else\n"
+    "        fprintf(report, \"tune %%d %%s %%.3f\\n\", list[i].k, list[i].name[v], ms * 1000.0 / 20);\n"
+    "      fflush(report);\n"
+    "      (void)cudaGetLastError();\n"
+    "    }\n"
+    "    probe_variant[list[i].k] = 0;\n"
+    "  }\n"
+    "  cudaEventDestroy(t0);\n  cudaEventDestroy(t1);\n  return 0;\n}\n\n");
+  (void)p;
+}
+
+/* run_kernel(k, m, c, s): the probe's way to launch one kernel by number. */
+static void emit_run_kernel(const ec_ctx *x, nnc_sb *b) {
+  nnc_sb_printf(b, "static int run_kernel(int k, %s_model *m, const run_args &c, cudaStream_t s) {\n  switch (k) {\n", x->p);
+  for (int ki = 0; ki < x->s->nk; ki++)
+    if (x->s->k[ki].kind == NNC_KERNEL_GEMM) nnc_sb_printf(b, "  case %d: return k%d(m, c, s);\n", ki, ki);
+  nnc_sb_printf(b, "  default: return 0;\n  }\n}\n\n");
+}
+
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
+  bool own = false;
+  for (int ki = 0; ki < x->s->nk && !own; ki++) {
+    gemm_plan p;
+    nnc_error e;
+    if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
+    nnc_kernel_variants v;
+    gemm_variants(x, &x->s->k[ki], &v);
+    own = x->r->probe ? v.n > 2 || (v.n == 2 && strncmp(v.name[1], "nnc-", 4) == 0)
+                      : !plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e) && p.own >= 0;
+  }
+  if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n\n");
+  if (x->r->probe)
+    nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
+                     "static int probe_variant[NKERNELS];\n\n");
   for (int ki = 0; ki < x->s->nk; ki++) {
     const nnc_kernel *k = &x->s->k[ki];
     char where[300], ops[600], name[300];
@@ -392,7 +625,7 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     nnc_sb_printf(b, "/* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, ki, nnc_kernel_kind_name(k->kind));
     nnc_status st = NNC_OK;
     switch (k->kind) {
-    case NNC_KERNEL_GEMM: st = emit_gemm(x, ki, b, err); break;
+    case NNC_KERNEL_GEMM: st = emit_gemm_kernel(x, ki, b, err); break;
     case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
     case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
     default: st = cu_emit_loop_kernel(x, ki, b, err); break;
@@ -400,5 +633,21 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     if (st) return st;
   }
   ec_emit_costs(x, b);
+  if (x->r->probe) {
+    emit_run_kernel(x, b);
+    emit_tune(x, b);
+  }
+  return NNC_OK;
+}
+
+nnc_status nnc_cuda_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err) {
+  ec_ctx x;
+  nnc_status st = ec_ctx_init(&x, r, err);
+  if (st) return st;
+  for (int k = 0; k < r->s->nk; k++) {
+    memset(&out[k], 0, sizeof out[k]);
+    if (r->s->k[k].kind == NNC_KERNEL_GEMM) gemm_variants(&x, &r->s->k[k], &out[k]);
+  }
+  ec_ctx_free(&x);
   return NNC_OK;
 }

@@ -19,15 +19,21 @@
 #define MARKER ".nnc-output"
 
 static const nnc_emitter emitters[] = {
-  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd},
-  {NNC_FAMILY_CUDA, nnc_emit_cuda},
-  {NNC_FAMILY_OPENCL, nnc_emit_opencl},
+  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL},
+  {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants},
+  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
   for (size_t i = 0; i < sizeof emitters / sizeof emitters[0]; i++)
     if (emitters[i].family == f) return &emitters[i];
   return NULL;
+}
+
+nnc_status nnc_emit_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err) {
+  memset(out, 0, (size_t)r->s->nk * sizeof *out);
+  const nnc_emitter *e = emitter_of(r->target->family);
+  return e && e->variants ? e->variants(r, out, err) : NNC_OK;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {

@@ -25,11 +25,25 @@ typedef struct nnc_emit_request {
                                      kernels that have several, and the harness's --tune */
 } nnc_emit_request;
 
+/* The implementations a target has for one kernel, for --tune=measure. */
+#define NNC_MAX_VARIANTS 8
+typedef struct nnc_kernel_variants {
+  int n;                                /* 0 or 1: nothing to choose */
+  char name[NNC_MAX_VARIANTS][24];      /* name[0]: the analytic rule's choice */
+  char key[256];                        /* what its time depends on: kind, shape, dtypes, fusions */
+} nnc_kernel_variants;
+
 typedef struct nnc_emitter {
   nnc_target_family family;
   /* Writes every file of the output into dir (which exists and is empty). */
   nnc_status (*emit)(const nnc_emit_request *r, const char *dir, nnc_error *err);
+  /* Fills out[k] for each of r->s->nk kernels; NULL: one implementation each. */
+  nnc_status (*variants)(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err);
 } nnc_emitter;
+
+/* The variants of every kernel of r (out holds r->s->nk entries; all n = 0
+ * on a target without choices). */
+nnc_status nnc_emit_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err);
 
 /* Writes r->out_dir through a temporary folder beside it, renamed into place
  * when the emitter succeeded; on failure nothing is left behind. */

@@ -11,6 +11,9 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
 
 /* CUDA C++ for NVIDIA GPUs (cuda-sm70 ... cuda-sm90a): see cuda.c. */
 nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *err);
+/* Its GEMMs' implementations: cuBLASLt (rows padded or not) and nnc's own
+ * tensor-core GEMM at each tile configuration it fits. */
+nnc_status nnc_cuda_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err);
 
 /* OpenCL C 1.2 for any OpenCL device, PoCL included (opencl, opencl-gpu,
  * opencl-cpu): see opencl.c. */

@@ -139,8 +139,8 @@ static bool is_bias_for(const fuse_ctx *c, int bias, int cur) {
 }
 
 /* linear / matmul with an optional norm prologue on A, a folded transpose of
- * a rank-2 B, and the epilogue alpha, bias, activation, residual (each
- * optional, in this order), anchored at the linear or matmul. */
+ * a rank-2 B, and the epilogue alpha, bias, activation, residual, widening
+ * cast (each optional, in this order), anchored at the linear or matmul. */
 static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *mm = node_of(c, anchor);
   if (mm->op != NNC_OP_LINEAR && mm->op != NNC_OP_MATMUL) return false;
@@ -198,6 +198,17 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   if (r >= 0 && (o = other_operand(c, r, NNC_OP_ADD, cur)) >= 0 &&
       same_shape(tensor_of(c, o), tensor_of(c, cur)) && tensor_of(c, o)->dtype == tensor_of(c, cur)->dtype) {
     d.residual = o;
+    take(gr, r);
+    cur = node_of(c, r)->out[0];
+    r = foldable_consumer(c, cur);
+  }
+  /* the cast of a narrow result to f32 that --precision puts before a model
+   * output (the GPT-2 logits): the GEMM writes f32 itself, from its f32
+   * accumulators; with neither bias nor residual, whose types follow the
+   * narrow result */
+  if (r >= 0 && node_of(c, r)->op == NNC_OP_CAST && d.bias < 0 && d.residual < 0 &&
+      tensor_of(c, node_of(c, r)->out[0])->dtype == NNC_F32 &&
+      (tensor_of(c, cur)->dtype == NNC_BF16 || tensor_of(c, cur)->dtype == NNC_F16)) {
     take(gr, r);
     cur = node_of(c, r)->out[0];
   }

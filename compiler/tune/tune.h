@@ -88,6 +88,8 @@ typedef struct nnc_tile {
   int warps;                   /* CUDA: warps per block */
   int stages;                  /* CUDA: shared-memory pipeline depth of the K loop */
   int group;                   /* GPU: threads per block / work-items per work-group */
+  char impl[24];               /* which of the target's implementations of the kernel runs
+                                  ("cublaslt", "nnc-128x256x32"...); "": the analytic rule's */
   char reason[400];            /* why, in one line */
 } nnc_tile;
 

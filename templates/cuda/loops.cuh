@@ -45,11 +45,14 @@ inline unsigned nnc_loop_blocks(long long n) {
 #define NNC_ONE_ITEM() \
   if (blockIdx.x != 0 || threadIdx.x != 0) return
 
-/* y[r, c] = x[r * ldx + c] for rows x cols: a GEMM's output computed with
+/* y[r, c] = x[r * ldx + c], a block a row: a GEMM's output computed with
  * rows padded to 16 bytes (cuBLASLt's fast kernels need aligned rows) copied
- * to its dense place. */
-template <typename T> __global__ void nnc_unpad_rows(T *y, const T *x, int rows, int cols, int ldx) {
-  NNC_LOOP(e, (long long)rows * cols) y[e] = x[(long long)(e / cols) * ldx + e % cols];
+ * to its dense place, converted to y's type on the way (a folded cast of the
+ * output). Launch with one block per row. */
+#define NNC_UNPAD_THREADS 512
+template <typename Y, typename X> __global__ void nnc_unpad_rows(Y *y, const X *x, int cols, long long ldx) {
+  const long long r = blockIdx.x;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) nnc_st(&y[r * cols + c], nnc_ld(x[r * ldx + c]));
 }
 
 #endif
