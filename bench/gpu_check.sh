@@ -30,16 +30,29 @@ bert bf16 32 128"}
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
+  # the copy for the GPU machine: no libclang there (meson setup build/devnnc -Dclang=disabled -Dtests=false)
+  local dev_nnc=${DEV_NNC:-$ROOT/build/devnnc/compiler/nnc}
   rm -rf "$G" && mkdir -p "$G"
   while read -r m p _ _; do
     "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/${m}_$p" || exit 1
   done <<< "$CASES"
+  # the op families of tests/ops, for the GPU suite's checks (tests/gpu)
+  mkdir -p "$G/ops"
+  for f in "$ROOT"/tests/ops/*.lua; do
+    for p in f32 bf16; do
+      "$nnc" "$f" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/ops/$(basename "$f" .lua)_$p" || exit 1
+    done
+  done
+  # nnc itself for `tune` (the GPU machine has no Lua)
+  mkdir -p "$G/bin" && cp "$dev_nnc" "$G/bin/nnc" && cp "$(ldd "$dev_nnc" | awk '/liblua/ {print $3}')" "$G/bin/"
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
 run() {
-  local out=${OUT:-$G/out}
-  mkdir -p "$out"
+  # logs go to build/gpu/out; $OUT (the device tool's folder) gets only the
+  # table, the checks, GPT-2's kernel table and one tarball of every log
+  local out=$G/out
+  rm -rf "$out" && mkdir -p "$out"
   local sm=${ARCH#sm_}
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
   # build every folder of the cases in parallel
@@ -120,10 +133,38 @@ EOF
   cp "$out/table.md" "$ROOT/bench/gpu_results.md" 2>/dev/null || true
   # one file to carry back: every log
   tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz . 2>/dev/null || true
+  [ -z "${OUT:-}" ] || cp "$out/table.md" "$out/checks.txt" "$out/kernels_gpt2_bf16.txt" "$out/logs.tgz" "$OUT/"
+}
+
+# nnc --tune=measure on the GPU machine, which has no Lua: `generate` copies
+# nnc and its liblua there (build/gpu/bin); this compiles GPT-2 and BERT bf16
+# with measured implementations, checks and times them against the analytic
+# folders of `run`, and prints the choices.
+tune() {
+  local out=$G/out_tune bin=$G/bin
+  rm -rf "$out" && mkdir -p "$out"
+  export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  for m in ${TUNE_MODELS:-gpt2 bert}; do
+    local d=$G/${m}_bf16_tuned
+    ( time "$bin/nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision=bf16 --tune=measure \
+        --tune-file="$out/tuning.tsv" --explain -o "$d" ) > "$out/tune_$m.log" 2>&1 || { echo "$m: tune FAILED"; tail -5 "$out/tune_$m.log"; continue; }
+    grep -h "measured on" "$out/tune_$m.log" | sed 's/.*measured on/measured on/' | sort | uniq -c | sort -rn | head -8
+    grep -h "^real" "$out/tune_$m.log" | sed "s/^/$m compile with --tune=measure: /"
+    make -C "$d" -j16 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" > "$out/make_$m.log" 2>&1 || { echo "$m: build FAILED"; continue; }
+    dims="-d B=3 -d T=17"
+    "$d/bench_$m" --check $dims --runs 2 --warmup 1 2>&1 | grep "max relative error" | sed "s/^/$m tuned check: /"
+    local B=8 T=1024; [ "$m" = bert ] && B=32 T=128
+    for v in "$G/${m}_bf16" "$d"; do
+      [ -x "$v/bench_$m" ] || make -C "$v" -j16 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" > /dev/null 2>&1
+      echo "$(basename "$v") B=$B T=$T: $("$v/bench_$m" --json --runs 30 --warmup 5 -d B=$B -d T=$T | python3 -c 'import json,sys; print("%.3f ms" % json.loads(sys.stdin.read().strip().splitlines()[-1])["median_ms"])')"
+    done
+  done
+  [ -z "${OUT:-}" ] || cp "$out"/*.log "$out/tuning.tsv" "$OUT/" 2>/dev/null
 }
 
 case "${1:-}" in
   generate) generate ;;
   run) run ;;
-  *) echo "usage: bench/gpu_check.sh generate|run" >&2; exit 2 ;;
+  tune) tune ;;
+  *) echo "usage: bench/gpu_check.sh generate|run|tune" >&2; exit 2 ;;
 esac

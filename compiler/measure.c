@@ -273,7 +273,8 @@ static nnc_status choose(const nnc_emit_request *r, const nnc_kernel_variants *v
     for (int i = 0; i < v[k].n; i++) {
       double us = nnc_tuning_find(t, gpu, v[k].key, v[k].name[i]);
       if (us < 0) continue;
-      if (w < (int)sizeof why) w += snprintf(why + w, sizeof why - (size_t)w, " %s %.1f us,", v[k].name[i], us);
+      if (w < (int)sizeof why)
+        w += snprintf(why + w, sizeof why - (size_t)w, "%s %s %.1f us", best < 0 ? "" : ",", v[k].name[i], us);
       if (best < 0 || us < best_us) {
         best = i;
         best_us = us;

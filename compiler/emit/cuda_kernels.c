@@ -47,6 +47,7 @@ typedef struct gemm_plan {
   const char *lt_epi;  /* NNRT_EPI_* of the cuBLASLt call */
   bool lt_residual;    /* the residual rides cuBLASLt's C operand */
   int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
+  int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
   char why[200];
 } gemm_plan;
 
@@ -64,6 +65,13 @@ static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *
   if (!constant(s->N) || lt_residual) return 0;
   long long n = atoll(s->N), align = 16 / nnc_dtype_size(x->g->tensors[d->a].dtype);
   return n % align ? (int)((n + align - 1) / align * align) : 0;
+}
+
+/* The split of the columns into a multiple of 64 and the rest: into padded
+ * rows (both calls' outputs start 16-byte aligned), B as rows of K (the rest
+ * of B starts at a row), one call's batch. */
+static bool split_fits(const nnc_gemm_desc *d, const ec_gemm_shape *s, int pad) {
+  return pad && d->b_trans && s->first_inner == 0 && atoll(s->N) > 64;
 }
 
 /* nnc's GEMM takes bf16/f16 in and out alike, one batch stride per operand,
@@ -102,6 +110,10 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   } else if (strcmp(impl, "cublaslt-padded") == 0 && pad) {
     p->pad_n = pad;
     how = "measured";
+  } else if (strcmp(impl, "cublaslt-split") == 0 && split_fits(d, &p->s, pad)) {
+    p->pad_n = pad;
+    p->split_n = (int)(atoll(p->s.N) / 64 * 64);
+    how = "measured";
   } else if (strcmp(impl, "cublaslt") == 0) {
     how = "measured";
   } else {
@@ -114,7 +126,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     return NNC_OK;
   }
   bool widen = x->g->tensors[d->out].dtype != x->g->tensors[d->a].dtype;
-  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+           p->split_n ? " in two calls (N a multiple of 64, then the rest)" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
            p->post ? ", then an epilogue kernel" : "", how);
   return NNC_OK;
@@ -130,6 +143,7 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
   int pad = pad_of(x, d, &p.s, p.lt_residual);
   snprintf(v->name[v->n++], sizeof v->name[0], "%s", p.pad_n ? "cublaslt-padded" : "cublaslt");
   if (pad) snprintf(v->name[v->n++], sizeof v->name[0], "%s", p.pad_n ? "cublaslt" : "cublaslt-padded");
+  if (split_fits(d, &p.s, pad)) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-split");
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
   /* the key: sizes at the maxima, types and fusions */
@@ -327,8 +341,18 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
     }
     nnc_sb_printf(&body, "  g.alpha = %s;\n  g.epilogue = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
     nnc_sb_printf(&body, "  nnrt_error err = {};\n");
-    if (p.s.first_inner > 0) outer_loop(x, k, &p, ii, &body);
-    else nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+    if (p.s.first_inner > 0) {
+      outer_loop(x, k, &p, ii, &body);
+    } else if (p.split_n) {
+      nnc_sb_printf(&body, "  const int N0 = %d;   /* the columns in cuBLASLt's tiles of 64 */\n  g.N = N0;\n"
+                           "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n"
+                           "  g.N = N - N0;\n  g.B = (const %s *)g.B + (long long)N0 * K;\n  g.D = P + N0;\n",
+                    p.split_n, ki, cu_stype(x, d->b));
+      if (d->bias >= 0) nnc_sb_printf(&body, "  g.bias = (const %s *)g.bias + N0;\n", cu_stype(x, d->bias));
+      nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+    } else {
+      nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+    }
     if (p.pad_n) {
       char po[256];
       nnc_sb_printf(&body, "  if (M%s > 0)\n"
