@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages nnc needs to build and test, when missing.
 set -euo pipefail
 pkgs=(gcc make meson ninja-build pkg-config liblua5.4-dev lua5.4 libcmocka-dev
-      ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
+      ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclang-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

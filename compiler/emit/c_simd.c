@@ -10,6 +10,7 @@
 #include "c_simd.h"
 #include "embedded.h"
 #include "emit_targets.h"
+#include "validate.h"
 
 /* Every tensor the generated code touches is f32 or i32: the C SIMD target
  * computes in f32. */
@@ -105,6 +106,10 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st) st = ec_write_bench(&x, dir, err);
   if (!st) st = cs_write_build(&x, dir, err);
   if (!st) st = copy_embedded(dir, err);
+  /* a code-generation bug stops here, with its kernel, not in the user's build */
+  char src[80];
+  snprintf(src, sizeof src, "%s.c", x.p);
+  if (!st) st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
   ec_ctx_free(&x);
   return st;
 }
