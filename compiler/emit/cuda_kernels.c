@@ -83,13 +83,14 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
          constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 && act;
 }
 
-/* Measured on an H100 (bench/NOTES.md): cuBLASLt runs these GEMMs at about
- * 600 TFLOP/s, nnc's mma.sync GEMM at 150-230, so a LayerNorm kernel (about
- * 10 us for 8192x768) before cuBLASLt and an epilogue kernel after it beat the
- * fused kernel by 2-3x: the analytic rule always takes cuBLASLt, padding rows
- * of 1024 elements or more that are not 16-byte aligned (cuBLASLt's fast
- * kernels need aligned rows: the GPT-2 LM head, N = 50257, ran 5x slower).
- * impl (from --tune=measure) names another of gemm_variants' choices. */
+/* Measured on an H100 (bench/NOTES.md, nnc --tune=measure): cuBLASLt runs
+ * these GEMMs at about 600 TFLOP/s, nnc's mma.sync GEMM 3-4x slower even with
+ * the LayerNorm prologue and the epilogue fused, so the analytic rule always
+ * takes cuBLASLt. Rows of 1024 elements or more whose N is not a multiple of
+ * 8 are computed into padded rows and, where B is [N, K], in two calls: the
+ * columns up to a multiple of 64, then the rest (GPT-2's LM head, N = 50257:
+ * 6.5 ms in one call, 2.1 ms in two). impl (from --tune=measure) names
+ * another of gemm_variants' choices. */
 static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *impl, gemm_plan *p, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
   memset(p, 0, sizeof *p);
@@ -107,6 +108,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   const char *how = "by rule";
   if (!impl || !impl[0]) {
     if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
+    if (pad >= 1024 && split_fits(d, &p->s, pad)) p->split_n = (int)(atoll(p->s.N) / 64 * 64);
   } else if (strcmp(impl, "cublaslt-padded") == 0 && pad) {
     p->pad_n = pad;
     how = "measured";
@@ -141,9 +143,12 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
   memset(v, 0, sizeof *v);
   if (plan_gemm(x, k, NULL, &p, &e)) return;
   int pad = pad_of(x, d, &p.s, p.lt_residual);
-  snprintf(v->name[v->n++], sizeof v->name[0], "%s", p.pad_n ? "cublaslt-padded" : "cublaslt");
-  if (pad) snprintf(v->name[v->n++], sizeof v->name[0], "%s", p.pad_n ? "cublaslt" : "cublaslt-padded");
-  if (split_fits(d, &p.s, pad)) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-split");
+  /* the rule's choice first, then the other cuBLASLt ways */
+  const char *lt[3] = {"cublaslt", "cublaslt-padded", "cublaslt-split"};
+  int first = p.split_n ? 2 : p.pad_n ? 1 : 0, nlt = !pad ? 1 : split_fits(d, &p.s, pad) ? 3 : 2;
+  snprintf(v->name[v->n++], sizeof v->name[0], "%s", lt[first]);
+  for (int i = 0; i < nlt; i++)
+    if (i != first) snprintf(v->name[v->n++], sizeof v->name[0], "%s", lt[i]);
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
   /* the key: sizes at the maxima, types and fusions */
