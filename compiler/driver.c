@@ -25,6 +25,10 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && t.family == NNC_FAMILY_C_SIMD && strcmp(prec.name, "f32") != 0)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s computes and stores f32; expected "
                     "--precision=f32 (narrow storage and tf32 are for GPU targets)", prec.name, t.name);
+  /* Turing's tensor cores take f16 only: bf16 and tf32 arrived with sm_80 */
+  if (!st && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80 && (prec.storage == NNC_BF16 || prec.tf32))
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s has no %s tensor cores; expected "
+                    "--precision=f32 or f16 (or a cuda-sm80 target or newer)", prec.name, t.name, prec.name);
   if (!st && o->cuda_graphs && t.family != NNC_FAMILY_CUDA)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);

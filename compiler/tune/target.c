@@ -19,7 +19,7 @@ static const nnc_target_info targets[] = {
   /* plain C: one lane, the 16 registers the compiler has for scalars */
   {"c-generic", SIMD, "generic", "portable C, no intrinsics", true, 1, 16, 0, 0, false, NNC_DEVICE_NONE},
   {"cuda-sm70", CUDA, "sm_70", "CUDA, Volta (V100)", false, 0, 0, 0, 70, false, NNC_DEVICE_NONE},
-  {"cuda-sm75", CUDA, "sm_75", "CUDA, Turing (T4)", false, 0, 0, 0, 75, false, NNC_DEVICE_NONE},
+  {"cuda-sm75", CUDA, "sm_75", "CUDA, Turing (T4): f32 and f16", true, 0, 0, 0, 75, false, NNC_DEVICE_NONE},
   {"cuda-sm80", CUDA, "sm_80", "CUDA, Ampere (A100)", true, 0, 0, 0, 80, false, NNC_DEVICE_NONE},
   {"cuda-sm86", CUDA, "sm_86", "CUDA, Ampere (RTX 30, A10)", true, 0, 0, 0, 86, false, NNC_DEVICE_NONE},
   {"cuda-sm89", CUDA, "sm_89", "CUDA, Ada (RTX 40, L4)", true, 0, 0, 0, 89, false, NNC_DEVICE_NONE},
