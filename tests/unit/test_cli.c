@@ -106,8 +106,18 @@ static void test_targets(void **state) {
   char out[4096];
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm42 --emit=ir"), 6);
   assert_non_null(strstr(out, "unknown target \"cuda-sm42\"; known: c-simd"));
-  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm75 -o outdir"), 6);
-  assert_non_null(strstr(out, "target cuda-sm75: code generation is not available"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm70 -o outdir"), 6);
+  assert_non_null(strstr(out, "target cuda-sm70: code generation is not available"));
+  assert_false(exists("outdir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm75 --precision=bf16 -o outdir"), 6);
+  assert_non_null(strstr(out, "target cuda-sm75 has no bf16 tensor cores; expected --precision=f32 or f16"));
+  assert_false(exists("outdir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=c-simd --tune=measure -o outdir"), 1);
+  assert_non_null(strstr(out, "--tune=measure: expected a cuda-* target, found c-simd"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --tune=fast -o outdir"), 1);
+  assert_non_null(strstr(out, "--tune: expected analytic or measure, found \"fast\""));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --cuda-graphs -o outdir"), 1);
+  assert_non_null(strstr(out, "--cuda-graphs: expected a cuda-* target, found c-simd"));
   assert_false(exists("outdir"));
   /* narrow storage is for GPU targets; an unknown precision is a usage error */
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --precision=bf16 -o outdir"), 6);
