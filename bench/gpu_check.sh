@@ -36,6 +36,8 @@ generate() {
   while read -r m p _ _; do
     "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/${m}_$p" || exit 1
   done <<< "$CASES"
+  # GPT-2 bf16 with options.cuda_graphs on by default, for tests/gpu/graphs_check.sh
+  "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=bf16 --cuda-graphs -o "$G/gpt2_bf16_graphs" || exit 1
   # the op families of tests/ops, for the GPU suite's checks (tests/gpu)
   mkdir -p "$G/ops"
   for f in "$ROOT"/tests/ops/*.lua; do
@@ -79,6 +81,11 @@ run() {
   } | tee "$out/checks.txt"
   # where GPT-2's time goes: the harness's per-kernel table
   "$G/gpt2_bf16/bench_gpt2" -d B=8 -d T=1024 --runs 10 > "$out/kernels_gpt2_bf16.txt" 2>&1
+  # CUDA graphs: the same binary with each run replayed from a graph, or kernel by kernel
+  for g in off on; do
+    "$G/gpt2_bf16/bench_gpt2" --json --runs 30 --warmup 5 -d B=8 -d T=1024 --cuda-graphs $g > "$out/graphs_$g.json" 2> "$out/graphs_$g.err"
+  done
+  echo "gpt2 bf16 B=8 T=1024 median ms: CUDA graphs off $(grep -o '"median_ms": [^,]*' "$out/graphs_off.json" | cut -d' ' -f2), on $(grep -o '"median_ms": [^,]*' "$out/graphs_on.json" | cut -d' ' -f2)" | tee -a "$out/checks.txt"
   # timings: ours, then the peers with random weights of the same manifest
   while read -r m p B T; do
     b="$G/${m}_$p/bench_$m"

@@ -62,8 +62,17 @@ static nnc_status copy_embedded(const char *dir, nnc_error *err) {
   return NNC_OK;
 }
 
-static const char api_options[] =
-  "  int device;    /* CUDA device index; -1: $NNC_CUDA_DEVICE, else device 0 */\n";
+/* The fields of <model>_options; cuda_graphs's default is the --cuda-graphs
+ * nnc was given. */
+static void api_options(const nnc_emit_request *r, char *buf, size_t n) {
+  snprintf(buf, n,
+    "  int device;    /* CUDA device index; -1: $NNC_CUDA_DEVICE, else device 0 */\n"
+    "  int cuda_graphs;   /* 1: each run replays a CUDA graph of the model, captured on the\n"
+    "                        first run with the same dims and input/output buffers (one\n"
+    "                        launch instead of one per kernel); runs while profiling go\n"
+    "                        kernel by kernel. Default %d (nnc %s --cuda-graphs) */\n",
+    r->cuda_graphs ? 1 : 0, r->cuda_graphs ? "was given" : "was not given");
+}
 
 nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *err) {
   ec_ctx x;
@@ -71,8 +80,10 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   if (st) return st;
   x.device = true;
   x.isa = r->target->isa;
-  x.api_options = api_options;
-  char extra[4096];
+  char options[1024];
+  api_options(r, options, sizeof options);
+  x.api_options = options;
+  char extra[6144];
   snprintf(extra, sizeof extra,
     "/* Runs the model on device buffers (cudaMalloc'ed, the element types of\n"
     " * %s_inputs and %s_outputs) on stream, a cudaStream_t (NULL: the model's\n"
@@ -85,8 +96,15 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
     "/* Measures the GPU once (for the benchmark's roofline): a large device\n"
     " * copy's bandwidth in GB/s (bytes read + written) and a large GEMM's\n"
     " * GFLOP/s at the model's precision. */\n"
-    "int %s_device_peaks(%s_model *m, double *gflops, double *gbps);\n\n",
-    x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p);
+    "int %s_device_peaks(%s_model *m, double *gflops, double *gbps);\n\n"
+    "/* Switches CUDA graphs (options.cuda_graphs) on (on != 0) or off for the\n"
+    " * next runs. A graph is captured the first time a set of dims and\n"
+    " * input/output device pointers runs (a few ms), then replayed; the model\n"
+    " * keeps the last %d. Switching off keeps them for when graphs are back on;\n"
+    " * %s_destroy frees them. When the caller's stream is itself being\n"
+    " * captured, the kernels go into the caller's graph as they are. */\n"
+    "int %s_cuda_graphs(%s_model *m, int on);\n\n",
+    x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, CU_GRAPH_CACHE, x.p, x.p, x.p);
   x.api_extra = extra;
   st = layout_weights(&x, err);
   if (!st) st = check_io(&x, err);

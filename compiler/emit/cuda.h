@@ -27,6 +27,11 @@ nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse). */
 void cu_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
+/* How many instantiated CUDA graphs a model keeps (options.cuda_graphs):
+ * one per set of dims and input/output pointers, the least recently used
+ * replaced. */
+#define CU_GRAPH_CACHE 8
+
 nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
 nnc_status cu_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
 

@@ -76,7 +76,7 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
     "Link with `-l%s -lcublasLt -lcudart -lm -lpthread`.\n\n", p, p, p, p);
   nnc_sb_printf(&b,
     "## Use\n\nThe C API is in `%s.h`, every function documented there:\n\n"
-    "    %s_options o;\n    %s_options_default(&o);          /* device, max_<dim> */\n"
+    "    %s_options o;\n    %s_options_default(&o);          /* device, cuda_graphs, max_<dim> */\n"
     "    %s_model *m;\n    if (%s_create(&o, &m)) fail(%s_last_error(NULL));\n"
     "    if (%s_load_weights_file(m, \"model.safetensors\")) fail(%s_last_error(m));\n"
     "    %s_dims d = {...};  %s_inputs in = {...};  %s_outputs out = {...};\n"
@@ -94,18 +94,30 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
     "`weights_manifest.json` (F32, or F16/BF16), converted on load. An embedding id\n"
     "outside its table gives a row of NaN (the GPU cannot stop the run there).\n\n");
   nnc_sb_printf(&b,
-    "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [--warmup N] [-d SYM=VALUE] [--json] [--check]\n\n"
+    "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [--warmup N] [-d SYM=VALUE] [--json] [--check]\n"
+    "               [--cuda-graphs on|off]\n\n"
     "The timed runs use device buffers filled once, so they exclude host copies;\n"
     "each is timed from launch to the end of the stream. The per-kernel table comes\n"
     "from CUDA events; the roofline uses the GPU's rates measured at start (a device\n"
     "copy and a large GEMM at this precision). `--check` runs the model once on\n"
     "host buffers and compares with the float64 reference (check/); it exits 1\n"
     "above 1e-5 (f32, tf32: 1e-2) or 1e-2 (bf16, f16) max relative error.\n\n"
+    "## CUDA graphs\n\n"
+    "With `options.cuda_graphs` (here %d by default: nnc was%s given `--cuda-graphs`;\n"
+    "`%s_cuda_graphs(m, on)` switches it at run time) a run replays a CUDA graph\n"
+    "instead of launching its kernels one by one: the first run with a given set of\n"
+    "dims and input/output device pointers captures the kernels and instantiates the\n"
+    "graph (a few ms), later runs with the same set launch it in one call, on\n"
+    "whatever stream they are given. The model keeps the last %d graphs. It pays\n"
+    "when runs are short enough for the launches to show (small batches, decoding)\n"
+    "and the buffers are reused; profiled runs go kernel by kernel.\n"
+    "`bench_%s --cuda-graphs on|off` times either way, and `--json` says which.\n\n"
     "## Files\n\n"
     "`%s.cu` (forward() launches the kernels in order, each commented with its Lua\n"
     "line), `kernels/` (the CUDA templates), `runtime/` (libnnrt, `runtime/cuda/`\n"
     "its CUDA backend: devices, allocator, streams, cuBLASLt), `support/`, `check/`\n"
-    "and `%s_graph.c` (the reference, only in bench_%s).\n", p, p, p, p);
+    "and `%s_graph.c` (the reference, only in bench_%s).\n",
+    p, x->r->cuda_graphs ? 1 : 0, x->r->cuda_graphs ? "" : " not", p, CU_GRAPH_CACHE, p, p, p, p);
   nnc_status st = nnc_emit_write_sb(dir, "README.md", &b, err);
   nnc_sb_free(&b);
   return st;

@@ -32,7 +32,9 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     " * (%lld bytes at the maxima), weights in one device block at fixed offsets;\n"
     " * views alias their source; inputs and outputs are the caller's device\n"
     " * buffers (or this model's copies of the caller's host buffers). A kernel\n"
-    " * reaches them through run_args, passed by value. */\n",
+    " * reaches them through run_args, passed by value. With options.cuda_graphs\n"
+    " * launch() replays forward from a CUDA graph captured for the run's dims\n"
+    " * and buffers instead (replay(), after forward). */\n",
     p, p, model, x->r->target->name, x->isa, x->r->precision.name, s->nk, (long long)s->plan.peak);
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
                    "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n"
@@ -82,6 +84,19 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   if (!s->nk) nnc_sb_printf(b, "  {\"\", \"\", \"\", \"\"},\n");
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
+    "/* One captured forward (options.cuda_graphs): the run it was captured for\n"
+    " * and its instantiated graph. The arena, weights and workspaces are the\n"
+    " * model's for its lifetime, so dims and the caller's buffers are all that\n"
+    " * tells two runs' graphs apart. */\n"
+    "#define NGRAPHS %d\n"
+    "typedef struct graph_slot {\n"
+    "  cudaGraphExec_t exec;         /* NULL: the slot is free */\n"
+    "  %s_dims d;\n"
+    "  %s_inputs in;\n"
+    "  %s_outputs out;\n"
+    "  uint64_t used;                /* the model's graph_clock at its last launch */\n"
+    "} graph_slot;\n\n", CU_GRAPH_CACHE, p, p, p);
+  nnc_sb_printf(b,
     "struct %s_model {\n"
     "  int device;\n"
     "  cudaStream_t stream;          /* the model's own stream */\n"
@@ -100,9 +115,12 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  uint64_t ns[%d];\n"
     "  %s_dims last;\n"
     "  int has_run;\n"
+    "  int graphs;                   /* options.cuda_graphs, %s_cuda_graphs */\n"
+    "  graph_slot graph[NGRAPHS];\n"
+    "  uint64_t graph_clock;         /* counts graph launches, for eviction */\n"
     "  char err[512];\n"
     "};\n\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, p, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
-    s->nk ? s->nk : 1, p);
+    s->nk ? s->nk : 1, p, p);
   nnc_sb_printf(b,
     "/* What every kernel sees of a run, by value: device pointers and sizes. */\n"
     "typedef struct run_args {\n  unsigned char *arena;\n  unsigned char *weights;\n  %s_dims d;\n  %s_inputs in;\n"
@@ -157,6 +175,105 @@ static void forward(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  if (m->profile) cudaEventRecord(m->ev[NKERNELS], s);\n  return 0;\n}\n\n");
 }
 
+/* The CUDA graphs of options.cuda_graphs: same_run, capture and replay. */
+static void graphs(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p, *P = x->P;
+  /* a slot matches on every dim and every buffer the kernels read or write
+   * (a model without symbolic dims or inputs has a placeholder field there,
+   * which nothing reads and the caller may leave unset) */
+  nnc_sb_printf(b,
+    "/* Whether slot gs was captured for the run c: the same dims and buffers. */\n"
+    "static bool same_run(const graph_slot *gs, const run_args &c) {\n  return ");
+  int n = 0;
+  for (int i = 0; i < g->nsyms; i++, n++)
+    nnc_sb_printf(b, "%sgs->d.%s == c.d.%s", n ? " &&\n         " : "", x->sym[i], x->sym[i]);
+  for (int i = 0; i < g->ninputs; i++, n++)
+    nnc_sb_printf(b, "%sgs->in.%s == c.in.%s", n ? " &&\n         " : "", x->in_name[i], x->in_name[i]);
+  for (int i = 0; i < g->noutputs; i++, n++)
+    nnc_sb_printf(b, "%sgs->out.%s == c.out.%s", n ? " &&\n         " : "", x->out_name[i], x->out_name[i]);
+  if (!n) nnc_sb_printf(b, "true");
+  nnc_sb_printf(b, ";\n}\n\n");
+  nnc_sb_printf(b,
+    "/* Whether the caller is capturing stream s into a graph of their own: then\n"
+    " * forward's kernels go into it as they are, not a graph of ours. */\n"
+    "static bool caller_capturing(cudaStream_t s) {\n"
+    "  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;\n"
+    "  if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {\n"
+    "    (void)cudaGetLastError();   /* the launch reports a bad stream */\n"
+    "    return false;\n  }\n"
+    "  return cs != cudaStreamCaptureStatusNone;\n}\n\n");
+  nnc_sb_printf(b,
+    "/* Records forward for the run c into *graph. The capture runs on the model's\n"
+    " * own stream: capturing only records the launches (nothing runs and the\n"
+    " * stream's earlier work is no part of it), and the graph then runs on any\n"
+    " * stream, the legacy default stream included, which cannot be captured.\n"
+    " * Thread-local mode: only this thread's calls that would break a capture\n"
+    " * (a synchronization, cudaMalloc) are refused; forward makes none. */\n"
+    "static int capture(%s_model *m, const run_args &c, cudaGraph_t *graph) {\n"
+    "  *graph = NULL;\n"
+    "  cudaError_t ce = cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal);\n"
+    "  if (ce != cudaSuccess) {\n"
+    "    (void)cudaGetLastError();\n"
+    "    return fail(m, %s_E_DEVICE, \"capturing the CUDA graph of a run: cudaStreamBeginCapture: %%s\", cudaGetErrorString(ce));\n"
+    "  }\n"
+    "  int rc = forward(m, c, m->stream);\n"
+    "  /* ended whatever forward did: the stream must not stay in capture mode */\n"
+    "  ce = cudaStreamEndCapture(m->stream, graph);\n"
+    "  if (!rc && ce == cudaSuccess) return 0;\n"
+    "  if (*graph) cudaGraphDestroy(*graph);\n"
+    "  *graph = NULL;\n"
+    "  (void)cudaGetLastError();\n"
+    "  /* a kernel that refused its launch has said which (forward's message) */\n"
+    "  if (rc) return rc;\n"
+    "  return fail(m, %s_E_DEVICE, \"capturing the CUDA graph of a run: cudaStreamEndCapture: %%s\", cudaGetErrorString(ce));\n"
+    "}\n\n", p, P, P);
+  nnc_sb_printf(b,
+    "/* Runs the run c on stream s from its graph: the slot captured for the same\n"
+    " * dims and buffers, else a new capture in a free slot or in place of the\n"
+    " * least recently launched one. Replaying saves the launch of each kernel\n"
+    " * and the host work around it (arguments, cuBLASLt's plan lookup). */\n"
+    "static int replay(%s_model *m, const run_args &c, cudaStream_t s) {\n"
+    "  graph_slot *hit = NULL, *victim = &m->graph[0];\n"
+    "  for (int i = 0; i < NGRAPHS && !hit; i++) {\n"
+    "    graph_slot *gs = &m->graph[i];\n"
+    "    if (gs->exec && same_run(gs, c)) hit = gs;\n"
+    "    else if (victim->exec && (!gs->exec || gs->used < victim->used)) victim = gs;\n"
+    "  }\n"
+    "  if (!hit) {\n"
+    "    cudaGraph_t graph;\n"
+    "    int rc = capture(m, c, &graph);\n"
+    "    if (rc) return rc;\n"
+    "    hit = victim;\n"
+    "    if (hit->exec) {\n"
+    "      /* the evicted graph has the same kernels, mostly: updating its\n"
+    "       * parameters in place is cheaper than a new instantiation, which is\n"
+    "       * needed only when the kernels differ (cuBLASLt chose others) */\n"
+    "      cudaGraphExecUpdateResultInfo info;\n"
+    "      if (cudaGraphExecUpdate(hit->exec, graph, &info) != cudaSuccess) {\n"
+    "        (void)cudaGetLastError();\n"
+    "        cudaGraphExecDestroy(hit->exec);\n"
+    "        hit->exec = NULL;\n"
+    "      }\n"
+    "    }\n"
+    "    cudaError_t ce = hit->exec ? cudaSuccess : cudaGraphInstantiate(&hit->exec, graph, 0);\n"
+    "    cudaGraphDestroy(graph);   /* the instantiated graph is a copy */\n"
+    "    if (ce != cudaSuccess) {\n"
+    "      (void)cudaGetLastError();\n"
+    "      hit->exec = NULL;\n"
+    "      return fail(m, %s_E_DEVICE, \"instantiating the CUDA graph of a run: %%s\", cudaGetErrorString(ce));\n"
+    "    }\n"
+    "    hit->d = c.d;\n    hit->in = c.in;\n    hit->out = c.out;\n"
+    "  }\n"
+    "  hit->used = ++m->graph_clock;\n"
+    "  cudaError_t ce = cudaGraphLaunch(hit->exec, s);\n"
+    "  if (ce != cudaSuccess) {\n"
+    "    (void)cudaGetLastError();\n"
+    "    return fail(m, %s_E_DEVICE, \"launching the CUDA graph of a run: %%s\", cudaGetErrorString(ce));\n"
+    "  }\n"
+    "  return 0;\n}\n\n", p, P, P);
+}
+
 /* Bytes of input i (output i) at the sizes d, for the host copies. */
 static void io_bytes(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
@@ -187,7 +304,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "/* ------------------------------------------------------------ the API */\n\n");
   nnc_sb_printf(b, "static thread_local char create_error[512];\n\n");
   nnc_sb_printf(b, "void %s_options_default(%s_options *o) {\n  if (!o) return;\n  memset(o, 0, sizeof *o);\n"
-                   "  o->device = -1;\n}\n\n", p, p);
+                   "  o->device = -1;\n  o->cuda_graphs = %d;   /* nnc %s --cuda-graphs */\n}\n\n", p, p,
+                x->r->cuda_graphs ? 1 : 0, x->r->cuda_graphs ? "was given" : "was not given");
   ec_emit_arena_need(x, b);
   nnc_sb ws;
   nnc_sb_init(&ws);
@@ -233,6 +351,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  %s_model *m = (%s_model *)calloc(1, sizeof *m);\n"
     "  if (!m) {\n    snprintf(create_error, sizeof create_error, \"%s_create: out of memory\");\n    return %s_E_NOMEM;\n  }\n"
     "  m->device = dev;\n"
+    "  m->graphs = o->cuda_graphs != 0;\n"
     "  memcpy(m->max, max, sizeof m->max);\n"
     "  rc = nnrt_cuda_stream_create(&m->stream, &e);\n"
     "  if (!rc) rc = nnrt_cuda_alloc_create(&m->alloc, &e);\n"
@@ -255,6 +374,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "void %s_destroy(%s_model *m) {\n"
     "  if (!m) return;\n"
     "  if (m->stream) cudaStreamSynchronize(m->stream);\n"
+    "  /* a graph still running on another stream is freed when it completes */\n"
+    "  for (int i = 0; i < NGRAPHS; i++)\n"
+    "    if (m->graph[i].exec) cudaGraphExecDestroy(m->graph[i].exec);\n"
     "  for (int i = 0; i <= NKERNELS; i++) nnrt_cuda_event_destroy(m->ev[i]);\n"
     "  nnrt_cuda_blas_destroy(m->blas);\n"
     "  nnrt_cuda_alloc_destroy(m->alloc);\n"
@@ -323,10 +445,12 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     p, p, P, P, p, P, p, P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
-    "/* Runs forward on device buffers on stream s. */\n"
+    "/* Runs forward on device buffers on stream s: from its CUDA graph when\n"
+    " * graphs are on, else (or while profiling: the graph would not record the\n"
+    " * events) kernel by kernel. */\n"
     "static int launch(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s) {\n"
     "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n"
-    "  int rc = forward(m, c, s);\n"
+    "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, s) : forward(m, c, s);\n"
     "  if (!rc) {\n    m->last = *d;\n    m->has_run = 1;\n  }\n"
     "  return rc;\n}\n\n", p, p, p, p);
   nnc_sb_printf(b,
@@ -388,6 +512,10 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  m->profile = on != 0;\n"
     "  memset(m->ns, 0, sizeof m->ns);\n"
     "  return 0;\n}\n\n"
+    "int %s_cuda_graphs(%s_model *m, int on) {\n"
+    "  if (!m) return %s_E_ARG;\n"
+    "  m->graphs = on != 0;\n"
+    "  return 0;\n}\n\n"
     "int %s_kernel_count(void) { return NKERNELS; }\n\n"
     "int %s_kernel_info_at(const %s_model *m, int i, %s_kernel_info *out) {\n"
     "  if (!m || !out || i < 0 || i >= NKERNELS) return %s_E_ARG;\n"
@@ -400,7 +528,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  if (m->has_run) kernel_cost(i, &m->last, &out->flops, &out->bytes);\n"
     "  return 0;\n}\n\n"
     "size_t %s_arena_bytes(const %s_model *m) { return m ? arena_need(m->max) : 0; }\n",
-    p, p, P, p, p, p, p, P, p, p);
+    p, p, P, p, p, P, p, p, p, p, P, p, p);
 }
 
 nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {
@@ -410,6 +538,7 @@ nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_status st = cu_emit_kernels(x, &b, err);
   if (!st) {
     forward(x, &b);
+    graphs(x, &b);
     api(x, &b);
   }
   char name[128];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "emit_c.h"
+#include "opencl.h"
 
 #define EXPR 512
 
@@ -173,6 +174,11 @@ static void device_adapters(const ec_ctx *x, nnc_sb *b) {
   for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(b, "  o.%s = dev_out[%d];\n", x->out_name[i], i);
   nnc_sb_printf(b, "  int rc = %s_run_device(m, &d, &i, &o, NULL);\n  return rc ? rc : %s_sync(m);\n}\n\n", p, p);
   nnc_sb_printf(b, "static int b_peaks(void *m, double *gflops, double *gbps) { return %s_device_peaks(m, gflops, gbps); }\n\n", p);
+  nnc_sb_printf(b, "/* --cuda-graphs on|off (on 1 or 0; -1 leaves options.cuda_graphs): whether\n"
+                   " * graphs are on then, or -1 when the model refused. */\n"
+                   "static int b_cuda_graphs(void *m, int on) {\n"
+                   "  if (on >= 0) {\n    if (%s_cuda_graphs(m, on)) return -1;\n    graphs_on = on;\n  }\n"
+                   "  return graphs_on;\n}\n\n", p);
   if (!x->r->probe) return;
   nnc_sb_printf(b, "/* The probe's timing of every implementation (in %s.cu). */\n"
                    "int %s_tune(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, FILE *report);\n\n"
@@ -254,6 +260,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   if (!g->nparams) nnc_sb_printf(&b, "  {\"\", NNRT_F32, 0, {0}},\n");
   nnc_sb_printf(&b, "};\n\n");
   /* adapters */
+  if (x->device)
+    nnc_sb_printf(&b, "/* Whether the model replays CUDA graphs: options.cuda_graphs, then --cuda-graphs. */\n"
+                      "static int graphs_on;\n\n");
   nnc_sb_printf(&b,
     "static int b_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n%s"
     "  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n  return rc;\n}\n"
@@ -268,7 +277,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  memset(k, 0, sizeof *k);\n  if (%s_kernel_info_at(m, i, &info)) return;\n"
     "  k->name = info.name;\n  k->where = info.where;\n  k->kind = info.kind;\n  k->ops = info.ops;\n"
     "  k->ns = info.ns;\n  k->flops = info.flops;\n  k->bytes = info.bytes;\n}\n\n",
-    p, p, x->device ? "  (void)threads;   /* a GPU model has no host threads */\n" : "  o.threads = threads;\n",
+    p, p,
+    x->device ? "  (void)threads;   /* a GPU model has no host threads */\n  graphs_on = o.cuda_graphs != 0;\n"
+              : "  o.threads = threads;\n",
     p, p, p, p, p, p, p, p, p, p);
   nnc_sb_printf(&b, "static void dims_of(const int64_t *sym, %s_dims *d) {\n  memset(d, 0, sizeof *d);\n  (void)sym;\n", p);
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "  d->%s = sym[%d];\n", x->sym[i], i);
@@ -301,7 +312,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     }
   }
   nnc_sb_printf(&b, "}\n\n");
+  bool ocl = x->r->target->family == NNC_FAMILY_OPENCL;
   if (x->device) device_adapters(x, &b);
+  else if (ocl) ocl_bench_adapters(x, &b);
   nnc_sb_printf(&b,
     "int main(int argc, char **argv) {\n"
     "  static const nnc_bench_model md = {\n"
@@ -312,12 +325,13 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  };\n"
     "  return nnc_bench_main(&md, argc, argv);\n}\n",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
-    !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL,   /* f32 tolerance, no device */"
+    ocl        ? "\n    0, b_stage, b_run_staged, NULL, 0, NULL, NULL,   /* f32 tolerance, OpenCL buffers */"
+    : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"
     : x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* bf16 storage: 1e-2 */"
     : x->r->precision.storage == NNC_F16  ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* f16 storage: 1e-2 */"
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
                                           : "\n    0, b_stage, b_run_staged, b_peaks, 0,",
-    !x->device ? "" : x->r->probe ? "\n    b_tune," : "\n    NULL,");
+    !x->device ? "" : x->r->probe ? "\n    b_tune, b_cuda_graphs," : "\n    NULL, b_cuda_graphs,");
   nnc_uses_free(&u);
   char name[128];
   snprintf(name, sizeof name, "bench_%s.c", p);

@@ -12,6 +12,7 @@
 #include "embedded.h"
 #include "emit_targets.h"
 #include "opencl.h"
+#include "validate.h"
 
 const char *ocl_type(const ocl_ctx *o, int t) { return o->x.g->tensors[t].dtype == NNC_I32 ? "int" : "float"; }
 
@@ -119,6 +120,27 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
   nnc_sb_init(&o->host);
   o->x.isa = r->target->isa;
   o->x.api_options = api_options;
+  char extra[4096];
+  const char *p = o->x.p;
+  snprintf(extra, sizeof extra,
+    "/* Runs the model on OpenCL buffers, with no copy to or from the host: in[i] and\n"
+    " * out[i] are cl_mem buffers (passed as void *) of the model's context\n"
+    " * (%s_cl_context), in the order of the fields of %s_inputs and %s_outputs,\n"
+    " * each at least as large as that field at the sizes d. Does not wait for the\n"
+    " * device: the outputs are ready once %s_sync returns. %s_run does the same on\n"
+    " * host buffers and waits. */\n"
+    "int %s_run_device(%s_model *m, const %s_dims *d, void *const *in, void *const *out);\n\n"
+    "/* Waits for the model's queue; reports a failure of the device during the runs. */\n"
+    "int %s_sync(%s_model *m);\n\n"
+    "/* The model's cl_context and cl_command_queue (as void *), for making the\n"
+    " * buffers of %s_run_device and ordering work around its runs. */\n"
+    "void *%s_cl_context(const %s_model *m);\n"
+    "void *%s_cl_queue(const %s_model *m);\n\n"
+    "/* The options %s_create built the program with: the GEMM tiles it picked for\n"
+    " * the device (-DT<list>_VW=...; see README.md). \"\" before a create succeeded. */\n"
+    "const char *%s_build_options(const %s_model *m);\n\n",
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+  o->x.api_extra = extra;
   st = check_types(&o->x, err);
   if (!st) st = layout_weights(&o->x, err);
   if (!st) st = make_slots(o, err);
@@ -130,10 +152,17 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st) st = ec_write_manifest(&o->x, dir, err);
   if (!st) st = ocl_write_build(o, dir, err);
   if (!st) st = copy_embedded(dir, err);
+  /* a code-generation bug stops here, with its kernel, not in the user's build */
+  char src[80];
+  snprintf(src, sizeof src, "%s.cl", o->x.p);
+  if (!st) st = nnc_validate_file(dir, src, NNC_LANG_OPENCL12, err);
   nnc_sb_free(&o->cl);
   nnc_sb_free(&o->host);
   free(o->slot_of);
   free(o->slot_root);
+  free(o->tl);
+  free(o->tl_of);
+  free(o->gc);
   ec_ctx_free(&o->x);
   free(o);
   return st;

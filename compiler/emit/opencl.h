@@ -12,13 +12,34 @@
  * sub-buffer of the arena or of the weights buffer at the tensor's planned
  * offset (the plan aligns offsets to 256 bytes), or the device copy of an
  * input or output. Such a buffer is a "slot": slot_of[t] for the tensor t
- * (views share their root's slot). */
+ * (views share their root's slot).
+ *
+ * GEMM tiles are chosen twice by the same rule (compiler/tune/tune_opencl.c):
+ * at compile time for the target's device class, and by the model's create
+ * for the device it opens, from the candidate lists written into <model>.c;
+ * the program is built with the pick as -D options. */
 #ifndef NNC_OPENCL_EMIT_H
 #define NNC_OPENCL_EMIT_H
 
+#include "../tune/tune_opencl.h"
 #include "emit_c.h"
 
 #define OCL_MAX_KERNELS 4096
+
+/* A distinct list of GEMM tile candidates (tune_opencl.h): the GEMM kernels
+ * of one shape share it, and create picks one tile for all of them from the
+ * device; their program text names the pick T<list>_VW, _WM, ... */
+typedef struct ocl_tile_list {
+  nnc_ocl_gemm_tile c[NNC_OCL_MAX_CANDIDATES];
+  int n;
+  int pick;          /* the compile-time choice, for the class defaults */
+} ocl_tile_list;
+
+/* One copy of gemm.cl in the program; GEMM kernels whose macros agree share it. */
+typedef struct ocl_gemm_copy {
+  char key[96];      /* the macros that make it: tile list, B layout, activation, prologue */
+  int kstats, kgemm; /* indices of its OpenCL kernels (kstats -1 without a prologue) */
+} ocl_gemm_copy;
 
 typedef struct ocl_ctx {
   ec_ctx x;
@@ -30,6 +51,11 @@ typedef struct ocl_ctx {
   const char *kname[OCL_MAX_KERNELS];   /* OpenCL kernel names, in m->kern order */
   char kbuf[OCL_MAX_KERNELS][24];
   int nkern;
+  ocl_tile_list *tl;   /* the GEMM tile lists */
+  int ntl;
+  int *tl_of;          /* per schedule kernel: its tile list, or -1 */
+  ocl_gemm_copy *gc;   /* the copies of gemm.cl */
+  int ngc;
 } ocl_ctx;
 
 /* The OpenCL C type of tensor t: "float" or "int". */
@@ -46,7 +72,15 @@ nnc_status ocl_emit_kernels(ocl_ctx *o, nnc_error *err);
  * non-last-axis softmax kernel. */
 nnc_status ocl_emit_loop_kernel(ocl_ctx *o, int k, nnc_error *err);
 
+/* Fills o->tl, o->ntl and o->tl_of from the tuner's candidates. */
+nnc_status ocl_gemm_tile_lists(ocl_ctx *o, nnc_error *err);
+
 nnc_status ocl_write_model(ocl_ctx *o, const char *dir, nnc_error *err);
 nnc_status ocl_write_build(const ocl_ctx *o, const char *dir, nnc_error *err);
+
+/* bench_<model>.c's device hooks for an OpenCL model (emit_c_bench.c calls
+ * it): the inputs copied once to cl_mem buffers of the model's context, and
+ * runs on them through <model>_run_device that wait for the queue. */
+void ocl_bench_adapters(const ec_ctx *x, nnc_sb *b);
 
 #endif

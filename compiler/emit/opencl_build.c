@@ -1,5 +1,6 @@
 /* compiler/emit/opencl_build.c — the Makefile of an OpenCL output folder
- * (a C compiler and -lOpenCL, nothing of nnc) and its README. */
+ * (a C compiler and -lOpenCL, nothing of nnc), its README, and the device
+ * hooks of its benchmark. */
 #include <stdio.h>
 #include <string.h>
 
@@ -67,10 +68,34 @@ static nnc_status write_readme(const ocl_ctx *o, const char *dir, nnc_error *err
     "`$NNC_OPENCL_DEVICE`, else the first GPU, else the first device) and builds `%s.cl`\n"
     "(embedded in `%s.c`; binaries are cached under `$NNC_OPENCL_CACHE`, `$XDG_CACHE_HOME/nnc`\n"
     "or `~/.cache/nnc`). `%s_run` copies the inputs to the device, runs, and copies the\n"
-    "outputs back.\n\n"
+    "outputs back; `%s_run_device` runs on `cl_mem` buffers of the model's context\n"
+    "(`%s_cl_context`) without copies and without waiting (`%s_sync` waits).\n\n",
+    p, p, p, p, p, p, p, p, p, p, p, p);
+  const nnc_opencl_desc *d = &o->x.r->target->opencl;
+  nnc_sb_printf(&b,
+    "## What is chosen where\n\n"
+    "- When nnc compiled the model (target `%s`, a %s device class): the kernels and what\n"
+    "  each fuses, the memory plan, and for every GEMM the way of `gemm.cl` (%s) and a list\n"
+    "  of tile candidates from nnc's tile rule, best first, each with what it needs of the\n"
+    "  device. They are the `tiles_<n>` tables near the top of `%s.c`; `compiled` marks the\n"
+    "  rule's choice for the class defaults (%lld KiB local memory, work-groups of %d,\n"
+    "  %d compute units, float vectors of %d), which `nnc --explain` prints.\n"
+    "- When `%s_create` opens the device: it reads `CL_DEVICE_LOCAL_MEM_SIZE`,\n"
+    "  `CL_DEVICE_MAX_WORK_GROUP_SIZE`, `CL_DEVICE_MAX_COMPUTE_UNITS` and\n"
+    "  `CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT`, takes for each list the first candidate\n"
+    "  the device meets (so a GPU with less local memory, or a CPU driver with a smaller\n"
+    "  work-group limit, gets the tile the same rule gives for it), and builds `%s.cl` with\n"
+    "  the picks as `-DT<list>_VW=... -DT<list>_WM=...` (`%s_build_options` shows them).\n"
+    "- At each run: the global sizes, from the run's dims and the picked tiles.\n\n",
+    o->x.r->target->name, d->device == NNC_DEVICE_CPU ? "CPU" : "GPU",
+    d->device == NNC_DEVICE_CPU ? "the CPU way: packed panels, vectors of floats in registers"
+                                : "the GPU way: local-memory tiles, a block of C a work-item",
+    p, (long long)(d->local_mem >> 10), d->max_work_group, d->compute_units, d->preferred_vector_width, p, p, p);
+  nnc_sb_printf(&b,
     "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [-d SYM=VALUE] [--check]\n\n"
-    "`--check` compares one run with the float64 reference (check/) at 1e-5.\n",
-    p, p, p, p, p, p, p, p, p, p);
+    "`--check` compares one run with the float64 reference (check/) at 1e-5. Timed runs use\n"
+    "`%s_run_device` on inputs copied to the device once; the kernel table's times come\n"
+    "from OpenCL profiling events.\n", p, p);
   nnc_status st = nnc_emit_write_sb(dir, "README.md", &b, err);
   nnc_sb_free(&b);
   return st;
@@ -80,4 +105,39 @@ nnc_status ocl_write_build(const ocl_ctx *o, const char *dir, nnc_error *err) {
   nnc_status st = write_makefile(o, dir, err);
   if (!st) st = write_readme(o, dir, err);
   return st;
+}
+
+void ocl_bench_adapters(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p;
+  nnc_sb_printf(b,
+    "/* OpenCL buffers of the model's context holding the inputs, and room for the outputs,\n"
+    " * made once by b_stage: the timed runs then exclude the host copies. */\n"
+    "#include <CL/cl.h>\n\n"
+    "static cl_mem dev_in[%d], dev_out[%d];\n\n"
+    "static int b_stage(void *m, const int64_t *sym, void *const *in) {\n"
+    "  int64_t ni[%d], no[%d];\n  b_elems(sym, ni, no);\n"
+    "  cl_context ctx = (cl_context)%s_cl_context(m);\n"
+    "  cl_command_queue q = (cl_command_queue)%s_cl_queue(m);\n"
+    "  cl_int e = CL_SUCCESS;\n"
+    "  for (int i = 0; i < %d; i++) {\n"
+    "    if (!dev_in[i]) dev_in[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)ni[i] * 4 + 4, NULL, &e);\n"
+    "    if (!dev_in[i] || e != CL_SUCCESS) return 1;\n"
+    "    if (ni[i] && clEnqueueWriteBuffer(q, dev_in[i], CL_TRUE, 0, (size_t)ni[i] * 4, in[i], 0, NULL, NULL) != CL_SUCCESS)\n"
+    "      return 1;\n"
+    "  }\n"
+    "  for (int i = 0; i < %d; i++) {\n"
+    "    if (!dev_out[i]) dev_out[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)no[i] * 4 + 4, NULL, &e);\n"
+    "    if (!dev_out[i] || e != CL_SUCCESS) return 1;\n"
+    "  }\n"
+    "  return 0;\n}\n\n",
+    g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, p, p, g->ninputs,
+    g->noutputs);
+  nnc_sb_printf(b,
+    "static int b_run_staged(void *m, const int64_t *sym) {\n  %s_dims d;\n  dims_of(sym, &d);\n"
+    "  void *in[%d], *out[%d];\n"
+    "  for (int i = 0; i < %d; i++) in[i] = dev_in[i];\n"
+    "  for (int i = 0; i < %d; i++) out[i] = dev_out[i];\n"
+    "  int rc = %s_run_device(m, &d, in, out);\n  return rc ? rc : %s_sync(m);\n}\n\n",
+    p, g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, p, p);
 }

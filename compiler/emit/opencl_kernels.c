@@ -8,6 +8,7 @@
  * its kernels renamed to k<i>_<name>, so every kernel is specialised and the
  * model still builds one program. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "embedded.h"
@@ -69,20 +70,6 @@ static nnc_status paste(ocl_ctx *o, const char *file, const char *defs, const ch
   return NNC_OK;
 }
 
-/* Element offsets of A, B, C and the residual: a matmul whose outer batch
- * dims broadcast differently in A and B runs one call per outer index. */
-static const char *const gemm_rep[] = {
-  "__global const nnc_t *A, long lda", "__global const nnc_t *A, long a_off, long lda",
-  "__global const nnc_t *B, long ldb", "__global const nnc_t *B, long b_off, long ldb",
-  "__global nnc_t *C, long ldc", "__global nnc_t *C, long c_off, long ldc",
-  "__global const nnc_t *residual, long ldr", "__global const nnc_t *residual, long r_off, long ldr",
-  "A + b * stride_a", "A + a_off + b * stride_a",
-  "A += b * stride_a;", "A += a_off + b * stride_a;",
-  "B += b * stride_b;", "B += b_off + b * stride_b;",
-  "C += b * stride_c;", "C += c_off + b * stride_c;",
-  "residual[b * stride_r", "residual[r_off + b * stride_r",
-};
-
 static int act_code(const nnc_gemm_desc *d) {
   switch (d->act) {
   case NNC_OP_NONE: return 0;
@@ -116,6 +103,71 @@ static void arg_mem(ocl_ctx *o, int t) {
 
 /* ------------------------------------------------------------------ GEMM */
 
+nnc_status ocl_gemm_tile_lists(ocl_ctx *o, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  int nk = x->s->nk ? x->s->nk : 1;
+  o->tl = calloc((size_t)nk, sizeof *o->tl);
+  o->tl_of = malloc((size_t)nk * sizeof *o->tl_of);
+  o->gc = calloc((size_t)nk, sizeof *o->gc);
+  if (!o->tl || !o->tl_of || !o->gc) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  for (int k = 0; k < x->s->nk; k++) {
+    o->tl_of[k] = -1;
+    if (x->s->k[k].kind != NNC_KERNEL_GEMM) continue;
+    ocl_tile_list *l = &o->tl[o->ntl];
+    memset(l, 0, sizeof *l);
+    l->n = nnc_opencl_gemm_candidates(x->r->target, x->s, k, l->c);
+    l->pick = nnc_opencl_gemm_pick(l->c, l->n, &x->r->target->opencl);
+    int same = -1;
+    for (int i = 0; i < o->ntl && same < 0; i++)
+      if (o->tl[i].n == l->n && memcmp(o->tl[i].c, l->c, (size_t)l->n * sizeof *l->c) == 0) same = i;
+    o->tl_of[k] = same >= 0 ? same : o->ntl++;
+  }
+  return NNC_OK;
+}
+
+/* The copy of gemm.cl with these macros: the one already in the program, or
+ * a new one (kernel ki names its kernels). */
+static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int act, int pro, bool b_trans, const ocl_gemm_copy **out,
+                            nnc_error *err) {
+  char key[96];
+  snprintf(key, sizeof key, "T%d B_TRANS=%d ACT=%d PROLOGUE=%d", list, b_trans ? 1 : 0, act, pro);
+  for (int i = 0; i < o->ngc; i++)
+    if (strcmp(o->gc[i].key, key) == 0) {
+      *out = &o->gc[i];
+      return NNC_OK;
+    }
+  const ocl_tile_list *l = &o->tl[list];
+  const nnc_ocl_gemm_tile *c = &l->c[l->pick];
+  char defs[1024], tiles[256];
+  if (c->cpu)
+    snprintf(tiles, sizeof tiles, "#define NNC_GEMM_CPU 1\n#define NNC_VW T%d_VW\n#define NNC_MR T%d_WM\n#define NNC_NR T%d_WN\n"
+                                  "#define NNC_KC T%d_KC\n#define NNC_LM T%d_LM\n#define NNC_LN T%d_LN\n",
+             list, list, list, list, list, list);
+  else
+    snprintf(tiles, sizeof tiles, "#define NNC_GEMM_CPU 0\n#define NNC_TM (T%d_LM * T%d_WM)\n#define NNC_TN (T%d_LN * T%d_WN)\n"
+                                  "#define NNC_TK T%d_KC\n#define NNC_WM T%d_WM\n#define NNC_WN T%d_WN\n",
+             list, list, list, list, list, list, list);
+  snprintf(defs, sizeof defs,
+           "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d; later GEMM "
+           "kernels with the same macros run this copy too */\n%s"
+           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG 64\n"
+           "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
+           ki, list, act, pro, tiles, b_trans ? 1 : 0, act, pro, ki, ki);
+  nnc_status st = paste(o, "gemm.cl", defs,
+                        "NNC_GEMM_CPU NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_GEMM_ARGS NNC_GEMM_STORE "
+                        "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_KB NNC_LX NNC_LY NNC_NT "
+                        "NNC_VW NNC_MR NNC_NR NNC_KC NNC_LM NNC_LN NNC_CAT_ NNC_CAT NNC_VF NNC_VLDF NNC_VSTF NNC_VLDG NNC_VSTG "
+                        "NNC_NV NNC_GM NNC_GN NNC_VLD_PART NNC_JOBS nnc_gemm nnc_gemm_row_stats",
+                        NULL, 0, err);
+  if (st) return st;
+  ocl_gemm_copy *g = &o->gc[o->ngc++];
+  snprintf(g->key, sizeof g->key, "%s", key);
+  g->kstats = pro ? ocl_kernel(o, "k%d_stats", ki) : -1;
+  g->kgemm = ocl_kernel(o, "k%d_gemm", ki);
+  *out = g;
+  return NNC_OK;
+}
+
 static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   const ec_ctx *x = &o->x;
   const nnc_kernel *k = &x->s->k[ki];
@@ -126,45 +178,13 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   if (act < 0)
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM's epilogue %s has no OpenCL activation code",
                       x->r->target->name, nnc_op_info_of(d->act)->name);
-  int tm = 32, tn = 32, tk = 8;
-  if (x->r->tiles) {
-    const nnc_tile *t = &x->r->tiles[ki];
-    if ((t->block_m == 16 || t->block_m == 32 || t->block_m == 64) &&
-        (t->block_n == 16 || t->block_n == 32 || t->block_n == 64) && (t->block_m / 4) * (t->block_n / 4) <= 256 &&
-        (t->block_k == 4 || t->block_k == 8 || t->block_k == 16)) {
-      tm = t->block_m;
-      tn = t->block_n;
-      tk = t->block_k;
-    }
-  }
-  int wg = row_group(o, ki);
   int pro = d->prologue == NNC_NORM_LAYER ? 1 : d->prologue == NNC_NORM_RMS ? 2 : 0;
-  char defs[1024];
-  snprintf(defs, sizeof defs,
-           "/* kernel %d: GEMM, tiles %dx%dx%d, activation %d, prologue %d */\n"
-           "#define NNC_TM %d\n#define NNC_TN %d\n#define NNC_TK %d\n#define NNC_WM 4\n#define NNC_WN 4\n"
-           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %d\n"
-           "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
-           ki, tm, tn, tk, act, pro, tm, tn, tk, d->b_trans ? 1 : 0, act, pro, wg, ki, ki);
-  /* On a CPU device (fp64 at half the f32 rate) the products are summed in
-   * double: f32 sums over K = 3072 left GPT-2's logits 4e-5 from the
-   * float64 reference. A GPU keeps f32 sums. */
-  const char *rep[sizeof gemm_rep / sizeof *gemm_rep + 4];
-  int nrep = (int)(sizeof gemm_rep / sizeof *gemm_rep / 2);
-  memcpy(rep, gemm_rep, sizeof gemm_rep);
-  if (x->isa && strcmp(x->isa, "cpu") == 0) {
-    rep[2 * nrep] = "float acc[NNC_WM][NNC_WN];";
-    rep[2 * nrep + 1] = "double acc[NNC_WM][NNC_WN];";
-    rep[2 * nrep + 2] = "acc[i][j] = fma(a[i], bv[j], acc[i][j]);";
-    rep[2 * nrep + 3] = "acc[i][j] = fma((double)a[i], (double)bv[j], acc[i][j]);";
-    nrep += 2;
-  }
-  nnc_status st = paste(o, "gemm.cl", defs,
-                        "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_LX NNC_LY "
-                        "NNC_NT nnc_gemm nnc_gemm_row_stats", rep, nrep, err);
+  int list = o->tl_of[ki];
+  const ocl_tile_list *l = &o->tl[list];
+  bool cpu = l->c[0].cpu != 0;
+  const ocl_gemm_copy *gc = NULL;
+  nnc_status st = gemm_copy(o, ki, list, act, pro, d->b_trans, &gc, err);
   if (st) return st;
-  int kstats = pro ? ocl_kernel(o, "k%d_stats", ki) : -1;
-  int kgemm = ocl_kernel(o, "k%d_gemm", ki);
   char batch[EXPR], outer[EXPR], lit[64], dim[EXPR], st_[EXPR];
   ec_dims_product(x, d->out, s.first_inner, s.nb, batch, sizeof batch);
   ec_dims_product(x, d->out, 0, s.first_inner, outer, sizeof outer);
@@ -173,6 +193,15 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   host_head(o, ki);
   nnc_sb_printf(h, "  const long long M = %s, N = %s, K = %s, batch = %s, outer = %s;\n", s.M, s.N, s.K, batch, outer);
   nnc_sb_printf(h, "  if (M == 0 || N == 0 || batch == 0) return 0;\n");
+  nnc_sb_printf(h, "  const gemm_tile *t = &tile_lists[%d].c[m->tile[%d]];   /* picked at create */\n"
+                   "  const long long gm = t->lm * t->wm, gn = t->ln * t->wn;\n", list, list);
+  if (cpu)
+    nnc_sb_printf(h, "  /* the CPU way: dimension 0 walks M */\n"
+                     "  const size_t global[3] = {(size_t)((M + gm - 1) / gm * t->lm), (size_t)((N + gn - 1) / gn * t->ln), (size_t)batch};\n"
+                     "  const size_t local[3] = {(size_t)t->lm, (size_t)t->ln, 1};\n");
+  else
+    nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((N + gn - 1) / gn * t->ln), (size_t)((M + gm - 1) / gm * t->lm), (size_t)batch};\n"
+                     "  const size_t local[3] = {(size_t)t->ln, (size_t)t->lm, 1};\n");
   if (s.first_inner > 0)
     nnc_sb_printf(h, "  /* the batch dims before the last %d broadcast differently in A and B: a call per index */\n",
                   s.nb - s.first_inner);
@@ -193,18 +222,17 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   nnc_sb_printf(h, "    const long long a_off = oa * M * K, b_off = ob * K * N, c_off = o * batch * M * N;\n"
                    "    cl_kernel kn;\n    int rc = 0;\n    a = 0;\n");
   if (pro) {
-    nnc_sb_printf(h, "    kn = m->kern[%d];   /* the rows' statistics for the %s prologue */\n", kstats,
+    nnc_sb_printf(h, "    kn = m->kern[%d];   /* the rows' statistics for the %s prologue */\n", gc->kstats,
                   pro == 1 ? "LayerNorm" : "RMSNorm");
     nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(K);\n");
     arg_mem(o, d->a);
     nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n    ARG_FLOAT(%s);\n    ARG_STATS();\n",
                   sa ? "M * K" : "0", ec_literal(d->norm_eps, false, lit, sizeof lit));
     nnc_sb_printf(h, "    if (e) return arg_failed(m, %d, e);\n", ki);
-    nnc_sb_printf(h, "    const size_t sglobal[2] = {(size_t)M * %d, (size_t)batch}, slocal[2] = {%d, 1};\n"
-                     "    rc = launch(m, %d, kn, 2, sglobal, slocal);\n    if (rc) return rc;\n    a = 0;\n",
-                  wg, wg, ki);
+    nnc_sb_printf(h, "    const size_t sglobal[2] = {(size_t)M * 64, (size_t)batch}, slocal[2] = {64, 1};\n"
+                     "    rc = launch(m, %d, kn, 2, sglobal, slocal);\n    if (rc) return rc;\n    a = 0;\n", ki);
   }
-  nnc_sb_printf(h, "    kn = m->kern[%d];\n", kgemm);
+  nnc_sb_printf(h, "    kn = m->kern[%d];\n", gc->kgemm);
   nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(N);\n    ARG_INT(K);\n");
   arg_mem(o, d->a);
   nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n", sa ? "M * K" : "0");
@@ -224,10 +252,7 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
     nnc_sb_printf(h, "    ARG_NULL();\n    ARG_NULL();\n    ARG_NULL();\n");
   }
   nnc_sb_printf(h, "    if (e) return arg_failed(m, %d, e);\n", ki);
-  nnc_sb_printf(h, "    const size_t global[3] = {(size_t)((N + %d) / %d * %d), (size_t)((M + %d) / %d * %d), (size_t)batch};\n"
-                   "    const size_t local[3] = {%d, %d, 1};\n    rc = launch(m, %d, kn, 3, global, local);\n"
-                   "    if (rc) return rc;\n  }\n  return 0;\n}\n\n",
-                tn - 1, tn, tn / 4, tm - 1, tm, tm / 4, tn / 4, tm / 4, ki);
+  nnc_sb_printf(h, "    rc = launch(m, %d, kn, 3, global, local);\n    if (rc) return rc;\n  }\n  return 0;\n}\n\n", ki);
   return NNC_OK;
 }
 
@@ -254,9 +279,15 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   const nnc_tensor *v = &g->tensors[a->v];
   if (q->shape[r - 1].nsym == 0 && q->shape[r - 1].k >= 1) dmax = q->shape[r - 1].k;
   if (v->shape[r - 1].nsym == 0 && v->shape[r - 1].k >= 1) dvmax = v->shape[r - 1].k;
+  /* constant head dims of whole float8 vectors: rows as vectors; a CPU
+   * device stages 64 keys a step (fewer barriers, which split a PoCL group's
+   * loop), a GPU 16 (local memory) */
+  bool vec = q->shape[r - 1].nsym == 0 && v->shape[r - 1].nsym == 0 && dmax % 8 == 0 && dvmax % 8 == 0;
+  int bk = x->r->target->opencl.device == NNC_DEVICE_CPU ? 64 : 16;
   char defs[512];
-  snprintf(defs, sizeof defs, "/* kernel %d: attention */\n#define NNC_BQ 16\n#define NNC_BK 16\n#define NNC_D_MAX %lld\n"
-                              "#define NNC_DV_MAX %lld\n#define nnc_attention k%d_attention\n", ki, dmax, dvmax, ki);
+  snprintf(defs, sizeof defs, "/* kernel %d: attention */\n#define NNC_BQ 16\n#define NNC_BK %d\n#define NNC_D_MAX %lld\n"
+                              "#define NNC_DV_MAX %lld\n#define NNC_ATT_VEC %d\n#define nnc_attention k%d_attention\n",
+           ki, bk, dmax, dvmax, vec ? 1 : 0, ki);
   bool mask_i32 = a->mask >= 0 && g->tensors[a->mask].dtype == NNC_I32;
   /* every operand gets an element offset: a folded head split reads q, k
    * and v inside the fused projection's output */
@@ -271,7 +302,8 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
     "out + b * o_sb", "out + o_off + b * o_sb",
     "__global const nnc_t *mask", "__global const int *mask",
   };
-  nnc_status st = paste(o, "attention.cl", defs, "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX nnc_attention", rep,
+  nnc_status st = paste(o, "attention.cl", defs,
+                        "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX NNC_ATT_VEC NNC_ATT_LD8 NNC_ATT_ST8 nnc_attention", rep,
                         mask_i32 ? 9 : 8, err);
   if (st) return st;
   int kk = ocl_kernel(o, "k%d_attention", ki);

@@ -26,13 +26,17 @@ static void fill_info(nnrt_cl_device_info *o, int p, int i, cl_platform_id pid, 
   dev_string(d, CL_DEVICE_NAME, o->name, sizeof o->name);
   dev_string(d, CL_DRIVER_VERSION, o->driver, sizeof o->driver);
   dev_string(d, CL_DEVICE_VERSION, o->version, sizeof o->version);
-  /* A failed query leaves a field at zero: these are informative only. */
+  /* A failed query leaves a field at zero: the fields are informative, and a
+   * model's tile choice treats zero as a device that has none of it. */
   clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof o->type, &o->type, NULL);
   clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof o->compute_units, &o->compute_units,
                   NULL);
   clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof o->global_mem, &o->global_mem, NULL);
   clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof o->max_work_group,
                   &o->max_work_group, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof o->local_mem, &o->local_mem, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof o->preferred_vector,
+                  &o->preferred_vector, NULL);
 }
 
 nnrt_status nnrt_cl_devices(nnrt_cl_device_info *out, int cap, int *count, nnrt_error *err) {

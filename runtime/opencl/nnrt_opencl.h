@@ -75,6 +75,8 @@ typedef struct nnrt_cl_device_info {
   cl_uint compute_units;
   cl_ulong global_mem;        /* bytes */
   size_t max_work_group;
+  cl_ulong local_mem;         /* CL_DEVICE_LOCAL_MEM_SIZE, bytes */
+  cl_uint preferred_vector;   /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT */
 } nnrt_cl_device_info;
 
 /* Every device of every platform, platform by platform, into out[0..cap);

@@ -7,9 +7,12 @@
  *   NNC_BK      keys per block staged in local memory (16)
  *   NNC_D_MAX   largest D the kernel accepts (128): sizes private and local arrays
  *   NNC_DV_MAX  largest Dv (128)
+ *   NNC_ATT_VEC 1: D == NNC_D_MAX and Dv == NNC_DV_MAX, both multiples of 8:
+ *               rows move and multiply as float8 vectors, which a CPU driver
+ *               turns into vector instructions (0)
  * Global size (ceil(T/BQ) * BQ, heads, batch), local size (BQ, 1, 1).
- * The host must keep D <= NNC_D_MAX and Dv <= NNC_DV_MAX: the kernel cannot
- * report an error. */
+ * The host must keep D <= NNC_D_MAX and Dv <= NNC_DV_MAX (equal with
+ * NNC_ATT_VEC): the kernel cannot report an error. */
 #ifndef NNC_BQ
 #define NNC_BQ 16
 #endif
@@ -21,6 +24,19 @@
 #endif
 #ifndef NNC_DV_MAX
 #define NNC_DV_MAX 128
+#endif
+#ifndef NNC_ATT_VEC
+#define NNC_ATT_VEC 0
+#endif
+#if NNC_ATT_VEC && (NNC_D_MAX % 8 != 0 || NNC_DV_MAX % 8 != 0)
+#error "NNC_ATT_VEC needs NNC_D_MAX and NNC_DV_MAX multiples of 8"
+#endif
+#ifdef NNC_F16
+#define NNC_ATT_LD8(p) vload_half8(0, p)
+#define NNC_ATT_ST8(x, p) vstore_half8(x, 0, p)
+#else
+#define NNC_ATT_LD8(p) vload8(0, p)
+#define NNC_ATT_ST8(x, p) vstore8(x, 0, p)
 #endif
 
 /* Element (b, h, i, d) of q is at q[b*q_sb + h*q_sh + i*q_st + d], likewise
@@ -46,9 +62,15 @@ void nnc_attention(int T, int S, int D, int Dv,
   k += b * k_sb + h * k_sh;
   v += b * v_sb + h * v_sh;
 
+#if NNC_ATT_VEC
+  float8 qi[NNC_D_MAX / 8], acc[NNC_DV_MAX / 8];
+  for (int d = 0; d < NNC_D_MAX / 8; ++d) qi[d] = live ? NNC_ATT_LD8(q + (long)i * q_st + 8 * d) * scale : (float8)(0.0f);
+  for (int d = 0; d < NNC_DV_MAX / 8; ++d) acc[d] = (float8)(0.0f);
+#else
   float qi[NNC_D_MAX], acc[NNC_DV_MAX];
   for (int d = 0; d < D; ++d) qi[d] = live ? NNC_LD(q[(long)i * q_st + d]) * scale : 0.0f;
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
+#endif
   float m = -INFINITY, l = 0.0f;
 
   /* keys past the group's last query (causal) are masked for all of it */
@@ -61,6 +83,16 @@ void nnc_attention(int T, int S, int D, int Dv,
 
   for (int j0 = 0; j0 < send; j0 += NNC_BK) {
     const int nk = min(NNC_BK, send - j0);
+#if NNC_ATT_VEC
+    for (int e = lid; e < nk * (NNC_D_MAX / 8); e += NNC_BQ) {
+      const int jj = e / (NNC_D_MAX / 8), d = e % (NNC_D_MAX / 8);
+      vstore8(NNC_ATT_LD8(k + (long)(j0 + jj) * k_st + 8 * d), d, Ks[jj]);
+    }
+    for (int e = lid; e < nk * (NNC_DV_MAX / 8); e += NNC_BQ) {
+      const int jj = e / (NNC_DV_MAX / 8), d = e % (NNC_DV_MAX / 8);
+      vstore8(NNC_ATT_LD8(v + (long)(j0 + jj) * v_st + 8 * d), d, Vs[jj]);
+    }
+#else
     for (int e = lid; e < nk * D; e += NNC_BQ) {
       const int jj = e / D, d = e % D;
       Ks[jj][d] = NNC_LD(k[(long)(j0 + jj) * k_st + d]);
@@ -69,6 +101,7 @@ void nnc_attention(int T, int S, int D, int Dv,
       const int jj = e / Dv, d = e % Dv;
       Vs[jj][d] = NNC_LD(v[(long)(j0 + jj) * v_st + d]);
     }
+#endif
     for (int jj = lid; jj < nk; jj += NNC_BQ)
       Keep[jj] = mask ? NNC_LD(mask[b * mask_sb + j0 + jj]) != 0.0f : 1;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -78,8 +111,16 @@ void nnc_attention(int T, int S, int D, int Dv,
     for (int jj = 0; jj < nk; ++jj) {
       s[jj] = -INFINITY;
       if (live && Keep[jj] && j0 + jj <= jlim) {
+#if NNC_ATT_VEC
+        float8 d8 = (float8)(0.0f);
+        for (int d = 0; d < NNC_D_MAX / 8; ++d) d8 = fma(qi[d], vload8(d, Ks[jj]), d8);
+        const float4 d4 = d8.lo + d8.hi;
+        const float2 d2 = d4.lo + d4.hi;
+        const float dot = d2.x + d2.y;
+#else
         float dot = 0.0f;
         for (int d = 0; d < D; ++d) dot = fma(qi[d], Ks[jj][d], dot);
+#endif
         s[jj] = dot;
         bm = fmax(bm, dot);
       }
@@ -88,6 +129,15 @@ void nnc_attention(int T, int S, int D, int Dv,
       const float mn = fmax(m, bm);
       const float corr = exp(m - mn); /* 0 while m is still -inf */
       l *= corr;
+#if NNC_ATT_VEC
+      for (int d = 0; d < NNC_DV_MAX / 8; ++d) acc[d] *= corr;
+      for (int jj = 0; jj < nk; ++jj) {
+        if (s[jj] == -INFINITY) continue;
+        const float p = exp(s[jj] - mn);
+        l += p;
+        for (int d = 0; d < NNC_DV_MAX / 8; ++d) acc[d] = fma((float8)(p), vload8(d, Vs[jj]), acc[d]);
+      }
+#else
       for (int d = 0; d < Dv; ++d) acc[d] *= corr;
       for (int jj = 0; jj < nk; ++jj) {
         if (s[jj] == -INFINITY) continue;
@@ -95,6 +145,7 @@ void nnc_attention(int T, int S, int D, int Dv,
         l += p;
         for (int d = 0; d < Dv; ++d) acc[d] = fma(p, Vs[jj][d], acc[d]);
       }
+#endif
       m = mn;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -103,5 +154,9 @@ void nnc_attention(int T, int S, int D, int Dv,
   if (!live) return;
   __global nnc_t *o = out + b * o_sb + h * o_sh + (long)i * o_st;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#if NNC_ATT_VEC
+  for (int d = 0; d < NNC_DV_MAX / 8; ++d) NNC_ATT_ST8(acc[d] * inv, o + 8 * d);
+#else
   for (int d = 0; d < Dv; ++d) o[d] = NNC_ST(acc[d] * inv);
+#endif
 }

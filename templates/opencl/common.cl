@@ -45,6 +45,18 @@ inline float nnc_act(int act, float x) {
   }
 }
 
+/* The activation act (a constant) of x, a float or a vector of floats: the
+ * built-in functions take vectors, so a vector epilogue computes its
+ * activation a vector at a time. */
+#define NNC_ACT_V(act, x)                                                                         \
+  ((act) == NNC_ACT_RELU        ? fmax((x), 0.0f)                                                 \
+   : (act) == NNC_ACT_GELU_ERF  ? 0.5f * (x) * (1.0f + erf((x) * 0.70710678118654752f))           \
+   : (act) == NNC_ACT_GELU_TANH ? 0.5f * (x) * (1.0f + tanh(0.79788456080286536f * ((x) + 0.044715f * (x) * (x) * (x)))) \
+   : (act) == NNC_ACT_SILU      ? (x) / (1.0f + exp(-(x)))                                        \
+   : (act) == NNC_ACT_SIGMOID   ? 1.0f / (1.0f + exp(-(x)))                                       \
+   : (act) == NNC_ACT_TANH      ? tanh(x)                                                         \
+                                : (x))
+
 /* Sum of v over the work-group's n items (n a power of two, scratch holds
  * n floats); every item of the group must call it, and every item gets the
  * sum. The trailing barrier lets the caller reuse scratch at once. */

@@ -6,12 +6,15 @@
  * device error code and a message that says so, not crash. What the
  * generated code computes is checked on a GPU by bench/gpu_check.sh. The
  * emitter's own checks (f16 inputs, the precision in the code) are checked
- * here too. */
+ * here too, and so is what CUDA graphs (--cuda-graphs) need of every folder:
+ * nothing that forward() runs may synchronize or allocate, which would break
+ * a stream capture. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,32 +47,105 @@ static bool file_has(const char *path, const char *needle) {
   return strstr(buf, needle) != NULL;
 }
 
-static nnc_status emit(const char *model, const char *target, const char *precision, const char *const *defs, int nd,
-                       const char *out, nnc_error *err) {
+static nnc_status emit_graphs(const char *model, const char *target, const char *precision, const char *const *defs,
+                              int nd, bool graphs, const char *out, nnc_error *err) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
   nnc_build_opts o = {.model = path, .target = target, .defines = defs, .ndefines = nd, .precision = precision,
-                      .out_dir = out};
+                      .out_dir = out, .cuda_graphs = graphs};
   return nnc_build(&o, err);
 }
 
-/* Emits, builds with nvcc for the target's architecture, and runs the
- * benchmark, which must report that there is no GPU (exit 1, E_DEVICE). */
-static void build(const char *model, const char *name, const char *target, const char *precision,
-                  const char *const *defs, int nd) {
+static nnc_status emit(const char *model, const char *target, const char *precision, const char *const *defs, int nd,
+                       const char *out, nnc_error *err) {
+  return emit_graphs(model, target, precision, defs, nd, false, out, err);
+}
+
+/* The first of the calls that break a stream capture (they synchronize or
+ * allocate) found in s, or NULL. */
+static const char *capture_breaker(const char *s) {
+  static const char *const calls[] = {"cudaMalloc", "cudaFree", "Synchronize(", "cudaMemcpy(", "cudaMemset(",
+                                      "cudaMemcpy2D(", "cudaStreamQuery", "cudaEventQuery", "nnrt_cuda_malloc",
+                                      "nnrt_cuda_free", "cudaHostAlloc", "cudaDeviceSetLimit"};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+    if (strstr(s, calls[i])) return calls[i];
+  return NULL;
+}
+
+static char *read_all(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
+    buf[fread(buf, 1, (size_t)n, f)] = 0;
+  }
+  fclose(f);
+  return buf;
+}
+
+/* What forward() runs in folder out, model name: the kernel launchers and
+ * forward in <name>.cu (from run_args to the graph code after forward) and
+ * the templates under kernels/, whose host wrappers the launchers call.
+ * None may synchronize or allocate: with options.cuda_graphs forward runs
+ * inside a capture. */
+static void check_capturable(const char *out, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.cu", out, name);
+  char *cu = read_all(path);
+  assert_non_null(cu);
+  char *from = strstr(cu, "typedef struct run_args"), *to = strstr(cu, "static bool same_run");
+  assert_non_null(from);
+  assert_non_null(to);
+  assert_true(from < to);
+  *to = 0;
+  const char *bad = capture_breaker(from);
+  if (bad) fprintf(stderr, "%s: forward or a launcher calls %s\n", path, bad);
+  assert_null(bad);
+  free(cu);
+  snprintf(path, sizeof path, "%s/kernels", out);
+  DIR *d = opendir(path);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strstr(e->d_name, ".cuh")) continue;
+    snprintf(path, sizeof path, "%s/kernels/%s", out, e->d_name);
+    char *t = read_all(path);
+    assert_non_null(t);
+    bad = capture_breaker(t);
+    if (bad) fprintf(stderr, "%s calls %s\n", path, bad);
+    free(t);
+    assert_null(bad);
+    n++;
+  }
+  closedir(d);
+  assert_true(n > 0);
+}
+
+/* Emits (with options.cuda_graphs on by default when graphs), builds with
+ * nvcc for the target's architecture, and runs the benchmark with
+ * bench_args, which must report that there is no GPU (exit 1, E_DEVICE). */
+static void build_graphs(const char *model, const char *name, const char *target, const char *precision,
+                         const char *const *defs, int nd, bool graphs, const char *bench_args) {
   char out[512];
   nnc_error err = {0};
-  snprintf(out, sizeof out, "%s/%s_%s_%s", work, name, target, precision);
-  nnc_status st = emit(model, target, precision, defs, nd, out, &err);
+  snprintf(out, sizeof out, "%s/%s_%s_%s%s", work, name, target, precision, graphs ? "_graphs" : "");
+  nnc_status st = emit_graphs(model, target, precision, defs, nd, graphs, out, &err);
   if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
   assert_int_equal(st, NNC_OK);
+  check_capturable(out, name);
   assert_int_equal(sh("make -s -C %s -j2 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
   if (sh("nvidia-smi -L > /dev/null 2>&1") == 0) return;   /* a GPU here: gpu_check.sh runs it */
-  assert_int_equal(sh("cd %s && ./bench_%s --runs 1 > run.log 2>&1", out, name), 1);
+  assert_int_equal(sh("cd %s && ./bench_%s --runs 1 %s > run.log 2>&1", out, name, bench_args), 1);
   char log[600];
   snprintf(log, sizeof log, "%s/run.log", out);
   if (!file_has(log, "CUDA device")) sh("cat %s", log);
   assert_true(file_has(log, "CUDA device"));
+}
+
+static void build(const char *model, const char *name, const char *target, const char *precision,
+                  const char *const *defs, int nd) {
+  build_graphs(model, name, target, precision, defs, nd, false, "");
 }
 
 static bool have_nvcc(void) { return sh("command -v nvcc > /dev/null 2>&1") == 0; }
@@ -94,8 +170,12 @@ static void test_models(void **state) {
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_bf16/gpt2.cu", work);
   assert_true(file_has(p, "precision bf16"));
   assert_true(file_has(p, "nnrt_cuda_gemm_run(m->blas, &g, s, &err)"));
-  assert_true(file_has(p, "/* cuBLASLt after a norm kernel */"));
-  assert_true(file_has(p, "/* cuBLASLt after a norm kernel into rows padded to 16 bytes, copied */"));
+  assert_true(file_has(p, "/* cuBLASLt after a norm kernel (by rule) */"));
+  /* the LM head: padded rows, widened to the f32 logits by the copy (the output cast folded) */
+  assert_true(file_has(p, "/* cuBLASLt after a norm kernel in two calls (N a multiple of 64, then the rest) into rows "
+                          "padded to 16 bytes, copied as f32 (by rule) */"));
+  assert_true(file_has(p, "const int N0 = 1984;"));
+  assert_true(file_has(p, "nnc_unpad_rows<<<M, NNC_UNPAD_THREADS, 0, s>>>(c.out.logits, P, N, ldp);"));
   assert_true(file_has(p, "nnc_cuda_attention(a, s, &e)"));
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm90_bf16/Makefile", work);
   assert_true(file_has(p, "ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"));
@@ -122,6 +202,58 @@ static void test_ops(void **state) {
     assert_int_equal(access(path, R_OK), 0);
     build(model, ops[i], "cuda-sm80", "bf16", NULL, 0);
   }
+}
+
+/* --cuda-graphs: GPT-2 with options.cuda_graphs on by default builds for
+ * sm80 and sm90 and its benchmark takes --cuda-graphs on|off; the graph
+ * cache is keyed on every dim and buffer; a folder without the flag
+ * defaults to off. Replays are checked on a GPU (tests/gpu/test_graphs.c). */
+static void test_graphs(void **state) {
+  (void)state;
+  const char *gpt2[] = {"layers=2", "vocab=2001", "ctx=64"};
+  char out[512], p[600];
+  nnc_error err = {0};
+  /* nnc refuses the flag for a target without CUDA graphs */
+  snprintf(out, sizeof out, "%s/graphs_c", work);
+  assert_int_equal(emit_graphs("models/gpt2.lua", "c-generic", NULL, gpt2, 3, true, out, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "--cuda-graphs: expected a cuda-* target, found c-generic"));
+  assert_int_equal(access(out, F_OK), -1);
+  /* without the flag: the option is there, off by default */
+  snprintf(out, sizeof out, "%s/graphs_off", work);
+  assert_int_equal(emit("models/gpt2.lua", "cuda-sm80", "bf16", gpt2, 3, out, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_true(file_has(p, "  o->cuda_graphs = 0;   /* nnc was not given --cuda-graphs */\n"));
+  snprintf(p, sizeof p, "%s/README.md", out);
+  assert_true(file_has(p, "With `options.cuda_graphs` (here 0 by default: nnc was not given `--cuda-graphs`;"));
+  if (!have_nvcc()) {
+    skip();
+    return;
+  }
+  build_graphs("models/gpt2.lua", "gpt2", "cuda-sm80", "bf16", gpt2, 3, true, "--cuda-graphs on");
+  build_graphs("models/gpt2.lua", "gpt2", "cuda-sm90", "bf16", gpt2, 3, true, "--cuda-graphs off");
+  snprintf(out, sizeof out, "%s/gpt2_cuda-sm90_bf16_graphs", work);
+  snprintf(p, sizeof p, "%s/gpt2.h", out);
+  assert_true(file_has(p, "  int cuda_graphs;   /* 1: each run replays a CUDA graph of the model"));
+  assert_true(file_has(p, "int gpt2_cuda_graphs(gpt2_model *m, int on);"));
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_true(file_has(p, "  o->cuda_graphs = 1;   /* nnc was given --cuda-graphs */\n"));
+  assert_true(file_has(p, "  m->graphs = o->cuda_graphs != 0;\n"));
+  assert_true(file_has(p, "  return gs->d.B == c.d.B &&\n         gs->d.T == c.d.T &&\n"
+                          "         gs->in.ids == c.in.ids &&\n         gs->out.logits == c.out.logits;\n"));
+  assert_true(file_has(p, "cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal)"));
+  assert_true(file_has(p, "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, s) : forward(m, c, s);\n"));
+  assert_true(file_has(p, "    if (m->graph[i].exec) cudaGraphExecDestroy(m->graph[i].exec);\n"));
+  snprintf(p, sizeof p, "%s/bench_gpt2.c", out);
+  assert_true(file_has(p, "    NULL, b_cuda_graphs,\n"));
+  snprintf(p, sizeof p, "%s/README.md", out);
+  assert_true(file_has(p, "With `options.cuda_graphs` (here 1 by default: nnc was given `--cuda-graphs`;"));
+  /* the harness's option: a bad value is a usage error (2) before any device */
+  assert_int_equal(sh("cd %s && ./bench_gpt2 --cuda-graphs maybe > usage.log 2>&1", out), 2);
+  snprintf(p, sizeof p, "%s/usage.log", out);
+  assert_true(file_has(p, "bench_gpt2: --cuda-graphs: expected on or off, found \"maybe\""));
+  assert_int_equal(sh("cd %s && ./bench_gpt2 --help > help.log 2>&1", out), 0);
+  snprintf(p, sizeof p, "%s/help.log", out);
+  assert_true(file_has(p, "[--cuda-graphs on|off]"));
 }
 
 static void test_emitter_errors(void **state) {
@@ -157,6 +289,7 @@ int main(void) {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_models),
     cmocka_unit_test(test_ops),
+    cmocka_unit_test(test_graphs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

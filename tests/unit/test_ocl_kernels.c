@@ -246,14 +246,24 @@ typedef struct gemm_case {
   const char *tiles;          /* extra -D options, or "" */
 } gemm_case;
 
+/* The integer after "NAME=" in s, or def. */
+static int macro(const char *s, const char *name, int def) {
+  char key[64];
+  snprintf(key, sizeof key, "%s=", name);
+  const char *at = strstr(s, key);
+  return at ? atoi(at + strlen(key)) : def;
+}
+
 static double run_gemm(const gemm_case *c) {
   const int M = c->M, N = c->N, K = c->K, nb = c->batch;
   const ptrdiff_t lda = K + 3, ldb = (c->b_trans ? K : N) + 2, ldc = N + 1, ldr = N + 4;
   const ptrdiff_t sa = (ptrdiff_t)M * lda + 5;
   const ptrdiff_t sb = c->stride_b0 ? 0 : (ptrdiff_t)(c->b_trans ? N : K) * ldb + 1;
   const ptrdiff_t sc = (ptrdiff_t)M * ldc + 2, sr = (ptrdiff_t)M * ldr;
-  const size_t na = (size_t)(sa * nb), nbb = (size_t)(c->stride_b0 ? (c->b_trans ? N : K) * ldb : sb * nb);
-  const size_t nc = (size_t)(sc * nb), nr = (size_t)(sr * nb);
+  /* every operand starts a few elements into its buffer (the kernels' *_off) */
+  const ptrdiff_t oa = 3, ob = 5, oc = 7, orr = 2;
+  const size_t na = (size_t)(oa + sa * nb), nbb = (size_t)(ob + (c->stride_b0 ? (c->b_trans ? N : K) * ldb : sb * nb));
+  const size_t nc = (size_t)(oc + sc * nb), nr = (size_t)(orr + sr * nb);
   float *A = frand(na), *B = frand(nbb), *C = fnan(nc), *bias = frand((size_t)N);
   float *R = frand(nr), *gam = frand((size_t)K), *bet = frand((size_t)K);
   cl_mem dA = upload(A, na), dB = upload(B, nbb), dC = upload(C, nc), dbias = upload(bias, (size_t)N);
@@ -270,8 +280,8 @@ static double run_gemm(const gemm_case *c) {
     dstats = clCreateBuffer(g.ctx, CL_MEM_READ_WRITE, (size_t)(2 * M * nb) * sizeof(float) + 4, NULL, &e);
     assert_int_equal(e, CL_SUCCESS);
     cl_kernel ks = kernel(p, "nnc_gemm_row_stats");
-    arg_i(ks, 0, M); arg_i(ks, 1, K); arg_m(ks, 2, dA); arg_l(ks, 3, lda); arg_l(ks, 4, sa);
-    arg_f(ks, 5, eps); arg_m(ks, 6, dstats);
+    arg_i(ks, 0, M); arg_i(ks, 1, K); arg_m(ks, 2, dA); arg_l(ks, 3, oa); arg_l(ks, 4, lda); arg_l(ks, 5, sa);
+    arg_f(ks, 6, eps); arg_m(ks, 7, dstats);
     size_t gs[2] = {(size_t)M * 256, (size_t)nb}, ls[2] = {256, 1};
     launch(ks, 2, gs, ls);
     clReleaseKernel(ks);
@@ -279,22 +289,32 @@ static double run_gemm(const gemm_case *c) {
   cl_kernel k = kernel(p, "nnc_gemm");
   size_t wg[3];
   assert_int_equal(clGetKernelWorkGroupInfo(k, g.dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof wg, wg, NULL), CL_SUCCESS);
-  /* the tile is the compiled local size times the work per item */
-  int wm = 4, wn = 4;
-  const char *s;
-  if ((s = strstr(c->tiles, "NNC_WM="))) wm = atoi(s + 7);
-  if ((s = strstr(c->tiles, "NNC_WN="))) wn = atoi(s + 7);
-  const size_t TM = wg[1] * (size_t)wm, TN = wg[0] * (size_t)wn;
+  /* the tile is the compiled local size times the work per item; the GPU
+   * way's dimension 0 walks N, the CPU way's M */
+  const int cpu = macro(c->tiles, "NNC_GEMM_CPU", 0);
+  const int vw = macro(c->tiles, "NNC_VW", 8);
+  const int wm = macro(c->tiles, cpu ? "NNC_MR" : "NNC_WM", cpu ? 6 : 4);
+  const int wn = macro(c->tiles, cpu ? "NNC_NR" : "NNC_WN", cpu ? 2 * vw : 4);
   int a = 0;
   arg_i(k, a++, M); arg_i(k, a++, N); arg_i(k, a++, K);
-  arg_m(k, a++, dA); arg_l(k, a++, lda); arg_l(k, a++, sa);
-  arg_m(k, a++, dB); arg_l(k, a++, ldb); arg_l(k, a++, sb);
-  arg_m(k, a++, dC); arg_l(k, a++, ldc); arg_l(k, a++, sc);
+  arg_m(k, a++, dA); arg_l(k, a++, oa); arg_l(k, a++, lda); arg_l(k, a++, sa);
+  arg_m(k, a++, dB); arg_l(k, a++, ob); arg_l(k, a++, ldb); arg_l(k, a++, sb);
+  arg_m(k, a++, dC); arg_l(k, a++, oc); arg_l(k, a++, ldc); arg_l(k, a++, sc);
   arg_f(k, a++, c->alpha); arg_m(k, a++, c->bias ? dbias : NULL);
-  arg_m(k, a++, c->residual ? dR : NULL); arg_l(k, a++, ldr); arg_l(k, a++, sr);
+  arg_m(k, a++, c->residual ? dR : NULL); arg_l(k, a++, orr); arg_l(k, a++, ldr); arg_l(k, a++, sr);
   arg_m(k, a++, dstats); arg_m(k, a++, c->prologue ? dg : NULL);
   arg_m(k, a++, c->prologue && c->beta ? dbe : NULL);
-  size_t gs[3] = {round_up((size_t)N, TN) / TN * wg[0], round_up((size_t)M, TM) / TM * wg[1], (size_t)nb};
+  size_t gs[3];
+  if (cpu) {
+    const size_t TM = wg[0] * (size_t)wm, TN = wg[1] * (size_t)wn;
+    gs[0] = round_up((size_t)M, TM) / TM * wg[0];
+    gs[1] = round_up((size_t)N, TN) / TN * wg[1];
+  } else {
+    const size_t TM = wg[1] * (size_t)wm, TN = wg[0] * (size_t)wn;
+    gs[0] = round_up((size_t)N, TN) / TN * wg[0];
+    gs[1] = round_up((size_t)M, TM) / TM * wg[1];
+  }
+  gs[2] = (size_t)nb;
   launch(k, 3, gs, wg);
   download(dC, C, nc);
 
@@ -304,7 +324,7 @@ static double run_gemm(const gemm_case *c) {
   double *row = malloc(sizeof(double) * (size_t)K + 8);
   for (int b = 0; b < nb; ++b)
     for (int m = 0; m < M; ++m) {
-      const float *ar = A + b * sa + m * lda;
+      const float *ar = A + oa + b * sa + m * lda;
       double mean = 0, var = 0;
       if (c->prologue == 1) {
         for (int kk = 0; kk < K; ++kk) mean += ar[kk];
@@ -316,22 +336,24 @@ static double run_gemm(const gemm_case *c) {
         row[kk] = ar[kk];
         if (c->prologue) row[kk] = (ar[kk] - mean) * rstd * gam[kk] + (c->prologue == 1 && c->beta ? bet[kk] : 0);
       }
-      const float *bb = B + (c->stride_b0 ? 0 : b * sb);
+      const float *bb = B + ob + (c->stride_b0 ? 0 : b * sb);
       for (int n = 0; n < N; ++n) {
         double acc = 0;
         for (int kk = 0; kk < K; ++kk)
           acc += row[kk] * (c->b_trans ? bb[n * ldb + kk] : bb[kk * ldb + n]);
         double v = (double)c->alpha * acc + (c->bias ? bias[n] : 0);
         v = act64(c->act, v);
-        if (c->residual) v += R[b * sr + m * ldr + n];
+        if (c->residual) v += R[orr + b * sr + m * ldr + n];
         ref[n] = v;
       }
-      const float *cr = C + b * sc + m * ldc;
+      const float *cr = C + oc + b * sc + m * ldc;
       double e = max_err(cr, ref, (size_t)N, 1.0);
       if (e > worst) worst = e;
-      for (ptrdiff_t x = N; x < ldc && (b * sc + m * ldc + x) < (ptrdiff_t)nc; ++x)
+      for (ptrdiff_t x = N; x < ldc && (oc + b * sc + m * ldc + x) < (ptrdiff_t)nc; ++x)
         if (!isnan(cr[x])) fail_msg("gemm wrote padding at batch %d row %d col %td", b, m, x);
     }
+  for (ptrdiff_t x = 0; x < oc; ++x)
+    if (!isnan(C[x])) fail_msg("gemm wrote before its c_off, at %td", x);
   free(ref);
   free(row);
   clReleaseKernel(k);
@@ -358,6 +380,8 @@ static void test_gemm(void **state) {
     {17, 129, 33, 1, 0, 2, 1, 1, 1, 1, 0, 1.0f, "-DNNC_TM=8 -DNNC_TN=64 -DNNC_TK=16 -DNNC_WM=1 -DNNC_WN=8"},
     {1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1.0f, ""},
     {17, 129, 0, 2, 0, 1, 0, 1, 1, 0, 0, 1.0f, ""},
+    /* a long K: blocks of 256 steps summed apart */
+    {5, 7, 520, 1, 0, 0, 0, 1, 0, 0, 0, 1.0f, "-DNNC_TK=64"},
   };
   double worst = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -366,6 +390,34 @@ static void test_gemm(void **state) {
     if (e > worst) worst = e;
   }
   print_message("gemm f32: max error %.3g over %zu cases\n", worst, sizeof cases / sizeof cases[0]);
+}
+
+/* The CPU way: packed panels, vectors in registers. Groups and item blocks
+ * that do not divide M or N, K that is not a multiple of the vector or of
+ * KC, every vector width, work-group shapes that are not powers of two. */
+static void test_gemm_cpu(void **state) {
+  (void)state;
+  if (!g.ok) skip();
+  const gemm_case cases[] = {
+    {17, 129, 33, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1"},
+    {17, 129, 33, 3, 1, 2, 0, 1, 1, 0, 1, 0.5f, "-DNNC_GEMM_CPU=1"},
+    {17, 129, 33, 2, 1, 1, 1, 1, 0, 1, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_LM=2 -DNNC_LN=4"},
+    {17, 129, 33, 2, 0, 4, 2, 0, 1, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_LM=3 -DNNC_LN=5"},
+    {37, 45, 300, 2, 0, 3, 1, 1, 1, 1, 1, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_KC=64 -DNNC_LM=2 -DNNC_LN=2"},
+    {37, 45, 300, 1, 1, 5, 2, 1, 1, 0, 0, 2.0f, "-DNNC_GEMM_CPU=1 -DNNC_KC=64 -DNNC_LM=1 -DNNC_LN=3"},
+    {23, 51, 67, 2, 1, 6, 1, 1, 1, 1, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_VW=4 -DNNC_MR=3 -DNNC_NR=4 -DNNC_KC=8"},
+    {23, 51, 67, 1, 0, 0, 0, 1, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_VW=16 -DNNC_LM=2 -DNNC_LN=2 -DNNC_KC=32"},
+    {1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1"},
+    {17, 129, 0, 2, 0, 1, 0, 1, 1, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1"},
+    {5, 7, 520, 1, 1, 0, 0, 1, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_LM=1 -DNNC_LN=1"},
+  };
+  double worst = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    double e = run_gemm(&cases[i]);
+    if (!(e <= TOL_F32)) fail_msg("gemm (CPU way) case %zu: max error %g", i, e);
+    if (e > worst) worst = e;
+  }
+  print_message("gemm f32, CPU way: max error %.3g over %zu cases\n", worst, sizeof cases / sizeof cases[0]);
 }
 
 /* ------------------------------------------------------------ row kernels */
@@ -557,6 +609,10 @@ static void test_attention(void **state) {
     {2, 3, 17, 5, 9, 11, 1, 0, "-DNNC_BQ=8 -DNNC_BK=3"},
     {1, 1, 1, 1, 1, 1, 0, 0, ""},
     {2, 3, 33, 70, 13, 5, 1, 1, "-DNNC_BK=32"},
+    /* rows as float8 vectors */
+    {3, 5, 17, 17, 32, 16, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=32 -DNNC_DV_MAX=16"},
+    {2, 3, 33, 70, 8, 24, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=8 -DNNC_DV_MAX=24 -DNNC_BK=32"},
+    {2, 2, 5, 9, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=4 -DNNC_BK=7"},
   };
   double worst = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -681,9 +737,11 @@ static void test_f16(void **state) {
   const gemm_case gc[] = {
     {17, 129, 33, 2, 1, 2, 1, 1, 1, 1, 0, 1.0f, ""},
     {17, 129, 33, 1, 0, 0, 2, 0, 0, 0, 0, 1.0f, ""},
+    {17, 129, 33, 2, 1, 2, 1, 1, 1, 1, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_LM=2 -DNNC_LN=3"},
+    {17, 129, 33, 1, 0, 0, 2, 0, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_VW=4"},
   };
   double eg = 0, er = 0, ea = 0;
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < sizeof gc / sizeof gc[0]; ++i) {
     double e = run_gemm(&gc[i]);
     if (e > eg) eg = e;
   }
@@ -691,8 +749,12 @@ static void test_f16(void **state) {
     double e = run_rows(w, 3, 1023, 1, 0);
     if (e > er) er = e;
   }
-  const attn_case ac = {3, 5, 17, 17, 7, 7, 1, 1, ""};
-  ea = run_attention(&ac);
+  const attn_case ac[] = {{3, 5, 17, 17, 7, 7, 1, 1, ""},
+                          {3, 5, 17, 17, 16, 8, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=16 -DNNC_DV_MAX=8"}};
+  for (size_t i = 0; i < 2; ++i) {
+    double e = run_attention(&ac[i]);
+    if (e > ea) ea = e;
+  }
   esz = 4;
   print_message("f16 storage: gemm %.3g, rows %.3g, attention %.3g\n", eg, er, ea);
   if (!(eg <= TOL_F16 && er <= TOL_F16 && ea <= TOL_F16)) fail_msg("f16 error above %g", TOL_F16);
@@ -741,6 +803,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_gemm),
+    cmocka_unit_test(test_gemm_cpu),
     cmocka_unit_test(test_rows),
     cmocka_unit_test(test_attention),
     cmocka_unit_test(test_elementwise),

@@ -303,6 +303,19 @@ static void test_devices_listed(void **state) {
     assert_non_null(devs[i].id);
     assert_true(devs[i].compute_units >= 1);
     assert_true(devs[i].global_mem > 0);
+    /* what a model's create picks its GEMM tiles by, as the driver reports it */
+    cl_ulong local = 0;
+    cl_uint vec = 0;
+    size_t group = 0;
+    assert_int_equal(clGetDeviceInfo(devs[i].id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL), CL_SUCCESS);
+    assert_int_equal(clGetDeviceInfo(devs[i].id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL),
+                     CL_SUCCESS);
+    assert_int_equal(clGetDeviceInfo(devs[i].id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof group, &group, NULL),
+                     CL_SUCCESS);
+    assert_true(local >= 1024);   /* OpenCL 1.2 asks for 32 KiB at least; 1 KiB for custom devices */
+    assert_true(devs[i].local_mem == local);
+    assert_true(devs[i].preferred_vector == vec);
+    assert_true(devs[i].max_work_group == group);
   }
   /* cap smaller than the count stores only cap. */
   nnrt_cl_device_info one;

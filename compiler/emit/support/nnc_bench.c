@@ -19,6 +19,7 @@ static double tolerance(const nnc_bench_model *md) { return md->tolerance > 0 ? 
 typedef struct options {
   const char *weights;
   int threads, runs, warmup, json, check, tune;
+  int graphs;   /* --cuda-graphs: 1 on, 0 off, -1 the model's default */
   int64_t sym[NNC_DIM_SYMS * 16];
   int sym_set[NNC_DIM_SYMS * 16];
 } options;
@@ -26,15 +27,20 @@ typedef struct options {
 static void usage(const nnc_bench_model *md, FILE *f) {
   fprintf(f,
           "usage: bench_%s [--weights FILE] [--threads N] [--runs N] [--warmup N] [-d SYM=VALUE]... "
-          "[--json] [--check]\n"
+          "[--json] [--check]%s\n"
           "  --weights FILE  safetensors weights (default: random weights)\n"
           "  --threads N     threads (default: one per CPU)\n"
           "  --runs N        timed runs (default 20); --warmup N: untimed runs first (default 3)\n"
           "  -d SYM=VALUE    a symbolic dim's size (default: its maximum; with --check min(max, 17))\n"
           "  --json          print the results as one JSON object\n"
-          "  --check         compare the outputs with the float64 reference; exit 1 above %g\n"
-          "dims:",
-          md->name, tolerance(md));
+          "  --check         compare the outputs with the float64 reference; exit 1 above %g\n",
+          md->name, md->cuda_graphs ? " [--cuda-graphs on|off]" : "", tolerance(md));
+  if (md->cuda_graphs)
+    fprintf(f,
+            "  --cuda-graphs on|off  replay each run from a CUDA graph, captured on the first run of\n"
+            "                  its sizes (default: the model's options.cuda_graphs); the per-kernel\n"
+            "                  times always come from runs kernel by kernel\n");
+  fprintf(f, "dims:");
   for (int i = 0; i < md->nsyms; i++) fprintf(f, " %s<=%lld", md->sym_names[i], (long long)md->sym_max[i]);
   fprintf(f, "\n");
 }
@@ -52,6 +58,7 @@ static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
   o->runs = 20;
   o->warmup = 3;
+  o->graphs = -1;
   if (md->nsyms > (int)(sizeof o->sym / sizeof o->sym[0])) {
     fprintf(stderr, "bench_%s: too many dims\n", md->name);
     return 2;
@@ -65,6 +72,14 @@ static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
     else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(md, stdout);
       exit(0);
+    } else if (md->cuda_graphs && strcmp(a, "--cuda-graphs") == 0) {
+      if (!val || (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)) {
+        fprintf(stderr, "bench_%s: --cuda-graphs: expected on or off, found %s%s%s\n", md->name, val ? "\"" : "",
+                val ? val : "nothing", val ? "\"" : "");
+        return 2;
+      }
+      o->graphs = strcmp(val, "on") == 0;
+      i++;
     } else if (strcmp(a, "--weights") == 0 && val) {
       o->weights = val;
       i++;
@@ -215,6 +230,7 @@ typedef struct state {
   options o;
   void *m;
   float **weights;     /* the values given to the model (random or from the file) */
+  int graphs_on;       /* CUDA graphs: 1 on, 0 off, -1 the model has none */
   void **in, **out;
   int64_t *in_n, *out_n;
 } state;
@@ -275,8 +291,18 @@ static int fill_weights(state *s) {
     uint64_t seed = 0x5eed0000ull + (uint64_t)i;
     s->weights[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
     if (!s->weights[i]) return fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
+    /* matrices scaled like PyTorch's default init, U(+-1/sqrt(fan_in)) with the
+     * smaller of the last two dims as fan_in (layouts [out,in] and [in,out]
+     * both occur): U(-1,1) everywhere makes attention scores so large that
+     * softmax saturates, and the model then amplifies any rounding by 100x */
+    const nnrt_st_desc *w = &md->manifest[i];
+    double scale = 1.0;
+    if (w->rank >= 2) {
+      int64_t a = w->shape[w->rank - 1], b = w->shape[w->rank - 2];
+      scale = 1.0 / sqrt((double)(a < b ? a : b) > 1 ? (double)(a < b ? a : b) : 1.0);
+    }
     for (int64_t k = 0; k < n; k++)
-      s->weights[i][k] = md->manifest[i].dtype == NNRT_I32 ? (float)(splitmix64(&seed) >> 62) : uniform(&seed);
+      s->weights[i][k] = w->dtype == NNRT_I32 ? (float)(splitmix64(&seed) >> 62) : (float)(scale * uniform(&seed));
     if (md->set_weight(s->m, md->manifest[i].name, s->weights[i], (size_t)n)) return fail(s, "setting a weight");
   }
   return 0;
@@ -486,6 +512,7 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            "\"gbps\": %.6g, \"peak_gflops\": %.6g, \"peak_gbps\": %.6g, \"arena_bytes\": %zu, \"peak_rss_mb\": %.1f",
            o->runs, t->median_ms, t->p90_ms, md->nsyms >= 2 ? "tokens_per_s" : "items_per_s", items, gf, gb,
            peak_gf, peak_gb, md->arena_bytes(s->m), rss_mb);
+    if (s->graphs_on >= 0) printf(", \"cuda_graphs\": %s", s->graphs_on ? "true" : "false");
     if (o->check) {
       printf(", \"check\": {\"ok\": %s, \"tolerance\": %g, \"max_rel_error\": {", ok ? "true" : "false", tolerance(s->md));
       for (int i = 0; i < md->noutputs; i++) {
@@ -516,7 +543,7 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
   }
   printf("%s:", md->name);
   for (int i = 0; i < md->nsyms; i++) printf(" %s=%lld", md->sym_names[i], (long long)o->sym[i]);
-  printf(", %d runs\n", o->runs);
+  printf(", %d runs%s\n", o->runs, s->graphs_on < 0 ? "" : s->graphs_on ? ", CUDA graphs on" : ", CUDA graphs off");
   printf("  latency  median %.3f ms, p90 %.3f ms\n", t->median_ms, t->p90_ms);
   printf("  throughput %.1f %s, %.2f GFLOP/s (%.1f%% of peak FMA %.1f), %.2f GB/s (%.1f%% of peak bandwidth %.1f)\n",
          items, unit, gf, peak_gf > 0 ? 100 * gf / peak_gf : 0, peak_gf, gb, peak_gb > 0 ? 100 * gb / peak_gb : 0,
@@ -551,6 +578,7 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   state s;
   memset(&s, 0, sizeof s);
   s.md = md;
+  s.graphs_on = -1;
   int rc = parse(md, argc, argv, &s.o);
   if (rc) return rc;
   double *errs = calloc((size_t)md->noutputs + 1, sizeof *errs);
@@ -559,6 +587,10 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   int ok = 1;
   rc = errs ? 0 : 1;
   if (!rc) rc = adapter_create(md, &s);
+  if (!rc && md->cuda_graphs) {
+    s.graphs_on = md->cuda_graphs(s.m, s.o.graphs);
+    if (s.graphs_on < 0) rc = fail(&s, "--cuda-graphs");
+  }
   if (!rc) rc = fill_weights(&s);
   if (!rc) rc = fill_inputs(&s);
   if (!rc && s.o.tune) {

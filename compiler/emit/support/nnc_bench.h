@@ -71,6 +71,11 @@ typedef struct nnc_bench_model {
    * are staged and one forward has run, times every implementation of each
    * kernel that has several and prints one line each to report */
   int (*tune)(void *m, const int64_t *sym, FILE *report);
+  /* CUDA targets only (NULL elsewhere): on 1 or 0 switches the replay of
+   * captured CUDA graphs on or off (--cuda-graphs on|off), -1 leaves the
+   * model's default; returns whether graphs are on then, or -1 when the
+   * model refused (last_error says why) */
+  int (*cuda_graphs)(void *m, int on);
 } nnc_bench_model;
 
 /* The whole harness; returns the process exit code (0 ok, 1 a check above
