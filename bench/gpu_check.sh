@@ -82,10 +82,13 @@ run() {
   # where GPT-2's time goes: the harness's per-kernel table
   "$G/gpt2_bf16/bench_gpt2" -d B=8 -d T=1024 --runs 10 > "$out/kernels_gpt2_bf16.txt" 2>&1
   # CUDA graphs: the same binary with each run replayed from a graph, or kernel by kernel
-  for g in off on; do
-    "$G/gpt2_bf16/bench_gpt2" --json --runs 30 --warmup 5 -d B=8 -d T=1024 --cuda-graphs $g > "$out/graphs_$g.json" 2> "$out/graphs_$g.err"
+  for c in "gpt2 8 1024" "bert 32 128" "bert 1 16"; do
+    set -- $c
+    for g in off on; do
+      "$G/$1_bf16/bench_$1" --json --runs 30 --warmup 5 -d B=$2 -d T=$3 --cuda-graphs $g > "$out/graphs_$1_$2_$g.json" 2> "$out/graphs_$1_$2_$g.err"
+    done
+    echo "$1 bf16 B=$2 T=$3 median ms: CUDA graphs off $(grep -o '"median_ms": [^,]*' "$out/graphs_$1_$2_off.json" | cut -d' ' -f2), on $(grep -o '"median_ms": [^,]*' "$out/graphs_$1_$2_on.json" | cut -d' ' -f2)" | tee -a "$out/checks.txt"
   done
-  echo "gpt2 bf16 B=8 T=1024 median ms: CUDA graphs off $(grep -o '"median_ms": [^,]*' "$out/graphs_off.json" | cut -d' ' -f2), on $(grep -o '"median_ms": [^,]*' "$out/graphs_on.json" | cut -d' ' -f2)" | tee -a "$out/checks.txt"
   # timings: ours, then the peers with random weights of the same manifest
   while read -r m p B T; do
     b="$G/${m}_$p/bench_$m"

@@ -10,9 +10,15 @@ if [ "${1:-}" = --model ]; then
   make -s -C "$dir" -j8 ARCH="${ARCH:--gencode arch=compute_90,code=sm_90}" || exit 1
   name=$(basename "$dir")
   bench=$(ls "$dir"/bench_* | head -1)
-  dims="-d B=3"
-  # every symbolic dim but the MLP's batch is a sequence length T
-  case "$name" in mlp_*) ;; *) dims="$dims -d T=17" ;; esac
+  # odd sizes within each dim's maximum (the harness lists them: "dims: B<=8 T<=32"):
+  # a batch of 3, 17 for every other dim
+  dims=""
+  for d in $("$bench" --help | sed -n 's/^dims: //p'); do
+    sym=${d%%<=*} max=${d##*<=} want=17
+    [ "$sym" = B ] && want=3
+    [ "$max" -lt "$want" ] && want=$max
+    dims="$dims -d $sym=$want"
+  done
   exec "$bench" --check $dims --runs 2 --warmup 1
 fi
 exec "$@"
