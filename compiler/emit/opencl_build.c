@@ -75,11 +75,12 @@ static nnc_status write_readme(const ocl_ctx *o, const char *dir, nnc_error *err
   nnc_sb_printf(&b,
     "## What is chosen where\n\n"
     "- When nnc compiled the model (target `%s`, a %s device class): the kernels and what\n"
-    "  each fuses, the memory plan, and for every GEMM the way of `gemm.cl` (%s) and a list\n"
-    "  of tile candidates from nnc's tile rule, best first, each with what it needs of the\n"
-    "  device. They are the `tiles_<n>` tables near the top of `%s.c`; `compiled` marks the\n"
-    "  rule's choice for the class defaults (%lld KiB local memory, work-groups of %d,\n"
-    "  %d compute units, float vectors of %d), which `nnc --explain` prints.\n"
+    "  each fuses, the memory plan, and how `gemm.cl` computes every GEMM: %s.\n"
+    "  For each GEMM shape, a list of tile candidates from nnc's tile rule, best first,\n"
+    "  each with what it needs of the device: the `tiles_<n>` tables near the top of\n"
+    "  `%s.c`. `compiled` marks the rule's choice for the class defaults (%lld KiB local\n"
+    "  memory, work-groups of %d, %d compute units, float vectors of %d), which\n"
+    "  `nnc --explain` prints.\n"
     "- When `%s_create` opens the device: it reads `CL_DEVICE_LOCAL_MEM_SIZE`,\n"
     "  `CL_DEVICE_MAX_WORK_GROUP_SIZE`, `CL_DEVICE_MAX_COMPUTE_UNITS` and\n"
     "  `CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT`, takes for each list the first candidate\n"
@@ -88,8 +89,8 @@ static nnc_status write_readme(const ocl_ctx *o, const char *dir, nnc_error *err
     "  the picks as `-DT<list>_VW=... -DT<list>_WM=...` (`%s_build_options` shows them).\n"
     "- At each run: the global sizes, from the run's dims and the picked tiles.\n\n",
     o->x.r->target->name, d->device == NNC_DEVICE_CPU ? "CPU" : "GPU",
-    d->device == NNC_DEVICE_CPU ? "the CPU way: packed panels, vectors of floats in registers"
-                                : "the GPU way: local-memory tiles, a block of C a work-item",
+    d->device == NNC_DEVICE_CPU ? "the CPU way (packed panels,\n  vectors of floats in registers)"
+                                : "the GPU way (local-memory tiles,\n  a block of C a work-item)",
     p, (long long)(d->local_mem >> 10), d->max_work_group, d->compute_units, d->preferred_vector_width, p, p, p);
   nnc_sb_printf(&b,
     "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [-d SYM=VALUE] [--check]\n\n"

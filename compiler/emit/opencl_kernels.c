@@ -96,10 +96,12 @@ static void host_head(ocl_ctx *o, int ki) {
                 o->x.p, o->x.p);
 }
 
-static void arg_mem(ocl_ctx *o, int t) {
-  if (t < 0) nnc_sb_printf(&o->host, "  ARG_NULL();\n");
-  else nnc_sb_printf(&o->host, "  ARG_MEM(%d);\n", o->slot_of[t]);
+static void arg_mem_at(ocl_ctx *o, int t, int ind) {
+  if (t < 0) nnc_sb_printf(&o->host, "%*sARG_NULL();\n", ind, "");
+  else nnc_sb_printf(&o->host, "%*sARG_MEM(%d);\n", ind, "", o->slot_of[t]);
 }
+
+static void arg_mem(ocl_ctx *o, int t) { arg_mem_at(o, t, 2); }
 
 /* ------------------------------------------------------------------ GEMM */
 
@@ -225,7 +227,7 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
     nnc_sb_printf(h, "    kn = m->kern[%d];   /* the rows' statistics for the %s prologue */\n", gc->kstats,
                   pro == 1 ? "LayerNorm" : "RMSNorm");
     nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(K);\n");
-    arg_mem(o, d->a);
+    arg_mem_at(o, d->a, 4);
     nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n    ARG_FLOAT(%s);\n    ARG_STATS();\n",
                   sa ? "M * K" : "0", ec_literal(d->norm_eps, false, lit, sizeof lit));
     nnc_sb_printf(h, "    if (e) return arg_failed(m, %d, e);\n", ki);
@@ -234,20 +236,20 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   }
   nnc_sb_printf(h, "    kn = m->kern[%d];\n", gc->kgemm);
   nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(N);\n    ARG_INT(K);\n");
-  arg_mem(o, d->a);
+  arg_mem_at(o, d->a, 4);
   nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n", sa ? "M * K" : "0");
-  arg_mem(o, d->b);
+  arg_mem_at(o, d->b, 4);
   nnc_sb_printf(h, "    ARG_LONG(b_off);\n    ARG_LONG(%s);\n    ARG_LONG(%s);\n", d->b_trans ? "K" : "N", sb ? "K * N" : "0");
-  arg_mem(o, d->out);
+  arg_mem_at(o, d->out, 4);
   nnc_sb_printf(h, "    ARG_LONG(c_off);\n    ARG_LONG(N);\n    ARG_LONG(M * N);\n    ARG_FLOAT(%s);\n",
                 ec_literal(d->alpha, false, lit, sizeof lit));
-  arg_mem(o, d->bias);
-  arg_mem(o, d->residual);
+  arg_mem_at(o, d->bias, 4);
+  arg_mem_at(o, d->residual, 4);
   nnc_sb_printf(h, "    ARG_LONG(c_off);\n    ARG_LONG(N);\n    ARG_LONG(M * N);\n");
   if (pro) {
     nnc_sb_printf(h, "    ARG_STATS();\n");
-    arg_mem(o, d->norm_gamma);
-    arg_mem(o, d->norm_beta);
+    arg_mem_at(o, d->norm_gamma, 4);
+    arg_mem_at(o, d->norm_beta, 4);
   } else {
     nnc_sb_printf(h, "    ARG_NULL();\n    ARG_NULL();\n    ARG_NULL();\n");
   }
