@@ -110,6 +110,7 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   char src[80];
   snprintf(src, sizeof src, "%s.c", x.p);
   if (!st) st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
+  if (!st) st = ec_validate_c(&x, dir, true, err);
   ec_ctx_free(&x);
   return st;
 }

@@ -116,6 +116,8 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   if (!st) st = ec_write_manifest(&x, dir, err);
   if (!st) st = cu_write_build(&x, dir, err);
   if (!st) st = copy_embedded(dir, err);
+  /* the C files (the harness includes the CUDA runtime's header: nvcc's part) */
+  if (!st) st = ec_validate_c(&x, dir, false, err);
   ec_ctx_free(&x);
   return st;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "emit_c.h"
+#include "validate.h"
 
 const char *ec_ctype(const nnc_graph *g, int t) {
   switch (g->tensors[t].dtype) {
@@ -558,3 +559,11 @@ nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err) {
   return NNC_OK;
 }
 
+nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error *err) {
+  char src[96];
+  snprintf(src, sizeof src, "%s_graph.c", x->p);
+  nnc_status st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
+  snprintf(src, sizeof src, "bench_%s.c", x->p);
+  if (!st && bench) st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
+  return st;
+}

@@ -94,6 +94,10 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
  * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */
 void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
 
+/* libclang's check (validate.h) of the C files the shared writers put in dir:
+ * <p>_graph.c, and bench_<p>.c where it needs no toolkit headers (bench). */
+nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error *err);
+
 /* `static size_t arena_need(const int64_t *max)`: each arena tensor at its
  * planned offset with its size at the maxima max; the arena ends where the
  * last one ends. */

@@ -156,6 +156,10 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
   char src[80];
   snprintf(src, sizeof src, "%s.cl", o->x.p);
   if (!st) st = nnc_validate_file(dir, src, NNC_LANG_OPENCL12, err);
+  /* the host side: the API over the OpenCL runtime, the graph, the harness */
+  snprintf(src, sizeof src, "%s.c", o->x.p);
+  if (!st) st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
+  if (!st) st = ec_validate_c(&o->x, dir, true, err);
   nnc_sb_free(&o->cl);
   nnc_sb_free(&o->host);
   free(o->slot_of);

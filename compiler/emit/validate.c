@@ -240,8 +240,10 @@ nnc_status nnc_validate_file(const char *dir, const char *rel, nnc_source_lang l
     return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "cannot read %s back to check it", path);
   }
   text[len] = 0;
-  const char *inc[] = {dir};
-  nnc_status st = nnc_validate_source(path, text, lang, inc, 1, err);
+  char rt[4200];
+  snprintf(rt, sizeof rt, "%s/runtime", dir);
+  const char *inc[] = {dir, rt};
+  nnc_status st = nnc_validate_source(path, text, lang, inc, 2, err);
   free(text);
   return st;
 }

@@ -40,8 +40,9 @@ bool nnc_validate_available(void);
 nnc_status nnc_validate_source(const char *name, const char *text, nnc_source_lang lang,
                                const char *const *include_dirs, int ninc, nnc_error *err);
 
-/* Reads dir/rel and parses it as nnc_validate_source does, with dir as the
- * include folder (the output folder's build files compile with -I.). */
+/* Reads dir/rel and parses it as nnc_validate_source does, with dir and
+ * dir/runtime as the include folders (the output folder's build files
+ * compile with -I. -Iruntime). */
 nnc_status nnc_validate_file(const char *dir, const char *rel, nnc_source_lang lang, nnc_error *err);
 
 #endif
