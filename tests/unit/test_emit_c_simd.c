@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "test_sh.h"
 
 static char work[256];   /* a fresh folder for this run's outputs */
 
@@ -28,27 +29,6 @@ static nnc_status emit_model(const char *model, const char *target, const char *
                              const char *out, nnc_error *err) {
   nnc_build_opts o = {.model = model, .target = target, .defines = defs, .ndefines = nd, .out_dir = out};
   return nnc_build(&o, err);
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int rc = system(cmd);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-static bool file_has(const char *path, const char *needle) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return false;
-  static char buf[1 << 22];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return strstr(buf, needle) != NULL;
 }
 
 /* Emits model (relative to the source root) into work/name, builds it and

@@ -25,29 +25,9 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "tune/tune_opencl.h"
+#include "test_sh.h"
 
 static char work[256];
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int rc = system(cmd);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-static bool file_has(const char *path, const char *needle) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return false;
-  static char buf[1 << 22];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return strstr(buf, needle) != NULL;
-}
 
 static nnc_status emit(const char *model, const char *precision, const char *const *defs, int nd, const char *out,
                        nnc_error *err) {

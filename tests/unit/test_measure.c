@@ -25,23 +25,9 @@
 #include "measure.h"
 #include "passes/passes.h"
 #include "tune/tune.h"
+#include "test_sh.h"
 
 static char work[256];
-
-static int sh(const char *cmd) {
-  int rc = system(cmd);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-static bool file_has(const char *path, const char *needle) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return false;
-  static char buf[1 << 22];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return strstr(buf, needle) != NULL;
-}
 
 static int setup(void **state) {
   (void)state;
@@ -52,9 +38,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
   (void)state;
   if (getenv("NNC_TEST_KEEP")) return 0;
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
-  return sh(cmd);
+  return sh("rm -rf %s", work);
 }
 
 static void test_file(void **state) {
@@ -234,9 +218,7 @@ static void test_compile_from_file(void **state) {
   assert_true(file_has(cu, "/* cuBLASLt (measured) */"));
   assert_false(file_has(cu, "probe_variant"));   /* the probe's machinery stays in the probe */
   if (sh("command -v nvcc > /dev/null 2>&1") == 0) {
-    char cmd[2000];
-    snprintf(cmd, sizeof cmd, "make -s -C %s -j2 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out);
-    assert_int_equal(sh(cmd), 0);
+    assert_int_equal(sh("make -s -C %s -j2 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
   }
 }
 
