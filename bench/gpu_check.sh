@@ -5,7 +5,7 @@
 #   compiles every model of models/ for cuda-sm90 at f32, tf32 (GPT-2) and
 #   bf16 into build/gpu/<model>_<precision>/ (sources only: they build with
 #   nvcc alone).
-# On the GPU machine:        bash bench/gpu_check.sh run
+# On the GPU machine:        bash bench/gpu_check.sh run   (and `tune`: --tune=measure)
 #   builds each folder with make, checks it against the float64 reference at
 #   odd sizes (B=3, T=17) with NaN-poisoned outputs, runs compute-sanitizer
 #   memcheck on one model, times every model at the sizes with the
