@@ -59,7 +59,7 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
     nnc_sb_printf(&b, "  int64_t max_%s;   /* largest %s of any run, 1..%lld; 0: %lld */\n", x->sym[i], x->sym[i],
                   (long long)g->syms[i].max, (long long)g->syms[i].max);
   nnc_sb_printf(&b, "} %s_options;\n\n", p);
-  nnc_sb_printf(&b, "/* Fills o with the defaults: threads 0, every maximum 0 (the compiled one). */\n"
+  nnc_sb_printf(&b, "/* Fills o with the defaults each field above names (every maximum 0: the compiled one). */\n"
                     "void %s_options_default(%s_options *o);\n\n", p, p);
   nnc_sb_printf(&b,
     "/* Creates a model: starts the threads and allocates the activation arena\n"
