@@ -14,22 +14,6 @@
 
 const char *cu_stype(const ec_ctx *x, int t) { return ec_ctype(x->g, t); }
 
-/* Weights start at multiples of 256 bytes: 16-byte vector loads and cuBLASLt's
- * preferred alignment hold for every one of them. */
-static nnc_status layout_weights(ec_ctx *x, nnc_error *err) {
-  const nnc_graph *g = x->g;
-  x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
-  if (!x->w_off) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
-  int64_t off = 0;
-  for (int i = 0; i < g->nparams; i++) {
-    const nnc_tensor *t = &g->tensors[g->params[i]];
-    x->w_off[i] = off;
-    off += (nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype) + 255) / 256 * 256;
-  }
-  x->w_off[g->nparams] = off;
-  return NNC_OK;
-}
-
 /* Inputs and outputs keep the dtypes the model declares; f16 and bf16 ones
  * would need API types this version does not write. */
 static nnc_status check_io(const ec_ctx *x, nnc_error *err) {
@@ -106,7 +90,7 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
     "int %s_cuda_graphs(%s_model *m, int on);\n\n",
     x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, CU_GRAPH_CACHE, x.p, x.p, x.p);
   x.api_extra = extra;
-  st = layout_weights(&x, err);
+  st = ec_layout_weights(&x, err);
   if (!st) st = check_io(&x, err);
   if (!st) st = ec_check_sizes(&x, err);
   if (!st) st = ec_write_header(&x, dir, err);

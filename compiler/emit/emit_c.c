@@ -567,3 +567,17 @@ nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error
   if (!st && bench) st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
   return st;
 }
+
+nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
+  if (!x->w_off) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  int64_t off = 0;
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    x->w_off[i] = off;
+    off += (nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype) + 255) / 256 * 256;
+  }
+  x->w_off[g->nparams] = off;
+  return NNC_OK;
+}

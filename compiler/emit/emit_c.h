@@ -92,6 +92,11 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
 
 /* `static void kernel_cost(int k, const <p>_dims *d, double *flops, double
  * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */
+/* x->w_off: every weight of a device target in one block, each at a
+ * multiple of 256 bytes (16-byte vector loads, cuBLASLt's preferred
+ * alignment, OpenCL sub-buffers); w_off[nparams] is the block's size. */
+nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err);
+
 void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
 
 /* libclang's check (validate.h) of the C files the shared writers put in dir:

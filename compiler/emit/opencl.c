@@ -16,21 +16,6 @@
 
 const char *ocl_type(const ocl_ctx *o, int t) { return o->x.g->tensors[t].dtype == NNC_I32 ? "int" : "float"; }
 
-/* Weights start at multiples of 256 bytes, so each may be a sub-buffer. */
-static nnc_status layout_weights(ec_ctx *x, nnc_error *err) {
-  const nnc_graph *g = x->g;
-  x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
-  if (!x->w_off) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
-  int64_t off = 0;
-  for (int i = 0; i < g->nparams; i++) {
-    const nnc_tensor *t = &g->tensors[g->params[i]];
-    x->w_off[i] = off;
-    off += (nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype) + 255) / 256 * 256;
-  }
-  x->w_off[g->nparams] = off;
-  return NNC_OK;
-}
-
 /* This version stores and computes f32 (and i32 ids) only. */
 static nnc_status check_types(const ec_ctx *x, nnc_error *err) {
   const nnc_graph *g = x->g;
@@ -142,7 +127,7 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
     p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
   o->x.api_extra = extra;
   st = check_types(&o->x, err);
-  if (!st) st = layout_weights(&o->x, err);
+  if (!st) st = ec_layout_weights(&o->x, err);
   if (!st) st = make_slots(o, err);
   if (!st) st = ec_check_sizes(&o->x, err);
   if (!st) st = ec_write_header(&o->x, dir, err);
