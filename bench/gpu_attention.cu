@@ -1,6 +1,7 @@
 /* bench/gpu_attention.cu — times nnc_cuda_attention (templates/cuda/attention.cuh)
  * in bf16 on the shapes of bench/gpu_attention.py, and the tensor-core kernel
- * with other tile shapes (variants) on the main shapes.
+ * with other tile shapes (variants) on the main shapes; then f32 data on the
+ * SIMT path and on tf32 tensor cores (a.tf32) for the D = 32 and 64 shapes.
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda bench/gpu_attention.cu -o gpu_attention
  *   ./gpu_attention OURS.csv
@@ -32,7 +33,9 @@
   } while (0)
 
 using bf16 = __nv_bfloat16;
-using launcher = std::function<nnc_cuda_status(const nnc_cuda_attn_args<bf16> &, cudaStream_t, nnc_cuda_error *)>;
+template <typename E>
+using launcher_of = std::function<nnc_cuda_status(const nnc_cuda_attn_args<E> &, cudaStream_t, nnc_cuda_error *)>;
+using launcher = launcher_of<bf16>;
 
 struct shape {
   const char *name;
@@ -46,29 +49,29 @@ static const shape SHAPES[] = {
     {"causal_b4_h16_t2048_d128", 4, 16, 2048, 128, 1},
 };
 
-struct sets {
+template <typename E> struct sets_of {
   int n;
-  std::vector<bf16 *> q, k, v, o;
+  std::vector<E *> q, k, v, o;
   size_t elems;
 };
 
-static void random_fill(bf16 *d, size_t n, unsigned seed) {
-  std::vector<bf16> h(n);
+template <typename E> static void random_fill(E *d, size_t n, unsigned seed) {
+  std::vector<E> h(n);
   std::mt19937 r(seed);
   std::uniform_real_distribution<float> u(-1.5f, 1.5f);
-  for (auto &x : h) x = __float2bfloat16_rn(u(r));
-  CK(cudaMemcpy(d, h.data(), n * sizeof(bf16), cudaMemcpyHostToDevice));
+  for (auto &x : h) x = (E)u(r);
+  CK(cudaMemcpy(d, h.data(), n * sizeof(E), cudaMemcpyHostToDevice));
 }
 
-static sets make_sets(const shape &s) {
-  sets st{};
+template <typename E> static sets_of<E> make_sets(const shape &s) {
+  sets_of<E> st{};
   st.elems = (size_t)s.B * s.H * s.T * s.D;
-  const size_t set_bytes = 4 * st.elems * sizeof(bf16);
+  const size_t set_bytes = 4 * st.elems * sizeof(E);
   st.n = (int)std::min<size_t>(16, std::max<size_t>(2, (128u << 20) / set_bytes + 1));
   for (int i = 0; i < st.n; ++i) {
-    bf16 *p[4];
+    E *p[4];
     for (int t = 0; t < 4; ++t) {
-      CK(cudaMalloc(&p[t], st.elems * sizeof(bf16)));
+      CK(cudaMalloc(&p[t], st.elems * sizeof(E)));
       if (t < 3) random_fill(p[t], st.elems, 1000u * i + t);
     }
     st.q.push_back(p[0]), st.k.push_back(p[1]), st.v.push_back(p[2]), st.o.push_back(p[3]);
@@ -76,7 +79,7 @@ static sets make_sets(const shape &s) {
   return st;
 }
 
-static void free_sets(sets &st) {
+template <typename E> static void free_sets(sets_of<E> &st) {
   for (int i = 0; i < st.n; ++i) {
     CK(cudaFree(st.q[i]));
     CK(cudaFree(st.k[i]));
@@ -85,8 +88,8 @@ static void free_sets(sets &st) {
   }
 }
 
-static nnc_cuda_attn_args<bf16> args_for(const shape &s, const sets &st, int i) {
-  nnc_cuda_attn_args<bf16> a{};
+template <typename E> static nnc_cuda_attn_args<E> args_for(const shape &s, const sets_of<E> &st, int i, int tf32 = 0) {
+  nnc_cuda_attn_args<E> a{};
   a.batch = s.B, a.heads = s.H, a.T = s.T, a.S = s.T, a.D = s.D, a.Dv = s.D;
   const long long st_ = s.D, sh = (long long)s.T * s.D, sb = (long long)s.H * sh;
   a.q = st.q[i], a.q_sb = sb, a.q_sh = sh, a.q_st = st_;
@@ -96,10 +99,11 @@ static nnc_cuda_attn_args<bf16> args_for(const shape &s, const sets &st, int i) 
   a.scale = 1.0f / std::sqrt((float)s.D);
   a.causal = s.causal;
   a.mask = nullptr;
+  a.tf32 = tf32;
   return a;
 }
 
-static void call(const launcher &f, const nnc_cuda_attn_args<bf16> &a) {
+template <typename E> static void call(const launcher_of<E> &f, const nnc_cuda_attn_args<E> &a) {
   nnc_cuda_error err{};
   if (f(a, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
     std::printf("launch failed: %s\n", err.msg);
@@ -107,9 +111,10 @@ static void call(const launcher &f, const nnc_cuda_attn_args<bf16> &a) {
   }
 }
 
-static double time_us(const shape &s, const sets &st, const launcher &f) {
+template <typename E>
+static double time_us(const shape &s, const sets_of<E> &st, const launcher_of<E> &f, int tf32 = 0) {
   constexpr int WARM = 10, SAMPLES = 31, ITERS = 20;
-  for (int i = 0; i < WARM; ++i) call(f, args_for(s, st, i % st.n));
+  for (int i = 0; i < WARM; ++i) call(f, args_for(s, st, i % st.n, tf32));
   CK(cudaDeviceSynchronize());
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -118,7 +123,7 @@ static double time_us(const shape &s, const sets &st, const launcher &f) {
   int k = 0;
   for (int r = 0; r < SAMPLES; ++r) {
     CK(cudaEventRecord(e0));
-    for (int i = 0; i < ITERS; ++i) call(f, args_for(s, st, k++ % st.n));
+    for (int i = 0; i < ITERS; ++i) call(f, args_for(s, st, k++ % st.n, tf32));
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     float ms = 0;
@@ -137,7 +142,7 @@ static double flops(const shape &s) {
 }
 
 /* max |a - b| over the outputs of set 0 after running f and then g. */
-static double compare(const shape &s, const sets &st, const launcher &f, const launcher &g) {
+static double compare(const shape &s, const sets_of<bf16> &st, const launcher &f, const launcher &g) {
   std::vector<bf16> x(st.elems), y(st.elems);
   call(f, args_for(s, st, 0));
   CK(cudaDeviceSynchronize());
@@ -183,7 +188,7 @@ int main(int argc, char **argv) {
     return nnc_cuda_attention(a, s, e);
   };
   for (const shape &s : SHAPES) {
-    sets st = make_sets(s);
+    sets_of<bf16> st = make_sets<bf16>(s);
     const double us = time_us(s, st, dflt);
     std::printf("case    %-30s %-20s %9.2f us %7.1f TFLOP/s (%d input sets)\n", s.name, "default", us,
                 flops(s) / us * 1e-6, st.n);
@@ -196,6 +201,22 @@ int main(int argc, char **argv) {
                   flops(s) / vus * 1e-6, diff);
       std::fprintf(csv, "variant,%s/%s,%d,%d,%d,%d,%d,%d,%.3f,%.2f,%.3g\n", s.name, v.first, s.B, s.H, s.T, s.T,
                    s.D, s.causal, vus, flops(s) / vus * 1e-6, diff);
+    }
+    free_sets(st);
+  }
+  /* f32 data: the SIMT path against the tf32 tensor-core path (--precision=tf32) */
+  const launcher_of<float> f32 = [](const nnc_cuda_attn_args<float> &a, cudaStream_t s, nnc_cuda_error *e) {
+    return nnc_cuda_attention(a, s, e);
+  };
+  for (const shape &s : SHAPES) {
+    if (s.D == 128) continue;
+    sets_of<float> st = make_sets<float>(s);
+    for (int tf32 = 0; tf32 < 2; ++tf32) {
+      const double us = time_us(s, st, f32, tf32);
+      const char *path = tf32 ? "f32_tf32_mma" : "f32_simt";
+      std::printf("f32     %-30s %-20s %9.2f us %7.1f TFLOP/s\n", s.name, path, us, flops(s) / us * 1e-6);
+      std::fprintf(csv, "variant,%s/%s,%d,%d,%d,%d,%d,%d,%.3f,%.2f,0\n", s.name, path, s.B, s.H, s.T, s.T, s.D,
+                   s.causal, us, flops(s) / us * 1e-6);
     }
     free_sets(st);
   }

@@ -3,7 +3,8 @@
 # GPU machine, in one go: build for sm_90 (and sm_80, warnings checked), the
 # float64-reference test, compute-sanitizer memcheck and racecheck on the
 # small cases, timings of ours and of the tile variants, the PyTorch SDPA
-# peer (eager and torch.compile), and one table last.
+# peer (eager and torch.compile), and one table last. PROFILE=1 adds an
+# Nsight Compute report of the main causal case (ncu_attention.txt).
 # Run from the repository root. Logs go to $OUT (or build/gpu_attention).
 set -uo pipefail
 OUT=${OUT:-build/gpu_attention}
@@ -52,6 +53,17 @@ done
 step "timings (ours and tile variants)"
 "$TMP/gpu_attention" "$OUT/ours.csv" 2>&1 | tee -a "$OUT/bench.log"
 [ ${PIPESTATUS[0]} -ne 0 ] && status=1
+
+if [ -n "${PROFILE:-}" ]; then
+  # where the causal bf16 D=64 kernel's time goes: Nsight Compute's sections
+  # for one launch of the default path (the first shape's 11th launch)
+  step "ncu profile (causal_b8_h12_t1024_d64, bf16, default tiles)"
+  timeout 300 ncu --target-processes all -k regex:nnc_attn_mma_kernel --launch-skip 10 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section InstructionStats \
+    "$TMP/gpu_attention" "$TMP/prof.csv" >"$OUT/ncu_attention.txt" 2>&1
+  echo "ncu exit status: $? (report in ncu_attention.txt)"
+fi
 
 step "PyTorch SDPA peer and table"
 PYTHONUNBUFFERED=1 python3 bench/gpu_attention.py "$OUT/ours.csv" >"$OUT/table.md" 2>"$OUT/peer.log" \

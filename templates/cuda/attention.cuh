@@ -22,10 +22,11 @@
  * 0 launch nothing; S == 0 writes zeros. Never synchronizes.
  *
  * Dispatch:
- * - tensor cores (attention_mma.cuh) when T is bf16 or f16, scale > 0 (its
+ * - tensor cores (attention_mma.cuh) when T is bf16 or f16, or T is float
+ *   and a.tf32 is set (products on tf32, softmax in f32), scale > 0 (its
  *   softmax folds the scale into the exponent), D == Dv is 32, 64 or 128,
  *   q, k, v, out are 16-byte aligned, every q/k/v/out stride is a multiple
- *   of 8 elements, and the GPU is sm_80 or newer;
+ *   of 16 bytes, and the GPU is sm_80 or newer;
  * - otherwise the SIMT path (attention_simt.cuh), any D and Dv as long as a
  *   tile of 32 keys fits in shared memory (D + Dv up to about 1500 on sm_90).
  *
@@ -43,6 +44,8 @@
  *   more than 255 registers), BK = 64; 96 KB. B=4 H=16 causal T=2048:
  *   368 us against 414 for BQ = 64 with 4 warps; BK = 128 (160 KB, one
  *   block per SM) took 339 us in the last run, not yet the default.
+ * - tf32 (f32 rows padded to D + 4): BQ = 64, 4 warps, BK = 64 for D = 32
+ *   and 64 (46 and 87 KB), BK = 32 for D = 128 (101 KB).
  * - SIMT: 4 warps of 4 rows (BQ = 16), BK = 64 keys (32 when 64 does not
  *   fit in shared memory).
  */
@@ -68,6 +71,7 @@ template <typename E> struct nnc_cuda_attn_args {
   int causal;
   const E *mask; /* may be NULL */
   long long mask_sb;
+  int tf32; /* E = float: the products may run on tf32 tensor cores (--precision=tf32) */
 };
 
 #include "attention_mma.cuh"
@@ -91,11 +95,12 @@ template <typename K> nnc_cuda_status allow_smem(K kernel, size_t smem, nnc_cuda
 
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <typename T> bool strides8(const nnc_cuda_attn_args<T> &a) {
+/* Whether every q/k/v/out stride keeps rows 16-byte aligned. */
+template <typename T> bool strides16(const nnc_cuda_attn_args<T> &a) {
   const long long s[12] = {a.q_sb, a.q_sh, a.q_st, a.k_sb, a.k_sh, a.k_st,
                            a.v_sb, a.v_sh, a.v_st, a.o_sb, a.o_sh, a.o_st};
   for (long long x : s)
-    if (x % 8 != 0) return false;
+    if (x * (long long)sizeof(T) % 16 != 0) return false;
   return true;
 }
 
@@ -138,13 +143,10 @@ nnc_cuda_status nnc_cuda_attention_simt(const nnc_cuda_attn_args<T> &a, size_t m
 /* Whether nnc_cuda_attention takes the tensor-core path for these arguments
  * on a GPU of compute capability major cc_major. */
 template <typename T> bool nnc_cuda_attention_uses_mma(const nnc_cuda_attn_args<T> &a, int cc_major) {
-  if constexpr (std::is_same<T, float>::value) {
-    return false;
-  } else {
-    return cc_major >= 8 && a.scale > 0.0f && a.D == a.Dv && (a.D == 32 || a.D == 64 || a.D == 128) &&
-           nnc_attn::aligned16(a.q) && nnc_attn::aligned16(a.k) && nnc_attn::aligned16(a.v) &&
-           nnc_attn::aligned16(a.out) && nnc_attn::strides8(a);
-  }
+  if (std::is_same<T, float>::value && !a.tf32) return false;
+  return cc_major >= 8 && a.scale > 0.0f && a.D == a.Dv && (a.D == 32 || a.D == 64 || a.D == 128) &&
+         nnc_attn::aligned16(a.q) && nnc_attn::aligned16(a.k) && nnc_attn::aligned16(a.v) &&
+         nnc_attn::aligned16(a.out) && nnc_attn::strides16(a);
 }
 
 template <typename T>
@@ -179,8 +181,12 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) return nnc_attn::runtime_fail(err, e, "querying the device");
 
-  if constexpr (!std::is_same<T, float>::value) {
-    if (nnc_cuda_attention_uses_mma(a, cc)) {
+  if (nnc_cuda_attention_uses_mma(a, cc)) {
+    if constexpr (std::is_same<T, float>::value) {
+      if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
+      if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);
+      return nnc_cuda_attention_mma<T, 128, 64, 32, 4>(a, stream, err);
+    } else {
       if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
       if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 128, 4>(a, stream, err);
       return nnc_cuda_attention_mma<T, 128, 128, 64, 8>(a, stream, err);

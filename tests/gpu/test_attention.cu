@@ -1,11 +1,11 @@
 /* tests/gpu/test_attention.cu — nnc_cuda_attention (templates/cuda/attention.cuh)
- * against a float64 CPU reference, for f32, bf16 and f16, on fresh random
+ * against a float64 CPU reference, for f32, tf32, bf16 and f16, on fresh random
  * inputs: odd sizes, causal and not (T != S too), padding masks with fully
  * masked rows, broadcast batch strides, a fused [B,T,3,H,D] qkv layout and
  * padded strides; both the tensor-core and the SIMT path. Outputs are
  * poisoned with NaN first; each case runs twice and must give the same bits
  * (a race shows up as a difference). Error per (b,h): max |out - ref| over
- * max |ref| (absolute where ref is all zero); f32 1e-5, bf16/f16 1e-2.
+ * max |ref| (absolute where ref is all zero); f32 1e-5, tf32/bf16/f16 1e-2.
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_attention.cu -o test_attention
  *   ./test_attention [--small]
@@ -96,7 +96,8 @@ template <typename T> static T *upload(const std::vector<T> &h) {
   return d;
 }
 
-template <typename T> static void run_case(const tcase &c, int cc, const char *tname, double tol) {
+/* tf32: f32 data with the products on tf32 tensor cores (a.tf32 = 1). */
+template <typename T> static void run_case(const tcase &c, int cc, const char *tname, double tol, bool tf32 = false) {
   const int B = c.B, H = c.H, Tq = c.T, S = c.S, D = c.D, Dv = c.Dv;
   view q{}, k{}, v{}, o{};
   std::vector<T> hq, hk, hv; /* with FUSED_QKV all three live in hq */
@@ -158,6 +159,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   a.scale = 1.0f / std::sqrt((float)std::max(D, 1));
   a.causal = c.causal;
   a.mask = dm, a.mask_sb = msb;
+  a.tf32 = tf32;
 
   const bool mma = nnc_cuda_attention_uses_mma(a, cc);
   std::vector<T> out1(on), out2(on);
@@ -215,7 +217,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
       worst = std::max(worst, maxerr / (maxref > 0 ? maxref : 1.0));
     }
   const bool same = std::memcmp(out1.data(), out2.data(), on * sizeof(T)) == 0;
-  const bool pathok = !c.want_mma || std::is_same<T, float>::value || cc < 8 || mma;
+  const bool pathok = !c.want_mma || (std::is_same<T, float>::value && !tf32) || cc < 8 || mma;
   const bool ok = !nan && worst <= tol && same && pathok;
   std::printf("%s %-4s %-28s %-4s B=%d H=%d T=%d S=%d D=%d Dv=%d causal=%d mask=%d  max rel err %.3e%s%s%s\n",
               ok ? "PASS" : "FAIL", tname, c.name, mma ? "mma" : "simt", B, H, Tq, S, D, Dv, c.causal,
@@ -258,9 +260,10 @@ int main(int argc, char **argv) {
   for (const tcase &c : CASES) {
     if (small && !c.small) continue;
     run_case<float>(c, cc, "f32", 1e-5);
+    run_case<float>(c, cc, "tf32", 1e-2, true);
     run_case<__nv_bfloat16>(c, cc, "bf16", 1e-2);
     run_case<__half>(c, cc, "f16", 1e-2);
-    n += 3;
+    n += 4;
   }
   std::printf("%s: %d cases, %d failed\n", failures ? "FAILED" : "ALL PASSED", n, failures);
   return failures ? 1 : 0;

@@ -1,0 +1,155 @@
+/* templates/cuda/attention_ops16.cuh — the operands of the tensor-core
+ * attention kernel (attention_mma.cuh) for bf16 and f16: m16n8k16 mma.sync
+ * with f32 accumulators, fragments read by ldmatrix from swizzled tiles.
+ *
+ * Shared memory rows are D * 2 bytes; the 16-byte chunk index is XORed with
+ * the row so that the 8 rows one ldmatrix phase reads hit 8 distinct bank
+ * groups (no conflicts for D = 32, 64, 128). S's accumulator layout is the
+ * A fragment layout of P (two n8 tiles of S = one k16 step of P V), and
+ * ldmatrix.trans gives V's B fragments. */
+#ifndef NNC_CUDA_ATTENTION_OPS16_CUH
+#define NNC_CUDA_ATTENTION_OPS16_CUH
+
+#include "attention_tile.cuh"
+
+namespace nnc_attn {
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+/* d += a * b on one m16n8k16 tile, f32 accumulators. */
+template <typename T> struct mma_op;
+
+template <> struct mma_op<__nv_bfloat16> {
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+};
+
+template <> struct mma_op<__half> {
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+};
+
+/* Element offset of 16-byte chunk ch of row r in a swizzled tile of D-element rows. */
+template <int D> __device__ __forceinline__ int swz(int r, int ch) {
+  constexpr int CPR = D / 8;
+  constexpr int SW = CPR >= 8 ? 8 : CPR;
+  constexpr int RDIV = 8 / SW;
+  return r * D + ((ch ^ ((r / RDIV) % SW)) * 8);
+}
+
+/* Starts the copy of rows [0, R) of a tile (row r at src + r * st; rows >=
+ * nvalid are zero-filled, so P * V never meets garbage) into dst. */
+template <typename T, int D, int R, int NTHREADS>
+__device__ __forceinline__ void load_tile_swz(T *dst, const T *base, const T *src, long long st,
+                                          int nvalid) {
+  constexpr int CPR = D / 8;
+#pragma unroll
+  for (int c = threadIdx.x; c < R * CPR; c += NTHREADS) {
+    const int r = c / CPR, ch = c % CPR;
+    const bool ok = r < nvalid;
+    cp_async16(smem_addr(dst + swz<D>(r, ch)), ok ? src + r * st + ch * 8 : base, ok ? 16 : 0);
+  }
+}
+
+/* The kernel's operand interface, tc_ops (the tf32 one in attention_tf32.cuh
+ * has the same members): the k step of one mma, the row stride of its tiles, the
+ * tile copy, Q's A fragments, S = Q K^T and O += P V for a warp's rows. */
+template <typename T, int D> struct tc_ops16 {
+  static constexpr int KSTEP = 16;
+  static constexpr int KD = D / KSTEP;
+  static constexpr int LD = D; /* row stride in shared memory, elements */
+
+  template <int R, int NTHREADS>
+  __device__ static void load_tile(T *dst, const T *base, const T *src, long long st, int nvalid) {
+    load_tile_swz<T, D, R, NTHREADS>(dst, base, src, st, nvalid);
+  }
+
+  /* the A fragments of the 16 rows of sq from row r0 */
+  __device__ static void load_q(uint32_t (&qf)[KD][4], const T *sq, int r0, int lane) {
+#pragma unroll
+    for (int kd = 0; kd < KD; ++kd) ldmatrix_x4(qf[kd], smem_addr(sq + swz<D>(r0 + lane % 16, kd * 2 + lane / 16)));
+  }
+
+  template <int MT, int NT>
+  __device__ static void qk(float (&s)[MT][NT][4], const uint32_t (&qf)[MT][KD][4], const T *kt, int lane) {
+    const int mi = lane / 8;
+#pragma unroll
+    for (int kd = 0; kd < KD; ++kd) {
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bk[4];
+        ldmatrix_x4(bk, smem_addr(kt + swz<D>(np * 16 + lane % 8 + (mi / 2) * 8, kd * 2 + mi % 2)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_op<T>::run(s[mt][2 * np], qf[mt][kd], bk[0], bk[1]);
+          mma_op<T>::run(s[mt][2 * np + 1], qf[mt][kd], bk[2], bk[3]);
+        }
+      }
+    }
+  }
+
+  template <int MT, int NT, int ND>
+  __device__ static void pv(float (&o)[MT][ND][4], const float (&s)[MT][NT][4], const T *vt, int lane) {
+    const int mi = lane / 8;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = mma_op<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = mma_op<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = mma_op<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = mma_op<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, smem_addr(vt + swz<D>(kk * 16 + lane % 8 + (mi % 2) * 8, dp * 2 + mi / 2)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_op<T>::run(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+          mma_op<T>::run(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+        }
+      }
+    }
+  }
+};
+
+template <int D> struct tc_ops<__nv_bfloat16, D> : tc_ops16<__nv_bfloat16, D> {};
+template <int D> struct tc_ops<__half, D> : tc_ops16<__half, D> {};
+
+}  // namespace nnc_attn
+
+#endif
