@@ -1,7 +1,8 @@
 /* bench/gpu_attention.cu — times nnc_cuda_attention (templates/cuda/attention.cuh)
  * in bf16 on the shapes of bench/gpu_attention.py, and the tensor-core kernel
  * with other tile shapes (variants) on the main shapes; then f32 data on the
- * SIMT path and on tf32 tensor cores (a.tf32) for the D = 32 and 64 shapes.
+ * SIMT path, on the tensor cores with three tf32 products a product (f32
+ * accuracy) and with one (a.tf32) for the D = 32 and 64 shapes.
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda bench/gpu_attention.cu -o gpu_attention
  *   ./gpu_attention OURS.csv
@@ -159,19 +160,26 @@ static double compare(const shape &s, const sets_of<bf16> &st, const launcher &f
   return m;
 }
 
-template <int D, int BQ, int BK, int W> static launcher mma() {
+template <int D, int BQ, int BK, int W, int MINB = 1> static launcher mma() {
   return [](const nnc_cuda_attn_args<bf16> &a, cudaStream_t s, nnc_cuda_error *e) {
-    return nnc_cuda_attention_mma<bf16, D, BQ, BK, W>(a, s, e);
+    return nnc_cuda_attention_mma<bf16, D, BQ, BK, W, MINB>(a, s, e);
   };
 }
 
+/* Tiles BQ x BK, W warps, at least MINB blocks an SM ("_m<MINB>"). */
 static std::vector<std::pair<const char *, launcher>> variants(int D) {
-  if (D == 32) return {{"mma_bq128_bk64_w4", mma<32, 128, 64, 4>()}, {"mma_bq64_bk128_w4", mma<32, 64, 128, 4>()}};
+  if (D == 32)
+    return {{"mma_bq128_bk64_w4", mma<32, 128, 64, 4>()},
+            {"mma_bq128_bk128_w8", mma<32, 128, 128, 8>()}};
   if (D == 64)
-    return {{"mma_bq64_bk64_w4", mma<64, 64, 64, 4>()},
+    return {{"mma_bq64_bk128_w4", mma<64, 64, 128, 4>()},
+            {"mma_bq64_bk64_w4_m4", mma<64, 64, 64, 4, 4>()},
+            {"mma_bq64_bk128_w4_m3", mma<64, 64, 128, 4, 3>()},
             {"mma_bq128_bk64_w4", mma<64, 128, 64, 4>()},
-            {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()}};
-  return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk128_w8", mma<128, 128, 128, 8>()}};
+            {"mma_bq128_bk64_w8_m2", mma<64, 128, 64, 8, 2>()},
+            {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()},
+            {"mma_bq128_bk128_w8_m2", mma<64, 128, 128, 8, 2>()}};
+  return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk64_w8", mma<128, 128, 64, 8>()}};
 }
 
 int main(int argc, char **argv) {
@@ -204,18 +212,26 @@ int main(int argc, char **argv) {
     }
     free_sets(st);
   }
-  /* f32 data: the SIMT path against the tf32 tensor-core path (--precision=tf32) */
-  const launcher_of<float> f32 = [](const nnc_cuda_attn_args<float> &a, cudaStream_t s, nnc_cuda_error *e) {
+  /* f32 data: the SIMT path, the f32 tensor-core path (three tf32 products
+   * each) and the tf32 one (--precision=tf32) */
+  const launcher_of<float> dispatch = [](const nnc_cuda_attn_args<float> &a, cudaStream_t s, nnc_cuda_error *e) {
     return nnc_cuda_attention(a, s, e);
   };
+  const launcher_of<float> simt = [](const nnc_cuda_attn_args<float> &a, cudaStream_t s, nnc_cuda_error *e) {
+    return nnc_cuda_attention_simt<float, 64, 4, 4>(a, 227u << 10, s, e);
+  };
+  const struct {
+    const char *name;
+    const launcher_of<float> *f;
+    int tf32;
+  } paths[] = {{"f32_simt", &simt, 0}, {"f32_3xtf32_mma", &dispatch, 0}, {"f32_tf32_mma", &dispatch, 1}};
   for (const shape &s : SHAPES) {
     if (s.D == 128) continue;
     sets_of<float> st = make_sets<float>(s);
-    for (int tf32 = 0; tf32 < 2; ++tf32) {
-      const double us = time_us(s, st, f32, tf32);
-      const char *path = tf32 ? "f32_tf32_mma" : "f32_simt";
-      std::printf("f32     %-30s %-20s %9.2f us %7.1f TFLOP/s\n", s.name, path, us, flops(s) / us * 1e-6);
-      std::fprintf(csv, "variant,%s/%s,%d,%d,%d,%d,%d,%d,%.3f,%.2f,0\n", s.name, path, s.B, s.H, s.T, s.T, s.D,
+    for (const auto &p : paths) {
+      const double us = time_us(s, st, *p.f, p.tf32);
+      std::printf("f32     %-30s %-20s %9.2f us %7.1f TFLOP/s\n", s.name, p.name, us, flops(s) / us * 1e-6);
+      std::fprintf(csv, "variant,%s/%s,%d,%d,%d,%d,%d,%d,%.3f,%.2f,0\n", s.name, p.name, s.B, s.H, s.T, s.T, s.D,
                    s.causal, us, flops(s) / us * 1e-6);
     }
     free_sets(st);

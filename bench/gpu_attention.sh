@@ -63,6 +63,14 @@ if [ -n "${PROFILE:-}" ]; then
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section InstructionStats \
     "$TMP/gpu_attention" "$TMP/prof.csv" >"$OUT/ncu_attention.txt" 2>&1
   echo "ncu exit status: $? (report in ncu_attention.txt)"
+  # its static instruction mix (SASS opcodes, the main loop unrolled)
+  {
+    echo "== SASS opcode counts, nnc_attn_mma_kernel<bf16, 64, 64, 64, 4, 1>"
+    cuobjdump -sass "$TMP/gpu_attention" \
+      | awk '/Function : .*nnc_attn_mma_kernelI13__nv_bfloat16Li64ELi64ELi64ELi4ELi1E/ {f = 1; next} /Function :/ {f = 0} f' \
+      | grep -E '/\*[0-9a-f]{4}\*/' | sed -E 's@^ */\*[0-9a-f]+\*/ *@@; s/^@!?U?P[0-9T]+ +//' \
+      | awk '{split($1, o, "."); print o[1]}' | sort | uniq -c | sort -rn | head -30
+  } >>"$OUT/ncu_attention.txt" 2>&1
 fi
 
 step "PyTorch SDPA peer and table"

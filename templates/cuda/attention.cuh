@@ -23,29 +23,30 @@
  *
  * Dispatch:
  * - tensor cores (attention_mma.cuh) when T is bf16 or f16, or T is float
- *   and a.tf32 is set (products on tf32, softmax in f32), scale > 0 (its
- *   softmax folds the scale into the exponent), D == Dv is 32, 64 or 128,
+ *   (a.tf32 set: products on tf32; not set: each product as three tf32
+ *   products, f32 accuracy, D 32 or 64 only; softmax in f32 always),
+ *   scale > 0 (its softmax folds the scale into the exponent), D == Dv is
+ *   32, 64 or 128,
  *   q, k, v, out are 16-byte aligned, every q/k/v/out stride is a multiple
  *   of 16 bytes, and the GPU is sm_80 or newer;
  * - otherwise the SIMT path (attention_simt.cuh), any D and Dv as long as a
  *   tile of 32 keys fits in shared memory (D + Dv up to about 1500 on sm_90).
  *
  * Tiles (template parameters, defaults chosen in nnc_cuda_attention from
- * two runs on an H100 of bench/gpu_attention.cu, which also times other
- * shapes; bf16, figures from the second run, after the exp2 change):
+ * runs on an H100 of bench/gpu_attention.cu, which times the variants; bf16,
+ * figures from the run after the fragment addresses became per-thread
+ * constants, 2026-11-23 session 4):
  * - mma, D = 32: BQ = 64 queries, 4 warps (one m16 tile each), BK = 64 keys;
- *   16 KB of shared memory. B=32 H=12 T=128: 11.64 us; BQ = 128 with 2 m16
- *   tiles a warp took 10.44 us there (13.37 against 12.07 in the first run,
- *   so the two are within run-to-run movement; not switched untested).
- * - mma, D = 64: BQ = 64, 4 warps, BK = 128; 72 KB. B=8 causal T=1024:
- *   87.8 us (BQ = 128 / 2 tiles a warp: 85.9, BK = 64: 88.6); B=1: 25.4 us
- *   (27.5-28.0 for those two).
+ *   16 KB of shared memory. B=32 H=12 T=128: 10.70 us (BQ = 128: 12.35).
+ * - mma, D = 64: BQ = 64, 4 warps, BK = 64; 40 KB. B=8 causal T=1024:
+ *   70.2 us (BK = 128: 77.6; BQ = 128 with 2 tiles a warp: 74.5; forcing 4
+ *   blocks an SM: 72.5); B=1: 22.0 us (BK = 128: 21.3).
  * - mma, D = 128: BQ = 128, 8 warps (one m16 tile each: two would need
- *   more than 255 registers), BK = 64; 96 KB. B=4 H=16 causal T=2048:
- *   368 us against 414 for BQ = 64 with 4 warps; BK = 128 (160 KB, one
- *   block per SM) took 339 us in the last run, not yet the default.
- * - tf32 (f32 rows padded to D + 4): BQ = 64, 4 warps, BK = 64 for D = 32
- *   and 64 (46 and 87 KB), BK = 32 for D = 128 (101 KB).
+ *   more than 255 registers), BK = 128; 160 KB, one block an SM. B=4 H=16
+ *   causal T=2048: 294 us (BK = 64: 307-310; 337 against 372 the session
+ *   before).
+ * - float (f32 rows padded to D + 4): BQ = 64, 4 warps, BK = 64 for D = 32
+ *   and 64 (46 and 87 KB), BK = 32 for D = 128 (101 KB, tf32 only).
  * - SIMT: 4 warps of 4 rows (BQ = 16), BK = 64 keys (32 when 64 does not
  *   fit in shared memory).
  */
@@ -108,11 +109,11 @@ template <typename T> bool strides16(const nnc_cuda_attn_args<T> &a) {
 
 /* Launches the tensor-core kernel with the tiles given (the arguments must
  * already satisfy the mma conditions above and D == this D). */
-template <typename T, int D, int BQ, int BK, int WARPS>
+template <typename T, int D, int BQ, int BK, int WARPS, int MINB = 1, typename Ops = nnc_attn::tc_ops<T, D>>
 nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
                                        nnc_cuda_error *err) {
-  auto kernel = nnc_attn_mma_kernel<T, D, BQ, BK, WARPS>;
-  const size_t smem = nnc_attn_mma_smem<T, D, BQ, BK>();
+  auto kernel = nnc_attn_mma_kernel<T, D, BQ, BK, WARPS, MINB, Ops>;
+  const size_t smem = nnc_attn_mma_smem<T, D, BQ, BK, Ops>();
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
@@ -143,7 +144,8 @@ nnc_cuda_status nnc_cuda_attention_simt(const nnc_cuda_attn_args<T> &a, size_t m
 /* Whether nnc_cuda_attention takes the tensor-core path for these arguments
  * on a GPU of compute capability major cc_major. */
 template <typename T> bool nnc_cuda_attention_uses_mma(const nnc_cuda_attn_args<T> &a, int cc_major) {
-  if (std::is_same<T, float>::value && !a.tf32) return false;
+  /* f32 products (three tf32 products each) hold too many registers for D = 128 */
+  if (std::is_same<T, float>::value && !a.tf32 && a.D == 128) return false;
   return cc_major >= 8 && a.scale > 0.0f && a.D == a.Dv && (a.D == 32 || a.D == 64 || a.D == 128) &&
          nnc_attn::aligned16(a.q) && nnc_attn::aligned16(a.k) && nnc_attn::aligned16(a.v) &&
          nnc_attn::aligned16(a.out) && nnc_attn::strides16(a);
@@ -183,13 +185,16 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
 
   if (nnc_cuda_attention_uses_mma(a, cc)) {
     if constexpr (std::is_same<T, float>::value) {
+      using nnc_attn::tf32_ops;
+      if (!a.tf32 && a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4, 1, tf32_ops<32, true>>(a, stream, err);
+      if (!a.tf32) return nnc_cuda_attention_mma<T, 64, 64, 64, 4, 1, tf32_ops<64, true>>(a, stream, err);
       if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
       if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);
       return nnc_cuda_attention_mma<T, 128, 64, 32, 4>(a, stream, err);
     } else {
       if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
-      if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 128, 4>(a, stream, err);
-      return nnc_cuda_attention_mma<T, 128, 128, 64, 8>(a, stream, err);
+      if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);
+      return nnc_cuda_attention_mma<T, 128, 128, 128, 8>(a, stream, err);
     }
   }
   if (nnc_attn_simt_smem<64, 4, 4>(a.D, a.Dv) <= (size_t)optin)

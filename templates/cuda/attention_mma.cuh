@@ -30,16 +30,17 @@ extern __shared__ __align__(16) unsigned char nnc_attn_smem[];
 template <typename T> struct nnc_cuda_attn_args;
 
 /* Shared memory of one block: Q tile plus two K and two V tiles. */
-template <typename T, int D, int BQ, int BK> constexpr size_t nnc_attn_mma_smem() {
-  using Ops = nnc_attn::tc_ops<T, D>;
+template <typename T, int D, int BQ, int BK, typename Ops = nnc_attn::tc_ops<T, D>>
+constexpr size_t nnc_attn_mma_smem() {
   return (size_t)(BQ * Ops::LD + 4 * BK * Ops::LD) * sizeof(T);
 }
 
-template <typename T, int D, int BQ, int BK, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) nnc_attn_mma_kernel(const nnc_cuda_attn_args<T> a) {
+/* MINB: blocks an SM should hold at once (caps the registers a thread gets);
+ * Ops: the operands (tc_ops<T, D>, or tf32_ops<D, true> for f32 products). */
+template <typename T, int D, int BQ, int BK, int WARPS, int MINB, typename Ops>
+__global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nnc_cuda_attn_args<T> a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using namespace nnc_attn;
-  using Ops = tc_ops<T, D>;
   constexpr int NTHREADS = WARPS * 32;
   constexpr int MT = BQ / (16 * WARPS); /* m16 tiles per warp */
   constexpr int NT = BK / 8;            /* n8 tiles of S */
@@ -76,7 +77,7 @@ __global__ void __launch_bounds__(WARPS * 32) nnc_attn_mma_kernel(const nnc_cuda
 
   float o[MT][ND][4];
   float m[MT][2], l[MT][2];
-  uint32_t qf[MT][Ops::KD][4];
+  uint32_t qf[MT][Ops::QREGS][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll

@@ -61,25 +61,36 @@ template <> struct mma_op<__half> {
   }
 };
 
-/* Element offset of 16-byte chunk ch of row r in a swizzled tile of D-element rows. */
-template <int D> __device__ __forceinline__ int swz(int r, int ch) {
+/* The swizzle: 16-byte chunk ch of row r of a tile of D-element rows sits
+ * at chunk ch ^ swz_key(r). The key depends on r % 8 alone, so rows 8 apart
+ * share it and the addresses of a thread's fragments differ by constants. */
+template <int D> __device__ __forceinline__ int swz_key(int r) {
   constexpr int CPR = D / 8;
   constexpr int SW = CPR >= 8 ? 8 : CPR;
   constexpr int RDIV = 8 / SW;
-  return r * D + ((ch ^ ((r / RDIV) % SW)) * 8);
+  return (r / RDIV) % SW;
 }
 
+/* Element offset of chunk ch of row r. */
+template <int D> __device__ __forceinline__ int swz(int r, int ch) { return r * D + ((ch ^ swz_key<D>(r)) * 8); }
+
 /* Starts the copy of rows [0, R) of a tile (row r at src + r * st; rows >=
- * nvalid are zero-filled, so P * V never meets garbage) into dst. */
+ * nvalid are zero-filled, so P * V never meets garbage) into dst. Each
+ * thread copies one chunk column of rows RSTEP apart (RSTEP a multiple of 8:
+ * one swizzle key), so its addresses advance by constants. */
 template <typename T, int D, int R, int NTHREADS>
-__device__ __forceinline__ void load_tile_swz(T *dst, const T *base, const T *src, long long st,
-                                          int nvalid) {
+__device__ __forceinline__ void load_tile_swz(T *dst, const T *base, const T *src, long long st, int nvalid) {
   constexpr int CPR = D / 8;
+  constexpr int RSTEP = NTHREADS / CPR;
+  static_assert(NTHREADS % CPR == 0 && RSTEP % 8 == 0 && R % RSTEP == 0, "tile rows must split evenly");
+  const int r0 = threadIdx.x / CPR, ch = threadIdx.x % CPR;
+  const uint32_t d = smem_addr(dst + swz<D>(r0, ch));
+  const T *g = src + r0 * st + ch * 8;
+  const long long step = RSTEP * st;
 #pragma unroll
-  for (int c = threadIdx.x; c < R * CPR; c += NTHREADS) {
-    const int r = c / CPR, ch = c % CPR;
-    const bool ok = r < nvalid;
-    cp_async16(smem_addr(dst + swz<D>(r, ch)), ok ? src + r * st + ch * 8 : base, ok ? 16 : 0);
+  for (int i = 0; i < R / RSTEP; ++i) {
+    const bool ok = r0 + i * RSTEP < nvalid;
+    cp_async16(d + (uint32_t)(i * RSTEP * D * sizeof(T)), ok ? g + i * step : base, ok ? 16 : 0);
   }
 }
 
@@ -89,7 +100,8 @@ __device__ __forceinline__ void load_tile_swz(T *dst, const T *base, const T *sr
 template <typename T, int D> struct tc_ops16 {
   static constexpr int KSTEP = 16;
   static constexpr int KD = D / KSTEP;
-  static constexpr int LD = D; /* row stride in shared memory, elements */
+  static constexpr int QREGS = KD; /* Q's A fragments a thread holds */
+  static constexpr int LD = D;     /* row stride in shared memory, elements */
 
   template <int R, int NTHREADS>
   __device__ static void load_tile(T *dst, const T *base, const T *src, long long st, int nvalid) {
@@ -102,15 +114,19 @@ template <typename T, int D> struct tc_ops16 {
     for (int kd = 0; kd < KD; ++kd) ldmatrix_x4(qf[kd], smem_addr(sq + swz<D>(r0 + lane % 16, kd * 2 + lane / 16)));
   }
 
+  /* S = Q K^T: ldmatrix x4 gives the B fragments of two n8 tiles of keys */
   template <int MT, int NT>
   __device__ static void qk(float (&s)[MT][NT][4], const uint32_t (&qf)[MT][KD][4], const T *kt, int lane) {
     const int mi = lane / 8;
+    const uint32_t row = smem_addr(kt) + (uint32_t)((lane % 8 + (mi / 2) * 8) * D * sizeof(T));
+    const int key = swz_key<D>(lane % 8);
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd) {
+      const uint32_t at = row + (uint32_t)((((kd * 2 + mi % 2) ^ key) * 8) * sizeof(T));
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         uint32_t bk[4];
-        ldmatrix_x4(bk, smem_addr(kt + swz<D>(np * 16 + lane % 8 + (mi / 2) * 8, kd * 2 + mi % 2)));
+        ldmatrix_x4(bk, at + (uint32_t)(np * 16 * D * sizeof(T)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_op<T>::run(s[mt][2 * np], qf[mt][kd], bk[0], bk[1]);
@@ -123,6 +139,8 @@ template <typename T, int D> struct tc_ops16 {
   template <int MT, int NT, int ND>
   __device__ static void pv(float (&o)[MT][ND][4], const float (&s)[MT][NT][4], const T *vt, int lane) {
     const int mi = lane / 8;
+    const uint32_t row = smem_addr(vt) + (uint32_t)((lane % 8 + (mi % 2) * 8) * D * sizeof(T));
+    const int key = swz_key<D>(lane % 8);
 #pragma unroll
     for (int kk = 0; kk < NT / 2; ++kk) {
       uint32_t pa[MT][4];
@@ -136,7 +154,7 @@ template <typename T, int D> struct tc_ops16 {
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bv[4];
-        ldmatrix_x4_trans(bv, smem_addr(vt + swz<D>(kk * 16 + lane % 8 + (mi % 2) * 8, dp * 2 + mi / 2)));
+        ldmatrix_x4_trans(bv, row + (uint32_t)((kk * 16 * D + ((dp * 2 + mi / 2) ^ key) * 8) * sizeof(T)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_op<T>::run(o[mt][2 * dp], pa[mt], bv[0], bv[1]);

@@ -1,5 +1,5 @@
 /* templates/cuda/attention_tf32.cuh — the operands of the tensor-core
- * attention kernel (attention_mma.cuh) for f32 data with --precision=tf32:
+ * attention kernel (attention_mma.cuh) for f32 data; with --precision=tf32:
  * m16n8k8 mma.sync on tf32 (inputs rounded to nearest tf32 as they enter a
  * fragment, f32 accumulators, softmax in f32), as cuBLAS does for the tf32
  * GEMMs around it.
@@ -14,7 +14,10 @@
  * (t = lane%4), while its A layout for P V wants columns t and t+4. Since
  * P V sums over the keys, the keys of each step are renumbered instead of
  * moved between threads: A column t is key 2t, column t+4 is key 2t+1, and
- * V's B fragment reads rows 2t and 2t+1 to match. */
+ * V's B fragment reads rows 2t and 2t+1 to match.
+ *
+ * The same operands, each split in two tf32 parts, give f32 products
+ * (tf32_ops<D, true>: the kernel for --precision=f32). */
 #ifndef NNC_CUDA_ATTENTION_TF32_CUH
 #define NNC_CUDA_ATTENTION_TF32_CUH
 
@@ -39,9 +42,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 #endif
 }
 
-template <int D> struct tc_ops<float, D> {
+/* SPLIT false: one tf32 product per pair (--precision=tf32). SPLIT true:
+ * each operand is split into its tf32 rounding and the tf32 rounding of the
+ * rest, x = hi + lo, and a.b = hi.hi + hi.lo + lo.hi (lo.lo, below 2^-22 of
+ * the product, is dropped): three products give f32 accuracy (--precision=f32)
+ * at a third of the tf32 rate. Q's fragments then hold hi at [kd] and lo at
+ * [KD + kd]. */
+template <int D, bool SPLIT> struct tf32_ops {
   static constexpr int KSTEP = 8;
   static constexpr int KD = D / KSTEP;
+  static constexpr int QREGS = SPLIT ? 2 * KD : KD;
   static constexpr int LD = D + 4; /* row stride in shared memory: padded */
 
   /* rows [0, R) of a tile (row r at src + r * st; rows >= nvalid zero-filled) */
@@ -56,30 +66,46 @@ template <int D> struct tc_ops<float, D> {
     }
   }
 
+  /* x as hi (and lo when split) */
+  __device__ static void split(float x, uint32_t &hi, uint32_t &lo) {
+    hi = to_tf32(x);
+    if (SPLIT) lo = to_tf32(x - __uint_as_float(hi));
+  }
+
+  /* d += a . b, a and b each given as hi (and lo) */
+  __device__ static void mma(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4], uint32_t bh0,
+                             uint32_t bh1, uint32_t bl0, uint32_t bl1) {
+    if (SPLIT) {
+      mma_tf32(d, al, bh0, bh1);
+      mma_tf32(d, ah, bl0, bl1);
+    }
+    mma_tf32(d, ah, bh0, bh1);
+  }
+
   /* A fragments of the 16 rows of sq from row r0: (g, t), (g+8, t), (g, t+4), (g+8, t+4) */
-  __device__ static void load_q(uint32_t (&qf)[KD][4], const float *sq, int r0, int lane) {
+  __device__ static void load_q(uint32_t (&qf)[QREGS][4], const float *sq, int r0, int lane) {
     const float *p = sq + (r0 + lane / 4) * LD + lane % 4;
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd) {
-      qf[kd][0] = to_tf32(p[kd * 8]);
-      qf[kd][1] = to_tf32(p[8 * LD + kd * 8]);
-      qf[kd][2] = to_tf32(p[kd * 8 + 4]);
-      qf[kd][3] = to_tf32(p[8 * LD + kd * 8 + 4]);
+      const float x[4] = {p[kd * 8], p[8 * LD + kd * 8], p[kd * 8 + 4], p[8 * LD + kd * 8 + 4]};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split(x[e], qf[kd][e], qf[SPLIT ? KD + kd : kd][e]);
     }
   }
 
   /* S = Q K^T: B fragment of keys [8 nt, 8 nt + 8) is K[key g][dims t, t+4] */
   template <int MT, int NT>
-  __device__ static void qk(float (&s)[MT][NT][4], const uint32_t (&qf)[MT][KD][4], const float *kt, int lane) {
+  __device__ static void qk(float (&s)[MT][NT][4], const uint32_t (&qf)[MT][QREGS][4], const float *kt, int lane) {
     const float *p = kt + (lane / 4) * LD + lane % 4;
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const uint32_t b0 = to_tf32(p[nt * 8 * LD + kd * 8]);
-        const uint32_t b1 = to_tf32(p[nt * 8 * LD + kd * 8 + 4]);
+        uint32_t h0, h1, l0 = 0, l1 = 0;
+        split(p[nt * 8 * LD + kd * 8], h0, l0);
+        split(p[nt * 8 * LD + kd * 8 + 4], h1, l1);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma_tf32(s[mt][nt], qf[mt][kd], b0, b1);
+        for (int mt = 0; mt < MT; ++mt) mma(s[mt][nt], qf[mt][kd], qf[mt][SPLIT ? KD + kd : kd], h0, h1, l0, l1);
       }
     }
   }
@@ -90,24 +116,26 @@ template <int D> struct tc_ops<float, D> {
     const float *p = vt + 2 * (lane % 4) * LD + lane / 4;
 #pragma unroll
     for (int kk = 0; kk < NT; ++kk) {
-      uint32_t pa[MT][4];
+      uint32_t ph[MT][4], pl[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        pa[mt][0] = to_tf32(s[mt][kk][0]);
-        pa[mt][1] = to_tf32(s[mt][kk][2]);
-        pa[mt][2] = to_tf32(s[mt][kk][1]);
-        pa[mt][3] = to_tf32(s[mt][kk][3]);
+        const int from[4] = {0, 2, 1, 3};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split(s[mt][kk][from[e]], ph[mt][e], pl[mt][e]);
       }
 #pragma unroll
       for (int nd = 0; nd < ND; ++nd) {
-        const uint32_t b0 = to_tf32(p[kk * 8 * LD + nd * 8]);
-        const uint32_t b1 = to_tf32(p[(kk * 8 + 1) * LD + nd * 8]);
+        uint32_t h0, h1, l0 = 0, l1 = 0;
+        split(p[kk * 8 * LD + nd * 8], h0, l0);
+        split(p[(kk * 8 + 1) * LD + nd * 8], h1, l1);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma_tf32(o[mt][nd], pa[mt], b0, b1);
+        for (int mt = 0; mt < MT; ++mt) mma(o[mt][nd], ph[mt], pl[mt], h0, h1, l0, l1);
       }
     }
   }
 };
+
+template <int D> struct tc_ops<float, D> : tf32_ops<D, false> {};
 
 }  // namespace nnc_attn
 

@@ -2,7 +2,9 @@
  * against a float64 CPU reference, for f32, tf32, bf16 and f16, on fresh random
  * inputs: odd sizes, causal and not (T != S too), padding masks with fully
  * masked rows, broadcast batch strides, a fused [B,T,3,H,D] qkv layout and
- * padded strides; both the tensor-core and the SIMT path. Outputs are
+ * padded strides; both the tensor-core and the SIMT path (f32 takes the
+ * tensor cores too: three tf32 products a product for D 32 and 64, one with
+ * tf32 set). Outputs are
  * poisoned with NaN first; each case runs twice and must give the same bits
  * (a race shows up as a difference). Error per (b,h): max |out - ref| over
  * max |ref| (absolute where ref is all zero); f32 1e-5, tf32/bf16/f16 1e-2.
