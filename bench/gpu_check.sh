@@ -8,11 +8,14 @@
 # On the GPU machine:        bash bench/gpu_check.sh run   (and `tune`: --tune=measure)
 #   builds each folder with make, checks it against the float64 reference at
 #   odd sizes (B=3, T=17) with NaN-poisoned outputs, runs compute-sanitizer
-#   memcheck on one model, times every model at the issue's sizes with the
-#   generated harness, runs the same models in PyTorch eager and torch.compile
-#   (bench/gpu_peers.py, same shapes, random weights of the same manifest),
-#   and prints one table; everything is also written to $OUT (or build/gpu/out)
-#   and the table to bench/gpu_results.md.
+#   memcheck on one model (RACECHECK=1: racecheck on three), times every
+#   model at the issue's sizes with the generated harness, runs the same
+#   models in PyTorch eager and torch.compile (bench/gpu_peers.py, same
+#   shapes, random weights of the same manifest), and prints one table;
+#   everything is also written to $OUT (or build/gpu/out) and the table to
+#   bench/gpu_results.md.
+# NVIDIA's OpenCL against the CUDA target: opencl-generate here (generate runs
+#   it too), opencl-run there; see opencl_run below.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu
@@ -47,6 +50,8 @@ generate() {
   done
   # nnc itself for `tune` (the GPU machine has no Lua)
   mkdir -p "$G/bin" && cp "$dev_nnc" "$G/bin/nnc" && cp "$(ldd "$dev_nnc" | awk '/liblua/ {print $3}')" "$G/bin/"
+  # the OpenCL folders of opencl-run (a failure there does not stop this)
+  opencl_generate || echo "generate: opencl-generate failed (the CUDA folders are complete)"
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
@@ -78,6 +83,20 @@ run() {
     compute-sanitizer --tool memcheck --error-exitcode 9 "$G/gpt2_bf16/bench_gpt2" --check -d B=3 -d T=17 \
       --runs 1 --warmup 0 > "$out/memcheck_gpt2.log" 2>&1
     echo "memcheck rc=$? $(grep -h 'ERROR SUMMARY' "$out/memcheck_gpt2.log")"
+    [ -n "${RACECHECK:-}" ] || exit 0
+    # racecheck of whole models: which kernels does the sanitizer fail on?
+    # mlp has only cuBLASLt GEMMs and elementwise kernels, bert adds row
+    # kernels and attention; gpt2 again with cuBLASLt's kernels excluded
+    echo "## compute-sanitizer racecheck (B=3, T=17)"
+    for c in "mlp_bf16 mlp" "bert_bf16 bert" "gpt2_bf16 gpt2" "gpt2_bf16 gpt2 nvjet"; do
+      set -- $c
+      local ex=() dims="-d B=3 -d T=17" tag=$1${3:+_no_$3}
+      [ "$2" = mlp ] && dims="-d B=3"
+      [ -n "${3:-}" ] && ex=(--kernel-name-exclude "regex:$3")
+      timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 "${ex[@]}" "$G/$1/bench_$2" --check $dims \
+        --runs 1 --warmup 0 > "$out/racecheck_$tag.log" 2>&1
+      echo "racecheck $tag rc=$? $(grep -h -E 'RACECHECK SUMMARY|Internal Sanitizer Error|max relative error' "$out/racecheck_$tag.log" | head -3 | tr '\n' ' ')"
+    done
   } | tee "$out/checks.txt"
   # where GPT-2's time goes: the harness's per-kernel table
   "$G/gpt2_bf16/bench_gpt2" -d B=8 -d T=1024 --runs 10 > "$out/kernels_gpt2_bf16.txt" 2>&1
@@ -149,7 +168,8 @@ EOF
 # nnc --tune=measure on the GPU machine, which has no Lua: `generate` copies
 # nnc and its liblua there (build/gpu/bin); this compiles GPT-2 and BERT bf16
 # with measured implementations, checks and times them against the analytic
-# folders of `run`, and prints the choices.
+# folders of `run`, and prints the choices, then per GEMM key cuBLASLt's
+# first heuristic algorithm against the best of its 2nd-4th (cublaslt-aN).
 tune() {
   local out=$G/out_tune bin=$G/bin
   rm -rf "$out" && mkdir -p "$out"
@@ -169,12 +189,231 @@ tune() {
       echo "$(basename "$v") B=$B T=$T: $("$v/bench_$m" --json --runs 30 --warmup 5 -d B=$B -d T=$T | python3 -c 'import json,sys; print("%.3f ms" % json.loads(sys.stdin.read().strip().splitlines()[-1])["median_ms"])')"
     done
   done
-  [ -z "${OUT:-}" ] || cp "$out"/*.log "$out/tuning.tsv" "$OUT/" 2>/dev/null
+  # cuBLASLt's heuristic order: the first algorithm against the best of the
+  # next three, per GEMM key (the split LM head's first call likewise)
+  [ -f "$out/tuning.tsv" ] && python3 - "$out/tuning.tsv" <<'EOF' | tee "$out/algos.md"
+import sys
+times = {}
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    if len(f) == 5 and not line.startswith("#"):
+        times.setdefault(f[2], {})[f[3]] = f[4]   # the last line wins
+print("| GEMM key | way | first algo us | best of algo 1-3 | us | first/best | unavailable | fastest overall |")
+print("| --- | --- | ---: | --- | ---: | ---: | --- | --- |")
+for key, d in times.items():
+    us = {k: float(v) for k, v in d.items() if v != "unavailable"}
+    fastest = min(us, key=us.get) if us else "-"
+    for way in ("cublaslt", "cublaslt-split"):
+        alts = [k for k in d if k.startswith(way + "-a") and k[len(way) + 2:].isdigit()]
+        if way not in us or not alts:
+            continue
+        ok = [k for k in alts if k in us]
+        gone = ",".join(k[len(way) + 1:] for k in sorted(alts) if k not in us) or "-"
+        best = min(ok, key=us.get) if ok else None
+        b = f"{best} | {us[best]:.1f} | {us[way] / us[best]:.3f}" if best else "- | - | -"
+        print(f"| {key} | {way} | {us[way]:.1f} | {b} | {gone} | {fastest} |")
+EOF
+  [ -z "${OUT:-}" ] || cp "$out"/*.log "$out/tuning.tsv" "$out/algos.md" "$OUT/" 2>/dev/null
+}
+
+# ------------------------------------------------------------------ OpenCL
+# NVIDIA's OpenCL against the CUDA target (issue 5).
+#
+# Here (with Lua and nnc):   bash bench/gpu_check.sh opencl-generate
+#   (also run at the end of `generate`) emits GPT-2 and BERT for --target=opencl
+#   (f32) into build/gpu/ocl/{gpt2,bert}, the CUDA target at f32 and tf32 into
+#   build/gpu/ocl/cuda/<model>_<precision> (generate has no BERT tf32), a
+#   platform lister (cl_list.c) and this machine's CL headers (the GPU machine
+#   may have none).
+# On the GPU machine:        NNC_OCL_ICD_WRITE=1 bash bench/gpu_check.sh opencl-run
+#   (as root) writes /etc/OpenCL/vendors/nvidia.icd (only with NNC_OCL_ICD_WRITE=1),
+#   lists the platforms with diagnostics when NVIDIA's is missing (then retries
+#   with OCL_ICD_VENDORS and LD_LIBRARY_PATH), builds the folders, checks both
+#   models on NVIDIA's OpenCL and on PoCL, times them at the issue's sizes
+#   (GPT-2 B=1 T=128, BERT B=8 T=128) and GPT-2 B=8 T=1024 on NVIDIA's OpenCL,
+#   PoCL (small sizes only) and the CUDA target at f32 and tf32, and prints one
+#   table (also $OUT/opencl_table.md). A failed step is reported and the next
+#   one runs.
+OCL=$G/ocl
+NV_LIB=${NV_LIB:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}
+# model B T, and whether PoCL times it too
+OCL_CASES=${OCL_CASES:-"gpt2 1 128 pocl
+bert 8 128 pocl
+gpt2 8 1024 -"}
+
+opencl_generate() {
+  local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
+  [ -n "${NNC:-}" ] || meson compile -C "$ROOT/build/release" compiler/nnc > /dev/null || { echo "opencl-generate: building nnc failed"; return 1; }
+  rm -rf "$OCL" && mkdir -p "$OCL/cuda" "$OCL/include"
+  local m p rc=0
+  for m in gpt2 bert; do
+    "$nnc" "$ROOT/models/$m.lua" --target=opencl -o "$OCL/$m" || { echo "opencl-generate: $m for opencl FAILED"; rc=1; }
+    for p in f32 tf32; do
+      "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision=$p -o "$OCL/cuda/${m}_$p" \
+        || { echo "opencl-generate: $m for cuda $p FAILED"; rc=1; }
+    done
+  done
+  cp -r /usr/include/CL "$OCL/include/" || { echo "opencl-generate: no CL headers here"; rc=1; }
+  cat > "$OCL/cl_list.c" <<'EOF'
+/* Every OpenCL platform and device as "P:D platform | device | type | driver". */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <stdio.h>
+int main(void) {
+  cl_platform_id ps[16];
+  cl_uint np = 0;
+  cl_int e = clGetPlatformIDs(16, ps, &np);
+  if (e != CL_SUCCESS || np == 0) {
+    printf("no OpenCL platform (clGetPlatformIDs: %d, %u platforms)\n", (int)e, np);
+    return 1;
+  }
+  for (cl_uint p = 0; p < np; p++) {
+    char pn[256] = "", dn[256] = "", dv[128] = "";
+    clGetPlatformInfo(ps[p], CL_PLATFORM_NAME, sizeof pn, pn, NULL);
+    cl_device_id ds[16];
+    cl_uint nd = 0;
+    e = clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 16, ds, &nd);
+    if (e != CL_SUCCESS) printf("%u: %s | no devices (clGetDeviceIDs: %d)\n", p, pn, (int)e);
+    for (cl_uint d = 0; e == CL_SUCCESS && d < nd; d++) {
+      cl_device_type t = 0;
+      clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
+      clGetDeviceInfo(ds[d], CL_DRIVER_VERSION, sizeof dv, dv, NULL);
+      clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+      printf("%u:%u %s | %s | %s | %s\n", p, d, pn, dn, t & CL_DEVICE_TYPE_GPU ? "GPU" : t & CL_DEVICE_TYPE_CPU ? "CPU" : "other", dv);
+    }
+  }
+  return 0;
+}
+EOF
+  echo "opencl-generate: $(cd "$OCL" && ls | tr '\n' ' ')cuda/{$(ls "$OCL/cuda" | tr '\n' ' ')}"
+  return $rc
+}
+
+# The median of one harness --json run (stdin), or "-".
+ocl_median() { grep -o '"median_ms": [0-9.e+-]*' | tail -1 | cut -d' ' -f2 | grep . || echo -; }
+
+# What the loader sees: the ICD files, NVIDIA's library and what it links,
+# the loader's own trace of a platform listing, the device nodes.
+ocl_diagnose() {
+  echo "--- /etc/OpenCL/vendors:"; ls -l /etc/OpenCL/vendors 2>&1
+  for f in /etc/OpenCL/vendors/*.icd; do echo "$f: $(cat "$f" 2>&1)"; done
+  echo "--- $(dirname "$NV_LIB"):"; ls -l "$(dirname "$NV_LIB")" 2>&1 | head -40
+  echo "--- ldd $NV_LIB:"; ldd "$NV_LIB" 2>&1
+  echo "--- dlopen $NV_LIB:"; python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]); print('loads')" "$NV_LIB" 2>&1 | tail -1
+  echo "--- nvidia-smi:"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
+  echo "--- libOpenCL (the ICD loader):"; ldconfig -p 2>/dev/null | grep -i opencl
+  echo "--- device nodes:"; ls -l /dev/nvidia* 2>&1
+  echo "--- platform listing with OCL_ICD_DEBUG=7 (ocl-icd) and OCL_ICD_ENABLE_TRACE=1 (Khronos loader):"
+  OCL_ICD_DEBUG=7 OCL_ICD_ENABLE_TRACE=1 "$OCL/cl_list" 2>&1 | tail -60
+}
+
+opencl_run() {
+  local out=$G/out_ocl
+  rm -rf "$out" && mkdir -p "$out" "$out/lib"
+  export NNC_OPENCL_CACHE=$out/cache
+  local sm=${ARCH#sm_} m p B T pocl d
+  {
+    # the CUDA folders build while the OpenCL steps run
+    for d in "$OCL"/cuda/*/; do
+      d=${d%/}
+      (make -C "$d" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_cuda_$(basename "$d").log" 2>&1 \
+         || echo "STEP FAILED: building $d (see $out/make_cuda_$(basename "$d").log)") &
+    done
+    echo "## ICD"
+    if [ "${NNC_OCL_ICD_WRITE:-0}" = 1 ]; then
+      mkdir -p /etc/OpenCL/vendors && echo "$NV_LIB" > /etc/OpenCL/vendors/nvidia.icd \
+        && echo "wrote /etc/OpenCL/vendors/nvidia.icd: $(cat /etc/OpenCL/vendors/nvidia.icd)" \
+        || echo "STEP FAILED: writing /etc/OpenCL/vendors/nvidia.icd"
+    else
+      echo "NNC_OCL_ICD_WRITE is not 1: /etc/OpenCL/vendors left as it is"
+    fi
+    # link against the loader even where only libOpenCL.so.1 is installed
+    local so
+    so=$(ldconfig -p 2>/dev/null | awk '/libOpenCL\.so\.1 / {print $NF; exit}')
+    [ -n "$so" ] && ln -sf "$so" "$out/lib/libOpenCL.so"
+    CL_LIBS="-L$out/lib -lOpenCL -lm -lpthread"
+    gcc -O2 -I"$OCL/include" "$OCL/cl_list.c" -o "$OCL/cl_list" $CL_LIBS || echo "STEP FAILED: building cl_list"
+    echo "## platforms"
+    "$OCL/cl_list" | tee "$out/platforms.txt"
+    if ! grep -qi nvidia "$out/platforms.txt"; then
+      echo "NVIDIA's platform is missing; diagnostics:"
+      ocl_diagnose
+      echo "## retry: OCL_ICD_VENDORS=/etc/OpenCL/vendors, LD_LIBRARY_PATH with $(dirname "$NV_LIB")"
+      export OCL_ICD_VENDORS=/etc/OpenCL/vendors
+      export LD_LIBRARY_PATH=$(dirname "$NV_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      "$OCL/cl_list" | tee "$out/platforms.txt"
+      grep -qi nvidia "$out/platforms.txt" || echo "STEP FAILED: no NVIDIA platform after the retry"
+    fi
+    # NNC_OPENCL_DEVICE takes "P:D" or part of the device name
+    NV_DEV=$(awk -F' [|] ' 'tolower($1) ~ /nvidia/ || tolower($2) ~ /nvidia/ {split($1, a, " "); print a[1]; exit}' "$out/platforms.txt")
+    POCL_DEV=$(awk -F' [|] ' 'tolower($1) ~ /portable|pocl/ {split($1, a, " "); print a[1]; exit}' "$out/platforms.txt")
+    echo "NVIDIA device: ${NV_DEV:-none}; PoCL device: ${POCL_DEV:-none}"
+    echo "## build"
+    for m in gpt2 bert; do
+      make -C "$OCL/$m" -j16 CFLAGS="-O2 -I$OCL/include" LDLIBS="$CL_LIBS" > "$out/make_ocl_$m.log" 2>&1 \
+        && echo "$m: built" || { echo "STEP FAILED: building $OCL/$m"; tail -5 "$out/make_ocl_$m.log"; }
+    done
+    echo "## checks (B=3, T=17, against the float64 reference at 1e-5)"
+    for m in gpt2 bert; do
+      for dev in nvidia pocl; do
+        local spec=$NV_DEV; [ $dev = pocl ] && spec=$POCL_DEV
+        [ -n "$spec" ] && [ -x "$OCL/$m/bench_$m" ] || { echo "$m $dev: skipped (no device or no build)"; echo "skipped" > "$out/check_${m}_$dev.txt"; continue; }
+        NNC_OPENCL_DEVICE=$spec timeout 300 "$OCL/$m/bench_$m" --check -d B=3 -d T=17 --runs 1 --warmup 0 > "$out/check_${m}_$dev.log" 2>&1
+        local rc=$?
+        local r; r=$(grep -h 'max relative error' "$out/check_${m}_$dev.log" | tr -s ' ' | sed 's/^ //' | tr '\n' ';')
+        [ $rc = 0 ] || { r="FAILED rc=$rc $r"; tail -3 "$out/check_${m}_$dev.log"; }
+        echo "${r:-no result}" > "$out/check_${m}_$dev.txt"
+        echo "$m $dev: $(cat "$out/check_${m}_$dev.txt")"
+      done
+      [ -z "$NV_DEV" ] || NNC_OPENCL_DEVICE=$NV_DEV "$OCL/$m/bench_$m" --runs 1 --warmup 0 -d B=1 -d T=17 2>&1 | grep -i "device\|options" | head -3
+    done
+    echo "## timings"
+    wait   # the CUDA builds
+    while read -r m B T pocl; do
+      local dims="-d B=$B -d T=$T" runs="--runs 10 --warmup 2"
+      [ "$T" -ge 1024 ] && runs="--runs 5 --warmup 1"
+      if [ -n "$NV_DEV" ] && [ -x "$OCL/$m/bench_$m" ]; then
+        NNC_OPENCL_DEVICE=$NV_DEV timeout 240 "$OCL/$m/bench_$m" --json $runs $dims > "$out/time_${m}_${B}_${T}_nvidia.json" 2> "$out/time_${m}_${B}_${T}_nvidia.err" \
+          || echo "STEP FAILED: $m B=$B T=$T on NVIDIA OpenCL ($(tail -1 "$out/time_${m}_${B}_${T}_nvidia.err"))"
+      fi
+      if [ "$pocl" = pocl ] && [ -n "$POCL_DEV" ] && [ -x "$OCL/$m/bench_$m" ]; then
+        NNC_OPENCL_DEVICE=$POCL_DEV timeout 240 "$OCL/$m/bench_$m" --json --runs 3 --warmup 1 $dims > "$out/time_${m}_${B}_${T}_pocl.json" 2> "$out/time_${m}_${B}_${T}_pocl.err" \
+          || echo "STEP FAILED: $m B=$B T=$T on PoCL ($(tail -1 "$out/time_${m}_${B}_${T}_pocl.err"))"
+      fi
+      for p in f32 tf32; do
+        local b=$OCL/cuda/${m}_$p/bench_$m
+        [ -x "$b" ] || { echo "STEP FAILED: $b not built"; continue; }
+        timeout 240 "$b" --json --runs 20 --warmup 3 $dims > "$out/time_${m}_${B}_${T}_cuda_$p.json" 2> "$out/time_${m}_${B}_${T}_cuda_$p.err" \
+          || echo "STEP FAILED: $m B=$B T=$T on CUDA $p ($(tail -1 "$out/time_${m}_${B}_${T}_cuda_$p.err"))"
+      done
+      echo "$m B=$B T=$T: timed"
+    done <<< "$OCL_CASES"
+  } 2>&1 | tee "$out/steps.txt"
+  # the table
+  {
+    echo "| model | size | OpenCL-NVIDIA ms | CUDA f32 ms | CUDA tf32 ms | OpenCL / CUDA f32 | PoCL ms | check (NVIDIA; PoCL) |"
+    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+    while read -r m B T pocl; do
+      local k=${m}_${B}_${T} nv cf ct pc ratio
+      nv=$(ocl_median 2>/dev/null < "$out/time_${k}_nvidia.json" || echo -)
+      cf=$(ocl_median 2>/dev/null < "$out/time_${k}_cuda_f32.json" || echo -)
+      ct=$(ocl_median 2>/dev/null < "$out/time_${k}_cuda_tf32.json" || echo -)
+      pc=$(ocl_median 2>/dev/null < "$out/time_${k}_pocl.json" || echo -)
+      ratio=$(awk -v a="${nv:--}" -v b="${cf:--}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')
+      echo "| $m | B=$B T=$T | ${nv:--} | ${cf:--} | ${ct:--} | $ratio | ${pc:--} | $(cat "$out/check_${m}_nvidia.txt" 2>/dev/null || echo -) / $(cat "$out/check_${m}_pocl.txt" 2>/dev/null || echo -) |"
+    done <<< "$OCL_CASES"
+  } > "$out/opencl_table.md"
+  echo
+  cat "$out/opencl_table.md"
+  tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz --exclude cache --exclude lib . 2>/dev/null || true
+  [ -z "${OUT:-}" ] || cp "$out/opencl_table.md" "$out/steps.txt" "$out/logs.tgz" "$OUT/" 2>/dev/null || true
 }
 
 case "${1:-}" in
   generate) generate ;;
   run) run ;;
   tune) tune ;;
-  *) echo "usage: bench/gpu_check.sh generate|run|tune" >&2; exit 2 ;;
+  opencl-generate) opencl_generate ;;
+  opencl-run) opencl_run ;;
+  *) echo "usage: bench/gpu_check.sh generate|run|tune|opencl-generate|opencl-run" >&2; exit 2 ;;
 esac

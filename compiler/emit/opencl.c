@@ -121,8 +121,9 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
     " * buffers of %s_run_device and ordering work around its runs. */\n"
     "void *%s_cl_context(const %s_model *m);\n"
     "void *%s_cl_queue(const %s_model *m);\n\n"
-    "/* The options %s_create built the program with: the GEMM tiles it picked for\n"
-    " * the device (-DT<list>_VW=...; see README.md). \"\" before a create succeeded. */\n"
+    "/* The options %s_create built the program with: the tiles and work-group sizes\n"
+    " * it picked for the device (-DT<list>_VW=...; see README.md). \"\" before a create\n"
+    " * succeeded. */\n"
     "const char *%s_build_options(const %s_model *m);\n\n",
     p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
   o->x.api_extra = extra;
@@ -151,6 +152,7 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
   free(o->slot_root);
   free(o->tl);
   free(o->tl_of);
+  free(o->stats_of);
   free(o->gc);
   ec_ctx_free(&o->x);
   free(o);

@@ -14,10 +14,13 @@
  * input or output. Such a buffer is a "slot": slot_of[t] for the tensor t
  * (views share their root's slot).
  *
- * GEMM tiles are chosen twice by the same rule (compiler/tune/tune_opencl.c):
- * at compile time for the target's device class, and by the model's create
- * for the device it opens, from the candidate lists written into <model>.c;
- * the program is built with the pick as -D options. */
+ * Every size that depends on the device (GEMM tiles, the work-group of a row
+ * kernel, of a GEMM prologue's statistics and of a loop kernel, attention's
+ * queries a group and keys a step) is chosen twice by the same rule
+ * (compiler/tune/tune_opencl.c): at compile time for the target's device
+ * class, and by the model's create for the device it opens, from the
+ * candidate lists written into <model>.c; the program is built with the
+ * picks as -D options. */
 #ifndef NNC_OPENCL_EMIT_H
 #define NNC_OPENCL_EMIT_H
 
@@ -26,18 +29,17 @@
 
 #define OCL_MAX_KERNELS 4096
 
-/* A distinct list of GEMM tile candidates (tune_opencl.h): the GEMM kernels
- * of one shape share it, and create picks one tile for all of them from the
- * device; their program text names the pick T<list>_VW, _WM, ... */
+/* A distinct list of candidates (tune_opencl.h): the kernels with equal
+ * lists share it, and create picks one candidate for all of them from the
+ * device; their program text names the pick T<list>_<parameter>. */
 typedef struct ocl_tile_list {
-  nnc_ocl_gemm_tile c[NNC_OCL_MAX_CANDIDATES];
-  int n;
+  nnc_ocl_list l;
   int pick;          /* the compile-time choice, for the class defaults */
 } ocl_tile_list;
 
 /* One copy of gemm.cl in the program; GEMM kernels whose macros agree share it. */
 typedef struct ocl_gemm_copy {
-  char key[96];      /* the macros that make it: tile list, B layout, activation, prologue */
+  char key[112];     /* the macros that make it: tile lists, B layout, activation, prologue */
   int kstats, kgemm; /* indices of its OpenCL kernels (kstats -1 without a prologue) */
 } ocl_gemm_copy;
 
@@ -51,9 +53,10 @@ typedef struct ocl_ctx {
   const char *kname[OCL_MAX_KERNELS];   /* OpenCL kernel names, in m->kern order */
   char kbuf[OCL_MAX_KERNELS][24];
   int nkern;
-  ocl_tile_list *tl;   /* the GEMM tile lists */
+  ocl_tile_list *tl;   /* the candidate lists */
   int ntl;
-  int *tl_of;          /* per schedule kernel: its tile list, or -1 */
+  int *tl_of;          /* per schedule kernel: its list, or -1 (views) */
+  int *stats_of;       /* per GEMM kernel with a prologue: its statistics' list, else -1 */
   ocl_gemm_copy *gc;   /* the copies of gemm.cl */
   int ngc;
 } ocl_ctx;
@@ -72,8 +75,8 @@ nnc_status ocl_emit_kernels(ocl_ctx *o, nnc_error *err);
  * non-last-axis softmax kernel. */
 nnc_status ocl_emit_loop_kernel(ocl_ctx *o, int k, nnc_error *err);
 
-/* Fills o->tl, o->ntl and o->tl_of from the tuner's candidates. */
-nnc_status ocl_gemm_tile_lists(ocl_ctx *o, nnc_error *err);
+/* Fills o->tl, o->ntl, o->tl_of and o->stats_of from the tuner's candidates. */
+nnc_status ocl_tile_lists(ocl_ctx *o, nnc_error *err);
 
 nnc_status ocl_write_model(ocl_ctx *o, const char *dir, nnc_error *err);
 nnc_status ocl_write_build(const ocl_ctx *o, const char *dir, nnc_error *err);

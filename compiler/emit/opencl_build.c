@@ -76,22 +76,29 @@ static nnc_status write_readme(const ocl_ctx *o, const char *dir, nnc_error *err
     "## What is chosen where\n\n"
     "- When nnc compiled the model (target `%s`, a %s device class): the kernels and what\n"
     "  each fuses, the memory plan, and how `gemm.cl` computes every GEMM: %s.\n"
-    "  For each GEMM shape, a list of tile candidates from nnc's tile rule, best first,\n"
-    "  each with what it needs of the device: the `tiles_<n>` tables near the top of\n"
-    "  `%s.c`. `compiled` marks the rule's choice for the class defaults (%lld KiB local\n"
+    "  For every kernel, a list of candidates from nnc's rule (compiler/tune/tune_opencl.c),\n"
+    "  best first, each with what it needs of the device: the `list_<n>` tables near the top\n"
+    "  of `%s.c`, each naming its kernels. A GEMM's list holds its tiles (vector width, C a\n"
+    "  work-item, work-items a group, K steps staged); a row kernel's (softmax, LayerNorm,\n"
+    "  RMSNorm, and the statistics of a GEMM's norm prologue) its work-items a row; attention's\n"
+    "  its queries (work-items) a group and keys staged a step; a loop kernel's (elementwise,\n"
+    "  moves, reductions, gathers, loss) its work-items a group. Kernels with equal lists\n"
+    "  share one. `compiled` marks the rule's choice for the class defaults (%lld KiB local\n"
     "  memory, work-groups of %d, %d compute units, float vectors of %d), which\n"
-    "  `nnc --explain` prints.\n"
+    "  `nnc --explain` prints and `%s.cl` takes when built without options.\n"
     "- When `%s_create` opens the device: it reads `CL_DEVICE_LOCAL_MEM_SIZE`,\n"
     "  `CL_DEVICE_MAX_WORK_GROUP_SIZE`, `CL_DEVICE_MAX_COMPUTE_UNITS` and\n"
     "  `CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT`, takes for each list the first candidate\n"
-    "  the device meets (so a GPU with less local memory, or a CPU driver with a smaller\n"
-    "  work-group limit, gets the tile the same rule gives for it), and builds `%s.cl` with\n"
-    "  the picks as `-DT<list>_VW=... -DT<list>_WM=...` (`%s_build_options` shows them).\n"
-    "- At each run: the global sizes, from the run's dims and the picked tiles.\n\n",
+    "  the device meets (so a GPU with less local memory, or a driver with a smaller\n"
+    "  work-group limit, gets what the same rule gives for it), and builds `%s.cl` with\n"
+    "  the picks as `-DT<list>_<parameter>=...` (`%s_build_options` shows them).\n"
+    "  `NNC_OPENCL_LIMITS=group=64,local=16384,units=1,vector=4` (any of the keys) lowers\n"
+    "  the values it reads, to try on this device what a smaller one would get.\n"
+    "- At each run: the global sizes, from the run's dims and the picks.\n\n",
     o->x.r->target->name, d->device == NNC_DEVICE_CPU ? "CPU" : "GPU",
     d->device == NNC_DEVICE_CPU ? "the CPU way (packed panels,\n  vectors of floats in registers)"
                                 : "the GPU way (local-memory tiles,\n  a block of C a work-item)",
-    p, (long long)(d->local_mem >> 10), d->max_work_group, d->compute_units, d->preferred_vector_width, p, p, p);
+    p, (long long)(d->local_mem >> 10), d->max_work_group, d->compute_units, d->preferred_vector_width, p, p, p, p);
   nnc_sb_printf(&b,
     "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [-d SYM=VALUE] [--check]\n\n"
     "`--check` compares one run with the float64 reference (check/) at 1e-5. Timed runs use\n"

@@ -82,15 +82,6 @@ static int act_code(const nnc_gemm_desc *d) {
   }
 }
 
-static bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
-
-/* Work-items per row of the row kernels and the GEMM statistics: the
- * tuner's group when it is a power of two the templates accept. */
-static int row_group(const ocl_ctx *o, int ki) {
-  int gsz = o->x.r->tiles ? o->x.r->tiles[ki].group : 0;
-  return pow2(gsz) && gsz >= 16 && gsz <= 256 ? gsz : 64;
-}
-
 static void host_head(ocl_ctx *o, int ki) {
   nnc_sb_printf(&o->host, "static int k%d(%s_model *m, const %s_dims *d) {\n  cl_int e = 0;\n  cl_uint a = 0;\n", ki,
                 o->x.p, o->x.p);
@@ -105,43 +96,50 @@ static void arg_mem(ocl_ctx *o, int t) { arg_mem_at(o, t, 2); }
 
 /* ------------------------------------------------------------------ GEMM */
 
-nnc_status ocl_gemm_tile_lists(ocl_ctx *o, nnc_error *err) {
+static int add_list(ocl_ctx *o, const nnc_ocl_list *l, const nnc_opencl_desc *d) {
+  for (int i = 0; i < o->ntl; i++)
+    if (memcmp(&o->tl[i].l, l, sizeof *l) == 0) return i;
+  memcpy(&o->tl[o->ntl].l, l, sizeof *l);   /* padding too: lists are compared with memcmp */
+  o->tl[o->ntl].pick = nnc_opencl_pick(l, d);
+  return o->ntl++;
+}
+
+nnc_status ocl_tile_lists(ocl_ctx *o, nnc_error *err) {
   const ec_ctx *x = &o->x;
   int nk = x->s->nk ? x->s->nk : 1;
-  o->tl = calloc((size_t)nk, sizeof *o->tl);
+  /* a kernel has at most two lists (a GEMM and its prologue's statistics) */
+  o->tl = calloc((size_t)nk * 2, sizeof *o->tl);
   o->tl_of = malloc((size_t)nk * sizeof *o->tl_of);
+  o->stats_of = malloc((size_t)nk * sizeof *o->stats_of);
   o->gc = calloc((size_t)nk, sizeof *o->gc);
-  if (!o->tl || !o->tl_of || !o->gc) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  if (!o->tl || !o->tl_of || !o->stats_of || !o->gc)
+    return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  const nnc_opencl_desc *d = &x->r->target->opencl;
+  nnc_ocl_list l;
   for (int k = 0; k < x->s->nk; k++) {
-    o->tl_of[k] = -1;
-    if (x->s->k[k].kind != NNC_KERNEL_GEMM) continue;
-    ocl_tile_list *l = &o->tl[o->ntl];
-    memset(l, 0, sizeof *l);
-    l->n = nnc_opencl_gemm_candidates(x->r->target, x->s, k, l->c);
-    l->pick = nnc_opencl_gemm_pick(l->c, l->n, &x->r->target->opencl);
-    int same = -1;
-    for (int i = 0; i < o->ntl && same < 0; i++)
-      if (o->tl[i].n == l->n && memcmp(o->tl[i].c, l->c, (size_t)l->n * sizeof *l->c) == 0) same = i;
-    o->tl_of[k] = same >= 0 ? same : o->ntl++;
+    o->tl_of[k] = o->stats_of[k] = -1;
+    nnc_opencl_candidates(x->r->target, x->s, k, &l);
+    if (l.n) o->tl_of[k] = add_list(o, &l, d);
+    nnc_opencl_stats_candidates(x->r->target, x->s, k, &l);
+    if (l.n) o->stats_of[k] = add_list(o, &l, d);
   }
   return NNC_OK;
 }
 
 /* The copy of gemm.cl with these macros: the one already in the program, or
  * a new one (kernel ki names its kernels). */
-static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int act, int pro, bool b_trans, const ocl_gemm_copy **out,
-                            nnc_error *err) {
-  char key[96];
-  snprintf(key, sizeof key, "T%d B_TRANS=%d ACT=%d PROLOGUE=%d", list, b_trans ? 1 : 0, act, pro);
+static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, int pro, bool b_trans,
+                            const ocl_gemm_copy **out, nnc_error *err) {
+  char key[112];
+  snprintf(key, sizeof key, "T%d T%d B_TRANS=%d ACT=%d PROLOGUE=%d", list, stats, b_trans ? 1 : 0, act, pro);
   for (int i = 0; i < o->ngc; i++)
     if (strcmp(o->gc[i].key, key) == 0) {
       *out = &o->gc[i];
       return NNC_OK;
     }
-  const ocl_tile_list *l = &o->tl[list];
-  const nnc_ocl_gemm_tile *c = &l->c[l->pick];
-  char defs[1024], tiles[256];
-  if (c->cpu)
+  char defs[1024], tiles[256], wg[32] = "64";
+  if (stats >= 0) snprintf(wg, sizeof wg, "T%d_WG", stats);
+  if (o->tl[list].l.cpu)
     snprintf(tiles, sizeof tiles, "#define NNC_GEMM_CPU 1\n#define NNC_VW T%d_VW\n#define NNC_MR T%d_WM\n#define NNC_NR T%d_WN\n"
                                   "#define NNC_KC T%d_KC\n#define NNC_LM T%d_LM\n#define NNC_LN T%d_LN\n",
              list, list, list, list, list, list);
@@ -152,9 +150,9 @@ static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int act, int pro, bool
   snprintf(defs, sizeof defs,
            "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d; later GEMM "
            "kernels with the same macros run this copy too */\n%s"
-           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG 64\n"
+           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %s\n"
            "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
-           ki, list, act, pro, tiles, b_trans ? 1 : 0, act, pro, ki, ki);
+           ki, list, act, pro, tiles, b_trans ? 1 : 0, act, pro, wg, ki, ki);
   nnc_status st = paste(o, "gemm.cl", defs,
                         "NNC_GEMM_CPU NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_GEMM_ARGS NNC_GEMM_STORE "
                         "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_KB NNC_LX NNC_LY NNC_NT "
@@ -181,11 +179,10 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM's epilogue %s has no OpenCL activation code",
                       x->r->target->name, nnc_op_info_of(d->act)->name);
   int pro = d->prologue == NNC_NORM_LAYER ? 1 : d->prologue == NNC_NORM_RMS ? 2 : 0;
-  int list = o->tl_of[ki];
-  const ocl_tile_list *l = &o->tl[list];
-  bool cpu = l->c[0].cpu != 0;
+  int list = o->tl_of[ki], stats = o->stats_of[ki];
+  bool cpu = o->tl[list].l.cpu != 0;
   const ocl_gemm_copy *gc = NULL;
-  nnc_status st = gemm_copy(o, ki, list, act, pro, d->b_trans, &gc, err);
+  nnc_status st = gemm_copy(o, ki, list, stats, act, pro, d->b_trans, &gc, err);
   if (st) return st;
   char batch[EXPR], outer[EXPR], lit[64], dim[EXPR], st_[EXPR];
   ec_dims_product(x, d->out, s.first_inner, s.nb, batch, sizeof batch);
@@ -195,15 +192,16 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   host_head(o, ki);
   nnc_sb_printf(h, "  const long long M = %s, N = %s, K = %s, batch = %s, outer = %s;\n", s.M, s.N, s.K, batch, outer);
   nnc_sb_printf(h, "  if (M == 0 || N == 0 || batch == 0) return 0;\n");
-  nnc_sb_printf(h, "  const gemm_tile *t = &tile_lists[%d].c[m->tile[%d]];   /* picked at create */\n"
-                   "  const long long gm = t->lm * t->wm, gn = t->ln * t->wn;\n", list, list);
+  nnc_sb_printf(h, "  const int *t = picked(m, %d);   /* list %d: the tiles create picked */\n"
+                   "  const long long lm = t[GEMM_LM], ln = t[GEMM_LN], gm = lm * t[GEMM_WM], gn = ln * t[GEMM_WN];\n",
+                list, list);
   if (cpu)
     nnc_sb_printf(h, "  /* the CPU way: dimension 0 walks M */\n"
-                     "  const size_t global[3] = {(size_t)((M + gm - 1) / gm * t->lm), (size_t)((N + gn - 1) / gn * t->ln), (size_t)batch};\n"
-                     "  const size_t local[3] = {(size_t)t->lm, (size_t)t->ln, 1};\n");
+                     "  const size_t global[3] = {(size_t)((M + gm - 1) / gm * lm), (size_t)((N + gn - 1) / gn * ln), (size_t)batch};\n"
+                     "  const size_t local[3] = {(size_t)lm, (size_t)ln, 1};\n");
   else
-    nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((N + gn - 1) / gn * t->ln), (size_t)((M + gm - 1) / gm * t->lm), (size_t)batch};\n"
-                     "  const size_t local[3] = {(size_t)t->ln, (size_t)t->lm, 1};\n");
+    nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((N + gn - 1) / gn * ln), (size_t)((M + gm - 1) / gm * lm), (size_t)batch};\n"
+                     "  const size_t local[3] = {(size_t)ln, (size_t)lm, 1};\n");
   if (s.first_inner > 0)
     nnc_sb_printf(h, "  /* the batch dims before the last %d broadcast differently in A and B: a call per index */\n",
                   s.nb - s.first_inner);
@@ -231,8 +229,10 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
     nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n    ARG_FLOAT(%s);\n    ARG_STATS();\n",
                   sa ? "M * K" : "0", ec_literal(d->norm_eps, false, lit, sizeof lit));
     nnc_sb_printf(h, "    if (e) return arg_failed(m, %d, e);\n", ki);
-    nnc_sb_printf(h, "    const size_t sglobal[2] = {(size_t)M * 64, (size_t)batch}, slocal[2] = {64, 1};\n"
-                     "    rc = launch(m, %d, kn, 2, sglobal, slocal);\n    if (rc) return rc;\n    a = 0;\n", ki);
+    nnc_sb_printf(h, "    const size_t wg = (size_t)picked(m, %d)[ROWS_WG];   /* list %d: a group a row */\n"
+                     "    const size_t sglobal[2] = {(size_t)M * wg, (size_t)batch}, slocal[2] = {wg, 1};\n"
+                     "    rc = launch(m, %d, kn, 2, sglobal, slocal);\n    if (rc) return rc;\n    a = 0;\n",
+                  stats, stats, ki);
   }
   nnc_sb_printf(h, "    kn = m->kern[%d];\n", gc->kgemm);
   nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(N);\n    ARG_INT(K);\n");
@@ -277,19 +277,18 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   dim_of(x, a->q, r - 1, D, sizeof D);
   dim_of(x, a->v, r - 1, Dv, sizeof Dv);
   /* the private and local arrays are sized by the head dims when they are constants */
-  long long dmax = 128, dvmax = 128;
+  int64_t dmax64, dvmax64;
+  nnc_opencl_attn_dmax(x->s, ki, &dmax64, &dvmax64);
+  long long dmax = dmax64, dvmax = dvmax64;
   const nnc_tensor *v = &g->tensors[a->v];
-  if (q->shape[r - 1].nsym == 0 && q->shape[r - 1].k >= 1) dmax = q->shape[r - 1].k;
-  if (v->shape[r - 1].nsym == 0 && v->shape[r - 1].k >= 1) dvmax = v->shape[r - 1].k;
-  /* constant head dims of whole float8 vectors: rows as vectors; a CPU
-   * device stages 64 keys a step (fewer barriers, which split a PoCL group's
-   * loop), a GPU 16 (local memory) */
+  /* constant head dims of whole float8 vectors: rows as vectors */
   bool vec = q->shape[r - 1].nsym == 0 && v->shape[r - 1].nsym == 0 && dmax % 8 == 0 && dvmax % 8 == 0;
-  int bk = x->r->target->opencl.device == NNC_DEVICE_CPU ? 64 : 16;
+  int list = o->tl_of[ki];
   char defs[512];
-  snprintf(defs, sizeof defs, "/* kernel %d: attention */\n#define NNC_BQ 16\n#define NNC_BK %d\n#define NNC_D_MAX %lld\n"
+  snprintf(defs, sizeof defs, "/* kernel %d: attention, the queries a group and keys a step of list %d (picked at create) */\n"
+                              "#define NNC_BQ T%d_BQ\n#define NNC_BK T%d_BK\n#define NNC_D_MAX %lld\n"
                               "#define NNC_DV_MAX %lld\n#define NNC_ATT_VEC %d\n#define nnc_attention k%d_attention\n",
-           ki, bk, dmax, dvmax, vec ? 1 : 0, ki);
+           ki, list, list, list, dmax, dvmax, vec ? 1 : 0, ki);
   bool mask_i32 = a->mask >= 0 && g->tensors[a->mask].dtype == NNC_I32;
   /* every operand gets an element offset: a folded head split reads q, k
    * and v inside the fused projection's output */
@@ -364,8 +363,9 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   nnc_sb_printf(h, "  ARG_FLOAT(%s);\n  ARG_INT(%d);\n", ec_literal(a->scale, false, lit, sizeof lit), a->causal ? 1 : 0);
   arg_mem(o, a->mask);
   nnc_sb_printf(h, "  ARG_LONG(mask_sb);\n  if (e) return arg_failed(m, %d, e);\n", ki);
-  nnc_sb_printf(h, "  const size_t global[3] = {(size_t)((Tq + 15) / 16 * 16), (size_t)H, (size_t)B}, local[3] = {16, 1, 1};\n"
-                   "  return launch(m, %d, kn, 3, global, local);\n}\n\n", ki);
+  nnc_sb_printf(h, "  const size_t bq = (size_t)picked(m, %d)[ATT_BQ];   /* list %d: a work-item a query */\n"
+                   "  const size_t global[3] = {((size_t)Tq + bq - 1) / bq * bq, (size_t)H, (size_t)B}, local[3] = {bq, 1, 1};\n"
+                   "  return launch(m, %d, kn, 3, global, local);\n}\n\n", list, list, ki);
   return NNC_OK;
 }
 
@@ -377,11 +377,11 @@ static nnc_status emit_row(ocl_ctx *o, int ki, nnc_error *err) {
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_tensor *in = &x->g->tensors[n->in[0]];
   if (n->op == NNC_OP_SOFTMAX && n->attrs.axis != in->rank - 1) return ocl_emit_loop_kernel(o, ki, err);
-  int wg = row_group(o, ki);
+  int list = o->tl_of[ki];
   char defs[512];
-  snprintf(defs, sizeof defs, "/* kernel %d: %s */\n#define NNC_WG %d\n#define nnc_softmax k%d_softmax\n"
-                              "#define nnc_layernorm k%d_layernorm\n#define nnc_rmsnorm k%d_rmsnorm\n",
-           ki, nnc_op_info_of(n->op)->name, wg, ki, ki, ki);
+  snprintf(defs, sizeof defs, "/* kernel %d: %s, the work-group of list %d (picked at create) */\n#define NNC_WG T%d_WG\n"
+                              "#define nnc_softmax k%d_softmax\n#define nnc_layernorm k%d_layernorm\n#define nnc_rmsnorm k%d_rmsnorm\n",
+           ki, nnc_op_info_of(n->op)->name, list, list, ki, ki, ki);
   nnc_status st = paste(o, "rows.cl", defs, "NNC_WG nnc_softmax nnc_layernorm nnc_rmsnorm", NULL, 0, err);
   if (st) return st;
   const char *which = n->op == NNC_OP_SOFTMAX ? "k%d_softmax" : n->op == NNC_OP_LAYERNORM ? "k%d_layernorm" : "k%d_rmsnorm";
@@ -405,8 +405,9 @@ static nnc_status emit_row(ocl_ctx *o, int ki, nnc_error *err) {
   }
   arg_mem(o, n->out[0]);
   nnc_sb_printf(h, "  ARG_LONG(cols);\n  if (e) return arg_failed(m, %d, e);\n", ki);
-  nnc_sb_printf(h, "  const size_t global[1] = {(size_t)rows * %d}, local[1] = {%d};\n"
-                   "  return launch(m, %d, kn, 1, global, local);\n}\n\n", wg, wg, ki);
+  nnc_sb_printf(h, "  const size_t wg = (size_t)picked(m, %d)[ROWS_WG];   /* list %d: a group a row */\n"
+                   "  const size_t global[1] = {(size_t)rows * wg}, local[1] = {wg};\n"
+                   "  return launch(m, %d, kn, 1, global, local);\n}\n\n", list, list, ki);
   return NNC_OK;
 }
 

@@ -58,7 +58,8 @@ static void finish(void *self, int ki, const char *n, nnc_sb *body) {
                    "  cl_int e = 0;\n  cl_uint a = 0;\n", ki, x->p, x->p, idx);
   for (int i = 0; i < kp->n; i++) nnc_sb_printf(h, "  ARG_MEM(%d);\n", kp->slot[i]);
   nnc_sb_printf(h, "  ARG_DIMS();\n  if (e) return arg_failed(m, %d, e);\n", ki);
-  nnc_sb_printf(h, "  return launch_n(m, %d, kn, (long long)(%s));\n}\n\n", ki, n);
+  nnc_sb_printf(h, "  return launch_n(m, %d, kn, (long long)(%s), picked(m, %d)[LOOP_WG]);   /* list %d: the group */\n}\n\n",
+                ki, n, o->tl_of[ki], o->tl_of[ki]);
   nnc_sb_free(&kp->head);
 }
 

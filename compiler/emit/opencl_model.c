@@ -15,13 +15,16 @@ static void preamble(ocl_ctx *o, nnc_error *err) {
                         "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n", x->p, x->p);
   if (common) nnc_sb_puts(&o->cl, common);
   if (o->ntl)
-    nnc_sb_printf(&o->cl, "\n/* The GEMM tiles of each tile list: create passes -DT<list>_VW=... for the device it\n"
-                          " * opened; built without them, the program takes the compile-time choice. */\n");
+    nnc_sb_printf(&o->cl, "\n/* The sizes of each candidate list (tiles, work-groups, key blocks): create passes\n"
+                          " * -DT<list>_<parameter>=... for the device it opened; built without them, the\n"
+                          " * program takes the compile-time choice. */\n");
   for (int i = 0; i < o->ntl; i++) {
-    const nnc_ocl_gemm_tile *c = &o->tl[i].c[o->tl[i].pick];
-    nnc_sb_printf(&o->cl, "#ifndef T%d_VW\n#define T%d_VW %d\n#define T%d_WM %d\n#define T%d_WN %d\n#define T%d_LM %d\n"
-                          "#define T%d_LN %d\n#define T%d_KC %d\n#endif\n",
-                  i, i, c->vw, i, c->wm, i, c->wn, i, c->lm, i, c->ln, i, c->kc);
+    const nnc_ocl_list *l = &o->tl[i].l;
+    const char *const *names;
+    int np = nnc_opencl_params(l->family, &names);
+    nnc_sb_printf(&o->cl, "#ifndef T%d_%s   /* %s */\n", i, names[0], nnc_opencl_family_name(l->family));
+    for (int j = 0; j < np; j++) nnc_sb_printf(&o->cl, "#define T%d_%s %d\n", i, names[j], l->c[o->tl[i].pick].v[j]);
+    nnc_sb_printf(&o->cl, "#endif\n");
   }
   nnc_sb_printf(&o->cl, "\n/* What nnc's own kernels use: the run's dims, C math names, loads and stores. */\n"
                         "typedef struct %s_dims {\n", x->p);
@@ -37,41 +40,65 @@ static void preamble(ocl_ctx *o, nnc_error *err) {
     x->p);
 }
 
-/* The GEMM tile lists of the tuner (compiler/tune/tune_opencl.c): create
+/* The candidate lists of the tuner (compiler/tune/tune_opencl.c): create
  * takes, for each list, the first candidate the device meets. */
 static void tile_tables(const ocl_ctx *o, nnc_sb *b) {
   nnc_sb_printf(b,
-    "/* GEMM tiles. Each list holds the candidates of nnc's tile rule (compiler/tune/tune_opencl.c)\n"
-    " * for one GEMM shape, in its order of preference, with what each needs of the device:\n"
-    " * local memory, work-group size and preferred float vector width at least need_*, compute\n"
-    " * units at most max_units (0: any). create takes the first candidate the device meets (the\n"
-    " * last when none does); `compiled` is the choice for the target's class defaults. */\n"
-    "typedef struct gemm_tile {\n"
-    "  int cpu;              /* 1: gemm.cl's CPU way (packed vectors), 0: its GPU way */\n"
-    "  int vw, wm, wn;       /* floats a vector; C rows and columns a work-item */\n"
-    "  int lm, ln, kc;       /* work-items along M and N; K steps staged at once */\n"
-    "  long long need_local; /* CL_DEVICE_LOCAL_MEM_SIZE at least */\n"
-    "  int need_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE at least */\n"
-    "  int need_vector;      /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT at least */\n"
-    "  int max_units;        /* CL_DEVICE_MAX_COMPUTE_UNITS at most; 0: any */\n"
-    "} gemm_tile;\n\n");
+    "/* Tiles and work-group sizes. Each list holds the candidates of nnc's rule\n"
+    " * (compiler/tune/tune_opencl.c) for the kernels named beside it, in its order of\n"
+    " * preference, with what each needs of the device: local memory, work-group size and\n"
+    " * preferred float vector width at least need_*, compute units at most max_units (0:\n"
+    " * any). create takes the first candidate the device meets (the last when none does)\n"
+    " * and builds the program with its values as -DT<list>_<parameter>; `compiled` is the\n"
+    " * choice for the target's class defaults. */\n"
+    "typedef struct choice {\n"
+    "  int v[%d];               /* the values of the list's parameters, in the order of its names */\n"
+    "  long long need_local;    /* CL_DEVICE_LOCAL_MEM_SIZE at least */\n"
+    "  int need_group;          /* CL_DEVICE_MAX_WORK_GROUP_SIZE at least */\n"
+    "  int need_vector;         /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT at least */\n"
+    "  int max_units;           /* CL_DEVICE_MAX_COMPUTE_UNITS at most; 0: any */\n"
+    "} choice;\n\n"
+    "/* The parameters of each family, in the order of choice.v. gemm: floats a vector (the CPU\n"
+    " * way), C rows and columns a work-item, work-items along M and N, K steps staged at once.\n"
+    " * rows: work-items a row. attention: queries (work-items) a group, keys a step. loop:\n"
+    " * work-items a group. */\n"
+    "__attribute__((unused)) static const char *const gemm_params[] = {\"VW\", \"WM\", \"WN\", \"LM\", \"LN\", \"KC\"};\n"
+    "__attribute__((unused)) static const char *const rows_params[] = {\"WG\"};\n"
+    "__attribute__((unused)) static const char *const attention_params[] = {\"BQ\", \"BK\"};\n"
+    "__attribute__((unused)) static const char *const loop_params[] = {\"WG\"};\n"
+    "enum { GEMM_VW, GEMM_WM, GEMM_WN, GEMM_LM, GEMM_LN, GEMM_KC };\n"
+    "enum { ROWS_WG };\nenum { ATT_BQ, ATT_BK };\nenum { LOOP_WG };\n\n", NNC_OCL_MAX_PARAMS);
   for (int i = 0; i < o->ntl; i++) {
-    const ocl_tile_list *l = &o->tl[i];
-    nnc_sb_printf(b, "static const gemm_tile tiles_%d[%d] = {   /* kernels", i, l->n);
-    for (int k = 0; k < o->x.s->nk; k++)
+    const nnc_ocl_list *l = &o->tl[i].l;
+    const char *const *names;
+    int np = nnc_opencl_params(l->family, &names);
+    nnc_sb_printf(b, "static const choice list_%d[%d] = {   /* %s%s, kernels", i, l->n, nnc_opencl_family_name(l->family),
+                  l->family == NNC_OCL_GEMM ? (l->cpu ? " (CPU way)" : " (GPU way)") : "");
+    for (int k = 0; k < o->x.s->nk; k++) {
       if (o->tl_of[k] == i) nnc_sb_printf(b, " %d", k);
-    nnc_sb_printf(b, " */\n");
+      if (o->stats_of[k] == i) nnc_sb_printf(b, " %d (statistics)", k);
+    }
+    nnc_sb_printf(b, " */\n  /* ");
+    for (int j = 0; j < np; j++) nnc_sb_printf(b, "%s ", names[j]);
+    nnc_sb_printf(b, "| need: local group vector, max units */\n");
     for (int j = 0; j < l->n; j++) {
-      const nnc_ocl_gemm_tile *c = &l->c[j];
-      nnc_sb_printf(b, "  {%d, %d, %d, %d, %d, %d, %d, %lld, %d, %d, %d},\n", c->cpu, c->vw, c->wm, c->wn, c->lm, c->ln, c->kc,
-                    (long long)c->need_local, c->need_group, c->need_vector, c->max_units);
+      const nnc_ocl_choice *c = &l->c[j];
+      nnc_sb_printf(b, "  {{");
+      for (int q = 0; q < np; q++) nnc_sb_printf(b, "%s%d", q ? ", " : "", c->v[q]);
+      nnc_sb_printf(b, "}, %lld, %d, %d, %d},\n", (long long)c->need.local, c->need.group, c->need.vector, c->need.max_units);
     }
     nnc_sb_printf(b, "};\n");
   }
-  nnc_sb_printf(b, "#define NTILELISTS %d\n", o->ntl ? o->ntl : 1);
-  nnc_sb_printf(b, "static const struct {\n  const gemm_tile *c;\n  int n, compiled;\n} tile_lists[NTILELISTS] = {\n");
-  for (int i = 0; i < o->ntl; i++) nnc_sb_printf(b, "  {tiles_%d, %d, %d},\n", i, o->tl[i].n, o->tl[i].pick);
-  if (!o->ntl) nnc_sb_printf(b, "  {NULL, 0, 0},\n");
+  nnc_sb_printf(b, "#define NLISTS %d\n", o->ntl ? o->ntl : 1);
+  nnc_sb_printf(b, "static const struct {\n  const char *const *names;\n  int nparams;\n  const choice *c;\n  int n, compiled;\n"
+                   "} lists[NLISTS] = {\n");
+  for (int i = 0; i < o->ntl; i++) {
+    const nnc_ocl_list *l = &o->tl[i].l;
+    const char *const *names;
+    nnc_sb_printf(b, "  {%s_params, %d, list_%d, %d, %d},\n", nnc_opencl_family_name(l->family),
+                  nnc_opencl_params(l->family, &names), i, l->n, o->tl[i].pick);
+  }
+  if (!o->ntl) nnc_sb_printf(b, "  {NULL, 0, NULL, 0, 0},\n");
   nnc_sb_printf(b, "};\n\n");
 }
 
@@ -171,7 +198,7 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
     "  unsigned char loaded[%d];\n"
     "  int nloaded;\n"
     "  int64_t max[%d];\n"
-    "  int tile[NTILELISTS];         /* per GEMM tile list: the candidate create picked */\n"
+    "  int pick[NLISTS];             /* per candidate list: the candidate create picked */\n"
     "  char *options;                /* the program's build options: the picks as -D */\n"
     "  int profile;\n"
     "  uint64_t ns[%d];\n"
@@ -200,11 +227,16 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
     "    return kernel_failed(m, k, e.msg);\n"
     "  if (ev) {\n    uint64_t ns = 0;\n    if (!nnrt_cl_event_elapsed_ns(ev, &ns, &e)) m->ns[k] += ns;\n    clReleaseEvent(ev);\n  }\n"
     "  return 0;\n}\n\n"
-    "/* n work-items (rounded up to 64, at most 1M: the loops stride) of a 1-D kernel. */\n"
-    "__attribute__((unused)) static int launch_n(%s_model *m, int k, cl_kernel kn, long long n) {\n"
+    "/* n work-items of a 1-D kernel in groups of wg (rounded up to whole groups, at most\n"
+    " * about 1M: the loops stride). */\n"
+    "__attribute__((unused)) static int launch_n(%s_model *m, int k, cl_kernel kn, long long n, int wg) {\n"
     "  if (n <= 0) return 0;\n"
-    "  long long g = (n + 63) / 64 * 64;\n  if (g > (1 << 20)) g = 1 << 20;\n"
-    "  const size_t global[1] = {(size_t)g};\n  return launch(m, k, kn, 1, global, NULL);\n}\n\n", p, p);
+    "  if (n > (1 << 20)) n = 1 << 20;\n"
+    "  const size_t global[1] = {(size_t)((n + wg - 1) / wg * wg)}, local[1] = {(size_t)wg};\n"
+    "  return launch(m, k, kn, 1, global, local);\n}\n\n"
+    "/* The values of the candidate of list l that create picked (see lists). */\n"
+    "__attribute__((unused)) static const int *picked(const %s_model *m, int l) { return lists[l].c[m->pick[l]].v; }\n\n",
+    p, p, p);
   nnc_sb_printf(b,
     "#define ARG_MEM(s) (e |= clSetKernelArg(kn, a++, sizeof(cl_mem), &m->slot[s]))\n"
     "#define ARG_NULL() (e |= clSetKernelArg(kn, a++, sizeof(cl_mem), NULL))\n"
@@ -368,29 +400,44 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
   stats_need(o, b);
   io_bytes(o, b);
   nnc_sb_printf(b,
-    "/* The GEMM tiles for the device m opened: per tile list the first candidate it meets,\n"
-    " * and the program's build options that name them. */\n"
-    "static int pick_tiles(%s_model *m, nnrt_error *e) {\n"
-    "  const nnrt_cl_device_info *dev = nnrt_cl_device(m->cl);\n"
-    "  const size_t cap = 32 + (size_t)NTILELISTS * 160;\n"
+    "/* The device's values the picks read (local memory, work-group size, vector width,\n"
+    " * compute units), each lowered to what $NNC_OPENCL_LIMITS says, e.g.\n"
+    " * \"group=64,local=16384,units=1,vector=4\" (any of the keys): the candidates a smaller\n"
+    " * device would get, tried on this one. It never raises a value. */\n"
+    "static int device_values(const nnrt_cl_device_info *dev, unsigned long long v[4], nnrt_error *e) {\n"
+    "  static const char *const keys[4] = {\"local\", \"group\", \"vector\", \"units\"};\n"
+    "  v[0] = dev->local_mem;\n  v[1] = dev->max_work_group;\n  v[2] = dev->preferred_vector;\n  v[3] = dev->compute_units;\n"
+    "  for (const char *s = getenv(\"NNC_OPENCL_LIMITS\"); s && *s;) {\n"
+    "    char key[16];\n    unsigned long long n = 0;\n    int used = 0, i = 4;\n"
+    "    if (sscanf(s, \"%%15[a-z]=%%llu%%n\", key, &n, &used) == 2)\n"
+    "      for (i = 0; i < 4 && strcmp(key, keys[i]) != 0; i++) continue;\n"
+    "    if (i == 4 || used == 0 || (s[used] != ',' && s[used] != 0))\n"
+    "      return nnrt_errorf(e, NNRT_E_ARG, \"NNC_OPENCL_LIMITS: expected key=number[,key=number...] with the keys \"\n"
+    "                         \"local, group, vector and units; found \\\"%%.200s\\\"\", s);\n"
+    "    if (n < v[i]) v[i] = n;\n"
+    "    s += used + (s[used] == ',');\n  }\n  return 0;\n}\n\n"
+    "/* For the device m opened: per candidate list the first candidate it meets, and the\n"
+    " * program's build options that name them (-DT<list>_<parameter>=<value>). */\n"
+    "static int pick_lists(%s_model *m, nnrt_error *e) {\n"
+    "  unsigned long long dev[4];\n"
+    "  int rc = device_values(nnrt_cl_device(m->cl), dev, e);\n  if (rc) return rc;\n"
+    "  const size_t cap = 32 + (size_t)NLISTS * %d * 24;\n"
     "  m->options = malloc(cap);\n"
     "  if (!m->options) return nnrt_errorf(e, NNRT_E_NOMEM, \"out of memory\");\n"
     "  size_t at = (size_t)snprintf(m->options, cap, \"-cl-std=CL1.2\");\n"
-    "  for (int l = 0; l < NTILELISTS && tile_lists[l].n; l++) {\n"
-    "    int pick = tile_lists[l].n - 1;\n"
-    "    for (int i = 0; i < tile_lists[l].n; i++) {\n"
-    "      const gemm_tile *c = &tile_lists[l].c[i];\n"
-    "      if ((cl_ulong)c->need_local <= dev->local_mem && (size_t)c->need_group <= dev->max_work_group &&\n"
-    "          (cl_uint)c->need_vector <= dev->preferred_vector &&\n"
-    "          (c->max_units == 0 || dev->compute_units <= (cl_uint)c->max_units)) {\n"
+    "  for (int l = 0; l < NLISTS && lists[l].n; l++) {\n"
+    "    int pick = lists[l].n - 1;\n"
+    "    for (int i = 0; i < lists[l].n; i++) {\n"
+    "      const choice *c = &lists[l].c[i];\n"
+    "      if ((unsigned long long)c->need_local <= dev[0] && (unsigned long long)c->need_group <= dev[1] &&\n"
+    "          (unsigned long long)c->need_vector <= dev[2] && (c->max_units == 0 || dev[3] <= (unsigned long long)c->max_units)) {\n"
     "        pick = i;\n        break;\n      }\n    }\n"
-    "    m->tile[l] = pick;\n"
-    "    const gemm_tile *c = &tile_lists[l].c[pick];\n"
-    "    at += (size_t)snprintf(m->options + at, cap - at, \" -DT%%d_VW=%%d -DT%%d_WM=%%d -DT%%d_WN=%%d -DT%%d_LM=%%d -DT%%d_LN=%%d -DT%%d_KC=%%d\",\n"
-    "                           l, c->vw, l, c->wm, l, c->wn, l, c->lm, l, c->ln, l, c->kc);\n"
+    "    m->pick[l] = pick;\n"
+    "    for (int j = 0; j < lists[l].nparams && at < cap; j++)\n"
+    "      at += (size_t)snprintf(m->options + at, cap - at, \" -DT%%d_%%s=%%d\", l, lists[l].names[j], lists[l].c[pick].v[j]);\n"
     "    if (at >= cap) return nnrt_errorf(e, NNRT_E_INTERNAL, \"the build options do not fit\");\n"
     "  }\n"
-    "  return 0;\n}\n\n", p);
+    "  return 0;\n}\n\n", p, NNC_OCL_MAX_PARAMS);
   nnc_sb_printf(b,
     "int %s_create(const %s_options *o, %s_model **out) {\n"
     "  %s_options def;\n  create_error[0] = 0;\n"
@@ -418,7 +465,7 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
     "    for (size_t i = 0; i < sizeof cl_source / sizeof *cl_source; i++) {\n"
     "      size_t n = strlen(cl_source[i]);\n      memcpy(src + at, cl_source[i], n);\n      at += n;\n    }\n"
     "    src[at] = 0;\n  }\n"
-    "  if (!rc) rc = pick_tiles(m, &e);\n"
+    "  if (!rc) rc = pick_lists(m, &e);\n"
     "  if (!rc) rc = nnrt_cl_program_build(m->cl, src, m->options, \"%s.cl\", &m->prog, &e);\n"
     "  free(src);\n"
     "  for (int i = 0; !rc && i < NCLKERNELS && kernel_names[i][0]; i++) {\n"
@@ -508,7 +555,7 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
 }
 
 nnc_status ocl_write_model(ocl_ctx *o, const char *dir, nnc_error *err) {
-  nnc_status st = ocl_gemm_tile_lists(o, err);
+  nnc_status st = ocl_tile_lists(o, err);
   if (st) return st;
   preamble(o, err);
   st = ocl_emit_kernels(o, err);

@@ -42,16 +42,14 @@ static nnc_status emit(const char *model, const char *precision, const char *con
  * once; a missing platform shows as the runtime's "no OpenCL platform". */
 static int have_device = -1;
 
-/* Emits, builds, and runs --check with dims (may be ""). */
-static void check(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
+/* Runs bench_<name> of the built folder dir with --check at dims (may be
+ * ""), the environment env before it (may be ""); fails unless every
+ * output is within 1e-5. */
+static void run_in(const char *dir, const char *name, const char *dims, const char *env) {
   char out[512], log[600];
-  nnc_error err = {0};
-  snprintf(out, sizeof out, "%s/%s", work, name);
-  nnc_status st = emit(model, "f32", defs, nd, out, &err);
-  if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
-  assert_int_equal(st, NNC_OK);
-  assert_int_equal(sh("make -s -C %s -j4 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
-  int rc = sh("cd %s && NNC_OPENCL_CACHE=%s/cache ./bench_%s --check --runs 1 %s > run.log 2>&1", out, work, name, dims);
+  snprintf(out, sizeof out, "%s/%s", work, dir);
+  int rc = sh("cd %s && %s NNC_OPENCL_CACHE=%s/cache ./bench_%s --check --runs 1 %s > run.log 2>&1", out, env, work,
+              name, dims);
   snprintf(log, sizeof log, "%s/run.log", out);
   if (have_device < 0) have_device = !file_has(log, "no OpenCL platform or device");
   if (!have_device) return;
@@ -59,6 +57,87 @@ static void check(const char *model, const char *name, const char *const *defs, 
   assert_int_equal(rc, 0);
   assert_true(file_has(log, "max relative error"));
   assert_false(file_has(log, "FAILED"));
+}
+
+static void run_check(const char *name, const char *dims, const char *env) { run_in(name, name, dims, env); }
+
+/* Emits, builds, and runs --check with dims (may be ""). */
+static void check(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
+  char out[512];
+  nnc_error err = {0};
+  snprintf(out, sizeof out, "%s/%s", work, name);
+  nnc_status st = emit(model, "f32", defs, nd, out, &err);
+  if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
+  assert_int_equal(st, NNC_OK);
+  assert_int_equal(sh("make -s -C %s -j4 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
+  run_check(name, dims, "");
+}
+
+/* A device with work-groups of at most 4 items, 32 KiB of local memory,
+ * one compute unit and vectors of 4 floats, as create sees it: every list
+ * takes a small candidate (or its last). */
+#define SMALL_DEVICE "NNC_OPENCL_LIMITS=group=4,local=32768,units=1,vector=4"
+
+/* What create of the folder name picked, with env: its build options, by a
+ * program linked with the model's library (built here). */
+static void build_options(const char *name, const char *env, char *buf, size_t n) {
+  char out[512], src[600], path[600];
+  snprintf(out, sizeof out, "%s/%s", work, name);
+  snprintf(src, sizeof src, "%s/options.c", out);
+  FILE *f = fopen(src, "w");
+  assert_non_null(f);
+  fprintf(f, "#include <stdio.h>\n#include \"%s.h\"\n"
+             "int main(void) {\n  %s_model *m = NULL;\n"
+             "  if (%s_create(NULL, &m)) {\n    printf(\"create: %%s\\n\", %s_last_error(NULL));\n    return 1;\n  }\n"
+             "  printf(\"%%s\\n\", %s_build_options(m));\n  %s_destroy(m);\n  return 0;\n}\n",
+          name, name, name, name, name, name);
+  fclose(f);
+  assert_int_equal(sh("make -s -C %s lib%s.a > /dev/null 2>&1 && cc -std=c11 -Wall -Werror -I%s %s %s/lib%s.a "
+                      "-lOpenCL -lm -lpthread -o %s/options", out, name, out, src, out, name, out), 0);
+  int rc = sh("cd %s && %s NNC_OPENCL_CACHE=%s/cache ./options > options.log 2>&1", out, env, work);
+  snprintf(path, sizeof path, "%s/options.log", out);
+  f = fopen(path, "r");
+  assert_non_null(f);
+  if (!fgets(buf, (int)n, f)) buf[0] = 0;
+  fclose(f);
+  if (rc != 0) fail_msg("%s: %s", name, buf);
+}
+
+/* The value of -D<name>=<v> in options, or -1. */
+static int option(const char *options, const char *name) {
+  char key[64];
+  snprintf(key, sizeof key, "-D%s=", name);
+  const char *at = strstr(options, key);
+  return at ? atoi(at + strlen(key)) : -1;
+}
+
+/* Every work-group the options of a small device's create name (row and loop
+ * groups, attention's queries, a GEMM's items) is at most 4 items, and the
+ * CPU way's vectors are 4 floats; returns how many lists it saw. */
+static int small_picks(const char *options) {
+  char key[32];
+  int lists = 0;
+  for (int l = 0; l < 64; l++) {
+    snprintf(key, sizeof key, "T%d_WG", l);
+    int wg = option(options, key);
+    snprintf(key, sizeof key, "T%d_BQ", l);
+    int bq = option(options, key);
+    snprintf(key, sizeof key, "T%d_LM", l);
+    int lm = option(options, key);
+    snprintf(key, sizeof key, "T%d_LN", l);
+    int ln = option(options, key);
+    snprintf(key, sizeof key, "T%d_VW", l);
+    int vw = option(options, key);
+    if (wg < 0 && bq < 0 && lm < 0) continue;
+    lists++;
+    if (wg >= 0) assert_in_range(wg, 1, 4);
+    if (bq >= 0) assert_in_range(bq, 1, 4);
+    if (lm >= 0) {
+      assert_in_range(lm * ln, 1, 16);   /* the GPU way's last candidate is 4x4 items */
+      assert_true(vw == 1 || vw == 4);
+    }
+  }
+  return lists;
 }
 
 static void test_models(void **state) {
@@ -73,15 +152,31 @@ static void test_models(void **state) {
   }
   check("models/bert.lua", "bert", bert, 2, "-d B=3 -d T=17");
   check("models/gpt2.lua", "gpt2", gpt2, 3, "-d B=3 -d T=17");
+  /* the same binaries on a device seen as small: every list takes small sizes */
+  run_check("mlp", "-d B=3", SMALL_DEVICE);
+  run_check("bert", "-d B=3 -d T=17", SMALL_DEVICE);
+  run_check("gpt2", "-d B=3 -d T=17", SMALL_DEVICE);
+  char opts[4096];
+  build_options("gpt2", SMALL_DEVICE, opts, sizeof opts);
+  assert_true(small_picks(opts) >= 5);
+  assert_int_equal(option(opts, "T3_BQ"), 4);   /* attention: 4 queries, 64 keys (4 * 64 * 129 * 2 > 32 KiB: 16) */
+  assert_int_equal(option(opts, "T3_BK"), 16);
+  build_options("gpt2", "", opts, sizeof opts);
+  assert_true(option(opts, "T3_BQ") > 4);   /* PoCL's own values: 16 queries */
+  assert_int_equal(sh("cd %s/gpt2 && NNC_OPENCL_LIMITS=group=x ./options | grep -q 'expected key=number'", work), 0);
   char p[600];
   snprintf(p, sizeof p, "%s/gpt2/gpt2.cl", work);
   assert_true(file_has(p, "k3_gemm"));
   assert_true(file_has(p, "q_off + b * q_sb"));   /* the folded head split */
   assert_true(file_has(p, "#define NNC_GEMM_CPU 1"));   /* the CPU way for opencl-cpu */
-  assert_true(file_has(p, "#define NNC_VW T0_VW"));      /* tiles picked at create */
+  assert_true(file_has(p, "#define NNC_VW T1_VW"));      /* tiles picked at create */
+  assert_true(file_has(p, "#define NNC_BQ T3_BQ"));      /* attention's sizes too */
+  assert_true(file_has(p, "#define NNC_WG T2_WG"));      /* and the prologue statistics' group */
   snprintf(p, sizeof p, "%s/gpt2/gpt2.c", work);
-  assert_true(file_has(p, "static const gemm_tile tiles_0["));
-  assert_true(file_has(p, "pick_tiles(m, &e)"));
+  assert_true(file_has(p, "static const choice list_0["));
+  assert_true(file_has(p, "/* attention, kernels"));
+  assert_true(file_has(p, "pick_lists(m, &e)"));
+  assert_true(file_has(p, "picked(m, 0)[LOOP_WG]"));
   snprintf(p, sizeof p, "%s/gpt2/README.md", work);
   assert_true(file_has(p, "What is chosen where"));
   assert_true(file_has(p, "CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT"));
@@ -118,6 +213,7 @@ static void test_gpu_way(void **state) {
     if (rc != 0) sh("tail -20 %s", log);
     assert_int_equal(rc, 0);
     assert_false(file_has(log, "FAILED"));
+    run_in(strrchr(out, '/') + 1, names[i], i ? "" : "-d B=3", SMALL_DEVICE);
   }
 }
 
@@ -158,13 +254,21 @@ static nnc_target_desc describe(const char *name) {
 }
 
 /* The candidate a device gets: it fits, and none before it does. */
-static const nnc_ocl_gemm_tile *pick(const nnc_ocl_gemm_tile *c, int n, const nnc_opencl_desc *d) {
-  int i = nnc_opencl_gemm_pick(c, n, d);
-  assert_true(i >= 0 && i < n);
-  assert_true(nnc_opencl_gemm_fits(&c[i], d));
-  for (int j = 0; j < i; j++) assert_false(nnc_opencl_gemm_fits(&c[j], d));
-  return &c[i];
+static const int *pick(const nnc_ocl_list *l, const nnc_opencl_desc *d) {
+  int i = nnc_opencl_pick(l, d);
+  assert_true(i >= 0 && i < l->n);
+  assert_true(nnc_opencl_fits(&l->c[i].need, d));
+  for (int j = 0; j < i; j++) assert_false(nnc_opencl_fits(&l->c[j].need, d));
+  return l->c[i].v;
 }
+
+/* The fields of a GEMM candidate's values, by name. */
+#define VW(v) (v)[NNC_OCL_VW]
+#define WM(v) (v)[NNC_OCL_WM]
+#define WN(v) (v)[NNC_OCL_WN]
+#define LM(v) (v)[NNC_OCL_LM]
+#define LN(v) (v)[NNC_OCL_LN]
+#define KC(v) (v)[NNC_OCL_KC]
 
 static void test_tile_rule_cpu(void **state) {
   (void)state;
@@ -179,63 +283,66 @@ static void test_tile_rule_cpu(void **state) {
   t.opencl.local_mem = 512 << 10;
   t.opencl.max_work_group = 4096;
   t.opencl.preferred_vector_width = 8;
-  nnc_ocl_gemm_tile c[NNC_OCL_MAX_CANDIDATES];
-  int n = nnc_opencl_gemm_candidates(&t, &l.s, k, c);
+  nnc_ocl_list c;
+  nnc_opencl_candidates(&t, &l.s, k, &c);
+  int n = c.n;
   assert_true(n >= 3 && n <= NNC_OCL_MAX_CANDIDATES);
+  assert_int_equal(c.family, NNC_OCL_GEMM);
+  assert_int_equal(c.cpu, 1);
   for (int i = 0; i < n; i++) {
-    assert_int_equal(c[i].cpu, 1);
-    assert_int_equal(c[i].wn, 2 * c[i].vw);
-    assert_int_equal(c[i].need_local, 2 * (int64_t)c[i].kc * (c[i].lm * c[i].wm + c[i].ln * c[i].wn) * 4);
+    const int *v = c.c[i].v;
+    assert_int_equal(WN(v), 2 * VW(v));
+    assert_int_equal(c.c[i].need.local, 2 * (int64_t)KC(v) * (LM(v) * WM(v) + LN(v) * WN(v)) * 4);
   }
   /* the last candidate asks for nothing a device lacks */
-  assert_int_equal(c[n - 1].vw, 4);
-  assert_int_equal(c[n - 1].need_group, 1);
-  assert_int_equal(c[n - 1].need_vector, 0);
-  assert_int_equal(c[n - 1].max_units, 0);
+  assert_int_equal(VW(c.c[n - 1].v), 4);
+  assert_int_equal(c.c[n - 1].need.group, 1);
+  assert_int_equal(c.c[n - 1].need.vector, 0);
+  assert_int_equal(c.c[n - 1].need.max_units, 0);
   /* 128 x 2304 in groups of 48 x 128: 3 x 18 groups, 27 a unit */
-  const nnc_ocl_gemm_tile *p = pick(c, n, &t.opencl);
-  assert_int_equal(p->vw, 8);
-  assert_int_equal(p->lm, 8);
-  assert_int_equal(p->ln, 8);
-  assert_int_equal(p->kc, 256);
+  const int *p = pick(&c, &t.opencl);
+  assert_int_equal(VW(p), 8);
+  assert_int_equal(LM(p), 8);
+  assert_int_equal(LN(p), 8);
+  assert_int_equal(KC(p), 256);
   /* the tuner says the same */
   nnc_tile tile;
   nnc_error err = {0};
   assert_int_equal(nnc_tune_kernel(&t, &l.s, k, &tile, &err), NNC_OK);
-  assert_int_equal(tile.block_m, p->lm * p->wm);
-  assert_int_equal(tile.block_n, p->ln * p->wn);
-  assert_int_equal(tile.kc, p->kc);
-  assert_int_equal(tile.group, p->lm * p->ln);
+  assert_int_equal(tile.block_m, LM(p) * WM(p));
+  assert_int_equal(tile.block_n, LN(p) * WN(p));
+  assert_int_equal(tile.kc, KC(p));
+  assert_int_equal(tile.group, LM(p) * LN(p));
   /* AVX-512: vectors of 16 */
   nnc_opencl_desc d = t.opencl;
   d.preferred_vector_width = 16;
-  assert_int_equal(pick(c, n, &d)->vw, 16);
+  assert_int_equal(pick(&c, &d)[NNC_OCL_VW], 16);
   /* no wide vectors (a GPU running the CPU way): 4 */
   d = t.opencl;
   d.preferred_vector_width = 1;
-  assert_int_equal(pick(c, n, &d)->vw, 4);
+  assert_int_equal(pick(&c, &d)[NNC_OCL_VW], 4);
   /* a driver that allows work-groups of 16 */
   d = t.opencl;
   d.max_work_group = 16;
-  p = pick(c, n, &d);
-  assert_true(p->lm * p->ln <= 16);
-  assert_int_equal(p->vw, 8);
+  p = pick(&c, &d);
+  assert_true(LM(p) * LN(p) <= 16);
+  assert_int_equal(VW(p), 8);
   /* 64 KiB of local memory: smaller packed tiles */
   d = t.opencl;
   d.local_mem = 64 << 10;
-  p = pick(c, n, &d);
-  assert_true(p->need_local <= 64 << 10);
-  assert_true(p->lm * p->ln < 64);
+  p = pick(&c, &d);
+  assert_true(c.c[nnc_opencl_pick(&c, &d)].need.local <= 64 << 10);
+  assert_true(LM(p) * LN(p) < 64);
   /* 64 compute units: groups small enough to give each two */
   d = t.opencl;
   d.compute_units = 64;
-  p = pick(c, n, &d);
-  assert_true(p->lm * p->ln < 64);
-  int64_t gm = p->lm * p->wm, gn = p->ln * p->wn, groups = (128 + gm - 1) / gm * ((2304 + gn - 1) / gn);
-  assert_true(groups >= 2 * 64 || p->max_units == 0);
+  p = pick(&c, &d);
+  assert_true(LM(p) * LN(p) < 64);
+  int64_t gm = LM(p) * WM(p), gn = LN(p) * WN(p), groups = (128 + gm - 1) / gm * ((2304 + gn - 1) / gn);
+  assert_true(groups >= 2 * 64 || c.c[nnc_opencl_pick(&c, &d)].need.max_units == 0);
   /* a device that reports nothing: the last candidate */
   memset(&d, 0, sizeof d);
-  assert_int_equal(nnc_opencl_gemm_pick(c, n, &d), n - 1);
+  assert_int_equal(nnc_opencl_pick(&c, &d), n - 1);
   unload(&l);
 }
 
@@ -246,18 +353,20 @@ static void test_tile_rule_gpu(void **state) {
   load(&l, "models/gpt2.lua", defs, 3);
   int k = first_gemm(&l.s);   /* 1024 x 2304 x 768 */
   nnc_target_desc t = describe("opencl-gpu");
-  nnc_ocl_gemm_tile c[NNC_OCL_MAX_CANDIDATES];
-  int n = nnc_opencl_gemm_candidates(&t, &l.s, k, c);
+  nnc_ocl_list c;
+  nnc_opencl_candidates(&t, &l.s, k, &c);
+  int n = c.n;
+  assert_int_equal(c.cpu, 0);
   for (int i = 0; i < n; i++) {
-    assert_int_equal(c[i].cpu, 0);
-    assert_int_equal(c[i].need_group, c[i].lm * c[i].ln);
-    assert_int_equal(c[i].need_local, 2 * (int64_t)(c[i].lm * c[i].wm + c[i].ln * c[i].wn) * c[i].kc * 4);
+    const int *v = c.c[i].v;
+    assert_int_equal(c.c[i].need.group, LM(v) * LN(v));
+    assert_int_equal(c.c[i].need.local, 2 * (int64_t)(LM(v) * WM(v) + LN(v) * WN(v)) * KC(v) * 4);
   }
   /* class defaults, 32 KiB: 16x16 items x 4x4, K steps of 32 (16 KiB of tiles) */
-  const nnc_ocl_gemm_tile *p = pick(c, n, &t.opencl);
-  assert_int_equal(p->lm, 16);
-  assert_int_equal(p->wm, 4);
-  assert_int_equal(p->kc, 32);
+  const int *p = pick(&c, &t.opencl);
+  assert_int_equal(LM(p), 16);
+  assert_int_equal(WM(p), 4);
+  assert_int_equal(KC(p), 32);
   nnc_tile tile;
   nnc_error err = {0};
   assert_int_equal(nnc_tune_kernel(&t, &l.s, k, &tile, &err), NNC_OK);
@@ -267,22 +376,158 @@ static void test_tile_rule_gpu(void **state) {
   /* 16 KiB of local memory (less than assumed): K steps of 16 */
   nnc_opencl_desc d = t.opencl;
   d.local_mem = 16 << 10;
-  p = pick(c, n, &d);
-  assert_int_equal(p->lm, 16);
-  assert_int_equal(p->kc, 16);
+  p = pick(&c, &d);
+  assert_int_equal(LM(p), 16);
+  assert_int_equal(KC(p), 16);
   /* 64 KiB (AMD, Intel): 64 */
   d.local_mem = 64 << 10;
-  assert_int_equal(pick(c, n, &d)->kc, 64);
+  assert_int_equal(pick(&c, &d)[NNC_OCL_KC], 64);
   /* work-groups of 128: 8x8 items */
   d = t.opencl;
   d.max_work_group = 128;
-  p = pick(c, n, &d);
-  assert_int_equal(p->lm, 8);
-  assert_int_equal(p->ln, 8);
+  p = pick(&c, &d);
+  assert_int_equal(LM(p), 8);
+  assert_int_equal(LN(p), 8);
   /* more compute units than 64x64 tiles: 2x2 an item */
   d = t.opencl;
   d.compute_units = 100000;
-  assert_int_equal(pick(c, n, &d)->wm, 2);
+  assert_int_equal(pick(&c, &d)[NNC_OCL_WM], 2);
+  unload(&l);
+}
+
+static int kernel_of(const nnc_schedule *s, nnc_kernel_kind kind) {
+  for (int k = 0; k < s->nk; k++)
+    if (s->k[k].kind == kind) return k;
+  fail_msg("no kernel of kind %s", nnc_kernel_kind_name(kind));
+  return -1;
+}
+
+/* The lists of the other kernels: attention's queries a group and keys a
+ * step, the group of a row kernel, of a GEMM prologue's statistics and of a
+ * loop kernel; the picks for the class defaults (hand-computed from the
+ * rule) and for devices with tiny local memory, work-groups of at most 64 or
+ * 32, one compute unit, and one that reports nothing. */
+static void test_tile_rule_other_kernels(void **state) {
+  (void)state;
+  const char *defs[] = {"layers=1", "batch=8", "ctx=128"};   /* 12 heads of 64, T = S = 128 */
+  loaded l;
+  load(&l, "models/gpt2.lua", defs, 3);
+  int ka = kernel_of(&l.s, NNC_KERNEL_ATTENTION), kg = first_gemm(&l.s), ke = kernel_of(&l.s, NNC_KERNEL_GATHER);
+  nnc_target_desc gpu = describe("opencl-gpu"), cpu = describe("opencl-cpu");
+  cpu.opencl.compute_units = 2;
+  cpu.opencl.local_mem = 512 << 10;
+  cpu.opencl.max_work_group = 4096;
+  nnc_ocl_list a, st, lp;
+  nnc_opencl_candidates(&gpu, &l.s, ka, &a);
+  assert_int_equal(a.family, NNC_OCL_ATTENTION);
+  assert_int_equal(a.n, 7 * 3);
+  for (int i = 0; i < a.n; i++) {
+    assert_int_equal(a.c[i].need.group, a.c[i].v[NNC_OCL_BQ]);
+    /* K and V tiles of 64 floats a key and the keep flags, twice */
+    assert_int_equal(a.c[i].need.local, 2 * 4 * a.c[i].v[NNC_OCL_BK] * (64 + 64 + 1));
+  }
+  /* class defaults (32 KiB): 32 keys need 33024 bytes, so 64 queries and 16 keys */
+  const int *p = pick(&a, &gpu.opencl);
+  assert_int_equal(p[NNC_OCL_BQ], 64);
+  assert_int_equal(p[NNC_OCL_BK], 16);
+  nnc_tile tile;
+  nnc_error err = {0};
+  assert_int_equal(nnc_tune_kernel(&gpu, &l.s, ka, &tile, &err), NNC_OK);
+  assert_int_equal(tile.attn_bq, 64);
+  assert_int_equal(tile.attn_bk, 16);
+  assert_int_equal(tile.group, 64);
+  nnc_opencl_desc d = gpu.opencl;
+  d.local_mem = 48 << 10;   /* NVIDIA */
+  assert_int_equal(pick(&a, &d)[NNC_OCL_BK], 32);
+  d = gpu.opencl;
+  d.max_work_group = 32;
+  p = pick(&a, &d);
+  assert_int_equal(p[NNC_OCL_BQ], 32);
+  assert_int_equal(p[NNC_OCL_BK], 16);
+  d = gpu.opencl;
+  d.local_mem = 10000;   /* 8 keys: 8256 bytes */
+  p = pick(&a, &d);
+  assert_int_equal(p[NNC_OCL_BQ], 64);
+  assert_int_equal(p[NNC_OCL_BK], 8);
+  d = gpu.opencl;
+  d.compute_units = 1;
+  assert_int_equal(pick(&a, &d)[NNC_OCL_BQ], 64);
+  d.local_mem = 4096;   /* nothing fits: the last, one query and 8 keys */
+  assert_int_equal(nnc_opencl_pick(&a, &d), a.n - 1);
+  assert_int_equal(a.c[a.n - 1].v[NNC_OCL_BQ], 1);
+  assert_int_equal(a.c[a.n - 1].v[NNC_OCL_BK], 8);
+  /* CPU: 16 queries, 64 keys a step; 32 KiB of local memory: 16 keys; groups of 4: 4 queries */
+  nnc_opencl_candidates(&cpu, &l.s, ka, &a);
+  assert_int_equal(a.n, 5 * 4);
+  p = pick(&a, &cpu.opencl);
+  assert_int_equal(p[NNC_OCL_BQ], 16);
+  assert_int_equal(p[NNC_OCL_BK], 64);
+  d = cpu.opencl;
+  d.local_mem = 32 << 10;
+  p = pick(&a, &d);
+  assert_int_equal(p[NNC_OCL_BQ], 16);
+  assert_int_equal(p[NNC_OCL_BK], 16);
+  d = cpu.opencl;
+  d.max_work_group = 4;
+  p = pick(&a, &d);
+  assert_int_equal(p[NNC_OCL_BQ], 4);
+  assert_int_equal(p[NNC_OCL_BK], 64);
+
+  /* the statistics of the first GEMM's LayerNorm prologue, rows of K = 768:
+   * GPU 128 items (768 / 8 rounded up to a power of two), then halves */
+  nnc_opencl_stats_candidates(&gpu, &l.s, kg, &st);
+  assert_int_equal(st.family, NNC_OCL_ROWS);
+  assert_int_equal(st.n, 8);
+  for (int i = 0; i < st.n; i++) {
+    assert_int_equal(st.c[i].v[NNC_OCL_WG], 128 >> i);
+    assert_int_equal(st.c[i].need.group, 128 >> i);
+    assert_int_equal(st.c[i].need.local, 4 * (128 >> i));
+  }
+  assert_int_equal(pick(&st, &gpu.opencl)[NNC_OCL_WG], 128);
+  d = gpu.opencl;
+  d.max_work_group = 64;
+  assert_int_equal(pick(&st, &d)[NNC_OCL_WG], 64);
+  d.local_mem = 100;   /* 25 floats of scratch */
+  assert_int_equal(pick(&st, &d)[NNC_OCL_WG], 16);
+  d = gpu.opencl;
+  d.compute_units = 1;
+  assert_int_equal(pick(&st, &d)[NNC_OCL_WG], 128);
+  memset(&d, 0, sizeof d);
+  assert_int_equal(nnc_opencl_pick(&st, &d), st.n - 1);
+  assert_int_equal(st.c[st.n - 1].v[NNC_OCL_WG], 1);
+  /* CPU: 64 at most */
+  nnc_opencl_stats_candidates(&cpu, &l.s, kg, &st);
+  assert_int_equal(pick(&st, &cpu.opencl)[NNC_OCL_WG], 64);
+  /* no statistics without a prologue: the attention kernel is no GEMM */
+  nnc_opencl_stats_candidates(&gpu, &l.s, ka, &st);
+  assert_int_equal(st.n, 0);
+
+  /* a loop kernel (the embedding gather): 256 items on a GPU, 64 on a CPU */
+  nnc_opencl_candidates(&gpu, &l.s, ke, &lp);
+  assert_int_equal(lp.family, NNC_OCL_LOOP);
+  assert_int_equal(pick(&lp, &gpu.opencl)[NNC_OCL_WG], 256);
+  assert_int_equal(nnc_tune_kernel(&gpu, &l.s, ke, &tile, &err), NNC_OK);
+  assert_int_equal(tile.group, 256);
+  d = gpu.opencl;
+  d.max_work_group = 64;
+  assert_int_equal(pick(&lp, &d)[NNC_OCL_WG], 64);
+  nnc_opencl_candidates(&cpu, &l.s, ke, &lp);
+  assert_int_equal(pick(&lp, &cpu.opencl)[NNC_OCL_WG], 64);
+  unload(&l);
+
+  /* a row kernel on its own: LayerNorm of rows of 129, GPU 32 items (a warp), CPU 64 */
+  load(&l, "tests/ops/norms.lua", NULL, 0);
+  int kr = kernel_of(&l.s, NNC_KERNEL_ROW);
+  nnc_opencl_candidates(&gpu, &l.s, kr, &st);
+  assert_int_equal(st.family, NNC_OCL_ROWS);
+  assert_int_equal(pick(&st, &gpu.opencl)[NNC_OCL_WG], 32);
+  assert_int_equal(nnc_tune_kernel(&gpu, &l.s, kr, &tile, &err), NNC_OK);
+  assert_int_equal(tile.group, 32);
+  nnc_opencl_candidates(&cpu, &l.s, kr, &st);
+  assert_int_equal(pick(&st, &cpu.opencl)[NNC_OCL_WG], 64);
+  d = cpu.opencl;
+  d.max_work_group = 20;
+  assert_int_equal(pick(&st, &d)[NNC_OCL_WG], 16);
   unload(&l);
 }
 
@@ -392,6 +637,7 @@ static void test_ops(void **state) {
       skip();
       return;
     }
+    run_check(ops[i], "", SMALL_DEVICE);
   }
 }
 
@@ -421,6 +667,7 @@ int main(void) {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_tile_rule_cpu),
     cmocka_unit_test(test_tile_rule_gpu),
+    cmocka_unit_test(test_tile_rule_other_kernels),
     cmocka_unit_test(test_models),
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_gpu_way),

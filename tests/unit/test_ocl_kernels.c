@@ -422,8 +422,9 @@ static void test_gemm_cpu(void **state) {
 
 /* ------------------------------------------------------------ row kernels */
 
-/* which: 0 softmax, 1 layernorm, 2 rmsnorm; affine: pass gamma (and beta) */
-static double run_rows(int which, int rows, int cols, int affine, int in_place) {
+/* which: 0 softmax, 1 layernorm, 2 rmsnorm; affine: pass gamma (and beta);
+ * wg work-items a row (NNC_WG: the sizes create picks, 1 to 256) */
+static double run_rows(int which, int rows, int cols, int affine, int in_place, int wg) {
   const ptrdiff_t ldx = cols + 3, ldy = in_place ? ldx : cols + 1;
   const size_t nx = (size_t)(rows * ldx), ny = (size_t)(rows * ldy);
   float *x = frand(nx), *y = fnan(ny), *gam = frand((size_t)cols), *bet = frand((size_t)cols);
@@ -434,7 +435,9 @@ static double run_rows(int which, int rows, int cols, int affine, int in_place) 
   }
   cl_mem dx = upload(x, nx), dy = in_place ? dx : upload(y, ny);
   cl_mem dg = upload(gam, (size_t)cols), db = upload(bet, (size_t)cols);
-  cl_program p = build("rows.cl", esz == 2 ? "-DNNC_F16" : "");
+  char opts[64];
+  snprintf(opts, sizeof opts, "-DNNC_WG=%d%s", wg, esz == 2 ? " -DNNC_F16" : "");
+  cl_program p = build("rows.cl", opts);
   static const char *names[] = {"nnc_softmax", "nnc_layernorm", "nnc_rmsnorm"};
   cl_kernel k = kernel(p, names[which]);
   const float eps = 1e-5f;
@@ -444,7 +447,7 @@ static double run_rows(int which, int rows, int cols, int affine, int in_place) 
   if (which == 1) arg_m(k, a++, affine ? db : NULL);
   if (which >= 1) arg_f(k, a++, eps);
   arg_m(k, a++, dy); arg_l(k, a++, ldy);
-  size_t gs = (size_t)rows * 256, ls = 256;
+  size_t gs = (size_t)rows * (size_t)wg, ls = (size_t)wg;
   launch(k, 1, &gs, &ls);
   download(dy, y, ny);
 
@@ -492,15 +495,18 @@ static void test_rows(void **state) {
   (void)state;
   if (!g.ok) skip();
   static const char *names[] = {"softmax", "layernorm", "rmsnorm"};
-  const struct { int which, rows, cols, affine, in_place; } cases[] = {
-    {0, 3, 1023, 0, 0}, {0, 3, 1023, 0, 1}, {0, 1, 1, 0, 0}, {0, 5, 255, 0, 0},
-    {1, 3, 1023, 1, 0}, {1, 3, 1023, 0, 1}, {1, 2, 1, 1, 0}, {1, 4, 300, 1, 1},
-    {2, 3, 1023, 1, 0}, {2, 3, 1023, 0, 1}, {2, 2, 1, 0, 0}, {2, 4, 257, 1, 0},
+  /* groups of 256 down to one item: every size the tile lists hold */
+  const struct { int which, rows, cols, affine, in_place, wg; } cases[] = {
+    {0, 3, 1023, 0, 0, 256}, {0, 3, 1023, 0, 1, 64}, {0, 1, 1, 0, 0, 256}, {0, 5, 255, 0, 0, 16},
+    {0, 3, 77, 0, 0, 1}, {0, 3, 3, 0, 0, 4}, {0, 4, 129, 0, 1, 32},
+    {1, 3, 1023, 1, 0, 256}, {1, 3, 1023, 0, 1, 128}, {1, 2, 1, 1, 0, 2}, {1, 4, 300, 1, 1, 4},
+    {1, 3, 769, 1, 0, 1}, {1, 2, 5, 1, 0, 64},
+    {2, 3, 1023, 1, 0, 256}, {2, 3, 1023, 0, 1, 8}, {2, 2, 1, 0, 0, 1}, {2, 4, 257, 1, 0, 32},
   };
   double worst[3] = {0, 0, 0};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    double e = run_rows(cases[i].which, cases[i].rows, cases[i].cols, cases[i].affine, cases[i].in_place);
-    if (!(e <= TOL_F32)) fail_msg("%s case %zu: max error %g", names[cases[i].which], i, e);
+    double e = run_rows(cases[i].which, cases[i].rows, cases[i].cols, cases[i].affine, cases[i].in_place, cases[i].wg);
+    if (!(e <= TOL_F32)) fail_msg("%s case %zu (groups of %d): max error %g", names[cases[i].which], i, cases[i].wg, e);
     if (e > worst[cases[i].which]) worst[cases[i].which] = e;
   }
   print_message("softmax f32: %.3g, layernorm f32: %.3g, rmsnorm f32: %.3g\n", worst[0], worst[1], worst[2]);
@@ -613,6 +619,11 @@ static void test_attention(void **state) {
     {3, 5, 17, 17, 32, 16, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=32 -DNNC_DV_MAX=16"},
     {2, 3, 33, 70, 8, 24, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=8 -DNNC_DV_MAX=24 -DNNC_BK=32"},
     {2, 2, 5, 9, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=4 -DNNC_BK=7"},
+    /* the ends of the tile lists: one query a group, 64 queries and 32 keys (a GPU's first), 16 and 64 (a CPU's) */
+    {2, 3, 19, 23, 64, 64, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=1 -DNNC_BK=8"},
+    {2, 3, 67, 67, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=64 -DNNC_BK=32"},
+    {1, 2, 131, 131, 64, 64, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=16 -DNNC_BK=64"},
+    {2, 2, 9, 13, 5, 3, 0, 1, "-DNNC_BQ=2 -DNNC_BK=8"},
   };
   double worst = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -746,7 +757,7 @@ static void test_f16(void **state) {
     if (e > eg) eg = e;
   }
   for (int w = 0; w < 3; ++w) {
-    double e = run_rows(w, 3, 1023, 1, 0);
+    double e = run_rows(w, 3, 1023, 1, 0, 256);
     if (e > er) er = e;
   }
   const attn_case ac[] = {{3, 5, 17, 17, 7, 7, 1, 1, ""},
