@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <glob.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,8 @@ static void copy(char *dst, size_t n, const char *src, size_t len) {
   dst[len] = 0;
 }
 
-/* One line into e: five tab-separated fields, the last a time >= 0. */
+/* One line into e: five tab-separated fields, the last a time >= 0 or
+ * "unavailable" (us = INFINITY). */
 static bool parse_line(char *line, nnc_tuning_entry *e) {
   line[strcspn(line, "\r\n")] = 0;
   char *f[5];
@@ -35,7 +37,9 @@ static bool parse_line(char *line, nnc_tuning_entry *e) {
   if (nf != 5) return false;
   char *end;
   double us = strtod(f[4], &end);
-  if (end == f[4] || *end || !(us >= 0) || !f[0][0] || !f[2][0] || !f[3][0]) return false;
+  if (strcmp(f[4], "unavailable") == 0) us = INFINITY;
+  else if (end == f[4] || *end || !(us >= 0) || !isfinite(us)) return false;
+  if (!f[0][0] || !f[2][0] || !f[3][0]) return false;
   copy(e->gpu, sizeof e->gpu, f[0], strlen(f[0]));
   copy(e->version, sizeof e->version, f[1], strlen(f[1]));
   copy(e->key, sizeof e->key, f[2], strlen(f[2]));
@@ -121,7 +125,8 @@ nnc_status nnc_tuning_add(nnc_tuning *t, const nnc_tuning_entry *e, const char *
   if (!f) return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "tuning file %s: cannot be written: %s", path, strerror(errno));
   /* one fprintf a line on an O_APPEND stream: concurrent compiles add whole lines */
   setvbuf(f, NULL, _IOFBF, 1024);
-  fprintf(f, "%s\t%s\t%s\t%s\t%.3f\n", e->gpu, e->version, e->key, e->impl, e->us);
+  if (isinf(e->us)) fprintf(f, "%s\t%s\t%s\t%s\tunavailable\n", e->gpu, e->version, e->key, e->impl);
+  else fprintf(f, "%s\t%s\t%s\t%s\t%.3f\n", e->gpu, e->version, e->key, e->impl, e->us);
   if (fclose(f)) return nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "tuning file %s: write failed: %s", path, strerror(errno));
   return NNC_OK;
 }
@@ -239,7 +244,16 @@ static nnc_status run_probe(const nnc_emit_request *r, const nnc_kernel_variants
     progress_bar(progress, ++done, total, what);
     char *end;
     double us = strtod(rest, &end);
-    if (end == rest || k < 0 || k >= r->s->nk) continue;   /* "failed: why": not a candidate */
+    if (k < 0 || k >= r->s->nk) continue;
+    if (end == rest) {
+      /* "failed: why": not a candidate. A failure the runtime calls
+       * "unsupported:" (cuBLASLt's heuristic has no such result for this
+       * GEMM) is one every run would meet: it is written down as
+       * unavailable, so the next compile need not probe again. Others
+       * (a device error) are measured again next time. */
+      if (strncmp(rest, "failed:", 7) != 0 || !strstr(line, "unsupported:")) continue;
+      us = INFINITY;
+    }
     nnc_tuning_entry e;
     memset(&e, 0, sizeof e);
     copy(e.gpu, sizeof e.gpu, gpu, strlen(gpu));
@@ -270,11 +284,16 @@ static nnc_status choose(const nnc_emit_request *r, const nnc_kernel_variants *v
     double best_us = 0;
     char why[sizeof tiles[k].reason];
     int w = snprintf(why, sizeof why, "measured on %s:", gpu);
+    bool listed = false;
     for (int i = 0; i < v[k].n; i++) {
       double us = nnc_tuning_find(t, gpu, v[k].key, v[k].name[i]);
       if (us < 0) continue;
-      if (w < (int)sizeof why)
-        w += snprintf(why + w, sizeof why - (size_t)w, "%s %s %.1f us", best < 0 ? "" : ",", v[k].name[i], us);
+      if (w < (int)sizeof why && isinf(us))
+        w += snprintf(why + w, sizeof why - (size_t)w, "%s %s unavailable", listed ? "," : "", v[k].name[i]);
+      else if (w < (int)sizeof why)
+        w += snprintf(why + w, sizeof why - (size_t)w, "%s %s %.1f us", listed ? "," : "", v[k].name[i], us);
+      listed = true;
+      if (isinf(us)) continue;
       if (best < 0 || us < best_us) {
         best = i;
         best_us = us;
@@ -282,11 +301,12 @@ static nnc_status choose(const nnc_emit_request *r, const nnc_kernel_variants *v
     }
     if (best < 0)
       return nnc_errorf(err, NNC_E_TARGET, r->s->k[k].loc,
-                        "--tune=measure: kernel %d (%s): no time on %s for nnc %s in %s", k, v[k].key, gpu,
-                        NNC_VERSION, path);
-    if (w < (int)sizeof why) snprintf(why + w, sizeof why - (size_t)w, " -> %s", v[k].name[best]);
+                        "--tune=measure: kernel %d (%s): no time on %s for nnc %s in %s%s", k, v[k].key, gpu,
+                        NNC_VERSION, path, listed ? " (every implementation there is unavailable)" : "");
+    /* the pick stays at the end even when the list is cut short */
+    int room = (int)sizeof tiles[k].reason - 1 - (int)strlen(" -> ") - (int)strlen(v[k].name[best]);
     snprintf(tiles[k].impl, sizeof tiles[k].impl, "%s", v[k].name[best]);
-    snprintf(tiles[k].reason, sizeof tiles[k].reason, "%s", why);
+    snprintf(tiles[k].reason, sizeof tiles[k].reason, "%.*s -> %s", room, why, v[k].name[best]);
   }
   return NNC_OK;
 }

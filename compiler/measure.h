@@ -1,6 +1,7 @@
 /* compiler/measure.h — `nnc --tune=measure`: every kernel that has several
  * implementations on the target (a CUDA GEMM: cuBLASLt with or without
- * padded rows, nnc's own tensor-core GEMM at each tile configuration) is
+ * padded rows, with its heuristic's first to fourth algorithm, nnc's own
+ * tensor-core GEMM at each tile configuration) is
  * timed on this machine's GPU, and the fastest one is written.
  *
  * The times come from a probe: the model itself, emitted with every
@@ -15,7 +16,13 @@
  * fusions), and a later compile for the same GPU and nnc version reuses
  * them without building a probe. NNC_GPU_NAME names the GPU instead of
  * asking nvidia-smi, to compile on a machine without it from a tuning file
- * measured on one. */
+ * measured on one.
+ *
+ * MICROSECONDS is "unavailable" for an implementation the probe found the
+ * runtime cannot run for that kernel (its error said "unsupported:", e.g.
+ * cuBLASLt's heuristic returned fewer results than the one asked for): it
+ * is never chosen, and not measured again. Another failure is not written,
+ * so the next compile measures it again. */
 #ifndef NNC_MEASURE_H
 #define NNC_MEASURE_H
 
@@ -26,7 +33,7 @@
 /* One measured time. */
 typedef struct nnc_tuning_entry {
   char gpu[128], version[32], key[256], impl[24];
-  double us;
+  double us;       /* INFINITY: "unavailable" */
 } nnc_tuning_entry;
 
 /* The entries of a tuning file. */
@@ -38,7 +45,8 @@ typedef struct nnc_tuning {
 
 /* Reads path into t (a missing file is an empty table). */
 nnc_status nnc_tuning_read(const char *path, nnc_tuning *t, nnc_error *err);
-/* The time of impl for key on gpu with this nnc version; < 0 when unknown. */
+/* The time of impl for key on gpu with this nnc version; < 0 when unknown,
+ * INFINITY when unavailable. */
 double nnc_tuning_find(const nnc_tuning *t, const char *gpu, const char *key, const char *impl);
 /* Appends e to t and, when path is not NULL, to the file (made with its folder). */
 nnc_status nnc_tuning_add(nnc_tuning *t, const nnc_tuning_entry *e, const char *path, nnc_error *err);

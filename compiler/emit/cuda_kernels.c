@@ -48,8 +48,13 @@ typedef struct gemm_plan {
   bool lt_residual;    /* the residual rides cuBLASLt's C operand */
   int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
+  int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
   char why[200];
 } gemm_plan;
+
+/* cuBLASLt's heuristic results after the first that --tune=measure tries:
+ * "cublaslt-a1".."cublaslt-a3" (and "cublaslt-split-a1".. for the split). */
+#define LT_ALGOS 3
 
 /* nnc's GEMM's tile configurations (gemm.cuh's nnc_cuda_gemm_config), the
  * variants --tune=measure times against cuBLASLt. */
@@ -83,6 +88,20 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
          constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 && act;
 }
 
+/* The heuristic result an implementation's name asks for: "cublaslt-a2"
+ * is "cublaslt" with algo 2; base gets the name without the suffix. */
+static int algo_suffix(const char *impl, char *base, size_t n) {
+  size_t len = strlen(impl);
+  int algo = 0;
+  if (len > 3 && impl[len - 3] == '-' && impl[len - 2] == 'a' && impl[len - 1] >= '1' &&
+      impl[len - 1] <= '0' + LT_ALGOS && strncmp(impl, "cublaslt", 8) == 0) {
+    algo = impl[len - 1] - '0';
+    len -= 3;
+  }
+  snprintf(base, n, "%.*s", (int)len, impl);
+  return algo;
+}
+
 /* Measured on an H100 (bench/NOTES.md, nnc --tune=measure): cuBLASLt runs
  * these GEMMs at about 600 TFLOP/s, nnc's mma.sync GEMM 3-4x slower even with
  * the LayerNorm prologue and the epilogue fused, so the analytic rule always
@@ -90,11 +109,18 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
  * 8 are computed into padded rows and, where B is [N, K], in two calls: the
  * columns up to a multiple of 64, then the rest (GPT-2's LM head, N = 50257:
  * 6.5 ms in one call, 2.1 ms in two). impl (from --tune=measure) names
- * another of gemm_variants' choices. */
+ * another of gemm_variants' choices; "-aN" after a cuBLASLt one runs
+ * cuBLASLt's N-th heuristic result instead of its first. */
 static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *impl, gemm_plan *p, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
   memset(p, 0, sizeof *p);
   p->own = -1;
+  const char *name = impl;
+  char base[24];
+  if (impl && impl[0]) {
+    p->algo = algo_suffix(impl, base, sizeof base);
+    impl = base;
+  }
   ec_gemm_shape_of(x, k, &p->s);
   bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || (d->act == NNC_OP_GELU && d->gelu_tanh);
   bool act_res = d->act != NNC_OP_NONE && d->residual >= 0;
@@ -109,7 +135,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   if (!impl || !impl[0]) {
     if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
     if (pad >= 1024 && split_fits(d, &p->s, pad)) p->split_n = (int)(atoll(p->s.N) / 64 * 64);
-  } else if (strcmp(impl, "cublaslt-padded") == 0 && pad) {
+  } else if (strcmp(impl, "cublaslt-padded") == 0 && pad && !p->algo) {
     p->pad_n = pad;
     how = "measured";
   } else if (strcmp(impl, "cublaslt-split") == 0 && split_fits(d, &p->s, pad)) {
@@ -123,19 +149,30 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
       if (strncmp(impl, "nnc-", 4) == 0 && strcmp(impl + 4, own_cfg[c]) == 0) p->own = c;
     if (p->own < 0)
       return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: expected one of its implementations, found \"%s\"",
-                        (int)(k - x->s->k), impl);
+                        (int)(k - x->s->k), name);
     snprintf(p->why, sizeof p->why, "nnc's tensor-core GEMM, tiles %s (measured)", own_cfg[p->own]);
     return NNC_OK;
   }
   bool widen = x->g->tensors[d->out].dtype != x->g->tensors[d->a].dtype;
-  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+  char algo[48] = "";
+  if (p->algo) snprintf(algo, sizeof algo, ", the heuristic's algorithm %d%s", p->algo, p->split_n ? " in the first call" : "");
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
            p->split_n ? " in two calls (N a multiple of 64, then the rest)" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
-           p->post ? ", then an epilogue kernel" : "", how);
+           algo, p->post ? ", then an epilogue kernel" : "", how);
   return NNC_OK;
 }
 
-/* The implementations of GEMM kernel k, the analytic rule's first. */
+/* The most a GEMM lists: the three cuBLASLt ways with the extra heuristic
+ * results of plain and split (split needs padded rows, where nnc's GEMM does
+ * not fit), or plain cuBLASLt with them and every tile configuration. */
+_Static_assert(3 + 2 * LT_ALGOS <= NNC_MAX_VARIANTS && 1 + LT_ALGOS + OWN_CFGS <= NNC_MAX_VARIANTS,
+               "NNC_MAX_VARIANTS holds every implementation of a GEMM");
+
+/* The implementations of GEMM kernel k, the analytic rule's first; each of
+ * "cublaslt" and "cublaslt-split" is followed by its "-a1".."-a3", cuBLASLt's
+ * 2nd to 4th heuristic results (a GEMM for which the heuristic has fewer
+ * fails in the probe and is not a candidate). */
 static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants *v) {
   const nnc_gemm_desc *d = &k->d.gemm;
   gemm_plan p;
@@ -146,9 +183,14 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
   /* the rule's choice first, then the other cuBLASLt ways */
   const char *lt[3] = {"cublaslt", "cublaslt-padded", "cublaslt-split"};
   int first = p.split_n ? 2 : p.pad_n ? 1 : 0, nlt = !pad ? 1 : split_fits(d, &p.s, pad) ? 3 : 2;
-  snprintf(v->name[v->n++], sizeof v->name[0], "%s", lt[first]);
-  for (int i = 0; i < nlt; i++)
-    if (i != first) snprintf(v->name[v->n++], sizeof v->name[0], "%s", lt[i]);
+  for (int j = -1; j < nlt; j++) {   /* j = -1: the rule's way; then the others in order */
+    int i = j < 0 ? first : j;
+    if (j == first) continue;
+    snprintf(v->name[v->n++], sizeof v->name[0], "%s", lt[i]);
+    bool padded = i == 1;   /* tried with the heuristic's first result only */
+    for (int a = 1; a <= LT_ALGOS && !padded; a++)
+      snprintf(v->name[v->n++], sizeof v->name[0], "%s-a%d", lt[i], a);
+  }
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
   /* the key: sizes at the maxima, types and fusions */
@@ -345,6 +387,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n");
     }
     nnc_sb_printf(&body, "  g.alpha = %s;\n  g.epilogue = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
+    if (p.algo)
+      nnc_sb_printf(&body, "  g.algo = %d;   /* cuBLASLt's heuristic result %d, not its first: --tune=measure timed it faster */\n",
+                    p.algo, p.algo);
     nnc_sb_printf(&body, "  nnrt_error err = {};\n");
     if (p.s.first_inner > 0) {
       outer_loop(x, k, &p, ii, &body);
@@ -353,6 +398,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                            "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n"
                            "  g.N = N - N0;\n  g.B = (const %s *)g.B + (long long)N0 * K;\n  g.D = P + N0;\n",
                     p.split_n, ki, cu_stype(x, d->b));
+      if (p.algo) nnc_sb_printf(&body, "  g.algo = 0;   /* the narrow rest: the heuristic's first */\n");
       if (d->bias >= 0) nnc_sb_printf(&body, "  g.bias = (const %s *)g.bias + N0;\n", cu_stype(x, d->bias));
       nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
     } else {
@@ -480,6 +526,8 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   }
   nnc_sb_printf(&body, "  a.scale = %s;\n  a.causal = %d;\n", ec_literal(a->scale, false, lit, sizeof lit),
                 a->causal ? 1 : 0);
+  if (x->r->precision.tf32 && x->g->tensors[a->q].dtype == NNC_F32)
+    nnc_sb_printf(&body, "  a.tf32 = 1;       /* --precision=tf32: q.k and p.v on tf32 tensor cores */\n");
   /* operands read or written in place of a folded head split or merge get
    * their base and strides after the contiguous ones */
   ec_attn_strides unused;
@@ -637,8 +685,8 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
     nnc_kernel_variants v;
     gemm_variants(x, &x->s->k[ki], &v);
-    own = x->r->probe ? v.n > 2 || (v.n == 2 && strncmp(v.name[1], "nnc-", 4) == 0)
-                      : !plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e) && p.own >= 0;
+    for (int i = 1; x->r->probe && i < v.n; i++) own |= strncmp(v.name[i], "nnc-", 4) == 0;
+    if (!x->r->probe) own = !plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e) && p.own >= 0;
   }
   if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n\n");
   if (x->r->probe)

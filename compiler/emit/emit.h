@@ -26,7 +26,7 @@ typedef struct nnc_emit_request {
 } nnc_emit_request;
 
 /* The implementations a target has for one kernel, for --tune=measure. */
-#define NNC_MAX_VARIANTS 8
+#define NNC_MAX_VARIANTS 12
 typedef struct nnc_kernel_variants {
   int n;                                /* 0 or 1: nothing to choose */
   char name[NNC_MAX_VARIANTS][24];      /* name[0]: the analytic rule's choice */

@@ -12,7 +12,8 @@
  * product, so each distinct problem is planned once: descriptors, layouts
  * and the algorithm are cached, keyed by everything the heuristic looked
  * at, pointer alignments included (an algorithm chosen for 16-byte aligned
- * data may not run on 4-byte aligned data). */
+ * data may not run on 4-byte aligned data), and by g->algo, which of the
+ * heuristic's results runs it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,10 @@
 #include "nnrt_cuda_impl.h"
 
 #define CACHE_PLANS 64
-#define KEY_LEN 23
 
 typedef struct plan {
   bool valid;
-  long long key[KEY_LEN];
+  long long key[NNRT_CUDA_GEMM_KEY_LEN];
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t la, lb, lc, ld; /* cuBLASLt's A (our B), B (our A), C, D */
   cublasLtMatmulAlgo_t algo;
@@ -83,12 +83,15 @@ typedef struct gemm_name {
 
 static const char *name_of(gemm_name *n) {
   const nnrt_cuda_gemm *g = n->g;
-  if (!n->done)
-    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s epilogue %s%s%s",
+  if (!n->done) {
+    char algo[32] = ""; /* which heuristic result, when not the first */
+    if (g->algo) snprintf(algo, sizeof algo, " algo %d", g->algo);
+    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s epilogue %s%s%s%s",
              g->M, g->N, g->K, g->batch, valid_dtype((int)g->ab) ? dtype_name(g->ab) : "?",
              valid_dtype((int)g->out) ? dtype_name(g->out) : "?", g->tf32 ? " tf32" : "",
              g->b_trans ? " B transposed" : "", epilogue_name(g->epilogue),
-             g->bias ? " +bias" : "", g->residual ? " +residual" : "");
+             g->bias ? " +bias" : "", g->residual ? " +residual" : "", algo);
+  }
   n->done = true;
   return n->s;
 }
@@ -216,15 +219,15 @@ static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error 
   return NNRT_OK;
 }
 
-static void make_key(const nnrt_cuda_gemm *g, long long *k) {
+void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *k) {
   bool batched = g->batch > 1;
   const void *c = g->residual ? g->residual : g->D;
-  long long v[KEY_LEN] = {g->M, g->N, g->K, g->batch, g->ab, g->out, g->tf32, g->b_trans,
+  long long v[NNRT_CUDA_GEMM_KEY_LEN] = {g->M, g->N, g->K, g->batch, g->ab, g->out, g->tf32, g->b_trans,
                           g->bias != NULL, g->residual != NULL, g->epilogue, g->lda, g->ldb, g->ldd,
                           batched ? g->stride_a : 0, batched ? g->stride_b : 0,
                           batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
                           align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
-                          align_of(g->bias)};
+                          align_of(g->bias), g->algo};
   memcpy(k, v, sizeof v);
 }
 
@@ -303,17 +306,25 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
   for (int i = 0; i < 4; i++)
     LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]));
 
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
+  /* algo 0 asks for one result, as the runtime always has; a later index
+   * asks for the heuristic's whole list and takes that entry. */
+  cublasLtMatmulHeuristicResult_t results[NNRT_CUDA_GEMM_ALGOS];
+  int found = 0, want = g->algo ? NNRT_CUDA_GEMM_ALGOS : 1;
   h->queries++;
-  LT_TRY(cublasLtMatmulAlgoGetHeuristic(h->lt, p->desc, p->la, p->lb, p->lc, p->ld, pref, 1,
-                                        &result, &found));
+  LT_TRY(cublasLtMatmulAlgoGetHeuristic(h->lt, p->desc, p->la, p->lb, p->lc, p->ld, pref, want,
+                                        results, &found));
   cublasLtMatmulPreferenceDestroy(pref);
-  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+  if (found < 1 || results[0].state != CUBLAS_STATUS_SUCCESS) {
     plan_release(p);
     return nnrt_errorf(err, NNRT_E_ARG, "unsupported: %s: cuBLASLt has no algorithm for it", name_of(d));
   }
-  p->algo = result.algo;
+  if (g->algo >= found || results[g->algo].state != CUBLAS_STATUS_SUCCESS) {
+    plan_release(p);
+    return nnrt_errorf(err, NNRT_E_ARG,
+                       "unsupported: %s: expected algorithm index < %d (cuBLASLt's heuristic returned %d "
+                       "for M=%d N=%d K=%d), found %d", name_of(d), found, found, g->M, g->N, g->K, g->algo);
+  }
+  p->algo = results[g->algo].algo;
   p->valid = true;
   return NNRT_OK;
 
@@ -330,8 +341,8 @@ fail:
 /* The cached plan for g, planning it on a miss. */
 static nnrt_status plan_for(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, gemm_name *d, plan **out,
                             nnrt_error *err) {
-  long long key[KEY_LEN];
-  make_key(g, key);
+  long long key[NNRT_CUDA_GEMM_KEY_LEN];
+  nnrt_cuda_gemm_key(g, key);
   plan *slot = NULL;
   for (int i = 0; i < CACHE_PLANS; i++) {
     plan *p = &h->plans[i];
@@ -355,11 +366,14 @@ static nnrt_status plan_for(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, gemm_nam
 
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
                                nnrt_error *err) {
-  if (!h || !g)
-    return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_gemm_run: %s is NULL", !h ? "handle" : "gemm");
+  if (!g) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_gemm_run: gemm is NULL");
   gemm_name name = {.g = g}, *d = &name;
   if (g->M < 0 || g->N < 0 || g->K < 0 || g->batch < 0)
     return nnrt_errorf(err, NNRT_E_ARG, "%s: sizes must not be negative", name_of(d));
+  if (g->algo < 0 || g->algo >= NNRT_CUDA_GEMM_ALGOS)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: algo must be in [0, %d) (an index into cuBLASLt's heuristic results), "
+                       "found %d", name_of(d), NNRT_CUDA_GEMM_ALGOS, g->algo);
+  if (!h) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_gemm_run: handle is NULL");
   if (g->M == 0 || g->N == 0 || g->batch == 0) return NNRT_OK;
   char why[160];
   if (!nnrt_cuda_gemm_supported(g, why, sizeof why))

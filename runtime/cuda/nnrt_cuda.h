@@ -196,10 +196,21 @@ typedef struct nnrt_cuda_gemm {
   void *D; long long ldd, stride_d;
   float alpha;
   int epilogue;                  /* nnrt_cuda_epilogue */
+  int algo;                      /* which of cuBLASLt's heuristic results runs it (below) */
 } nnrt_cuda_gemm;
 
+/* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a
+ * query for one result. algo i in [1, NNRT_CUDA_GEMM_ALGOS) runs the i-th
+ * (from 0) of a query for up to NNRT_CUDA_GEMM_ALGOS results, which
+ * --tune=measure times against the first: the heuristic's order is not
+ * always the fastest. When the heuristic returns i results or fewer for the
+ * problem, nnrt_cuda_gemm_run answers NNRT_E_ARG "unsupported: ... expected
+ * algorithm index < n ..., found i"; an algo outside [0,
+ * NNRT_CUDA_GEMM_ALGOS) is NNRT_E_ARG naming algo. */
+#define NNRT_CUDA_GEMM_ALGOS 8
+
 /* The cuBLASLt handle, one workspace, and a cache of (shape, types, leading
- * dimensions, strides, pointer alignments, epilogue) -> (matmul descriptor,
+ * dimensions, strides, pointer alignments, epilogue, algo) -> (matmul descriptor,
  * layouts, chosen algorithm), so a repeated call makes no heuristic query.
  * Uses the device current at create. The workspace is shared by every call:
  * run the calls of one handle on one stream (or sync between streams). */
@@ -218,14 +229,16 @@ long long nnrt_cuda_blas_heuristic_queries(const nnrt_cuda_blas *h);
  * is one nnrt_cuda_gemm_run can do; when not, reason (if not NULL) gets why.
  * Looks only at the fields that decide that (M, N, K, batch, ab, out, tf32,
  * bias and residual being NULL or not, epilogue), not at pointers or leading
- * dimensions, and touches no device. */
+ * dimensions, nor at algo (whether the heuristic has an algo-th result is
+ * known only on the device), and touches no device. */
 bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reason_size);
 
 /* Enqueues the product on stream s. Checks the arguments first (NULL
  * pointers, negative sizes, leading dimensions smaller than the rows,
- * overlapping output batches: NNRT_E_ARG naming the field); an unsupported
- * combination is NNRT_E_ARG "unsupported: ...". M, N or batch 0 does
- * nothing. Does not synchronize. */
+ * overlapping output batches, algo out of range: NNRT_E_ARG naming the
+ * field; g's sizes and algo are checked before h, so those checks need no
+ * device); an unsupported combination is NNRT_E_ARG "unsupported: ...".
+ * M, N or batch 0 does nothing. Does not synchronize. */
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
                                nnrt_error *err);
 

@@ -10,4 +10,10 @@
  * creators first, so that no library (cuBLASLt) is initialised for nothing. */
 nnrt_status nnrt_cuda_need_device(const char *what, nnrt_error *err);
 
+/* The plan cache's key of g (gemm.c): everything cuBLASLt's heuristic looks
+ * at (sizes, types, leading dimensions, batch strides, pointer alignments,
+ * bias/residual, epilogue) and algo. Pure; exposed for the unit test. */
+#define NNRT_CUDA_GEMM_KEY_LEN 24
+void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *key);
+
 #endif

@@ -1,7 +1,10 @@
 /* tests/gpu/test_rt_cuda_gpu.c — the CUDA runtime on a GPU: device
  * selection and properties, the caching allocator's reuse and stats, pinned
  * copies and events, and every supported GEMM combination against a float64
- * CPU reference on fresh random inputs with NaN-poisoned outputs.
+ * CPU reference on fresh random inputs with NaN-poisoned outputs, also with
+ * cuBLASLt's 2nd to 4th heuristic results (algo 1..3, which --tune=measure
+ * times): an index the heuristic does not reach for a problem is a skip,
+ * printed, not a failure.
  *
  * A plain C program: exits 0 when every check passes, 1 otherwise, printing
  * the max relative error (to max |ref| of the matrix) per case to stdout
@@ -270,6 +273,10 @@ static const combo COMBOS[] = {
 #define NCOMBOS (int)(sizeof COMBOS / sizeof COMBOS[0])
 static double combo_max_err[NCOMBOS];
 static int combo_cases[NCOMBOS];
+/* algo 1..3: cases checked, skipped (no such heuristic result), max error */
+enum { ALGOS_TESTED = 4 };
+static int algo_ran[ALGOS_TESTED], algo_skipped[ALGOS_TESTED];
+static double algo_max_err[ALGOS_TESTED];
 
 enum { RES_NONE, RES_SEPARATE, RES_IN_PLACE };
 static const char *RES_NAME[] = {"none", "separate", "in-place"};
@@ -299,10 +306,10 @@ static void buf_free(nnrt_cuda_alloc *a, buf *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* One case; returns its max relative error (or -1 when expected
- * unsupported and so reported). */
+/* One case, run with the heuristic's algo-th result; its max relative error
+ * goes to the tables. */
 static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, bool b_trans,
-                      bool bias, int res, int epi) {
+                      bool bias, int res, int epi, int algo) {
   const combo *c = &COMBOS[ci];
   int M = sh.M, N = sh.N, K = sh.K, B = sh.batch;
   nnrt_cuda_gemm g = {0};
@@ -324,10 +331,11 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, b
   g.stride_r = res == RES_SEPARATE ? (long long)M * g.ldd + (sh.pad ? 2 : 0) : g.stride_d;
   g.alpha = 0.75f;
   g.epilogue = epi;
+  g.algo = algo;
   char label[200];
-  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s bias=%d res=%s epi=%d", M, N, K, B,
-           sh.pad, sh.shared_b ? " sharedB" : "", c->name, b_trans ? "B^T" : "B", bias,
-           RES_NAME[res], epi);
+  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s bias=%d res=%s epi=%d algo=%d", M, N,
+           K, B, sh.pad, sh.shared_b ? " sharedB" : "", c->name, b_trans ? "B^T" : "B", bias,
+           RES_NAME[res], epi, algo);
 
   buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0};
   size_t nA = (size_t)((B - 1) * g.stride_a + (long long)M * g.lda);
@@ -381,6 +389,12 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, b
     EXPECT(st == NNRT_E_ARG && strstr(err.msg, "unsupported"), "%s: ran: %s", label, err.msg);
     goto done;
   }
+  if (algo > 0 && st == NNRT_E_ARG && strstr(err.msg, "unsupported") &&
+      strstr(err.msg, "expected algorithm index <")) {
+    algo_skipped[algo]++;
+    if (verbose) printf("  %-70s skipped: %s\n", label, err.msg);
+    goto done;
+  }
   if (st != NNRT_OK) {
     FAIL("%s: %s", label, err.msg);
     goto done;
@@ -426,8 +440,13 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, b
   EXPECT(bad == 0 && written_pad == 0 && rel <= c->tol,
          "%s: max rel err %.3e (tol %.0e), %ld non-finite, %ld padding elements written", label,
          rel, c->tol, bad, written_pad);
-  if (rel > combo_max_err[ci]) combo_max_err[ci] = rel;
-  combo_cases[ci]++;
+  if (algo > 0) {
+    if (rel > algo_max_err[algo]) algo_max_err[algo] = rel;
+    algo_ran[algo]++;
+  } else {
+    if (rel > combo_max_err[ci]) combo_max_err[ci] = rel;
+    combo_cases[ci]++;
+  }
   free(touched);
   free(out);
 done:
@@ -452,11 +471,37 @@ static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool q
         for (int bias = 0; bias < 2; bias++)
           for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
             for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_ERF; epi++)
-              gemm_case(h, a, shapes[si], ci, bt, bias, res, epi);
+              gemm_case(h, a, shapes[si], ci, bt, bias, res, epi, 0);
   printf("%-16s %6s %14s %8s\n", "types", "cases", "max rel err", "tol");
   for (int ci = 0; ci < NCOMBOS; ci++)
     printf("%-16s %6d %14.2e %8.0e\n", COMBOS[ci].name, combo_cases[ci], combo_max_err[ci],
            COMBOS[ci].tol);
+}
+
+/* cuBLASLt's 2nd to 4th heuristic results on every type pair, both B
+ * layouts and the three ways the emitter fuses (nothing; bias + GELU; bias
+ * + residual), at odd sizes and at one model-like size whose heuristic
+ * list is long. The per-type tolerances of COMBOS apply. quick: the first
+ * shape with algo 1. */
+static void test_gemm_algos(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool quick) {
+  const shape shapes[] = {
+      {17, 129, 33, 3, 3, false}, {3, 1, 1, 1, 0, false}, {257, 384, 200, 1, 0, false},
+  };
+  const struct { bool bias; int res, epi; } fusions[] = {
+      {false, RES_NONE, NNRT_EPI_NONE}, {true, RES_NONE, NNRT_EPI_GELU_TANH},
+      {true, RES_SEPARATE, NNRT_EPI_NONE}};
+  size_t nshapes = quick ? 1 : sizeof shapes / sizeof shapes[0];
+  for (int algo = 1; algo < (quick ? 2 : ALGOS_TESTED); algo++)
+    for (size_t si = 0; si < nshapes; si++)
+      for (int ci = 0; ci < NCOMBOS; ci++)
+        for (int bt = 0; bt < 2; bt++)
+          for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++)
+            gemm_case(h, a, shapes[si], ci, bt, fusions[f].bias, fusions[f].res, fusions[f].epi,
+                      algo);
+  printf("%-16s %6s %8s %14s\n", "heuristic algo", "cases", "skipped", "max rel err");
+  for (int algo = 1; algo < ALGOS_TESTED; algo++)
+    printf("%-16d %6d %8d %14.2e\n", algo, algo_ran[algo], algo_skipped[algo], algo_max_err[algo]);
+  EXPECT(algo_ran[1] > 0, "algo 1 ran on no problem at all: the heuristic list is never read");
 }
 
 /* The plan cache: the same problem twice, or with other pointers of the
@@ -486,7 +531,27 @@ static void test_gemm_cache_and_args(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
   EXPECT(nnrt_cuda_blas_heuristic_queries(h) == q2 + 1, "a new shape made no query");
   g.M = M;
-  /* 0x3c3c as bf16 is 0.01147...: D = K * that^2 everywhere. */
+  /* Another heuristic result is another plan; then cached like the first. */
+  long long q3 = nnrt_cuda_blas_heuristic_queries(h);
+  g.algo = 1;
+  g.D = D;
+  OK(nnrt_cuda_check(cudaMemset(D, 0xff, (size_t)M * N * 4), "poison D", &err));   /* NaN */
+  nnrt_status sa = nnrt_cuda_gemm_run(h, &g, NULL, &err);
+  if (sa == NNRT_E_ARG && strstr(err.msg, "expected algorithm index <")) {
+    printf("cache test: algo 1 skipped: %s\n", err.msg);
+  } else {
+    EXPECT(sa == NNRT_OK, "algo 1: %s", err.msg);
+    OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+    EXPECT(nnrt_cuda_blas_heuristic_queries(h) == q3 + 1,
+           "algo 1 made %lld queries, expected 1 (a plan of its own, then cached)",
+           nnrt_cuda_blas_heuristic_queries(h) - q3);
+  }
+  long long q4 = nnrt_cuda_blas_heuristic_queries(h);
+  g.algo = 0;
+  g.D = D2;
+  OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+  EXPECT(nnrt_cuda_blas_heuristic_queries(h) == q4, "algo 0 after algo 1 planned again");
+  /* 0x3c3c as bf16 is 0.01147...: D = K * that^2 everywhere (D from algo 1 too). */
   float *hd = malloc((size_t)M * N * 4);
   OK(nnrt_cuda_check(cudaMemcpy(hd, D2, (size_t)M * N * 4, cudaMemcpyDeviceToHost), "d2h", &err));
   double v = nnrt_bf16_to_f32(0x3c3c);
@@ -496,6 +561,14 @@ static void test_gemm_cache_and_args(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
       FAIL("cached plan, other D: D[%d] = %g, expected %g", i, hd[i], want);
       break;
     }
+  if (sa == NNRT_OK) {
+    OK(nnrt_cuda_check(cudaMemcpy(hd, D, (size_t)M * N * 4, cudaMemcpyDeviceToHost), "d2h", &err));
+    for (int i = 0; i < M * N; i++)
+      if (fabs(hd[i] - want) > 1e-5 * want) {
+        FAIL("algo 1: D[%d] = %g, expected %g", i, hd[i], want);
+        break;
+      }
+  }
   free(hd);
 
   /* Argument checks: nothing runs, the field is named. */
@@ -530,6 +603,13 @@ static void test_gemm_cache_and_args(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   bad = g;
   bad.K = -1;
   EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG, "K = -1 accepted");
+  bad = g;
+  bad.algo = NNRT_CUDA_GEMM_ALGOS;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "algo must be in"),
+         "algo %d: %s", NNRT_CUDA_GEMM_ALGOS, err.msg);
+  bad.algo = -1;
+  EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "found -1"),
+         "algo -1: %s", err.msg);
   bad = g;
   bad.epilogue = NNRT_EPI_GELU_ERF;
   EXPECT(nnrt_cuda_gemm_run(h, &bad, NULL, &err) == NNRT_E_ARG && strstr(err.msg, "unsupported"),
@@ -637,6 +717,7 @@ int main(int argc, char **argv) {
   } else {
     test_gemm_cache_and_args(h, a);
     test_gemm_combinations(h, a, quick);
+    test_gemm_algos(h, a, quick);
   }
   if (cudaDeviceSynchronize() != cudaSuccess) FAIL("device faulted");
   nnrt_cuda_blas_destroy(h);

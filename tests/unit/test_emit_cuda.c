@@ -161,6 +161,9 @@ static void test_models(void **state) {
   assert_true(file_has(p, "ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"));
   snprintf(p, sizeof p, "%s/bert_cuda-sm80_tf32/bert.cu", work);
   assert_true(file_has(p, "g.tf32 = true;"));
+  assert_true(file_has(p, "a.tf32 = 1;")); /* attention on tf32 tensor cores too */
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_f32/gpt2.cu", work);
+  assert_false(file_has(p, "a.tf32")); /* f32 keeps f32 products */
   snprintf(p, sizeof p, "%s/mlp_cuda-sm80_f32/mlp.h", work);
   assert_true(file_has(p, "int mlp_run_device(mlp_model *m, const mlp_dims *d, const mlp_inputs *in, mlp_outputs *out, void *stream);"));
 }

@@ -1,7 +1,8 @@
 /* tests/unit/test_rt_cuda.c — the CUDA runtime on a machine without a GPU:
  * the error mapping, the allocator's size classes, NNC_CUDA_DEVICE parsing,
- * which GEMMs are supported, and that every entry point that needs a device
- * says so instead of crashing. (tests/gpu/test_rt_cuda_gpu.c runs the rest
+ * which GEMMs are supported, the GEMM plan cache's key and the algo index
+ * (--tune=measure's choice among cuBLASLt's heuristic results), and that
+ * every entry point that needs a device says so instead of crashing. (tests/gpu/test_rt_cuda_gpu.c runs the rest
  * on a GPU.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "nnrt_cuda.h"
+#include "nnrt_cuda_impl.h"
 
 static const char *HINT = "(no usable CUDA device or driver)";
 
@@ -240,6 +242,84 @@ static void test_gemm_supported(void **state) {
   assert_int_equal(strlen(tiny), 7);
 }
 
+/* The plan cache key: a repeat of a problem has the same key, another algo
+ * index another key (so each index plans, and runs, its own algorithm), and
+ * the index is checked before the handle, so a bad one is refused here. */
+static void test_gemm_algo(void **state) {
+  long long k0[NNRT_CUDA_GEMM_KEY_LEN], k1[NNRT_CUDA_GEMM_KEY_LEN], k2[NNRT_CUDA_GEMM_KEY_LEN];
+  float A[4], B[4], D[8];
+  nnrt_cuda_gemm g = base_gemm();
+  g.A = A;
+  g.B = B;
+  g.D = D;
+  g.lda = g.K;
+  g.ldb = g.N;
+  g.ldd = g.N;
+  nnrt_cuda_gemm_key(&g, k0);
+  nnrt_cuda_gemm_key(&g, k1);
+  assert_memory_equal(k0, k1, sizeof k0);
+  for (int a = 1; a < NNRT_CUDA_GEMM_ALGOS; a++) {
+    nnrt_cuda_gemm ga = g;
+    ga.algo = a;
+    nnrt_cuda_gemm_key(&ga, k2);
+    int differ = 0;
+    for (int i = 0; i < NNRT_CUDA_GEMM_KEY_LEN; i++) differ += k0[i] != k2[i];
+    assert_int_equal(differ, 1);   /* the index and nothing else */
+    ga.algo = a - 1;
+    nnrt_cuda_gemm_key(&ga, k1);
+    assert_memory_not_equal(k1, k2, sizeof k1);
+  }
+  /* The key still tells other problems apart: M and the pointers' alignment. */
+  nnrt_cuda_gemm gm = g;
+  gm.M++;
+  nnrt_cuda_gemm_key(&gm, k1);
+  assert_memory_not_equal(k0, k1, sizeof k0);
+  gm = g;
+  gm.D = (char *)D + 4;
+  nnrt_cuda_gemm_key(&gm, k1);
+  assert_memory_not_equal(k0, k1, sizeof k0);
+
+  /* Whether a GEMM is supported does not depend on the index. */
+  char why[160];
+  nnrt_cuda_gemm gs = base_gemm();
+  for (int a = -1; a <= NNRT_CUDA_GEMM_ALGOS; a++) {
+    gs.algo = a;
+    assert_true(nnrt_cuda_gemm_supported(&gs, why, sizeof why));
+  }
+
+  /* Out of range: refused with the field named, before the handle is looked at. */
+  const int bad[] = {-1, -2147483647 - 1, NNRT_CUDA_GEMM_ALGOS, 1000};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    nnrt_error err = {0};
+    nnrt_cuda_gemm gb = g;
+    gb.algo = bad[i];
+    assert_int_equal(nnrt_cuda_gemm_run(NULL, &gb, NULL, &err), NNRT_E_ARG);
+    assert_int_equal(err.code, NNRT_E_ARG);
+    char want[96];
+    snprintf(want, sizeof want, "algo must be in [0, %d)", NNRT_CUDA_GEMM_ALGOS);
+    if (!strstr(err.msg, want)) fail_msg("message: %s", err.msg);
+    snprintf(want, sizeof want, "found %d", bad[i]);
+    if (!strstr(err.msg, want)) fail_msg("message: %s", err.msg);
+    assert_non_null(strstr(err.msg, "GEMM 17x129x33 (MxNxK)"));
+  }
+  /* Even with nothing to do. */
+  nnrt_error err = {0};
+  nnrt_cuda_gemm gz = g;
+  gz.M = 0;
+  gz.algo = -1;
+  assert_int_equal(nnrt_cuda_gemm_run(NULL, &gz, NULL, &err), NNRT_E_ARG);
+  assert_non_null(strstr(err.msg, "found -1"));
+  /* In range, the handle is what is missing. */
+  for (int a = 0; a < NNRT_CUDA_GEMM_ALGOS; a++) {
+    nnrt_cuda_gemm ga = g;
+    ga.algo = a;
+    assert_int_equal(nnrt_cuda_gemm_run(NULL, &ga, NULL, &err), NNRT_E_ARG);
+    assert_non_null(strstr(err.msg, "handle is NULL"));
+  }
+  assert_int_equal(nnrt_cuda_gemm_run(NULL, NULL, NULL, &err), NNRT_E_ARG);
+  assert_non_null(strstr(err.msg, "gemm is NULL"));
+}
+
 static void test_null_arguments(void **state) {
   nnrt_error err = {0};
   void *p = &err;
@@ -331,7 +411,8 @@ int main(void) {
       cmocka_unit_test(test_cuda_status_mapping), cmocka_unit_test(test_blas_status_mapping),
       cmocka_unit_test(test_size_class_by_hand),  cmocka_unit_test(test_size_class_properties),
       cmocka_unit_test(test_device_parse),        cmocka_unit_test(test_gemm_supported),
-      cmocka_unit_test(test_null_arguments),      cmocka_unit_test(test_without_device),
+      cmocka_unit_test(test_gemm_algo),           cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_without_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
