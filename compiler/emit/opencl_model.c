@@ -318,7 +318,6 @@ static void run_fns(const ocl_ctx *o, nnc_sb *b) {
     "  memset(m->ns, 0, sizeof m->ns);\n"
     "  for (int i = 0; i < NSLOTS; i++)\n"
     "    if (slots[i].where >= 2) m->slot[i] = slots[i].where == 2 ? in[slots[i].at] : out[slots[i].at];\n"
-    "  (void)in;\n  (void)out;\n"
     "  int rc = forward(m, d);\n  if (rc) return rc;\n", p, p);
   for (int i = 0; i < g->noutputs; i++) {
     int first = x->output_of[g->outputs[i].tensor];
@@ -495,13 +494,16 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
     "  if (rc) {\n    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg[0] ? e.msg : \"out of memory\");\n"
     "    %s_destroy(m);\n    return rc;\n  }\n  *out = m;\n  return 0;\n}\n\n", p, p);
   nnc_sb_printf(b,
+    "/* Releases in the reverse order of creation: NVIDIA's driver (580) crashes\n"
+    " * releasing a sub-buffer that a live kernel still holds as an argument. */\n"
     "void %s_destroy(%s_model *m) {\n  if (!m) return;\n  if (m->cl) nnrt_cl_finish(m->cl, NULL);\n"
-    "  for (int i = 0; i < NSLOTS; i++)\n    if (m->owned[i]) nnrt_cl_buffer_release(m->slot[i]);\n"
+    "  for (int i = 0; i < NCLKERNELS; i++)\n    if (m->kern[i]) clReleaseKernel(m->kern[i]);\n"
+    "  if (m->prog) clReleaseProgram(m->prog);\n"
+    "  for (int i = NSLOTS - 1; i >= 0; i--)\n    if (m->owned[i]) nnrt_cl_buffer_release(m->slot[i]);\n"
     "  for (int i = 0; i < NINPUTS; i++) nnrt_cl_buffer_release(m->in_dev[i]);\n"
     "  for (int i = 0; i < NOUTPUTS; i++) nnrt_cl_buffer_release(m->out_dev[i]);\n"
     "  nnrt_cl_buffer_release(m->arena);\n  nnrt_cl_buffer_release(m->weights);\n  nnrt_cl_buffer_release(m->stats);\n"
-    "  for (int i = 0; i < NCLKERNELS; i++)\n    if (m->kern[i]) clReleaseKernel(m->kern[i]);\n"
-    "  if (m->prog) clReleaseProgram(m->prog);\n  nnrt_cl_destroy(m->cl);\n  free(m->options);\n  free(m);\n}\n\n", p, p);
+    "  nnrt_cl_destroy(m->cl);\n  free(m->options);\n  free(m);\n}\n\n", p, p);
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
   nnc_sb_printf(b,
     "static int upload(%s_model *m, int i, const void *data, size_t count) {\n"
