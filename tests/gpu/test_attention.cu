@@ -65,6 +65,8 @@ static const tcase CASES[] = {
     {"d128_T129_S129_mask", 3, 5, 129, 129, 128, 128, 0, MASK, CONTIG, false, true},
     {"d128_T77_S333_causal_pad", 3, 5, 77, 333, 128, 128, 1, MASK, PAD8, false, true},
     {"d64_fused_qkv_causal", 3, 5, 77, 77, 64, 64, 1, NO_MASK, FUSED_QKV, false, true},
+    /* GPT-2's own layout and size under --check (B=3, T=17, 12 heads): small, so the sanitizers see it */
+    {"d64_gpt2_fused_T17_causal", 3, 12, 17, 17, 64, 64, 1, NO_MASK, FUSED_QKV, true, true},
     {"d64_bcast_kv_mask", 3, 5, 33, 45, 64, 64, 0, MASK_BCAST, BCAST, false, true},
     {"d32_bert_mask", 3, 5, 128, 128, 32, 32, 0, MASK, CONTIG, false, true},
     {"d32_T65_S1_causal", 3, 5, 65, 1, 32, 32, 1, NO_MASK, CONTIG, false, true},
