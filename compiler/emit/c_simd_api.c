@@ -27,37 +27,11 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
                    "#include \"runtime/nnrt.h\"\n#include \"support/nnc_glue.h\"\n\n", p);
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n\n", g->nparams, s->nk, g->nsyms);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
-                   " * (also in weights_manifest.json). */\nstatic const nnrt_st_desc manifest[%d] = {\n",
-                g->nparams ? g->nparams : 1);
-  for (int i = 0; i < g->nparams; i++) {
-    const nnc_tensor *t = &g->tensors[g->params[i]];
-    char name[600];
-    nnc_sb_printf(b, "  {\"%s\", %s, %d, {", nnc_emit_c_string(t->name, name, sizeof name), ec_nnrt_dtype(t->dtype), t->rank);
-    for (int d = 0; d < t->rank; d++) nnc_sb_printf(b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
-    nnc_sb_printf(b, "}},\n");
-  }
-  if (!g->nparams) nnc_sb_printf(b, "  {\"\", NNRT_F32, 0, {0}},\n");
-  nnc_sb_printf(b, "};\n\n");
-  if (g->nsyms) {
-    nnc_sb_printf(b, "/* The symbolic dims, and the largest value of each the model was compiled for. */\n");
-    nnc_sb_printf(b, "static const char *const sym_names[%d] = {", g->nsyms);
-    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s\"%s\"", i ? ", " : "", x->sym[i]);
-    nnc_sb_printf(b, "};\nstatic const int64_t compiled_max[%d] = {", g->nsyms);
-    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s%lld", i ? ", " : "", (long long)g->syms[i].max);
-    nnc_sb_printf(b, "};\n\n");
-  }
-  nnc_sb_printf(b, "static const struct {\n  const char *name, *where, *kind, *ops;\n} kernel_table[%d] = {\n",
-                s->nk ? s->nk : 1);
-  for (int k = 0; k < s->nk; k++) {
-    char name[300], where[300], ops[600], e1[300], e2[600];
-    ec_where(s->k[k].loc, where, sizeof where);
-    ec_kernel_ops(x, k, ops, sizeof ops);
-    snprintf(name, sizeof name, "%s", ec_kernel_name(x, k));
-    nnc_sb_printf(b, "  {\"%s\", \"%s\", \"%s\", \"%s\"},\n", nnc_emit_c_string(name, e1, sizeof e1),
-                  nnc_emit_c_string(where, e2, sizeof e2), nnc_kernel_kind_name(s->k[k].kind), ops);
-  }
-  if (!s->nk) nnc_sb_printf(b, "  {\"\", \"\", \"\", \"\"},\n");
-  nnc_sb_printf(b, "};\n\n");
+                   " * (also in weights_manifest.json). */\n");
+  ec_emit_manifest(x, b);
+  nnc_sb_printf(b, "\n");
+  ec_emit_sym_tables(x, b);
+  ec_emit_kernel_table(x, b);
   nnc_sb_printf(b,
     "struct %s_model {\n"
     "  nnc_glue_pool pool;\n"

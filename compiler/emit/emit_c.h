@@ -108,6 +108,14 @@ nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error
  * last one ends. */
 void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b);
 
+/* The tables at the top of every C-API target's <model>.c(u)
+ * (emit_c_tables.c): `static const nnrt_st_desc manifest[]` (the caller
+ * writes its comment first), sym_names and compiled_max (nothing when the
+ * model has no symbolic dims), and kernel_table (name, where, kind, ops). */
+void ec_emit_manifest(const ec_ctx *x, nnc_sb *b);
+void ec_emit_sym_tables(const ec_ctx *x, nnc_sb *b);
+void ec_emit_kernel_table(const ec_ctx *x, nnc_sb *b);
+
 /* Pieces of <model>.c(u) every C-API target writes alike (they use the
  * model's fail(), load(), manifest, sym_names and m->loaded / m->max). */
 void ec_emit_check_run(const ec_ctx *x, nnc_sb *b);

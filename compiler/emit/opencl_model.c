@@ -124,17 +124,9 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
                    "#define NSLOTS %d\n#define NCLKERNELS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs, o->nslots ? o->nslots : 1, o->nkern ? o->nkern : 1);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
-                   " * (also in weights_manifest.json); weight i is at w_off[i] of the weights buffer. */\n"
-                   "static const nnrt_st_desc manifest[%d] = {\n", g->nparams ? g->nparams : 1);
-  for (int i = 0; i < g->nparams; i++) {
-    const nnc_tensor *t = &g->tensors[g->params[i]];
-    char name[600];
-    nnc_sb_printf(b, "  {\"%s\", %s, %d, {", nnc_emit_c_string(t->name, name, sizeof name), ec_nnrt_dtype(t->dtype), t->rank);
-    for (int d = 0; d < t->rank; d++) nnc_sb_printf(b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
-    nnc_sb_printf(b, "}},\n");
-  }
-  if (!g->nparams) nnc_sb_printf(b, "  {\"\", NNRT_F32, 0, {0}},\n");
-  nnc_sb_printf(b, "};\nstatic const size_t w_off[%d] = {", g->nparams ? g->nparams : 1);
+                   " * (also in weights_manifest.json); weight i is at w_off[i] of the weights buffer. */\n");
+  ec_emit_manifest(x, b);
+  nnc_sb_printf(b, "static const size_t w_off[%d] = {", g->nparams ? g->nparams : 1);
   for (int i = 0; i < g->nparams; i++) nnc_sb_printf(b, "%s%lld", i ? ", " : "", (long long)x->w_off[i]);
   if (!g->nparams) nnc_sb_printf(b, "0");
   int64_t wbytes = g->nparams ? x->w_off[g->nparams] : 0;
@@ -155,24 +147,8 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
   for (int i = 0; i < o->nkern; i++) nnc_sb_printf(b, "%s\"%s\"", i ? ", " : "", o->kname[i]);
   if (!o->nkern) nnc_sb_printf(b, "\"\"");
   nnc_sb_printf(b, "};\n\n");
-  if (g->nsyms) {
-    nnc_sb_printf(b, "static const char *const sym_names[%d] = {", g->nsyms);
-    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s\"%s\"", i ? ", " : "", x->sym[i]);
-    nnc_sb_printf(b, "};\nstatic const int64_t compiled_max[%d] = {", g->nsyms);
-    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s%lld", i ? ", " : "", (long long)g->syms[i].max);
-    nnc_sb_printf(b, "};\n\n");
-  }
-  nnc_sb_printf(b, "static const struct {\n  const char *name, *where, *kind, *ops;\n} kernel_table[%d] = {\n", s->nk ? s->nk : 1);
-  for (int k = 0; k < s->nk; k++) {
-    char name[300], where[300], ops[600], e1[300], e2[600];
-    ec_where(s->k[k].loc, where, sizeof where);
-    ec_kernel_ops(x, k, ops, sizeof ops);
-    snprintf(name, sizeof name, "%s", ec_kernel_name(x, k));
-    nnc_sb_printf(b, "  {\"%s\", \"%s\", \"%s\", \"%s\"},\n", nnc_emit_c_string(name, e1, sizeof e1),
-                  nnc_emit_c_string(where, e2, sizeof e2), nnc_kernel_kind_name(s->k[k].kind), ops);
-  }
-  if (!s->nk) nnc_sb_printf(b, "  {\"\", \"\", \"\", \"\"},\n");
-  nnc_sb_printf(b, "};\n\n");
+  ec_emit_sym_tables(x, b);
+  ec_emit_kernel_table(x, b);
   tile_tables(o, b);
   /* the program text */
   nnc_sb_printf(b, "/* %s.cl, line by line. */\nstatic const char *const cl_source[] = {\n", p);
