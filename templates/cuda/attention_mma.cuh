@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
     Ops::template load_tile<BK, NTHREADS>(sk, kg, kg, a.k_st, a.S);
     Ops::template load_tile<BK, NTHREADS>(sv, vg, vg, a.v_st, a.S);
   }
-  cp_async_commit();
+  nnc_cp_async_commit();
 
   float o[MT][ND][4];
   float m[MT][2], l[MT][2];
@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
       Ops::template load_tile<BK, NTHREADS>(sk + (buf ^ 1) * TK, kg, kg + (long long)k1 * a.k_st, a.k_st, a.S - k1);
       Ops::template load_tile<BK, NTHREADS>(sv + (buf ^ 1) * TK, vg, vg + (long long)k1 * a.v_st, a.v_st, a.S - k1);
     }
-    cp_async_commit();
-    cp_async_wait<1>(); /* all but the copy just started: tile j (and Q) */
+    nnc_cp_async_commit();
+    nnc_cp_async_wait<1>(); /* all but the copy just started: tile j (and Q) */
     __syncthreads();
 
     if (j == 0) {
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
     Ops::template pv<MT, NT, ND>(o, s, vt, lane);
     __syncthreads(); /* the next iteration's copy overwrites this buffer */
   }
-  cp_async_wait<0>();
+  nnc_cp_async_wait<0>();
 
   store_rows<T, MT, ND>(o, l, og, a.o_st, q0 + wrow, a.T, lane);
 #endif

@@ -14,53 +14,6 @@
 
 namespace nnc_attn {
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-/* d += a * b on one m16n8k16 tile, f32 accumulators. */
-template <typename T> struct mma_op;
-
-template <> struct mma_op<__nv_bfloat16> {
-  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-  }
-  __device__ static uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-};
-
-template <> struct mma_op<__half> {
-  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-  }
-  __device__ static uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-  }
-};
-
 /* The swizzle: 16-byte chunk ch of row r of a tile of D-element rows sits
  * at chunk ch ^ swz_key(r). The key depends on r % 8 alone, so rows 8 apart
  * share it and the addresses of a thread's fragments differ by constants. */
@@ -84,13 +37,13 @@ __device__ __forceinline__ void load_tile_swz(T *dst, const T *base, const T *sr
   constexpr int RSTEP = NTHREADS / CPR;
   static_assert(NTHREADS % CPR == 0 && RSTEP % 8 == 0 && R % RSTEP == 0, "tile rows must split evenly");
   const int r0 = threadIdx.x / CPR, ch = threadIdx.x % CPR;
-  const uint32_t d = smem_addr(dst + swz<D>(r0, ch));
+  const uint32_t d = nnc_smem_u32(dst + swz<D>(r0, ch));
   const T *g = src + r0 * st + ch * 8;
   const long long step = RSTEP * st;
 #pragma unroll
   for (int i = 0; i < R / RSTEP; ++i) {
     const bool ok = r0 + i * RSTEP < nvalid;
-    cp_async16(d + (uint32_t)(i * RSTEP * D * sizeof(T)), ok ? g + i * step : base, ok ? 16 : 0);
+    nnc_cp_async16(d + (uint32_t)(i * RSTEP * D * sizeof(T)), ok ? g + i * step : base, ok);
   }
 }
 
@@ -111,14 +64,15 @@ template <typename T, int D> struct tc_ops16 {
   /* the A fragments of the 16 rows of sq from row r0 */
   __device__ static void load_q(uint32_t (&qf)[KD][4], const T *sq, int r0, int lane) {
 #pragma unroll
-    for (int kd = 0; kd < KD; ++kd) ldmatrix_x4(qf[kd], smem_addr(sq + swz<D>(r0 + lane % 16, kd * 2 + lane / 16)));
+    for (int kd = 0; kd < KD; ++kd)
+      nnc_ldmatrix_x4(qf[kd], nnc_smem_u32(sq + swz<D>(r0 + lane % 16, kd * 2 + lane / 16)));
   }
 
   /* S = Q K^T: ldmatrix x4 gives the B fragments of two n8 tiles of keys */
   template <int MT, int NT>
   __device__ static void qk(float (&s)[MT][NT][4], const uint32_t (&qf)[MT][KD][4], const T *kt, int lane) {
     const int mi = lane / 8;
-    const uint32_t row = smem_addr(kt) + (uint32_t)((lane % 8 + (mi / 2) * 8) * D * sizeof(T));
+    const uint32_t row = nnc_smem_u32(kt) + (uint32_t)((lane % 8 + (mi / 2) * 8) * D * sizeof(T));
     const int key = swz_key<D>(lane % 8);
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd) {
@@ -126,11 +80,11 @@ template <typename T, int D> struct tc_ops16 {
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         uint32_t bk[4];
-        ldmatrix_x4(bk, at + (uint32_t)(np * 16 * D * sizeof(T)));
+        nnc_ldmatrix_x4(bk, at + (uint32_t)(np * 16 * D * sizeof(T)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_op<T>::run(s[mt][2 * np], qf[mt][kd], bk[0], bk[1]);
-          mma_op<T>::run(s[mt][2 * np + 1], qf[mt][kd], bk[2], bk[3]);
+          nnc_mma<T>::run(s[mt][2 * np], qf[mt][kd], bk[0], bk[1]);
+          nnc_mma<T>::run(s[mt][2 * np + 1], qf[mt][kd], bk[2], bk[3]);
         }
       }
     }
@@ -139,26 +93,26 @@ template <typename T, int D> struct tc_ops16 {
   template <int MT, int NT, int ND>
   __device__ static void pv(float (&o)[MT][ND][4], const float (&s)[MT][NT][4], const T *vt, int lane) {
     const int mi = lane / 8;
-    const uint32_t row = smem_addr(vt) + (uint32_t)((lane % 8 + (mi % 2) * 8) * D * sizeof(T));
+    const uint32_t row = nnc_smem_u32(vt) + (uint32_t)((lane % 8 + (mi % 2) * 8) * D * sizeof(T));
     const int key = swz_key<D>(lane % 8);
 #pragma unroll
     for (int kk = 0; kk < NT / 2; ++kk) {
       uint32_t pa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        pa[mt][0] = mma_op<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][1] = mma_op<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][2] = mma_op<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][3] = mma_op<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        pa[mt][0] = nnc_mma<T>::pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = nnc_mma<T>::pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = nnc_mma<T>::pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = nnc_mma<T>::pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bv[4];
-        ldmatrix_x4_trans(bv, row + (uint32_t)((kk * 16 * D + ((dp * 2 + mi / 2) ^ key) * 8) * sizeof(T)));
+        nnc_ldmatrix_x4_trans(bv, row + (uint32_t)((kk * 16 * D + ((dp * 2 + mi / 2) ^ key) * 8) * sizeof(T)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_op<T>::run(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
-          mma_op<T>::run(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
+          nnc_mma<T>::run(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
+          nnc_mma<T>::run(o[mt][2 * dp + 1], pa[mt], bv[2], bv[3]);
         }
       }
     }

@@ -62,7 +62,7 @@ template <int D, bool SPLIT> struct tf32_ops {
     for (int c = threadIdx.x; c < R * CPR; c += NTHREADS) {
       const int r = c / CPR, ch = c % CPR;
       const bool ok = r < nvalid;
-      cp_async16(smem_addr(dst + r * LD + ch * 4), ok ? src + r * st + ch * 4 : base, ok ? 16 : 0);
+      nnc_cp_async16(nnc_smem_u32(dst + r * LD + ch * 4), ok ? src + r * st + ch * 4 : base, ok);
     }
   }
 

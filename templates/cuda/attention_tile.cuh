@@ -1,7 +1,8 @@
 /* templates/cuda/attention_tile.cuh — what the tensor-core attention kernels
  * (attention_mma.cuh for bf16/f16, attention_tf32.cuh for f32 on tf32) share:
- * the asynchronous copies, the masking of a tile of scores, the online
- * softmax and the final normalisation and store.
+ * the masking of a tile of scores, the online softmax and the final
+ * normalisation and store. The copy and fragment instructions (cp.async,
+ * ldmatrix, m16n8k16 mma) are the GEMM's, from gemm_mma.cuh.
  *
  * Both kernels hold a warp's scores in the m16n8 accumulator layout of
  * mma.sync: s[mt][nt][e] is row lane/4 + 8*(e/2) of m tile mt and column
@@ -10,6 +11,7 @@
 #ifndef NNC_CUDA_ATTENTION_TILE_CUH
 #define NNC_CUDA_ATTENTION_TILE_CUH
 
+#include "gemm_mma.cuh"
 #include "nnc_cuda.cuh"
 
 template <typename T> struct nnc_cuda_attn_args;
@@ -19,29 +21,6 @@ namespace nnc_attn {
 /* The operands of the tensor-core kernel for element type T and head dim D:
  * attention_ops16.cuh (bf16, f16) and attention_tf32.cuh (float). */
 template <typename T, int D> struct tc_ops;
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/* 16 bytes global -> shared, bypassing L1; n == 0 writes 16 zero bytes. */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 
 /* 2^x on the special-function unit (rel. error about 2^-22, below tf32's and
  * bf16's rounding); exp2f adds denormal handling around the same MUFU. */
