@@ -166,19 +166,31 @@ template <int D, int BQ, int BK, int W, int MINB = 1> static launcher mma() {
   };
 }
 
-/* Tiles BQ x BK, W warps, at least MINB blocks an SM ("_m<MINB>"). */
+#ifdef NNC_CUDA_SM90A
+template <int D, int BK, int NWG, int MINB> static launcher wgmma() {
+  return [](const nnc_cuda_attn_args<bf16> &a, cudaStream_t s, nnc_cuda_error *e) {
+    return nnc_cuda_attention_wgmma<bf16, D, BK, NWG, MINB>(a, s, e);
+  };
+}
+#endif
+
+/* mma.sync: tiles BQ x BK, W warps, at least MINB blocks an SM ("_m<MINB>");
+ * wgmma (sm_90a builds, whose default is BK = 64, one warpgroup, three
+ * blocks an SM): BK keys a tile, NWG warpgroups of 64 queries. */
 static std::vector<std::pair<const char *, launcher>> variants(int D) {
   if (D == 32)
     return {{"mma_bq128_bk64_w4", mma<32, 128, 64, 4>()},
             {"mma_bq128_bk128_w8", mma<32, 128, 128, 8>()}};
   if (D == 64)
-    return {{"mma_bq64_bk128_w4", mma<64, 64, 128, 4>()},
-            {"mma_bq64_bk64_w4_m4", mma<64, 64, 64, 4, 4>()},
-            {"mma_bq64_bk128_w4_m3", mma<64, 64, 128, 4, 3>()},
-            {"mma_bq128_bk64_w4", mma<64, 128, 64, 4>()},
-            {"mma_bq128_bk64_w8_m2", mma<64, 128, 64, 8, 2>()},
+    return {{"mma_bq64_bk64_w4", mma<64, 64, 64, 4>()},
+            {"mma_bq64_bk128_w4", mma<64, 64, 128, 4>()},
             {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()},
-            {"mma_bq128_bk128_w8_m2", mma<64, 128, 128, 8, 2>()}};
+#ifdef NNC_CUDA_SM90A
+            {"wgmma_bk128_wg1_m2", wgmma<64, 128, 1, 2>()},
+            {"wgmma_bk64_wg2_m1", wgmma<64, 64, 2, 1>()},
+            {"wgmma_bk128_wg2_m1", wgmma<64, 128, 2, 1>()},
+#endif
+    };
   return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk64_w8", mma<128, 128, 64, 8>()}};
 }
 

@@ -57,10 +57,11 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], const nnc_cud
 /* One tile of the online softmax: raw scores s become the weights
  * exp(scale * (s - m)) with m the running row max (sl2 = scale * log2 e, so
  * the scale folds into the exponent's FMA: scale > 0), this thread's part of
- * the row sums l and the accumulators o are rescaled to the new max. */
-template <int MT, int NT, int ND>
-__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
-                                               float (&o)[MT][ND][4], float sl2) {
+ * the row sums l is rescaled to the new max and grows by the tile's, and
+ * alpha gets the factor that rescales the accumulators (rescale_rows). */
+template <int MT, int NT>
+__device__ __forceinline__ void softmax_weights(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+                                                float (&alpha)[MT][2], float sl2) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -72,7 +73,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       /* nothing unmasked yet: subtract 0, so that exp2(-inf - m) is 0, not NaN */
       const float mus = (mx == -INFINITY ? 0.0f : mx) * sl2;
-      const float alpha = ex2(m[mt][hr] * sl2 - mus);
+      alpha[mt][hr] = ex2(m[mt][hr] * sl2 - mus);
       m[mt][hr] = mx;
       float rs = 0.0f;
 #pragma unroll
@@ -83,14 +84,29 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)
         s[mt][nt][2 * hr + 1] = p1;
         rs += p0 + p1;
       }
-      l[mt][hr] = l[mt][hr] * alpha + rs; /* this thread's part; the quad is summed at the end */
-#pragma unroll
-      for (int nd = 0; nd < ND; ++nd) {
-        o[mt][nd][2 * hr] *= alpha;
-        o[mt][nd][2 * hr + 1] *= alpha;
-      }
+      l[mt][hr] = l[mt][hr] * alpha[mt][hr] + rs; /* this thread's part; the quad is summed at the end */
     }
   }
+}
+
+/* o *= alpha, row by row. */
+template <int MT, int ND>
+__device__ __forceinline__ void rescale_rows(float (&o)[MT][ND][4], const float (&alpha)[MT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nd][e] *= alpha[mt][e / 2];
+}
+
+/* softmax_weights, then the accumulators rescaled at once. */
+template <int MT, int NT, int ND>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+                                               float (&o)[MT][ND][4], float sl2) {
+  float alpha[MT][2];
+  softmax_weights<MT, NT>(s, m, l, alpha, sl2);
+  rescale_rows<MT, ND>(o, alpha);
 }
 
 /* Two adjacent output elements (8-byte aligned for float, 4 for 16-bit). */

@@ -11,6 +11,8 @@
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_attention.cu -o test_attention
  *   ./test_attention [--small]
+ * Built with -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A, the
+ * bf16/f16 D = 64 cases take the wgmma path (attention_wgmma.cuh). 
  * Exits 1 on any failure. */
 #include <cmath>
 #include <cstdio>
@@ -72,6 +74,7 @@ static const tcase CASES[] = {
     {"d32_T65_S1_causal", 3, 5, 65, 1, 32, 32, 1, NO_MASK, CONTIG, false, true},
     {"d64_S0", 2, 3, 5, 0, 64, 64, 0, NO_MASK, CONTIG, false, true},
     {"d64_T517_causal", 2, 3, 517, 517, 64, 64, 1, NO_MASK, CONTIG, false, true},
+    {"d64_T300_S257_pad8_mask", 2, 3, 300, 257, 64, 64, 0, MASK, PAD8, false, true},
 };
 
 struct view {
