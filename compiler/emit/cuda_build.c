@@ -39,6 +39,9 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "NVCC ?= nvcc\nCC ?= cc\nCUDA_HOME ?= $(patsubst %%/bin/nvcc,%%,$(shell command -v $(NVCC)))\n");
   nnc_sb_printf(&b, "ARCH ?= -gencode arch=compute_%s,code=sm_%s -gencode arch=compute_%s,code=compute_%s\n", sm, sm, sm, sm);
   nnc_sb_printf(&b, "NVCCFLAGS ?= -O3\nCFLAGS ?= -O2\n");
+  if (x->r->target->cuda.wgmma_ok)
+    nnc_sb_printf(&b, "# the kernels of %s's own instructions (wgmma); ARCH must name %s\nNVCC_DEFS = -DNNC_CUDA_SM90A\n",
+                  x->isa, x->isa);
   nnc_sb_printf(&b, "CPPFLAGS = -I. -Iruntime -I$(CUDA_HOME)/include -DNNC_BENCH_DEVICE\n");
   nnc_sb_printf(&b, "WARN = -Wall -Wextra -Werror -Wno-unused-parameter\n");
   nnc_sb_printf(&b, "LDLIBS = -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lm -lpthread\nOBJ = obj\n\n");
@@ -54,7 +57,7 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "bench_%s: $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $(CHECK_OBJ) lib%s.a $(LDLIBS)\n\n", p, p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/%%.o: %%.cu\n\t@mkdir -p $(dir $@)\n"
-    "\t$(NVCC) -std=c++17 $(ARCH) $(NVCCFLAGS) $(CPPFLAGS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings -c $< -o $@\n\n"
+    "\t$(NVCC) -std=c++17 $(ARCH) $(NVCCFLAGS) $(NVCC_DEFS) $(CPPFLAGS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings -c $< -o $@\n\n"
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n"
     "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@\n\n"
     "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s\n\n.PHONY: all clean\n", p, p, p);

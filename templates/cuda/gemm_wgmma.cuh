@@ -1,0 +1,183 @@
+/* templates/cuda/gemm_wgmma.cuh — C = alpha * A B^T (+ bias) on Hopper's
+ * wgmma (sm_90a only), for the GEMMs cuBLASLt cannot write well: output
+ * rows of any length and alignment (GPT-2's LM head, N = 50257), in f32 or
+ * the operands' type, written straight into place. cuBLASLt's kernels
+ * store through TMA, which needs 16-byte aligned rows; nnc's other way was
+ * padded rows in a workspace and a copy (1.65 GB of f32 logits read and
+ * written again at B=8 T=1024).
+ *
+ *   nnc_cuda_status nnc_cuda_gemm_wgmma<T, TO>(const nnc_cuda_gemm_wgmma_args<T, TO> &g,
+ *                                             cudaStream_t stream, nnc_cuda_error *err);
+ * T: __nv_bfloat16 or __half; TO: float or T. A is [M][lda], B is [N][ldb]
+ * (so C = A B^T: B holds the weight as [out features][in features]), C is
+ * [M][ldc]; K, lda and ldb multiples of 8 and A, B 16-byte aligned (rows
+ * of 16-byte chunks); ldc >= N anything. K == 0 gives bias (or 0). Returns
+ * NNC_CUDA_E_ARG (nothing launched) for bad arguments, NNC_CUDA_E_LAUNCH
+ * when the runtime refuses; never synchronizes.
+ *
+ * A block of two warpgroups computes a 128 x 256 tile of C, each
+ * warpgroup 64 x 256 (128 f32 accumulators a thread, one m64n256k16 wgmma
+ * a k16 step). K walks in steps of 64: A's and B's 64-element (128-byte)
+ * row pieces land by cp.async in the 128-byte swizzle of wgmma.cuh, four
+ * stages deep (192 KB), two steps loading while one computes. The
+ * epilogue stages each warpgroup's tile in shared memory so that C is
+ * written a row at a time, coalesced, whatever its alignment. Blocks walk
+ * M first, so the blocks resident together share B's columns (in L2). */
+#ifndef NNC_CUDA_GEMM_WGMMA_CUH
+#define NNC_CUDA_GEMM_WGMMA_CUH
+
+#include "gemm_mma.cuh"
+#include "nnc_cuda.cuh"
+#include "wgmma.cuh"
+
+template <typename T, typename TO> struct nnc_cuda_gemm_wgmma_args {
+  int M, N, K;
+  const T *a;
+  long long lda;
+  const T *b; /* [N][ldb]: C = A B^T */
+  long long ldb;
+  const T *bias; /* [N], or NULL */
+  float alpha;
+  TO *c;
+  long long ldc;
+};
+
+namespace nnc_gw {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, NTHREADS = 256;
+constexpr int CST = BN + 8; /* the epilogue's row stride in floats: quads of rows hit distinct banks */
+constexpr const char *KERNEL = "nnc_cuda_gemm_wgmma";
+
+template <typename T> constexpr size_t smem_bytes() { return (size_t)STAGES * (BM + BN) * BK * sizeof(T) + 1024; }
+
+/* Starts the copy of rows [0, R) of a 64-element-wide piece (columns k0..)
+ * of a row-major matrix into a swizzled tile; rows past nrows and chunks
+ * past K are zero-filled. Each thread copies one chunk column of rows 32
+ * apart (one swizzle key). */
+template <typename T, int R>
+__device__ __forceinline__ void load_rows(T *dst, const T *src, long long ld, int row0, int nrows, int k0, int K) {
+  const int ch = threadIdx.x % 8, r0 = threadIdx.x / 8;
+  const bool kin = k0 + ch * 8 < K;
+  const uint32_t d = nnc_smem_u32(dst + r0 * BK + ((ch ^ (r0 % 8)) * 8));
+#pragma unroll
+  for (int i = 0; i < R / 32; ++i) {
+    const int r = r0 + 32 * i;
+    const bool ok = kin && row0 + r < nrows;
+    nnc_cp_async16(d + (uint32_t)(32 * i * BK * sizeof(T)), ok ? src + (long long)(row0 + r) * ld + k0 + ch * 8 : src,
+                   ok);
+  }
+}
+
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(__half *p, float v) { *p = __float2half_rn(v); }
+
+}  // namespace nnc_gw
+
+template <typename T, typename TO>
+__global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(const nnc_cuda_gemm_wgmma_args<T, TO> g) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace nnc_gw;
+  extern __shared__ __align__(16) unsigned char nnc_gw_smem[];
+  const uint32_t raw = nnc_smem_u32(nnc_gw_smem);
+  T *base = reinterpret_cast<T *>(nnc_gw_smem + (((raw + 1023) & ~1023u) - raw));
+  auto sa = [&](int t) { return base + (t % STAGES) * (BM + BN) * BK; };
+  auto sb = [&](int t) { return sa(t) + BM * BK; };
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int wg = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  const int kt_end = (g.K + BK - 1) / BK;
+  auto load = [&](int t) {
+    if (t < kt_end) {
+      load_rows<T, BM>(sa(t), g.a, g.lda, m0, g.M, t * BK, g.K);
+      load_rows<T, BN>(sb(t), g.b, g.ldb, n0, g.N, t * BK, g.K);
+    }
+    nnc_cp_async_commit(); /* empty past the end: one group a step */
+  };
+
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int t = 0; t < STAGES - 2; ++t) load(t);
+  for (int kt = 0; kt < kt_end; ++kt) {
+    nnc_cp_async_wait<STAGES - 3>(); /* step kt has landed */
+    nnc_wg::fence_proxy_async();
+    __syncthreads(); /* ... for every thread, and step kt - 2's products are done in both warpgroups */
+    load(kt + STAGES - 2);
+    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa(kt) + wg * 64 * BK));
+    const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sb(kt)));
+    nnc_wg::fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::template ss<BN>(acc, da + 2 * kk, db + 2 * kk, 1);
+    nnc_wg::commit();
+    nnc_wg::wait<1>(); /* step kt - 1's products */
+  }
+  nnc_wg::wait<0>();
+  nnc_wg::fence_regs(acc);
+  nnc_cp_async_wait<0>();
+  __syncthreads(); /* every stage is free */
+
+  /* alpha, bias, then the warpgroup's 64 x 256 tile through shared memory */
+  float *cs = reinterpret_cast<float *>(base) + wg * 64 * CST;
+#pragma unroll
+  for (int nt = 0; nt < BN / 8; ++nt) {
+    const int col = nt * 8 + 2 * (lane % 4);
+    float b0 = 0.0f, b1 = 0.0f;
+    if (g.bias) {
+      if (n0 + col < g.N) b0 = nnc_dtype<T>::load(g.bias[n0 + col]);
+      if (n0 + col + 1 < g.N) b1 = nnc_dtype<T>::load(g.bias[n0 + col + 1]);
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = warp * 16 + lane / 4 + 8 * hr;
+      *reinterpret_cast<float2 *>(cs + row * CST + col) =
+          make_float2(fmaf(acc[nt * 4 + 2 * hr], g.alpha, b0), fmaf(acc[nt * 4 + 2 * hr + 1], g.alpha, b1));
+    }
+  }
+  __syncthreads();
+  const int t = threadIdx.x % 128;
+  for (int r = 0; r < 64; ++r) {
+    const int row = m0 + wg * 64 + r;
+    if (row >= g.M) break;
+    TO *crow = g.c + (long long)row * g.ldc + n0;
+#pragma unroll
+    for (int c = t; c < BN; c += 128)
+      if (n0 + c < g.N) store(crow + c, cs[r * CST + c]);
+  }
+#elif defined(__CUDA_ARCH__)
+  /* device code for another architecture: never dispatched to (see
+   * attention_wgmma.cuh); a build that mixes that up fails loudly */
+  __trap();
+#endif
+}
+
+template <typename T, typename TO>
+nnc_cuda_status nnc_cuda_gemm_wgmma(const nnc_cuda_gemm_wgmma_args<T, TO> &g, cudaStream_t stream,
+                                    nnc_cuda_error *err) {
+  using namespace nnc_gw;
+  if (g.M < 0 || g.N < 0 || g.K < 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected sizes >= 0, found M %d, N %d, K %d", g.M, g.N, g.K);
+  if (g.M == 0 || g.N == 0) return NNC_CUDA_OK;
+  if (g.K % 8 || g.lda % 8 || g.ldb % 8 || g.lda < g.K || g.ldb < g.K || g.ldc < g.N)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
+                         "expected K, lda and ldb multiples of 8, lda and ldb >= K, ldc >= N; found K %d, lda %lld, "
+                         "ldb %lld, ldc %lld, N %d",
+                         g.K, g.lda, g.ldb, g.ldc, g.N);
+  if (!g.a || !g.b || !g.c)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected device pointers for a, b and c, found %p, %p, %p",
+                         (const void *)g.a, (const void *)g.b, (const void *)g.c);
+  if ((reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b)) % 16)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a and b 16-byte aligned, found %p and %p",
+                         (const void *)g.a, (const void *)g.b);
+  if ((g.N + BN - 1) / BN > 65535)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected N <= %d, found %d", 65535 * BN, g.N);
+  auto kernel = nnc_gemm_wgmma_kernel<T, TO>;
+  const size_t smem = smem_bytes<T>();
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess)
+    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute failed: %s", cudaGetErrorString(e));
+  const dim3 grid((unsigned)((g.M + BM - 1) / BM), (unsigned)((g.N + BN - 1) / BN));
+  kernel<<<grid, NTHREADS, smem, stream>>>(g);
+  return nnc_cuda_check_launch(err, KERNEL);
+}
+
+#endif
