@@ -186,6 +186,7 @@ static std::vector<std::pair<const char *, launcher>> variants(int D) {
             {"mma_bq64_bk128_w4", mma<64, 64, 128, 4>()},
             {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()},
 #ifdef NNC_CUDA_SM90A
+            {"wgmma_bk64_wg1_m4", wgmma<64, 64, 1, 4>()},
             {"wgmma_bk128_wg1_m2", wgmma<64, 128, 1, 2>()},
             {"wgmma_bk64_wg2_m1", wgmma<64, 64, 2, 1>()},
             {"wgmma_bk128_wg2_m1", wgmma<64, 128, 2, 1>()},
