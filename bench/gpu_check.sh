@@ -2,7 +2,7 @@
 # bench/gpu_check.sh: the CUDA target on a GPU machine, in one command.
 #
 # Here (with Lua and nnc):   bash bench/gpu_check.sh generate
-#   compiles every model of models/ for cuda-sm90 at f32, tf32 (GPT-2) and
+#   compiles every model of models/ for cuda-sm90a (ARCH) at f32, tf32 (GPT-2) and
 #   bf16 into build/gpu/<model>_<precision>/ (sources only: they build with
 #   nvcc alone).
 # On the GPU machine:        bash bench/gpu_check.sh run   (and `tune`: --tune=measure)
@@ -19,7 +19,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu
-ARCH=${ARCH:-sm_90}
+ARCH=${ARCH:-sm_90a}   # the H100: cuda-sm90a (wgmma attention and GEMM)
 # the cases PyTorch runs too (torch.compile takes a minute a model)
 PEERS=${PEERS:-"gpt2_bf16 gpt2_tf32 bert_bf16 mlp_bf16"}
 # model precision B T (the issue's speed sizes)
@@ -39,6 +39,11 @@ generate() {
   while read -r m p _ _; do
     "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/${m}_$p" || exit 1
   done <<< "$CASES"
+  # GPT-2 and BERT bf16 with their outputs left bf16 (--outputs=storage), as the
+  # bf16 PyTorch peer returns them: run builds, checks and times them as <m>_bf16_out
+  for m in gpt2 bert; do
+    "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision=bf16 --outputs=storage -o "$G/${m}_bf16_out" || exit 1
+  done
   # GPT-2 bf16 with options.cuda_graphs on by default, for tests/gpu/graphs_check.sh
   "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=bf16 --cuda-graphs -o "$G/gpt2_bf16_graphs" || exit 1
   # the op families of tests/ops, for the GPU suite's checks (tests/gpu)
@@ -61,9 +66,11 @@ run() {
   local out=$G/out
   rm -rf "$out" && mkdir -p "$out"
   local sm=${ARCH#sm_}
+  # the cases and generate's bf16-output folders (precision "bf16_out": folder <m>_bf16_out)
+  local cases="$CASES"$'\n'"gpt2 bf16_out 8 1024"$'\n'"bert bf16_out 32 128"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
   # build every folder of the cases in parallel
-  for n in $(echo "$CASES" | awk '{print $1 "_" $2}'); do
+  for n in $(echo "$cases" | awk '{print $1 "_" $2}'); do
     d=$G/$n
     (make -C "$d" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$n.log" 2>&1 \
        || echo "BUILD FAILED: $n (see make_$n.log)") &
@@ -77,7 +84,7 @@ run() {
       dims="-d B=3"; [ "$m" = mlp ] || dims="-d B=3 -d T=17"
       "$b" --check $dims --runs 2 --warmup 1 > "$out/check_${m}_$p.log" 2>&1
       echo "$m $p: rc=$? $(grep -h 'max relative error' "$out/check_${m}_$p.log" | tr -s ' ' | tr '\n' ';')"
-    done <<< "$CASES"
+    done <<< "$cases"
     [ -n "${MEMCHECK-1}" ] || exit 0
     echo "## compute-sanitizer memcheck, gpt2 bf16 at B=3 T=17"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$G/gpt2_bf16/bench_gpt2" --check -d B=3 -d T=17 \
@@ -128,7 +135,7 @@ EOF
     python3 "$ROOT/bench/gpu_peers.py" model --model "$m" --weights "$out/w_$m.safetensors" --precision "$p" \
       --dims "$pd" --runs 30 > "$out/peer_${m}_$p.json" 2> "$out/peer_${m}_$p.err"
     rm -f "$out/w_$m.safetensors"
-  done <<< "$CASES"
+  done <<< "$cases"
   python3 - "$out" <<'EOF' | tee "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
@@ -144,8 +151,10 @@ for f in sorted(os.listdir(out)):
     if not f.startswith("time_") or not f.endswith(".json"):
         continue
     key = f[5:-5]
-    ours, peer = load(os.path.join(out, f)), load(os.path.join(out, "peer_" + key + ".json"))
-    m, p = key.split("_")
+    # a bf16_out folder (outputs left bf16) is compared with the bf16 peer
+    ours, peer = load(os.path.join(out, f)), load(os.path.join(out, "peer_" + key.replace("_out", "") + ".json"))
+    m, p = key.split("_", 1)
+    p = p.replace("bf16_out", "bf16, bf16 outputs")
     if not ours:
         print(f"| {m} | {p} | | failed | | | | | |")
         continue
@@ -221,7 +230,8 @@ EOF
 #
 # Here (with Lua and nnc):   bash bench/gpu_check.sh opencl-generate
 #   (also run at the end of `generate`) emits GPT-2 and BERT for --target=opencl
-#   (f32) into build/gpu/ocl/{gpt2,bert}, the CUDA target at f32 and tf32 into
+#   in f32 into build/gpu/ocl/{gpt2,bert} and with f16 storage into
+#   build/gpu/ocl/{gpt2,bert}_f16, the CUDA target at f32, tf32 and f16 into
 #   build/gpu/ocl/cuda/<model>_<precision> (generate has no BERT tf32), a
 #   platform lister (cl_list.c) and this machine's CL headers (the GPU machine
 #   may have none).
@@ -229,17 +239,23 @@ EOF
 #   (as root) writes /etc/OpenCL/vendors/nvidia.icd (only with NNC_OCL_ICD_WRITE=1),
 #   lists the platforms with diagnostics when NVIDIA's is missing (then retries
 #   with OCL_ICD_VENDORS and LD_LIBRARY_PATH), builds the folders, checks both
-#   models on NVIDIA's OpenCL and on PoCL, times them at the issue's sizes
-#   (GPT-2 B=1 T=128, BERT B=8 T=128) and GPT-2 B=8 T=1024 on NVIDIA's OpenCL,
-#   PoCL (small sizes only) and the CUDA target at f32 and tf32, and prints one
+#   models in f32 and f16 on NVIDIA's OpenCL and on PoCL, times them at the
+#   issue's sizes (GPT-2 B=1 T=128, BERT B=8 T=128) and GPT-2 B=8 T=1024 on
+#   NVIDIA's OpenCL, PoCL (small sizes only) and the CUDA target (f32 rows
+#   against CUDA f32 and tf32, f16 rows against CUDA f16), and prints one
 #   table (also $OUT/opencl_table.md). A failed step is reported and the next
 #   one runs.
 OCL=$G/ocl
 NV_LIB=${NV_LIB:-/usr/local/nvidia/lib64/libnvidia-opencl.so.1}
-# model B T, and whether PoCL times it too
-OCL_CASES=${OCL_CASES:-"gpt2 1 128 pocl
-bert 8 128 pocl
-gpt2 8 1024 -"}
+# model, storage precision, B, T, and whether PoCL times it too
+OCL_CASES=${OCL_CASES:-"gpt2 f32 1 128 pocl
+bert f32 8 128 pocl
+gpt2 f32 8 1024 -
+gpt2 f16 1 128 pocl
+bert f16 8 128 pocl
+gpt2 f16 8 1024 -"}
+# the OpenCL folder of a model at a precision: gpt2, gpt2_f16
+ocl_dir() { if [ "$2" = f32 ]; then echo "$OCL/$1"; else echo "$OCL/$1_$2"; fi; }
 
 opencl_generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -247,8 +263,11 @@ opencl_generate() {
   rm -rf "$OCL" && mkdir -p "$OCL/cuda" "$OCL/include"
   local m p rc=0
   for m in gpt2 bert; do
-    "$nnc" "$ROOT/models/$m.lua" --target=opencl -o "$OCL/$m" || { echo "opencl-generate: $m for opencl FAILED"; rc=1; }
-    for p in f32 tf32; do
+    for p in f32 f16; do
+      "$nnc" "$ROOT/models/$m.lua" --target=opencl --precision=$p -o "$(ocl_dir $m $p)" \
+        || { echo "opencl-generate: $m for opencl $p FAILED"; rc=1; }
+    done
+    for p in f32 tf32 f16; do
       "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision=$p -o "$OCL/cuda/${m}_$p" \
         || { echo "opencl-generate: $m for cuda $p FAILED"; rc=1; }
     done
@@ -349,58 +368,67 @@ opencl_run() {
     POCL_DEV=$(awk -F' [|] ' 'tolower($1) ~ /portable|pocl/ {split($1, a, " "); print a[1]; exit}' "$out/platforms.txt")
     echo "NVIDIA device: ${NV_DEV:-none}; PoCL device: ${POCL_DEV:-none}"
     echo "## build"
+    local p dir
     for m in gpt2 bert; do
-      make -C "$OCL/$m" -j16 CFLAGS="-O2 -I$OCL/include" LDLIBS="$CL_LIBS" > "$out/make_ocl_$m.log" 2>&1 \
-        && echo "$m: built" || { echo "STEP FAILED: building $OCL/$m"; tail -5 "$out/make_ocl_$m.log"; }
-    done
-    echo "## checks (B=3, T=17, against the float64 reference at 1e-5)"
-    for m in gpt2 bert; do
-      for dev in nvidia pocl; do
-        local spec=$NV_DEV; [ $dev = pocl ] && spec=$POCL_DEV
-        [ -n "$spec" ] && [ -x "$OCL/$m/bench_$m" ] || { echo "$m $dev: skipped (no device or no build)"; echo "skipped" > "$out/check_${m}_$dev.txt"; continue; }
-        NNC_OPENCL_DEVICE=$spec timeout 300 "$OCL/$m/bench_$m" --check -d B=3 -d T=17 --runs 1 --warmup 0 > "$out/check_${m}_$dev.log" 2>&1
-        local rc=$?
-        local r; r=$(grep -h 'max relative error' "$out/check_${m}_$dev.log" | tr -s ' ' | sed 's/^ //' | tr '\n' ';')
-        [ $rc = 0 ] || { r="FAILED rc=$rc $r"; tail -3 "$out/check_${m}_$dev.log"; }
-        echo "${r:-no result}" > "$out/check_${m}_$dev.txt"
-        echo "$m $dev: $(cat "$out/check_${m}_$dev.txt")"
+      for p in f32 f16; do
+        dir=$(ocl_dir $m $p)
+        make -C "$dir" -j16 CFLAGS="-O2 -I$OCL/include" LDLIBS="$CL_LIBS" > "$out/make_ocl_${m}_$p.log" 2>&1 \
+          && echo "$m $p: built" || { echo "STEP FAILED: building $dir"; tail -5 "$out/make_ocl_${m}_$p.log"; }
       done
-      [ -z "$NV_DEV" ] || NNC_OPENCL_DEVICE=$NV_DEV "$OCL/$m/bench_$m" --runs 1 --warmup 0 -d B=1 -d T=17 2>&1 | grep -i "device\|options" | head -3
+    done
+    echo "## checks (B=3, T=17, against the float64 reference at 1e-5; f16 storage at 1e-2)"
+    for m in gpt2 bert; do
+      for p in f32 f16; do
+        dir=$(ocl_dir $m $p)
+        for dev in nvidia pocl; do
+          local spec=$NV_DEV; [ $dev = pocl ] && spec=$POCL_DEV
+          [ -n "$spec" ] && [ -x "$dir/bench_$m" ] || { echo "$m $p $dev: skipped (no device or no build)"; echo "skipped" > "$out/check_${m}_${p}_$dev.txt"; continue; }
+          NNC_OPENCL_DEVICE=$spec timeout 300 "$dir/bench_$m" --check -d B=3 -d T=17 --runs 1 --warmup 0 > "$out/check_${m}_${p}_$dev.log" 2>&1
+          local rc=$?
+          local r; r=$(grep -h 'max relative error' "$out/check_${m}_${p}_$dev.log" | tr -s ' ' | sed 's/^ //' | tr '\n' ';')
+          [ $rc = 0 ] || { r="FAILED rc=$rc $r"; tail -3 "$out/check_${m}_${p}_$dev.log"; }
+          echo "${r:-no result}" > "$out/check_${m}_${p}_$dev.txt"
+          echo "$m $p $dev: $(cat "$out/check_${m}_${p}_$dev.txt")"
+        done
+      done
+      [ -z "$NV_DEV" ] || NNC_OPENCL_DEVICE=$NV_DEV "$OCL/$m/bench_$m" --runs 1 --warmup 0 -d B=1 -d T=17 2>&1 | grep -i "device\|options\|peak" | head -4
     done
     echo "## timings"
     wait   # the CUDA builds
-    while read -r m B T pocl; do
-      local dims="-d B=$B -d T=$T" runs="--runs 10 --warmup 2"
+    while read -r m p B T pocl; do
+      local dims="-d B=$B -d T=$T" runs="--runs 10 --warmup 2" k=${m}_${p}_${B}_${T} cprec
       [ "$T" -ge 1024 ] && runs="--runs 5 --warmup 1"
-      if [ -n "$NV_DEV" ] && [ -x "$OCL/$m/bench_$m" ]; then
-        NNC_OPENCL_DEVICE=$NV_DEV timeout 240 "$OCL/$m/bench_$m" --json $runs $dims > "$out/time_${m}_${B}_${T}_nvidia.json" 2> "$out/time_${m}_${B}_${T}_nvidia.err" \
-          || echo "STEP FAILED: $m B=$B T=$T on NVIDIA OpenCL ($(tail -1 "$out/time_${m}_${B}_${T}_nvidia.err"))"
+      dir=$(ocl_dir $m $p)
+      if [ -n "$NV_DEV" ] && [ -x "$dir/bench_$m" ]; then
+        NNC_OPENCL_DEVICE=$NV_DEV timeout 240 "$dir/bench_$m" --json $runs $dims > "$out/time_${k}_nvidia.json" 2> "$out/time_${k}_nvidia.err" \
+          || echo "STEP FAILED: $m $p B=$B T=$T on NVIDIA OpenCL ($(tail -1 "$out/time_${k}_nvidia.err"))"
       fi
-      if [ "$pocl" = pocl ] && [ -n "$POCL_DEV" ] && [ -x "$OCL/$m/bench_$m" ]; then
-        NNC_OPENCL_DEVICE=$POCL_DEV timeout 240 "$OCL/$m/bench_$m" --json --runs 3 --warmup 1 $dims > "$out/time_${m}_${B}_${T}_pocl.json" 2> "$out/time_${m}_${B}_${T}_pocl.err" \
-          || echo "STEP FAILED: $m B=$B T=$T on PoCL ($(tail -1 "$out/time_${m}_${B}_${T}_pocl.err"))"
+      if [ "$pocl" = pocl ] && [ -n "$POCL_DEV" ] && [ -x "$dir/bench_$m" ]; then
+        NNC_OPENCL_DEVICE=$POCL_DEV timeout 240 "$dir/bench_$m" --json --runs 3 --warmup 1 $dims > "$out/time_${k}_pocl.json" 2> "$out/time_${k}_pocl.err" \
+          || echo "STEP FAILED: $m $p B=$B T=$T on PoCL ($(tail -1 "$out/time_${k}_pocl.err"))"
       fi
-      for p in f32 tf32; do
-        local b=$OCL/cuda/${m}_$p/bench_$m
+      # the CUDA target at the same storage (f32 rows: also tf32)
+      for cprec in $p $([ "$p" = f32 ] && echo tf32); do
+        local b=$OCL/cuda/${m}_$cprec/bench_$m
         [ -x "$b" ] || { echo "STEP FAILED: $b not built"; continue; }
-        timeout 240 "$b" --json --runs 20 --warmup 3 $dims > "$out/time_${m}_${B}_${T}_cuda_$p.json" 2> "$out/time_${m}_${B}_${T}_cuda_$p.err" \
-          || echo "STEP FAILED: $m B=$B T=$T on CUDA $p ($(tail -1 "$out/time_${m}_${B}_${T}_cuda_$p.err"))"
+        timeout 240 "$b" --json --runs 20 --warmup 3 $dims > "$out/time_${k}_cuda_$cprec.json" 2> "$out/time_${k}_cuda_$cprec.err" \
+          || echo "STEP FAILED: $m B=$B T=$T on CUDA $cprec ($(tail -1 "$out/time_${k}_cuda_$cprec.err"))"
       done
-      echo "$m B=$B T=$T: timed"
+      echo "$m $p B=$B T=$T: timed"
     done <<< "$OCL_CASES"
   } 2>&1 | tee "$out/steps.txt"
   # the table
   {
-    echo "| model | size | OpenCL-NVIDIA ms | CUDA f32 ms | CUDA tf32 ms | OpenCL / CUDA f32 | PoCL ms | check (NVIDIA; PoCL) |"
-    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
-    while read -r m B T pocl; do
-      local k=${m}_${B}_${T} nv cf ct pc ratio
+    echo "| model | storage | size | OpenCL-NVIDIA ms | CUDA ms (same storage) | CUDA tf32 ms | OpenCL / CUDA | PoCL ms | check (NVIDIA; PoCL) |"
+    echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+    while read -r m p B T pocl; do
+      local k=${m}_${p}_${B}_${T} nv cs ct pc ratio
       nv=$(ocl_median 2>/dev/null < "$out/time_${k}_nvidia.json" || echo -)
-      cf=$(ocl_median 2>/dev/null < "$out/time_${k}_cuda_f32.json" || echo -)
+      cs=$(ocl_median 2>/dev/null < "$out/time_${k}_cuda_$p.json" || echo -)
       ct=$(ocl_median 2>/dev/null < "$out/time_${k}_cuda_tf32.json" || echo -)
       pc=$(ocl_median 2>/dev/null < "$out/time_${k}_pocl.json" || echo -)
-      ratio=$(awk -v a="${nv:--}" -v b="${cf:--}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')
-      echo "| $m | B=$B T=$T | ${nv:--} | ${cf:--} | ${ct:--} | $ratio | ${pc:--} | $(cat "$out/check_${m}_nvidia.txt" 2>/dev/null || echo -) / $(cat "$out/check_${m}_pocl.txt" 2>/dev/null || echo -) |"
+      ratio=$(awk -v a="${nv:--}" -v b="${cs:--}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }')
+      echo "| $m | $p | B=$B T=$T | ${nv:--} | ${cs:--} | ${ct:--} | $ratio | ${pc:--} | $(cat "$out/check_${m}_${p}_nvidia.txt" 2>/dev/null || echo -) / $(cat "$out/check_${m}_${p}_pocl.txt" 2>/dev/null || echo -) |"
     done <<< "$OCL_CASES"
   } > "$out/opencl_table.md"
   echo

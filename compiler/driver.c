@@ -10,6 +10,24 @@
 #include "passes/passes.h"
 #include "tune/tune.h"
 
+/* --explain: what the API's float outputs are, where --precision narrows the
+ * storage (under f32 and tf32 nothing changes, and nothing is said). */
+static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p) {
+  if (p->storage == NNC_F32) return;
+  for (int i = 0; i < g->noutputs; i++) {
+    const nnc_tensor *t = &g->tensors[g->outputs[i].tensor];
+    if (!nnc_dtype_is_float(t->dtype)) continue;
+    char sh[256];
+    nnc_shape_format(g, t->rank, t->shape, sh, sizeof sh);
+    if (t->dtype == p->storage && p->storage_outputs)
+      fprintf(f, "output %s: %s%s, left in the storage dtype (--outputs=storage: no cast to f32)\n", g->outputs[i].name,
+              nnc_dtype_name(t->dtype), sh);
+    else if (t->producer >= 0 && g->nodes[t->producer].op == NNC_OP_CAST)
+      fprintf(f, "output %s: %s%s, cast from %s where it leaves (--outputs=storage would keep %s)\n",
+              g->outputs[i].name, nnc_dtype_name(t->dtype), sh, p->name, p->name);
+  }
+}
+
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines};
   nnc_graph g;
@@ -22,6 +40,12 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_precision prec;
   nnc_status st = nnc_target_describe(o->target, &t, err);
   if (!st) st = nnc_precision_parse(o->precision, &prec, err);
+  if (!st) st = nnc_outputs_parse(o->outputs, &prec, err);
+  /* the OpenCL emitter writes f32 outputs only: refused here, the one place
+   * that knows both the option and the target */
+  if (!st && prec.storage_outputs && t.family == NNC_FAMILY_OPENCL)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--outputs=storage: target %s returns f32 outputs only; expected "
+                    "--outputs=f32 (the cuda-* targets write narrow outputs)", t.name);
   if (!st && t.family == NNC_FAMILY_C_SIMD && strcmp(prec.name, "f32") != 0)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s computes and stores f32; expected "
                     "--precision=f32 (narrow storage and tf32 are for GPU targets)", prec.name, t.name);
@@ -32,7 +56,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->cuda_graphs && t.family != NNC_FAMILY_CUDA)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
-  if (!st) st = nnc_pass_precision(&g, prec.storage, err);
+  if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
@@ -46,7 +70,10 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false};
     st = nnc_measure(&r, tiles, o->tune_file, stderr, err);
   }
-  if (!st && o->explain) nnc_tune_explain(o->explain, &t, &s, tiles);
+  if (!st && o->explain) {
+    nnc_tune_explain(o->explain, &t, &s, tiles);
+    explain_outputs(o->explain, &g, &prec);
+  }
   if (!st && o->out_dir) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false};
     st = nnc_emit(&r, err);

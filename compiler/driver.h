@@ -14,6 +14,8 @@ typedef struct nnc_build_opts {
   const char *const *defines;      /* -D name=value */
   int ndefines;
   const char *precision;           /* --precision; NULL: f32 */
+  const char *outputs;             /* --outputs: "f32" or "storage" (float outputs keep the
+                                      storage dtype of --precision); NULL: f32 */
   const char *out_dir;             /* NULL: stop after tuning (with explain) */
   FILE *explain;                   /* when not NULL, each kernel's tiles and why */
   bool cuda_graphs;                /* --cuda-graphs: the CUDA model replays captured graphs */

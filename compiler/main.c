@@ -27,6 +27,7 @@ typedef struct cli {
   const char *model;
   const char *target;
   const char *precision;
+  const char *outputs;   /* --outputs=f32|storage; NULL: f32 */
   const char *out;
   emit_kind emit;
   bool explain;
@@ -39,7 +40,8 @@ typedef struct cli {
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: nnc MODEL.lua [--target=T] [--precision=P] [-o PATH] [--emit=ir|dot|plan] [--explain]\n"
+    "usage: nnc MODEL.lua [--target=T] [--precision=P] [--outputs=f32|storage] [-o PATH]\n"
+    "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
@@ -49,6 +51,12 @@ static void usage(FILE *f) {
     "  --target=T        the target to compile for (see --list-targets)\n"
     "  --precision=P     f32 (default), tf32 (f32 storage, tf32 tensor-core matmuls),\n"
     "                    bf16 or f16 (narrow storage, f32 accumulation; GPU targets)\n"
+    "  --outputs=f32     the model's float outputs as f32 (default): with bf16 or f16\n"
+    "                    storage they are cast to f32 where they leave\n"
+    "  --outputs=storage float outputs keep the storage dtype of --precision (bf16 or\n"
+    "                    f16: their bits as uint16_t in <model>_outputs, half the bytes\n"
+    "                    and no widening copy); with f32 or tf32 (so on c-simd) it\n"
+    "                    changes nothing. Inputs stay f32 (ids i32). Not for opencl\n"
     "  -o PATH           output: a folder for a target, a file for --emit\n"
     "  --emit=ir         print the checked, fused graph: one line per node\n"
     "  --emit=dot        write Graphviz of the fused graph\n"
@@ -89,6 +97,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     const char *a = argv[i];
     if (strncmp(a, "--target=", 9) == 0) c->target = a + 9;
     else if (strncmp(a, "--precision=", 12) == 0) c->precision = a + 12;
+    else if (strncmp(a, "--outputs=", 10) == 0) c->outputs = a + 10;
     else if (c->weights && strncmp(a, "--seed=", 7) == 0) {
       char *end;
       c->seed = strtoull(a + 7, &end, 10);
@@ -178,7 +187,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
     nnc_build_opts bo = {.model = c->model,
                          .target = c->target ? c->target : nnc_target_default()->name,
                          .defines = c->defines, .ndefines = c->ndefines,
-                         .precision = c->precision,
+                         .precision = c->precision, .outputs = c->outputs,
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
@@ -191,8 +200,9 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_schedule_init(&s, &g);
   nnc_precision prec;
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
+  if (!st) st = nnc_outputs_parse(c->weights ? NULL : c->outputs, &prec, err);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
-  if (!st) st = nnc_pass_precision(&g, prec.storage, err);
+  if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {
     if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);

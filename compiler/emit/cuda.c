@@ -14,14 +14,17 @@
 
 const char *cu_stype(const ec_ctx *x, int t) { return ec_ctype(x->g, t); }
 
-/* Inputs and outputs keep the dtypes the model declares; f16 and bf16 ones
- * would need API types this version does not write. */
+/* Inputs and outputs keep the dtypes the model declares, f32 or i32, but
+ * for outputs left in the storage dtype by --outputs=storage (uint16_t at the
+ * API); other f16 and bf16 ones would need API types this version does not
+ * write. */
 static nnc_status check_io(const ec_ctx *x, nnc_error *err) {
   const nnc_graph *g = x->g;
   for (int i = 0; i < g->ninputs + g->noutputs; i++) {
     int t = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs].tensor;
     nnc_dtype d = g->tensors[t].dtype;
     if (d == NNC_F32 || d == NNC_I32) continue;
+    if (i >= g->ninputs && x->r->precision.storage_outputs && d == x->r->precision.storage) continue;
     return nnc_errorf(err, NNC_E_TARGET, g->tensors[t].loc,
                       "%s: %s %s is %s, expected f32 or i32 at the API (use --precision=%s for narrow storage inside)",
                       x->r->target->name, i < g->ninputs ? "input" : "output", g->tensors[t].name,

@@ -40,8 +40,10 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "ARCH ?= -gencode arch=compute_%s,code=sm_%s -gencode arch=compute_%s,code=compute_%s\n", sm, sm, sm, sm);
   nnc_sb_printf(&b, "NVCCFLAGS ?= -O3\nCFLAGS ?= -O2\n");
   if (x->r->target->cuda.wgmma_ok)
-    nnc_sb_printf(&b, "# the kernels of %s's own instructions (wgmma); ARCH must name %s\nNVCC_DEFS = -DNNC_CUDA_SM90A\n",
-                  x->isa, x->isa);
+    nnc_sb_printf(&b, "# the kernels of %s's own instructions (wgmma), where ARCH builds %s code only\n"
+                      "NVCC_DEFS = $(if $(filter-out %%%s,$(filter code=%%,$(subst $(comma), ,$(ARCH)))),,-DNNC_CUDA_SM90A)\n"
+                      "comma = ,\n",
+                  x->isa, x->isa, x->isa + 3);
   nnc_sb_printf(&b, "CPPFLAGS = -I. -Iruntime -I$(CUDA_HOME)/include -DNNC_BENCH_DEVICE\n");
   nnc_sb_printf(&b, "WARN = -Wall -Wextra -Werror -Wno-unused-parameter\n");
   nnc_sb_printf(&b, "LDLIBS = -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lm -lpthread\nOBJ = obj\n\n");
@@ -90,10 +92,21 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
   nnc_sb_printf(&b, "Dims (given per run, each at most its maximum):");
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, " `%s` <= %lld", g->syms[i].name, (long long)g->syms[i].max);
   if (!g->nsyms) nnc_sb_printf(&b, " none");
+  const nnc_precision *pr = &x->r->precision;
+  if (pr->storage != NNC_F32 && pr->storage_outputs)
+    nnc_sb_printf(&b,
+      ".\nInputs are f32 (ids i32) whatever the precision; the float outputs are left\n"
+      "in the storage dtype, %s (nnc was given `--outputs=storage`): `uint16_t`\n"
+      "elements holding their bits, which `nnrt_%s_to_f32` (runtime/nnrt.h) converts.\n"
+      "The model casts the inputs where they enter and stores every weight and\n"
+      "intermediate narrow", pr->name, pr->name);
+  else
+    nnc_sb_printf(&b,
+      ".\nInputs and outputs are f32 (ids i32) whatever the precision: with bf16 or f16\n"
+      "the model casts them where they enter and leave, and stores every weight and\n"
+      "intermediate narrow");
   nnc_sb_printf(&b,
-    ".\nInputs and outputs are f32 (ids i32) whatever the precision: with bf16 or f16\n"
-    "the model casts them where they enter and leave, and stores every weight and\n"
-    "intermediate narrow. Weights: a safetensors file with the tensors of\n"
+    ". Weights: a safetensors file with the tensors of\n"
     "`weights_manifest.json` (F32, or F16/BF16), converted on load. An embedding id\n"
     "outside its table gives a row of NaN (the GPU cannot stop the run there).\n\n");
   nnc_sb_printf(&b,

@@ -265,8 +265,10 @@ static const char *nnrt_dt(const ec_ctx *x, int t) {
   }
 }
 
-/* The epilogue kernel of the cuBLASLt path: out = act(out) (+ residual). */
-static void emit_post_kernel(const ec_ctx *x, int ki, nnc_sb *b) {
+/* The epilogue kernel of the cuBLASLt path: out = act(out) (+ residual),
+ * named after its launcher fn (the probe has one launcher per
+ * implementation, each cuBLASLt one with its epilogue kernel). */
+static void emit_post_kernel(const ec_ctx *x, int ki, const char *fn, nnc_sb *b) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   nnc_node act = {0};
   act.op = d->act;
@@ -275,7 +277,7 @@ static void emit_post_kernel(const ec_ctx *x, int ki, nnc_sb *b) {
   ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
   const char *ty = cu_stype(x, d->out);
   nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, d->residual >= 0 ? " and residual" : "");
-  nnc_sb_printf(b, "__global__ void k%d_post(%s *y, const %s *r, long long n) {\n", ki, ty, ty);
+  nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *r, long long n) {\n", fn, ty, ty);
   nnc_sb_printf(b, "  NNC_LOOP(e, n) {\n    const float v = nnc_ld(y[e]);\n");
   nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex, d->residual >= 0 ? " + nnc_ld(r[e])" : "");
 }
@@ -465,12 +467,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
         if (!p.post) nnc_sb_printf(&body, "  return 0;\n");
       }
       if (p.post) {
-        emit_post_kernel(x, ki, b);
+        emit_post_kernel(x, ki, name, b);
         char pr[256] = "nullptr", pout[256];
         if (d->residual >= 0) ec_ptr(x, d->residual, pr, sizeof pr);
         nnc_sb_printf(&body, "  const long long n = (long long)M * N%s;\n"
-                             "  k%d_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
-                             "  return launched(m, %d);\n", times(batch, bi, sizeof bi), ki,
+                             "  %s_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
+                             "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name,
                       ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
       } else if (!p.pad_n) {
         nnc_sb_printf(&body, "  return 0;\n");

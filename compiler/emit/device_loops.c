@@ -9,7 +9,9 @@
  * are loaded as float (nnc_ld), computed in float (double for i32 results
  * and for sums) and rounded to the stored type (nnc_st). The text is the
  * same for CUDA C++ and OpenCL C; how a kernel receives its tensors and is
- * launched comes from the target (ec_loop_target in emit_c.h). */
+ * launched comes from the target (ec_loop_target in emit_c.h), and so may
+ * each element access, where the target's nnc_ld and nnc_st cannot take
+ * every type (ec_ctx.loop_load). */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +21,33 @@
 
 static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
+}
+
+/* Room for the text of one element access. */
+#define ACCESS (EXPR * 3)
+
+/* Element idx of tensor t through pointer name, as a float (the target's
+ * ec_ctx.loop_load, loop_store and loop_copy, or nnc_ld and nnc_st). */
+static char *ld(const ec_loop_target *lt, int t, const char *name, const char *idx, char *buf, size_t n) {
+  if (lt->x->loop_load) lt->x->loop_load(lt->x, t, name, idx, buf, n);
+  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
+  return buf;
+}
+
+/* The statement (without `;`) storing the float v into element idx. */
+static char *st(const ec_loop_target *lt, int t, const char *name, const char *idx, const char *v, char *buf,
+                size_t n) {
+  if (lt->x->loop_store) lt->x->loop_store(lt->x, t, name, idx, v, buf, n);
+  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
+  return buf;
+}
+
+/* The statement (without `;`) copying element sidx of src into element idx. */
+static char *cp(const ec_loop_target *lt, int t, const char *name, const char *idx, const char *src, const char *sidx,
+                char *buf, size_t n) {
+  if (lt->x->loop_copy) lt->x->loop_copy(lt->x, t, name, idx, src, sidx, buf, n);
+  else snprintf(buf, n, "%s[%s] = %s[%s]", name, idx, src, sidx);
+  return buf;
 }
 
 /* Statements naming the coordinates of flat index `e` in tensor t that the
@@ -113,22 +142,24 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
   nnc_sb body, loop;
   nnc_sb_init(&body);
   nnc_sb_init(&loop);
-  char e[EXPR], name[16];
+  char e[EXPR], name[16], acc[ACCESS];
   for (int q = 0; q < k->nin; q++) {
     snprintf(name, sizeof name, "x%d", q);
     lt->pointer(lt->self, &body, "const ", name, k->in[q]);
   }
   lt->pointer(lt->self, &body, "", "y", out);
   for (int q = 0; q < k->nin; q++) {
+    snprintf(name, sizeof name, "x%d", q);
     if (plain[q]) {
       operand_offset(x, k->in[q], out, e, sizeof e);
-      nnc_sb_printf(&loop, "    const float a%d = nnc_ld(x%d[%s]);\n", q, q, e);
+      nnc_sb_printf(&loop, "    const float a%d = %s;\n", q, ld(lt, k->in[q], name, e, acc, sizeof acc));
     }
     if (as_mask[q]) {
-      char S[EXPR];
+      char S[EXPR], at[EXPR + 16];
       /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
       dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
-      nnc_sb_printf(&loop, "    const float m%d = nnc_ld(x%d[i0 * %s + j]);\n", q, q, S);
+      snprintf(at, sizeof at, "i0 * %s + j", S);
+      nnc_sb_printf(&loop, "    const float m%d = %s;\n", q, ld(lt, k->in[q], name, at, acc, sizeof acc));
     }
   }
   const char *last = "0.0f";
@@ -157,7 +188,7 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
     last = lastbuf;
   }
   if (i32_out) nnc_sb_printf(&loop, "    y[e] = nnc_to_i32(%s);\n", last);
-  else nnc_sb_printf(&loop, "    nnc_st(&y[e], %s);\n", last);
+  else nnc_sb_printf(&loop, "    %s;\n", st(lt, out, "y", "e", last, acc, sizeof acc));
   char n_expr[EXPR];
   ec_elems(x, out, n_expr, sizeof n_expr);
   nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
@@ -191,14 +222,19 @@ static nnc_status emit_reduce(const ec_loop_target *lt, int ki, nnc_error *err) 
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   ec_mul(outer, inner, cnt, sizeof cnt);
   nnc_sb_printf(&body, "  const int len = %s, inner = %s;\n", len, inner);
+  char a[ACCESS], v[EXPR];
   nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n    const int o = e / inner, i = e %% inner;\n"
                        "    double acc = %s;\n    for (int l = 0; l < len; l++) {\n"
-                       "      const double v = nnc_ld(x[(o * len + l) * inner + i]);\n", cnt, max ? "-INFINITY" : "0.0");
+                       "      const double v = %s;\n", cnt, max ? "-INFINITY" : "0.0",
+                ld(lt, n->in[0], "x", "(o * len + l) * inner + i", a, sizeof a));
   if (max) nnc_sb_printf(&body, "      acc = v > acc || isnan(v) ? v : acc;   /* NaN wins, as in the reference */\n");
   else nnc_sb_printf(&body, "      acc += v;\n");
   const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
   if (x->g->tensors[n->out[0]].dtype == NNC_I32) nnc_sb_printf(&body, "    }\n    y[e] = nnc_to_i32(%s);\n  }\n", val);
-  else nnc_sb_printf(&body, "    }\n    nnc_st(&y[e], (float)(%s));\n  }\n", val);
+  else {
+    snprintf(v, sizeof v, "(float)(%s)", val);
+    nnc_sb_printf(&body, "    }\n    %s;\n  }\n", st(lt, n->out[0], "y", "e", v, a, sizeof a));
+  }
   lt->finish(lt->self, ki, cnt, &body);
   return NNC_OK;
 }
@@ -214,18 +250,21 @@ static nnc_status emit_softmax_axis(const ec_loop_target *lt, int ki, nnc_error 
   nnc_sb_init(&body);
   lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  char xl[ACCESS], v[ACCESS + 64], yl[ACCESS * 2];
+  ld(lt, n->in[0], "x", "base + l * inner", xl, sizeof xl);
+  snprintf(v, sizeof v, "max == -INFINITY ? 0.0f : (float)(exp((double)%s - max) / sum)", xl);
   nnc_sb_printf(&body,
     "  const int len = %s, inner = %s;\n"
     "  NNC_LOOP(e, %s) {\n"
     "    const int base = e / inner * len * inner + e %% inner;\n"
     "    float max = -INFINITY;\n"
-    "    for (int l = 0; l < len; l++) max = fmaxf(max, nnc_ld(x[base + l * inner]));\n"
+    "    for (int l = 0; l < len; l++) max = fmaxf(max, %s);\n"
     "    double sum = 0;\n"
     "    if (max != -INFINITY)\n"
-    "      for (int l = 0; l < len; l++) sum += exp((double)nnc_ld(x[base + l * inner]) - max);\n"
+    "      for (int l = 0; l < len; l++) sum += exp((double)%s - max);\n"
     "    for (int l = 0; l < len; l++)   /* every entry masked: zeros */\n"
-    "      nnc_st(&y[base + l * inner], max == -INFINITY ? 0.0f : (float)(exp((double)nnc_ld(x[base + l * inner]) - max) / sum));\n"
-    "  }\n", len, inner, cnt);
+    "      %s;\n"
+    "  }\n", len, inner, cnt, xl, xl, st(lt, n->out[0], "y", "base + l * inner", v, yl, sizeof yl));
   lt->finish(lt->self, ki, cnt, &body);
   return NNC_OK;
 }
@@ -236,7 +275,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
   const ec_ctx *x = lt->x;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_graph *g = x->g;
-  char e[EXPR], f[EXPR], st[EXPR], n_expr[EXPR];
+  char e[EXPR], f[EXPR], stride[EXPR], n_expr[EXPR], c[ACCESS];
   nnc_sb body, loop;
   nnc_sb_init(&body);
   nnc_sb_init(&loop);
@@ -246,7 +285,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     const nnc_tensor *o = &g->tensors[n->out[0]], *in = &g->tensors[n->in[0]];
     ec_elems(x, n->out[0], n_expr, sizeof n_expr);
     if (n->op == NNC_OP_RESHAPE) {
-      nnc_sb_printf(&loop, "    y[e] = x[e];\n");
+      nnc_sb_printf(&loop, "    %s;\n", cp(lt, n->out[0], "y", "e", "x", "e", c, sizeof c));
     } else {
       /* output coordinate dd walks input dim perm[dd] */
       size_t len = 0;
@@ -254,11 +293,11 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
         char id[16];
         if (dd == o->rank - 1) snprintf(id, sizeof id, "j");
         else snprintf(id, sizeof id, "i%d", dd);
-        ec_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, st, sizeof st);
+        ec_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, stride, sizeof stride);
         len += (size_t)snprintf(e + len, len < sizeof e ? sizeof e - len : 0, "%s%s", len ? " + " : "",
-                                ec_mul(id, st, f, sizeof f));
+                                ec_mul(id, stride, f, sizeof f));
       }
-      nnc_sb_printf(&loop, "    y[e] = x[%s];\n", len ? e : "0");
+      nnc_sb_printf(&loop, "    %s;\n", cp(lt, n->out[0], "y", "e", "x", len ? e : "0", c, sizeof c));
     }
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
     unravel(x, n->out[0], "e", loop.buf, &body, 4);
@@ -276,8 +315,8 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
       lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
       lt->pointer(lt->self, &body, "", "y", n->out[0]);
       nnc_sb_printf(&body, "  const int len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
-      nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len, o = e / inner / len;\n"
-                           "    y[e] = x[(o * in_len + start + l) * inner + i];\n");
+      nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len, o = e / inner / len;\n    %s;\n",
+                    cp(lt, n->out[0], "y", "e", "x", "(o * in_len + start + l) * inner + i", c, sizeof c));
     } else {
       bool cat = n->op == NNC_OP_CONCAT;
       int nparts = cat ? n->nin : n->nout;
@@ -296,8 +335,11 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
         nnc_sb_printf(&loop, "    {\n      const int L = %s;\n", l);
         const char *ind = last ? "      " : "        ";
         if (!last) nnc_sb_printf(&loop, "      if (l < L) {\n");
-        if (cat) nnc_sb_printf(&loop, "%sy[e] = x%d[(o * L + l) * inner + i];\n", ind, i);
-        else nnc_sb_printf(&loop, "%sy%d[(o * L + l) * inner + i] = x[e];\n", ind, i);
+        char part[16];
+        snprintf(part, sizeof part, "%s%d", cat ? "x" : "y", i);
+        if (cat) cp(lt, whole, "y", "e", part, "(o * L + l) * inner + i", c, sizeof c);
+        else cp(lt, whole, part, "(o * L + l) * inner + i", "x", "e", c, sizeof c);
+        nnc_sb_printf(&loop, "%s%s;\n", ind, c);
         if (!last) nnc_sb_printf(&loop, "        continue;\n      }\n      l -= L;\n");
         nnc_sb_printf(&loop, "    }\n");
       }
@@ -326,13 +368,16 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
   lt->pointer(lt->self, &body, "const ", "table", n->in[0]);
   lt->pointer(lt->self, &body, "const ", "ids", n->in[1]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  char row[ACCESS], v[ACCESS + 64], s[ACCESS * 2];
+  ld(lt, n->in[0], "table", "id * C + e % C", row, sizeof row);
+  snprintf(v, sizeof v, "id >= 0 && id < V ? %s : NAN", row);
   nnc_sb_printf(&body,
     "  const int V = %s, C = %s;\n"
     "  NNC_LOOP(e, %s) {\n"
     "    const int id = ids[e / C];\n"
     "    /* an id outside the table gives a row of NaN: the run cannot stop here */\n"
-    "    nnc_st(&y[e], id >= 0 && id < V ? nnc_ld(table[id * C + e %% C]) : NAN);\n"
-    "  }\n", V, C, n_expr);
+    "    %s;\n"
+    "  }\n", V, C, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
   lt->finish(lt->self, ki, n_expr, &body);
   return NNC_OK;
 }
@@ -354,6 +399,10 @@ static nnc_status emit_loss(const ec_loop_target *lt, int ki, nnc_error *err) {
   lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
   lt->pointer(lt->self, &body, "const ", "t", n->in[1]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  char xv[ACCESS], xt[ACCESS], y0[ACCESS];
+  ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
+  ld(lt, n->in[0], "x", "r * V + target", xt, sizeof xt);
+  st(lt, n->out[0], "y", "0", "(float)(total / (double)rows)", y0, sizeof y0);
   /* one work-item adds the rows' losses in order: the result does not
    * depend on the device's scheduling */
   nnc_sb_printf(&body,
@@ -367,11 +416,11 @@ static nnc_status emit_loss(const ec_loop_target *lt, int ki, nnc_error *err) {
     "      continue;\n"
     "    }\n"
     "    double max = -INFINITY, sum = 0;\n"
-    "    for (int v = 0; v < V; v++) max = fmax(max, (double)nnc_ld(x[r * V + v]));\n"
-    "    for (int v = 0; v < V; v++) sum += exp((double)nnc_ld(x[r * V + v]) - max);\n"
-    "    total += max + log(sum) - nnc_ld(x[r * V + target]);\n"
+    "    for (int v = 0; v < V; v++) max = fmax(max, (double)%s);\n"
+    "    for (int v = 0; v < V; v++) sum += exp((double)%s - max);\n"
+    "    total += max + log(sum) - %s;\n"
     "  }\n"
-    "  nnc_st(&y[0], (float)(total / (double)rows));\n", V, rows);
+    "  %s;\n", V, rows, xv, xv, xt, y0);
   lt->finish(lt->self, ki, "1", &body);
   return NNC_OK;
 }

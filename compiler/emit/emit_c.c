@@ -67,7 +67,10 @@ char *ec_ptr(const ec_ctx *x, int t, char *buf, size_t n) {
   if (x->device) {
     const char *ty = ec_ctype(x->g, t);
     if (x->input_of[t] >= 0) snprintf(buf, n, "c.in.%s", x->in_name[x->input_of[t]]);
-    else if (x->output_of[t] >= 0) snprintf(buf, n, "c.out.%s", x->out_name[x->output_of[t]]);
+    else if (x->output_of[t] >= 0 && x->g->tensors[t].dtype != NNC_BF16 && x->g->tensors[t].dtype != NNC_F16)
+      snprintf(buf, n, "c.out.%s", x->out_name[x->output_of[t]]);
+    /* a narrow output (--outputs=storage) is uint16_t at the API: its bits */
+    else if (x->output_of[t] >= 0) snprintf(buf, n, "((%s *)c.out.%s)", ty, x->out_name[x->output_of[t]]);
     else if (x->param_of[t] >= 0) snprintf(buf, n, "(%s *)(c.weights + %lld)", ty, (long long)x->w_off[x->param_of[t]]);
     else if (b->offset == 0) snprintf(buf, n, "(%s *)c.arena", ty);
     else snprintf(buf, n, "(%s *)(c.arena + %lld)", ty, (long long)b->offset);

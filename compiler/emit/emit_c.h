@@ -35,10 +35,24 @@ typedef struct ec_ctx {
   int64_t *w_off;          /* device: per parameter, its byte offset in the weights block */
   const char *api_options; /* fields of <p>_options (NULL: threads) */
   const char *api_extra;   /* declarations the target adds to <p>.h, or NULL */
+  /* How the loop kernels of device_loops.c reach an element where the
+   * target's nnc_ld and nnc_st cannot take every type (OpenCL C has no
+   * overloads): into buf, the text that reads element idx of tensor t
+   * through pointer name as a float, the statement (no `;`) that stores the
+   * float v there, and the one that copies element sidx of pointer src (of
+   * t's dtype) there unchanged. NULL (CUDA): nnc_ld(name[idx]),
+   * nnc_st(&name[idx], v) and name[idx] = src[sidx]. */
+  void (*loop_load)(const struct ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n);
+  void (*loop_store)(const struct ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf,
+                     size_t n);
+  void (*loop_copy)(const struct ec_ctx *x, int t, const char *name, const char *idx, const char *src,
+                    const char *sidx, char *buf, size_t n);
 } ec_ctx;
 
 /* The C type of a tensor's elements: "float" or "int32_t". */
 const char *ec_ctype(const nnc_graph *g, int t);
+/* The same at the API (<model>.h): "uint16_t" for a bf16 or f16 output. */
+const char *ec_api_ctype(const nnc_graph *g, int t);
 /* A C expression for the first element of tensor t during a run (inside a
  * kernel function, where `c` is the run context): "c->in->ids",
  * "(float *)(c->m->arena + 4096)", ... */

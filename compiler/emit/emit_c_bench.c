@@ -34,6 +34,17 @@ static const char *dtype_enum(nnc_dtype t) {
   }
 }
 
+/* An output's element type for the harness: bf16 and f16 ones are outputs
+ * left in the storage dtype (--outputs=storage). */
+static const char *output_nnrt(nnc_dtype t) {
+  switch (t) {
+  case NNC_F16: return "NNRT_F16";
+  case NNC_BF16: return "NNRT_BF16";
+  case NNC_I32: return "NNRT_I32";
+  default: return "NNRT_F32";
+  }
+}
+
 /* A source tensor: name, dtype, rank, shape, line. */
 static void tensor_row(nnc_sb *b, const nnc_tensor *t, int id) {
   char s[600];
@@ -165,7 +176,9 @@ static void device_adapters(const ec_ctx *x, nnc_sb *b) {
     "    if (cudaMemcpy(dev_in[i], in[i], (size_t)ni[i] * 4, cudaMemcpyHostToDevice) != cudaSuccess) return 1;\n"
     "  }\n"
     "  for (int i = 0; i < %d; i++)\n"
-    "    if (!dev_out[i] && cudaMalloc(&dev_out[i], (size_t)no[i] * 4 + 4) != cudaSuccess) return 1;\n"
+    "    if (!dev_out[i] &&\n"
+    "        cudaMalloc(&dev_out[i], (size_t)no[i] * nnrt_dtype_size((nnrt_dtype)output_dtype[i]) + 4) != cudaSuccess)\n"
+    "      return 1;\n"
     "  return 0;\n}\n\n",
     g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs, g->noutputs);
   nnc_sb_printf(b, "static int b_run_staged(void *m, const int64_t *sym) {\n  %s_dims d;\n  %s_inputs i;\n  %s_outputs o;\n"
@@ -246,9 +259,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   if (!g->ninputs) nnc_sb_printf(&b, "0");
   nnc_sb_printf(&b, "};\nstatic const char *const output_names[%d] = {", g->noutputs);
   for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(&b, "%s\"%s\"", i ? ", " : "", x->out_name[i]);
-  nnc_sb_printf(&b, "};\nstatic const int output_i32[%d] = {", g->noutputs);
+  nnc_sb_printf(&b, "};\nstatic const int output_dtype[%d] = {", g->noutputs);
   for (int i = 0; i < g->noutputs; i++)
-    nnc_sb_printf(&b, "%s%d", i ? ", " : "", g->tensors[g->outputs[i].tensor].dtype == NNC_I32);
+    nnc_sb_printf(&b, "%s%s", i ? ", " : "", output_nnrt(g->tensors[g->outputs[i].tensor].dtype));
   nnc_sb_printf(&b, "};\nstatic const nnrt_st_desc manifest[%d] = {\n", g->nparams ? g->nparams : 1);
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *t = &g->tensors[g->params[i]];
@@ -318,14 +331,16 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b,
     "int main(int argc, char **argv) {\n"
     "  static const nnc_bench_model md = {\n"
-    "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_i32,\n"
+    "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_dtype,\n"
     "    %d, manifest, %d,\n"
     "    b_create, b_destroy, b_last_error, b_load_file, b_set_weight, b_run, b_profile, b_kernel,\n"
     "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s%s\n"
     "  };\n"
     "  return nnc_bench_main(&md, argc, argv);\n}\n",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
-    ocl        ? "\n    0, b_stage, b_run_staged, NULL, 0, NULL, NULL,   /* f32 tolerance, OpenCL buffers */"
+    ocl && x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16, NULL, NULL,   /* bf16 storage */"
+    : ocl && x->r->precision.storage == NNC_F16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16, NULL, NULL,   /* f16 storage */"
+    : ocl        ? "\n    0, b_stage, b_run_staged, b_peaks, 0, NULL, NULL,   /* f32 tolerance, OpenCL buffers */"
     : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"
     : x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* bf16 storage: 1e-2 */"
     : x->r->precision.storage == NNC_F16  ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* f16 storage: 1e-2 */"

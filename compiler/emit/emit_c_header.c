@@ -15,7 +15,22 @@ static void shape_comment(const ec_ctx *x, int t, char *buf, size_t n) {
   const nnc_tensor *tt = &x->g->tensors[t];
   char sh[256];
   nnc_shape_format(x->g, tt->rank, tt->shape, sh, sizeof sh);
-  snprintf(buf, n, "%s%s", tt->dtype == NNC_I32 ? "i32" : "f32", sh);
+  snprintf(buf, n, "%s%s", nnc_dtype_name(tt->dtype), sh);
+}
+
+/* A bf16 or f16 output (--outputs=storage) is its bits, uint16_t, so that
+ * <model>.h needs no toolkit header; the kernels see it with the storage
+ * type (ec_ptr). */
+const char *ec_api_ctype(const nnc_graph *g, int t) {
+  nnc_dtype d = g->tensors[t].dtype;
+  return d == NNC_BF16 || d == NNC_F16 ? "uint16_t" : ec_ctype(g, t);
+}
+
+/* Whether the model has an output of dtype d. */
+static bool has_output(const nnc_graph *g, nnc_dtype d) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->tensors[g->outputs[i].tensor].dtype == d) return true;
+  return false;
 }
 
 nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
@@ -89,10 +104,19 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
   }
   if (!g->ninputs) nnc_sb_printf(&b, "  const void *none;   /* the model has no inputs */\n");
   nnc_sb_printf(&b, "} %s_inputs;\n\n", p);
-  nnc_sb_printf(&b, "/* The outputs, written by %s_run; they must not overlap the inputs. */\ntypedef struct %s_outputs {\n", p, p);
+  nnc_sb_printf(&b, "/* The outputs, written by %s_run; they must not overlap the inputs.", p);
+  static const nnc_dtype narrow[] = {NNC_BF16, NNC_F16};
+  for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+    const char *d = nnc_dtype_name(narrow[i]);
+    if (has_output(g, narrow[i]))
+      nnc_sb_printf(&b, "\n * %s outputs are left in the storage dtype (nnc --precision=%s --outputs=storage):\n"
+                        " * uint16_t elements holding their bits; runtime/nnrt.h's nnrt_%s_to_f32 converts one.",
+                    d, d, d);
+  }
+  nnc_sb_printf(&b, " */\ntypedef struct %s_outputs {\n", p);
   for (int i = 0; i < g->noutputs; i++) {
     shape_comment(x, g->outputs[i].tensor, sh, sizeof sh);
-    nnc_sb_printf(&b, "  %s *%s;   /* %s */\n", ec_ctype(g, g->outputs[i].tensor), x->out_name[i], sh);
+    nnc_sb_printf(&b, "  %s *%s;   /* %s */\n", ec_api_ctype(g, g->outputs[i].tensor), x->out_name[i], sh);
   }
   nnc_sb_printf(&b, "} %s_outputs;\n\n", p);
   nnc_sb_printf(&b,

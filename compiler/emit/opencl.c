@@ -1,6 +1,7 @@
 /* compiler/emit/opencl.c — the OpenCL emitter: checks that the schedule fits
- * the target (f32 only), lays every weight out at a fixed offset of one
- * device buffer, gives every tensor a kernel touches its slot, and writes
+ * the target (storage f32, f16 or bf16, arithmetic f32), lays every weight
+ * out at a fixed offset of one device buffer (narrow weights 2 bytes an
+ * element), gives every tensor a kernel touches its slot, and writes
  * the output folder: <model>.h (the C API), <model>.c (host C11 over
  * runtime/opencl), <model>.cl (the program), the harness and reference
  * files shared with the other C-API targets, libnnrt with its OpenCL part,
@@ -14,19 +15,45 @@
 #include "opencl.h"
 #include "validate.h"
 
-const char *ocl_type(const ocl_ctx *o, int t) { return o->x.g->tensors[t].dtype == NNC_I32 ? "int" : "float"; }
+bool ocl_narrow(const ec_ctx *x, int t) {
+  nnc_dtype d = x->g->tensors[t].dtype;
+  return d == NNC_F16 || d == NNC_BF16;
+}
 
-/* This version stores and computes f32 (and i32 ids) only. */
+const char *ocl_type(const ocl_ctx *o, int t) {
+  return o->x.g->tensors[t].dtype == NNC_I32 ? "int" : ocl_narrow(&o->x, t) ? "nnc_t" : "float";
+}
+
+/* Storage f32, f16 or bf16, arithmetic f32: every tensor a kernel touches
+ * is f32, i32 or of the storage type, and the API's inputs and outputs are
+ * f32 or i32 (--precision casts the float ones where they enter and leave). */
 static nnc_status check_types(const ec_ctx *x, nnc_error *err) {
   const nnc_graph *g = x->g;
-  if (x->r->precision.storage != NNC_F32 || x->r->precision.tf32)
-    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "%s: --precision=%s: expected f32 (the OpenCL target computes and stores f32 only)",
-                      x->r->target->name, x->r->precision.name);
+  const char *tn = x->r->target->name;
+  nnc_dtype store = x->r->precision.storage;
+  if (x->r->precision.tf32)
+    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "%s: --precision=tf32: expected f32, f16 or bf16 (OpenCL C has no "
+                      "tf32 tensor-core products; the target computes in f32 and stores f32, f16 or bf16)", tn);
+  if (store != NNC_F32 && store != NNC_F16 && store != NNC_BF16)
+    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "%s: --precision=%s: expected f32, f16 or bf16", tn,
+                      x->r->precision.name);
+  for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+    int t = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs].tensor;
+    nnc_dtype d = g->tensors[t].dtype;
+    if (d == NNC_F32 || d == NNC_I32) continue;
+    return nnc_errorf(err, NNC_E_TARGET, g->tensors[t].loc,
+                      "%s: %s %s is %s, expected f32 or i32 at the API (use --precision=%s for narrow storage inside)", tn,
+                      i < g->ninputs ? "input" : "output", g->tensors[t].name, nnc_dtype_name(d), nnc_dtype_name(d));
+  }
   for (int t = 0; t < g->ntensors; t++) {
     const nnc_tensor *tt = &g->tensors[t];
-    if (x->s->plan.buf[t].storage == NNC_STORE_NONE || tt->dtype == NNC_F32 || tt->dtype == NNC_I32) continue;
-    return nnc_errorf(err, NNC_E_TARGET, tt->loc, "%s: %s is %s, expected f32 or i32 (the OpenCL target stores f32 only)",
-                      x->r->target->name, tt->name, nnc_dtype_name(tt->dtype));
+    if (x->s->plan.buf[t].storage == NNC_STORE_NONE || tt->dtype == NNC_F32 || tt->dtype == NNC_I32 || tt->dtype == store)
+      continue;
+    if (store == NNC_F32)
+      return nnc_errorf(err, NNC_E_TARGET, tt->loc, "%s: %s is %s, expected f32 or i32 (--precision=f32)", tn, tt->name,
+                        nnc_dtype_name(tt->dtype));
+    return nnc_errorf(err, NNC_E_TARGET, tt->loc, "%s: %s is %s, expected f32, i32 or %s (--precision=%s)", tn, tt->name,
+                      nnc_dtype_name(tt->dtype), nnc_dtype_name(store), x->r->precision.name);
   }
   return NNC_OK;
 }
@@ -124,9 +151,17 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
     "/* The options %s_create built the program with: the tiles and work-group sizes\n"
     " * it picked for the device (-DT<list>_VW=...; see README.md). \"\" before a create\n"
     " * succeeded. */\n"
-    "const char *%s_build_options(const %s_model *m);\n\n",
-    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+    "const char *%s_build_options(const %s_model *m);\n\n"
+    "/* The device's rates that the benchmark's roofline divides by: the bandwidth of a\n"
+    " * device-to-device copy of a buffer larger than its caches (GB/s, bytes read plus\n"
+    " * written; the median of a few runs) and the fma rate of a small dedicated kernel\n"
+    " * (GFLOP/s; the best of a few), timed with profiling events. Takes about a second. */\n"
+    "int %s_device_peaks(%s_model *m, double *gflops, double *gbps);\n\n",
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
   o->x.api_extra = extra;
+  o->x.loop_load = ocl_loop_load;
+  o->x.loop_store = ocl_loop_store;
+  o->x.loop_copy = ocl_loop_copy;
   st = check_types(&o->x, err);
   if (!st) st = ec_layout_weights(&o->x, err);
   if (!st) st = make_slots(o, err);

@@ -39,7 +39,7 @@ typedef struct ocl_tile_list {
 
 /* One copy of gemm.cl in the program; GEMM kernels whose macros agree share it. */
 typedef struct ocl_gemm_copy {
-  char key[112];     /* the macros that make it: tile lists, B layout, activation, prologue */
+  char key[112];     /* the macros that make it: tile lists, B layout, activation, prologue, C's type */
   int kstats, kgemm; /* indices of its OpenCL kernels (kstats -1 without a prologue) */
 } ocl_gemm_copy;
 
@@ -61,8 +61,19 @@ typedef struct ocl_ctx {
   int ngc;
 } ocl_ctx;
 
-/* The OpenCL C type of tensor t: "float" or "int". */
+/* Whether tensor t is stored narrow (f16 or bf16, the storage type of
+ * --precision): common.cl's NNC_LOAD and NNC_STORE reach its elements. */
+bool ocl_narrow(const ec_ctx *x, int t);
+/* The OpenCL C type of tensor t: "float", "int", or "nnc_t" (common.cl's
+ * storage type) for a narrow one. */
 const char *ocl_type(const ocl_ctx *o, int t);
+/* ec_ctx.loop_load, loop_store and loop_copy: a narrow tensor's elements
+ * through NNC_LOAD, NNC_STORE and NNC_COPY, the others as nnc_ld and nnc_st
+ * (OpenCL C has no overloads that would take both). */
+void ocl_loop_load(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n);
+void ocl_loop_store(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n);
+void ocl_loop_copy(const ec_ctx *x, int t, const char *name, const char *idx, const char *src, const char *sidx,
+                   char *buf, size_t n);
 /* Registers an OpenCL kernel name; returns its index in m->kern. */
 int ocl_kernel(ocl_ctx *o, const char *fmt, int k);
 /* The text of an embedded template file ("gemm.cl"), or NULL. */

@@ -6,7 +6,9 @@
  * The program holds one copy of a template per kernel that uses it, its
  * macros (tiles, activation, prologue, B's layout) set before the copy and
  * its kernels renamed to k<i>_<name>, so every kernel is specialised and the
- * model still builds one program. */
+ * model still builds one program. A template's tensors are of the storage
+ * type (common.cl's nnc_t), except where a macro says otherwise: a GEMM's
+ * C widened to f32 (NNC_C_F32) and an i32 attention mask (NNC_MASK_I32). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,17 @@ static void arg_mem_at(ocl_ctx *o, int t, int ind) {
 
 static void arg_mem(ocl_ctx *o, int t) { arg_mem_at(o, t, 2); }
 
+/* Tensor t (-1: absent), the operand `role` of kernel ki, is of the storage
+ * type, as the template reads it. */
+static nnc_status want_storage(const ocl_ctx *o, int ki, int t, const char *role, nnc_error *err) {
+  const ec_ctx *x = &o->x;
+  if (t < 0 || x->g->tensors[t].dtype == x->r->precision.storage) return NNC_OK;
+  return nnc_errorf(err, NNC_E_TARGET, x->s->k[ki].loc, "%s: kernel %d (%s): %s %s is %s, expected %s (the storage of "
+                    "--precision=%s)", x->r->target->name, ki, nnc_kernel_kind_name(x->s->k[ki].kind), role,
+                    x->g->tensors[t].name, nnc_dtype_name(x->g->tensors[t].dtype),
+                    nnc_dtype_name(x->r->precision.storage), x->r->precision.name);
+}
+
 /* ------------------------------------------------------------------ GEMM */
 
 static int add_list(ocl_ctx *o, const nnc_ocl_list *l, const nnc_opencl_desc *d) {
@@ -128,10 +141,11 @@ nnc_status ocl_tile_lists(ocl_ctx *o, nnc_error *err) {
 
 /* The copy of gemm.cl with these macros: the one already in the program, or
  * a new one (kernel ki names its kernels). */
-static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, int pro, bool b_trans,
+static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, int pro, bool b_trans, bool c_f32,
                             const ocl_gemm_copy **out, nnc_error *err) {
   char key[112];
-  snprintf(key, sizeof key, "T%d T%d B_TRANS=%d ACT=%d PROLOGUE=%d", list, stats, b_trans ? 1 : 0, act, pro);
+  snprintf(key, sizeof key, "T%d T%d B_TRANS=%d ACT=%d PROLOGUE=%d C_F32=%d", list, stats, b_trans ? 1 : 0, act, pro,
+           c_f32 ? 1 : 0);
   for (int i = 0; i < o->ngc; i++)
     if (strcmp(o->gc[i].key, key) == 0) {
       *out = &o->gc[i];
@@ -148,15 +162,16 @@ static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, in
                                   "#define NNC_TK T%d_KC\n#define NNC_WM T%d_WM\n#define NNC_WN T%d_WN\n",
              list, list, list, list, list, list, list);
   snprintf(defs, sizeof defs,
-           "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d; later GEMM "
+           "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d%s; later GEMM "
            "kernels with the same macros run this copy too */\n%s"
-           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %s\n"
+           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %s\n#define NNC_C_F32 %d\n"
            "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
-           ki, list, act, pro, tiles, b_trans ? 1 : 0, act, pro, wg, ki, ki);
+           ki, list, act, pro, c_f32 ? ", C written as f32" : "", tiles, b_trans ? 1 : 0, act, pro, wg, c_f32 ? 1 : 0,
+           ki, ki);
   nnc_status st = paste(o, "gemm.cl", defs,
-                        "NNC_GEMM_CPU NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_GEMM_ARGS NNC_GEMM_STORE "
-                        "NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_KB NNC_LX NNC_LY NNC_NT "
-                        "NNC_VW NNC_MR NNC_NR NNC_KC NNC_LM NNC_LN NNC_CAT_ NNC_CAT NNC_VF NNC_VLDF NNC_VSTF NNC_VLDG NNC_VSTG "
+                        "NNC_GEMM_CPU NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_C_F32 NNC_C_T NNC_STORE_C NNC_VSTORE_C "
+                        "NNC_GEMM_ARGS NNC_GEMM_STORE NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_KB NNC_LX NNC_LY NNC_NT "
+                        "NNC_VW NNC_MR NNC_NR NNC_KC NNC_LM NNC_LN NNC_CAT_ NNC_CAT NNC_VF NNC_VLDF NNC_VSTF NNC_VLDG NNC_VSTC "
                         "NNC_NV NNC_GM NNC_GN NNC_VLD_PART NNC_JOBS nnc_gemm nnc_gemm_row_stats",
                         NULL, 0, err);
   if (st) return st;
@@ -181,8 +196,14 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   int pro = d->prologue == NNC_NORM_LAYER ? 1 : d->prologue == NNC_NORM_RMS ? 2 : 0;
   int list = o->tl_of[ki], stats = o->stats_of[ki];
   bool cpu = o->tl[list].l.cpu != 0;
+  /* the widening cast of a narrow result before a model output, fused in */
+  bool c_f32 = x->g->tensors[d->out].dtype == NNC_F32 && x->r->precision.storage != NNC_F32;
+  const int ops[] = {d->a, d->b, d->bias, d->residual, d->norm_gamma, d->norm_beta, c_f32 ? -1 : d->out};
+  static const char *const roles[] = {"A", "B", "bias", "residual", "norm weight", "norm bias", "output"};
+  nnc_status st = NNC_OK;
+  for (int i = 0; !st && i < (int)(sizeof ops / sizeof ops[0]); i++) st = want_storage(o, ki, ops[i], roles[i], err);
   const ocl_gemm_copy *gc = NULL;
-  nnc_status st = gemm_copy(o, ki, list, stats, act, pro, d->b_trans, &gc, err);
+  if (!st) st = gemm_copy(o, ki, list, stats, act, pro, d->b_trans, c_f32, &gc, err);
   if (st) return st;
   char batch[EXPR], outer[EXPR], lit[64], dim[EXPR], st_[EXPR];
   ec_dims_product(x, d->out, s.first_inner, s.nb, batch, sizeof batch);
@@ -284,12 +305,22 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   /* constant head dims of whole float8 vectors: rows as vectors */
   bool vec = q->shape[r - 1].nsym == 0 && v->shape[r - 1].nsym == 0 && dmax % 8 == 0 && dvmax % 8 == 0;
   int list = o->tl_of[ki];
+  bool mask_i32 = a->mask >= 0 && g->tensors[a->mask].dtype == NNC_I32;
+  const int ops[] = {a->view[NNC_ATTN_Q].on ? a->view[NNC_ATTN_Q].base : a->q,
+                     a->view[NNC_ATTN_K].on ? a->view[NNC_ATTN_K].base : a->k,
+                     a->view[NNC_ATTN_V].on ? a->view[NNC_ATTN_V].base : a->v,
+                     a->view[NNC_ATTN_OUT].on ? a->view[NNC_ATTN_OUT].base : a->out, mask_i32 ? -1 : a->mask};
+  static const char *const roles[] = {"q", "k", "v", "output", "mask"};
+  for (int i = 0; i < (int)(sizeof ops / sizeof ops[0]); i++) {
+    nnc_status st = want_storage(o, ki, ops[i], roles[i], err);
+    if (st) return st;
+  }
   char defs[512];
   snprintf(defs, sizeof defs, "/* kernel %d: attention, the queries a group and keys a step of list %d (picked at create) */\n"
                               "#define NNC_BQ T%d_BQ\n#define NNC_BK T%d_BK\n#define NNC_D_MAX %lld\n"
-                              "#define NNC_DV_MAX %lld\n#define NNC_ATT_VEC %d\n#define nnc_attention k%d_attention\n",
-           ki, list, list, list, dmax, dvmax, vec ? 1 : 0, ki);
-  bool mask_i32 = a->mask >= 0 && g->tensors[a->mask].dtype == NNC_I32;
+                              "#define NNC_DV_MAX %lld\n#define NNC_ATT_VEC %d\n#define NNC_MASK_I32 %d\n"
+                              "#define nnc_attention k%d_attention\n",
+           ki, list, list, list, dmax, dvmax, vec ? 1 : 0, mask_i32 ? 1 : 0, ki);
   /* every operand gets an element offset: a folded head split reads q, k
    * and v inside the fused projection's output */
   static const char *const rep[] = {
@@ -301,11 +332,10 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
     "k += b * k_sb", "k += k_off + b * k_sb",
     "v += b * v_sb", "v += v_off + b * v_sb",
     "out + b * o_sb", "out + o_off + b * o_sb",
-    "__global const nnc_t *mask", "__global const int *mask",
   };
   nnc_status st = paste(o, "attention.cl", defs,
-                        "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX NNC_ATT_VEC NNC_ATT_LD8 NNC_ATT_ST8 nnc_attention", rep,
-                        mask_i32 ? 9 : 8, err);
+                        "NNC_BQ NNC_BK NNC_D_MAX NNC_DV_MAX NNC_ATT_VEC NNC_MASK_I32 NNC_MASK_T NNC_MASK_KEEP nnc_attention",
+                        rep, 8, err);
   if (st) return st;
   int kk = ocl_kernel(o, "k%d_attention", ki);
   nnc_sb *h = &o->host;
@@ -377,12 +407,19 @@ static nnc_status emit_row(ocl_ctx *o, int ki, nnc_error *err) {
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_tensor *in = &x->g->tensors[n->in[0]];
   if (n->op == NNC_OP_SOFTMAX && n->attrs.axis != in->rank - 1) return ocl_emit_loop_kernel(o, ki, err);
+  static const char *const roles[] = {"input", "weight", "bias"};
+  for (int i = 0; i < n->nin && i < 3; i++) {
+    nnc_status st = want_storage(o, ki, n->in[i], roles[i], err);
+    if (st) return st;
+  }
+  nnc_status st = want_storage(o, ki, n->out[0], "output", err);
+  if (st) return st;
   int list = o->tl_of[ki];
   char defs[512];
   snprintf(defs, sizeof defs, "/* kernel %d: %s, the work-group of list %d (picked at create) */\n#define NNC_WG T%d_WG\n"
                               "#define nnc_softmax k%d_softmax\n#define nnc_layernorm k%d_layernorm\n#define nnc_rmsnorm k%d_rmsnorm\n",
            ki, nnc_op_info_of(n->op)->name, list, list, ki, ki, ki);
-  nnc_status st = paste(o, "rows.cl", defs, "NNC_WG nnc_softmax nnc_layernorm nnc_rmsnorm", NULL, 0, err);
+  st = paste(o, "rows.cl", defs, "NNC_WG nnc_softmax nnc_layernorm nnc_rmsnorm", NULL, 0, err);
   if (st) return st;
   const char *which = n->op == NNC_OP_SOFTMAX ? "k%d_softmax" : n->op == NNC_OP_LAYERNORM ? "k%d_layernorm" : "k%d_rmsnorm";
   int kk = ocl_kernel(o, which, ki);

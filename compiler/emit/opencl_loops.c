@@ -1,11 +1,30 @@
 /* compiler/emit/opencl_loops.c — the loop kernels of device_loops.c as
  * OpenCL: each a __kernel of the model's program taking every tensor as a
  * parameter of its own (its slot), then the run's dims as longs; its host
- * launcher sets those arguments and runs it over its elements. */
+ * launcher sets those arguments and runs it over its elements. A narrow
+ * tensor (f16, bf16) is a pointer to common.cl's nnc_t, whose elements only
+ * NNC_LOAD, NNC_STORE and NNC_COPY reach (a half cannot be read directly
+ * without cl_khr_fp16); f32 and i32 ones are read and written plainly. */
 #include <stdio.h>
 #include <string.h>
 
 #include "opencl.h"
+
+void ocl_loop_load(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n) {
+  if (ocl_narrow(x, t)) snprintf(buf, n, "NNC_LOAD(%s, %s)", name, idx);
+  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
+}
+
+void ocl_loop_store(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n) {
+  if (ocl_narrow(x, t)) snprintf(buf, n, "NNC_STORE(%s, %s, %s)", name, idx, v);
+  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
+}
+
+void ocl_loop_copy(const ec_ctx *x, int t, const char *name, const char *idx, const char *src, const char *sidx,
+                   char *buf, size_t n) {
+  if (ocl_narrow(x, t)) snprintf(buf, n, "NNC_COPY(%s, %s, %s, %s)", name, idx, src, sidx);
+  else snprintf(buf, n, "%s[%s] = %s[%s]", name, idx, src, sidx);
+}
 
 /* The arguments of one kernel: its tensors' parameters and slots. */
 typedef struct kparams {

@@ -32,19 +32,24 @@ nnc_status nnc_pass_cse(nnc_graph *g, int *merged, nnc_error *err);
 nnc_status nnc_pass_dce(nnc_graph *g, int *removed, nnc_error *err);
 
 /* --precision: with storage bf16 or f16, weights are stored narrow, f32
- * inputs are cast to it where they enter and float outputs cast back to f32;
+ * inputs are cast to it where they enter and float outputs cast back to f32
+ * (unless storage_outputs: --outputs=storage leaves them narrow);
  * inference carries the narrow dtype through the graph. f32: no change.
  * Runs before nnc_compile_graph. */
 typedef struct nnc_precision {
   const char *name;     /* "f32", "tf32", "bf16" or "f16" */
   nnc_dtype storage;    /* of floats in memory: f32, bf16 or f16 */
   bool tf32;            /* f32 matmuls on tf32 tensor cores */
+  bool storage_outputs; /* --outputs=storage: float outputs keep the storage dtype */
 } nnc_precision;
 
-/* A --precision name (NULL: f32). */
+/* A --precision name (NULL: f32); storage_outputs comes out false. */
 nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err);
 
-nnc_status nnc_pass_precision(nnc_graph *g, nnc_dtype storage, nnc_error *err);
+/* An --outputs name, "f32" or "storage" (NULL: f32), into p->storage_outputs. */
+nnc_status nnc_outputs_parse(const char *name, nnc_precision *p, nnc_error *err);
+
+nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *err);
 
 /* Groups the live nodes into kernels (s must be initialised for g). */
 nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err);

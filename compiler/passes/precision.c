@@ -5,6 +5,8 @@
  * inference then carries the narrow dtype through every op (kernels compute
  * in f32 and round when they store), and every float output is cast back to
  * f32, so the API's inputs and outputs keep the dtypes the model declares.
+ * With --outputs=storage the outputs stay narrow instead: a caller that
+ * wants bf16 logits saves the widening copy and half the bytes.
  * The casts are ordinary elementwise nodes: fusion folds them into their
  * neighbours where a pattern allows. */
 #include <stdlib.h>
@@ -34,7 +36,8 @@ static nnc_status move_to_front(nnc_graph *g, int from, nnc_error *err) {
 
 nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err) {
   static const nnc_precision known[] = {
-    {"f32", NNC_F32, false}, {"tf32", NNC_F32, true}, {"bf16", NNC_BF16, false}, {"f16", NNC_F16, false}};
+    {"f32", NNC_F32, false, false}, {"tf32", NNC_F32, true, false}, {"bf16", NNC_BF16, false, false},
+    {"f16", NNC_F16, false, false}};
   if (!name) name = "f32";
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strcmp(known[i].name, name) == 0) {
@@ -42,6 +45,13 @@ nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *
       return NNC_OK;
     }
   return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision: expected f32, tf32, bf16 or f16, found \"%s\"", name);
+}
+
+nnc_status nnc_outputs_parse(const char *name, nnc_precision *p, nnc_error *err) {
+  if (!name || strcmp(name, "f32") == 0) p->storage_outputs = false;
+  else if (strcmp(name, "storage") == 0) p->storage_outputs = true;
+  else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--outputs: expected f32 or storage, found \"%s\"", name);
+  return NNC_OK;
 }
 
 static nnc_status add_cast(nnc_graph *g, int t, nnc_dtype to, const char *label, int *out, nnc_error *err) {
@@ -55,7 +65,8 @@ static nnc_status add_cast(nnc_graph *g, int t, nnc_dtype to, const char *label,
   return nnc_infer_node(g, node, err);
 }
 
-nnc_status nnc_pass_precision(nnc_graph *g, nnc_dtype storage, nnc_error *err) {
+nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *err) {
+  nnc_dtype storage = p->storage;
   if (storage == NNC_F32) return NNC_OK;
   if (storage != NNC_BF16 && storage != NNC_F16)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "precision: expected a storage dtype f32, bf16 or f16, found %s",
@@ -86,7 +97,7 @@ nnc_status nnc_pass_precision(nnc_graph *g, nnc_dtype storage, nnc_error *err) {
   nnc_status st = move_to_front(g, first_new, err);
   /* inference carries the storage dtype to every value */
   if (!st) st = nnc_pass_check(g, err);
-  for (int i = 0; !st && i < g->noutputs; i++) {
+  for (int i = 0; !st && !p->storage_outputs && i < g->noutputs; i++) {
     int t = g->outputs[i].tensor;
     if (g->tensors[t].dtype != storage) continue;
     /* an input declared narrow and returned as it is stays what it was */

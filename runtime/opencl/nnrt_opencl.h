@@ -165,6 +165,17 @@ nnrt_status nnrt_cl_run(nnrt_cl *cl, cl_kernel kernel, cl_uint dims, const size_
  * waits for ev to complete. */
 nnrt_status nnrt_cl_event_elapsed_ns(cl_event ev, uint64_t *ns, nnrt_error *err);
 
+/* ---------------------------------------------------------------- peaks */
+
+/* The device's rates for a roofline (runtime/opencl/peaks.c): *gbps the
+ * bandwidth of a device-to-device copy of a buffer larger than the caches
+ * (up to 256 MiB; bytes read plus written, GB/s; the median of 5 runs),
+ * *gflops the fma rate of a dedicated kernel of independent float8 chains
+ * (GFLOP/s; the best of 5 runs of about 20 ms), each timed with profiling
+ * events after a warm-up. Builds its kernel through the program cache;
+ * takes about a second. */
+nnrt_status nnrt_cl_measure_peaks(nnrt_cl *cl, double *gflops, double *gbps, nnrt_error *err);
+
 /* -------------------------------------------------- programs and cache */
 
 /* FNV-1a, 64-bit: h is the running hash (start with NNRT_CL_FNV_OFFSET). */

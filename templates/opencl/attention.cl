@@ -10,6 +10,7 @@
  *   NNC_ATT_VEC 1: D == NNC_D_MAX and Dv == NNC_DV_MAX, both multiples of 8:
  *               rows move and multiply as float8 vectors, which a CPU driver
  *               turns into vector instructions (0)
+ *   NNC_MASK_I32 1: mask is int (an i32 input), 0: the storage type (0)
  * Global size (ceil(T/BQ) * BQ, heads, batch), local size (BQ, 1, 1).
  * The host must keep D <= NNC_D_MAX and Dv <= NNC_DV_MAX (equal with
  * NNC_ATT_VEC): the kernel cannot report an error. */
@@ -31,12 +32,15 @@
 #if NNC_ATT_VEC && (NNC_D_MAX % 8 != 0 || NNC_DV_MAX % 8 != 0)
 #error "NNC_ATT_VEC needs NNC_D_MAX and NNC_DV_MAX multiples of 8"
 #endif
-#ifdef NNC_F16
-#define NNC_ATT_LD8(p) vload_half8(0, p)
-#define NNC_ATT_ST8(x, p) vstore_half8(x, 0, p)
+#ifndef NNC_MASK_I32
+#define NNC_MASK_I32 0
+#endif
+#if NNC_MASK_I32
+#define NNC_MASK_T int
+#define NNC_MASK_KEEP(p, i) ((p)[i] != 0)
 #else
-#define NNC_ATT_LD8(p) vload8(0, p)
-#define NNC_ATT_ST8(x, p) vstore8(x, 0, p)
+#define NNC_MASK_T nnc_t
+#define NNC_MASK_KEEP(p, i) (NNC_LOAD(p, i) != 0.0f)
 #endif
 
 /* Element (b, h, i, d) of q is at q[b*q_sb + h*q_sh + i*q_st + d], likewise
@@ -50,7 +54,7 @@ void nnc_attention(int T, int S, int D, int Dv,
                    __global const nnc_t *k, long k_sb, long k_sh, long k_st,
                    __global const nnc_t *v, long v_sb, long v_sh, long v_st,
                    __global nnc_t *out, long o_sb, long o_sh, long o_st,
-                   float scale, int causal, __global const nnc_t *mask, long mask_sb) {
+                   float scale, int causal, __global const NNC_MASK_T *mask, long mask_sb) {
   __local float Ks[NNC_BK][NNC_D_MAX];
   __local float Vs[NNC_BK][NNC_DV_MAX];
   __local int Keep[NNC_BK];
@@ -64,11 +68,11 @@ void nnc_attention(int T, int S, int D, int Dv,
 
 #if NNC_ATT_VEC
   float8 qi[NNC_D_MAX / 8], acc[NNC_DV_MAX / 8];
-  for (int d = 0; d < NNC_D_MAX / 8; ++d) qi[d] = live ? NNC_ATT_LD8(q + (long)i * q_st + 8 * d) * scale : (float8)(0.0f);
+  for (int d = 0; d < NNC_D_MAX / 8; ++d) qi[d] = live ? NNC_VLOAD(8, q + (long)i * q_st + 8 * d) * scale : (float8)(0.0f);
   for (int d = 0; d < NNC_DV_MAX / 8; ++d) acc[d] = (float8)(0.0f);
 #else
   float qi[NNC_D_MAX], acc[NNC_DV_MAX];
-  for (int d = 0; d < D; ++d) qi[d] = live ? NNC_LD(q[(long)i * q_st + d]) * scale : 0.0f;
+  for (int d = 0; d < D; ++d) qi[d] = live ? NNC_LOAD(q, (long)i * q_st + d) * scale : 0.0f;
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
 #endif
   float m = -INFINITY, l = 0.0f;
@@ -86,24 +90,24 @@ void nnc_attention(int T, int S, int D, int Dv,
 #if NNC_ATT_VEC
     for (int e = lid; e < nk * (NNC_D_MAX / 8); e += NNC_BQ) {
       const int jj = e / (NNC_D_MAX / 8), d = e % (NNC_D_MAX / 8);
-      vstore8(NNC_ATT_LD8(k + (long)(j0 + jj) * k_st + 8 * d), d, Ks[jj]);
+      vstore8(NNC_VLOAD(8, k + (long)(j0 + jj) * k_st + 8 * d), d, Ks[jj]);
     }
     for (int e = lid; e < nk * (NNC_DV_MAX / 8); e += NNC_BQ) {
       const int jj = e / (NNC_DV_MAX / 8), d = e % (NNC_DV_MAX / 8);
-      vstore8(NNC_ATT_LD8(v + (long)(j0 + jj) * v_st + 8 * d), d, Vs[jj]);
+      vstore8(NNC_VLOAD(8, v + (long)(j0 + jj) * v_st + 8 * d), d, Vs[jj]);
     }
 #else
     for (int e = lid; e < nk * D; e += NNC_BQ) {
       const int jj = e / D, d = e % D;
-      Ks[jj][d] = NNC_LD(k[(long)(j0 + jj) * k_st + d]);
+      Ks[jj][d] = NNC_LOAD(k, (long)(j0 + jj) * k_st + d);
     }
     for (int e = lid; e < nk * Dv; e += NNC_BQ) {
       const int jj = e / Dv, d = e % Dv;
-      Vs[jj][d] = NNC_LD(v[(long)(j0 + jj) * v_st + d]);
+      Vs[jj][d] = NNC_LOAD(v, (long)(j0 + jj) * v_st + d);
     }
 #endif
     for (int jj = lid; jj < nk; jj += NNC_BQ)
-      Keep[jj] = mask ? NNC_LD(mask[b * mask_sb + j0 + jj]) != 0.0f : 1;
+      Keep[jj] = mask ? NNC_MASK_KEEP(mask, b * mask_sb + j0 + jj) : 1;
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float s[NNC_BK];
@@ -155,8 +159,8 @@ void nnc_attention(int T, int S, int D, int Dv,
   __global nnc_t *o = out + b * o_sb + h * o_sh + (long)i * o_st;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #if NNC_ATT_VEC
-  for (int d = 0; d < NNC_DV_MAX / 8; ++d) NNC_ATT_ST8(acc[d] * inv, o + 8 * d);
+  for (int d = 0; d < NNC_DV_MAX / 8; ++d) NNC_VSTORE(8, acc[d] * inv, o + 8 * d);
 #else
-  for (int d = 0; d < Dv; ++d) o[d] = NNC_ST(acc[d] * inv);
+  for (int d = 0; d < Dv; ++d) NNC_STORE(o, d, acc[d] * inv);
 #endif
 }

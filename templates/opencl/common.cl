@@ -1,18 +1,84 @@
 /* templates/opencl/common.cl — what every nnc OpenCL kernel shares: the
- * storage type, activations and a work-group sum. The host prepends it to
- * each kernel source (the kernels include no file, so no -I path is needed).
+ * storage formats, activations and work-group reductions. The host prepends
+ * it to each kernel source (the kernels include no file, so no -I path is
+ * needed).
  *
- * Storage is f32, or f16 with -DNNC_F16 on a device with cl_khr_fp16;
- * arithmetic is always f32, so f16 only changes loads and stores. */
-#ifdef NNC_F16
-#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+ * Storage is one of three formats, chosen by a macro defined before this
+ * file; arithmetic is always f32, so the format only changes how an element
+ * is loaded and stored:
+ *   (default)   f32: nnc_t is float.
+ *   NNC_F16     IEEE binary16: nnc_t is half, used only through pointers by
+ *               vload_half and vstore_half_rte, which are core OpenCL 1.2:
+ *               this needs no cl_khr_fp16, and a device that has it runs
+ *               the same code (there is one path).
+ *   NNC_BF16    bfloat16: nnc_t is ushort, the top 16 bits of a float (OpenCL
+ *               C has no bfloat16 type).
+ * Every access goes through these (p a __global pointer to the format, i an
+ * element index, n 4, 8 or 16):
+ *   NNC_LOAD(p, i)        element i as a float
+ *   NNC_STORE(p, i, v)    the float v into element i, rounded to nearest even
+ *   NNC_COPY(p, i, q, j)  element j of q into element i of p, unchanged
+ *   NNC_VLOAD(n, p)       the n elements at p as a floatn
+ *   NNC_VSTORE(n, v, p)   the floatn v into the n elements at p, each rounded
+ * The same names with _F32, _F16 or _BF16 appended take that format
+ * whatever the storage (a GEMM whose epilogue widens its result to f32). */
+
+/* bfloat16 bits of the float bits u (a uint or uintn), rounded to nearest
+ * even; NaN is left to the callers. */
+#define NNC_BF16_ROUND(u) (((u) + 0x7fffu + (((u) >> 16) & 1u)) >> 16)
+/* bfloat16 bits of v: rounded to nearest even, a NaN stays a (quiet) NaN */
+inline ushort nnc_bf16_bits(float v) {
+  const uint u = as_uint(v);
+  return (ushort)(isnan(v) ? (u >> 16) | 0x40u : NNC_BF16_ROUND(u));
+}
+
+/* the vector built-ins by width: vload8, as_uint16, ... */
+#define NNC_VNAME_(name, n) name##n
+#define NNC_VNAME(name, n) NNC_VNAME_(name, n)
+
+#define NNC_LOAD_F32(p, i) ((p)[i])
+#define NNC_STORE_F32(p, i, v) ((p)[i] = (v))
+#define NNC_COPY_F32(p, i, q, j) ((p)[i] = (q)[j])
+#define NNC_VLOAD_F32(n, p) NNC_VNAME(vload, n)(0, p)
+#define NNC_VSTORE_F32(n, v, p) NNC_VNAME(vstore, n)(v, 0, p)
+
+#define NNC_LOAD_F16(p, i) vload_half((size_t)(i), p)
+#define NNC_STORE_F16(p, i, v) vstore_half_rte(v, (size_t)(i), p)
+#define NNC_COPY_F16(p, i, q, j) vstore_half(vload_half((size_t)(j), q), (size_t)(i), p)
+#define NNC_VLOAD_F16(n, p) NNC_VNAME(vload_half, n)(0, p)
+#define NNC_VSTORE_F16(n, v, p) NNC_VNAME(NNC_VNAME(vstore_half, n), _rte)(v, 0, p)
+
+#define NNC_LOAD_BF16(p, i) as_float((uint)(p)[i] << 16)
+#define NNC_STORE_BF16(p, i, v) ((p)[i] = nnc_bf16_bits(v))
+#define NNC_COPY_BF16(p, i, q, j) ((p)[i] = (q)[j])
+#define NNC_VLOAD_BF16(n, p) NNC_VNAME(as_float, n)(NNC_VNAME(convert_uint, n)(NNC_VNAME(vload, n)(0, p)) << 16)
+#define NNC_VSTORE_BF16(n, v, p)                                                                 \
+  NNC_VNAME(vstore, n)(NNC_VNAME(convert_ushort, n)(select(NNC_BF16_ROUND(NNC_VNAME(as_uint, n)(v)), \
+                                                           (NNC_VNAME(as_uint, n)(v) >> 16) | 0x40u, isnan(v))), \
+                       0, p)
+
+#if defined(NNC_F16)
 typedef half nnc_t;
+#define NNC_LOAD NNC_LOAD_F16
+#define NNC_STORE NNC_STORE_F16
+#define NNC_COPY NNC_COPY_F16
+#define NNC_VLOAD NNC_VLOAD_F16
+#define NNC_VSTORE NNC_VSTORE_F16
+#elif defined(NNC_BF16)
+typedef ushort nnc_t;
+#define NNC_LOAD NNC_LOAD_BF16
+#define NNC_STORE NNC_STORE_BF16
+#define NNC_COPY NNC_COPY_BF16
+#define NNC_VLOAD NNC_VLOAD_BF16
+#define NNC_VSTORE NNC_VSTORE_BF16
 #else
 typedef float nnc_t;
+#define NNC_LOAD NNC_LOAD_F32
+#define NNC_STORE NNC_STORE_F32
+#define NNC_COPY NNC_COPY_F32
+#define NNC_VLOAD NNC_VLOAD_F32
+#define NNC_VSTORE NNC_VSTORE_F32
 #endif
-
-#define NNC_LD(x) ((float)(x))
-#define NNC_ST(x) ((nnc_t)(x))
 
 /* Activation codes, the order of nnc_simd_act. */
 #define NNC_ACT_NONE 0

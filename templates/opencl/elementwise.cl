@@ -30,16 +30,16 @@ __kernel void nnc_elementwise(long n, __global nnc_t *y,
                               __global const nnc_t *in3, long d3, long n3) {
   const long step = (long)get_global_size(0);
   for (long i = (long)get_global_id(0); i < n; i += step) {
-    const float x0 = NNC_LD(in0[(i / d0) % n0]);
+    const float x0 = NNC_LOAD(in0, (i / d0) % n0);
 #if NNC_EW_NIN > 1
-    const float x1 = NNC_LD(in1[(i / d1) % n1]);
+    const float x1 = NNC_LOAD(in1, (i / d1) % n1);
 #endif
 #if NNC_EW_NIN > 2
-    const float x2 = NNC_LD(in2[(i / d2) % n2]);
+    const float x2 = NNC_LOAD(in2, (i / d2) % n2);
 #endif
 #if NNC_EW_NIN > 3
-    const float x3 = NNC_LD(in3[(i / d3) % n3]);
+    const float x3 = NNC_LOAD(in3, (i / d3) % n3);
 #endif
-    y[i] = NNC_ST(NNC_EW_EXPR);
+    NNC_STORE(y, i, NNC_EW_EXPR);
   }
 }

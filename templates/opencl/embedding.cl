@@ -11,9 +11,9 @@ __kernel void nnc_embedding(int n, __global const int *ids, int rows, int cols,
   if (c >= cols || i >= n) return;
   const int id = ids[i];
   if (id < 0 || id >= rows) {
-    out[(long)i * ld_out + c] = NNC_ST(NAN);
+    NNC_STORE(out, (long)i * ld_out + c, NAN);
     if (bad && c == 0) atomic_min(bad, i);
     return;
   }
-  out[(long)i * ld_out + c] = table[(long)id * ld_table + c];
+  NNC_COPY(out, (long)i * ld_out + c, table, (long)id * ld_table + c);
 }

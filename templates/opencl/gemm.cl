@@ -22,6 +22,9 @@
  *   NNC_ACT                 an NNC_ACT_* code of common.cl (NNC_ACT_NONE)
  *   NNC_PROLOGUE            0 none, 1 layernorm, 2 rmsnorm (0)
  *   NNC_WG                  work-group size of nnc_gemm_row_stats (256, a power of two)
+ *   NNC_C_F32               1: C is f32 whatever the storage of the other
+ *                           operands (the widening cast of a narrow result
+ *                           before a model output, fused in) (0)
  * GPU way:
  *   NNC_TM, NNC_TN, NNC_TK  tile of C rows, C columns and K per step (32, 32, 8)
  *   NNC_WM, NNC_WN          C elements per work-item along M and N (4, 4);
@@ -48,6 +51,18 @@
 #ifndef NNC_WG
 #define NNC_WG 256
 #endif
+#ifndef NNC_C_F32
+#define NNC_C_F32 0
+#endif
+#if NNC_C_F32
+#define NNC_C_T float
+#define NNC_STORE_C NNC_STORE_F32
+#define NNC_VSTORE_C NNC_VSTORE_F32
+#else
+#define NNC_C_T nnc_t
+#define NNC_STORE_C NNC_STORE
+#define NNC_VSTORE_C NNC_VSTORE
+#endif
 
 /* stats[2*(b*M + m)] = mean (0 for rmsnorm) and stats[2*(b*M + m) + 1] =
  * 1/sqrt(var + eps) (of mean(a^2) + eps for rmsnorm) of row m of batch item
@@ -64,12 +79,12 @@ void nnc_gemm_row_stats(int M, int K, __global const nnc_t *A, long a_off, long 
   float mean = 0.0f;
 #if NNC_PROLOGUE == 1
   float s = 0.0f;
-  for (int k = lid; k < K; k += NNC_WG) s += NNC_LD(a[k]);
+  for (int k = lid; k < K; k += NNC_WG) s += NNC_LOAD(a, k);
   mean = nnc_wg_sum(s, scratch, NNC_WG) / (float)K;
 #endif
   float q = 0.0f;
   for (int k = lid; k < K; k += NNC_WG) {
-    const float d = NNC_LD(a[k]) - mean;
+    const float d = NNC_LOAD(a, k) - mean;
     q += d * d;
   }
   q = nnc_wg_sum(q, scratch, NNC_WG);
@@ -89,7 +104,7 @@ void nnc_gemm_row_stats(int M, int K, __global const nnc_t *A, long a_off, long 
  * barrier. */
 #define NNC_GEMM_ARGS                                                                              \
   int M, int N, int K, __global const nnc_t *A, long a_off, long lda, long stride_a,             \
-      __global const nnc_t *B, long b_off, long ldb, long stride_b, __global nnc_t *C, long c_off, \
+      __global const nnc_t *B, long b_off, long ldb, long stride_b, __global NNC_C_T *C, long c_off, \
       long ldc, long stride_c, float alpha, __global const nnc_t *bias,                            \
       __global const nnc_t *residual, long r_off, long ldr, long stride_r,                         \
       __global const float *stats, __global const nnc_t *gamma, __global const nnc_t *beta
@@ -98,10 +113,10 @@ void nnc_gemm_row_stats(int M, int K, __global const nnc_t *A, long a_off, long 
 #define NNC_GEMM_STORE(m, n, v)                                                      \
   do {                                                                               \
     float o_ = alpha * (v);                                                          \
-    if (bias) o_ += NNC_LD(bias[n]);                                                 \
+    if (bias) o_ += NNC_LOAD(bias, n);                                               \
     o_ = nnc_act(NNC_ACT, o_);                                                       \
-    if (residual) o_ += NNC_LD(residual[r_off + b * stride_r + (long)(m) * ldr + (n)]); \
-    C[(long)(m) * ldc + (n)] = NNC_ST(o_);                                           \
+    if (residual) o_ += NNC_LOAD(residual, r_off + b * stride_r + (long)(m) * ldr + (n)); \
+    NNC_STORE_C(C, (long)(m) * ldc + (n), o_);                                       \
   } while (0)
 
 #if NNC_GEMM_CPU == 0
@@ -160,10 +175,10 @@ void nnc_gemm(NNC_GEMM_ARGS) {
       const int mm = e / NNC_TK, kk = e % NNC_TK, m = m0 + mm, k = k0 + kk;
       float v = 0.0f;
       if (m < M && k < K) {
-        v = NNC_LD(A[(long)m * lda + k]);
+        v = NNC_LOAD(A, (long)m * lda + k);
 #if NNC_PROLOGUE != 0
-        v = (v - stats[2 * m]) * stats[2 * m + 1] * NNC_LD(gamma[k]);
-        if (beta) v += NNC_LD(beta[k]);
+        v = (v - stats[2 * m]) * stats[2 * m + 1] * NNC_LOAD(gamma, k);
+        if (beta) v += NNC_LOAD(beta, k);
 #endif
       }
       As[kk][mm] = v;
@@ -177,9 +192,9 @@ void nnc_gemm(NNC_GEMM_ARGS) {
       const int n = n0 + nn, k = k0 + kk;
       float v = 0.0f;
 #if NNC_B_TRANS
-      if (n < N && k < K) v = NNC_LD(B[(long)n * ldb + k]);
+      if (n < N && k < K) v = NNC_LOAD(B, (long)n * ldb + k);
 #else
-      if (n < N && k < K) v = NNC_LD(B[(long)k * ldb + n]);
+      if (n < N && k < K) v = NNC_LOAD(B, (long)k * ldb + n);
 #endif
       Bs[kk][nn] = v;
     }
@@ -243,16 +258,12 @@ void nnc_gemm(NNC_GEMM_ARGS) {
 #define NNC_CAT_(a, b) a##b
 #define NNC_CAT(a, b) NNC_CAT_(a, b)
 #define NNC_VF NNC_CAT(float, NNC_VW)
-/* vectors of floats from private or local memory, and of nnc_t from global */
+/* vectors of floats from private or local memory, of the storage from
+ * global memory, and into C */
 #define NNC_VLDF(p) NNC_CAT(vload, NNC_VW)(0, p)
 #define NNC_VSTF(v, p) NNC_CAT(vstore, NNC_VW)(v, 0, p)
-#ifdef NNC_F16
-#define NNC_VLDG(p) NNC_CAT(vload_half, NNC_VW)(0, p)
-#define NNC_VSTG(v, p) NNC_CAT(vstore_half, NNC_VW)(v, 0, p)
-#else
-#define NNC_VLDG(p) NNC_CAT(vload, NNC_VW)(0, p)
-#define NNC_VSTG(v, p) NNC_CAT(vstore, NNC_VW)(v, 0, p)
-#endif
+#define NNC_VLDG(p) NNC_VLOAD(NNC_VW, p)
+#define NNC_VSTC(v, p) NNC_VSTORE_C(NNC_VW, v, p)
 #define NNC_NV (NNC_NR / NNC_VW)
 #define NNC_GM (NNC_LM * NNC_MR)        /* C rows a group */
 #define NNC_GN (NNC_LN * NNC_NR)        /* C columns a group */
@@ -265,7 +276,7 @@ void nnc_gemm(NNC_GEMM_ARGS) {
       v = NNC_VLDG(p);                                                             \
     } else {                                                                       \
       float t_[NNC_VW];                                                            \
-      for (int l_ = 0; l_ < NNC_VW; ++l_) t_[l_] = l_ < (left) ? NNC_LD((p)[l_]) : 0.0f; \
+      for (int l_ = 0; l_ < NNC_VW; ++l_) t_[l_] = l_ < (left) ? NNC_LOAD(p, l_) : 0.0f; \
       v = NNC_VLDF(t_);                                                            \
     }                                                                              \
   } while (0)
@@ -403,7 +414,7 @@ void nnc_gemm(NNC_GEMM_ARGS) {
         if (bias) v += NNC_VLDG(bias + n);
         v = NNC_ACT_V(NNC_ACT, v);
         if (residual) v += NNC_VLDG(residual + r_off + b * stride_r + (long)m * ldr + n);
-        NNC_VSTG(v, C + (long)m * ldc + n);
+        NNC_VSTC(v, C + (long)m * ldc + n);
       }
       continue;
     }

@@ -20,15 +20,15 @@ void nnc_softmax(int cols, __global const nnc_t *x, long ldx,
   __global const nnc_t *xr = x + r * ldx;
   __global nnc_t *yr = y + r * ldy;
   float m = -INFINITY;
-  for (int c = lid; c < cols; c += NNC_WG) m = fmax(m, NNC_LD(xr[c]));
+  for (int c = lid; c < cols; c += NNC_WG) m = fmax(m, NNC_LOAD(xr, c));
   m = nnc_wg_max(m, scratch, NNC_WG);
   float s = 0.0f;
   if (m != -INFINITY)
-    for (int c = lid; c < cols; c += NNC_WG) s += exp(NNC_LD(xr[c]) - m);
+    for (int c = lid; c < cols; c += NNC_WG) s += exp(NNC_LOAD(xr, c) - m);
   s = nnc_wg_sum(s, scratch, NNC_WG);
   const float inv = s > 0.0f ? 1.0f / s : 0.0f;
   for (int c = lid; c < cols; c += NNC_WG)
-    yr[c] = NNC_ST(m == -INFINITY ? 0.0f : exp(NNC_LD(xr[c]) - m) * inv);
+    NNC_STORE(yr, c, m == -INFINITY ? 0.0f : exp(NNC_LOAD(xr, c) - m) * inv);
 }
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta per row; gamma and beta
@@ -43,19 +43,19 @@ void nnc_layernorm(int cols, __global const nnc_t *x, long ldx,
   __global const nnc_t *xr = x + r * ldx;
   __global nnc_t *yr = y + r * ldy;
   float s = 0.0f;
-  for (int c = lid; c < cols; c += NNC_WG) s += NNC_LD(xr[c]);
+  for (int c = lid; c < cols; c += NNC_WG) s += NNC_LOAD(xr, c);
   const float mean = nnc_wg_sum(s, scratch, NNC_WG) / (float)cols;
   float q = 0.0f;
   for (int c = lid; c < cols; c += NNC_WG) {
-    const float d = NNC_LD(xr[c]) - mean;
+    const float d = NNC_LOAD(xr, c) - mean;
     q += d * d;
   }
   const float rstd = rsqrt(nnc_wg_sum(q, scratch, NNC_WG) / (float)cols + eps);
   for (int c = lid; c < cols; c += NNC_WG) {
-    float v = (NNC_LD(xr[c]) - mean) * rstd;
-    if (gamma) v *= NNC_LD(gamma[c]);
-    if (beta) v += NNC_LD(beta[c]);
-    yr[c] = NNC_ST(v);
+    float v = (NNC_LOAD(xr, c) - mean) * rstd;
+    if (gamma) v *= NNC_LOAD(gamma, c);
+    if (beta) v += NNC_LOAD(beta, c);
+    NNC_STORE(yr, c, v);
   }
 }
 
@@ -71,13 +71,13 @@ void nnc_rmsnorm(int cols, __global const nnc_t *x, long ldx,
   __global nnc_t *yr = y + r * ldy;
   float q = 0.0f;
   for (int c = lid; c < cols; c += NNC_WG) {
-    const float v = NNC_LD(xr[c]);
+    const float v = NNC_LOAD(xr, c);
     q += v * v;
   }
   const float rstd = rsqrt(nnc_wg_sum(q, scratch, NNC_WG) / (float)cols + eps);
   for (int c = lid; c < cols; c += NNC_WG) {
-    float v = NNC_LD(xr[c]) * rstd;
-    if (gamma) v *= NNC_LD(gamma[c]);
-    yr[c] = NNC_ST(v);
+    float v = NNC_LOAD(xr, c) * rstd;
+    if (gamma) v *= NNC_LOAD(gamma, c);
+    NNC_STORE(yr, c, v);
   }
 }

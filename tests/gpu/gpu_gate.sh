@@ -7,7 +7,8 @@ set -uo pipefail
 nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU: skipped"; exit 77; }
 if [ "${1:-}" = --model ]; then
   dir=$2
-  make -s -C "$dir" -j8 ARCH="${ARCH:--gencode arch=compute_90,code=sm_90}" || exit 1
+  # the folder's own ARCH (its target's, e.g. sm_90a) unless ARCH is given
+  make -s -C "$dir" -j8 ${ARCH:+ARCH="$ARCH"} || exit 1
   name=$(basename "$dir")
   bench=$(ls "$dir"/bench_* | head -1)
   # odd sizes within each dim's maximum (the harness lists them: "dims: B<=8 T<=32"):

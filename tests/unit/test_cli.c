@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_sh.h"
+
 static char dir[256];
 
 /* Runs nnc with args (a shell fragment), captures stdout+stderr into out,
@@ -142,6 +144,67 @@ static void test_targets(void **state) {
   assert_non_null(strstr(out, "gemm M=4 N=5 K=3: 6x16 register block"));
 }
 
+/* --outputs=f32|storage: narrow outputs for cuda-* under bf16 storage, no
+ * change where floats are f32 (c-simd, --precision=f32), refused for OpenCL
+ * and for a value that is neither. */
+static void test_outputs(void **state) {
+  char out[16384], path[512];
+  assert_int_equal(nnc(out, sizeof out, "--help"), 0);
+  assert_non_null(strstr(out, "--outputs=storage float outputs keep the storage dtype of --precision"));
+  assert_non_null(strstr(out, "with f32 or tf32 (so on c-simd) it\n                    changes nothing"));
+  /* a bad value: a usage error, on every path, nothing written */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --outputs=f64 -o badout"), 1);
+  assert_non_null(strstr(out, "--outputs: expected f32 or storage, found \"f64\""));
+  assert_false(exists("badout"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 --outputs= --emit=ir"), 1);
+  assert_non_null(strstr(out, "--outputs: expected f32 or storage, found \"\""));
+  /* OpenCL refuses it (even where the floats are f32), f32 outputs are fine */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=opencl --outputs=storage -o ocldir"), 6);
+  assert_non_null(strstr(out, "--outputs=storage: target opencl returns f32 outputs only; expected --outputs=f32"));
+  assert_false(exists("ocldir"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=opencl --outputs=f32 --explain"), 0);
+  /* c-simd computes and stores f32: accepted, the same folder as without it */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --outputs=storage -o simd_storage"), 0);
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --outputs=f32 -o simd_f32"), 0);
+  snprintf(path, sizeof path, "%s/simd_storage/tiny.h", dir);
+  assert_true(file_has(path, "  float *y;   /* f32[B,2] */"));
+  assert_int_equal(sh("cd %s && diff -r simd_storage simd_f32 > /dev/null", dir), 0);
+  /* cuda bf16: the logits are bf16 bits at the API; the default keeps f32 */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 --outputs=storage -o cuda_storage"), 0);
+  snprintf(path, sizeof path, "%s/cuda_storage/tiny.h", dir);
+  assert_true(file_has(path, "  uint16_t *y;   /* bf16[B,2] */"));
+  assert_true(file_has(path, "nnrt_bf16_to_f32 converts one"));
+  snprintf(path, sizeof path, "%s/cuda_storage/README.md", dir);
+  assert_true(file_has(path, "the float outputs are left\nin the storage dtype, bf16 (nnc was given `--outputs=storage`)"));
+  snprintf(path, sizeof path, "%s/cuda_storage/tiny.cu", dir);
+  assert_true(file_has(path, " * precision bf16, outputs left in bf16 (--outputs=storage: no cast to f32).\n"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=f16 --outputs=storage -o cuda_f16"), 0);
+  snprintf(path, sizeof path, "%s/cuda_f16/tiny.h", dir);
+  assert_true(file_has(path, "  uint16_t *y;   /* f16[B,2] */"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 -o cuda_default"), 0);
+  snprintf(path, sizeof path, "%s/cuda_default/tiny.h", dir);
+  assert_true(file_has(path, "  float *y;   /* f32[B,2] */"));
+  assert_false(file_has(path, "uint16_t"));
+  /* tf32 stores f32: nothing changes */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=tf32 --outputs=storage -o cuda_tf32"), 0);
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=tf32 -o cuda_tf32_default"), 0);
+  assert_int_equal(sh("cd %s && diff -r cuda_tf32 cuda_tf32_default > /dev/null", dir), 0);
+  /* the graph: no cast before the output, which is the linear's bf16 */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 --outputs=storage --emit=ir"), 0);
+  assert_non_null(strstr(out, "output y = t7 bf16[B,2]"));
+  assert_non_null(strstr(out, "kernels (3):"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 --emit=ir"), 0);
+  assert_non_null(strstr(out, "output y = t9 f32[B,2]"));
+  assert_non_null(strstr(out, "kernels (4):"));
+  /* --explain says so */
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 --outputs=storage --explain"), 0);
+  assert_non_null(strstr(out, "output y: bf16[B,2], left in the storage dtype (--outputs=storage: no cast to f32)"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 --explain"), 0);
+  assert_non_null(strstr(out, "output y: f32[B,2], cast from bf16 where it leaves (--outputs=storage would keep bf16)"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=f32 --outputs=storage --explain"), 0);
+  assert_null(strstr(out, "output y:"));
+}
+
 static void test_emit_views(void **state) {
   char out[65536];
   assert_int_equal(nnc(out, sizeof out, "tiny.lua"), 0);
@@ -206,6 +269,7 @@ int main(void) {
     cmocka_unit_test(test_help_version_targets),
     cmocka_unit_test(test_usage_errors),
     cmocka_unit_test(test_targets),
+    cmocka_unit_test(test_outputs),
     cmocka_unit_test(test_emit_views),
     cmocka_unit_test(test_broken_model_writes_nothing),
     cmocka_unit_test(test_random_weights),

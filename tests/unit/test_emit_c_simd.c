@@ -5,7 +5,10 @@
  * inputs and weights and fails above 1e-5. Then the C API is misused from a
  * program built against one folder (tests/ops/api_misuse.c), and the
  * emitter's own errors: f16/bf16 tensors, an -o that nnc did not write, a
- * failed emit leaving nothing behind. */
+ * failed emit leaving nothing behind. --outputs=storage writes the same
+ * folder as the default (C SIMD stores f32), and the harness's bf16/f16
+ * outputs (those of a CUDA folder with --outputs=storage) are checked with
+ * the MLP's and GPT-2's logits narrowed by an adapter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -168,6 +171,166 @@ static void test_output_folder(void **state) {
   assert_int_equal(sh("cd %s && ./bench_tiny --check --runs 1 --json | grep -q '\"ok\": true'", out), 0);
 }
 
+/* ------------------------------------------ --outputs=storage, the harness */
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  assert_true(n >= 0);
+  rewind(f);
+  char *buf = malloc((size_t)n + 1);
+  assert_non_null(buf);
+  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* Replaces the first `old` in *text by `repl` (asserting there is one). */
+static void replace(char **text, const char *old, const char *repl) {
+  char *at = strstr(*text, old);
+  if (!at) fail_msg("not found in the generated bench: %s", old);
+  size_t head = (size_t)(at - *text), lo = strlen(old), lr = strlen(repl), tail = strlen(at + lo);
+  char *r = malloc(head + lr + tail + 1);
+  assert_non_null(r);
+  memcpy(r, *text, head);
+  memcpy(r + head, repl, lr);
+  memcpy(r + head + lr, at + lo, tail + 1);
+  free(*text);
+  *text = r;
+}
+
+/* The max relative error of the logits in a bench --json log, or -1. */
+static double json_error(const char *log) {
+  char *t = slurp(log);
+  const char *k = strstr(t, "\"max_rel_error\": {\"logits\": ");
+  double e = k ? strtod(k + strlen("\"max_rel_error\": {\"logits\": "), NULL) : -1;
+  free(t);
+  return e;
+}
+
+/* A copy of the built folder `name` whose harness takes the logits as a
+ * narrow output, the way a CUDA folder compiled with --precision=bf16
+ * --outputs=storage hands them over: output_dtype says NNRT_BF16 (or
+ * NARROW_DTYPE), the tolerance is 1e-2, and the run adapter rounds the
+ * model's f32 logits to uint16_t bits (ENCODE) in the harness's buffer,
+ * leaving the last SKIP elements unwritten. C SIMD stores f32 only, so this
+ * is how the harness's narrow path (allocation, poison, widening, check,
+ * report) runs without a GPU. */
+static void narrow_copy(const char *name, char *out, size_t n) {
+  snprintf(out, n, "%s/%s_narrow", work, name);
+  assert_int_equal(sh("rm -rf %s && cp -a %s/%s %s", out, work, name, out), 0);
+  char path[600], text[2048];
+  snprintf(path, sizeof path, "%s/bench_%s.c", out, name);
+  char *b = slurp(path);
+  replace(&b, "static const int output_dtype[1] = {NNRT_F32};",
+          "#ifndef NARROW_DTYPE\n#define NARROW_DTYPE NNRT_BF16\n#endif\n"
+          "static const int output_dtype[1] = {NARROW_DTYPE};");
+  snprintf(text, sizeof text,
+           "#include <stdlib.h>\n\n"
+           "#ifndef SKIP\n#define SKIP 0\n#endif\n"
+           "#ifndef ENCODE\n#define ENCODE nnrt_f32_to_bf16\n#endif\n\n"
+           "static void b_elems(const int64_t *sym, int64_t *in, int64_t *out);\n\n"
+           "static int narrow_run(void *m, const int64_t *sym, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
+           "  int64_t ni[8], no[1];\n"
+           "  b_elems(sym, ni, no);\n"
+           "  float *tmp = malloc((size_t)no[0] * sizeof *tmp + sizeof *tmp);\n"
+           "  if (!tmp) return 1;\n"
+           "  uint16_t *y = (uint16_t *)(void *)out->logits;\n"
+           "  %s_outputs o = {tmp};\n"
+           "  int rc = %s_run(m, d, in, &o);\n"
+           "  for (int64_t e = 0; !rc && e + SKIP < no[0]; e++) y[e] = ENCODE(tmp[e]);\n"
+           "  free(tmp);\n"
+           "  return rc;\n}\n\n"
+           "static int b_run(void *m,",
+           name, name, name, name, name);
+  replace(&b, "static int b_run(void *m,", text);
+  snprintf(text, sizeof text, "  return %s_run(m, &d, &i, &o);", name);
+  replace(&b, text, "  return narrow_run(m, sym, &d, &i, &o);");
+  /* the tolerance of a bf16/f16 folder */
+  replace(&b, "\n    0, NULL, NULL, NULL, 0, NULL, NULL,", "\n    1e-2, NULL, NULL, NULL, 0, NULL, NULL,");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(b, f);
+  fclose(f);
+  free(b);
+}
+
+/* Builds the narrow copy's bench with defs and runs --check (--json when
+ * json), the log in check_<tag>.log; returns the exit code. */
+static int narrow_check(const char *dir, const char *name, const char *defs, const char *dims, bool json,
+                        const char *tag) {
+  assert_int_equal(sh("touch %s/bench_%s.c && make -s -C %s CFLAGS='-O1 -march=native %s' bench_%s > %s/make_%s.log 2>&1 "
+                      "|| cat %s/make_%s.log", dir, name, dir, defs, name, dir, tag, dir, tag), 0);
+  return sh("cd %s && ./bench_%s --check %s --runs 1 --warmup 0 %s > check_%s.log 2>&1", dir, name, dims,
+            json ? "--json" : "", tag);
+}
+
+static void narrow_outputs(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
+  char path[512], a[512], b[512], log[700];
+  nnc_error err = {0};
+  /* c-simd: --outputs=storage writes the very folder the default does */
+  snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
+  snprintf(a, sizeof a, "%s/%s_outputs_f32", work, name);
+  snprintf(b, sizeof b, "%s/%s_outputs_storage", work, name);
+  nnc_build_opts o = {.model = path, .target = "c-simd", .defines = defs, .ndefines = nd, .out_dir = a};
+  assert_int_equal(nnc_build(&o, &err), NNC_OK);
+  o.out_dir = b;
+  o.outputs = "storage";
+  assert_int_equal(nnc_build(&o, &err), NNC_OK);
+  assert_int_equal(sh("diff -r %s %s", a, b), 0);
+  /* the f32 build of test_mlp / test_gpt2: f32 logits, f32 accuracy */
+  assert_int_equal(sh("cd %s/%s && ./bench_%s --check %s --runs 1 --warmup 0 --json > check_f32.log 2>&1",
+                      work, name, name, dims), 0);
+  snprintf(log, sizeof log, "%s/%s/check_f32.log", work, name);
+  assert_true(file_has(log, "\"outputs\": {\"logits\": \"f32\"}"));
+  double e32 = json_error(log);
+  assert_true(e32 >= 0 && e32 < 1e-5);
+  char dir[512];
+  narrow_copy(name, dir, sizeof dir);
+  /* bf16 logits: within the narrow tolerance, and the rounding shows */
+  assert_int_equal(narrow_check(dir, name, "", dims, true, "bf16"), 0);
+  snprintf(log, sizeof log, "%s/check_bf16.log", dir);
+  assert_true(file_has(log, "\"outputs\": {\"logits\": \"bf16\"}"));
+  assert_true(file_has(log, "\"ok\": true"));
+  double e16 = json_error(log);
+  assert_true(e16 > 1e-5 && e16 < 1e-2 && e16 > e32);
+  assert_true(e16 < 1.0 / 256);   /* at most bf16's rounding, 2^-9 of the largest, with room */
+  /* the printed summary names the dtype */
+  assert_int_equal(sh("cd %s && ./bench_%s --check %s --runs 1 --warmup 0 > check_text.log 2>&1", dir, name, dims), 0);
+  snprintf(log, sizeof log, "%s/check_text.log", dir);
+  assert_true(file_has(log, "  outputs  logits bf16\n"));
+  assert_true(file_has(log, "    logits                   bf16 max relative error"));
+  /* f16 bits under an f16 output */
+  assert_int_equal(narrow_check(dir, name, "-DNARROW_DTYPE=NNRT_F16 -DENCODE=nnrt_f32_to_f16", dims, true, "f16"), 0);
+  snprintf(log, sizeof log, "%s/check_f16.log", dir);
+  assert_true(file_has(log, "\"outputs\": {\"logits\": \"f16\"}"));
+  double eh = json_error(log);
+  assert_true(eh > 0 && eh < 1e-2);
+  print_message("%s: logits max relative error: f32 output %.3g, bf16 %.3g, f16 %.3g\n", name, e32, e16, eh);
+  /* one element left unwritten: the poison (a bf16 NaN) fails the check */
+  assert_int_equal(narrow_check(dir, name, "-DSKIP=1", dims, true, "skip"), 1);
+  snprintf(log, sizeof log, "%s/check_skip.log", dir);
+  assert_true(file_has(log, "\"ok\": false"));
+  assert_true(json_error(log) > 1e300);   /* NaN reads as an infinite error */
+  /* f16 bits read as bf16: the check decodes by the declared dtype, and fails */
+  assert_int_equal(narrow_check(dir, name, "-DENCODE=nnrt_f32_to_f16", dims, false, "wrong"), 1);
+  snprintf(log, sizeof log, "%s/check_wrong.log", dir);
+  assert_true(file_has(log, "FAILED"));
+}
+
+static void test_mlp_narrow_outputs(void **state) {
+  const char *d[] = {"batch=37", "hidden1=129", "hidden2=33"};
+  narrow_outputs("models/mlp.lua", "mlp", d, 3, "-d B=17");
+}
+
+static void test_gpt2_narrow_outputs(void **state) {
+  const char *d[] = {"layers=2", "d=48", "heads=4", "vocab=101", "ctx=64"};
+  narrow_outputs("models/gpt2.lua", "gpt2", d, 5, "-d B=3 -d T=17");
+}
+
 int main(void) {
   snprintf(work, sizeof work, "/tmp/nnc_emit_test_XXXXXX");
   if (!mkdtemp(work)) return 1;
@@ -176,6 +339,8 @@ int main(void) {
     cmocka_unit_test(test_output_folder),
     cmocka_unit_test(test_mlp),
     cmocka_unit_test(test_gpt2),
+    cmocka_unit_test(test_mlp_narrow_outputs),
+    cmocka_unit_test(test_gpt2_narrow_outputs),
     cmocka_unit_test(test_bert),
     cmocka_unit_test(test_op_elementwise),
     cmocka_unit_test(test_op_masks),

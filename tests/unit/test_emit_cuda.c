@@ -1,7 +1,8 @@
 /* tests/unit/test_emit_cuda.c — the CUDA emitter without a GPU: every model
  * of models/ and the op families of tests/ops/ are compiled for cuda-sm80
- * (f32 and bf16) and cuda-sm90 (bf16), and each folder is built with its own
- * Makefile by nvcc with warnings as errors. The benchmark then runs on this
+ * (f32 and bf16; bf16 and f16 with --outputs=storage too) and cuda-sm90
+ * (bf16, with and without --outputs=storage), and each folder is built with
+ * its own Makefile by nvcc with warnings as errors. The benchmark then runs on this
  * machine, where there is no GPU: creating the model must fail with the
  * device error code and a message that says so, not crash. What the
  * generated code computes is checked on a GPU by bench/gpu_check.sh. The
@@ -27,18 +28,19 @@
 
 static char work[256];
 
-static nnc_status emit_graphs(const char *model, const char *target, const char *precision, const char *const *defs,
-                              int nd, bool graphs, const char *out, nnc_error *err) {
+/* outputs: --outputs (NULL: f32). */
+static nnc_status emit_graphs(const char *model, const char *target, const char *precision, const char *outputs,
+                              const char *const *defs, int nd, bool graphs, const char *out, nnc_error *err) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
   nnc_build_opts o = {.model = path, .target = target, .defines = defs, .ndefines = nd, .precision = precision,
-                      .out_dir = out, .cuda_graphs = graphs};
+                      .outputs = outputs, .out_dir = out, .cuda_graphs = graphs};
   return nnc_build(&o, err);
 }
 
 static nnc_status emit(const char *model, const char *target, const char *precision, const char *const *defs, int nd,
                        const char *out, nnc_error *err) {
-  return emit_graphs(model, target, precision, defs, nd, false, out, err);
+  return emit_graphs(model, target, precision, NULL, defs, nd, false, out, err);
 }
 
 /* The first of the calls that break a stream capture (they synchronize or
@@ -102,15 +104,18 @@ static void check_capturable(const char *out, const char *name) {
   assert_true(n > 0);
 }
 
-/* Emits (with options.cuda_graphs on by default when graphs), builds with
- * nvcc for the target's architecture, and runs the benchmark with
- * bench_args, which must report that there is no GPU (exit 1, E_DEVICE). */
-static void build_graphs(const char *model, const char *name, const char *target, const char *precision,
-                         const char *const *defs, int nd, bool graphs, const char *bench_args) {
+/* Emits (with options.cuda_graphs on by default when graphs; --outputs=
+ * outputs unless NULL) into work/NAME_TARGET_PRECISION[_OUTPUTS][_graphs],
+ * builds with nvcc for the target's architecture, and runs the benchmark
+ * with bench_args, which must report that there is no GPU (exit 1,
+ * E_DEVICE). */
+static void build_all(const char *model, const char *name, const char *target, const char *precision,
+                      const char *outputs, const char *const *defs, int nd, bool graphs, const char *bench_args) {
   char out[512];
   nnc_error err = {0};
-  snprintf(out, sizeof out, "%s/%s_%s_%s%s", work, name, target, precision, graphs ? "_graphs" : "");
-  nnc_status st = emit_graphs(model, target, precision, defs, nd, graphs, out, &err);
+  snprintf(out, sizeof out, "%s/%s_%s_%s%s%s%s", work, name, target, precision, outputs ? "_" : "", outputs ? outputs : "",
+           graphs ? "_graphs" : "");
+  nnc_status st = emit_graphs(model, target, precision, outputs, defs, nd, graphs, out, &err);
   if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
   assert_int_equal(st, NNC_OK);
   check_capturable(out, name);
@@ -123,9 +128,14 @@ static void build_graphs(const char *model, const char *name, const char *target
   assert_true(file_has(log, "CUDA device"));
 }
 
+static void build_graphs(const char *model, const char *name, const char *target, const char *precision,
+                         const char *const *defs, int nd, bool graphs, const char *bench_args) {
+  build_all(model, name, target, precision, NULL, defs, nd, graphs, bench_args);
+}
+
 static void build(const char *model, const char *name, const char *target, const char *precision,
                   const char *const *defs, int nd) {
-  build_graphs(model, name, target, precision, defs, nd, false, "");
+  build_all(model, name, target, precision, NULL, defs, nd, false, "");
 }
 
 static bool have_nvcc(void) { return sh("command -v nvcc > /dev/null 2>&1") == 0; }
@@ -146,6 +156,7 @@ static void test_models(void **state) {
   build("models/gpt2.lua", "gpt2", "cuda-sm90", "bf16", gpt2, 3);
   build("models/bert.lua", "bert", "cuda-sm80", "tf32", bert, 2);
   build("models/bert.lua", "bert", "cuda-sm90", "bf16", bert, 2);
+  build("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", gpt2, 3);
   char p[512];
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_bf16/gpt2.cu", work);
   assert_true(file_has(p, "precision bf16"));
@@ -159,6 +170,18 @@ static void test_models(void **state) {
   assert_true(file_has(p, "nnc_cuda_attention(a, s, &e)"));
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm90_bf16/Makefile", work);
   assert_true(file_has(p, "ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"));
+  /* sm_90a: the wgmma attention (NNC_CUDA_SM90A) and the LM head on nnc's
+   * wgmma GEMM, which writes the f32 logits' unaligned rows in place */
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16/Makefile", work);
+  assert_true(file_has(p, "ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90a,code=compute_90a"));
+  assert_true(file_has(p, ",,-DNNC_CUDA_SM90A)\n"));   /* defined when ARCH builds sm_90a code only */
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16/gpt2.cu", work);
+  assert_true(file_has(p, "#include \"kernels/gemm_wgmma.cuh\""));
+  assert_true(file_has(p, "/* nnc's wgmma GEMM after a norm kernel, rows written in place, f32 out (by rule) */"));
+  assert_true(file_has(p, "nnc_cuda_gemm_wgmma_args<__nv_bfloat16, float> g = {};"));
+  assert_true(file_has(p, "g.c = c.out.logits;"));
+  assert_false(file_has(p, "nnc_unpad_rows"));
+  assert_true(file_has(p, "nnrt_cuda_gemm_run(m->blas, &g, s, &err)"));   /* the block GEMMs stay on cuBLASLt */
   snprintf(p, sizeof p, "%s/bert_cuda-sm80_tf32/bert.cu", work);
   assert_true(file_has(p, "g.tf32 = true;"));
   assert_true(file_has(p, "a.tf32 = 1;")); /* attention on tf32 tensor cores too */
@@ -166,6 +189,61 @@ static void test_models(void **state) {
   assert_false(file_has(p, "a.tf32")); /* f32 keeps f32 products */
   snprintf(p, sizeof p, "%s/mlp_cuda-sm80_f32/mlp.h", work);
   assert_true(file_has(p, "int mlp_run_device(mlp_model *m, const mlp_dims *d, const mlp_inputs *in, mlp_outputs *out, void *stream);"));
+}
+
+/* --outputs=storage: GPT-2's bf16 logits and the MLP's f16 ones are the
+ * caller's uint16_t buffers. The LM head's cuBLASLt calls write padded bf16
+ * rows and the unpad copy writes bf16 (no widening to f32); the harness
+ * takes the outputs as bf16/f16. Built by nvcc for sm_80 and sm_90. */
+static void test_storage_outputs(void **state) {
+  (void)state;
+  if (!have_nvcc()) {
+    skip();
+    return;
+  }
+  const char *mlp[] = {"hidden1=129", "hidden2=33"};
+  const char *gpt2[] = {"layers=2", "vocab=2001", "ctx=64"};
+  build_all("models/gpt2.lua", "gpt2", "cuda-sm80", "bf16", "storage", gpt2, 3, false, "");
+  build_all("models/gpt2.lua", "gpt2", "cuda-sm90", "bf16", "storage", gpt2, 3, false, "");
+  build_all("models/mlp.lua", "mlp", "cuda-sm80", "f16", "storage", mlp, 2, false, "");
+  build_all("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", "storage", gpt2, 3, false, "");
+  char p[512];
+  /* sm_90a: the wgmma GEMM writes the bf16 logits in place, no padded copy */
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16_storage/gpt2.cu", work);
+  assert_true(file_has(p, "/* nnc's wgmma GEMM after a norm kernel, rows written in place (by rule) */"));
+  assert_true(file_has(p, "nnc_cuda_gemm_wgmma_args<__nv_bfloat16, __nv_bfloat16> g = {};"));
+  assert_true(file_has(p, "g.c = ((__nv_bfloat16 *)c.out.logits);"));
+  assert_false(file_has(p, "nnc_unpad_rows"));
+  for (int arch = 80; arch <= 90; arch += 10) {
+    snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d_bf16_storage/gpt2.h", work, arch);
+    assert_true(file_has(p, "  uint16_t *logits;   /* bf16[B,T,2001] */\n"));
+    assert_true(file_has(p, " * bf16 outputs are left in the storage dtype (nnc --precision=bf16 --outputs=storage):\n"));
+    snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d_bf16_storage/gpt2.cu", work, arch);
+    assert_true(file_has(p, " * precision bf16, outputs left in bf16 (--outputs=storage: no cast to f32).\n"));
+    assert_true(file_has(p, "/* cuBLASLt after a norm kernel in two calls (N a multiple of 64, then the rest) into rows "
+                            "padded to 16 bytes, copied (by rule) */"));
+    assert_true(file_has(p, "  __nv_bfloat16 *P = (__nv_bfloat16 *)((unsigned char *)m->ws + "));
+    assert_true(file_has(p, "nnc_unpad_rows<<<M, NNC_UNPAD_THREADS, 0, s>>>(((__nv_bfloat16 *)c.out.logits), P, N, ldp);"));
+    assert_true(file_has(p, "  dout.logits = (uint16_t *)m->out_dev[0];\n"));
+    assert_true(file_has(p, "  if (!is_input && i == 0) return (size_t)(d->B * d->T * 2001) * 2;\n"));
+    assert_false(file_has(p, "float *logits"));
+    snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d_bf16_storage/bench_gpt2.c", work, arch);
+    assert_true(file_has(p, "static const int output_dtype[1] = {NNRT_BF16};"));
+    assert_true(file_has(p, "1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,"));
+    snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d_bf16_storage/README.md", work, arch);
+    assert_true(file_has(p, "the float outputs are left\nin the storage dtype, bf16"));
+  }
+  snprintf(p, sizeof p, "%s/mlp_cuda-sm80_f16_storage/mlp.h", work);
+  assert_true(file_has(p, "  uint16_t *logits;   /* f16[B,10] */\n"));
+  snprintf(p, sizeof p, "%s/mlp_cuda-sm80_f16_storage/mlp.cu", work);
+  assert_true(file_has(p, "((__half *)c.out.logits)"));
+  snprintf(p, sizeof p, "%s/mlp_cuda-sm80_f16_storage/bench_mlp.c", work);
+  assert_true(file_has(p, "static const int output_dtype[1] = {NNRT_F16};"));
+  /* the default folder of test_models keeps its f32 logits */
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_bf16/gpt2.h", work);
+  assert_true(file_has(p, "  float *logits;   /* f32[B,T,2001] */\n"));
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_bf16/bench_gpt2.c", work);
+  assert_true(file_has(p, "static const int output_dtype[1] = {NNRT_F32};"));
 }
 
 /* Every op family of tests/ops/ at odd sizes, in bf16 (the casts, masks,
@@ -198,7 +276,7 @@ static void test_graphs(void **state) {
   nnc_error err = {0};
   /* nnc refuses the flag for a target without CUDA graphs */
   snprintf(out, sizeof out, "%s/graphs_c", work);
-  assert_int_equal(emit_graphs("models/gpt2.lua", "c-generic", NULL, gpt2, 3, true, out, &err), NNC_E_USAGE);
+  assert_int_equal(emit_graphs("models/gpt2.lua", "c-generic", NULL, NULL, gpt2, 3, true, out, &err), NNC_E_USAGE);
   assert_non_null(strstr(err.msg, "--cuda-graphs: expected a cuda-* target, found c-generic"));
   assert_int_equal(access(out, F_OK), -1);
   /* without the flag: the option is there, off by default */
@@ -271,6 +349,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_models),
+    cmocka_unit_test(test_storage_outputs),
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_graphs),
   };

@@ -155,21 +155,26 @@ typedef struct mlp_case {
   nnc_tile *tiles;
 } mlp_case;
 
-static void mlp_load(mlp_case *c) {
-  snprintf(c->path, sizeof c->path, "%s/models/mlp.lua", NNC_SOURCE_ROOT);
-  static const char *defs[] = {"hidden1=128", "hidden2=64"};
-  nnc_frontend_opts fo = {.path = c->path, .defines = defs, .ndefines = 2};
+/* models/NAME.lua with the config overrides defs, bf16, for target. */
+static void model_load(mlp_case *c, const char *name, const char *const *defs, int ndefs, const char *target) {
+  snprintf(c->path, sizeof c->path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
+  nnc_frontend_opts fo = {.path = c->path, .defines = defs, .ndefines = ndefs};
   nnc_graph_init(&c->g);
   nnc_schedule_init(&c->s, &c->g);
   nnc_error err = {0};
-  assert_int_equal(nnc_target_describe("cuda-sm90", &c->t, &err), NNC_OK);
+  assert_int_equal(nnc_target_describe(target, &c->t, &err), NNC_OK);
   assert_int_equal(nnc_precision_parse("bf16", &c->prec, &err), NNC_OK);
   assert_int_equal(nnc_frontend_load(&fo, &c->g, &err), NNC_OK);
-  assert_int_equal(nnc_pass_precision(&c->g, c->prec.storage, &err), NNC_OK);
+  assert_int_equal(nnc_pass_precision(&c->g, &c->prec, &err), NNC_OK);
   assert_int_equal(nnc_compile_graph(&c->g, &c->s, &err), NNC_OK);
   c->tiles = calloc((size_t)c->s.nk + 1, sizeof *c->tiles);
   assert_non_null(c->tiles);
   for (int k = 0; k < c->s.nk; k++) assert_int_equal(nnc_tune_kernel(&c->t, &c->s, k, &c->tiles[k], &err), NNC_OK);
+}
+
+static void mlp_load(mlp_case *c) {
+  static const char *defs[] = {"hidden1=128", "hidden2=64"};
+  model_load(c, "mlp", defs, 2, "cuda-sm90");
 }
 
 static void mlp_free(mlp_case *c) {
@@ -221,6 +226,33 @@ static void test_probe_source(void **state) {
   /* three GEMMs, each with algo 1, 2 and 3 */
   for (int a = 1; a <= 3; a++) assert_int_equal(sh("test $(grep -c '  g.algo = %d;' %s) -eq 3", a, cu), 0);
   assert_true(file_has(cu, "#include \"kernels/gemm.cuh\""));
+}
+
+/* BERT's probe on sm_90a: its erf-GELU GEMMs run an epilogue kernel after
+ * each cuBLASLt implementation, one per launcher (each defined once: the
+ * probe did not build when they shared a name), and nnc's wgmma GEMM is
+ * among the implementations of the GEMMs it fits. */
+static void test_probe_bert(void **state) {
+  (void)state;
+  mlp_case *c = calloc(1, sizeof *c);
+  assert_non_null(c);
+  static const char *defs[] = {"layers=1", "vocab=1001"};
+  model_load(c, "bert", defs, 2, "cuda-sm90a");
+  char out[512], cu[600];
+  snprintf(out, sizeof out, "%s/bert_probe", work);
+  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, out, c->prec, false, true};
+  nnc_error err = {0};
+  nnc_status st = nnc_emit(&r, &err);
+  if (st) fprintf(stderr, "%s\n", err.msg);
+  assert_int_equal(st, NNC_OK);
+  mlp_free(c);
+  free(c);
+  snprintf(cu, sizeof cu, "%s/bert.cu", out);
+  assert_int_equal(sh("test $(grep -c '^__global__ void k[0-9]*_v[0-9]*_post(' %s) -ge 4", cu), 0);
+  assert_int_equal(sh("test -z \"$(grep '^__global__ void k[0-9_v]*_post(' %s | sort | uniq -d)\"", cu), 0);
+  assert_int_equal(sh("grep -q '_v1_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>' %s", cu), 0);
+  assert_true(file_has(cu, "\"wgmma\""));
+  assert_true(file_has(cu, "#include \"kernels/gemm_wgmma.cuh\""));
 }
 
 static void test_compile_from_file(void **state) {
@@ -317,6 +349,7 @@ int main(void) {
     cmocka_unit_test(test_refusals),
     cmocka_unit_test(test_compile_from_file),
     cmocka_unit_test(test_probe_source),
+    cmocka_unit_test(test_probe_bert),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,7 +6,9 @@
  *
  * Error measure: |got - ref| / max(|ref|, floor), floor 1 for O(1)
  * outputs (GEMM, norms, attention) and 1e-30 (plain relative error) for
- * softmax and the gather. f32 must stay within 1e-5. */
+ * softmax and the gather. f32 must stay within 1e-5; f16 and bf16 storage
+ * (every kernel again, with the host's inputs rounded as the device stores
+ * them, so the reference sees what the device sees) within 1e-2. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +27,7 @@
 #endif
 
 #define TOL_F32 1e-5
-#define TOL_F16 2e-2
+#define TOL_NARROW 1e-2
 
 typedef struct ocl {
   int ok;
@@ -124,8 +126,12 @@ static cl_kernel kernel(cl_program p, const char *name) {
   return k;
 }
 
-/* Element size on the device: 4, or 2 for the f16 runs. */
-static size_t esz = 4;
+/* The storage format of the runs: its build option (common.cl) and how the
+ * host converts to and from it. */
+typedef enum fmt { F32, F16, BF16 } fmt;
+static fmt storage = F32;
+static const char *const fmt_name[] = {"f32", "f16", "bf16"};
+static const char *fmt_option(void) { return storage == F16 ? "-DNNC_F16" : storage == BF16 ? "-DNNC_BF16" : ""; }
 
 static uint16_t f2h(float f) { /* round to nearest even, normals and zero */
   uint32_t x;
@@ -153,43 +159,58 @@ static float h2f(uint16_t h) {
   memcpy(&f, &x, 4);
   return f;
 }
+/* bfloat16: round to nearest even on the bits, NaN kept */
+static uint16_t f2bf(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if (f != f) return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static float bf2f(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
 
-/* A device buffer holding host floats (rounded to f16 in the f16 runs, and
- * the host copy rounded alike so that the reference sees the same inputs). */
-static cl_mem upload(float *h, size_t n) {
+/* A device buffer holding host floats in format f (narrow: the host copy is
+ * rounded alike, so that the reference sees the same inputs). */
+static cl_mem upload_as(float *h, size_t n, fmt f) {
   cl_int e;
   if (n == 0) n = 1;
   void *src = h;
   uint16_t *tmp = NULL;
-  if (esz == 2) {
+  if (f != F32) {
     tmp = malloc(n * 2);
     for (size_t i = 0; i < n; ++i) {
-      tmp[i] = f2h(h[i]);
-      h[i] = h2f(tmp[i]);
+      tmp[i] = f == F16 ? f2h(h[i]) : f2bf(h[i]);
+      h[i] = f == F16 ? h2f(tmp[i]) : bf2f(tmp[i]);
     }
     src = tmp;
   }
-  cl_mem m = clCreateBuffer(g.ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * esz, src, &e);
+  cl_mem m = clCreateBuffer(g.ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * (f == F32 ? 4 : 2), src, &e);
   free(tmp);
   assert_int_equal(e, CL_SUCCESS);
   return m;
 }
+static cl_mem upload(float *h, size_t n) { return upload_as(h, n, storage); }
 static cl_mem upload_bytes(const void *h, size_t bytes) {
   cl_int e;
   cl_mem m = clCreateBuffer(g.ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)h, &e);
   assert_int_equal(e, CL_SUCCESS);
   return m;
 }
-static void download(cl_mem m, float *h, size_t n) {
-  if (esz == 2) {
+static void download_as(cl_mem m, float *h, size_t n, fmt f) {
+  if (f != F32) {
     uint16_t *tmp = malloc(n * 2 + 2);
     assert_int_equal(clEnqueueReadBuffer(g.q, m, CL_TRUE, 0, n * 2, tmp, 0, NULL, NULL), CL_SUCCESS);
-    for (size_t i = 0; i < n; ++i) h[i] = h2f(tmp[i]);
+    for (size_t i = 0; i < n; ++i) h[i] = f == F16 ? h2f(tmp[i]) : bf2f(tmp[i]);
     free(tmp);
   } else {
     assert_int_equal(clEnqueueReadBuffer(g.q, m, CL_TRUE, 0, n * 4, h, 0, NULL, NULL), CL_SUCCESS);
   }
 }
+static void download(cl_mem m, float *h, size_t n) { download_as(m, h, n, storage); }
 
 static void arg_i(cl_kernel k, int i, int v) { assert_int_equal(clSetKernelArg(k, (cl_uint)i, sizeof(cl_int), &v), CL_SUCCESS); }
 static void arg_l(cl_kernel k, int i, ptrdiff_t v) {
@@ -266,13 +287,15 @@ static double run_gemm(const gemm_case *c) {
   const size_t nc = (size_t)(oc + sc * nb), nr = (size_t)(orr + sr * nb);
   float *A = frand(na), *B = frand(nbb), *C = fnan(nc), *bias = frand((size_t)N);
   float *R = frand(nr), *gam = frand((size_t)K), *bet = frand((size_t)K);
-  cl_mem dA = upload(A, na), dB = upload(B, nbb), dC = upload(C, nc), dbias = upload(bias, (size_t)N);
+  /* C is f32 whatever the storage with NNC_C_F32 (a widening cast fused in) */
+  const fmt cf = macro(c->tiles, "NNC_C_F32", 0) ? F32 : storage;
+  cl_mem dA = upload(A, na), dB = upload(B, nbb), dC = upload_as(C, nc, cf), dbias = upload(bias, (size_t)N);
   cl_mem dR = upload(R, nr), dg = upload(gam, (size_t)K), dbe = upload(bet, (size_t)K);
   cl_mem dstats = NULL;
 
   char opts[512];
   snprintf(opts, sizeof opts, "%s -DNNC_B_TRANS=%d -DNNC_ACT=%d -DNNC_PROLOGUE=%d %s",
-           esz == 2 ? "-DNNC_F16" : "", c->b_trans, c->act, c->prologue, c->tiles);
+           fmt_option(), c->b_trans, c->act, c->prologue, c->tiles);
   cl_program p = build("gemm.cl", opts);
   const float eps = 1e-5f;
   if (c->prologue) {
@@ -316,7 +339,7 @@ static double run_gemm(const gemm_case *c) {
   }
   gs[2] = (size_t)nb;
   launch(k, 3, gs, wg);
-  download(dC, C, nc);
+  download_as(dC, C, nc, cf);
 
   /* reference, and the padding must still be NaN */
   double worst = 0;
@@ -436,7 +459,7 @@ static double run_rows(int which, int rows, int cols, int affine, int in_place, 
   cl_mem dx = upload(x, nx), dy = in_place ? dx : upload(y, ny);
   cl_mem dg = upload(gam, (size_t)cols), db = upload(bet, (size_t)cols);
   char opts[64];
-  snprintf(opts, sizeof opts, "-DNNC_WG=%d%s", wg, esz == 2 ? " -DNNC_F16" : "");
+  snprintf(opts, sizeof opts, "-DNNC_WG=%d %s", wg, fmt_option());
   cl_program p = build("rows.cl", opts);
   static const char *names[] = {"nnc_softmax", "nnc_layernorm", "nnc_rmsnorm"};
   cl_kernel k = kernel(p, names[which]);
@@ -474,7 +497,9 @@ static double run_rows(int which, int rows, int cols, int affine, int in_place, 
       }
     }
     const float *yr = y + r * ldy;
-    double e = max_err(yr, ref, (size_t)cols, which == 0 ? 1e-30 : 1.0);
+    /* softmax: relative error, but an f16 value below its smallest normal
+     * (2^-14) keeps only absolute precision */
+    double e = max_err(yr, ref, (size_t)cols, which != 0 ? 1.0 : storage == F16 ? 0x1p-14 : 1e-30);
     if (e > worst) worst = e;
     if (!in_place)
       for (ptrdiff_t c = cols; c < ldy; ++c)
@@ -537,9 +562,18 @@ static double run_attention(const attn_case *c) {
       *mj = b == 1 ? 0.0f : (*mj > -0.4f ? 1.0f : 0.0f); /* batch 1 fully masked */
       if (b == 0 && j == S - 1) *mj = 0;
     }
-  cl_mem dq = upload(q, nq), dk = upload(k, nk), dv = upload(v, nv), dout = upload(o, no), dm = upload(mask, nm);
+  cl_mem dq = upload(q, nq), dk = upload(k, nk), dv = upload(v, nv), dout = upload(o, no), dm;
+  if (strstr(c->opts, "NNC_MASK_I32=1")) {   /* an i32 mask input */
+    int32_t *mi = malloc(nm * sizeof *mi);
+    assert_non_null(mi);
+    for (size_t i = 0; i < nm; ++i) mi[i] = (int32_t)mask[i];
+    dm = upload_bytes(mi, nm * sizeof *mi);
+    free(mi);
+  } else {
+    dm = upload(mask, nm);
+  }
   char opts[256];
-  snprintf(opts, sizeof opts, "%s %s", esz == 2 ? "-DNNC_F16" : "", c->opts);
+  snprintf(opts, sizeof opts, "%s %s", fmt_option(), c->opts);
   cl_program p = build("attention.cl", opts);
   cl_kernel kk = kernel(p, "nnc_attention");
   size_t wg[3];
@@ -636,16 +670,16 @@ static void test_attention(void **state) {
 
 /* -------------------------------------------------------------- elementwise */
 
-static void test_elementwise(void **state) {
-  (void)state;
-  if (!g.ok) skip();
+static double run_elementwise(void) {
   /* y[M,N] = gelu_erf(x0 + bias[N]) * scale[M] - s, with s a scalar */
   const int M = 17, N = 129;
   const size_t n = (size_t)M * N;
   float *x0 = frand(n), *x1 = frand((size_t)N), *x2 = frand((size_t)M), *x3 = frand(1), *y = fnan(n + 7);
   cl_mem d0 = upload(x0, n), d1 = upload(x1, (size_t)N), d2 = upload(x2, (size_t)M), d3 = upload(x3, 1);
   cl_mem dy = upload(y, n + 7);
-  cl_program p = build("elementwise.cl", "-DNNC_EW_NIN=4 -DNNC_EW_EXPR=\"nnc_gelu_erf(x0 + x1) * x2 - x3\"");
+  char opts[160];
+  snprintf(opts, sizeof opts, "%s -DNNC_EW_NIN=4 -DNNC_EW_EXPR=\"nnc_gelu_erf(x0 + x1) * x2 - x3\"", fmt_option());
+  cl_program p = build("elementwise.cl", opts);
   cl_kernel k = kernel(p, "nnc_elementwise");
   int a = 0;
   arg_l(k, a++, (ptrdiff_t)n); arg_m(k, a++, dy);
@@ -666,7 +700,8 @@ static void test_elementwise(void **state) {
   clReleaseProgram(p);
 
   /* the default expression: one input through an activation, in place */
-  p = build("elementwise.cl", "-DNNC_ACT=4");
+  snprintf(opts, sizeof opts, "%s -DNNC_ACT=4", fmt_option());
+  p = build("elementwise.cl", opts);
   k = kernel(p, "nnc_elementwise");
   a = 0;
   arg_l(k, a++, (ptrdiff_t)n); arg_m(k, a++, d0);
@@ -680,20 +715,27 @@ static void test_elementwise(void **state) {
   for (size_t i = 0; i < n; ++i) ref[i] = act64(4, x0[i]);
   double e2 = max_err(y, ref, n, 1.0);
   if (e2 > e) e = e2;
-  if (!(e <= TOL_F32)) fail_msg("elementwise: max error %g", e);
-  print_message("elementwise f32: max error %.3g\n", e);
   clReleaseKernel(k);
   clReleaseProgram(p);
   cl_mem ms[] = {d0, d1, d2, d3, dy};
   for (size_t i = 0; i < 5; ++i) clReleaseMemObject(ms[i]);
   free(ref); free(x0); free(x1); free(x2); free(x3); free(y);
+  return e;
+}
+
+static void test_elementwise(void **state) {
+  (void)state;
+  if (!g.ok) skip();
+  double e = run_elementwise();
+  if (!(e <= TOL_F32)) fail_msg("elementwise: max error %g", e);
+  print_message("elementwise f32: max error %.3g\n", e);
 }
 
 /* ---------------------------------------------------------------- embedding */
 
-static void test_embedding(void **state) {
-  (void)state;
-  if (!g.ok) skip();
+/* Exact copies (the host's table rounded as the device stores it) and the
+ * first bad position; fails the test otherwise. */
+static void run_embedding(void) {
   const int rows = 37, cols = 129, n = 19;
   const ptrdiff_t ldt = cols + 2, ldo = cols + 1;
   float *table = frand((size_t)(rows * ldt)), *out = fnan((size_t)(n * ldo));
@@ -705,7 +747,7 @@ static void test_embedding(void **state) {
   cl_mem dids = upload_bytes(ids, sizeof ids);
   cl_int bad = n;
   cl_mem dbad = upload_bytes(&bad, sizeof bad);
-  cl_program p = build("embedding.cl", "");
+  cl_program p = build("embedding.cl", fmt_option());
   cl_kernel k = kernel(p, "nnc_embedding");
   int a = 0;
   arg_i(k, a++, n); arg_m(k, a++, dids); arg_i(k, a++, rows); arg_i(k, a++, cols);
@@ -731,7 +773,6 @@ static void test_embedding(void **state) {
   launch(k, 2, gs, ls);
   assert_int_equal(clEnqueueReadBuffer(g.q, dbad, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL), CL_SUCCESS);
   assert_int_equal(bad, 5);
-  print_message("embedding f32: exact\n");
   clReleaseKernel(k);
   clReleaseProgram(p);
   cl_mem ms[] = {dt, dout, dids, dids2, dbad};
@@ -739,36 +780,86 @@ static void test_embedding(void **state) {
   free(table); free(out);
 }
 
-/* -------------------------------------------------------------------- f16 */
-
-static void test_f16(void **state) {
+static void test_embedding(void **state) {
   (void)state;
-  if (!g.ok || !g.fp16) skip();
-  esz = 2;
+  if (!g.ok) skip();
+  run_embedding();
+  print_message("embedding f32: exact\n");
+}
+
+/* ------------------------------------------------------- f16, bf16 storage */
+
+/* Every kernel family with storage f: both GEMM ways (with a prologue, an
+ * epilogue, a residual, and C widened to f32), the three row kernels,
+ * attention (scalar and float8 rows, a float and an i32 mask), the
+ * elementwise chain and the embedding gather, at the odd sizes of the f32
+ * cases. OpenCL 1.2's core vload_half/vstore_half carry f16 without
+ * cl_khr_fp16 (PoCL has none), and bf16 is ushort bits. */
+static void narrow(fmt f) {
+  storage = f;
   const gemm_case gc[] = {
     {17, 129, 33, 2, 1, 2, 1, 1, 1, 1, 0, 1.0f, ""},
     {17, 129, 33, 1, 0, 0, 2, 0, 0, 0, 0, 1.0f, ""},
+    {17, 129, 33, 1, 1, 3, 1, 1, 0, 1, 0, 1.0f, "-DNNC_C_F32=1"},
+    {5, 7, 520, 1, 0, 0, 0, 1, 0, 0, 0, 1.0f, "-DNNC_TK=64"},
     {17, 129, 33, 2, 1, 2, 1, 1, 1, 1, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_LM=2 -DNNC_LN=3"},
     {17, 129, 33, 1, 0, 0, 2, 0, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_VW=4"},
+    {37, 45, 300, 2, 0, 4, 1, 1, 1, 1, 1, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_KC=64 -DNNC_LM=2 -DNNC_LN=2"},
+    {23, 51, 67, 1, 1, 1, 0, 1, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_VW=16 -DNNC_LM=2 -DNNC_LN=2 -DNNC_KC=32 -DNNC_C_F32=1"},
   };
   double eg = 0, er = 0, ea = 0;
   for (size_t i = 0; i < sizeof gc / sizeof gc[0]; ++i) {
     double e = run_gemm(&gc[i]);
+    if (!(e <= TOL_NARROW)) fail_msg("gemm %s case %zu: max error %g", fmt_name[f], i, e);
     if (e > eg) eg = e;
   }
-  for (int w = 0; w < 3; ++w) {
-    double e = run_rows(w, 3, 1023, 1, 0, 256);
+  const struct { int which, rows, cols, affine, in_place, wg; } rc[] = {
+    {0, 3, 1023, 0, 0, 256}, {0, 4, 129, 0, 1, 32}, {1, 3, 1023, 1, 0, 256}, {1, 4, 300, 1, 1, 4},
+    {2, 3, 1023, 1, 0, 64}, {2, 4, 257, 0, 0, 1},
+  };
+  for (size_t i = 0; i < sizeof rc / sizeof rc[0]; ++i) {
+    double e = run_rows(rc[i].which, rc[i].rows, rc[i].cols, rc[i].affine, rc[i].in_place, rc[i].wg);
+    if (!(e <= TOL_NARROW)) fail_msg("rows %s case %zu: max error %g", fmt_name[f], i, e);
     if (e > er) er = e;
   }
-  const attn_case ac[] = {{3, 5, 17, 17, 7, 7, 1, 1, ""},
-                          {3, 5, 17, 17, 16, 8, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=16 -DNNC_DV_MAX=8"}};
-  for (size_t i = 0; i < 2; ++i) {
+  const attn_case ac[] = {
+    {3, 5, 17, 17, 7, 7, 1, 1, ""},
+    {2, 3, 33, 70, 13, 5, 1, 1, "-DNNC_BK=32 -DNNC_MASK_I32=1"},
+    {3, 5, 17, 17, 16, 8, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=16 -DNNC_DV_MAX=8"},
+    {2, 3, 67, 67, 64, 64, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=16 -DNNC_BK=32 -DNNC_MASK_I32=1"},
+  };
+  for (size_t i = 0; i < sizeof ac / sizeof ac[0]; ++i) {
     double e = run_attention(&ac[i]);
+    if (!(e <= TOL_NARROW)) fail_msg("attention %s case %zu: max error %g", fmt_name[f], i, e);
     if (e > ea) ea = e;
   }
-  esz = 4;
-  print_message("f16 storage: gemm %.3g, rows %.3g, attention %.3g\n", eg, er, ea);
-  if (!(eg <= TOL_F16 && er <= TOL_F16 && ea <= TOL_F16)) fail_msg("f16 error above %g", TOL_F16);
+  double ee = run_elementwise();
+  if (!(ee <= TOL_NARROW)) fail_msg("elementwise %s: max error %g", fmt_name[f], ee);
+  run_embedding();
+  storage = F32;
+  print_message("%s storage: gemm %.3g, rows %.3g, attention %.3g, elementwise %.3g, embedding exact\n", fmt_name[f],
+                eg, er, ea, ee);
+}
+
+static void test_f16(void **state) {
+  (void)state;
+  if (!g.ok) skip();
+  narrow(F16);
+}
+
+static void test_bf16(void **state) {
+  (void)state;
+  if (!g.ok) skip();
+  narrow(BF16);
+}
+
+/* An i32 mask in f32 too (the mask's type is its own, whatever the storage). */
+static void test_attention_i32_mask(void **state) {
+  (void)state;
+  if (!g.ok) skip();
+  const attn_case c = {3, 5, 17, 17, 7, 7, 1, 1, "-DNNC_MASK_I32=1"};
+  double e = run_attention(&c);
+  if (!(e <= TOL_F32)) fail_msg("attention with an i32 mask: max error %g", e);
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -819,7 +910,9 @@ int main(void) {
     cmocka_unit_test(test_attention),
     cmocka_unit_test(test_elementwise),
     cmocka_unit_test(test_embedding),
+    cmocka_unit_test(test_attention_i32_mask),
     cmocka_unit_test(test_f16),
+    cmocka_unit_test(test_bf16),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

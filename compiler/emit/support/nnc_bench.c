@@ -339,7 +339,8 @@ static int fill_inputs(state *s) {
       else ((float *)s->in[i])[e] = (float)v;
     }
   }
-  for (int i = 0; i < k; i++) s->out[i] = malloc((size_t)(s->out_n[i] ? s->out_n[i] : 1) * 4);
+  for (int i = 0; i < k; i++)
+    s->out[i] = malloc((size_t)(s->out_n[i] ? s->out_n[i] : 1) * nnrt_dtype_size((nnrt_dtype)md->output_dtype[i]));
   free(bound);
   free(mask);
   for (int i = 0; i < n; i++)
@@ -355,6 +356,38 @@ static double as_double(const void *p, int i32, int64_t e) {
   return i32 ? (double)((const int32_t *)p)[e] : (double)((const float *)p)[e];
 }
 
+/* Element e of output i, whatever its dtype, widened exactly. */
+static double output_value(const nnc_bench_model *md, const void *p, int i, int64_t e) {
+  switch (md->output_dtype[i]) {
+  case NNRT_BF16: return nnrt_bf16_to_f32(((const uint16_t *)p)[e]);
+  case NNRT_F16: return nnrt_f16_to_f32(((const uint16_t *)p)[e]);
+  default: return as_double(p, md->output_dtype[i] == NNRT_I32, e);
+  }
+}
+
+/* Fills output i with a value no correct run writes: NaN (a quiet NaN's
+ * bits in bf16 and f16), or INT32_MIN. */
+static void poison(const nnc_bench_model *md, void *p, int i, int64_t n) {
+  for (int64_t e = 0; e < n; e++) {
+    switch (md->output_dtype[i]) {
+    case NNRT_BF16: ((uint16_t *)p)[e] = 0x7fc0; break;
+    case NNRT_F16: ((uint16_t *)p)[e] = 0x7e00; break;
+    case NNRT_I32: ((int32_t *)p)[e] = INT32_MIN; break;
+    default: ((float *)p)[e] = NAN; break;
+    }
+  }
+}
+
+/* "f32", "i32", "bf16" or "f16": how the report names an output's dtype. */
+static const char *output_dtype_name(const nnc_bench_model *md, int i) {
+  switch (md->output_dtype[i]) {
+  case NNRT_BF16: return "bf16";
+  case NNRT_F16: return "f16";
+  case NNRT_I32: return "i32";
+  default: return "f32";
+  }
+}
+
 /* A float weight as the device holds it. */
 static double stored(const nnc_bench_model *md, float w) {
   return md->weight_storage == NNRT_BF16 ? nnrt_bf16_to_f32(nnrt_f32_to_bf16(w)) : nnrt_f16_to_f32(nnrt_f32_to_f16(w));
@@ -364,11 +397,7 @@ static double stored(const nnc_bench_model *md, float w) {
  * values; err[i] receives output i's max relative error. */
 static int check(state *s, double *errs) {
   const nnc_bench_model *md = s->md;
-  for (int i = 0; i < md->noutputs; i++)
-    for (int64_t e = 0; e < s->out_n[i]; e++) {
-      if (md->output_i32[i]) ((int32_t *)s->out[i])[e] = INT32_MIN;
-      else ((float *)s->out[i])[e] = NAN;
-    }
+  for (int i = 0; i < md->noutputs; i++) poison(md, s->out[i], i, s->out_n[i]);
   if (md->run(s->m, s->o.sym, s->in, s->out)) return fail(s, "run");
   nnc_graph g;
   nnc_graph_init(&g);
@@ -399,7 +428,7 @@ static int check(state *s, double *errs) {
       st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
       break;
     }
-    for (int64_t e = 0; e < s->out_n[i]; e++) got[e] = as_double(s->out[i], md->output_i32[i], e);
+    for (int64_t e = 0; e < s->out_n[i]; e++) got[e] = output_value(md, s->out[i], i, e);
     errs[i] = nnc_ref_rel_error(got, want, s->out_n[i]);
     free(got);
   }
@@ -513,6 +542,13 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            o->runs, t->median_ms, t->p90_ms, md->nsyms >= 2 ? "tokens_per_s" : "items_per_s", items, gf, gb,
            peak_gf, peak_gb, md->arena_bytes(s->m), rss_mb);
     if (s->graphs_on >= 0) printf(", \"cuda_graphs\": %s", s->graphs_on ? "true" : "false");
+    printf(", \"outputs\": {");
+    for (int i = 0; i < md->noutputs; i++) {
+      printf("%s", i ? ", " : "");
+      json_string(md->output_names[i]);
+      printf(": \"%s\"", output_dtype_name(md, i));
+    }
+    printf("}");
     if (o->check) {
       printf(", \"check\": {\"ok\": %s, \"tolerance\": %g, \"max_rel_error\": {", ok ? "true" : "false", tolerance(s->md));
       for (int i = 0; i < md->noutputs; i++) {
@@ -549,6 +585,9 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
          items, unit, gf, peak_gf > 0 ? 100 * gf / peak_gf : 0, peak_gf, gb, peak_gb > 0 ? 100 * gb / peak_gb : 0,
          peak_gb);
   printf("  memory   arena %.2f MiB, peak RSS %.1f MiB\n", (double)md->arena_bytes(s->m) / 1048576.0, rss_mb);
+  printf("  outputs ");
+  for (int i = 0; i < md->noutputs; i++) printf("%s %s %s", i ? "," : "", md->output_names[i], output_dtype_name(md, i));
+  printf("\n");
   printf("\n  %-4s %-28s %-18s %-11s %9s %9s %8s %6s\n", "#", "kernel", "where", "kind", "ms", "GFLOP/s", "GB/s",
          "%roof");
   for (int k = 0; k < md->nkernels; k++) {
@@ -561,7 +600,7 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
   if (o->check) {
     printf("\n  check against the float64 reference (tolerance %g):\n", tolerance(s->md));
     for (int i = 0; i < md->noutputs; i++)
-      printf("    %-24s max relative error %.3g %s\n", md->output_names[i], errs[i],
+      printf("    %-24s %-4s max relative error %.3g %s\n", md->output_names[i], output_dtype_name(md, i), errs[i],
              errs[i] <= tolerance(s->md) ? "ok" : "FAILED");
   }
 }

@@ -32,7 +32,8 @@ typedef struct nnc_bench_model {
   const int *input_i32;          /* 1: int32_t elements, 0: float */
   int noutputs;
   const char *const *output_names;
-  const int *output_i32;
+  const int *output_dtype;       /* NNRT_F32, NNRT_I32, or NNRT_BF16 / NNRT_F16: an output left
+                                    in the storage dtype (nnc --outputs=storage), uint16_t bits */
   int nparams;
   const nnrt_st_desc *manifest;  /* the weights, in the graph's parameter order */
   int nkernels;
