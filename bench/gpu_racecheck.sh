@@ -6,7 +6,8 @@
 # GEMM here runs on nnc's GEMM: --tune=measure times every implementation
 # (tuning file under build/gpu/race), the times of nnc's GEMMs (the
 # mma.sync one at 128x128x32, the wgmma one) are then set to 0.001 us in a
-# copy of that file, and a second compile from the copy picks them.
+# copy of that file, and a second compile from the copy picks them. The
+# benchmark runs with --no-peaks: the device's rate is a cuBLASLt GEMM's.
 # Needs `bash bench/gpu_check.sh generate` run where Lua is (nnc and its
 # liblua in build/gpu/bin). Usage, from the repository root there:
 #   bash bench/gpu_racecheck.sh          (MODELS="bert gpt2" ARCH=sm_90a)
@@ -32,7 +33,7 @@ for m in ${MODELS:-bert gpt2}; do
     || { echo "$m: build FAILED"; tail -5 "$W/make_$m.log"; status=1; continue; }
   for tool in memcheck racecheck; do
     timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$d/bench_$m" --check -d B=3 -d T=17 --runs 1 \
-      --warmup 0 > "$W/${tool}_$m.log" 2>&1
+      --warmup 0 --no-peaks > "$W/${tool}_$m.log" 2>&1
     rc=$?
     echo "$m $tool: rc=$rc $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error|max relative error' "$W/${tool}_$m.log" | head -3 | tr -s ' ' | tr '\n' ' ')"
     [ $rc -ne 0 ] && status=1

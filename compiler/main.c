@@ -83,7 +83,7 @@ static void usage(FILE *f) {
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"
     "  3 shape/dtype error  4 budget exceeded      5 file could not be read/written\n"
-    "  6 target unknown or not available           7 out of memory   8 internal error\n");
+    "  6 target unknown or unfit (precision)        7 out of memory   8 internal error\n");
 }
 
 static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {

@@ -88,8 +88,10 @@ static bool split_fits(const nnc_gemm_desc *d, const ec_gemm_shape *s, int pad) 
 static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
   nnc_dtype t = x->g->tensors[d->a].dtype;
   bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
-  return (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->out].dtype == t && s->first_inner == 0 &&
-         constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 && act;
+  /* its pipeline is sm_80's: cp.async, ldmatrix and m16n8k16 products */
+  return x->r->target->cuda.cp_async && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->out].dtype == t &&
+         s->first_inner == 0 && constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 &&
+         act;
 }
 
 /* nnc's wgmma GEMM (sm_90a): bf16/f16 operands, B as [N, K], the output in

@@ -4,7 +4,7 @@
 
 #include "tune_rules.h"
 
-nnc_status nnc_target_describe_chip(const char *name, nnc_target_desc *out, nnc_error *err) {
+nnc_status nnc_target_describe(const char *name, nnc_target_desc *out, nnc_error *err) {
   const nnc_target_info *info;
   nnc_status st = nnc_target_find(name, &info, err);
   if (st) return st;
@@ -16,15 +16,4 @@ nnc_status nnc_target_describe_chip(const char *name, nnc_target_desc *out, nnc_
   out->family = info->family;
   out->isa = info->isa;
   return tn->describe(info, out, err);
-}
-
-nnc_status nnc_target_describe(const char *name, nnc_target_desc *out, nnc_error *err) {
-  const nnc_target_info *info;
-  nnc_status st = nnc_target_find(name, &info, err);
-  if (st) return st;
-  if (!info->available)
-    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC,
-                      "target %s: code generation is not available in this version of nnc "
-                      "(see nnc --list-targets)", name);
-  return nnc_target_describe_chip(name, out, err);
 }

@@ -5,7 +5,8 @@
  * (f32 FMAs per clock per SM); tensor-core shapes from the PTX ISA's
  * mma.sync and wgmma.mma_async sections. SM count and L2 size belong to a
  * chip, not to a capability: each row names the chip whose values it
- * carries (the runtime reads the real device's with cudaGetDeviceProperties). */
+ * carries (the runtime reads the real device's with cudaGetDeviceProperties).
+ * CUDA 13 dropped Volta: its nvcc rejects sm_70, so that row's last CUDA is 12. */
 #include "tune_rules.h"
 
 #define KIB(x) ((int64_t)(x) << 10)
@@ -32,17 +33,17 @@ typedef struct cuda_row {
 /*  sm  chip   smem/SM   /block    opt-in    L1+smem   regs SM, block, thread  warps blocks threads */
 static const cuda_row rows[] = {
   {{70, "Tesla V100 SXM2", KIB(96), KIB(48), KIB(96), KIB(128), 65536, 65536, 255, 64, 32, 1024,
-    MMA_SM70, WGMMA_NONE, false, false, false, false}, 64, 80, MIB(6)},
+    MMA_SM70, WGMMA_NONE, false, false, false, false, 12}, 64, 80, MIB(6)},
   {{75, "Tesla T4", KIB(64), KIB(48), KIB(64), KIB(96), 65536, 65536, 255, 32, 16, 1024,
-    MMA_SM75, WGMMA_NONE, true, false, false, false}, 64, 40, MIB(4)},
+    MMA_SM75, WGMMA_NONE, true, false, false, false, 0}, 64, 40, MIB(4)},
   {{80, "A100 SXM4", KIB(164), KIB(48), KIB(163), KIB(192), 65536, 65536, 255, 64, 32, 1024,
-    MMA_SM80, WGMMA_NONE, true, true, false, false}, 64, 108, MIB(40)},
+    MMA_SM80, WGMMA_NONE, true, true, false, false, 0}, 64, 108, MIB(40)},
   {{86, "A10", KIB(100), KIB(48), KIB(99), KIB(128), 65536, 65536, 255, 48, 16, 1024,
-    MMA_SM80, WGMMA_NONE, true, true, false, false}, 128, 72, MIB(6)},
+    MMA_SM80, WGMMA_NONE, true, true, false, false, 0}, 128, 72, MIB(6)},
   {{89, "L4", KIB(100), KIB(48), KIB(99), KIB(128), 65536, 65536, 255, 48, 24, 1024,
-    MMA_SM89, WGMMA_NONE, true, true, false, false}, 128, 58, MIB(48)},
+    MMA_SM89, WGMMA_NONE, true, true, false, false, 0}, 128, 58, MIB(48)},
   {{90, "H100 SXM5", KIB(228), KIB(48), KIB(227), KIB(256), 65536, 65536, 255, 64, 32, 1024,
-    MMA_SM89, WGMMA_SM90, true, true, true, false}, 128, 132, MIB(50)},
+    MMA_SM89, WGMMA_SM90, true, true, true, false, 0}, 128, 132, MIB(50)},
 };
 
 nnc_status nnc_describe_cuda(const nnc_target_info *info, nnc_target_desc *out, nnc_error *err) {

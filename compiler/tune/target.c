@@ -11,27 +11,28 @@
  * (one on some Silver/Bronze parts), two 256-bit on Haswell and later and on
  * Zen 2+, two 128-bit on Cortex-A76 / Neoverse N1; plain C has no vector FMA. */
 static const nnc_target_info targets[] = {
-  {"c-simd", SIMD, NULL, "C with SIMD for the host's ISA (AVX-512, AVX2+FMA, NEON or generic)", true,
+  {"c-simd", SIMD, NULL, "C with SIMD for the host's ISA (AVX-512, AVX2+FMA, NEON or generic)",
    0, 0, 0, 0, false, NNC_DEVICE_NONE},
-  {"c-avx512", SIMD, "avx512", "C with AVX-512", true, 16, 32, 2, 0, false, NNC_DEVICE_NONE},
-  {"c-avx2", SIMD, "avx2", "C with AVX2 and FMA", true, 8, 16, 2, 0, false, NNC_DEVICE_NONE},
-  {"c-neon", SIMD, "neon", "C with Arm NEON", true, 4, 32, 2, 0, false, NNC_DEVICE_NONE},
+  {"c-avx512", SIMD, "avx512", "C with AVX-512", 16, 32, 2, 0, false, NNC_DEVICE_NONE},
+  {"c-avx2", SIMD, "avx2", "C with AVX2 and FMA", 8, 16, 2, 0, false, NNC_DEVICE_NONE},
+  {"c-neon", SIMD, "neon", "C with Arm NEON", 4, 32, 2, 0, false, NNC_DEVICE_NONE},
   /* plain C: one lane, the 16 registers the compiler has for scalars */
-  {"c-generic", SIMD, "generic", "portable C, no intrinsics", true, 1, 16, 0, 0, false, NNC_DEVICE_NONE},
-  {"cuda-sm70", CUDA, "sm_70", "CUDA, Volta (V100)", false, 0, 0, 0, 70, false, NNC_DEVICE_NONE},
-  {"cuda-sm75", CUDA, "sm_75", "CUDA, Turing (T4): f32 and f16", true, 0, 0, 0, 75, false, NNC_DEVICE_NONE},
-  {"cuda-sm80", CUDA, "sm_80", "CUDA, Ampere (A100)", true, 0, 0, 0, 80, false, NNC_DEVICE_NONE},
-  {"cuda-sm86", CUDA, "sm_86", "CUDA, Ampere (RTX 30, A10)", true, 0, 0, 0, 86, false, NNC_DEVICE_NONE},
-  {"cuda-sm89", CUDA, "sm_89", "CUDA, Ada (RTX 40, L4)", true, 0, 0, 0, 89, false, NNC_DEVICE_NONE},
-  {"cuda-sm90", CUDA, "sm_90", "CUDA, Hopper (H100, H200)", true, 0, 0, 0, 90, false, NNC_DEVICE_NONE},
-  {"cuda-sm90a", CUDA, "sm_90a", "CUDA, Hopper with sm90a-only instructions", true, 0, 0, 0, 90, true,
+  {"c-generic", SIMD, "generic", "portable C, no intrinsics", 1, 16, 0, 0, false, NNC_DEVICE_NONE},
+  {"cuda-sm70", CUDA, "sm_70", "CUDA, Volta (V100): f32 and f16; builds with CUDA 12 (13 dropped Volta)", 0, 0,
+   0, 70, false, NNC_DEVICE_NONE},
+  {"cuda-sm75", CUDA, "sm_75", "CUDA, Turing (T4): f32 and f16", 0, 0, 0, 75, false, NNC_DEVICE_NONE},
+  {"cuda-sm80", CUDA, "sm_80", "CUDA, Ampere (A100)", 0, 0, 0, 80, false, NNC_DEVICE_NONE},
+  {"cuda-sm86", CUDA, "sm_86", "CUDA, Ampere (RTX 30, A10)", 0, 0, 0, 86, false, NNC_DEVICE_NONE},
+  {"cuda-sm89", CUDA, "sm_89", "CUDA, Ada (RTX 40, L4)", 0, 0, 0, 89, false, NNC_DEVICE_NONE},
+  {"cuda-sm90", CUDA, "sm_90", "CUDA, Hopper (H100, H200)", 0, 0, 0, 90, false, NNC_DEVICE_NONE},
+  {"cuda-sm90a", CUDA, "sm_90a", "CUDA, Hopper with sm90a-only instructions", 0, 0, 0, 90, true,
    NNC_DEVICE_NONE},
   /* a GPU is what OpenCL is mostly used for; PoCL on the host is opencl-cpu */
-  {"opencl", OCL, "gpu", "OpenCL C 1.2 (any device, PoCL included; tiles for a GPU)", true, 0, 0, 0, 0,
+  {"opencl", OCL, "gpu", "OpenCL C 1.2 (any device, PoCL included; tiles for a GPU)", 0, 0, 0, 0,
    false, NNC_DEVICE_GPU},
-  {"opencl-gpu", OCL, "gpu", "OpenCL C 1.2, tiles for a GPU device", true, 0, 0, 0, 0, false,
+  {"opencl-gpu", OCL, "gpu", "OpenCL C 1.2, tiles for a GPU device", 0, 0, 0, 0, false,
    NNC_DEVICE_GPU},
-  {"opencl-cpu", OCL, "cpu", "OpenCL C 1.2, tiles for a CPU device (PoCL) with the host's caches", true, 0,
+  {"opencl-cpu", OCL, "cpu", "OpenCL C 1.2, tiles for a CPU device (PoCL) with the host's caches", 0,
    0, 0, 0, false, NNC_DEVICE_CPU},
 };
 #define NTARGETS (int)(sizeof targets / sizeof targets[0])
@@ -59,8 +60,6 @@ const nnc_target_info *nnc_target_for_isa(const char *isa) {
 const nnc_target_info *nnc_target_default(void) { return &targets[0]; }
 
 void nnc_targets_print(FILE *f) {
-  fprintf(f, "%-12s %-10s %s\n", "target", "status", "description");
-  for (int i = 0; i < NTARGETS; i++)
-    fprintf(f, "%-12s %-10s %s\n", targets[i].name, targets[i].available ? "available" : "planned",
-            targets[i].summary);
+  fprintf(f, "%-12s %s\n", "target", "description");
+  for (int i = 0; i < NTARGETS; i++) fprintf(f, "%-12s %s\n", targets[i].name, targets[i].summary);
 }

@@ -35,7 +35,6 @@ typedef struct nnc_target_info {
   const char *isa;           /* C SIMD: the fixed ISA, NULL to detect the host's;
                                 CUDA: the PTX arch ("sm_80"); OpenCL: "cpu" or "gpu" */
   const char *summary;       /* one line for --list-targets */
-  bool available;            /* code generation exists in this version */
   /* C SIMD ISA: f32 lanes of a vector register, architectural vector
    * registers, FMA pipes per core (0 when there is no vector FMA) */
   int vector_width, vector_regs, fma_units;

@@ -46,6 +46,7 @@ typedef struct nnc_cuda_desc {
   bool cp_async;                 /* cp.async global to shared: sm_80+ */
   bool tma;                      /* cp.async.bulk.tensor: sm_90+ */
   bool wgmma_ok;                 /* wgmma: sm_90a only */
+  int last_cuda;                 /* the newest CUDA major whose nvcc builds it; 0: every one since 12 */
 } nnc_cuda_desc;
 
 /* An OpenCL device: compile-time defaults for its class; the runtime reads
@@ -95,13 +96,8 @@ typedef struct nnc_tile {
 
 /* Fills the description of a target chip by name: `c-simd` detects the host's
  * ISA, `c-avx2` and the like fix it; caches and cores come from the host;
- * CUDA and OpenCL targets get their table values. Works for targets whose
- * code generation is still planned (their descriptions and tiles can be
- * looked at with --explain before an emitter exists). */
-nnc_status nnc_target_describe_chip(const char *name, nnc_target_desc *out, nnc_error *err);
-
-/* As nnc_target_describe_chip, and an NNC_E_TARGET error for a target whose
- * code generation this version of nnc does not have. */
+ * CUDA and OpenCL targets get their table values. An unknown name is an
+ * NNC_E_TARGET error that lists the known ones. */
 nnc_status nnc_target_describe(const char *name, nnc_target_desc *out, nnc_error *err);
 
 /* The tiles of kernel k of s for target t. */

@@ -15,7 +15,8 @@ NVCC=${NVCC:-nvcc}
 # the toolkit nvcc belongs to, as the folder's Makefile finds it
 CUDA=${CUDA_HOME:-$(dirname "$(dirname "$(command -v "$NVCC")")")}
 status=0
-make -s -C "$dir" -j16 ARCH="${ARCH:--gencode arch=compute_90,code=sm_90}" > "$dir/make.log" 2>&1 \
+# the folder's own ARCH (its target's) unless ARCH is given
+make -s -C "$dir" -j16 ${ARCH:+ARCH="$ARCH"} > "$dir/make.log" 2>&1 \
   || { tail -30 "$dir/make.log"; echo "FAILED: make"; exit 1; }
 for dims in "-d B=3 -d T=17" "-d B=2 -d T=33"; do
   "$dir/bench_gpt2" --check --cuda-graphs on $dims --runs 3 --warmup 1 --json > "$dir/graphs_check.json" 2> "$dir/graphs_check.err"

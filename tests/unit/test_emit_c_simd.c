@@ -169,6 +169,11 @@ static void test_output_folder(void **state) {
   /* a model without symbolic dims builds and checks too */
   assert_int_equal(sh("make -s -C %s -j2 CFLAGS='-O1 -march=native' > /dev/null 2>&1", out), 0);
   assert_int_equal(sh("cd %s && ./bench_tiny --check --runs 1 --json | grep -q '\"ok\": true'", out), 0);
+  /* --no-peaks leaves the roofline at 0; --help exits 0 and lists it */
+  assert_int_equal(sh("cd %s && ./bench_tiny --runs 1 --no-peaks --json | grep -q '\"peak_gflops\": 0, \"peak_gbps\": 0,'",
+                      out), 0);
+  assert_int_equal(sh("cd %s && ./bench_tiny --runs 1 --json | grep -q '\"peak_gflops\": 0,'", out), 1);
+  assert_int_equal(sh("cd %s && ./bench_tiny --help | grep -q -- '--no-peaks'", out), 0);
 }
 
 /* ------------------------------------------ --outputs=storage, the harness */

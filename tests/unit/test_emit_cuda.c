@@ -9,7 +9,7 @@
  * emitter's own checks (f16 inputs, the precision in the code) are checked
  * here too, and so is what CUDA graphs (--cuda-graphs) need of every folder:
  * nothing that forward() runs may synchronize or allocate, which would break
- * a stream capture. */
+ * a stream capture. With the argument "volta": cuda-sm70 (test_volta). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,6 +334,88 @@ static void test_emitter_errors(void **state) {
   assert_int_equal(access(out, F_OK), -1);
 }
 
+/* nvcc's CUDA major version, 0 without nvcc. */
+static int nvcc_major(void) {
+  FILE *f = popen("nvcc --version 2>/dev/null | sed -n 's/.*release \\([0-9]*\\)\\..*/\\1/p'", "r");
+  if (!f) return 0;
+  int v = 0;
+  if (fscanf(f, "%d", &v) != 1) v = 0;
+  pclose(f);
+  return v;
+}
+
+/* cuda-sm70 (Volta), which CUDA 13's nvcc no longer builds. Every model is
+ * emitted at f32 and f16 (bf16 and tf32 are refused: Volta has neither);
+ * with CUDA 13's nvcc the Makefile stops with a message naming the nvcc it
+ * needs instead of nvcc's own error. The device code of each folder is
+ * compiled for sm_70 by clang 19 against CUDA 12's headers and assembled by
+ * CUDA 12's ptxas (tests/volta_toolchain.sh puts them in build/cuda12);
+ * ptxas rejects any instruction Volta lacks (cp.async, ldmatrix, bf16 or
+ * m16n8k16 mma). The host code is Volta's too: one folder builds with nvcc
+ * for sm_75 and its benchmark fails cleanly without a GPU. */
+static void test_volta(void **state) {
+  (void)state;
+  static const struct {
+    const char *model, *name, *precision;
+    const char *defs[3];
+    int nd;
+  } cases[] = {
+    {"models/mlp.lua", "mlp", "f16", {"hidden1=129", "hidden2=33"}, 2},
+    {"models/gpt2.lua", "gpt2", "f32", {"layers=2", "vocab=2001", "ctx=64"}, 3},
+    {"models/gpt2.lua", "gpt2", "f16", {"layers=2", "vocab=2001", "ctx=64"}, 3},
+    {"models/bert.lua", "bert", "f32", {"layers=2", "vocab=1001"}, 2},
+    {"models/bert.lua", "bert", "f16", {"layers=2", "vocab=1001"}, 2},
+  };
+  char out[512], p[700], tc[512];
+  nnc_error err = {0};
+  snprintf(out, sizeof out, "%s/volta_bf16", work);
+  assert_int_equal(emit("models/mlp.lua", "cuda-sm70", "bf16", NULL, 0, out, &err), NNC_E_TARGET);
+  assert_non_null(strstr(err.msg, "--precision=bf16: target cuda-sm70 has no bf16 tensor cores"));
+  snprintf(tc, sizeof tc, "%s/build/cuda12", NNC_SOURCE_ROOT);
+  bool clang = sh("command -v clang++-19 > /dev/null 2>&1 && test -x %s/bin/ptxas", tc) == 0;
+  if (!clang) fprintf(stderr, "no clang++-19 or CUDA 12 in %s (tests/volta_toolchain.sh): device code not checked\n", tc);
+  int major = nvcc_major();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(out, sizeof out, "%s/%s_sm70_%s", work, cases[i].name, cases[i].precision);
+    nnc_status st = emit(cases[i].model, "cuda-sm70", cases[i].precision, cases[i].defs, cases[i].nd, out, &err);
+    if (st) fprintf(stderr, "%s: %s\n", cases[i].model, err.msg);
+    assert_int_equal(st, NNC_OK);
+    snprintf(p, sizeof p, "%s/Makefile", out);
+    assert_true(file_has(p, "ARCH ?= -gencode arch=compute_70,code=sm_70 -gencode arch=compute_70,code=compute_70"));
+    assert_true(file_has(p, "# Needs nvcc (CUDA 12), "));
+    if (major > 12) {
+      assert_int_not_equal(sh("make -C %s > %s/make.log 2>&1", out, out), 0);
+      snprintf(p, sizeof p, "%s/make.log", out);
+      char want[160];
+      snprintf(want, sizeof want, "ARCH builds sm_70 code, which needs the nvcc of CUDA 12 or older; found CUDA %d",
+               major);
+      if (!file_has(p, want)) sh("cat %s", p);
+      assert_true(file_has(p, want));
+    }
+    if (!clang || !major) continue;
+    /* CUDA 12's headers first; only cuBLASLt's come from the nvcc here */
+    int rc = sh("cd %s && clang++-19 -x cuda --cuda-gpu-arch=sm_70 --cuda-device-only -S -std=c++17 -O2 "
+                "--cuda-path=%s -Wno-unknown-cuda-version -I. -Iruntime -Iruntime/cuda "
+                "-idirafter \"$(dirname \"$(dirname \"$(command -v nvcc)\")\")/include\" %s.cu -o volta.ptx "
+                "> volta.log 2>&1 && %s/bin/ptxas -arch=sm_70 volta.ptx -o volta.cubin >> volta.log 2>&1 "
+                "|| tail -20 volta.log",
+                out, tc, cases[i].name, tc);
+    assert_int_equal(rc, 0);
+    snprintf(p, sizeof p, "%s/volta.ptx", out);
+    assert_true(file_has(p, "\n.target sm_70\n"));
+    assert_true(file_has(p, ".entry "));
+  }
+  if (!major) return;
+  /* the host code: nvcc builds it for a GPU it still knows */
+  snprintf(out, sizeof out, "%s/mlp_sm70_f16", work);
+  assert_int_equal(sh("make -s -C %s -j2 ARCH='-gencode arch=compute_75,code=sm_75' > %s/make75.log 2>&1 || "
+                      "tail -30 %s/make75.log", out, out, out), 0);
+  if (sh("nvidia-smi -L > /dev/null 2>&1") == 0) return;
+  assert_int_equal(sh("cd %s && ./bench_mlp --runs 1 > run.log 2>&1", out), 1);
+  snprintf(p, sizeof p, "%s/run.log", out);
+  assert_true(file_has(p, "CUDA device"));
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(work, sizeof work, "/tmp/nnc_emit_cuda_XXXXXX");
@@ -345,7 +427,10 @@ static int teardown(void **state) {
   return sh("rm -rf %s", work);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* "volta": cuda-sm70 alone, a test of its own that meson runs beside the rest */
+  const struct CMUnitTest volta[] = {cmocka_unit_test(test_volta)};
+  if (argc > 1 && strcmp(argv[1], "volta") == 0) return cmocka_run_group_tests(volta, setup, teardown);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_models),

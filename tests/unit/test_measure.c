@@ -155,15 +155,16 @@ typedef struct mlp_case {
   nnc_tile *tiles;
 } mlp_case;
 
-/* models/NAME.lua with the config overrides defs, bf16, for target. */
-static void model_load(mlp_case *c, const char *name, const char *const *defs, int ndefs, const char *target) {
+/* models/NAME.lua with the config overrides defs, at precision, for target. */
+static void model_load(mlp_case *c, const char *name, const char *const *defs, int ndefs, const char *target,
+                       const char *precision) {
   snprintf(c->path, sizeof c->path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
   nnc_frontend_opts fo = {.path = c->path, .defines = defs, .ndefines = ndefs};
   nnc_graph_init(&c->g);
   nnc_schedule_init(&c->s, &c->g);
   nnc_error err = {0};
   assert_int_equal(nnc_target_describe(target, &c->t, &err), NNC_OK);
-  assert_int_equal(nnc_precision_parse("bf16", &c->prec, &err), NNC_OK);
+  assert_int_equal(nnc_precision_parse(precision, &c->prec, &err), NNC_OK);
   assert_int_equal(nnc_frontend_load(&fo, &c->g, &err), NNC_OK);
   assert_int_equal(nnc_pass_precision(&c->g, &c->prec, &err), NNC_OK);
   assert_int_equal(nnc_compile_graph(&c->g, &c->s, &err), NNC_OK);
@@ -174,7 +175,7 @@ static void model_load(mlp_case *c, const char *name, const char *const *defs, i
 
 static void mlp_load(mlp_case *c) {
   static const char *defs[] = {"hidden1=128", "hidden2=64"};
-  model_load(c, "mlp", defs, 2, "cuda-sm90");
+  model_load(c, "mlp", defs, 2, "cuda-sm90", "bf16");
 }
 
 static void mlp_free(mlp_case *c) {
@@ -183,11 +184,17 @@ static void mlp_free(mlp_case *c) {
   nnc_graph_free(&c->g);
 }
 
-/* The MLP's GEMMs' variants, as the driver computes them. */
-static void mlp_variants(nnc_kernel_variants **v, int *nk) {
+/* The MLP's GEMMs' variants, as the driver computes them, on cuda-sm90 at
+ * bf16 (target NULL) or on target at f16. */
+static void mlp_variants_on(const char *target, nnc_kernel_variants **v, int *nk) {
   mlp_case *c = calloc(1, sizeof *c);
   assert_non_null(c);
-  mlp_load(c);
+  if (target) {
+    static const char *defs[] = {"hidden1=128", "hidden2=64"};
+    model_load(c, "mlp", defs, 2, target, "f16");
+  } else {
+    mlp_load(c);
+  }
   nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, NULL, c->prec, false, false};
   nnc_error err = {0};
   *nk = c->s.nk;
@@ -196,6 +203,28 @@ static void mlp_variants(nnc_kernel_variants **v, int *nk) {
   assert_int_equal(nnc_emit_variants(&r, *v, &err), NNC_OK);
   mlp_free(c);
   free(c);
+}
+
+static void mlp_variants(nnc_kernel_variants **v, int *nk) { mlp_variants_on(NULL, v, nk); }
+
+/* Volta and Turing lack what nnc's tensor-core GEMM is built of (cp.async,
+ * ldmatrix on Volta, m16n8k16): their GEMMs list cuBLASLt's ways only. */
+static void test_variants_pre_ampere(void **state) {
+  (void)state;
+  static const char *const targets[] = {"cuda-sm70", "cuda-sm75"};
+  for (int t = 0; t < 2; t++) {
+    nnc_kernel_variants *v;
+    int nk, gemms = 0;
+    mlp_variants_on(targets[t], &v, &nk);
+    for (int k = 0; k < nk; k++) {
+      if (v[k].n < 2) continue;
+      gemms++;
+      assert_string_equal(v[k].name[0], "cublaslt");
+      for (int i = 0; i < v[k].n; i++) assert_null(strstr(v[k].name[i], "nnc-"));
+    }
+    assert_int_equal(gemms, 3);
+    free(v);
+  }
 }
 
 /* The probe nnc --tune=measure builds and runs on the GPU: every GEMM lists
@@ -237,7 +266,7 @@ static void test_probe_bert(void **state) {
   mlp_case *c = calloc(1, sizeof *c);
   assert_non_null(c);
   static const char *defs[] = {"layers=1", "vocab=1001"};
-  model_load(c, "bert", defs, 2, "cuda-sm90a");
+  model_load(c, "bert", defs, 2, "cuda-sm90a", "bf16");
   char out[512], cu[600];
   snprintf(out, sizeof out, "%s/bert_probe", work);
   nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, out, c->prec, false, true};
@@ -350,6 +379,7 @@ int main(void) {
     cmocka_unit_test(test_compile_from_file),
     cmocka_unit_test(test_probe_source),
     cmocka_unit_test(test_probe_bert),
+    cmocka_unit_test(test_variants_pre_ampere),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,7 @@
  *
  * Descriptions: every fixed C SIMD target, the host, the CUDA table against
  * NVIDIA's published per-capability values, OpenCL class defaults, unknown
- * and planned targets. Tiles: each expected value is worked out by hand in a
+ * targets. Tiles: each expected value is worked out by hand in a
  * comment from the rules (tune_c_simd.c, tune_cuda.c, tune_opencl.c) for a
  * description whose caches and cores the test fixes, so the host does not
  * matter; GEMMs of several shapes per ISA, tiny and odd ones, row and
@@ -36,7 +36,7 @@
 static nnc_target_desc describe(const char *name) {
   nnc_target_desc t;
   nnc_error err = {0};
-  if (nnc_target_describe_chip(name, &t, &err)) fail_msg("%s: %s", name, err.msg);
+  if (nnc_target_describe(name, &t, &err)) fail_msg("%s: %s", name, err.msg);
   return t;
 }
 
@@ -219,7 +219,7 @@ static void test_host_detection(void **state) {
   if (sc > 0) assert_int_equal(t.l1d, sc);
 }
 
-static void test_unknown_and_planned_targets(void **state) {
+static void test_unknown_targets(void **state) {
   (void)state;
   nnc_target_desc t;
   nnc_error err = {0};
@@ -227,25 +227,23 @@ static void test_unknown_and_planned_targets(void **state) {
   assert_non_null(strstr(err.msg, "unknown target \"cuda-sm42\"; known: c-simd, c-avx512"));
   assert_non_null(strstr(err.msg, "cuda-sm90a"));
   assert_non_null(strstr(err.msg, "opencl-cpu"));
-  assert_int_equal(nnc_target_describe_chip("", &t, &err), NNC_E_TARGET);
+  assert_int_equal(nnc_target_describe("", &t, &err), NNC_E_TARGET);
   assert_non_null(strstr(err.msg, "unknown target \"\""));
   assert_int_equal(nnc_target_describe(NULL, &t, &err), NNC_E_TARGET);
-  /* planned targets have descriptions but no code generation yet */
-  assert_int_equal(nnc_target_describe("cuda-sm70", &t, &err), NNC_E_TARGET);
-  assert_non_null(strstr(err.msg, "target cuda-sm70: code generation is not available"));
-  assert_int_equal(nnc_target_describe("cuda-sm75", &t, &err), NNC_OK);
-  assert_int_equal(nnc_target_describe("cuda-sm80", &t, &err), NNC_OK);
-  assert_int_equal(nnc_target_describe_chip("cuda-sm70", &t, &err), NNC_OK);
+  assert_int_equal(nnc_target_describe("cuda-sm70", &t, &err), NNC_OK);
   assert_int_equal(t.family, NNC_FAMILY_CUDA);
+  assert_int_equal(t.cuda.last_cuda, 12);   /* CUDA 13 dropped Volta */
+  assert_int_equal(nnc_target_describe("cuda-sm75", &t, &err), NNC_OK);
+  assert_int_equal(t.cuda.last_cuda, 0);
   /* the list names every family */
   char *buf = NULL;
   size_t n = 0;
   FILE *f = open_memstream(&buf, &n);
   nnc_targets_print(f);
   fclose(f);
-  assert_non_null(strstr(buf, "c-avx2       available"));
-  assert_non_null(strstr(buf, "cuda-sm90    available"));
-  assert_non_null(strstr(buf, "cuda-sm70    planned"));
+  assert_non_null(strstr(buf, "c-avx2       C with AVX2 and FMA\n"));
+  assert_non_null(strstr(buf, "cuda-sm90    CUDA, Hopper (H100, H200)\n"));
+  assert_non_null(strstr(buf, "cuda-sm70    CUDA, Volta (V100): f32 and f16; builds with CUDA 12"));
   assert_non_null(strstr(buf, "opencl-gpu"));
   free(buf);
 }
@@ -682,7 +680,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_fixed_simd_targets),
     cmocka_unit_test(test_host_detection),
-    cmocka_unit_test(test_unknown_and_planned_targets),
+    cmocka_unit_test(test_unknown_targets),
     cmocka_unit_test(test_cuda_table),
     cmocka_unit_test(test_opencl_classes),
     cmocka_unit_test(test_gemm_avx2),

@@ -19,6 +19,7 @@ static double tolerance(const nnc_bench_model *md) { return md->tolerance > 0 ? 
 typedef struct options {
   const char *weights;
   int threads, runs, warmup, json, check, tune;
+  int no_peaks;   /* --no-peaks: leave the roofline empty */
   int graphs;   /* --cuda-graphs: 1 on, 0 off, -1 the model's default */
   int64_t sym[NNC_DIM_SYMS * 16];
   int sym_set[NNC_DIM_SYMS * 16];
@@ -27,13 +28,15 @@ typedef struct options {
 static void usage(const nnc_bench_model *md, FILE *f) {
   fprintf(f,
           "usage: bench_%s [--weights FILE] [--threads N] [--runs N] [--warmup N] [-d SYM=VALUE]... "
-          "[--json] [--check]%s\n"
+          "[--json] [--check] [--no-peaks]%s\n"
           "  --weights FILE  safetensors weights (default: random weights)\n"
           "  --threads N     threads (default: one per CPU)\n"
           "  --runs N        timed runs (default 20); --warmup N: untimed runs first (default 3)\n"
           "  -d SYM=VALUE    a symbolic dim's size (default: its maximum; with --check min(max, 17))\n"
           "  --json          print the results as one JSON object\n"
-          "  --check         compare the outputs with the float64 reference; exit 1 above %g\n",
+          "  --check         compare the outputs with the float64 reference; exit 1 above %g\n"
+          "  --no-peaks      do not measure the device's rates; the roofline columns stay empty\n"
+          "                  (for sanitizer runs: on a GPU the rate is a large cuBLASLt GEMM's)\n",
           md->name, md->cuda_graphs ? " [--cuda-graphs on|off]" : "", tolerance(md));
   if (md->cuda_graphs)
     fprintf(f,
@@ -53,7 +56,7 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
   return 1;
 }
 
-/* 0 ok, 2 bad usage (message printed). */
+/* 0 ok, 2 bad usage (message printed), -1 help printed. */
 static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
   o->runs = 20;
@@ -68,10 +71,11 @@ static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
     long long v;
     if (strcmp(a, "--json") == 0) o->json = 1;
     else if (strcmp(a, "--check") == 0) o->check = 1;
+    else if (strcmp(a, "--no-peaks") == 0) o->no_peaks = 1;
     else if (md->tune && strcmp(a, "--tune") == 0) o->tune = 1;
     else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(md, stdout);
-      exit(0);
+      return -1;
     } else if (md->cuda_graphs && strcmp(a, "--cuda-graphs") == 0) {
       if (!val || (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)) {
         fprintf(stderr, "bench_%s: --cuda-graphs: expected on or off, found %s%s%s\n", md->name, val ? "\"" : "",
@@ -619,7 +623,7 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   s.md = md;
   s.graphs_on = -1;
   int rc = parse(md, argc, argv, &s.o);
-  if (rc) return rc;
+  if (rc) return rc < 0 ? 0 : rc;
   double *errs = calloc((size_t)md->noutputs + 1, sizeof *errs);
   timing t;
   memset(&t, 0, sizeof t);
@@ -645,7 +649,7 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
     for (int i = 0; !rc && i < md->noutputs; i++) ok &= errs[i] <= tolerance(md);
   }
   double peak_gf = 0, peak_gb = 0;
-  if (!rc) {
+  if (!rc && !s.o.no_peaks) {
     if (md->peaks) {
       if (md->peaks(s.m, &peak_gf, &peak_gb)) rc = fail(&s, "measure the device");
     } else {
