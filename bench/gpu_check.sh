@@ -53,6 +53,12 @@ generate() {
       "$nnc" "$f" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/ops/$(basename "$f" .lua)_$p" || exit 1
     done
   done
+  # f16 for the GPUs before Ampere (cuda-sm70, cuda-sm75): the GPU suite builds
+  # them for the GPU at hand (its ARCH) and checks them
+  mkdir -p "$G/f16"
+  for mt in gpt2:sm70 bert:sm70 mlp:sm75; do
+    "$nnc" "$ROOT/models/${mt%%:*}.lua" --target=cuda-${mt#*:} --precision=f16 -o "$G/f16/${mt%%:*}_${mt#*:}" || exit 1
+  done
   # nnc itself for `tune` (the GPU machine has no Lua)
   mkdir -p "$G/bin" && cp "$dev_nnc" "$G/bin/nnc" && cp "$(ldd "$dev_nnc" | awk '/liblua/ {print $3}')" "$G/bin/"
   # the OpenCL folders of opencl-run (a failure there does not stop this)
