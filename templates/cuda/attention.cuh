@@ -129,17 +129,28 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
 }
 
 /* Launches the wgmma kernel (sm_90a) with the tiles given (the arguments
- * must satisfy the mma conditions above, D == 64, T bf16 or f16). */
-template <typename T, int D, int BK, int NWG, int MINB>
+ * must satisfy the mma conditions above and nnc_attn::tma_fits, D == 64,
+ * T bf16 or f16); the tensor maps of q, k and v are made here, on the host,
+ * for each call. */
+template <typename T, int D, int BK, int NWG, int STAGES, int MINB, bool OVERLAP = false>
 nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
                                          nnc_cuda_error *err) {
-  auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, MINB>;
-  const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG>();
+  constexpr int BQ = 64 * NWG;
+  nnc_attn_wgmma_params<T> p;
+  p.a = a;
+  if (!nnc_attn::tma_map(&p.q, a.q, a.T, a, a.q_st, a.q_sh, a.q_sb, BQ) ||
+      !nnc_attn::tma_map(&p.k, a.k, a.S, a, a.k_st, a.k_sh, a.k_sb, BK) ||
+      !nnc_attn::tma_map(&p.v, a.v, a.S, a, a.v_st, a.v_sh, a.v_sb, BK))
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL,
+                         "expected q, k, v the driver can describe as tensor maps (cuTensorMapEncodeTiled), found "
+                         "it refused strides %lld/%lld/%lld (q), %lld/%lld/%lld (k), %lld/%lld/%lld (v) elements",
+                         a.q_st, a.q_sh, a.q_sb, a.k_st, a.k_sh, a.k_sb, a.v_st, a.v_sh, a.v_sb);
+  auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB, OVERLAP>;
+  const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES>();
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
-  constexpr int BQ = 64 * NWG;
   const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
-  kernel<<<grid, NWG * 128, smem, stream>>>(a);
+  kernel<<<grid, NWG * 128, smem, stream>>>(p);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
 
@@ -207,8 +218,8 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
 
 #ifdef NNC_CUDA_SM90A
   if constexpr (!std::is_same<T, float>::value)
-    if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc))
-      return nnc_cuda_attention_wgmma<T, 64, 64, 1, 3>(a, stream, err);
+    if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a))
+      return nnc_cuda_attention_wgmma<T, 64, 64, 1, 2, 3>(a, stream, err);
 #endif
   if (nnc_cuda_attention_uses_mma(a, cc)) {
     if constexpr (std::is_same<T, float>::value) {

@@ -1,21 +1,24 @@
 /* templates/cuda/attention_wgmma.cuh — the Hopper path of attention (sm_90a
- * only): flash attention with the products on wgmma (wgmma.cuh) for bf16
- * and f16, D == Dv == 64. Included by attention.cuh, which dispatches to it
- * when the model is built for cuda-sm90a (NNC_CUDA_SM90A).
+ * only): flash attention with the products on wgmma (wgmma.cuh) and the
+ * tiles brought in by the bulk tensor copy (tma.cuh), for bf16 and f16 with
+ * D == Dv == 64. Included by attention.cuh, which dispatches to it when the
+ * model is built for cuda-sm90a (NNC_CUDA_SM90A) and the tensors can be
+ * described to the copy engine (nnc_attn::tma_fits).
  *
  * A block of NWG warpgroups owns BQ = 64 * NWG consecutive queries of one
  * (batch, head); warpgroup g owns rows [64 g, 64 g + 64) of them, its warp w
  * the 16 rows from 64 g + 16 w, in the layout of the mma.sync path, so the
- * mask, online softmax and store are attention_tile.cuh's. Q, K and V sit in
- * shared memory in the 128-byte swizzle (the layout of the mma.sync path's
- * tiles for D = 64, written by the same cp.async copy), K and V tiles of BK
- * keys double-buffered: the copy of tile j + 1 overlaps the work on tile j.
+ * mask, online softmax and store are attention_tile.cuh's. Q, K and V land
+ * in shared memory in the 128-byte swizzle, each tile one copy issued by
+ * thread 0; K and V tiles of BK keys sit in a ring of STAGES buffers, each
+ * with a barrier that completes when its two tiles have landed, so the
+ * copies of the next STAGES - 1 tiles overlap the work on this one.
  * Per tile and warpgroup: S = Q K^T as D / 16 wgmma steps reading Q and K
  * from shared memory (64 x BK accumulators in registers), mask and online
  * softmax, then O += P V with P from registers (rounded to T) and V read
  * from shared memory transposed, BK / 16 steps. The two products of a
- * warpgroup wait on each other; the other warpgroups (and blocks) keep the
- * tensor cores busy meanwhile.
+ * warpgroup wait on each other; the other blocks of the SM keep the tensor
+ * cores busy meanwhile.
  *
  * Causal: key tiles above the diagonal of the block's last query are never
  * loaded, heavy (late) query blocks are scheduled first; as in the mma.sync
@@ -23,29 +26,31 @@
 #ifndef NNC_CUDA_ATTENTION_WGMMA_CUH
 #define NNC_CUDA_ATTENTION_WGMMA_CUH
 
+#include <type_traits>
+
 #include "attention_ops16.cuh"
 #include "attention_tile.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 template <typename T> struct nnc_cuda_attn_args;
 
-/* Shared memory of one block: the Q tile, two K and two V tiles, and the
- * slack that aligns the first to 1024 bytes (the swizzle's period). */
-template <typename T, int D, int BK, int NWG> constexpr size_t nnc_attn_wgmma_smem() {
-  return (size_t)(64 * NWG * D + 4 * BK * D) * sizeof(T) + 1024;
+/* The kernel's parameter: the arguments and the tensor maps of q, k, v
+ * (dims D, rows, heads, batch), read by the copy engine from parameter
+ * space. */
+template <typename T> struct nnc_attn_wgmma_params {
+  nnc_cuda_attn_args<T> a;
+  CUtensorMap q, k, v;
+};
+
+/* Shared memory of one block: the Q tile, STAGES K and STAGES V tiles, a
+ * barrier each for Q and the stages, and the slack that aligns the first
+ * tile to 1024 bytes (the swizzle's period). */
+template <typename T, int D, int BK, int NWG, int STAGES> constexpr size_t nnc_attn_wgmma_smem() {
+  return (size_t)(64 * NWG * D + 2 * STAGES * BK * D) * sizeof(T) + (STAGES + 1) * sizeof(uint64_t) + 1024;
 }
 
 namespace nnc_attn {
-
-/* Starts the copies of key tile t (rows from t * BK) into K and V tiles
- * sk, sv; rows past S are zero-filled. */
-template <typename T, int D, int BK, int NTHREADS>
-__device__ __forceinline__ void load_kv_tile(T *sk, T *sv, const T *kg, const T *vg, const nnc_cuda_attn_args<T> &a,
-                                             int t) {
-  const int k0 = t * BK;
-  load_tile_swz<T, D, BK, NTHREADS>(sk, kg, kg + (long long)k0 * a.k_st, a.k_st, a.S - k0);
-  load_tile_swz<T, D, BK, NTHREADS>(sv, vg, vg + (long long)k0 * a.v_st, a.v_st, a.S - k0);
-}
 
 /* Issues S = Q K^T for a warpgroup (one commit group): the k16 step kd
  * starts 32 bytes further into the rows of both tiles. */
@@ -82,34 +87,40 @@ __device__ __forceinline__ void wg_pv(float (&o)[D / 2], const uint32_t (&p)[BK 
   nnc_wg::commit();
 }
 
-/* The kernel's start: the block's queries, the (batch, head)
- * pointers, the key tiles it walks and its tiles in shared memory. */
-template <typename T, int D, int BK, int NWG> struct wg_block {
-  T *sq, *sk, *sv; /* Q, then two K tiles, then two V tiles */
-  const T *qg, *kg, *vg, *mrow;
+/* The kernel's start: the block's queries and (batch, head), the key tiles
+ * it walks, its tiles and barriers in shared memory. */
+template <typename T, int D, int BK, int NWG, int STAGES> struct wg_block {
+  T *sq, *sk, *sv; /* Q, then STAGES K tiles, then STAGES V tiles */
+  uint64_t *full;  /* full[s]: stage s holds its tiles; full[STAGES]: Q has landed */
+  const T *mrow;
   T *og;
-  int q0, off, ntiles;
+  int q0, h, b, off, ntiles;
 
   __device__ __forceinline__ wg_block(const nnc_cuda_attn_args<T> &a, unsigned char *smem) {
     const uint32_t raw = nnc_smem_u32(smem);
     sq = reinterpret_cast<T *>(smem + (((raw + 1023) & ~1023u) - raw));
     sk = sq + 64 * NWG * D;
-    sv = sk + 2 * BK * D;
+    sv = sk + STAGES * BK * D;
+    full = reinterpret_cast<uint64_t *>(sv + STAGES * BK * D);
     const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z;
+    h = blockIdx.y, b = blockIdx.z;
     q0 = qt * 64 * NWG;
     off = a.S - a.T; /* causal: query i sees keys j <= i + off */
-    qg = a.q + b * a.q_sb + h * a.q_sh;
-    kg = a.k + b * a.k_sb + h * a.k_sh;
-    vg = a.v + b * a.v_sb + h * a.v_sh;
     og = a.out + b * a.o_sb + h * a.o_sh;
     mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
     int kend = a.S;
     if (a.causal) kend = min(kend, q0 + 64 * NWG + off);
     ntiles = kend > 0 ? (kend + BK - 1) / BK : 0;
   }
-  __device__ __forceinline__ T *kt(int t) const { return sk + (t % 2) * BK * D; }
-  __device__ __forceinline__ T *vt(int t) const { return sv + (t % 2) * BK * D; }
+  __device__ __forceinline__ T *kt(int t) const { return sk + (t % STAGES) * BK * D; }
+  __device__ __forceinline__ T *vt(int t) const { return sv + (t % STAGES) * BK * D; }
+  /* Thread 0: the copies of key tile t into its stage. */
+  __device__ __forceinline__ void load_kv(const nnc_attn_wgmma_params<T> &p, int t) const {
+    uint64_t *bar = &full[t % STAGES];
+    nnc_tma::arrive_expect(bar, 2 * BK * D * sizeof(T));
+    nnc_tma::load_4d(kt(t), &p.k, bar, 0, t * BK, h, b);
+    nnc_tma::load_4d(vt(t), &p.v, bar, 0, t * BK, h, b);
+  }
   /* whether key tile t needs the per-element mask for queries from row0 on */
   __device__ __forceinline__ bool edge(const nnc_cuda_attn_args<T> &a, int t, int row0) const {
     const int k0 = t * BK;
@@ -119,68 +130,187 @@ template <typename T, int D, int BK, int NWG> struct wg_block {
 
 }  // namespace nnc_attn
 
-/* Per tile: S = Q K^T, softmax, O += P V, each product waited for before
- * the next step; K and V double-buffered. Overlapping the next tile's S
- * with this tile's softmax inside a warpgroup (FA3's pipelining, three
- * stages) measured slower on an H100 (58.9 against 56.0 us, causal B=8
- * H=12 T=1024) than one warpgroup a block and three blocks an SM, whose
- * warpgroups overlap each other. */
-template <typename T, int D, int BK, int NWG, int MINB>
-__global__ void __launch_bounds__(NWG * 128, MINB) nnc_attn_wgmma_kernel(const nnc_cuda_attn_args<T> a) {
+namespace nnc_attn {
+
+/* The accumulators of one warpgroup's 64 queries and what walks the tiles:
+ * O, the running row max m and this thread's part of the row sums l. */
+template <typename T, int D, int BK, int NWG, int STAGES> struct wg_rows {
+  static constexpr int NT = BK / 8, ND = D / 8;
+  const nnc_cuda_attn_args<T> &a;
+  const wg_block<T, D, BK, NWG, STAGES> &k;
+  float o[1][ND][4], m[1][2], l[1][2];
+  float sl2;           /* scale * log2 e: exp(x) = exp2(x * sl2 / scale) */
+  int q64, row0, lane; /* the warpgroup's first query, the warp's, the lane */
+  uint64_t dq;         /* the warpgroup's Q rows */
+
+  __device__ __forceinline__ wg_rows(const nnc_cuda_attn_args<T> &a_, const wg_block<T, D, BK, NWG, STAGES> &k_)
+      : a(a_), k(k_) {
+    const int g = threadIdx.x / 128;
+    q64 = k.q0 + g * 64;
+    row0 = q64 + threadIdx.x % 128 / 32 * 16;
+    lane = threadIdx.x % 32;
+    sl2 = a.scale * 1.4426950408889634f;
+    dq = nnc_wg::desc_sw128(nnc_smem_u32(k.sq + g * 64 * D));
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) m[0][hr] = -INFINITY, l[0][hr] = 0.0f;
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][nd][e] = 0.0f;
+  }
+  __device__ __forceinline__ float (&of())[ND * 4] { return reinterpret_cast<float(&)[ND * 4]>(o); }
+  /* Waits for key tile j's stage. */
+  __device__ __forceinline__ void ready(int j) const {
+    nnc_tma::wait(&k.full[j % STAGES], (unsigned)(j / STAGES) & 1u);
+  }
+  /* Issues S = Q K^T of tile j. */
+  __device__ __forceinline__ void qk(float (&s)[1][NT][4], int j) const {
+    wg_qk<T, D, BK>(reinterpret_cast<float(&)[NT * 4]>(s), dq, k.kt(j));
+  }
+  /* Raw scores of tile j, waited for, become its weights; alpha rescales O. */
+  __device__ __forceinline__ void weights(float (&s)[1][NT][4], int j, float (&alpha)[1][2]) {
+    nnc_wg::fence_regs(reinterpret_cast<float(&)[NT * 4]>(s));
+    if (k.edge(a, j, q64)) mask_scores<T, 1, NT>(s, a, k.mrow, j * BK, row0, lane);
+    softmax_weights<1, NT>(s, m, l, alpha, sl2);
+  }
+  __device__ __forceinline__ void store() const { store_rows<T, 1, ND>(o, l, k.og, a.o_st, row0, a.T, lane); }
+};
+
+/* Tile by tile: S = Q K^T, softmax, O += P V, each product waited for
+ * before the next step; one block barrier a tile frees the stage of the
+ * tile before for the next copy (issued STAGES - 1 tiles ahead). */
+template <typename T, int D, int BK, int NWG, int STAGES>
+__device__ __forceinline__ void wg_tiles_serial(const nnc_attn_wgmma_params<T> &p, wg_rows<T, D, BK, NWG, STAGES> &r,
+                                                const wg_block<T, D, BK, NWG, STAGES> &k) {
+  constexpr int NT = BK / 8;
+  for (int j = 0; j < k.ntiles; ++j) {
+    if (j > 0) __syncthreads(); /* every warpgroup is done with tile j - 1: refill its stage */
+    if (threadIdx.x == 0 && j + STAGES - 1 < k.ntiles) k.load_kv(p, j + STAGES - 1);
+    r.ready(j);
+    float s[1][NT][4], alpha[1][2];
+    r.qk(s, j);
+    nnc_wg::wait<0>();
+    r.weights(s, j, alpha);
+    rescale_rows<1, D / 8>(r.o, alpha);
+    uint32_t pw[NT / 2][4];
+    pack_weights<T, NT>(pw, s);
+    wg_pv<T, D, BK>(r.of(), pw, k.vt(j));
+    nnc_wg::wait<0>();
+    nnc_wg::fence_regs(r.of());
+  }
+}
+
+/* FA3's overlap inside a warpgroup: S of tile j and O += P V of tile j - 1
+ * are issued together, the softmax of tile j runs while the second product
+ * does, and O is rescaled once it has landed. No product stays in flight
+ * across the loop's back edge (ptxas would serialise every wgmma). The
+ * copies run two tiles ahead: tile j + 2 goes into the stage of tile j - 1
+ * once every warpgroup is done with it (STAGES == 3; the block loaded
+ * tiles 0 and 1, tile 2 goes into the third stage here). */
+template <typename T, int D, int BK, int NWG, int STAGES>
+__device__ __forceinline__ void wg_tiles_overlap(const nnc_attn_wgmma_params<T> &p,
+                                                 wg_rows<T, D, BK, NWG, STAGES> &r,
+                                                 const wg_block<T, D, BK, NWG, STAGES> &k) {
+  constexpr int NT = BK / 8;
+  static_assert(STAGES == 3, "tiles j - 1 and j in use, j + 1 landing");
+  if (k.ntiles == 0) return;
+  if (threadIdx.x == 0 && 2 < k.ntiles) k.load_kv(p, 2); /* the third stage, free until now */
+  float s[1][NT][4], alpha[1][2];
+  uint32_t pw[NT / 2][4];
+  r.ready(0);
+  r.qk(s, 0);
+  nnc_wg::wait<0>();
+  r.weights(s, 0, alpha); /* O is still zero: nothing to rescale */
+  pack_weights<T, NT>(pw, s);
+  for (int j = 1; j < k.ntiles; ++j) {
+    r.ready(j);
+    r.qk(s, j);
+    wg_pv<T, D, BK>(r.of(), pw, k.vt(j - 1));
+    nnc_wg::wait<1>();
+    r.weights(s, j, alpha);
+    nnc_wg::wait<0>();
+    nnc_wg::fence_regs(r.of());
+    rescale_rows<1, D / 8>(r.o, alpha);
+    pack_weights<T, NT>(pw, s);
+    __syncthreads(); /* every warpgroup is done with tile j - 1 */
+    if (threadIdx.x == 0 && j + 2 < k.ntiles) k.load_kv(p, j + 2);
+  }
+  wg_pv<T, D, BK>(r.of(), pw, k.vt(k.ntiles - 1));
+  nnc_wg::wait<0>();
+  nnc_wg::fence_regs(r.of());
+}
+
+}  // namespace nnc_attn
+
+/* One block: the barriers, Q and the first STAGES - 1 key tiles, then the
+ * tiles one at a time (OVERLAP false) or with FA3's overlap of the softmax
+ * and the products inside a warpgroup (OVERLAP true), then the rows. */
+template <typename T, int D, int BK, int NWG, int STAGES, int MINB, bool OVERLAP>
+__global__ void __launch_bounds__(NWG * 128, MINB)
+    nnc_attn_wgmma_kernel(const __grid_constant__ nnc_attn_wgmma_params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace nnc_attn;
-  constexpr int NTHREADS = NWG * 128, NT = BK / 8, ND = D / 8;
   static_assert(D == 64, "rows of 128 bytes: one swizzle period a row");
   static_assert(BK == 64 || BK == 128, "S is one wgmma of n64 or n128");
+  static_assert(STAGES >= 2, "a stage to work on and one to fill");
   extern __shared__ __align__(16) unsigned char nnc_attn_wg_smem[];
-  const wg_block<T, D, BK, NWG> k(a, nnc_attn_wg_smem);
-  const int g = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  const wg_block<T, D, BK, NWG, STAGES> k(p.a, nnc_attn_wg_smem);
 
-  /* copy groups: Q with tile 0, then one group a tile (empty past the end),
-   * so that "all but the newest group" is always the tile to work on */
-  load_tile_swz<T, D, 64 * NWG, NTHREADS>(k.sq, k.qg, k.qg + (long long)k.q0 * a.q_st, a.q_st, a.T - k.q0);
-  for (int t = 0; t < 2; ++t) {
-    if (t < k.ntiles) load_kv_tile<T, D, BK, NTHREADS>(k.kt(t), k.vt(t), k.kg, k.vg, a, t);
-    nnc_cp_async_commit();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s <= STAGES; ++s) nnc_tma::init(&k.full[s], 1);
+    nnc_tma::fence_init();
   }
-
-  float o[1][ND][4], s[1][NT][4];
-  float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.0f, 0.0f}};
-#pragma unroll
-  for (int nd = 0; nd < ND; ++nd)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][nd][e] = 0.0f;
-  float(&of)[ND * 4] = reinterpret_cast<float(&)[ND * 4]>(o);
-  float(&sf)[NT * 4] = reinterpret_cast<float(&)[NT * 4]>(s);
-  const float sl2 = a.scale * 1.4426950408889634f; /* exp(x) = exp2(x * log2 e) */
-  const int row0 = k.q0 + g * 64 + warp * 16;      /* the warp's first query */
-  const uint64_t dq = nnc_wg::desc_sw128(nnc_smem_u32(k.sq + g * 64 * D));
-
-  for (int j = 0; j < k.ntiles; ++j) {
-    nnc_cp_async_wait<1>();
-    nnc_wg::fence_proxy_async();
-    __syncthreads();
-    wg_qk<T, D, BK>(sf, dq, k.kt(j));
-    nnc_wg::wait<0>();
-    nnc_wg::fence_regs(sf);
-    if (k.edge(a, j, k.q0 + g * 64)) mask_scores<T, 1, NT>(s, a, k.mrow, j * BK, row0, lane);
-    online_softmax<1, NT, ND>(s, m, l, o, sl2);
-    uint32_t p[NT / 2][4];
-    pack_weights<T, NT>(p, s);
-    wg_pv<T, D, BK>(of, p, k.vt(j));
-    nnc_wg::wait<0>();
-    nnc_wg::fence_regs(of);
-    __syncthreads(); /* every warpgroup is done with this buffer: refill it */
-    if (j + 2 < k.ntiles) load_kv_tile<T, D, BK, NTHREADS>(k.kt(j), k.vt(j), k.kg, k.vg, a, j + 2);
-    nnc_cp_async_commit();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    nnc_tma::arrive_expect(&k.full[STAGES], 64 * NWG * D * sizeof(T));
+    nnc_tma::load_4d(k.sq, &p.q, &k.full[STAGES], 0, k.q0, k.h, k.b);
+    for (int t = 0; t < STAGES - 1 && t < k.ntiles; ++t) k.load_kv(p, t);
   }
-  nnc_cp_async_wait<0>();
-  store_rows<T, 1, ND>(o, l, k.og, a.o_st, row0, a.T, lane);
+  wg_rows<T, D, BK, NWG, STAGES> r(p.a, k);
+  nnc_tma::wait(&k.full[STAGES], 0);
+  if constexpr (OVERLAP)
+    wg_tiles_overlap(p, r, k);
+  else
+    wg_tiles_serial(p, r, k);
+  r.store();
 #elif defined(__CUDA_ARCH__)
   /* device code for another architecture (nvcc's -arch=sm_90a adds compute_90
    * PTX): never dispatched to, and if a build mixes that up, it fails loudly */
   __trap();
 #endif
 }
+
+namespace nnc_attn {
+
+/* Whether the copy engine can walk q, k and v: some keys (a tensor map has
+ * no empty dimension), every stride positive and under 2^40 bytes (a
+ * broadcast batch or head, stride 0, cannot be described; a dimension of 1
+ * takes any stride). The other conditions, 16-byte alignment of pointers
+ * and strides, are the mma path's. */
+template <typename T> bool tma_fits(const nnc_cuda_attn_args<T> &a) {
+  if (a.S == 0) return false;
+  const long long s[9] = {a.q_sb, a.q_sh, a.q_st, a.k_sb, a.k_sh, a.k_st, a.v_sb, a.v_sh, a.v_st};
+  const int n[9] = {a.batch, a.heads, a.T, a.batch, a.heads, a.S, a.batch, a.heads, a.S};
+  for (int i = 0; i < 9; ++i)
+    if ((s[i] <= 0 && n[i] > 1) || s[i] * (long long)sizeof(T) >= (1ll << 40)) return false;
+  return true;
+}
+
+/* The tensor map of one of q, k, v: dims (D, rows, heads, batch), boxes of
+ * (D, box_rows, 1, 1); a stride a dimension of 1 makes meaningless becomes
+ * 16 bytes, which the encoder accepts. */
+template <typename T>
+bool tma_map(CUtensorMap *map, const T *base, int rows, const nnc_cuda_attn_args<T> &a, long long st, long long sh,
+             long long sb, int box_rows) {
+  const CUtensorMapDataType type =
+      std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const long long one = 16 / (long long)sizeof(T);
+  const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)rows, (uint64_t)a.heads, (uint64_t)a.batch};
+  const long long strides[3] = {st > 0 ? st : one, sh > 0 ? sh : one, sb > 0 ? sb : one};
+  const uint32_t box[4] = {(uint32_t)a.D, (uint32_t)box_rows, 1, 1};
+  return nnc_tma::encode_4d(map, base, type, dims, strides, box);
+}
+
+}  // namespace nnc_attn
 
 #endif
