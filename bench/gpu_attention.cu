@@ -189,13 +189,12 @@ static std::vector<std::pair<const char *, launcher>> variants(int D) {
             {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()},
 #ifdef NNC_CUDA_SM90A
             {"wgmma_bk64_wg1_s2_m4", wgmma<64, 64, 1, 2, 4>()},
-            {"wgmma_bk64_wg1_s3_m3", wgmma<64, 64, 1, 3, 3>()},
+            {"wgmma_bk64_wg1_s2_m3_overlap", wgmma<64, 64, 1, 2, 3, true>()},
+            {"wgmma_bk64_wg1_s2_m3", wgmma<64, 64, 1, 2, 3>()},
             {"wgmma_bk64_wg1_s3_m3_overlap", wgmma<64, 64, 1, 3, 3, true>()},
-            {"wgmma_bk128_wg1_s3_m2_overlap", wgmma<64, 128, 1, 3, 2, true>()},
-            {"wgmma_bk64_wg2_s3_m1_overlap", wgmma<64, 64, 2, 3, 1, true>()},
+            {"wgmma_bk128_wg1_s2_m2_overlap", wgmma<64, 128, 1, 2, 2, true>()},
             {"wgmma_bk128_wg1_s2_m2", wgmma<64, 128, 1, 2, 2>()},
-            {"wgmma_bk64_wg2_s2_m2", wgmma<64, 64, 2, 2, 2>()},
-            {"wgmma_bk64_wg2_s3_m2", wgmma<64, 64, 2, 3, 2>()},
+            {"wgmma_bk64_wg2_s2_m2_overlap", wgmma<64, 64, 2, 2, 2, true>()},
 #endif
     };
   return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk64_w8", mma<128, 128, 64, 8>()}};

@@ -146,7 +146,7 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
                          "it refused strides %lld/%lld/%lld (q), %lld/%lld/%lld (k), %lld/%lld/%lld (v) elements",
                          a.q_st, a.q_sh, a.q_sb, a.k_st, a.k_sh, a.k_sb, a.v_st, a.v_sh, a.v_sb);
   auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB, OVERLAP>;
-  const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES>();
+  const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES, STAGES + (OVERLAP ? 1 : 0)>();
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
@@ -219,7 +219,7 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
 #ifdef NNC_CUDA_SM90A
   if constexpr (!std::is_same<T, float>::value)
     if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a))
-      return nnc_cuda_attention_wgmma<T, 64, 64, 1, 2, 3>(a, stream, err);
+      return nnc_cuda_attention_wgmma<T, 64, 64, 1, 2, 4, true>(a, stream, err);
 #endif
   if (nnc_cuda_attention_uses_mma(a, cc)) {
     if constexpr (std::is_same<T, float>::value) {

@@ -43,11 +43,11 @@ template <typename T> struct nnc_attn_wgmma_params {
   CUtensorMap q, k, v;
 };
 
-/* Shared memory of one block: the Q tile, STAGES K and STAGES V tiles, a
- * barrier each for Q and the stages, and the slack that aligns the first
- * tile to 1024 bytes (the swizzle's period). */
-template <typename T, int D, int BK, int NWG, int STAGES> constexpr size_t nnc_attn_wgmma_smem() {
-  return (size_t)(64 * NWG * D + 2 * STAGES * BK * D) * sizeof(T) + (STAGES + 1) * sizeof(uint64_t) + 1024;
+/* Shared memory of one block: the Q tile, KS K tiles and VS V tiles, a
+ * barrier each for them and Q, and the slack that aligns the first tile to
+ * 1024 bytes (the swizzle's period). */
+template <typename T, int D, int BK, int NWG, int KS, int VS> constexpr size_t nnc_attn_wgmma_smem() {
+  return (size_t)(64 * NWG * D + (KS + VS) * BK * D) * sizeof(T) + (KS + VS + 1) * sizeof(uint64_t) + 1024;
 }
 
 namespace nnc_attn {
@@ -88,10 +88,13 @@ __device__ __forceinline__ void wg_pv(float (&o)[D / 2], const uint32_t (&p)[BK 
 }
 
 /* The kernel's start: the block's queries and (batch, head), the key tiles
- * it walks, its tiles and barriers in shared memory. */
-template <typename T, int D, int BK, int NWG, int STAGES> struct wg_block {
-  T *sq, *sk, *sv; /* Q, then STAGES K tiles, then STAGES V tiles */
-  uint64_t *full;  /* full[s]: stage s holds its tiles; full[STAGES]: Q has landed */
+ * it walks, its tiles and barriers in shared memory. K tile t sits in
+ * buffer t % KS, V tile t in buffer t % VS, each with a barrier that
+ * completes when its copy has landed. */
+template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_block {
+  static constexpr int D = D_, BK = BK_, NWG = NWG_, KS = KS_, VS = VS_;
+  T *sq, *sk, *sv;       /* Q, then KS K tiles, then VS V tiles */
+  uint64_t *kbar, *vbar; /* kbar[KS], vbar[VS], then Q's */
   const T *mrow;
   T *og;
   int q0, h, b, off, ntiles;
@@ -100,8 +103,9 @@ template <typename T, int D, int BK, int NWG, int STAGES> struct wg_block {
     const uint32_t raw = nnc_smem_u32(smem);
     sq = reinterpret_cast<T *>(smem + (((raw + 1023) & ~1023u) - raw));
     sk = sq + 64 * NWG * D;
-    sv = sk + STAGES * BK * D;
-    full = reinterpret_cast<uint64_t *>(sv + STAGES * BK * D);
+    sv = sk + KS * BK * D;
+    kbar = reinterpret_cast<uint64_t *>(sv + VS * BK * D);
+    vbar = kbar + KS;
     const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     h = blockIdx.y, b = blockIdx.z;
     q0 = qt * 64 * NWG;
@@ -112,15 +116,27 @@ template <typename T, int D, int BK, int NWG, int STAGES> struct wg_block {
     if (a.causal) kend = min(kend, q0 + 64 * NWG + off);
     ntiles = kend > 0 ? (kend + BK - 1) / BK : 0;
   }
-  __device__ __forceinline__ T *kt(int t) const { return sk + (t % STAGES) * BK * D; }
-  __device__ __forceinline__ T *vt(int t) const { return sv + (t % STAGES) * BK * D; }
-  /* Thread 0: the copies of key tile t into its stage. */
-  __device__ __forceinline__ void load_kv(const nnc_attn_wgmma_params<T> &p, int t) const {
-    uint64_t *bar = &full[t % STAGES];
-    nnc_tma::arrive_expect(bar, 2 * BK * D * sizeof(T));
-    nnc_tma::load_4d(kt(t), &p.k, bar, 0, t * BK, h, b);
-    nnc_tma::load_4d(vt(t), &p.v, bar, 0, t * BK, h, b);
+  __device__ __forceinline__ uint64_t *qbar() const { return vbar + VS; }
+  __device__ __forceinline__ T *kt(int t) const { return sk + (t % KS) * BK * D; }
+  __device__ __forceinline__ T *vt(int t) const { return sv + (t % VS) * BK * D; }
+  /* Thread 0 starts a copy: Q, key tile t of K, of V (none past the last). */
+  __device__ __forceinline__ void load_q(const nnc_attn_wgmma_params<T> &p) const {
+    nnc_tma::arrive_expect(qbar(), 64 * NWG * D * sizeof(T));
+    nnc_tma::load_4d(sq, &p.q, qbar(), 0, q0, h, b);
   }
+  __device__ __forceinline__ void load_k(const nnc_attn_wgmma_params<T> &p, int t) const {
+    if (t >= ntiles) return;
+    nnc_tma::arrive_expect(&kbar[t % KS], BK * D * sizeof(T));
+    nnc_tma::load_4d(kt(t), &p.k, &kbar[t % KS], 0, t * BK, h, b);
+  }
+  __device__ __forceinline__ void load_v(const nnc_attn_wgmma_params<T> &p, int t) const {
+    if (t >= ntiles) return;
+    nnc_tma::arrive_expect(&vbar[t % VS], BK * D * sizeof(T));
+    nnc_tma::load_4d(vt(t), &p.v, &vbar[t % VS], 0, t * BK, h, b);
+  }
+  /* Waits until K (V) tile t has landed: the (t / KS)th phase of its buffer's barrier. */
+  __device__ __forceinline__ void wait_k(int t) const { nnc_tma::wait(&kbar[t % KS], (unsigned)(t / KS) & 1u); }
+  __device__ __forceinline__ void wait_v(int t) const { nnc_tma::wait(&vbar[t % VS], (unsigned)(t / VS) & 1u); }
   /* whether key tile t needs the per-element mask for queries from row0 on */
   __device__ __forceinline__ bool edge(const nnc_cuda_attn_args<T> &a, int t, int row0) const {
     const int k0 = t * BK;
@@ -128,23 +144,18 @@ template <typename T, int D, int BK, int NWG, int STAGES> struct wg_block {
   }
 };
 
-}  // namespace nnc_attn
-
-namespace nnc_attn {
-
-/* The accumulators of one warpgroup's 64 queries and what walks the tiles:
- * O, the running row max m and this thread's part of the row sums l. */
-template <typename T, int D, int BK, int NWG, int STAGES> struct wg_rows {
-  static constexpr int NT = BK / 8, ND = D / 8;
+/* The accumulators of one warpgroup's 64 queries: O, the running row max m
+ * and this thread's part of the row sums l. */
+template <typename T, typename Block> struct wg_rows {
+  static constexpr int D = Block::D, BK = Block::BK, NT = BK / 8, ND = D / 8;
   const nnc_cuda_attn_args<T> &a;
-  const wg_block<T, D, BK, NWG, STAGES> &k;
+  const Block &k;
   float o[1][ND][4], m[1][2], l[1][2];
   float sl2;           /* scale * log2 e: exp(x) = exp2(x * sl2 / scale) */
   int q64, row0, lane; /* the warpgroup's first query, the warp's, the lane */
   uint64_t dq;         /* the warpgroup's Q rows */
 
-  __device__ __forceinline__ wg_rows(const nnc_cuda_attn_args<T> &a_, const wg_block<T, D, BK, NWG, STAGES> &k_)
-      : a(a_), k(k_) {
+  __device__ __forceinline__ wg_rows(const nnc_cuda_attn_args<T> &a_, const Block &k_) : a(a_), k(k_) {
     const int g = threadIdx.x / 128;
     q64 = k.q0 + g * 64;
     row0 = q64 + threadIdx.x % 128 / 32 * 16;
@@ -159,11 +170,7 @@ template <typename T, int D, int BK, int NWG, int STAGES> struct wg_rows {
       for (int e = 0; e < 4; ++e) o[0][nd][e] = 0.0f;
   }
   __device__ __forceinline__ float (&of())[ND * 4] { return reinterpret_cast<float(&)[ND * 4]>(o); }
-  /* Waits for key tile j's stage. */
-  __device__ __forceinline__ void ready(int j) const {
-    nnc_tma::wait(&k.full[j % STAGES], (unsigned)(j / STAGES) & 1u);
-  }
-  /* Issues S = Q K^T of tile j. */
+  /* Issues S = Q K^T of tile j (landed). */
   __device__ __forceinline__ void qk(float (&s)[1][NT][4], int j) const {
     wg_qk<T, D, BK>(reinterpret_cast<float(&)[NT * 4]>(s), dq, k.kt(j));
   }
@@ -173,78 +180,90 @@ template <typename T, int D, int BK, int NWG, int STAGES> struct wg_rows {
     if (k.edge(a, j, q64)) mask_scores<T, 1, NT>(s, a, k.mrow, j * BK, row0, lane);
     softmax_weights<1, NT>(s, m, l, alpha, sl2);
   }
+  /* Issues O += P V of tile j (landed), P from registers. */
+  __device__ __forceinline__ void pv(const uint32_t (&pw)[NT / 2][4], int j) { wg_pv<T, D, BK>(of(), pw, k.vt(j)); }
+  /* After wait(): O may be read again. */
+  __device__ __forceinline__ void o_landed() { nnc_wg::fence_regs(of()); }
   __device__ __forceinline__ void store() const { store_rows<T, 1, ND>(o, l, k.og, a.o_st, row0, a.T, lane); }
 };
 
 /* Tile by tile: S = Q K^T, softmax, O += P V, each product waited for
- * before the next step; one block barrier a tile frees the stage of the
- * tile before for the next copy (issued STAGES - 1 tiles ahead). */
-template <typename T, int D, int BK, int NWG, int STAGES>
-__device__ __forceinline__ void wg_tiles_serial(const nnc_attn_wgmma_params<T> &p, wg_rows<T, D, BK, NWG, STAGES> &r,
-                                                const wg_block<T, D, BK, NWG, STAGES> &k) {
-  constexpr int NT = BK / 8;
+ * before the next step. One block barrier a tile frees the buffers of the
+ * tile before for the copies of tile j + KS - 1 (KS == VS; the block
+ * started tiles 0 to KS - 2). */
+template <typename T, typename Block>
+__device__ __forceinline__ void wg_tiles_serial(const nnc_attn_wgmma_params<T> &p, wg_rows<T, Block> &r,
+                                                const Block &k) {
+  constexpr int NT = Block::BK / 8, S = Block::KS;
+  static_assert(Block::KS == Block::VS, "K and V tiles go together");
   for (int j = 0; j < k.ntiles; ++j) {
-    if (j > 0) __syncthreads(); /* every warpgroup is done with tile j - 1: refill its stage */
-    if (threadIdx.x == 0 && j + STAGES - 1 < k.ntiles) k.load_kv(p, j + STAGES - 1);
-    r.ready(j);
+    if (j > 0) __syncthreads(); /* every warpgroup is done with tile j - 1: refill its buffers */
+    if (threadIdx.x == 0) k.load_k(p, j + S - 1), k.load_v(p, j + S - 1);
     float s[1][NT][4], alpha[1][2];
+    k.wait_k(j);
     r.qk(s, j);
     nnc_wg::wait<0>();
     r.weights(s, j, alpha);
-    rescale_rows<1, D / 8>(r.o, alpha);
+    rescale_rows<1, Block::D / 8>(r.o, alpha);
     uint32_t pw[NT / 2][4];
     pack_weights<T, NT>(pw, s);
-    wg_pv<T, D, BK>(r.of(), pw, k.vt(j));
+    k.wait_v(j);
+    r.pv(pw, j);
     nnc_wg::wait<0>();
-    nnc_wg::fence_regs(r.of());
+    r.o_landed();
   }
 }
 
 /* FA3's overlap inside a warpgroup: S of tile j and O += P V of tile j - 1
  * are issued together, the softmax of tile j runs while the second product
  * does, and O is rescaled once it has landed. No product stays in flight
- * across the loop's back edge (ptxas would serialise every wgmma). The
- * copies run two tiles ahead: tile j + 2 goes into the stage of tile j - 1
- * once every warpgroup is done with it (STAGES == 3; the block loaded
- * tiles 0 and 1, tile 2 goes into the third stage here). */
-template <typename T, int D, int BK, int NWG, int STAGES>
-__device__ __forceinline__ void wg_tiles_overlap(const nnc_attn_wgmma_params<T> &p,
-                                                 wg_rows<T, D, BK, NWG, STAGES> &r,
-                                                 const wg_block<T, D, BK, NWG, STAGES> &k) {
-  constexpr int NT = BK / 8;
-  static_assert(STAGES == 3, "tiles j - 1 and j in use, j + 1 landing");
+ * across the loop's back edge (ptxas would serialise every wgmma). V tiles
+ * live one step longer than K tiles, so VS == KS + 1: after the barrier of
+ * step j, K tile j and V tile j - 1 are free, and tile j + KS goes into
+ * their buffers (the block started K and V tiles 0 to KS - 2; K tile KS - 1
+ * and V tiles KS - 1 and KS start here, K tile KS after tile 0's S). */
+template <typename T, typename Block>
+__device__ __forceinline__ void wg_tiles_overlap(const nnc_attn_wgmma_params<T> &p, wg_rows<T, Block> &r,
+                                                 const Block &k) {
+  constexpr int NT = Block::BK / 8, S = Block::KS;
+  static_assert(Block::VS == Block::KS + 1, "V tiles live a step longer");
   if (k.ntiles == 0) return;
-  if (threadIdx.x == 0 && 2 < k.ntiles) k.load_kv(p, 2); /* the third stage, free until now */
+  if (threadIdx.x == 0) k.load_k(p, S - 1), k.load_v(p, S - 1), k.load_v(p, S);
   float s[1][NT][4], alpha[1][2];
   uint32_t pw[NT / 2][4];
-  r.ready(0);
+  k.wait_k(0);
   r.qk(s, 0);
   nnc_wg::wait<0>();
   r.weights(s, 0, alpha); /* O is still zero: nothing to rescale */
   pack_weights<T, NT>(pw, s);
+  __syncthreads(); /* K tile 0 is free */
+  if (threadIdx.x == 0) k.load_k(p, S);
   for (int j = 1; j < k.ntiles; ++j) {
-    r.ready(j);
+    k.wait_k(j);
     r.qk(s, j);
-    wg_pv<T, D, BK>(r.of(), pw, k.vt(j - 1));
+    k.wait_v(j - 1);
+    r.pv(pw, j - 1);
     nnc_wg::wait<1>();
     r.weights(s, j, alpha);
     nnc_wg::wait<0>();
-    nnc_wg::fence_regs(r.of());
-    rescale_rows<1, D / 8>(r.o, alpha);
+    r.o_landed();
+    rescale_rows<1, Block::D / 8>(r.o, alpha);
     pack_weights<T, NT>(pw, s);
-    __syncthreads(); /* every warpgroup is done with tile j - 1 */
-    if (threadIdx.x == 0 && j + 2 < k.ntiles) k.load_kv(p, j + 2);
+    __syncthreads(); /* every warpgroup is done with K tile j and V tile j - 1 */
+    if (threadIdx.x == 0) k.load_k(p, j + S), k.load_v(p, j + S);
   }
-  wg_pv<T, D, BK>(r.of(), pw, k.vt(k.ntiles - 1));
+  k.wait_v(k.ntiles - 1);
+  r.pv(pw, k.ntiles - 1);
   nnc_wg::wait<0>();
-  nnc_wg::fence_regs(r.of());
+  r.o_landed();
 }
 
 }  // namespace nnc_attn
 
-/* One block: the barriers, Q and the first STAGES - 1 key tiles, then the
- * tiles one at a time (OVERLAP false) or with FA3's overlap of the softmax
- * and the products inside a warpgroup (OVERLAP true), then the rows. */
+/* One block: the barriers, Q and K and V tiles 0 to STAGES - 2, then the
+ * tiles one at a time (OVERLAP false: STAGES buffers of K and of V) or with
+ * FA3's overlap of the softmax and the products inside a warpgroup (OVERLAP
+ * true: STAGES buffers of K, STAGES + 1 of V), then the rows. */
 template <typename T, int D, int BK, int NWG, int STAGES, int MINB, bool OVERLAP>
 __global__ void __launch_bounds__(NWG * 128, MINB)
     nnc_attn_wgmma_kernel(const __grid_constant__ nnc_attn_wgmma_params<T> p) {
@@ -252,22 +271,22 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   using namespace nnc_attn;
   static_assert(D == 64, "rows of 128 bytes: one swizzle period a row");
   static_assert(BK == 64 || BK == 128, "S is one wgmma of n64 or n128");
-  static_assert(STAGES >= 2, "a stage to work on and one to fill");
+  static_assert(STAGES >= 2, "a buffer to work on and one to fill");
+  using Block = wg_block<T, D, BK, NWG, STAGES, STAGES + (OVERLAP ? 1 : 0)>;
   extern __shared__ __align__(16) unsigned char nnc_attn_wg_smem[];
-  const wg_block<T, D, BK, NWG, STAGES> k(p.a, nnc_attn_wg_smem);
+  const Block k(p.a, nnc_attn_wg_smem);
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s <= STAGES; ++s) nnc_tma::init(&k.full[s], 1);
+    for (int i = 0; i <= Block::KS + Block::VS; ++i) nnc_tma::init(&k.kbar[i], 1);
     nnc_tma::fence_init();
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    nnc_tma::arrive_expect(&k.full[STAGES], 64 * NWG * D * sizeof(T));
-    nnc_tma::load_4d(k.sq, &p.q, &k.full[STAGES], 0, k.q0, k.h, k.b);
-    for (int t = 0; t < STAGES - 1 && t < k.ntiles; ++t) k.load_kv(p, t);
+    k.load_q(p);
+    for (int t = 0; t < STAGES - 1; ++t) k.load_k(p, t), k.load_v(p, t);
   }
-  wg_rows<T, D, BK, NWG, STAGES> r(p.a, k);
-  nnc_tma::wait(&k.full[STAGES], 0);
+  wg_rows<T, Block> r(p.a, k);
+  nnc_tma::wait(k.qbar(), 0);
   if constexpr (OVERLAP)
     wg_tiles_overlap(p, r, k);
   else
