@@ -123,7 +123,7 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
   const size_t smem = nnc_attn_mma_smem<T, D, BQ, BK, Ops>();
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
-  const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
+  const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
   kernel<<<grid, WARPS * 32, smem, stream>>>(a);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
@@ -149,7 +149,7 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
   const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES, STAGES + (OVERLAP ? 1 : 0)>();
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
-  const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
+  const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
   kernel<<<grid, NWG * 128, smem, stream>>>(p);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
@@ -169,7 +169,7 @@ nnc_cuda_status nnc_cuda_attention_simt(const nnc_cuda_attn_args<T> &a, size_t m
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
   constexpr int BQ = WARPS * RPW;
-  const dim3 grid((unsigned)((a.T + BQ - 1) / BQ), (unsigned)a.heads, (unsigned)a.batch);
+  const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
   kernel<<<grid, WARPS * 32, smem, stream>>>(a);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
@@ -195,6 +195,11 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
   if (a.batch > 65535 || a.heads > 65535)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected batch and heads <= 65535, found %d and %d",
                          a.batch, a.heads);
+  /* the grid (nnc_attn::grid_of): heads x batch blocks in x, query tiles of 16 rows or more in y */
+  if ((long long)a.batch * a.heads > 0x7fffffffLL || a.T > 65535 * 16)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
+                         "expected batch * heads < 2^31 and T <= %d, found batch %d, heads %d, T %d", 65535 * 16,
+                         a.batch, a.heads, a.T);
   if (a.batch == 0 || a.heads == 0 || a.T == 0 || a.Dv == 0) return NNC_CUDA_OK;
   const struct {
     const void *p;
@@ -210,16 +215,23 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected mask aligned to %zu bytes, found %p",
                          sizeof(T), (const void *)a.mask);
 
-  int dev = 0, cc = 0, optin = 0;
+  int dev = 0, cc = 0, optin = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return nnc_attn::runtime_fail(err, e, "querying the device");
 
 #ifdef NNC_CUDA_SM90A
   if constexpr (!std::is_same<T, float>::value)
-    if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a))
+    if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a)) {
+      /* fewer blocks of 64 queries than one wave at four an SM (GPT-2 at
+       * B=1): the SMs are not full, each block's chain of tiles is the
+       * time, and tiles of 128 keys halve it */
+      if ((long long)a.heads * a.batch * ((a.T + 63) / 64) < 4LL * sms)
+        return nnc_cuda_attention_wgmma<T, 64, 128, 1, 2, 2, true>(a, stream, err);
       return nnc_cuda_attention_wgmma<T, 64, 64, 1, 2, 4, true>(a, stream, err);
+    }
 #endif
   if (nnc_cuda_attention_uses_mma(a, cc)) {
     if constexpr (std::is_same<T, float>::value) {

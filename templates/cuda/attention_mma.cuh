@@ -54,8 +54,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
   T *sv = sk + 2 * TK;                         /* two V tiles */
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const nnc_attn::block_tile bt = nnc_attn::tile_of_block(a.heads, a.causal);
+  const int qt = bt.qt, h = bt.h, b = bt.b;
   const int q0 = qt * BQ;
   const int off = a.S - a.T; /* causal: query i sees keys j <= i + off */
   const T *qg = a.q + b * a.q_sb + h * a.q_sh;

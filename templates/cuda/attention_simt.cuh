@@ -15,6 +15,7 @@
 #ifndef NNC_CUDA_ATTENTION_SIMT_CUH
 #define NNC_CUDA_ATTENTION_SIMT_CUH
 
+#include "attention_tile.cuh"
 #include "nnc_cuda.cuh"
 
 extern __shared__ __align__(16) unsigned char nnc_attn_smem[];
@@ -46,8 +47,8 @@ __global__ void __launch_bounds__(WARPS * 32) nnc_attn_simt_kernel(const nnc_cud
   float *sp = sacc + BQ * Dv;                           /* [WARPS][BK] */
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
+  const nnc_attn::block_tile bt = nnc_attn::tile_of_block(a.heads, a.causal);
+  const int qt = bt.qt, h = bt.h, b = bt.b;
   const int q0 = qt * BQ;
   const int off = a.S - a.T;
   const T *qg = a.q + b * a.q_sb + h * a.q_sh;

@@ -22,6 +22,25 @@ namespace nnc_attn {
  * attention_ops16.cuh (bf16, f16) and attention_tf32.cuh (float). */
 template <typename T, int D> struct tc_ops;
 
+/* Which query tile and (batch, head) a block owns. The grid is (heads x
+ * batch, query tiles) and blocks start in the order of their linear index,
+ * x first: every (batch, head) starts its tile i before any starts tile
+ * i + 1. Causal rows see more keys the later they are, so i counts from the
+ * last tile: the heaviest blocks of the whole grid start first and the
+ * lightest make the tail (with the tile as the fastest index, the heaviest
+ * tiles of the last heads started last). */
+struct block_tile {
+  int qt, h, b;
+};
+__device__ __forceinline__ block_tile tile_of_block(int heads, bool causal) {
+  const int i = (int)blockIdx.y;
+  return {causal ? (int)gridDim.y - 1 - i : i, (int)blockIdx.x % heads, (int)blockIdx.x / heads};
+}
+/* The grid of tile_of_block for query tiles of bq rows. */
+inline dim3 grid_of(int T, int bq, int heads, int batch) {
+  return dim3((unsigned)(heads * batch), (unsigned)((T + bq - 1) / bq));
+}
+
 /* 2^x on the special-function unit (rel. error about 2^-22, below tf32's and
  * bf16's rounding); exp2f adds denormal handling around the same MUFU. */
 __device__ __forceinline__ float ex2(float x) {

@@ -21,8 +21,8 @@
  * cores busy meanwhile.
  *
  * Causal: key tiles above the diagonal of the block's last query are never
- * loaded, heavy (late) query blocks are scheduled first; as in the mma.sync
- * path. */
+ * loaded, heavy (late) query blocks are scheduled first (tile_of_block); as
+ * in the mma.sync path. */
 #ifndef NNC_CUDA_ATTENTION_WGMMA_CUH
 #define NNC_CUDA_ATTENTION_WGMMA_CUH
 
@@ -106,9 +106,9 @@ template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_blo
     sv = sk + KS * BK * D;
     kbar = reinterpret_cast<uint64_t *>(sv + VS * BK * D);
     vbar = kbar + KS;
-    const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    h = blockIdx.y, b = blockIdx.z;
-    q0 = qt * 64 * NWG;
+    const block_tile bt = tile_of_block(a.heads, a.causal);
+    h = bt.h, b = bt.b;
+    q0 = bt.qt * 64 * NWG;
     off = a.S - a.T; /* causal: query i sees keys j <= i + off */
     og = a.out + b * a.o_sb + h * a.o_sh;
     mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;

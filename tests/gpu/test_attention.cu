@@ -12,7 +12,8 @@
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_attention.cu -o test_attention
  *   ./test_attention [--small]
  * Built with -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A, the
- * bf16/f16 D = 64 cases take the wgmma path (attention_wgmma.cuh). 
+ * bf16/f16 D = 64 cases take the wgmma path (attention_wgmma.cuh): tiles of
+ * 128 keys on small grids, of 64 on the grid528 cases.
  * Exits 1 on any failure. */
 #include <cmath>
 #include <cstdio>
@@ -75,6 +76,11 @@ static const tcase CASES[] = {
     {"d64_S0", 2, 3, 5, 0, 64, 64, 0, NO_MASK, CONTIG, false, true},
     {"d64_T517_causal", 2, 3, 517, 517, 64, 64, 1, NO_MASK, CONTIG, false, true},
     {"d64_T300_S257_pad8_mask", 2, 3, 300, 257, 64, 64, 0, MASK, PAD8, false, true},
+    /* grids of 528 blocks of 64 queries or more: one wave at four an SM of
+     * the H100's 132 (the sm_90a dispatch takes BK = 64 from there on, 128
+     * below) */
+    {"d64_grid528_fused_qkv_causal", 4, 12, 704, 704, 64, 64, 1, NO_MASK, FUSED_QKV, false, true},
+    {"d64_grid528_T704_S300_mask", 6, 8, 704, 300, 64, 64, 0, MASK, PAD8, false, true},
 };
 
 struct view {
