@@ -167,19 +167,18 @@ template <int D, int BQ, int BK, int W, int MINB = 1> static launcher mma() {
 }
 
 #ifdef NNC_CUDA_SM90A
-template <int D, int BK, int NWG, int STAGES, int MINB, bool OVERLAP = false> static launcher wgmma() {
+template <int D, int BK, int NWG, int STAGES, int MINB> static launcher wgmma() {
   return [](const nnc_cuda_attn_args<bf16> &a, cudaStream_t s, nnc_cuda_error *e) {
-    return nnc_cuda_attention_wgmma<bf16, D, BK, NWG, STAGES, MINB, OVERLAP>(a, s, e);
+    return nnc_cuda_attention_wgmma<bf16, D, BK, NWG, STAGES, MINB>(a, s, e);
   };
 }
 #endif
 
 /* mma.sync: tiles BQ x BK, W warps, at least MINB blocks an SM ("_m<MINB>");
- * wgmma (sm_90a builds, whose default is the overlap at BK = 64, one
- * warpgroup, two stages, four blocks an SM; BK = 128 and two blocks an SM
- * on grids under one wave): BK keys a tile, NWG warpgroups of 64
- * queries, STAGES buffers of K and V tiles ("_s<STAGES>"), "_overlap":
- * FA3's overlap of softmax and products inside a warpgroup. */
+ * wgmma (sm_90a builds, whose default is BK = 64, one warpgroup, two
+ * stages, three blocks an SM; BK = 128 and two blocks an SM on grids under
+ * one wave of four): BK keys a tile, NWG warpgroups of 64 queries, STAGES
+ * buffers of K tiles ("_s<STAGES>"). */
 static std::vector<std::pair<const char *, launcher>> variants(int D) {
   if (D == 32)
     return {{"mma_bq128_bk64_w4", mma<32, 128, 64, 4>()},
@@ -190,11 +189,9 @@ static std::vector<std::pair<const char *, launcher>> variants(int D) {
             {"mma_bq128_bk128_w8", mma<64, 128, 128, 8>()},
 #ifdef NNC_CUDA_SM90A
             {"wgmma_bk64_wg1_s2_m4", wgmma<64, 64, 1, 2, 4>()},
-            {"wgmma_bk64_wg1_s2_m3", wgmma<64, 64, 1, 2, 3>()},
-            {"wgmma_bk64_wg1_s2_m3_overlap", wgmma<64, 64, 1, 2, 3, true>()},
-            {"wgmma_bk64_wg1_s2_m4_overlap", wgmma<64, 64, 1, 2, 4, true>()},
+            {"wgmma_bk64_wg1_s3_m3", wgmma<64, 64, 1, 3, 3>()},
             {"wgmma_bk128_wg1_s2_m2", wgmma<64, 128, 1, 2, 2>()},
-            {"wgmma_bk128_wg1_s2_m2_overlap", wgmma<64, 128, 1, 2, 2, true>()},
+            {"wgmma_bk64_wg2_s2_m2", wgmma<64, 64, 2, 2, 2>()},
 #endif
     };
   return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk64_w8", mma<128, 128, 64, 8>()}};

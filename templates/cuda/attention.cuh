@@ -24,10 +24,13 @@
  * Dispatch:
  * - built for cuda-sm90a (NNC_CUDA_SM90A: every device pass sm_90a) on a
  *   compute capability 9.0 GPU, bf16/f16 with D == Dv == 64 and the mma
- *   conditions below: wgmma (attention_wgmma.cuh), BK = 64 keys a tile, one
- *   warpgroup of 64 queries a block, three blocks an SM (B=8 H=12 causal
- *   T=1024: 56.0 us against 69.9 on mma.sync; 2 warpgroups a block 61.6,
- *   BK = 128 65.3; session 5);
+ *   conditions below, with q, k, v the copy engine can walk (tma_fits: no
+ *   broadcast stride, S > 0): wgmma fed by TMA (attention_wgmma.cuh), one
+ *   warpgroup of 64 queries a block, BK = 64 keys a tile and three blocks
+ *   an SM, or BK = 128 and two when the grid has fewer blocks than a wave
+ *   of four an SM (B=8 H=12 causal T=1024: 43.8-44.5 us against 58.7 on
+ *   mma.sync and SDPA's 47.1; B=1: 13.6-13.8 against SDPA's 15.0; session
+ *   7, H100);
  * - tensor cores (attention_mma.cuh) when T is bf16 or f16, or T is float
  *   (a.tf32 set: products on tf32; not set: each product as three tf32
  *   products, f32 accuracy, D 32 or 64 only; softmax in f32 always),
@@ -46,7 +49,8 @@
  *   16 KB of shared memory. B=32 H=12 T=128: 10.70 us (BQ = 128: 12.35).
  * - mma, D = 64: BQ = 64, 4 warps, BK = 64; 40 KB. B=8 causal T=1024:
  *   70.2 us (BK = 128: 77.6; BQ = 128 with 2 tiles a warp: 74.5; forcing 4
- *   blocks an SM: 72.5); B=1: 22.0 us (BK = 128: 21.3).
+ *   blocks an SM: 72.5); B=1: 22.0 us (BK = 128: 21.3). With the grid's
+ *   heaviest tiles first (tile_of_block, session 7): 58.7 and 17.2 us.
  * - mma, D = 128: BQ = 128, 8 warps (one m16 tile each: two would need
  *   more than 255 registers), BK = 128; 160 KB, one block an SM. B=4 H=16
  *   causal T=2048: 294 us (BK = 64: 307-310; 337 against 372 the session
@@ -132,7 +136,7 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
  * must satisfy the mma conditions above and nnc_attn::tma_fits, D == 64,
  * T bf16 or f16); the tensor maps of q, k and v are made here, on the host,
  * for each call. */
-template <typename T, int D, int BK, int NWG, int STAGES, int MINB, bool OVERLAP = false>
+template <typename T, int D, int BK, int NWG, int STAGES, int MINB>
 nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
                                          nnc_cuda_error *err) {
   constexpr int BQ = 64 * NWG;
@@ -145,8 +149,8 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
                          "expected q, k, v the driver can describe as tensor maps (cuTensorMapEncodeTiled), found "
                          "it refused strides %lld/%lld/%lld (q), %lld/%lld/%lld (k), %lld/%lld/%lld (v) elements",
                          a.q_st, a.q_sh, a.q_sb, a.k_st, a.k_sh, a.k_sb, a.v_st, a.v_sh, a.v_sb);
-  auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB, OVERLAP>;
-  const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES, STAGES + (OVERLAP ? 1 : 0)>();
+  auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB>;
+  const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES, STAGES + 1>();
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
@@ -229,8 +233,8 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
        * B=1): the SMs are not full, each block's chain of tiles is the
        * time, and tiles of 128 keys halve it */
       if ((long long)a.heads * a.batch * ((a.T + 63) / 64) < 4LL * sms)
-        return nnc_cuda_attention_wgmma<T, 64, 128, 1, 2, 2, true>(a, stream, err);
-      return nnc_cuda_attention_wgmma<T, 64, 64, 1, 2, 4, true>(a, stream, err);
+        return nnc_cuda_attention_wgmma<T, 64, 128, 1, 2, 2>(a, stream, err);
+      return nnc_cuda_attention_wgmma<T, 64, 64, 1, 2, 3>(a, stream, err);
     }
 #endif
   if (nnc_cuda_attention_uses_mma(a, cc)) {
