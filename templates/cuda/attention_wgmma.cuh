@@ -199,8 +199,7 @@ template <typename T, typename Block> struct wg_rows {
  * H100, causal B=8 H=12 T=1024: 43.8 against 44.5 us at 3 and 4 blocks an
  * SM; B=1: 13.6 against 15.4 (session 7). */
 template <typename T, typename Block>
-__device__ __forceinline__ void wg_tiles(const nnc_attn_wgmma_params<T> &p, wg_rows<T, Block> &r,
-                                                 const Block &k) {
+__device__ __forceinline__ void wg_tiles(const nnc_attn_wgmma_params<T> &p, wg_rows<T, Block> &r, const Block &k) {
   constexpr int NT = Block::BK / 8, S = Block::KS;
   static_assert(Block::VS == Block::KS + 1, "V tiles live a step longer");
   if (k.ntiles == 0) return;
