@@ -10,7 +10,7 @@
  * max |ref| (absolute where ref is all zero); f32 1e-5, tf32/bf16/f16 1e-2.
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_attention.cu -o test_attention
- *   ./test_attention [--small]
+ *   ./test_attention [--small | --case NAME]   (--small: the cases compute-sanitizer runs)
  * Built with -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A, the
  * bf16/f16 D = 64 cases take the wgmma path (attention_wgmma.cuh): tiles of
  * 128 keys on small grids, of 64 on the grid528 cases.
@@ -265,18 +265,23 @@ static void arg_checks() {
 
 int main(int argc, char **argv) {
   const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
+  const char *only = argc > 2 && std::strcmp(argv[1], "--case") == 0 ? argv[2] : nullptr;
   int dev = 0, cc = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
   arg_checks();
   int n = 0;
   for (const tcase &c : CASES) {
-    if (small && !c.small) continue;
+    if ((small && !c.small) || (only && std::strcmp(only, c.name) != 0)) continue;
     run_case<float>(c, cc, "f32", 1e-5);
     run_case<float>(c, cc, "tf32", 1e-2, true);
     run_case<__nv_bfloat16>(c, cc, "bf16", 1e-2);
     run_case<__half>(c, cc, "f16", 1e-2);
     n += 4;
+  }
+  if (only && n == 0) {
+    std::printf("FAIL: no case named %s\n", only);
+    return 1;
   }
   std::printf("%s: %d cases, %d failed\n", failures ? "FAILED" : "ALL PASSED", n, failures);
   return failures ? 1 : 0;
