@@ -29,7 +29,8 @@ static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p)
 }
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
-  nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines};
+  nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines, .training = o->train};
+  nnc_autodiff_opts ad = {.loss = o->loss};
   nnc_graph g;
   nnc_graph_init(&g);
   nnc_schedule s;
@@ -56,6 +57,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->cuda_graphs && t.family != NNC_FAMILY_CUDA)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
+  if (!st && o->train) st = nnc_pass_check(&g, err);
+  if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {

@@ -21,6 +21,8 @@ typedef struct nnc_build_opts {
   bool cuda_graphs;                /* --cuda-graphs: the CUDA model replays captured graphs */
   bool measure;                    /* --tune=measure: time the implementations on the GPU */
   const char *tune_file;           /* --tune-file; NULL: the default path */
+  bool train;                      /* --train: the training step (loss and gradients) */
+  const char *loss;                /* --loss: the loss output's name; NULL: "loss" */
 } nnc_build_opts;
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err);

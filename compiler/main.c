@@ -32,6 +32,8 @@ typedef struct cli {
   emit_kind emit;
   bool explain;
   bool cuda_graphs;
+  bool train;            /* --train */
+  const char *loss;      /* --loss=NAME */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -43,6 +45,7 @@ static void usage(FILE *f) {
     "usage: nnc MODEL.lua [--target=T] [--precision=P] [--outputs=f32|storage] [-o PATH]\n"
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
+    "                     [--train [--loss=NAME]]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -71,6 +74,10 @@ static void usage(FILE *f) {
     "  --cuda-graphs     CUDA: replay each forward from a CUDA graph captured on the\n"
     "                    first run of each set of sizes and buffers (options.cuda_graphs)\n"
     "  -D name=value     override a key of the model's config{} table\n"
+    "  --train           compile the training step: the model runs with `training` true\n"
+    "                    and must declare a scalar output \"loss\"; the outputs become\n"
+    "                    the loss and grad.<param> for every float parameter\n"
+    "  --loss=NAME       the loss output's name under --train (default loss)\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"
@@ -107,6 +114,11 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
     else if (strcmp(a, "--explain") == 0) c->explain = true;
     else if (strcmp(a, "--cuda-graphs") == 0) c->cuda_graphs = true;
+    else if (strcmp(a, "--train") == 0) c->train = true;
+    else if (strncmp(a, "--loss=", 7) == 0) {
+      c->loss = a + 7;
+      if (!c->loss[0]) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--loss: expected an output name, found \"\"");
+    }
     else if (strncmp(a, "--tune=", 7) == 0) {
       c->tune = a + 7;
       if (strcmp(c->tune, "analytic") != 0 && strcmp(c->tune, "measure") != 0)
@@ -189,11 +201,13 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .defines = c->defines, .ndefines = c->ndefines,
                          .precision = c->precision, .outputs = c->outputs,
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
-                         .cuda_graphs = c->cuda_graphs,
+                         .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
-  nnc_frontend_opts fo = {.path = c->model, .defines = c->defines, .ndefines = c->ndefines};
+  nnc_frontend_opts fo = {.path = c->model, .defines = c->defines, .ndefines = c->ndefines,
+                          .training = c->train};
+  nnc_autodiff_opts ad = {.loss = c->loss};
   nnc_graph g;
   nnc_graph_init(&g);
   nnc_schedule s;
@@ -202,6 +216,8 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
   if (!st) st = nnc_outputs_parse(c->weights ? NULL : c->outputs, &prec, err);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
+  if (!st && c->train) st = nnc_pass_check(&g, err);
+  if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {

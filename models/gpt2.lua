@@ -67,4 +67,10 @@ end
 x = norm(x, param("ln_f"))
 
 -- The language-model head is tied to the token embeddings.
-output("logits", linear(x, cfg.vocab, wte, { bias = false }))
+local logits = linear(x, cfg.vocab, wte, { bias = false })
+output("logits", logits)
+
+-- nnc --train: next-token prediction, targets[b][t] being ids[b][t + 1]
+if training then
+  output("loss", cross_entropy(logits, input("targets", i32, { B, T })))
+end

@@ -17,4 +17,10 @@ for i, width in ipairs { cfg.hidden1, cfg.hidden2 } do
   x = relu(linear(x, width, param("fc" .. i)))
 end
 
-output("logits", linear(x, cfg.classes, param("out")))
+local logits = linear(x, cfg.classes, param("out"))
+output("logits", logits)
+
+-- nnc --train: the loss to minimise, against each image's class
+if training then
+  output("loss", cross_entropy(logits, input("labels", i32, { B })))
+end

@@ -42,6 +42,7 @@ typedef struct fe_state {
   fe_define *defines;
   int ndefines;
   FILE *print_to;
+  bool training;                 /* the global `training` */
   /* budgets (sandbox.c) */
   uint64_t max_instructions, instructions;
   int hook_every, hook_normal;   /* instructions between hook calls: now, usually */

@@ -12,6 +12,10 @@ static int run_model(lua_State *L) {
   fe_state *fe = fe_get(L);
   fe_sandbox_open(L);
   fe_dsl_open(L);
+  /* true under nnc --train: a model declares its loss (and the targets it
+   * needs) only then, so inference keeps its plain inputs */
+  lua_pushboolean(L, fe->training);
+  lua_setglobal(L, "training");
   fe_load_file(L, fe->path, false);
   lua_call(L, 0, 0);
   fe_check_defines(L);
@@ -65,6 +69,7 @@ nnc_status nnc_frontend_load(const nnc_frontend_opts *o, nnc_graph *g, nnc_error
   fe->g = g;
   fe->path = o->path;
   fe->print_to = o->print_to ? o->print_to : stdout;
+  fe->training = o->training;
   fe->max_instructions = o->max_instructions ? o->max_instructions : FE_DEFAULT_INSTRUCTIONS;
   fe->max_memory = o->max_memory ? o->max_memory : FE_DEFAULT_MEMORY;
   nnc_status st = set_name(g, o->path, err);

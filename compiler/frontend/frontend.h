@@ -8,6 +8,7 @@
 #ifndef NNC_FRONTEND_H
 #define NNC_FRONTEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -20,6 +21,7 @@ typedef struct nnc_frontend_opts {
   uint64_t max_instructions;    /* 0: the default (200 million) */
   size_t max_memory;            /* bytes; 0: the default (512 MiB) */
   FILE *print_to;               /* where the model's print() writes; NULL: stdout */
+  bool training;                /* the model's global `training` (nnc --train) */
 } nnc_frontend_opts;
 
 /* Runs the model and fills g (initialised by the caller; g->name is set from

@@ -110,6 +110,18 @@ typedef enum nnc_op {
   NNC_OP_EMBEDDING,     /* in: table [V, C], ids i32 [...]; out [..., C] */
   /* loss */
   NNC_OP_CROSS_ENTROPY, /* in: logits [..., V], targets i32 [...]; out: mean loss, shape [] */
+  /* gradients: what the autodiff pass (passes/autodiff.c) writes besides the
+   * ops above. Each is the VJP of one forward op that the others cannot
+   * express without a copy or a T x T detour. */
+  NNC_OP_ACT_GRAD,      /* in: x, dy; dy * act'(x) for the activation attrs.act (gelu: attrs.gelu_tanh) */
+  NNC_OP_EQUAL,         /* in: a, b (broadcasting); 1 where a == b, else 0: where a max came from */
+  NNC_OP_EXPAND,        /* in: x; broadcast (numpy rules) to the output tensor's shape: a sum's gradient */
+  NNC_OP_PAD,           /* in: x; the output tensor's shape, zero but for x at attrs.start along attrs.axis:
+                           a slice's gradient */
+  NNC_OP_EMBEDDING_GRAD, /* in: dy [..., C], ids i32 [...]; out [V, C] (its shape set by the caller):
+                            row ids[i] is the sum of the dy rows that looked it up */
+  NNC_OP_CROSS_ENTROPY_GRAD, /* in: logits [..., V], targets i32 [...], dloss []; out: d loss / d logits,
+                                (softmax(logits) - onehot(targets)) * dloss / rows */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -122,8 +134,8 @@ typedef enum nnc_op_class {
   NNC_CLASS_ROW,        /* softmax and the norms */
   NNC_CLASS_REDUCE,
   NNC_CLASS_MOVE,       /* reshape, transpose, slice, concat, split */
-  NNC_CLASS_GATHER,
-  NNC_CLASS_LOSS
+  NNC_CLASS_GATHER,     /* embedding and its gradient (a scatter-add) */
+  NNC_CLASS_LOSS        /* cross-entropy and its gradient */
 } nnc_op_class;
 
 typedef struct nnc_op_info {
@@ -150,6 +162,8 @@ typedef struct nnc_attrs {
   bool gelu_tanh;            /* gelu: tanh approximation instead of erf */
   bool weight_in_out;        /* linear: weight stored [in, out] (GPT-2 Conv1D) */
   nnc_dtype to;              /* cast */
+  nnc_op act;                /* act_grad: the activation whose derivative it applies */
+  bool mask_zero;            /* masks: masked entries become 0, not -inf (a mask's gradient) */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */

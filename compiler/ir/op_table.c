@@ -41,6 +41,12 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   [NNC_OP_SPLIT] = {"split", NNC_CLASS_MOVE, 1, 1},
   [NNC_OP_EMBEDDING] = {"embedding", NNC_CLASS_GATHER, 2, 2},
   [NNC_OP_CROSS_ENTROPY] = {"cross_entropy", NNC_CLASS_LOSS, 2, 2},
+  [NNC_OP_ACT_GRAD] = {"act_grad", NNC_CLASS_BINARY, 2, 2},
+  [NNC_OP_EQUAL] = {"equal", NNC_CLASS_BINARY, 2, 2},
+  [NNC_OP_EXPAND] = {"expand", NNC_CLASS_UNARY, 1, 1},
+  [NNC_OP_PAD] = {"pad", NNC_CLASS_MOVE, 1, 1},
+  [NNC_OP_EMBEDDING_GRAD] = {"embedding_grad", NNC_CLASS_GATHER, 2, 2},
+  [NNC_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", NNC_CLASS_LOSS, 3, 3},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

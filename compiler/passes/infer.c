@@ -156,8 +156,17 @@ static nnc_status dispatch(const nnc_infer_ctx *c) {
   case NNC_OP_ADD_S: case NNC_OP_SUB_S: case NNC_OP_RSUB_S: case NNC_OP_MUL_S: case NNC_OP_DIV_S:
   case NNC_OP_RDIV_S: case NNC_OP_POW_S:
     return nnc_infer_unary(c);
-  case NNC_OP_ADD: case NNC_OP_SUB: case NNC_OP_MUL: case NNC_OP_DIV:
+  case NNC_OP_ADD: case NNC_OP_SUB: case NNC_OP_MUL: case NNC_OP_DIV: case NNC_OP_EQUAL:
     return nnc_infer_binary(c);
+  case NNC_OP_ACT_GRAD:
+    if (!nnc_op_is_activation(c->n->attrs.act))
+      return nnc_infer_fail(c, NNC_E_INTERNAL, "expected an activation to differentiate, found op %d",
+                            (int)c->n->attrs.act);
+    return nnc_infer_binary(c);
+  case NNC_OP_EXPAND: return nnc_infer_expand(c);
+  case NNC_OP_PAD: return nnc_infer_pad(c);
+  case NNC_OP_EMBEDDING_GRAD: return nnc_infer_embedding_grad(c);
+  case NNC_OP_CROSS_ENTROPY_GRAD: return nnc_infer_cross_entropy_grad(c);
   case NNC_OP_CAUSAL_MASK: case NNC_OP_PADDING_MASK:
     return nnc_infer_mask(c);
   case NNC_OP_LINEAR: return nnc_infer_linear(c);

@@ -51,6 +51,17 @@ nnc_status nnc_outputs_parse(const char *name, nnc_precision *p, nnc_error *err)
 
 nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *err);
 
+/* --train: appends the backward graph (reverse-mode autodiff, one rule per
+ * op in autodiff_rules.c) and makes the outputs the loss and a gradient per
+ * float parameter, "grad.<name>" (see autodiff.c). Runs on the checked
+ * graph, before nnc_pass_precision and nnc_compile_graph. */
+typedef struct nnc_autodiff_opts {
+  const char *loss;     /* the loss output's name; NULL: "loss" */
+  bool input_grads;     /* gradients of the float inputs too, "grad.<input>" (tests) */
+} nnc_autodiff_opts;
+
+nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err);
+
 /* Groups the live nodes into kernels (s must be initialised for g). */
 nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err);
 

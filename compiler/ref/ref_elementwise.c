@@ -67,12 +67,40 @@ double nnc_ref_unary(const nnc_node *n, double x) {
   }
 }
 
-double nnc_ref_binary(nnc_op op, double a, double b) {
-  switch (op) {
+double nnc_ref_activation_grad(nnc_op act, bool gelu_tanh, double x) {
+  switch (act) {
+  case NNC_OP_RELU: return x > 0 ? 1.0 : 0.0;   /* 0 at 0, as PyTorch */
+  case NNC_OP_GELU:
+    if (gelu_tanh) {
+      const double c = sqrt(2.0 / M_PI);
+      double t = tanh(c * (x + 0.044715 * x * x * x));
+      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    }
+    return 0.5 * (1.0 + erf(x / M_SQRT2)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+  case NNC_OP_SILU: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 + x * (1.0 - s));
+  }
+  case NNC_OP_SIGMOID: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 - s);
+  }
+  case NNC_OP_TANH: {
+    double t = tanh(x);
+    return 1.0 - t * t;
+  }
+  default: return NAN;
+  }
+}
+
+double nnc_ref_binary(const nnc_node *n, double a, double b) {
+  switch (n->op) {
   case NNC_OP_ADD: return a + b;
   case NNC_OP_SUB: return a - b;
   case NNC_OP_MUL: return a * b;
   case NNC_OP_DIV: return a / b;
+  case NNC_OP_EQUAL: return a == b ? 1.0 : 0.0;
+  case NNC_OP_ACT_GRAD: return b * nnc_ref_activation_grad(n->attrs.act, n->attrs.gelu_tanh, a);
   default: return NAN;
   }
 }
@@ -83,14 +111,27 @@ nnc_status nnc_ref_op_unary(nnc_ref *r, const nnc_node *n, nnc_error *err) {
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC];
   nnc_status st = nnc_ref_need(r, n, n->in[0], &x, err);
   if (st) return st;
-  nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[0]), sy = nnc_ref_shape_of(r, n->out[0]);
-  if (!nnc_ref_shape_eq(&sx, &sy))
-    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected the output shape of %s, found %s",
-                             nnc_ref_desc(r, n->in[0], d1), nnc_ref_desc(r, n->out[0], d2));
+  nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[0]), sy = nnc_ref_shape_of(r, n->out[0]), want;
+  /* expand broadcasts; every other unary op keeps the shape */
+  bool ok = n->op == NNC_OP_EXPAND ? nnc_ref_broadcast(&sx, &sy, &want) && nnc_ref_shape_eq(&want, &sy)
+                                   : nnc_ref_shape_eq(&sx, &sy);
+  if (!ok)
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected the output shape %sof %s, found %s",
+                             n->op == NNC_OP_EXPAND ? "broadcast from that " : "", nnc_ref_desc(r, n->in[0], d1),
+                             nnc_ref_desc(r, n->out[0], d2));
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
   nnc_dtype t = r->g->tensors[n->out[0]].dtype;
-  int64_t count = nnc_ref_shape_elems(&sy);
-  for (int64_t i = 0; i < count; i++) y[i] = nnc_ref_store(t, nnc_ref_unary(n, x[i]));
+  int64_t count = nnc_ref_shape_elems(&sy), strides[NNC_MAX_RANK], idx[NNC_MAX_RANK];
+  nnc_ref_bcast_strides(&sx, &sy, strides);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t at = i;
+    if (n->op == NNC_OP_EXPAND) {
+      nnc_ref_unravel(&sy, i, idx);
+      at = 0;
+      for (int d = 0; d < sy.rank; d++) at += idx[d] * strides[d];
+    }
+    y[i] = nnc_ref_store(t, nnc_ref_unary(n, x[at]));
+  }
   return NNC_OK;
 }
 
@@ -120,7 +161,7 @@ nnc_status nnc_ref_op_binary(nnc_ref *r, const nnc_node *n, nnc_error *err) {
       ia += idx[d] * st_a[d];
       ib += idx[d] * st_b[d];
     }
-    y[e] = nnc_ref_store(t, nnc_ref_binary(n->op, a[ia], b[ib]));
+    y[e] = nnc_ref_store(t, nnc_ref_binary(n, a[ia], b[ib]));
   }
   return NNC_OK;
 }
@@ -152,7 +193,7 @@ nnc_status nnc_ref_op_mask(nnc_ref *r, const nnc_node *n, nnc_error *err) {
     bool masked;
     if (m) masked = m[(e / per_batch) * S + j] == 0;
     else masked = j > (e / S) % T + (S - T);
-    y[e] = masked ? -INFINITY : x[e];
+    y[e] = masked ? (n->attrs.mask_zero ? 0.0 : -INFINITY) : x[e];
   }
   return NNC_OK;
 }

@@ -32,6 +32,7 @@ static bool node_shape_ok(const nnc_ref *r, const nnc_node *n) {
     if (!nnc_ref_broadcast(&a, &b, &want)) return false;
   }
   if (cls == NNC_CLASS_MASK && a.rank < 2) return false;
+  if (n->op == NNC_OP_EXPAND) return nnc_ref_broadcast(&a, &y, &want) && nnc_ref_shape_eq(&want, &y);
   if (n->op == NNC_OP_PADDING_MASK) {
     nnc_ref_shape m = nnc_ref_shape_of(r, n->in[1]);
     if (m.rank != 2 || m.d[0] != a.d[0] || m.d[1] != a.d[a.rank - 1]) return false;
@@ -94,7 +95,7 @@ static double eval(const fused_node *f, const nnc_ref_shape *dom, const int64_t 
     in[j] = f->ext[j][off];
   }
   switch (nnc_op_info_of(n->op)->cls) {
-  case NNC_CLASS_BINARY: return nnc_ref_store(f->dtype, nnc_ref_binary(n->op, in[0], in[1]));
+  case NNC_CLASS_BINARY: return nnc_ref_store(f->dtype, nnc_ref_binary(n, in[0], in[1]));
   case NNC_CLASS_MASK: {
     /* the element's position in the node's own [..., T, S] shape */
     int rn = f->shape.rank, lead = dom->rank - rn;
@@ -102,7 +103,7 @@ static double eval(const fused_node *f, const nnc_ref_shape *dom, const int64_t 
     int64_t i = T == 1 ? 0 : idx[lead + rn - 2], j = S == 1 ? 0 : idx[lead + rn - 1];
     int64_t b = f->shape.d[0] == 1 ? 0 : idx[lead];
     bool masked = n->op == NNC_OP_CAUSAL_MASK ? j > i + (S - T) : f->mask[b * S + j] == 0;
-    return masked ? -INFINITY : in[0];
+    return masked ? (n->attrs.mask_zero ? 0.0 : -INFINITY) : in[0];
   }
   default: return nnc_ref_store(f->dtype, nnc_ref_unary(n, in[0]));
   }

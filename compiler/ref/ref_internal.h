@@ -42,7 +42,9 @@ nnc_status nnc_ref_out(nnc_ref *r, const nnc_node *n, int i, double **out, nnc_e
 /* Elementwise arithmetic, one element at a time (the graph ops and the fused
  * elementwise kernels share it, so a chain means the same in both). */
 double nnc_ref_unary(const nnc_node *n, double x);          /* unary, scalar and cast ops */
-double nnc_ref_binary(nnc_op op, double a, double b);
+double nnc_ref_binary(const nnc_node *n, double a, double b);   /* binary ops, act_grad and equal */
+/* d act(x) / dx */
+double nnc_ref_activation_grad(nnc_op act, bool gelu_tanh, double x);
 double nnc_ref_gelu(double x, bool tanh_form);
 double nnc_ref_activation(nnc_op act, bool gelu_tanh, double x);
 /* x rounded to what a tensor of dtype t stores (i32: toward 0). */
@@ -67,6 +69,9 @@ nnc_status nnc_ref_op_concat(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_split(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_cross_entropy(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_pad(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_cross_entropy_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 
 /* Evaluates node `node` of r->g with the graph ops. */
 nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err);

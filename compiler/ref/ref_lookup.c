@@ -74,3 +74,62 @@ nnc_status nnc_ref_op_cross_entropy(nnc_ref *r, const nnc_node *n, nnc_error *er
   y[0] = total / (double)rows;
   return NNC_OK;
 }
+
+nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  const double *dy, *ids;
+  double *y;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
+  nnc_status st = nnc_ref_need(r, n, n->in[0], &dy, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[1], &ids, err);
+  if (st) return st;
+  nnc_ref_shape sd = nnc_ref_shape_of(r, n->in[0]), si = nnc_ref_shape_of(r, n->in[1]);
+  nnc_ref_shape sy = nnc_ref_shape_of(r, n->out[0]);
+  bool ok = sy.rank == 2 && sd.rank == si.rank + 1 && sd.d[si.rank] == sy.d[1];
+  for (int i = 0; ok && i < si.rank; i++) ok = sd.d[i] == si.d[i];
+  if (!ok)
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected a gradient [...,C], ids [...] and output [V,C], "
+                             "found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
+                             nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
+  int64_t V = sy.d[0], C = sy.d[1], count = nnc_ref_shape_elems(&si);
+  char what[NNC_REF_DESC + 32];
+  snprintf(what, sizeof what, "the rows of the table gradient %s", nnc_ref_desc(r, n->out[0], d1));
+  for (int64_t e = 0; e < count; e++)
+    if ((st = want_index(r, n, n->in[1], e, ids[e], V, "ids", what, err))) return st;
+  if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
+  for (int64_t e = 0; e < count; e++)
+    for (int64_t c = 0; c < C; c++) y[(int64_t)ids[e] * C + c] += dy[e * C + c];
+  return NNC_OK;
+}
+
+nnc_status nnc_ref_op_cross_entropy_grad(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  const double *logits, *targets, *dloss;
+  double *y;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
+  nnc_status st = nnc_ref_need(r, n, n->in[0], &logits, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[1], &targets, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[2], &dloss, err);
+  if (st) return st;
+  nnc_ref_shape sl = nnc_ref_shape_of(r, n->in[0]), sy = nnc_ref_shape_of(r, n->out[0]);
+  int64_t V = sl.rank ? sl.d[sl.rank - 1] : 0;
+  int64_t rows = V ? nnc_ref_shape_elems(&sl) / V : 0;
+  if (V < 1 || nnc_ref_elems(r, n->in[1]) != rows || !nnc_ref_shape_eq(&sl, &sy) || nnc_ref_elems(r, n->in[2]) != 1)
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected logits [...,V] with V >= 1, one target per row "
+                             "and a scalar loss gradient, found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
+                             nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->in[2], d3));
+  char what[NNC_REF_DESC + 32];
+  snprintf(what, sizeof what, "the classes of logits %s", nnc_ref_desc(r, n->in[0], d1));
+  for (int64_t e = 0; e < rows; e++)
+    if ((st = want_index(r, n, n->in[1], e, targets[e], V, "targets", what, err))) return st;
+  if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
+  double scale = dloss[0] / (double)rows;
+  for (int64_t row = 0; row < rows; row++) {
+    const double *x = logits + row * V;
+    double max = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < V; v++)
+      if (x[v] > max) max = x[v];
+    for (int64_t v = 0; v < V; v++) sum += exp(x[v] - max);
+    for (int64_t v = 0; v < V; v++)
+      y[row * V + v] = (exp(x[v] - max) / sum - (v == (int64_t)targets[row] ? 1.0 : 0.0)) * scale;
+  }
+  return NNC_OK;
+}

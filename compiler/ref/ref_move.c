@@ -162,3 +162,25 @@ nnc_status nnc_ref_op_split(nnc_ref *r, const nnc_node *n, nnc_error *err) {
   }
   return NNC_OK;
 }
+
+nnc_status nnc_ref_op_pad(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  const double *x;
+  double *y;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC];
+  nnc_status st = nnc_ref_need(r, n, n->in[0], &x, err);
+  if (st) return st;
+  nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[0]), sy = nnc_ref_shape_of(r, n->out[0]);
+  int axis = n->attrs.axis;
+  int64_t start = nnc_dim_eval(n->attrs.start, r->sym);
+  if (!same_but_axis(&sy, &sx, axis) || start < 0 || start + sx.d[axis] > sy.d[axis])
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected %s to fit in %s from %lld along axis %d",
+                             nnc_ref_desc(r, n->in[0], d1), nnc_ref_desc(r, n->out[0], d2), (long long)start,
+                             axis + 1);
+  if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;   /* zeroed */
+  int64_t outer, inner, len = sx.d[axis];
+  split_axis(&sx, axis, &outer, &inner);
+  for (int64_t o = 0; o < outer; o++)
+    if (len * inner != 0)
+      memcpy(y + (o * sy.d[axis] + start) * inner, x + o * len * inner, (size_t)(len * inner) * sizeof *y);
+  return NNC_OK;
+}

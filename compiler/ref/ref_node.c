@@ -27,10 +27,14 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
     case NNC_OP_TRANSPOSE: return nnc_ref_op_transpose(r, n, err);
     case NNC_OP_SLICE: return nnc_ref_op_slice(r, n, err);
     case NNC_OP_CONCAT: return nnc_ref_op_concat(r, n, err);
+    case NNC_OP_PAD: return nnc_ref_op_pad(r, n, err);
     default: return nnc_ref_op_split(r, n, err);
     }
-  case NNC_CLASS_GATHER: return nnc_ref_op_embedding(r, n, err);
-  case NNC_CLASS_LOSS: return nnc_ref_op_cross_entropy(r, n, err);
+  case NNC_CLASS_GATHER:
+    return n->op == NNC_OP_EMBEDDING ? nnc_ref_op_embedding(r, n, err) : nnc_ref_op_embedding_grad(r, n, err);
+  case NNC_CLASS_LOSS:
+    return n->op == NNC_OP_CROSS_ENTROPY ? nnc_ref_op_cross_entropy(r, n, err)
+                                         : nnc_ref_op_cross_entropy_grad(r, n, err);
   case NNC_CLASS_NONE: break;
   }
   return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "the reference has no rule for op %d", (int)n->op);

@@ -104,5 +104,8 @@ nnc_status nnc_ref_out(nnc_ref *r, const nnc_node *n, int i, double **out, nnc_e
   if (!*out)
     return nnc_ref_node_fail(r, n, NNC_E_NOMEM, err, "out of memory for %lld values of %s",
                              (long long)nnc_ref_elems(r, n->out[i]), r->g->tensors[n->out[i]].name);
+  /* zeroed on a second run too: scatter-adds and pads write only part of it */
+  int64_t count = nnc_ref_elems(r, n->out[i]);
+  if (count > 0) memset(*out, 0, (size_t)count * sizeof **out);
   return NNC_OK;
 }
