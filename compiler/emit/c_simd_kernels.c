@@ -342,7 +342,11 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     case NNC_KERNEL_GEMM: st = emit_gemm(x, ki, b, err); break;
     case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
     case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
-    case NNC_KERNEL_GATHER: st = emit_gather(x, ki, b, err); break;
+    case NNC_KERNEL_GATHER:
+      /* the lookup through its template; its gradient, a scatter-add, as a loop */
+      if (x->g->nodes[k->nodes[0]].op == NNC_OP_EMBEDDING) st = emit_gather(x, ki, b, err);
+      else st = cs_emit_loop_kernel(x, ki, b, err);
+      break;
     default: st = cs_emit_loop_kernel(x, ki, b, err); break;
     }
     if (st) return st;

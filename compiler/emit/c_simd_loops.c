@@ -294,7 +294,22 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   /* " * inner" where the chunks are more than one element wide */
   bool wide = strcmp(inner, "1") != 0;
   const char *xi = wide ? " * inner" : "";
-  if (n->op == NNC_OP_SLICE) {
+  if (n->op == NNC_OP_PAD) {
+    /* each outer row of the output: zeros, then x's chunk at start */
+    char start[EXPR], inlen[EXPR];
+    nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
+    dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+    snprintf(v, sizeof v, "const %s *x", ty);
+    ec_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    ec_assign(x, &body, 2, v, n->out[0]);
+    if (wide) nnc_sb_printf(&body, "  const int64_t inner = %s;\n", inner);
+    nnc_sb_printf(&body, "  const int64_t len = %s, in_len = %s, start = %s;\n", len, inlen, start);
+    nnc_sb_printf(&body, "  for (int64_t o = r0; o < r1; o++) {\n"
+                         "    memset(y + o * len%s, 0, (size_t)(len%s) * sizeof *y);\n"
+                         "    memcpy(y + (o * len + start)%s, x + o * in_len%s, (size_t)(in_len%s) * sizeof *y);\n"
+                         "  }\n", xi, xi, xi, xi, xi);
+  } else if (n->op == NNC_OP_SLICE) {
     char start[EXPR], inlen[EXPR];
     nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
     dim_of(x, n->in[0], axis, inlen, sizeof inlen);
@@ -382,6 +397,99 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   return NNC_OK;
 }
 
+/* The check that every index of i32 tensor t is in 0..V-1, as statements
+ * returning an error from k<ki> (what names the index tensor's role). */
+static void check_indices(const ec_ctx *x, int ki, const char *op, const char *what, const char *ptr,
+                          const char *count, const char *V, nnc_sb *body) {
+  nnc_sb_printf(body,
+    "  for (int64_t r = 0; r < %s; r++)\n"
+    "    if (%s[r] < 0 || %s[r] >= %s)\n"
+    "      return fail(c->m, %s_E_ARG, \"kernel %d (%%s, %%s): %s: %s hold %%d at element %%lld, expected 0 to %%lld\",\n"
+    "                  kernel_table[%d].name, kernel_table[%d].where, (int)%s[r], (long long)r, (long long)(%s) - 1);\n",
+    count, ptr, ptr, V, x->P, ki, op, what, ki, ki, ptr, V);
+}
+
+/* d loss / d logits = (softmax(logits) - onehot(targets)) * dloss / rows,
+ * a row at a time on the model's threads after the targets are checked */
+static nnc_status emit_loss_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_graph *g = x->g;
+  const nnc_tensor *l = &g->tensors[n->in[0]];
+  if (l->dtype != NNC_F32 || g->tensors[n->in[1]].dtype != NNC_I32)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: cross_entropy_grad expects f32 logits and i32 targets");
+  char V[EXPR], rows[EXPR], p[256];
+  dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
+  ec_elems(x, n->in[1], rows, sizeof rows);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  ec_assign(x, &body, 2, "const float *x", n->in[0]);
+  ec_assign(x, &body, 2, "const int32_t *t", n->in[1]);
+  ec_assign(x, &body, 2, "const float *dloss", n->in[2]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
+  nnc_sb_printf(&body,
+    "  const int64_t V = %s;\n"
+    "  const double scale = (double)dloss[0] / (double)(%s);\n"
+    "  for (int64_t r = r0; r < r1; r++) {\n"
+    "    const float *xr = x + r * V;\n"
+    "    float *yr = y + r * V;\n"
+    "    double max = -INFINITY, sum = 0;\n"
+    "    for (int64_t v = 0; v < V; v++) max = xr[v] > max ? xr[v] : max;\n"
+    "    for (int64_t v = 0; v < V; v++) sum += exp((double)xr[v] - max);\n"
+    "    for (int64_t v = 0; v < V; v++) yr[v] = (float)(exp((double)xr[v] - max) / sum * scale);\n"
+    "    yr[t[r]] -= (float)scale;\n"
+    "  }\n", V, rows);
+  snprintf(p, sizeof p, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
+  ec_emit_function(x, b, p, "  const run_ctx *c = p;\n", "c->d", &body);
+  nnc_sb call;
+  nnc_sb_init(&call);
+  ec_assign(x, &call, 2, "const int32_t *t", n->in[1]);
+  check_indices(x, ki, "cross_entropy_grad", "targets", "t", rows, V, &call);
+  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", rows, V, ki);
+  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, b, p, NULL, "c->d", &call);
+  return NNC_OK;
+}
+
+/* --------------------------------------------------------- scatter-add */
+
+/* The embedding's gradient: each thread owns a range of columns of the
+ * [V, C] table gradient, zeroes it and adds every dy row into the row its id
+ * names, in order (deterministic: no atomics). */
+static nnc_status emit_embedding_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  if (x->g->tensors[n->in[0]].dtype != NNC_F32)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: embedding_grad expects an f32 gradient");
+  char count[EXPR], V[EXPR], C[EXPR], p[256];
+  ec_elems(x, n->in[1], count, sizeof count);
+  dim_of(x, n->out[0], 0, V, sizeof V);
+  dim_of(x, n->out[0], 1, C, sizeof C);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  ec_assign(x, &body, 2, "const float *dy", n->in[0]);
+  ec_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
+  nnc_sb_printf(&body,
+    "  const int64_t C = %s, count = %s;\n"
+    "  for (int64_t v = 0; v < %s; v++) memset(y + v * C + r0, 0, (size_t)(r1 - r0) * sizeof *y);\n"
+    "  for (int64_t e = 0; e < count; e++) {\n"
+    "    float *yr = y + (int64_t)ids[e] * C;\n"
+    "    const float *dr = dy + e * C;\n"
+    "    for (int64_t j = r0; j < r1; j++) yr[j] += dr[j];\n"
+    "  }\n", C, count, V);
+  snprintf(p, sizeof p, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
+  ec_emit_function(x, b, p, "  const run_ctx *c = p;\n", "c->d", &body);
+  nnc_sb call;
+  nnc_sb_init(&call);
+  ec_assign(x, &call, 2, "const int32_t *ids", n->in[1]);
+  check_indices(x, ki, "embedding_grad", "ids", "ids", count, V, &call);
+  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", C, count, ki);
+  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, b, p, NULL, "c->d", &call);
+  return NNC_OK;
+}
+
 nnc_status cs_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   switch (k->kind) {
@@ -389,7 +497,10 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *er
   case NNC_KERNEL_REDUCE: return emit_reduce(x, ki, b, err);
   case NNC_KERNEL_ROW: return emit_softmax_axis(x, ki, b, err);
   case NNC_KERNEL_MOVE: return emit_move(x, ki, b, err);
-  case NNC_KERNEL_LOSS: return emit_loss(x, ki, b, err);
+  case NNC_KERNEL_LOSS:
+    if (x->g->nodes[k->nodes[0]].op == NNC_OP_CROSS_ENTROPY_GRAD) return emit_loss_grad(x, ki, b, err);
+    return emit_loss(x, ki, b, err);
+  case NNC_KERNEL_GATHER: return emit_embedding_grad(x, ki, b, err);
   default:
     return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "c-simd: no code for a %s kernel", nnc_kernel_kind_name(k->kind));
   }

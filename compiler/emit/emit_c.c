@@ -168,6 +168,41 @@ static const char *float_fn(nnc_op op) {
   }
 }
 
+/* dy * act'(x) for act_grad (x is a, dy is dy), as one expression: the
+ * compiler merges the repeated tanh/exp calls. */
+static void act_grad_expr(const nnc_node *n, const char *a, const char *dy, bool dbl, char *buf, size_t len) {
+  const char *f = dbl ? "" : "f";
+  char c[64], k[64], s[300];
+  switch (n->attrs.act) {
+  case NNC_OP_RELU: snprintf(buf, len, "(%s > 0.0%s ? %s : 0.0%s)", a, f, dy, f); return;
+  case NNC_OP_GELU:
+    if (n->attrs.gelu_tanh) {
+      char t[300];
+      snprintf(t, sizeof t, "tanh%s(%s * (%s + 0.044715%s * %s * %s * %s))", f,
+               ec_literal(0.79788456080286535588, dbl, c, sizeof c), a, f, a, a, a);
+      snprintf(buf, len, "(%s * (0.5%s * (1.0%s + %s) + 0.5%s * %s * (1.0%s - %s * %s) * %s * (1.0%s + 0.134145%s * %s * %s)))",
+               dy, f, f, t, f, a, f, t, t, c, f, f, a, a);
+    } else {
+      snprintf(buf, len, "(%s * (0.5%s * (1.0%s + erf%s(%s * %s)) + %s * %s * exp%s(-0.5%s * %s * %s)))", dy, f, f, f, a,
+               ec_literal(0.70710678118654752440, dbl, c, sizeof c), a,
+               ec_literal(0.39894228040143267794, dbl, k, sizeof k), f, f, a, a);
+    }
+    return;
+  case NNC_OP_SILU:
+    snprintf(s, sizeof s, "(1.0%s / (1.0%s + exp%s(-%s)))", f, f, f, a);
+    snprintf(buf, len, "(%s * %s * (1.0%s + %s * (1.0%s - %s)))", dy, s, f, a, f, s);
+    return;
+  case NNC_OP_SIGMOID:
+    snprintf(s, sizeof s, "(1.0%s / (1.0%s + exp%s(-%s)))", f, f, f, a);
+    snprintf(buf, len, "(%s * %s * (1.0%s - %s))", dy, s, f, s);
+    return;
+  case NNC_OP_TANH:
+    snprintf(buf, len, "(%s * (1.0%s - tanh%s(%s) * tanh%s(%s)))", dy, f, f, a, f, a);
+    return;
+  default: snprintf(buf, len, "%s", dy); return;
+  }
+}
+
 void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char *bb, bool dbl, int out,
                       char *buf, size_t len) {
   const char *f = dbl ? "" : "f";
@@ -208,13 +243,18 @@ void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char 
   case NNC_OP_CAUSAL_MASK: {
     const nnc_tensor *o = &x->g->tensors[out];
     char T[EXPR], S[EXPR];
+    const char *fill = n->attrs.mask_zero ? zero : "-INFINITY";
     nnc_emit_dim_expr(x->g, o->shape[o->rank - 2], "d->", T, sizeof T);
     nnc_emit_dim_expr(x->g, o->shape[o->rank - 1], "d->", S, sizeof S);
-    if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? -INFINITY : %s)", o->rank - 2, a);
-    else snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? -INFINITY : %s)", o->rank - 2, S, T, a);
+    if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? %s : %s)", o->rank - 2, fill, a);
+    else snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? %s : %s)", o->rank - 2, S, T, fill, a);
     return;
   }
-  case NNC_OP_PADDING_MASK: snprintf(buf, len, "(%s == 0 ? -INFINITY : %s)", bb, a); return;
+  case NNC_OP_PADDING_MASK:
+    snprintf(buf, len, "(%s == 0 ? %s : %s)", bb, n->attrs.mask_zero ? zero : "-INFINITY", a);
+    return;
+  case NNC_OP_EQUAL: snprintf(buf, len, "(%s == %s ? %s : %s)", a, bb, one, zero); return;
+  case NNC_OP_ACT_GRAD: act_grad_expr(n, a, bb, dbl, buf, len); return;
   default: snprintf(buf, len, "%s", a); return;
   }
 }

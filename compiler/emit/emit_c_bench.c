@@ -103,8 +103,12 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     dim_lit(&b, a->start);
     nnc_sb_printf(&b, ", .stop = ");
     dim_lit(&b, a->stop);
-    nnc_sb_printf(&b, ", .scalar = %a, .eps = %a, .gelu_tanh = %d, .weight_in_out = %d, .to = %s},\n", a->scalar, a->eps,
+    nnc_sb_printf(&b, ", .scalar = %a, .eps = %a, .gelu_tanh = %d, .weight_in_out = %d, .to = %s", a->scalar, a->eps,
                   a->gelu_tanh ? 1 : 0, a->weight_in_out ? 1 : 0, dtype_enum(a->to));
+    /* the gradient ops' attributes, where a node has them (--train) */
+    if (a->act) nnc_sb_printf(&b, ", .act = %d", (int)a->act);
+    if (a->mask_zero) nnc_sb_printf(&b, ", .mask_zero = 1");
+    nnc_sb_printf(&b, "},\n");
     nnc_sb_printf(&b, "   \"%s\", %d},\n", nnc_emit_c_string(n->label ? n->label : "", s, sizeof s), n->loc.line);
   }
   if (!nlive) nnc_sb_printf(&b, "  {NNC_OP_NONE, 0, {0}, 0, {{0}}, {0}, \"\", 0},\n");

@@ -28,26 +28,62 @@
 static char work[256];   /* a fresh folder for this run's outputs */
 
 /* Front-end, passes, tuner and emitter, as nnc -o does. */
-static nnc_status emit_model(const char *model, const char *target, const char *const *defs, int nd,
-                             const char *out, nnc_error *err) {
-  nnc_build_opts o = {.model = model, .target = target, .defines = defs, .ndefines = nd, .out_dir = out};
+static nnc_status emit_model_train(const char *model, const char *target, const char *const *defs, int nd,
+                                   const char *out, bool train, nnc_error *err) {
+  nnc_build_opts o = {.model = model, .target = target, .defines = defs, .ndefines = nd, .out_dir = out,
+                      .train = train};
   return nnc_build(&o, err);
 }
 
-/* Emits model (relative to the source root) into work/name, builds it and
- * runs bench --check with dims; asserts every step. */
-static void build_and_check(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
+static nnc_status emit_model(const char *model, const char *target, const char *const *defs, int nd,
+                             const char *out, nnc_error *err) {
+  return emit_model_train(model, target, defs, nd, out, false, err);
+}
+
+/* Emits model (relative to the source root) into work/dir (--train: its
+ * training step, whose outputs are the loss and every gradient), builds it
+ * and runs bench --check with dims; asserts every step. */
+static void build_and_check_as(const char *model, const char *name, const char *dir, bool train,
+                               const char *const *defs, int nd, const char *dims) {
   char path[512], out[512];
   nnc_error err = {0};
   snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
-  snprintf(out, sizeof out, "%s/%s", work, name);
-  nnc_status st = emit_model(path, "c-simd", defs, nd, out, &err);
+  snprintf(out, sizeof out, "%s/%s", work, dir);
+  nnc_status st = emit_model_train(path, "c-simd", defs, nd, out, train, &err);
   if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
   assert_int_equal(st, NNC_OK);
   assert_int_equal(sh("make -s -C %s -j2 CFLAGS='-O1 -march=native' > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
   int rc = sh("cd %s && ./bench_%s --check %s --runs 2 --warmup 1 > check.log 2>&1; r=$?; cat check.log | grep -E 'relative|FAIL|bench'; exit $r",
               out, name, dims);
   assert_int_equal(rc, 0);
+}
+
+static void build_and_check(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
+  build_and_check_as(model, name, name, false, defs, nd, dims);
+}
+
+/* Training steps: the loss and every parameter's gradient against the
+ * float64 reference of the joint forward and backward graph; GPT-2 also at
+ * T < ctx (the position table's gradient is zero past T). */
+static void test_mlp_train(void **state) {
+  const char *d[] = {"batch=37", "hidden1=129", "hidden2=33"};
+  build_and_check_as("models/mlp.lua", "mlp", "mlp_train", true, d, 3, "-d B=17");
+  char p[512];
+  snprintf(p, sizeof p, "%s/mlp_train/mlp.h", work);
+  assert_true(file_has(p, "grad_fc1_weight"));
+}
+
+static void test_gpt2_train(void **state) {
+  const char *d[] = {"layers=2", "d=48", "heads=4", "vocab=101", "ctx=19"};
+  build_and_check_as("models/gpt2.lua", "gpt2", "gpt2_train", true, d, 5, "-d B=3 -d T=19");
+  char out[512];
+  snprintf(out, sizeof out, "%s/gpt2_train", work);
+  assert_int_equal(sh("cd %s && ./bench_gpt2 --check -d B=2 -d T=5 --runs 1 --warmup 0 > /dev/null", out), 0);
+}
+
+static void test_embedding_loss_train(void **state) {
+  build_and_check_as("tests/ops/embedding_loss.lua", "embedding_loss", "embedding_loss_train", true, NULL, 0,
+                     "-d B=3 -d T=7");
 }
 
 static void test_mlp(void **state) {
@@ -347,6 +383,9 @@ int main(void) {
     cmocka_unit_test(test_mlp_narrow_outputs),
     cmocka_unit_test(test_gpt2_narrow_outputs),
     cmocka_unit_test(test_bert),
+    cmocka_unit_test(test_mlp_train),
+    cmocka_unit_test(test_gpt2_train),
+    cmocka_unit_test(test_embedding_loss_train),
     cmocka_unit_test(test_op_elementwise),
     cmocka_unit_test(test_op_masks),
     cmocka_unit_test(test_op_softmax_axis),
