@@ -215,6 +215,31 @@ nnrt_status nnrt_st_copy_f32(const nnrt_st *st, const nnrt_st_tensor *t, float *
 nnrt_status nnrt_st_write(const char *path, int n, const nnrt_st_desc *tensors,
                           const void *const *data, nnrt_error *err);
 
+/* ------------------------------------------------------------ optimizers */
+
+/* The settings of one optimizer step (the training step's update). */
+typedef struct nnrt_optim {
+  int sgd;              /* 0: AdamW; 1: SGD with momentum */
+  float lr;             /* the learning rate of this step (after any schedule) */
+  float beta1, beta2;   /* AdamW's moment decays (SGD: beta1 is the momentum) */
+  float eps;            /* AdamW's denominator term */
+  float weight_decay;   /* decoupled: w -= lr * weight_decay * w, where the tensor decays */
+  int64_t step;         /* 1 for the first step: AdamW's bias correction */
+} nnrt_optim;
+
+/* One pass over a tensor of n weights w, its gradient g scaled by gscale
+ * (global-norm clipping, loss-scale removal) and its state m and v (v
+ * unused by SGD): AdamW
+ *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *   w -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w)
+ * or SGD with momentum m = b1 m + g; w -= lr (m + wd w). decay says whether
+ * this tensor takes weight decay (biases and norm weights do not). */
+void nnrt_optim_update(const nnrt_optim *o, float *w, const float *g, float gscale, float *m, float *v, int64_t n,
+                       int decay);
+
+/* The sum of squares of n floats, in double (for the global gradient norm). */
+double nnrt_sum_squares(const float *x, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

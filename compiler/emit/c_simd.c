@@ -98,6 +98,12 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (st) return st;
   pick_isa(&x);
   pick_tiles(&x);
+  nnc_sb train;
+  nnc_sb_init(&train);
+  if (r->train) {
+    cs_train_decls(&x, &train);
+    x.api_extra = train.buf;
+  }
   st = check_dtypes(&x, err);
   if (!st) st = ec_check_sizes(&x, err);
   if (!st) st = ec_write_header(&x, dir, err);
@@ -112,5 +118,6 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st) st = nnc_validate_file(dir, src, NNC_LANG_C11, err);
   if (!st) st = ec_validate_c(&x, dir, true, err);
   ec_ctx_free(&x);
+  nnc_sb_free(&train);
   return st;
 }

@@ -23,6 +23,13 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
 void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
 nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
+
+/* --train (c_simd_train.c): <p>_train_step's declarations for <p>.h, the
+ * model struct's fields and frees for its state, and its definition. */
+void cs_train_decls(const ec_ctx *x, nnc_sb *b);
+void cs_train_struct(const ec_ctx *x, nnc_sb *b);
+void cs_train_destroy(const ec_ctx *x, nnc_sb *b);
+nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 nnc_status cs_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
 
 #endif

@@ -50,9 +50,10 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
     "  %s_dims last;\n"
     "  int has_run;\n"
     "  atomic_int busy;\n"
-    "  char err[512];\n"
-    "};\n\n", p, g->nparams ? g->nparams : 1, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
+    "  char err[512];\n", p, g->nparams ? g->nparams : 1, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
     s->nk ? s->nk : 1, p);
+  if (x->r->train) cs_train_struct(x, b);
+  nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
     "/* What every kernel function sees of the run. */\n"
     "typedef struct run_ctx {\n  %s_model *m;\n  const %s_dims *d;\n  const %s_inputs *in;\n  %s_outputs *out;\n} run_ctx;\n\n",
@@ -195,8 +196,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  nnc_glue_pool_destroy(&m->pool);\n"
     "  nnrt_arena_destroy(m->arena_handle);\n"
     "  nnrt_aligned_free(m->weights);\n"
-    "  nnrt_aligned_free(m->ws);\n"
-    "  free(m);\n}\n\n", p, p);
+    "  nnrt_aligned_free(m->ws);\n", p, p);
+  if (x->r->train) cs_train_destroy(x, b);
+  nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b,
     "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
   nnc_sb_printf(b,
@@ -281,6 +283,7 @@ nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {
     model_forward(x, &b);
     model_api(x, &b);
   }
+  if (!st && x->r->train) st = cs_write_train(x, &b, err);
   char name[128];
   snprintf(name, sizeof name, "%s.c", x->p);
   if (!st) st = nnc_emit_write_sb(dir, name, &b, err);

@@ -23,6 +23,7 @@ typedef struct nnc_emit_request {
   bool cuda_graphs;               /* CUDA: options.cuda_graphs defaults to on */
   bool probe;                     /* nnc --tune=measure's probe: every implementation of the
                                      kernels that have several, and the harness's --tune */
+  bool train;                     /* --train: the graph is the training step (C SIMD adds train_step) */
 } nnc_emit_request;
 
 /* The implementations a target has for one kernel, for --tune=measure. */

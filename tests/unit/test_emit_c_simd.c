@@ -81,6 +81,21 @@ static void test_gpt2_train(void **state) {
   assert_int_equal(sh("cd %s && ./bench_gpt2 --check -d B=2 -d T=5 --runs 1 --warmup 0 > /dev/null", out), 0);
 }
 
+/* mlp_train_step (AdamW) overfits one small batch: tests/train/overfit_mlp.c */
+static void test_mlp_train_step(void **state) {
+  const char *d[] = {"pixels=13", "hidden1=33", "hidden2=17", "classes=5"};
+  char path[512], out[512];
+  nnc_error err = {0};
+  snprintf(path, sizeof path, "%s/models/mlp.lua", NNC_SOURCE_ROOT);
+  snprintf(out, sizeof out, "%s/mlp_train_step", work);
+  nnc_status st = emit_model_train(path, "c-simd", d, 4, out, true, &err);
+  if (st) fprintf(stderr, "%s\n", err.msg);
+  assert_int_equal(st, NNC_OK);
+  assert_int_equal(sh("make -s -C %s -j2 libmlp.a > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
+  assert_int_equal(sh("cc -O1 -I%s %s/tests/train/overfit_mlp.c %s/libmlp.a -lm -lpthread -o %s/overfit && %s/overfit",
+                      out, NNC_SOURCE_ROOT, out, out, out), 0);
+}
+
 static void test_embedding_loss_train(void **state) {
   build_and_check_as("tests/ops/embedding_loss.lua", "embedding_loss", "embedding_loss_train", true, NULL, 0,
                      "-d B=3 -d T=7");
@@ -386,6 +401,7 @@ int main(void) {
     cmocka_unit_test(test_mlp_train),
     cmocka_unit_test(test_gpt2_train),
     cmocka_unit_test(test_embedding_loss_train),
+    cmocka_unit_test(test_mlp_train_step),
     cmocka_unit_test(test_op_elementwise),
     cmocka_unit_test(test_op_masks),
     cmocka_unit_test(test_op_softmax_axis),
