@@ -228,6 +228,8 @@ static void cse_compares_fields_not_bytes(void **state) {
     p->gelu_tanh = false;
     p->weight_in_out = false;
     p->to = NNC_F32;
+    p->act = NNC_OP_NONE;
+    p->mask_zero = false;
   }
   int n0 = node(NNC_OP_SOFTMAX, INS(x), &a);
   int n1 = node(NNC_OP_SOFTMAX, INS(x), &b);
