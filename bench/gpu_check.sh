@@ -9,36 +9,61 @@
 #   builds each folder with make, checks it against the float64 reference at
 #   odd sizes (B=3, T=17) with NaN-poisoned outputs, runs compute-sanitizer
 #   memcheck on one model (RACECHECK=1: racecheck on three), times every
-#   model at the issue's sizes with the generated harness, runs the same
-#   models in PyTorch eager and torch.compile (bench/gpu_peers.py, same
-#   shapes, random weights of the same manifest), and prints one table;
-#   everything is also written to $OUT (or build/gpu/out) and the table to
-#   bench/gpu_results.md.
+#   case (model, precision, sizes: CASES) with the generated harness, kernel by
+#   kernel and replayed from CUDA graphs (--cuda-graphs off, on), runs the
+#   same models in PyTorch eager and torch.compile's default, reduce-overhead
+#   and max-autotune modes (bench/gpu_peers.py, same shapes, random weights
+#   of the same manifest), and prints one table with nnc's ratio against the
+#   fastest mode; everything is also written to $OUT (or build/gpu/out) and
+#   the table to bench/gpu_results.md.
+#   Parts of it, so the work fits in device calls of 600 s: STEPS (default
+#   "build checks time peers table"; build also empties build/gpu/out, the
+#   other steps add to it), CASES, PEERS (the cases whose peers run: "all",
+#   or keys <model>_<precision> or <model>_<precision>_<B>_<T>, T 0 for the
+#   MLP), PEER_MODES (default default,reduce-overhead,max-autotune) and
+#   DEADLINE (seconds after run starts: no peer starts later, and one still
+#   running then is stopped; the modes it finished are kept and the others
+#   show as not finished). E.g. STEPS="build checks time" MEMCHECK= first,
+#   then STEPS=peers PEERS="gpt2_bf16 bert_bf16" DEADLINE=560, then
+#   STEPS="peers table" with the rest, in calls that keep build/gpu.
+# Anywhere:                  bash bench/gpu_check.sh table [DIR]
+#   prints the table of run's files in DIR (default build/gpu/out), e.g. of
+#   logs.tgz unpacked here.
 # NVIDIA's OpenCL against the CUDA target: opencl-generate here (generate runs
 #   it too), opencl-run there; see opencl_run below.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu
 ARCH=${ARCH:-sm_90a}   # the H100: cuda-sm90a (wgmma attention and GEMM)
-# the cases PyTorch runs too (torch.compile takes a minute a model)
-PEERS=${PEERS:-"gpt2_bf16 gpt2_tf32 bert_bf16 mlp_bf16"}
-# model precision B T (the issue's speed sizes)
+# the cases PyTorch runs too: all, or keys <model>_<precision>[_<B>_<T>]
+# (torch.compile takes a minute or more a model and mode)
+PEERS=${PEERS:-all}
+PEER_MODES=${PEER_MODES:-default,reduce-overhead,max-autotune}
+PEER_DEVICE=${PEER_DEVICE:-cuda}   # cpu: try the peers step without a GPU
+STEPS=${STEPS:-"build checks time peers table"}
+# model precision B T (T 0: the MLP has none): the issue's speed sizes and
+# the small-batch latency cases (issue 17)
 CASES=${CASES:-"mlp f32 256 0
 mlp bf16 256 0
 gpt2 f32 8 1024
 gpt2 tf32 8 1024
 gpt2 bf16 8 1024
+gpt2 bf16 1 16
+gpt2 bf16 1 128
 bert f32 32 128
-bert bf16 32 128"}
+bert bf16 32 128
+bert bf16 1 16
+bert bf16 1 128"}
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
   # the copy for the GPU machine: no libclang there (meson setup build/devnnc -Dclang=disabled -Dtests=false)
   local dev_nnc=${DEV_NNC:-$ROOT/build/devnnc/compiler/nnc}
   rm -rf "$G" && mkdir -p "$G"
-  while read -r m p _ _; do
+  # one folder a model and precision (the sizes are the harness's -d)
+  while read -r m p; do
     "$nnc" "$ROOT/models/$m.lua" --target=cuda-${ARCH/_/} --precision="$p" -o "$G/${m}_$p" || exit 1
-  done <<< "$CASES"
+  done < <(awk 'NF {print $1, $2}' <<< "$CASES" | sort -u)
   # GPT-2 and BERT bf16 with their outputs left bf16 (--outputs=storage), as the
   # bf16 PyTorch peer returns them: run builds, checks and times them as <m>_bf16_out
   for m in gpt2 bert; do
@@ -66,31 +91,47 @@ generate() {
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
+has_step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# Whether the case (model precision B T) is one of PEERS.
+peer_wanted() {
+  [ "$PEERS" = all ] && return 0
+  case " $PEERS " in *" $1_$2 "*|*" $1_$2_$3_$4 "*) return 0 ;; esac
+  return 1
+}
+
 run() {
   # logs go to build/gpu/out; $OUT (the device tool's folder) gets only the
   # table, the checks, GPT-2's kernel table and one tarball of every log
-  local out=$G/out
-  rm -rf "$out" && mkdir -p "$out"
+  local out=$G/out start=$SECONDS
+  has_step build && rm -rf "$out"
+  mkdir -p "$out"
   local sm=${ARCH#sm_}
   # the cases and generate's bf16-output folders (precision "bf16_out": folder <m>_bf16_out)
   local cases="$CASES"$'\n'"gpt2 bf16_out 8 1024"$'\n'"bert bf16_out 32 128"
+  local folders
+  folders=$(awk 'NF {print $1 "_" $2}' <<< "$cases" | sort -u)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
-  # build every folder of the cases in parallel
-  for n in $(echo "$cases" | awk '{print $1 "_" $2}'); do
-    d=$G/$n
-    (make -C "$d" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$n.log" 2>&1 \
-       || echo "BUILD FAILED: $n (see make_$n.log)") &
-  done
-  wait
-  {
+  python3 -c 'import torch; print(torch.__version__)' > "$out/torch.txt" 2>&1
+  if has_step build; then
+    # build every folder of the cases in parallel
+    for n in $folders; do
+      (make -C "$G/$n" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$n.log" 2>&1 \
+         || echo "BUILD FAILED: $n (see make_$n.log)") &
+    done
+    wait
+    echo "build: $((SECONDS - start)) s"
+  fi
+  has_step checks && {
     echo "## checks against the float64 reference (B=3, T=17, outputs poisoned)"
-    while read -r m p _ _; do
-      b="$G/${m}_$p/bench_$m"
+    for n in $folders; do
+      m=${n%%_*} p=${n#*_}
+      b="$G/$n/bench_$m"
       [ -x "$b" ] || { echo "$m $p: not built"; continue; }
       dims="-d B=3"; [ "$m" = mlp ] || dims="-d B=3 -d T=17"
-      "$b" --check $dims --runs 2 --warmup 1 > "$out/check_${m}_$p.log" 2>&1
-      echo "$m $p: rc=$? $(grep -h 'max relative error' "$out/check_${m}_$p.log" | tr -s ' ' | tr '\n' ';')"
-    done <<< "$cases"
+      "$b" --check $dims --runs 2 --warmup 1 > "$out/check_$n.log" 2>&1
+      echo "$m $p: rc=$? $(grep -h 'max relative error' "$out/check_$n.log" | tr -s ' ' | tr '\n' ';')"
+    done
     [ -n "${MEMCHECK-1}" ] || exit 0
     echo "## compute-sanitizer memcheck, gpt2 bf16 at B=3 T=17"
     compute-sanitizer --tool memcheck --error-exitcode 9 "$G/gpt2_bf16/bench_gpt2" --check -d B=3 -d T=17 \
@@ -110,24 +151,33 @@ run() {
         --runs 1 --warmup 0 > "$out/racecheck_$tag.log" 2>&1
       echo "racecheck $tag rc=$? $(grep -h -E 'RACECHECK SUMMARY|Internal Sanitizer Error|max relative error' "$out/racecheck_$tag.log" | head -3 | tr '\n' ' ')"
     done
-  } | tee "$out/checks.txt"
-  # where GPT-2's time goes: the harness's per-kernel table
-  "$G/gpt2_bf16/bench_gpt2" -d B=8 -d T=1024 --runs 10 > "$out/kernels_gpt2_bf16.txt" 2>&1
-  # CUDA graphs: the same binary with each run replayed from a graph, or kernel by kernel
-  for c in "gpt2 8 1024" "bert 32 128" "bert 1 16"; do
-    set -- $c
-    for g in off on; do
-      "$G/$1_bf16/bench_$1" --json --runs 30 --warmup 5 -d B=$2 -d T=$3 --cuda-graphs $g > "$out/graphs_$1_$2_$g.json" 2> "$out/graphs_$1_$2_$g.err"
-    done
-    echo "$1 bf16 B=$2 T=$3 median ms: CUDA graphs off $(grep -o '"median_ms": [^,]*' "$out/graphs_$1_$2_off.json" | cut -d' ' -f2), on $(grep -o '"median_ms": [^,]*' "$out/graphs_$1_$2_on.json" | cut -d' ' -f2)" | tee -a "$out/checks.txt"
-  done
-  # timings: ours, then the peers with random weights of the same manifest
-  while read -r m p B T; do
-    b="$G/${m}_$p/bench_$m"
-    dims="-d B=$B"; [ "$T" = 0 ] || dims="$dims -d T=$T"
-    [ -x "$b" ] && "$b" --json --runs 30 --warmup 5 $dims > "$out/time_${m}_$p.json" 2> "$out/time_${m}_$p.err"
-    case " $PEERS " in *" ${m}_$p "*) ;; *) continue ;; esac
-    python3 - "$G/${m}_$p/weights_manifest.json" "$out/w_$m.safetensors" <<'EOF'
+  } | tee -a "$out/checks.txt"
+  if has_step time; then
+    # where GPT-2's time goes: the harness's per-kernel table
+    "$G/gpt2_bf16/bench_gpt2" -d B=8 -d T=1024 --runs 10 > "$out/kernels_gpt2_bf16.txt" 2>&1
+    # ours: every case kernel by kernel and replayed from a CUDA graph
+    while read -r m p B T; do
+      [ -n "$m" ] || continue
+      b="$G/${m}_$p/bench_$m" key=${m}_${p}_${B}_$T
+      dims="-d B=$B"; [ "$T" = 0 ] || dims="$dims -d T=$T"
+      [ -x "$b" ] || { echo "time $key: not built"; continue; }
+      for g in off on; do
+        "$b" --json --runs 30 --warmup 5 $dims --cuda-graphs $g < /dev/null > "$out/time_${key}_$g.json" 2> "$out/time_${key}_$g.err"
+      done
+      echo "time $key: graphs off $(ms_of "$out/time_${key}_off.json") ms, on $(ms_of "$out/time_${key}_on.json") ms"
+    done <<< "$cases" | tee -a "$out/checks.txt"
+  fi
+  if has_step peers; then
+    # the peers, with random weights of the same manifest, one case at a time
+    # (bf16_out cases are compared with the bf16 peer of their sizes)
+    while read -r m p B T; do
+      [ -n "$m" ] && [ "$p" != bf16_out ] && peer_wanted "$m" "$p" "$B" "$T" || continue
+      local key=${m}_${p}_${B}_$T limit=""
+      if [ -n "${DEADLINE:-}" ] && [ $((DEADLINE - (SECONDS - start))) -lt 30 ]; then
+        echo "peer $key: not started (DEADLINE)"
+        continue
+      fi
+      [ -f "$out/w_$m.safetensors" ] || python3 - "$G/${m}_$p/weights_manifest.json" "$out/w_$m.safetensors" <<'EOF'
 import json, sys, torch
 from safetensors.torch import save_file
 man = json.load(open(sys.argv[1]))
@@ -137,48 +187,101 @@ for t in man["tensors"]:
     ts[t["name"]] = (torch.randn(t["shape"], generator=g) * 0.02).float()
 save_file(ts, sys.argv[2])
 EOF
-    pd="B=$B"; [ "$T" = 0 ] || pd="$pd,T=$T"
-    python3 "$ROOT/bench/gpu_peers.py" model --model "$m" --weights "$out/w_$m.safetensors" --precision "$p" \
-      --dims "$pd" --runs 30 > "$out/peer_${m}_$p.json" 2> "$out/peer_${m}_$p.err"
-    rm -f "$out/w_$m.safetensors"
-  done <<< "$cases"
-  python3 - "$out" <<'EOF' | tee "$out/table.md"
+      local pd="B=$B" t0=$SECONDS
+      [ -z "${DEADLINE:-}" ] || limit=$((DEADLINE - (SECONDS - start)))
+      [ "$T" = 0 ] || pd="$pd,T=$T"
+      ${limit:+timeout -k 10 $limit} python3 "$ROOT/bench/gpu_peers.py" model --model "$m" --weights "$out/w_$m.safetensors" \
+        --precision "$p" --dims "$pd" --runs 30 --modes "$PEER_MODES" --device "$PEER_DEVICE" --partial < /dev/null > "$out/peer_$key.json" 2> "$out/peer_$key.err"
+      echo "peer $key: rc=$? $((SECONDS - t0)) s: $(tail -1 "$out/peer_$key.json" | python3 -c "$PEER_SUMMARY")"
+    done <<< "$cases" | tee -a "$out/checks.txt"
+    rm -f "$out"/w_*.safetensors
+  fi
+  if has_step table; then
+    table "$out" | tee "$out/table.md"
+    cp "$out/table.md" "$ROOT/bench/gpu_results.md" 2>/dev/null || true
+  fi
+  # one file to carry back: every log
+  tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz --exclude 'w_*' . 2>/dev/null || true
+  [ -z "${OUT:-}" ] || cp "$out/checks.txt" "$out/logs.tgz" "$OUT/" 2>/dev/null
+  [ -z "${OUT:-}" ] || cp "$out/table.md" "$out/kernels_gpt2_bf16.txt" "$OUT/" 2>/dev/null
+  echo "run: $((SECONDS - start)) s"
+}
+
+# The median of a harness --json file, or "-".
+ms_of() { grep -o '"median_ms": [^,]*' "$1" 2>/dev/null | tail -1 | cut -d' ' -f2 | grep . || echo -; }
+
+# The table of run's files in $1 (default build/gpu/out): a row a case
+# (bf16_out rows against the bf16 peer of their sizes), nnc with CUDA graphs
+# off and on, PyTorch eager and each torch.compile mode, the fastest mode,
+# and best peer / nnc.
+table() {
+  python3 - "${1:-$G/out}" "$CASES"$'\n'"gpt2 bf16_out 8 1024"$'\n'"bert bf16_out 32 128" <<'EOF'
 import json, os, sys
-out = sys.argv[1]
+out, cases = sys.argv[1], [l.split() for l in sys.argv[2].splitlines() if l.strip()]
+MODES = ("default", "reduce-overhead", "max-autotune")
+
+
 def load(p):
     try:
         txt = open(p).read().strip().splitlines()
         return json.loads(txt[-1]) if txt else None
     except Exception:
         return None
-print("| model | precision | dims | nnc ms | eager ms | compile ms | nnc tok/s | eager/nnc | compile/nnc |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for f in sorted(os.listdir(out)):
-    if not f.startswith("time_") or not f.endswith(".json"):
+
+
+def fmt(v):
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
+
+
+print("| model | precision | dims | nnc ms (graphs off) | nnc ms (graphs on) | eager ms "
+      "| compile default ms | reduce-overhead ms | max-autotune ms | best peer ms (mode) "
+      "| best / nnc off | best / nnc on |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+info = set()
+for m, p, B, T in cases:
+    off = load(f"{out}/time_{m}_{p}_{B}_{T}_off.json")
+    on = load(f"{out}/time_{m}_{p}_{B}_{T}_on.json")
+    peer = load(f"{out}/peer_{m}_{p.replace('_out', '')}_{B}_{T}.json")
+    peer_ran = os.path.exists(f"{out}/peer_{m}_{p.replace('_out', '')}_{B}_{T}.json")
+    if off is None and on is None and peer is None and not peer_ran:
         continue
-    key = f[5:-5]
-    # a bf16_out folder (outputs left bf16) is compared with the bf16 peer
-    ours, peer = load(os.path.join(out, f)), load(os.path.join(out, "peer_" + key.replace("_out", "") + ".json"))
-    m, p = key.split("_", 1)
-    p = p.replace("bf16_out", "bf16, bf16 outputs")
-    if not ours:
-        print(f"| {m} | {p} | | failed | | | | | |")
-        continue
-    ms = ours.get("median_ms")
-    dims = ",".join(f"{k}={v}" for k, v in (ours.get("dims") or {}).items())
-    e = peer.get("eager_ms") if peer else None
-    c = peer.get("compile_ms") if peer else None
-    tps = ours.get("tokens_per_s") or ours.get("items_per_s")
-    tps = f"{tps:.4g}" if tps else None
-    fmt = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "-"
-    ratio = lambda v: f"{v / ms:.2f}" if isinstance(v, (int, float)) and ms else "-"
-    print(f"| {m} | {p} | {dims} | {fmt(ms)} | {fmt(e)} | {fmt(c)} | {tps if tps else '-'} | {ratio(e)} | {ratio(c)} |")
+    dims = f"B={B}" + (f",T={T}" if T != "0" else "")
+    prec = p.replace("bf16_out", "bf16, bf16 outputs")
+    a, b = (off or {}).get("median_ms"), (on or {}).get("median_ms")
+    cells, best, mode, eager = ["not finished" if peer_ran else "not run"] * 3, None, None, None
+    if peer:
+        info.add((peer.get("device"), peer.get("torch")))
+        eager = peer.get("eager_ms")
+        cm, errs = peer.get("compile_ms") or {}, peer.get("compile_errors") or {}
+        done = peer.get("modes_done") or []
+        for i, md in enumerate(MODES):
+            if md not in (peer.get("modes") or MODES):
+                continue
+            cells[i] = "failed" if md in errs else fmt(cm.get(md)) if md in done else "not finished"
+        best, mode = peer.get("best_compile_ms"), peer.get("best_mode")
+
+    def ratio(ours):
+        return f"{best / ours:.2f}" if best and ours else "-"
+    bp = f"{fmt(best)} ({mode})" if best else "-"
+    print(f"| {m} | {prec} | {dims} | {fmt(a)} | {fmt(b)} | {fmt(eager)} | {cells[0]} | {cells[1]} "
+          f"| {cells[2]} | {bp} | {ratio(a)} | {ratio(b)} |")
+for dev, tv in sorted(info, key=str):
+    print(f"\nPeers on {dev}, torch {tv}. Ratios: the fastest torch.compile mode's ms over nnc's "
+          "(> 1: nnc is faster); \"not finished\": the mode was stopped by the call's time limit.")
 EOF
-  cp "$out/table.md" "$ROOT/bench/gpu_results.md" 2>/dev/null || true
-  # one file to carry back: every log
-  tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz . 2>/dev/null || true
-  [ -z "${OUT:-}" ] || cp "$out/table.md" "$out/checks.txt" "$out/kernels_gpt2_bf16.txt" "$out/logs.tgz" "$OUT/"
 }
+
+# One line of a peer record (stdin, JSON): eager, each mode (compile seconds), the best.
+PEER_SUMMARY='
+import json, sys
+try:
+    r = json.loads(sys.stdin.read())
+except Exception:
+    sys.exit(print("no result"))
+f = lambda v: "%.3f" % v if isinstance(v, (int, float)) else "-"
+print("eager", f(r.get("eager_ms")), " ".join("%s %s (%s s)" % (m, f(v), f(r["compile_s"].get(m)))
+      for m, v in r["compile_ms"].items()), "best", r.get("best_mode"),
+      "" if r.get("complete") else "INCOMPLETE", r.get("compile_errors") or "")'
 
 # nnc --tune=measure on the GPU machine, which has no Lua: `generate` copies
 # nnc and its liblua there (build/gpu/bin); this compiles GPT-2 and BERT bf16
@@ -446,8 +549,9 @@ opencl_run() {
 case "${1:-}" in
   generate) generate ;;
   run) run ;;
+  table) table "${2:-}" ;;
   tune) tune ;;
   opencl-generate) opencl_generate ;;
   opencl-run) opencl_run ;;
-  *) echo "usage: bench/gpu_check.sh generate|run|tune|opencl-generate|opencl-run" >&2; exit 2 ;;
+  *) echo "usage: bench/gpu_check.sh generate|run|table [DIR]|tune|opencl-generate|opencl-run" >&2; exit 2 ;;
 esac

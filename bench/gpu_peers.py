@@ -5,6 +5,7 @@ Two commands, each printing JSON lines on stdout:
 
   python3 bench/gpu_peers.py model --model gpt2|bert|mlp --weights W.safetensors
       --precision f32|tf32|bf16 --dims B=8,T=1024 [--runs 50] [--warmup 10]
+      [--modes default,reduce-overhead,max-autotune] [--partial]
       [--heads 12] [--check OUT.safetensors] [--device cuda|cpu]
 
     Builds the model of models/<model>.lua in PyTorch (parameter names, layouts,
@@ -12,20 +13,38 @@ Two commands, each printing JSON lines on stdout:
     weights, heads from --heads), loads the weights nnc wrote with
     `nnc weights models/<model>.lua -o W.safetensors` (every parameter must be
     there with its shape; extra tensors are ignored, as nnc's loader ignores
-    them), and times one forward under torch.no_grad(), eager and
-    torch.compile (default mode, fullgraph=True). Inputs are random: token ids
+    them), and times one forward under torch.no_grad(), eager and then
+    torch.compile(fullgraph=True) in each of --modes (default all three:
+    default, reduce-overhead, max-autotune), each mode after
+    torch._dynamo.reset() and in its own try, so a mode that fails is
+    reported and the others still run. Inputs are random: token ids
     uniform in the vocabulary, BERT's token types 0 and attention mask all ones,
     MLP images uniform in [0, 1); one input set (the weights are larger than
     L2). BERT passes its mask to SDPA as a boolean key mask even when it is all
     ones, since nnc's model computes it too (Hugging Face drops an all-ones
     mask, which lets SDPA take the flash kernel). One line:
-      {"model", "precision", "dims", "eager_ms", "compile_ms",
-       "tokens_per_s_eager", "tokens_per_s_compile", "compile_max_abs_diff",
-       "device", "torch", "runs"}
-    tokens = B*T for gpt2 and bert, B (images) for mlp. compile_max_abs_diff
-    is max |compiled - eager| over the outputs of the timed inputs (a compiled
-    peer that computes something else shows here). When torch.compile fails,
-    compile_ms is null and "compile_error" says why.
+      {"model", "precision", "dims", "modes", "eager_ms",
+       "compile_ms": {mode: ms}, "best_compile_ms", "best_mode",
+       "compile_s": {mode: s}, "compile_max_abs_diff": {mode: diff},
+       "tokens_per_s_eager", "tokens_per_s_compile", "modes_done", "complete",
+       "device", "torch", "runs"}   (+ "compile_errors": {mode: why})
+    compile_ms: each mode's median (null where the mode failed);
+    best_compile_ms and best_mode: the fastest mode that ran, the peer nnc is
+    compared with (null when none ran). compile_s: wall seconds of each mode's
+    first call, compilation included (inductor's on-disk caches, warm from an
+    earlier mode or process, shorten it). tokens = B*T for gpt2 and bert, B
+    (images) for mlp; tokens_per_s_compile is at best_compile_ms.
+    compile_max_abs_diff: max |compiled - eager| over the outputs of the first
+    input set, per mode (a compiled peer that computes something else shows
+    here). compile_errors: why a mode failed, its first line. Before issue 17,
+    compile_ms, compile_max_abs_diff and tokens_per_s_compile were single
+    numbers of the default mode, and "compile_error" a string: today's
+    compile_ms["default"] and compile_max_abs_diff["default"] are those.
+    --partial also prints the record after eager and after each mode
+    ("complete": false, modes_done the modes tried so far), so a run stopped
+    during a slow mode (max-autotune on a large model) still leaves the
+    finished ones; the last line is "complete": true only when every mode of
+    --modes was tried.
 
     --check OUT.safetensors also runs the eager model once on seeded inputs
     and writes those inputs and the outputs, named as nnc's C API names them
@@ -37,9 +56,15 @@ Two commands, each printing JSON lines on stdout:
     --runs 0 skips the timing (the line then has null times).
 
   python3 bench/gpu_peers.py kernels [--precision bf16] [--runs 50] [--device cuda]
-    Times the issue's kernel cases in eager and torch.compile, one line each:
-      {"case", "precision", "eager_us", "compile_us", "bytes", "flops", "sets",
-       "compile_max_abs_diff", "device", "torch"}  (sets: input buffer sets rotated)
+      [--modes default,reduce-overhead,max-autotune]
+    Times the issue's kernel cases in eager and torch.compile (each of
+    --modes, as for model), one line each:
+      {"case", "precision", "eager_us", "compile_us": {mode: us},
+       "best_compile_us", "best_mode", "compile_s": {mode: s}, "bytes", "flops",
+       "sets", "compile_max_abs_diff": {mode: diff}, "device", "torch"}
+      (+ "compile_errors": {mode: why}; sets: input buffer sets rotated;
+      before issue 17 compile_us and compile_max_abs_diff were the default
+      mode's single numbers)
       layernorm            32768x768, eps 1e-5
       softmax              32768x768, last axis
       layernorm_linear_gelu 8192x768 -> 3072: layernorm, x @ W + b with W
@@ -50,6 +75,15 @@ Two commands, each printing JSON lines on stdout:
     outputs). flops: 2*M*K*N for the GEMM plus the row work; attention
     4*B*H*T*T*D, halved for the causal case (only the lower triangle is
     needed); layernorm 8 and softmax 5 per element, gelu tanh 10.
+
+torch.compile's modes: reduce-overhead and max-autotune replay CUDA graphs
+(cudagraph trees); before each of their calls the script calls
+torch.compiler.cudagraph_mark_step_begin(), as a caller that drops the
+previous outputs would, and compares the outputs with eager's before the
+next call. Their graphs copy each input that is not a parameter into the
+graph's own buffers on every call; that copy is in their time, as it is for
+a caller with fresh inputs. Every mode, and eager, is timed over the same
+input sets in the same rotation.
 
 Timing (the project's method): CUDA events around each call, the calls queued
 back to back behind a short sleep kernel so the GPU, not Python, sets the
@@ -413,21 +447,94 @@ def time_calls(fn, args, runs, warmup, device):
     return statistics.median(t)
 
 
-def timed_pair(fn, args, runs, warmup, device):
-    """(eager ms, compile ms, compile error, max |compiled - eager| on the first
-    input set); the compile figures are None when torch.compile fails."""
-    eager = time_calls(fn, args, runs, warmup, device)
-    try:
-        compiled = torch.compile(fn, fullgraph=True)
-        comp = time_calls(compiled, args, runs, warmup, device)
-        diff = max_abs_diff(compiled(*args[0]), fn(*args[0]))
-        err = None
-    except Exception as e:  # report it in the JSON line, keep the eager figure
-        comp, diff = None, None
-        err = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+MODES = ("default", "reduce-overhead", "max-autotune")
+# the modes whose compiled code replays CUDA graphs (cudagraph trees): each
+# call is marked as a new step so the previous replay's outputs may be reused
+GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def parse_modes(text):
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise SystemExit(f"--modes: expected a comma-separated list of {', '.join(MODES)}, "
+                         f"found '{text}'")
+    return list(dict.fromkeys(modes))
+
+
+def error_text(e):
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+
+def sync(device):
     if device != "cpu":
         torch.cuda.synchronize()
-    return eager, comp, err, diff
+
+
+def clone_outputs(y):
+    if isinstance(y, torch.Tensor):
+        return y.clone()
+    return tuple(t.clone() for t in y)
+
+
+def timed_peers(fn, args, runs, warmup, device, modes, report=None):
+    """Eager, then torch.compile(fn, mode=m, fullgraph=True) for each mode m, each
+    timed by time_calls over the same input sets in the same rotation. Returns
+    a dict: eager_ms, and per mode (dicts keyed by mode) compile_ms, compile_s
+    (wall seconds of the first call, compilation included), max_abs_diff
+    (|compiled - eager| on the first input set) and errors (the modes that
+    failed: why); modes_done lists the modes tried so far, in order. A mode
+    that fails leaves null figures and the others still run. report(res), when
+    given, is called after eager and after each mode."""
+    res = {"eager_ms": time_calls(fn, args, runs, warmup, device),
+           "compile_ms": {}, "compile_s": {}, "max_abs_diff": {}, "errors": {},
+           "modes_done": []}
+    ref = clone_outputs(fn(*args[0]))
+    sync(device)
+    if report:
+        report(res)
+    for mode in modes:
+        ms = secs = diff = None
+        torch._dynamo.reset()
+        try:
+            compiled = torch.compile(fn, mode=mode, fullgraph=True)
+            if mode in GRAPH_MODES:
+                def call(*x, c=compiled):
+                    torch.compiler.cudagraph_mark_step_begin()
+                    return c(*x)
+            else:
+                call = compiled
+            t0 = time.perf_counter()
+            call(*args[0])
+            sync(device)
+            secs = time.perf_counter() - t0
+            ms = time_calls(call, args, runs, warmup, device)
+            # compared at once: a graph replay's outputs live until the next call
+            diff = max_abs_diff(call(*args[0]), ref)
+            sync(device)
+        except Exception as e:  # report it in the JSON, keep the other modes
+            res["errors"][mode] = error_text(e)
+            ms = diff = None
+        finally:
+            compiled = call = None
+            torch._dynamo.reset()
+            if device != "cpu":
+                torch.cuda.empty_cache()
+        res["compile_ms"][mode], res["compile_s"][mode] = ms, secs
+        res["max_abs_diff"][mode] = diff
+        res["modes_done"].append(mode)
+        if report:
+            report(res)
+    return res
+
+
+def best_mode(times):
+    """(mode, time) of the fastest mode that ran, or (None, None)."""
+    ok = {m: t for m, t in times.items() if t is not None}
+    if not ok:
+        return None, None
+    m = min(ok, key=ok.get)
+    return m, ok[m]
 
 
 def max_abs_diff(a, b):
@@ -459,30 +566,46 @@ def parse_dims(text):
 def cmd_model(a):
     dtype = set_precision(a.precision)
     dims = parse_dims(a.dims)
+    modes = parse_modes(a.modes)
     need = ("B",) if a.model == "mlp" else ("B", "T")
     if set(dims) != set(need):
         raise SystemExit(f"--dims for {a.model}: expected {','.join(need)}, found {a.dims}")
     check_dim("B", dims["B"], 1 << 30)
     model = load_model(a.model, a.weights, a.heads, a.device, dtype)
     gen = torch.Generator().manual_seed(a.seed)
-    rec = {"model": a.model, "precision": a.precision, "dims": dims}
+    items = dims["B"] * dims.get("T", 1)
+    base = {"model": a.model, "precision": a.precision, "dims": dims, "modes": modes}
+
+    def record(res, complete):
+        rec = dict(base)
+        eager = res.get("eager_ms")
+        mode, best = best_mode(res.get("compile_ms", {}))
+        rec.update(eager_ms=eager,
+                   compile_ms={m: res["compile_ms"].get(m) for m in modes} if res else {},
+                   best_compile_ms=best, best_mode=mode,
+                   compile_s=res.get("compile_s", {}),
+                   compile_max_abs_diff=res.get("max_abs_diff", {}),
+                   tokens_per_s_eager=items / (eager * 1e-3) if eager else None,
+                   tokens_per_s_compile=items / (best * 1e-3) if best else None,
+                   modes_done=res.get("modes_done", []), complete=complete,
+                   device=device_name(a.device), torch=torch.__version__, runs=a.runs)
+        if res.get("errors"):
+            rec["compile_errors"] = res["errors"]
+        return rec
+
+    def partial(res):
+        print(json.dumps(record(res, False)), flush=True)
+
     with torch.no_grad():
         if a.check:
             write_check(a, model, dims, dtype)
         if a.runs > 0:
             x = model_inputs(a.model, model, dims, a.device, dtype, gen, check=False)
-            eager, comp, err, diff = timed_pair(model, [x], a.runs, a.warmup, a.device)
+            res = timed_peers(model, [x], a.runs, a.warmup, a.device, modes,
+                              report=partial if a.partial else None)
         else:
-            eager, comp, err, diff = None, None, None, None
-    items = dims["B"] * dims.get("T", 1)
-    rec.update(eager_ms=eager, compile_ms=comp,
-               tokens_per_s_eager=items / (eager * 1e-3) if eager else None,
-               tokens_per_s_compile=items / (comp * 1e-3) if comp else None,
-               compile_max_abs_diff=diff, device=device_name(a.device),
-               torch=torch.__version__, runs=a.runs)
-    if err:
-        rec["compile_error"] = err
-    print(json.dumps(rec), flush=True)
+            res = {}
+    print(json.dumps(record(res, True)), flush=True)
 
 
 def write_check(a, model, dims, dtype):
@@ -548,17 +671,24 @@ def kernel_cases(dt, device, gen):
 
 def cmd_kernels(a):
     dtype = set_precision(a.precision)
+    modes = parse_modes(a.modes)
     gen = torch.Generator(device=a.device).manual_seed(a.seed)
+
+    def us(v):
+        return v * 1e3 if v is not None else None
     with torch.no_grad():
         for case, fn, args, nbytes, flops in kernel_cases(dtype, a.device, gen):
-            eager, comp, err, diff = timed_pair(fn, args, a.runs, a.warmup, a.device)
-            rec = {"case": case, "precision": a.precision,
-                   "eager_us": eager * 1e3, "compile_us": comp * 1e3 if comp else None,
+            res = timed_peers(fn, args, a.runs, a.warmup, a.device, modes)
+            mode, best = best_mode(res["compile_ms"])
+            rec = {"case": case, "precision": a.precision, "eager_us": us(res["eager_ms"]),
+                   "compile_us": {m: us(v) for m, v in res["compile_ms"].items()},
+                   "best_compile_us": us(best), "best_mode": mode,
+                   "compile_s": res["compile_s"],
                    "bytes": nbytes, "flops": flops, "sets": len(args),
-                   "compile_max_abs_diff": diff,
+                   "compile_max_abs_diff": res["max_abs_diff"],
                    "device": device_name(a.device), "torch": torch.__version__}
-            if err:
-                rec["compile_error"] = err
+            if res["errors"]:
+                rec["compile_errors"] = res["errors"]
             print(json.dumps(rec), flush=True)
             del fn, args
             torch._dynamo.reset()
@@ -582,6 +712,8 @@ def main():
                         help=f"warm-up calls (at least {MIN_WARMUP})")
     common.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
     common.add_argument("--seed", type=int, default=0)
+    common.add_argument("--modes", default=",".join(MODES),
+                        help=f"torch.compile modes to time, comma-separated (default {','.join(MODES)})")
     m = sub.add_parser("model", parents=[common], help="time a whole model")
     m.add_argument("--model", choices=sorted(MODELS), required=True)
     m.add_argument("--weights", required=True, help="safetensors from `nnc weights`")
@@ -590,6 +722,8 @@ def main():
                    help="attention heads (not in the weights; the Lua default is 12)")
     m.add_argument("--check", metavar="OUT.safetensors",
                    help="also write seeded inputs and the eager outputs")
+    m.add_argument("--partial", action="store_true",
+                   help="also print the record after eager and after each mode")
     sub.add_parser("kernels", parents=[common], help="time the issue's kernel cases")
     a = ap.parse_args()
     if a.runs < 0 or (a.cmd == "kernels" and a.runs == 0):
