@@ -361,6 +361,32 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
 
 /* ------------------------------------------------------------------- loss */
 
+/* The check that every index of i32 tensor t is in 0..V-1, as statements
+ * returning an error from k<ki> (what names the index tensor's role). */
+static void check_indices(const ec_ctx *x, int ki, const char *op, const char *what, const char *ptr,
+                          const char *count, const char *V, nnc_sb *body) {
+  nnc_sb_printf(body,
+    "  for (int64_t r = 0; r < %s; r++)\n"
+    "    if (%s[r] < 0 || %s[r] >= %s)\n"
+    "      return fail(c->m, %s_E_ARG, \"kernel %d (%%s, %%s): %s: %s hold %%d at element %%lld, expected 0 to %%lld\",\n"
+    "                  kernel_table[%d].name, kernel_table[%d].where, (int)%s[r], (long long)r, (long long)(%s) - 1);\n",
+    count, ptr, ptr, V, x->P, ki, op, what, ki, ki, ptr, V);
+}
+
+/* k<ki>: checks the indices in i32 tensor `idx` (count of them, each below
+ * V), then runs k<ki>_rows over `rows` rows of `cols` on the model's threads. */
+static void checked_rows_fn(const ec_ctx *x, int ki, int idx, const char *op, const char *what, const char *count,
+                            const char *V, const char *rows, const char *cols, nnc_sb *b) {
+  char p[96];
+  nnc_sb call;
+  nnc_sb_init(&call);
+  ec_assign(x, &call, 2, "const int32_t *ix", idx);
+  check_indices(x, ki, op, what, "ix", count, V, &call);
+  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", rows, cols, ki);
+  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, b, p, NULL, "c->d", &call);
+}
+
 static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
@@ -376,12 +402,9 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   ec_assign(x, &body, 2, "const float *x", n->in[0]);
   ec_assign(x, &body, 2, "const int32_t *t", n->in[1]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
+  check_indices(x, ki, "cross_entropy", "targets", "t", rows, V, &body);
   nnc_sb_printf(&body,
     "  const int64_t V = %s, rows = %s;\n"
-    "  for (int64_t r = 0; r < rows; r++)\n"
-    "    if (t[r] < 0 || t[r] >= V)\n"
-    "      return fail(c->m, %s_E_ARG, \"kernel %d (%%s, %%s): cross_entropy: targets hold %%d at element %%lld, expected 0 to %%lld\",\n"
-    "                  kernel_table[%d].name, kernel_table[%d].where, (int)t[r], (long long)r, (long long)V - 1);\n"
     "  double total = 0;\n"
     "  for (int64_t r = 0; r < rows; r++) {\n"
     "    const float *xr = x + r * V;\n"
@@ -391,22 +414,10 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     "    total += max + log(sum) - xr[t[r]];\n"
     "  }\n"
     "  y[0] = (float)(total / (double)rows);\n"
-    "  return 0;\n", V, rows, x->P, ki, ki, ki);
+    "  return 0;\n", V, rows);
   snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, b, p, NULL, "c->d", &body);
   return NNC_OK;
-}
-
-/* The check that every index of i32 tensor t is in 0..V-1, as statements
- * returning an error from k<ki> (what names the index tensor's role). */
-static void check_indices(const ec_ctx *x, int ki, const char *op, const char *what, const char *ptr,
-                          const char *count, const char *V, nnc_sb *body) {
-  nnc_sb_printf(body,
-    "  for (int64_t r = 0; r < %s; r++)\n"
-    "    if (%s[r] < 0 || %s[r] >= %s)\n"
-    "      return fail(c->m, %s_E_ARG, \"kernel %d (%%s, %%s): %s: %s hold %%d at element %%lld, expected 0 to %%lld\",\n"
-    "                  kernel_table[%d].name, kernel_table[%d].where, (int)%s[r], (long long)r, (long long)(%s) - 1);\n",
-    count, ptr, ptr, V, x->P, ki, op, what, ki, ki, ptr, V);
 }
 
 /* d loss / d logits = (softmax(logits) - onehot(targets)) * dloss / rows,
@@ -441,13 +452,7 @@ static nnc_status emit_loss_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
     "  }\n", V, rows);
   snprintf(p, sizeof p, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
   ec_emit_function(x, b, p, "  const run_ctx *c = p;\n", "c->d", &body);
-  nnc_sb call;
-  nnc_sb_init(&call);
-  ec_assign(x, &call, 2, "const int32_t *t", n->in[1]);
-  check_indices(x, ki, "cross_entropy_grad", "targets", "t", rows, V, &call);
-  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", rows, V, ki);
-  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
-  ec_emit_function(x, b, p, NULL, "c->d", &call);
+  checked_rows_fn(x, ki, n->in[1], "cross_entropy_grad", "targets", rows, V, rows, V, b);
   return NNC_OK;
 }
 
@@ -480,13 +485,7 @@ static nnc_status emit_embedding_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_er
     "  }\n", C, count, V);
   snprintf(p, sizeof p, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
   ec_emit_function(x, b, p, "  const run_ctx *c = p;\n", "c->d", &body);
-  nnc_sb call;
-  nnc_sb_init(&call);
-  ec_assign(x, &call, 2, "const int32_t *ids", n->in[1]);
-  check_indices(x, ki, "embedding_grad", "ids", "ids", count, V, &call);
-  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", C, count, ki);
-  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
-  ec_emit_function(x, b, p, NULL, "c->d", &call);
+  checked_rows_fn(x, ki, n->in[1], "embedding_grad", "ids", count, V, C, count, b);
   return NNC_OK;
 }
 

@@ -17,6 +17,16 @@ static nnc_status want_index(const nnc_ref *r, const nnc_node *n, int t, int64_t
                            (long long)rows - 1, what);
 }
 
+/* want_index over the first count elements of t (values v). */
+static nnc_status want_indices(const nnc_ref *r, const nnc_node *n, int t, const double *v, int64_t count,
+                               int64_t rows, const char *role, const char *what, nnc_error *err) {
+  for (int64_t e = 0; e < count; e++) {
+    nnc_status st = want_index(r, n, t, e, v[e], rows, role, what, err);
+    if (st) return st;
+  }
+  return NNC_OK;
+}
+
 nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
   const double *table, *ids;
   double *y;
@@ -35,8 +45,7 @@ nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
   int64_t V = st_.d[0], C = st_.d[1], count = nnc_ref_shape_elems(&si);
   char what[NNC_REF_DESC + 32];
   snprintf(what, sizeof what, "the rows of table %s", nnc_ref_desc(r, n->in[0], d1));
-  for (int64_t e = 0; e < count; e++)
-    if ((st = want_index(r, n, n->in[1], e, ids[e], V, "ids", what, err))) return st;
+  if ((st = want_indices(r, n, n->in[1], ids, count, V, "ids", what, err))) return st;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
   for (int64_t e = 0; e < count; e++)
     if (C) memcpy(y + e * C, table + (int64_t)ids[e] * C, (size_t)C * sizeof *y);
@@ -59,8 +68,7 @@ nnc_status nnc_ref_op_cross_entropy(nnc_ref *r, const nnc_node *n, nnc_error *er
                              nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
   char what[NNC_REF_DESC + 32];
   snprintf(what, sizeof what, "the classes of logits %s", nnc_ref_desc(r, n->in[0], d1));
-  for (int64_t e = 0; e < rows; e++)
-    if ((st = want_index(r, n, n->in[1], e, targets[e], V, "targets", what, err))) return st;
+  if ((st = want_indices(r, n, n->in[1], targets, rows, V, "targets", what, err))) return st;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
   double total = 0;
   for (int64_t row = 0; row < rows; row++) {
@@ -93,8 +101,7 @@ nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *e
   int64_t V = sy.d[0], C = sy.d[1], count = nnc_ref_shape_elems(&si);
   char what[NNC_REF_DESC + 32];
   snprintf(what, sizeof what, "the rows of the table gradient %s", nnc_ref_desc(r, n->out[0], d1));
-  for (int64_t e = 0; e < count; e++)
-    if ((st = want_index(r, n, n->in[1], e, ids[e], V, "ids", what, err))) return st;
+  if ((st = want_indices(r, n, n->in[1], ids, count, V, "ids", what, err))) return st;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
   for (int64_t e = 0; e < count; e++)
     for (int64_t c = 0; c < C; c++) y[(int64_t)ids[e] * C + c] += dy[e * C + c];
@@ -118,8 +125,7 @@ nnc_status nnc_ref_op_cross_entropy_grad(nnc_ref *r, const nnc_node *n, nnc_erro
                              nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->in[2], d3));
   char what[NNC_REF_DESC + 32];
   snprintf(what, sizeof what, "the classes of logits %s", nnc_ref_desc(r, n->in[0], d1));
-  for (int64_t e = 0; e < rows; e++)
-    if ((st = want_index(r, n, n->in[1], e, targets[e], V, "targets", what, err))) return st;
+  if ((st = want_indices(r, n, n->in[1], targets, rows, V, "targets", what, err))) return st;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
   double scale = dloss[0] / (double)rows;
   for (int64_t row = 0; row < rows; row++) {
