@@ -240,6 +240,47 @@ void nnrt_optim_update(const nnrt_optim *o, float *w, const float *g, float gsca
 /* The sum of squares of n floats, in double (for the global gradient norm). */
 double nnrt_sum_squares(const float *x, int64_t n);
 
+/* ------------------------------------------------------- training support */
+
+/* The learning rate: a linear warm-up over the first `warmup` steps (step t
+ * gets lr t / warmup), then a cosine decay over `decay` steps down to
+ * lr * min_ratio, which stays; decay 0 keeps lr after the warm-up. */
+typedef struct nnrt_lr_schedule {
+  float lr;
+  int64_t warmup, decay;
+  float min_ratio;
+} nnrt_lr_schedule;
+
+/* The learning rate of step (1 for the first). */
+float nnrt_lr_at(const nnrt_lr_schedule *s, int64_t step);
+
+/* Whether name matches one of the comma-separated patterns, where '*'
+ * matches any run of characters ("*.bias, ln_*"); false for NULL. */
+bool nnrt_name_matches(const char *patterns, const char *name);
+
+/* A training checkpoint: the weights (n tensors of the manifest) under their
+ * own names, so that an inference build loads the file as weights, and the
+ * optimizer's moments as "optim.m.<name>" and "optim.v.<name>" (F32) with
+ * the steps taken as "optim.step" (I64 [1]). */
+typedef struct nnrt_ckpt {
+  int n;
+  const nnrt_st_desc *manifest;
+  void *const *w;       /* each weight, in the manifest's dtype */
+  float *const *mom;    /* each weight's first and second moments */
+  float *const *vel;
+  int64_t step;
+} nnrt_ckpt;
+
+/* Writes c to path through a temporary file renamed over it at the end: a
+ * failed save leaves the previous checkpoint as it was. */
+nnrt_status nnrt_ckpt_save(const char *path, const nnrt_ckpt *c, nnrt_error *err);
+/* Reads the optimizer state of c's weights from an open checkpoint into
+ * c->mom and c->vel and the steps taken into *step; a file of weights alone
+ * (no optim.step) gives zero moments and step 0. path names the file in
+ * messages. The weights are loaded as any weights file is. */
+nnrt_status nnrt_ckpt_load_state(const nnrt_st *st, const char *path, const nnrt_ckpt *c, int64_t *step,
+                                 nnrt_error *err);
+
 #ifdef __cplusplus
 }
 #endif
