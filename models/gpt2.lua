@@ -68,9 +68,12 @@ x = norm(x, param("ln_f"))
 
 -- The language-model head is tied to the token embeddings.
 local logits = linear(x, cfg.vocab, wte, { bias = false })
-output("logits", logits)
 
--- nnc --train: next-token prediction, targets[b][t] being ids[b][t + 1]
+-- nnc --train: next-token prediction, targets[b][t] being ids[b][t + 1].
+-- The training step returns the loss only: B x T x vocab logits would be
+-- another copy of the largest tensor of the step.
 if training then
   output("loss", cross_entropy(logits, input("targets", i32, { B, T })))
+else
+  output("logits", logits)
 end

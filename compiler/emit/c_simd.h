@@ -10,6 +10,7 @@
 
 
 #include "emit_c.h"
+#include "emit_c_train.h"
 
 /* Kernel functions: appends `static int k<i>(const run_ctx *c)` for every
  * kernel to b (GEMM, attention, rows, gather through the templates; the
@@ -24,9 +25,8 @@ void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
 nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
 
-/* --train (c_simd_train.c): <p>_train_step's declarations for <p>.h, the
- * model struct's fields and frees for its state, and its definition. */
-void cs_train_decls(const ec_ctx *x, nnc_sb *b);
+/* --train (c_simd_train.c): the model struct's fields and frees for the
+ * training state, and the training API's definitions. */
 void cs_train_struct(const ec_ctx *x, nnc_sb *b);
 void cs_train_destroy(const ec_ctx *x, nnc_sb *b);
 nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);

@@ -51,21 +51,33 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c support/nnc_weights.c", p);
   list_sources(&b, "kernels/", " \\\n  ");
   list_sources(&b, "runtime/", " \\\n  ");
-  nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark links it\nCHECK_SRC = %s_graph.c bench_%s.c support/nnc_bench.c", p, p);
+  nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s links it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",
+                x->train_main ? " and the training program" : "", p);
   list_sources(&b, "check/", " \\\n  ");
-  nnc_sb_printf(&b, "\n\nLIB_OBJ = $(LIB_SRC:%%.c=$(OBJ)/%%.o)\nCHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n\n");
-  nnc_sb_printf(&b, "all: lib%s.a lib%s.so bench_%s\n\n", p, p, p);
+  nnc_sb_printf(&b, "\n\nLIB_OBJ = $(LIB_SRC:%%.c=$(OBJ)/%%.o)\nCHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n");
+  if (x->train_main)
+    nnc_sb_printf(&b, "TRAIN_OBJ = $(OBJ)/train_%s.o $(OBJ)/support/nnc_train.o $(OBJ)/support/nnc_train_data.o\n", p);
+  nnc_sb_printf(&b, "\nall: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, x->train_main ? " train_" : "", x->train_main ? p : "");
   nnc_sb_printf(&b, "lib%s.a: $(LIB_OBJ)\n\trm -f $@\n\t$(AR) rcs $@ $(LIB_OBJ)\n\n", p);
   nnc_sb_printf(&b, "lib%s.so: $(LIB_OBJ)\n\t$(CC) $(CFLAGS) -shared -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)\n\n", p);
-  nnc_sb_printf(&b, "bench_%s: $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $(CHECK_OBJ) lib%s.a $(LDFLAGS) $(LDLIBS)\n\n", p, p, p);
+  nnc_sb_printf(&b, "bench_%s: $(OBJ)/bench_%s.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
+                p, p, p);
+  if (x->train_main)
+    nnc_sb_printf(&b,
+      "# train_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -DNNC_BENCH_LIBRARY -I. -c $< -o $@\n\n"
+      "train_%s: $(TRAIN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
+      p, p, p, p, p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/kernels/%%.o: kernels/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter $(TILES) -fPIC -I. -c $< -o $@\n\n"
     "$(OBJ)/runtime/%%.o: runtime/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter -fPIC -I. -c $< -o $@\n\n"
     "$(OBJ)/check/%%.o: check/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter -D_GNU_SOURCE -I. -c $< -o $@\n\n"
     "$(OBJ)/support/nnc_bench.o: support/nnc_bench.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -I. -c $< -o $@\n\n"
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -fPIC -I. -c $< -o $@\n\n");
-  nnc_sb_printf(&b, "$(LIB_OBJ) $(CHECK_OBJ): $(wildcard *.h kernels/*.h runtime/*.h support/*.h check/*/*.h)\n\n");
-  nnc_sb_printf(&b, "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s\n\n.PHONY: all clean\n", p, p, p);
+  nnc_sb_printf(&b, "$(LIB_OBJ) $(CHECK_OBJ)%s: $(wildcard *.h kernels/*.h runtime/*.h support/*.h check/*/*.h)\n\n",
+                x->train_main ? " $(TRAIN_OBJ)" : "");
+  nnc_sb_printf(&b, "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n", p, p, p,
+                x->train_main ? " train_" : "", x->train_main ? p : "");
   nnc_status st = nnc_emit_write_sb(dir, "Makefile", &b, err);
   nnc_sb_free(&b);
   return st;
@@ -110,6 +122,12 @@ static nnc_status write_meson(const ec_ctx *x, const char *dir, nnc_error *err) 
     "executable('bench_%s', '%s_graph.c', 'bench_%s.c', 'support/nnc_bench.c',\n"
     "           c_args : target_args + ['-D_GNU_SOURCE'], link_with : [lib.get_static_lib(), check],\n"
     "           dependencies : [m_dep, thread_dep])\n", p, p, p, p, p, p);
+  if (x->train_main)
+    nnc_sb_printf(&b,
+      "executable('train_%s', 'train_%s.c', 'support/nnc_train.c', 'support/nnc_train_data.c', '%s_graph.c',\n"
+      "           'support/nnc_bench.c', 'bench_%s.c',\n"
+      "           c_args : target_args + ['-D_GNU_SOURCE', '-DNNC_BENCH_LIBRARY'], link_with : [lib.get_static_lib(), check],\n"
+      "           dependencies : [m_dep, thread_dep])\n", p, p, p, p);
   nnc_status st = nnc_emit_write_sb(dir, "meson.build", &b, err);
   nnc_sb_free(&b);
   return st;

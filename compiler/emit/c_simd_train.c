@@ -1,131 +1,215 @@
-/* compiler/emit/c_simd_train.c — the training step of a C SIMD folder
- * compiled with --train: <model>_train_step runs the joint forward and
- * backward graph (whose outputs are the loss and the gradients), takes the
- * global gradient norm, clips it, and updates every weight in place with
- * AdamW or SGD (runtime/optim.c), one fused pass per weight tensor over the
- * weights, the gradient and the optimizer state. */
+/* compiler/emit/c_simd_train.c — the training API of a C SIMD folder
+ * compiled with --train (declared by emit_c_train.c): <p>_run computes the
+ * loss and every weight's gradient; _train_accumulate sums the gradients of
+ * micro-batches, _train_update averages them, clips their global norm and
+ * updates every weight in place with AdamW or SGD (runtime/optim.c), one
+ * fused pass per weight tensor over the weights, the gradient and the
+ * optimizer state; _save and _load write and read checkpoints. */
 #include <stdio.h>
 #include <string.h>
 
 #include "c_simd.h"
 
-/* The output holding the gradient of parameter j ("grad.<name>"), or -1. */
-static int grad_output(const ec_ctx *x, int j) {
-  const nnc_graph *g = x->g;
-  for (int i = 0; i < g->noutputs; i++)
-    if (strncmp(g->outputs[i].name, "grad.", 5) == 0 &&
-        strcmp(g->outputs[i].name + 5, g->tensors[g->params[j]].name) == 0)
-      return i;
-  return -1;
-}
-
-void cs_train_decls(const ec_ctx *x, nnc_sb *b) {
-  const char *p = x->p;
-  nnc_sb_printf(b,
-    "/* Training (nnc --train). %s_run computes the loss and every weight's\n"
-    " * gradient; %s_train_step also updates the weights in m:\n"
-    " *   AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,\n"
-    " *          w -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w)\n"
-    " *   SGD:   m = b1 m + g, w -= lr (m + wd w)\n"
-    " * with g the gradient scaled so that the global norm is at most clip.\n"
-    " * Weights of rank 1 (biases, norm weights) take no weight decay. */\n"
-    "typedef struct %s_train_options {\n"
-    "  int sgd;              /* 0: AdamW; 1: SGD with momentum beta1 */\n"
-    "  float lr;             /* learning rate of this step (> 0) */\n"
-    "  float beta1, beta2, eps, weight_decay;\n"
-    "  float clip;           /* largest global gradient norm; 0: no clipping */\n"
-    "} %s_train_options;\n\n"
-    "/* AdamW: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01, no clipping. */\n"
-    "void %s_train_options_default(%s_train_options *o);\n\n"
-    "/* One step on a batch: forward, backward, update. *loss gets the batch's\n"
-    " * loss and *grad_norm (may be NULL) the gradient norm before clipping.\n"
-    " * The optimizer state lives in m (allocated by the first step). */\n"
-    "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
-    "                  float *loss, float *grad_norm);\n\n",
-    p, p, p, p, p, p, p, p, p, p, p);
-}
-
 void cs_train_struct(const ec_ctx *x, nnc_sb *b) {
-  (void)x;
   nnc_sb_printf(b,
-    "  float *grad, *mom, *vel;     /* train_step: gradients and optimizer state, weights' layout */\n"
-    "  int64_t step;               /* train_step: steps taken */\n");
+    "  float *grad, *part, *mom, *vel; /* training: gradients (summed over micro-batches), one micro-batch's,\n"
+    "                                     and the optimizer state, each in the weights' layout */\n"
+    "  void *kept[%d];               /* training: the model's other outputs of the last micro-batch */\n"
+    "  int nacc;                     /* micro-batches accumulated since the last update */\n"
+    "  int64_t step;                 /* updates taken */\n",
+    ec_train_nkept(x) ? ec_train_nkept(x) : 1);
 }
 
 void cs_train_destroy(const ec_ctx *x, nnc_sb *b) {
   (void)x;
-  nnc_sb_printf(b, "  free(m->grad);\n  free(m->mom);\n  free(m->vel);\n");
+  nnc_sb_printf(b, "  free(m->grad);\n  free(m->part);\n  free(m->mom);\n  free(m->vel);\n"
+                   "  for (size_t i = 0; i < sizeof m->kept / sizeof m->kept[0]; i++) free(m->kept[i]);\n");
 }
 
-nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
-  const nnc_graph *g = x->g;
+/* train_state(): the gradient and optimizer blocks, allocated on first use. */
+static void write_state(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
-  int loss = -1;
-  for (int i = 0; i < g->noutputs && loss < 0; i++)
-    if (strncmp(g->outputs[i].name, "grad.", 5) != 0) loss = i;
-  if (loss < 0)
-    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "--train: the graph has no loss output");
+  const nnc_graph *g = x->g;
   nnc_sb_printf(b,
-    "void %s_train_options_default(%s_train_options *o) {\n"
-    "  *o = (%s_train_options){.sgd = 0, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,\n"
-    "                          .weight_decay = 0.01f, .clip = 0.0f};\n}\n\n", p, p, p);
-  /* each weight's offset in the gradient and state blocks, and whether it decays */
-  nnc_sb_printf(b, "/* Per weight: its offset in m->grad, m->mom and m->vel, and weight decay. */\n"
-                   "static const struct {\n  int64_t at;\n  int decay;\n} train_table[%d] = {\n",
-                g->nparams ? g->nparams : 1);
-  int64_t at = 0;
-  for (int j = 0; j < g->nparams; j++) {
-    const nnc_tensor *t = &g->tensors[g->params[j]];
-    nnc_sb_printf(b, "  {%lld, %d},   /* %s */\n", (long long)at, t->rank >= 2, t->name);
-    at += nnc_tensor_max_elems(g, t);
-  }
-  nnc_sb_printf(b, "};\n#define TRAIN_NUMEL %lld\n\n", (long long)(at ? at : 1));
-  nnc_sb_printf(b,
-    "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
-    "                  float *loss, float *grad_norm) {\n"
-    "  if (!m || !o || !loss) return %s_E_ARG;\n"
-    "  if (!(o->lr > 0) || !(o->clip >= 0) || !(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))\n"
-    "    return fail(m, %s_E_ARG, \"%s_train_step: expected lr > 0, clip >= 0 and betas in [0, 1), found lr %%g, \"\n"
-    "                \"clip %%g, betas %%g and %%g\", o->lr, o->clip, o->beta1, o->beta2);\n"
-    "  if (!m->grad) {\n"
-    "    m->grad = malloc(TRAIN_NUMEL * sizeof *m->grad);\n"
-    "    m->mom = calloc(TRAIN_NUMEL, sizeof *m->mom);\n"
-    "    m->vel = calloc(TRAIN_NUMEL, sizeof *m->vel);\n"
-    "    if (!m->grad || !m->mom || !m->vel) {\n"
-    "      free(m->grad);\n      free(m->mom);\n      free(m->vel);\n"
-    "      m->grad = m->mom = m->vel = NULL;\n"
-    "      return fail(m, %s_E_NOMEM, \"%s_train_step: out of memory for the optimizer state\");\n"
-    "    }\n"
-    "  }\n"
-    "  %s_outputs out = {\n", p, p, p, p, p, P, P, p, P, p, p);
+    "/* The gradient, micro-batch and optimizer blocks (and the kept outputs'\n"
+    " * buffers at the maxima), allocated by the first call that needs them. */\n"
+    "static int train_state(%s_model *m) {\n"
+    "  if (m->grad) return 0;\n"
+    "  m->grad = calloc(TRAIN_NUMEL, sizeof *m->grad);\n"
+    "  m->part = malloc(TRAIN_NUMEL * sizeof *m->part);\n"
+    "  m->mom = calloc(TRAIN_NUMEL, sizeof *m->mom);\n"
+    "  m->vel = calloc(TRAIN_NUMEL, sizeof *m->vel);\n"
+    "  int ok = m->grad && m->part && m->mom && m->vel;\n", p);
+  int k = 0;
   for (int i = 0; i < g->noutputs; i++) {
-    if (i == loss) {
-      nnc_sb_printf(b, "      .%s = loss,\n", x->out_name[i]);
-      continue;
-    }
-    for (int j = 0; j < g->nparams; j++)
-      if (grad_output(x, j) == i) nnc_sb_printf(b, "      .%s = m->grad + train_table[%d].at,\n", x->out_name[i], j);
+    if (!ec_train_is_kept(x, i)) continue;
+    const nnc_tensor *t = &g->tensors[g->outputs[i].tensor];
+    nnc_sb_printf(b, "  m->kept[%d] = malloc(%lld * 4 + 4);   /* %s at the maxima */\n  ok = ok && m->kept[%d];\n", k,
+                  (long long)nnc_tensor_max_elems(g, t), g->outputs[i].name, k);
+    k++;
   }
   nnc_sb_printf(b,
-    "  };\n"
-    "  int rc = %s_run(m, d, in, &out);\n"
+    "  if (ok) return 0;\n"
+    "  free(m->grad);\n  free(m->part);\n  free(m->mom);\n  free(m->vel);\n"
+    "  m->grad = m->part = m->mom = m->vel = NULL;\n"
+    "  return fail(m, %s_E_NOMEM, \"%s: out of memory for the gradients and the optimizer state (%%lld floats each)\",\n"
+    "              (long long)TRAIN_NUMEL);\n}\n\n", P, p);
+}
+
+/* One run of the joint graph into grad (the first micro-batch) or part. */
+static void write_pass(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p;
+  nnc_sb_printf(b,
+    "/* Forward and backward on one batch: the gradients land in dst, the loss\n"
+    " * in *loss, the kept outputs in m->kept. */\n"
+    "static int train_pass(%s_model *m, const %s_dims *d, const %s_inputs *in, float *dst, float *loss) {\n"
+    "  %s_outputs out = {\n", p, p, p, p);
+  int k = 0;
+  for (int i = 0; i < g->noutputs; i++) {
+    int j = ec_train_param_of_output(x, i);
+    if (i == ec_train_loss(x)) nnc_sb_printf(b, "      .%s = loss,\n", x->out_name[i]);
+    else if (j >= 0) nnc_sb_printf(b, "      .%s = dst + train_table[%d].at,\n", x->out_name[i], j);
+    else nnc_sb_printf(b, "      .%s = m->kept[%d],\n", x->out_name[i], k++);
+  }
+  nnc_sb_printf(b, "  };\n  return %s_run(m, d, in, &out);\n}\n\n", p);
+}
+
+static void write_accumulate(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
+    "  if (!m || !loss) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
     "  if (rc) return rc;\n"
+    "  rc = train_pass(m, d, in, m->nacc ? m->part : m->grad, loss);\n"
+    "  if (rc) return rc;\n"
+    "  if (m->nacc)\n"
+    "    for (int64_t i = 0; i < TRAIN_NUMEL; i++) m->grad[i] += m->part[i];\n"
+    "  m->nacc++;\n"
+    "  return 0;\n}\n\n"
+    "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
+    "  if (!m || !loss) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  return rc ? rc : train_pass(m, d, in, m->part, loss);\n}\n\n",
+    p, p, p, p, P, p, p, p, p, P);
+}
+
+static void write_update(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm) {\n"
+    "  if (!m || !o) return %s_E_ARG;\n"
+    "  int rc = check_options(m, o);\n"
+    "  if (rc) return rc;\n"
+    "  if (!m->nacc)\n"
+    "    return fail(m, %s_E_STATE, \"%s_train_update: no gradient since the last update (call %s_train_accumulate \"\n"
+    "                \"first)\");\n"
+    "  const int nacc = m->nacc;\n"
+    "  m->nacc = 0;\n"
     "  double ss = 0;\n"
     "  for (int j = 0; j < NPARAMS; j++) ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
-    "  const double norm = sqrt(ss);\n"
+    "  /* the norm of the mean over the micro-batches */\n"
+    "  const double norm = sqrt(ss) / nacc;\n"
     "  if (grad_norm) *grad_norm = (float)norm;\n"
-    "  if (!isfinite(norm) || !isfinite(*loss))\n"
-    "    return fail(m, %s_E_ARG, \"%s_train_step: the loss (%%g) or the gradient norm (%%g) is not finite; \"\n"
-    "                \"the weights are unchanged\", (double)*loss, norm);\n"
-    "  const float scale = o->clip > 0 && norm > o->clip ? (float)(o->clip / norm) : 1.0f;\n"
+    "  if (!isfinite(norm))\n"
+    "    return fail(m, %s_E_ARG, \"%s_train_update: the gradient norm is %%g; the weights are unchanged\", norm);\n"
+    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / nacc);\n"
     "  m->step++;\n"
-    "  const nnrt_optim opt = {.sgd = o->sgd, .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,\n"
+    "  const float rate = %s_train_lr(o, m->step);\n"
+    "  if (lr) *lr = rate;\n"
+    "  const nnrt_optim opt = {.sgd = o->sgd, .lr = rate, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,\n"
     "                          .weight_decay = o->weight_decay, .step = m->step};\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
     "    const int64_t at = train_table[j].at;\n"
     "    nnrt_optim_update(&opt, m->w[j], m->grad + at, scale, m->mom + at, m->vel + at,\n"
-    "                      nnc_weights_numel(&manifest[j]), train_table[j].decay);\n"
+    "                      nnc_weights_numel(&manifest[j]), decays(o, j));\n"
     "  }\n"
-    "  return 0;\n}\n\n", p, P, p);
+    "  return 0;\n}\n\n"
+    "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
+    "                  float *loss, float *grad_norm) {\n"
+    "  if (!m || !o || !loss) return %s_E_ARG;\n"
+    "  int rc = check_options(m, o);\n"
+    "  if (!rc) rc = %s_train_accumulate(m, d, in, loss);\n"
+    "  if (!rc && !isfinite(*loss)) {\n"
+    "    m->nacc = 0;\n"
+    "    rc = fail(m, %s_E_ARG, \"%s_train_step: the loss is %%g; the weights are unchanged\", (double)*loss);\n"
+    "  }\n"
+    "  return rc ? rc : %s_train_update(m, o, NULL, grad_norm);\n}\n\n",
+    p, p, p, P, P, p, p, P, p, p, p, p, p, p, p, P, p, P, p, p);
+}
+
+/* _save, _load, and the accessors of the state. */
+static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "/* A checkpoint's view of m: each weight and its moments in blocks m1, m2. */\n"
+    "static nnrt_ckpt checkpoint_of(%s_model *m, float *m1, float *m2, float **mom, float **vel) {\n"
+    "  for (int j = 0; j < NPARAMS; j++) {\n"
+    "    mom[j] = m1 + train_table[j].at;\n"
+    "    vel[j] = m2 + train_table[j].at;\n"
+    "  }\n"
+    "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step};\n}\n\n"
+    "int %s_save(%s_model *m, const char *path) {\n"
+    "  if (!m || !path) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  if (rc) return rc;\n"
+    "  float *mom[NPARAMS], *vel[NPARAMS];\n"
+    "  nnrt_ckpt c = checkpoint_of(m, m->mom, m->vel, mom, vel);\n"
+    "  nnrt_error e = {0};\n"
+    "  rc = nnrt_ckpt_save(path, &c, &e);\n"
+    "  return rc ? fail(m, rc, \"%s_save: %%s\", e.msg) : 0;\n}\n\n"
+    "int %s_load(%s_model *m, const char *path) {\n"
+    "  if (!m || !path) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  if (rc) return rc;\n"
+    "  m->err[0] = 0;\n"
+    "  nnrt_error e = {0};\n"
+    "  nnrt_st *st = NULL;\n"
+    "  rc = nnrt_st_open(path, &st, &e);\n"
+    "  if (rc) return fail(m, rc, \"%s_load: %%s\", e.msg);\n"
+    "  float *mom[NPARAMS], *vel[NPARAMS];\n"
+    "  /* the moments land in the gradient blocks, free between updates, and\n"
+    "   * take their place once the weights have loaded too: a file that fails\n"
+    "   * leaves the model as it was */\n"
+    "  nnrt_ckpt c = checkpoint_of(m, m->grad, m->part, mom, vel);\n"
+    "  int64_t step = 0;\n"
+    "  rc = nnrt_ckpt_load_state(st, path, &c, &step, &e);\n"
+    "  if (rc) rc = fail(m, rc, \"%s_load: %%s\", e.msg);\n"
+    "  else rc = load(m, st, &e);\n"
+    "  nnrt_st_close(st);\n"
+    "  if (rc) return rc;\n"
+    "  float *t = m->mom;\n"
+    "  m->mom = m->grad;\n"
+    "  m->grad = t;\n"
+    "  t = m->vel;\n"
+    "  m->vel = m->part;\n"
+    "  m->part = t;\n"
+    "  m->step = step;\n"
+    "  m->nacc = 0;\n"
+    "  return 0;\n}\n\n"
+    "int64_t %s_train_steps(const %s_model *m) { return m ? m->step : 0; }\n\n"
+    "const float *%s_train_gradient(const %s_model *m, const char *name) {\n"
+    "  for (int j = 0; m && m->grad && name && j < NPARAMS; j++)\n"
+    "    if (strcmp(manifest[j].name, name) == 0) return m->grad + train_table[j].at;\n"
+    "  return NULL;\n}\n\n",
+    p, p, p, P, p, p, p, P, p, p, p, p, p, p);
+  nnc_sb_printf(b, "const void *%s_train_output(const %s_model *m, const char *name) {\n  if (!m || !name) return NULL;\n",
+                p, p);
+  int k = 0;
+  for (int i = 0; i < x->g->noutputs; i++)
+    if (ec_train_is_kept(x, i))
+      nnc_sb_printf(b, "  if (strcmp(name, \"%s\") == 0) return m->kept[%d];\n", x->g->outputs[i].name, k++);
+  nnc_sb_printf(b, "  return NULL;\n}\n\n");
+}
+
+nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
+  nnc_status st = ec_train_common(x, b, err);
+  if (st) return st;
+  write_state(x, b);
+  write_pass(x, b);
+  write_accumulate(x, b);
+  write_update(x, b);
+  write_checkpoints(x, b);
   return NNC_OK;
 }

@@ -35,6 +35,7 @@ typedef struct ec_ctx {
   int64_t *w_off;          /* device: per parameter, its byte offset in the weights block */
   const char *api_options; /* fields of <p>_options (NULL: threads) */
   const char *api_extra;   /* declarations the target adds to <p>.h, or NULL */
+  bool train_main;         /* --train: train_<p>.c was written (emit_c_train_main.c) */
   /* How the loop kernels of device_loops.c reach an element where the
    * target's nnc_ld and nnc_st cannot take every type (OpenCL C has no
    * overloads): into buf, the text that reads element idx of tensor t

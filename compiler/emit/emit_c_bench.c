@@ -332,15 +332,17 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   bool ocl = x->r->target->family == NNC_FAMILY_OPENCL;
   if (x->device) device_adapters(x, &b);
   else if (ocl) ocl_bench_adapters(x, &b);
+  /* --train: train_<p> --check runs the same check, through the description */
+  if (x->r->train)
+    nnc_sb_printf(&b, "const nnc_bench_model %s_bench_model = {\n", p);
+  else
+    nnc_sb_printf(&b, "int main(int argc, char **argv) {\n  static const nnc_bench_model md = {\n");
   nnc_sb_printf(&b,
-    "int main(int argc, char **argv) {\n"
-    "  static const nnc_bench_model md = {\n"
     "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_dtype,\n"
     "    %d, manifest, %d,\n"
     "    b_create, b_destroy, b_last_error, b_load_file, b_set_weight, b_run, b_profile, b_kernel,\n"
     "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s%s\n"
-    "  };\n"
-    "  return nnc_bench_main(&md, argc, argv);\n}\n",
+    "%s",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
     ocl && x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16, NULL, NULL,   /* bf16 storage */"
     : ocl && x->r->precision.storage == NNC_F16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16, NULL, NULL,   /* f16 storage */"
@@ -350,7 +352,10 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     : x->r->precision.storage == NNC_F16  ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* f16 storage: 1e-2 */"
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
                                           : "\n    0, b_stage, b_run_staged, b_peaks, 0,",
-    !x->device ? "" : x->r->probe ? "\n    b_tune, b_cuda_graphs," : "\n    NULL, b_cuda_graphs,");
+    !x->device ? "" : x->r->probe ? "\n    b_tune, b_cuda_graphs," : "\n    NULL, b_cuda_graphs,",
+    x->r->train ? "};\n\n#ifndef NNC_BENCH_LIBRARY\n"
+                  "int main(int argc, char **argv) { return nnc_bench_main(&" : "  };\n  return nnc_bench_main(&md, argc, argv);\n}\n");
+  if (x->r->train) nnc_sb_printf(&b, "%s_bench_model, argc, argv); }\n#endif\n", p);
   nnc_uses_free(&u);
   char name[128];
   snprintf(name, sizeof name, "bench_%s.c", p);

@@ -10,8 +10,10 @@
  * a float input, when asked) and the loss are differentiated.
  *
  * Afterwards the graph's outputs are the loss and one gradient per float
- * parameter, "grad.<name>", in declaration order (then "grad.<input>"); the
- * model's other outputs are dropped, so what only they needed goes with DCE. */
+ * parameter, "grad.<name>", in declaration order (then "grad.<input>"), then
+ * the model's other outputs, kept so that a training step can also report
+ * what the model declares under `training` (a classifier's logits, for its
+ * accuracy); a model that wants none declares none then. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,11 +211,9 @@ static nnc_status own_output(nnc_graph *g, int *t, nnc_error *err) {
   return ad_scalar(&c, NNC_OP_MUL_S, *t, 1.0, t);
 }
 
-static nnc_status add_grad_outputs(ad_state *s, int loss, const nnc_output *loss_out, bool inputs, nnc_error *err) {
+/* "grad.<name>" for every parameter (and float input, when asked). */
+static nnc_status add_grads(ad_state *s, bool inputs, nnc_error *err) {
   nnc_graph *g = s->g;
-  for (int i = 0; i < g->noutputs; i++) free(g->outputs[i].name);
-  g->noutputs = 0;
-  TRY(nnc_graph_add_output(g, loss_out->name, loss, loss_out->loc, err));
   for (int pass = 0; pass < 2; pass++) {
     const int *ids = pass ? g->inputs : g->params;
     int count = pass ? g->ninputs : g->nparams;
@@ -233,6 +233,27 @@ static nnc_status add_grad_outputs(ad_state *s, int loss, const nnc_output *loss
     }
   }
   return NNC_OK;
+}
+
+/* The loss, the gradients, then the model's other outputs. */
+static nnc_status add_grad_outputs(ad_state *s, int loss, const nnc_output *loss_out, bool inputs, nnc_error *err) {
+  nnc_graph *g = s->g;
+  int nkept = g->noutputs;
+  nnc_output *kept = malloc((size_t)(nkept ? nkept : 1) * sizeof *kept);
+  if (!kept) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while differentiating");
+  memcpy(kept, g->outputs, (size_t)nkept * sizeof *kept);
+  g->noutputs = 0;
+  nnc_status st = nnc_graph_add_output(g, loss_out->name, loss, loss_out->loc, err);
+  if (!st) st = add_grads(s, inputs, err);
+  for (int i = 0; i < nkept; i++) {
+    int t = kept[i].tensor;
+    bool keep = strcmp(kept[i].name, loss_out->name) != 0;
+    if (!st && keep) st = own_output(g, &t, err);
+    if (!st && keep) st = nnc_graph_add_output(g, kept[i].name, t, kept[i].loc, err);
+    free(kept[i].name);
+  }
+  free(kept);
+  return st;
 }
 
 nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err) {

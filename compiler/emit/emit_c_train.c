@@ -1,0 +1,140 @@
+/* compiler/emit/emit_c_train.c — the training API every C-API target
+ * declares for a model compiled with --train, and the parts of its
+ * definition that do not depend on where the weights live: the options and
+ * their defaults, the learning-rate schedule, the table of each weight's
+ * place in the gradient and optimizer blocks, and which weights decay. The
+ * target writes the rest (c_simd_train.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "emit_c_train.h"
+
+int ec_train_loss(const ec_ctx *x) {
+  for (int i = 0; i < x->g->noutputs; i++)
+    if (strncmp(x->g->outputs[i].name, "grad.", 5) != 0) return i;
+  return -1;
+}
+
+int ec_train_param_of_output(const ec_ctx *x, int i) {
+  const nnc_graph *g = x->g;
+  if (strncmp(g->outputs[i].name, "grad.", 5) != 0) return -1;
+  for (int j = 0; j < g->nparams; j++)
+    if (strcmp(g->outputs[i].name + 5, g->tensors[g->params[j]].name) == 0) return j;
+  return -1;
+}
+
+bool ec_train_is_kept(const ec_ctx *x, int i) {
+  return i != ec_train_loss(x) && ec_train_param_of_output(x, i) < 0;
+}
+
+int ec_train_nkept(const ec_ctx *x) {
+  int n = 0;
+  for (int i = 0; i < x->g->noutputs; i++) n += ec_train_is_kept(x, i);
+  return n;
+}
+
+void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p;
+  nnc_sb_printf(b,
+    "/* Training (nnc --train). %s_run computes the loss and every weight's\n"
+    " * gradient (the outputs grad.<weight>); the functions below keep the\n"
+    " * gradients and the optimizer state in m and update the weights in place:\n"
+    " *   AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,\n"
+    " *          w -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w)\n"
+    " *   SGD:   m = b1 m + g, w -= lr (m + wd w)\n"
+    " * with g the mean gradient of the micro-batches accumulated since the last\n"
+    " * update, scaled so that its global norm is at most clip. */\n"
+    "typedef struct %s_train_options {\n"
+    "  int sgd;               /* 0: AdamW; 1: SGD with momentum beta1 */\n"
+    "  float lr;              /* the peak learning rate (> 0) */\n"
+    "  int64_t warmup_steps;  /* linear warm-up: update t <= warmup_steps uses lr t / warmup_steps */\n"
+    "  int64_t decay_steps;   /* then a cosine decay over this many updates to lr min_lr_ratio; 0: none */\n"
+    "  float min_lr_ratio;\n"
+    "  float beta1, beta2, eps, weight_decay;\n"
+    "  const char *no_decay;  /* the weights without weight decay: comma-separated names where '*'\n"
+    "                            matches any run (\"*.bias, ln_*\"); NULL: the weights of rank 1\n"
+    "                            (biases, norm weights) */\n"
+    "  float clip;            /* largest global gradient norm; 0: no clipping */\n"
+    "} %s_train_options;\n\n"
+    "/* AdamW: lr 1e-3, no warm-up or decay, betas 0.9 and 0.999, eps 1e-8, weight\n"
+    " * decay 0.01 on the weights of rank >= 2, no clipping. */\n"
+    "void %s_train_options_default(%s_train_options *o);\n"
+    "/* The learning rate of update `step` (1 for the first) under o's schedule. */\n"
+    "float %s_train_lr(const %s_train_options *o, int64_t step);\n\n"
+    "/* Forward and backward on one (micro-)batch: adds its gradients to those\n"
+    " * accumulated since the last update; *loss gets its loss. */\n"
+    "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss);\n"
+    "/* One optimizer update with the mean of the accumulated gradients; *lr\n"
+    " * and *grad_norm (each may be NULL) get the learning rate used and the\n"
+    " * norm before clipping. A non-finite norm leaves the weights unchanged.\n"
+    " * Either way the accumulation starts again. */\n"
+    "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm);\n"
+    "/* _accumulate then _update on one batch; a non-finite loss leaves the\n"
+    " * weights unchanged. */\n"
+    "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
+    "                  float *loss, float *grad_norm);\n"
+    "/* The loss (and the model's other outputs, see _train_output) of a batch\n"
+    " * with the current weights, for a validation set: the weights and the\n"
+    " * accumulated gradients are untouched. It runs the backward too. */\n"
+    "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss);\n\n"
+    "/* Updates taken (restored by _load). */\n"
+    "int64_t %s_train_steps(const %s_model *m);\n"
+    "/* The gradient of a weight, summed over the micro-batches since the last\n"
+    " * update (after an update: those it used), in the weight's layout; NULL\n"
+    " * for an unknown name or before the first _train_accumulate. */\n"
+    "const float *%s_train_gradient(const %s_model *m, const char *name);\n"
+    "/* An output of the model other than the loss and the gradients (a\n"
+    " * classifier's logits) at the last micro-batch's sizes; NULL when the\n"
+    " * model has none of that name or nothing has run. */\n"
+    "const void *%s_train_output(const %s_model *m, const char *name);\n\n"
+    "/* A checkpoint in one safetensors file: the weights under their names (an\n"
+    " * inference build of the model loads it as its weights file), the\n"
+    " * optimizer's moments and the update count. _save writes a temporary file\n"
+    " * and renames it over path. _load also takes a file of weights alone (a\n"
+    " * fresh optimizer); a file that fails leaves m as it was. Resuming from a\n"
+    " * checkpoint gives the same next update, bit for bit. */\n"
+    "int %s_save(%s_model *m, const char *path);\n"
+    "int %s_load(%s_model *m, const char *path);\n\n",
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+}
+
+nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p, *P = x->P;
+  if (ec_train_loss(x) < 0)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "--train: the graph has no loss output");
+  nnc_sb_printf(b,
+    "/* ------------------------------------------------------------ training */\n\n"
+    "void %s_train_options_default(%s_train_options *o) {\n"
+    "  *o = (%s_train_options){.sgd = 0, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,\n"
+    "                          .weight_decay = 0.01f};\n}\n\n"
+    "float %s_train_lr(const %s_train_options *o, int64_t step) {\n"
+    "  const nnrt_lr_schedule s = {o->lr, o->warmup_steps, o->decay_steps, o->min_lr_ratio};\n"
+    "  return nnrt_lr_at(&s, step);\n}\n\n", p, p, p, p, p);
+  nnc_sb_printf(b, "/* Per weight: its offset in the gradient and optimizer blocks. */\n"
+                   "static const struct {\n  int64_t at;\n} train_table[%d] = {\n", g->nparams ? g->nparams : 1);
+  int64_t at = 0;
+  for (int j = 0; j < g->nparams; j++) {
+    const nnc_tensor *t = &g->tensors[g->params[j]];
+    nnc_sb_printf(b, "  {%lld},   /* %s */\n", (long long)at, t->name);
+    at += nnc_tensor_max_elems(g, t);
+  }
+  if (!g->nparams) nnc_sb_printf(b, "  {0},\n");
+  nnc_sb_printf(b, "};\n#define TRAIN_NUMEL ((int64_t)%lld)\n\n", (long long)(at ? at : 1));
+  nnc_sb_printf(b,
+    "static int check_options(%s_model *m, const %s_train_options *o) {\n"
+    "  if (o->lr > 0 && o->clip >= 0 && o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->eps >= 0 &&\n"
+    "      o->weight_decay >= 0 && o->warmup_steps >= 0 && o->decay_steps >= 0 && o->min_lr_ratio >= 0 &&\n"
+    "      o->min_lr_ratio <= 1)\n"
+    "    return 0;\n"
+    "  return fail(m, %s_E_ARG, \"%s training options: expected lr > 0, clip >= 0, betas in [0, 1), eps, \"\n"
+    "              \"weight_decay, warmup_steps and decay_steps >= 0 and min_lr_ratio in [0, 1], found lr %%g, clip %%g, \"\n"
+    "              \"betas %%g and %%g, eps %%g, weight_decay %%g, warmup_steps %%lld, decay_steps %%lld, min_lr_ratio %%g\",\n"
+    "              o->lr, o->clip, o->beta1, o->beta2, o->eps, o->weight_decay, (long long)o->warmup_steps,\n"
+    "              (long long)o->decay_steps, o->min_lr_ratio);\n}\n\n"
+    "/* Whether weight j takes weight decay under o. */\n"
+    "static int decays(const %s_train_options *o, int j) {\n"
+    "  return o->no_decay ? !nnrt_name_matches(o->no_decay, manifest[j].name) : manifest[j].rank >= 2;\n}\n\n",
+    p, p, P, p, p);
+  return NNC_OK;
+}

@@ -1,0 +1,33 @@
+/* compiler/emit/emit_c_train.h — the training API of a model compiled with
+ * --train, shared by the C-API targets (emit_c_train.c), and the program
+ * train_<model> that drives it (emit_c_train_main.c). The graph's outputs
+ * are then the loss, one gradient "grad.<weight>" per weight, and the
+ * model's other outputs, kept (autodiff.c). */
+#ifndef NNC_EMIT_C_TRAIN_H
+#define NNC_EMIT_C_TRAIN_H
+
+#include "emit_c.h"
+
+/* The index of the loss among the graph's outputs (the first that is no
+ * gradient), or -1. */
+int ec_train_loss(const ec_ctx *x);
+/* The parameter whose gradient output i is, or -1. */
+int ec_train_param_of_output(const ec_ctx *x, int i);
+/* Whether output i is one of the model's other outputs, and how many are. */
+bool ec_train_is_kept(const ec_ctx *x, int i);
+int ec_train_nkept(const ec_ctx *x);
+
+/* The declarations of the training API, for <p>.h. */
+void ec_train_decls(const ec_ctx *x, nnc_sb *b);
+/* In <p>.c(u), after the model's fail() and manifest: _train_options_default,
+ * _train_lr, train_table (each weight's offset in the gradient and optimizer
+ * blocks), TRAIN_NUMEL, check_options() and decays(). */
+nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err);
+
+/* train_<p>.c: the program that trains the model on a token file or a
+ * labelled safetensors file through the API (support/nnc_train.c), or
+ * nothing when the model's inputs are neither a language model's nor a
+ * classifier's; *written says which. */
+nnc_status ec_write_train_main(const ec_ctx *x, const char *dir, bool *written, nnc_error *err);
+
+#endif

@@ -1,0 +1,65 @@
+/* support/nnc_train.h — the training program every model compiled with
+ * --train gets: train_<model>.c describes its model in an nnc_train_model
+ * (its kind, sizes, and adapters to the training API) and calls
+ * nnc_train_main, which reads the data, runs the steps, prints progress,
+ * evaluates, checkpoints and checks. Run ./train_<model> --help. */
+#ifndef NNC_TRAIN_H
+#define NNC_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../runtime/nnrt.h"
+#include "nnc_bench.h"
+
+/* What the model learns from. */
+typedef enum nnc_train_kind {
+  NNC_TRAIN_TOKENS,   /* a language model: i32 ids and targets [B, T], from llm.c's .bin token files */
+  NNC_TRAIN_CLASSES   /* a classifier: f32 samples [B, features] and i32 labels [B], from safetensors x and y */
+} nnc_train_kind;
+
+/* The harness's copy of <model>_train_options. */
+typedef struct nnc_train_opts {
+  int sgd;
+  float lr;
+  int64_t warmup, decay;
+  float min_ratio, beta1, beta2, eps, weight_decay;
+  const char *no_decay;
+  float clip;
+} nnc_train_opts;
+
+typedef struct nnc_train_model {
+  const char *name;
+  nnc_train_kind kind;
+  int nsyms;
+  const char *const *sym_names;
+  const int64_t *sym_max;
+  int batch_sym, seq_sym;  /* the dims B and T (seq_sym -1 for a classifier) */
+  int64_t classes;         /* targets and labels are below it (the vocabulary, the classes) */
+  int64_t features;        /* a classifier's floats per sample */
+  const char *logits;      /* a classifier's output of per-class scores (for the accuracy), or NULL */
+  int nparams;
+  const nnrt_st_desc *manifest;
+
+  int (*create)(int threads, void **m);
+  void (*destroy)(void *m);
+  const char *(*last_error)(const void *m);
+  int (*load)(void *m, const char *path);   /* a checkpoint, or a file of weights alone */
+  int (*save)(void *m, const char *path);
+  int (*set_weight)(void *m, const char *name, const float *data, size_t count);
+  /* a: ids or samples, b: targets or labels, at the sizes sym */
+  int (*accumulate)(void *m, const int64_t *sym, const void *a, const void *b, float *loss);
+  int (*eval)(void *m, const int64_t *sym, const void *a, const void *b, float *loss);
+  int (*update)(void *m, const nnc_train_opts *o, float *lr, float *grad_norm);
+  int64_t (*steps)(const void *m);
+  const float *(*gradient)(const void *m, const char *name);
+  const void *(*output)(const void *m, const char *name);
+  /* the benchmark's description of the same model, for --check's gradients */
+  const nnc_bench_model *bench;
+} nnc_train_model;
+
+/* The whole program; returns the process exit code (0 ok, 1 a failure or a
+ * check above tolerance, 2 a bad command line). */
+int nnc_train_main(const nnc_train_model *md, int argc, char **argv);
+
+#endif
