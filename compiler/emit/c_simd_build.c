@@ -174,6 +174,14 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
   nnc_sb_printf(&b,
     ".\n\nWeights: a safetensors file with the tensors of `weights_manifest.json`\n"
     "(%d tensors; F32, or F16/BF16 converted on load). Extra tensors are ignored.\n\n", g->nparams);
+  if (x->r->train)
+    nnc_sb_printf(&b,
+      "## Training\n\nCompiled with `nnc --train`: `%s_run` returns the loss and every weight's\n"
+      "gradient, and `%s.h` declares the training API (`%s_train_step`, gradient\n"
+      "accumulation, `%s_save` / `%s_load` checkpoints).\n\n", p, p, p, p, p);
+  if (x->train_main)
+    nnc_sb_printf(&b, "`./train_%s --help` lists the training program's options; `./train_%s --check`\n"
+                      "checks the gradients and two optimizer updates against float64.\n\n", p, p);
   nnc_sb_printf(&b,
     "## Benchmark\n\n    ./bench_%s [--weights FILE] [--threads N] [--runs N] [--warmup N] [-d SYM=VALUE] [--json] [--check]\n\n"
     "Without `--weights` the weights are random. It prints the median and p90\n"

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,73 @@ static void test_gpt2_train(void **state) {
   char out[512];
   snprintf(out, sizeof out, "%s/gpt2_train", work);
   assert_int_equal(sh("cd %s && ./bench_gpt2 --check -d B=2 -d T=5 --runs 1 --warmup 0 > /dev/null", out), 0);
+}
+
+/* The last value of key in a --json log, or NAN. */
+static double last_json(const char *path, const char *key) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NAN;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  double v = NAN;
+  for (const char *at = strstr(buf, key); at; at = strstr(at + 1, key)) v = strtod(at + strlen(key), NULL);
+  return v;
+}
+
+/* train_gpt2 and train_mlp (the folders of test_gpt2_train and
+ * test_mlp_train): --check; a run resumed from a checkpoint gives the same
+ * losses and the same final checkpoint, bit for bit; bad token and sample
+ * files and a bad learning rate fail naming the file and position, and the
+ * checkpoint on disk stays as it was; the classifier learns separable
+ * clusters. */
+static void test_train_program(void **state) {
+  char g[512], m[512];
+  snprintf(g, sizeof g, "%s/gpt2_train", work);
+  snprintf(m, sizeof m, "%s/mlp_train", work);
+  assert_int_equal(sh("cc -O1 -I%s %s/tests/train/make_data.c %s/libmlp.a -lm -lpthread -o %s/make_data && "
+                      "%s/make_data %s 101 784 10", m, NNC_SOURCE_ROOT, m, work, work, work), 0);
+  assert_int_equal(sh("cd %s && ./train_gpt2 --check --threads 2 > train_check.log 2>&1 || cat train_check.log", g), 0);
+  const char *run = "./train_gpt2 --data ../tok.bin --batch 2 --seq 7 --accumulate 2 --threads 2 --json";
+  assert_int_equal(sh("cd %s && %s --steps 4 --save a.st --save-every 2 > a.log && %s --steps 2 --save b.st > b1.log && "
+                      "%s --steps 4 --resume b.st --save b.st > b2.log && cmp a.st b.st", g, run, run, run), 0);
+  assert_int_equal(sh("cd %s && grep -o '\"loss\": [^,]*' a.log | tail -2 > a34 && "
+                      "grep -o '\"loss\": [^,]*' b2.log > b34 && cmp a34 b34 && test $(wc -l < b34) = 2", g), 0);
+  /* bad files and options: exit 1 (2 for the command line), the message, a.st untouched */
+  static const struct {
+    const char *args, *says;
+    int rc;
+  } bad[] = {
+    {"--data ../bad_magic.bin", "bad_magic.bin: expected magic 20240520 and version 1 at byte 0", 1},
+    {"--data ../truncated.bin", "truncated.bin: the header counts 3000 tokens, the file holds 1000", 1},
+    {"--data ../big_id.bin", "big_id.bin: token 123 (byte 1270) is 101; the model's vocabulary has 101", 1},
+    {"--data ../tok.bin --lr 0", "expected --lr > 0", 2},
+    {"--data ../tok.bin --resume ../cls.safetensors", "cls.safetensors", 1},
+    {"--data ../missing.bin", "missing.bin: cannot open", 1},
+  };
+  assert_int_equal(sh("cd %s && cp a.st keep.st", g), 0);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char log[600];
+    snprintf(log, sizeof log, "%s/bad.log", g);
+    int rc = sh("cd %s && ./train_gpt2 %s --steps 1 --save a.st > bad.log 2>&1", g, bad[i].args);
+    if (rc != bad[i].rc || !file_has(log, bad[i].says)) {
+      sh("cat %s", log);
+      fail_msg("train_gpt2 %s: expected exit %d and \"%s\"", bad[i].args, bad[i].rc, bad[i].says);
+    }
+    assert_int_equal(sh("cmp %s/a.st %s/keep.st", g, g), 0);
+  }
+  /* the classifier */
+  assert_int_equal(sh("cd %s && ./train_mlp --check --threads 2 > train_check.log 2>&1 || cat train_check.log", m), 0);
+  assert_int_equal(sh("cd %s && ./train_mlp --data ../cls.safetensors --val ../cls.safetensors --batch 16 --steps 30 "
+                      "--lr 3e-3 --shuffle --eval-every 10 --threads 2 --json > cls.log", m), 0);
+  char log[600];
+  snprintf(log, sizeof log, "%s/cls.log", m);
+  double acc = last_json(log, "\"val_accuracy\": ");
+  if (!(acc >= 0.95)) fail_msg("train_mlp: validation accuracy %g after 30 updates, expected >= 0.95", acc);
+  assert_int_equal(sh("cd %s && ./train_mlp --data ../nan.safetensors --steps 1 > nan.log 2>&1", m), 1);
+  snprintf(log, sizeof log, "%s/nan.log", m);
+  assert_true(file_has(log, "nan.safetensors: x[7][3] is nan; samples must be finite"));
 }
 
 /* mlp_train_step (AdamW) overfits one small batch: tests/train/overfit_mlp.c */
@@ -402,6 +470,7 @@ int main(void) {
     cmocka_unit_test(test_gpt2_train),
     cmocka_unit_test(test_embedding_loss_train),
     cmocka_unit_test(test_mlp_train_step),
+    cmocka_unit_test(test_train_program),
     cmocka_unit_test(test_op_elementwise),
     cmocka_unit_test(test_op_masks),
     cmocka_unit_test(test_op_softmax_axis),

@@ -162,6 +162,13 @@ static int parse(const nnc_train_model *md, int argc, char **argv, options *o) {
             (long long)(md->seq_sym >= 0 ? md->sym_max[md->seq_sym] : 1));
     return 2;
   }
+  if (!(o->t.lr > 0) || o->t.min_ratio > 1 || !(o->t.beta1 < 1) || !(o->t.beta2 < 1) || o->t.beta1 < 0 ||
+      o->t.beta2 < 0 || o->t.eps < 0 || o->t.weight_decay < 0 || o->t.clip < 0 || o->t.min_ratio < 0) {
+    fprintf(stderr, "train_%s: expected --lr > 0, --beta1 and --beta2 in [0, 1), --min-lr-ratio in [0, 1] and "
+            "--eps, --wd, --clip >= 0; found lr %g, betas %g and %g, min-lr-ratio %g, eps %g, wd %g, clip %g\n",
+            md->name, o->t.lr, o->t.beta1, o->t.beta2, o->t.min_ratio, o->t.eps, o->t.weight_decay, o->t.clip);
+    return 2;
+  }
   if (!o->check && !o->data) {
     fprintf(stderr, "train_%s: expected --data FILE (or --check)\n", md->name);
     usage(md, stderr);
