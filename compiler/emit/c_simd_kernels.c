@@ -327,6 +327,54 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   return NNC_OK;
 }
 
+/* ----------------------------------------------------------- activations */
+
+/* Whether tensor t has the shape of tensor u (so both are read alike). */
+static bool same_shape(const nnc_graph *g, int t, int u) {
+  const nnc_tensor *a = &g->tensors[t], *c = &g->tensors[u];
+  if (a->rank != c->rank || a->dtype != NNC_F32 || c->dtype != NNC_F32) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!nnc_dim_eq(a->shape[i], c->shape[i])) return false;
+  return true;
+}
+
+/* The activation an elementwise kernel is alone (as op or as the gradient
+ * of one, over operands of the output's shape), or NULL: those go through
+ * the vector templates, the rest through loops. */
+static const char *lone_activation(const ec_ctx *x, const nnc_kernel *k) {
+  if (k->kind != NNC_KERNEL_ELEMENTWISE || k->nnodes != 1) return NULL;
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const char *act = act_name(n->op == NNC_OP_ACT_GRAD ? n->attrs.act : n->op, n->attrs.gelu_tanh);
+  if (strcmp(act, "NNC_SIMD_ACT_NONE") == 0) return NULL;
+  for (int i = 0; i < n->nin; i++)
+    if (!same_shape(x->g, n->in[i], n->out[0])) return NULL;
+  return act;
+}
+
+/* y = act(x) through nnc_simd_activation, dx = dy act'(x) through
+ * nnc_simd_activation_grad. */
+static nnc_status emit_activation(const ec_ctx *x, int ki, const char *act, nnc_sb *b) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  char count[EXPR];
+  ec_elems(x, n->out[0], count, sizeof count);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  ec_assign(x, &body, 2, "const float *x", n->in[0]);
+  if (n->op == NNC_OP_ACT_GRAD) ec_assign(x, &body, 2, "const float *dy", n->in[1]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
+  nnc_sb_printf(&body, "  nnc_simd_error e;\n");
+  if (n->op == NNC_OP_ACT_GRAD)
+    nnc_sb_printf(&body, "  if (nnc_simd_activation_grad(%s, (size_t)(%s), x, dy, y, &c->m->par, &e))\n", act, count);
+  else
+    nnc_sb_printf(&body, "  if (nnc_simd_activation(%s, (size_t)(%s), x, y, &c->m->par, &e))\n", act, count);
+  nnc_sb_printf(&body, "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n", ki);
+  char head[64];
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, b, head, NULL, "c->d", &body);
+  return NNC_OK;
+}
+
 nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
   for (int ki = 0; ki < x->s->nk; ki++) {
@@ -347,7 +395,10 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
       if (x->g->nodes[k->nodes[0]].op == NNC_OP_EMBEDDING) st = emit_gather(x, ki, b, err);
       else st = cs_emit_loop_kernel(x, ki, b, err);
       break;
-    default: st = cs_emit_loop_kernel(x, ki, b, err); break;
+    default:
+      if (lone_activation(x, k)) st = emit_activation(x, ki, lone_activation(x, k), b);
+      else st = cs_emit_loop_kernel(x, ki, b, err);
+      break;
     }
     if (st) return st;
   }

@@ -404,24 +404,25 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   check_indices(x, ki, "cross_entropy", "targets", "t", rows, V, &body);
   nnc_sb_printf(&body,
-    "  const int64_t V = %s, rows = %s;\n"
+    "  const int rows = (int)(%s);\n"
+    "  /* the rows' losses in parallel into the workspace, their mean in double */\n"
+    "  int rc = ensure_ws(c->m, (size_t)rows * sizeof(float) + 1);\n"
+    "  if (rc) return rc;\n"
+    "  float *row_loss = c->m->ws;\n"
+    "  nnc_simd_error e;\n"
+    "  if (nnc_simd_cross_entropy(rows, %s, x, t, row_loss, NULL, 0.0f, &c->m->par, &e))\n"
+    "    return kernel_failed(c->m, %d, e.msg);\n"
     "  double total = 0;\n"
-    "  for (int64_t r = 0; r < rows; r++) {\n"
-    "    const float *xr = x + r * V;\n"
-    "    double max = -INFINITY, sum = 0;\n"
-    "    for (int64_t v = 0; v < V; v++) max = xr[v] > max ? xr[v] : max;\n"
-    "    for (int64_t v = 0; v < V; v++) sum += exp((double)xr[v] - max);\n"
-    "    total += max + log(sum) - xr[t[r]];\n"
-    "  }\n"
+    "  for (int r = 0; r < rows; r++) total += row_loss[r];\n"
     "  y[0] = (float)(total / (double)rows);\n"
-    "  return 0;\n", V, rows);
+    "  return 0;\n", rows, V, ki);
   snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, b, p, NULL, "c->d", &body);
   return NNC_OK;
 }
 
 /* d loss / d logits = (softmax(logits) - onehot(targets)) * dloss / rows,
- * a row at a time on the model's threads after the targets are checked */
+ * through the template, rows in parallel, after the targets are checked */
 static nnc_status emit_loss_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
@@ -438,21 +439,15 @@ static nnc_status emit_loss_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   ec_assign(x, &body, 2, "const int32_t *t", n->in[1]);
   ec_assign(x, &body, 2, "const float *dloss", n->in[2]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
+  check_indices(x, ki, "cross_entropy_grad", "targets", "t", rows, V, &body);
   nnc_sb_printf(&body,
-    "  const int64_t V = %s;\n"
-    "  const double scale = (double)dloss[0] / (double)(%s);\n"
-    "  for (int64_t r = r0; r < r1; r++) {\n"
-    "    const float *xr = x + r * V;\n"
-    "    float *yr = y + r * V;\n"
-    "    double max = -INFINITY, sum = 0;\n"
-    "    for (int64_t v = 0; v < V; v++) max = xr[v] > max ? xr[v] : max;\n"
-    "    for (int64_t v = 0; v < V; v++) sum += exp((double)xr[v] - max);\n"
-    "    for (int64_t v = 0; v < V; v++) yr[v] = (float)(exp((double)xr[v] - max) / sum * scale);\n"
-    "    yr[t[r]] -= (float)scale;\n"
-    "  }\n", V, rows);
-  snprintf(p, sizeof p, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
-  ec_emit_function(x, b, p, "  const run_ctx *c = p;\n", "c->d", &body);
-  checked_rows_fn(x, ki, n->in[1], "cross_entropy_grad", "targets", rows, V, rows, V, b);
+    "  const int rows = (int)(%s);\n"
+    "  nnc_simd_error e;\n"
+    "  if (nnc_simd_cross_entropy(rows, %s, x, t, NULL, y, (float)((double)dloss[0] / (double)rows), &c->m->par, &e))\n"
+    "    return kernel_failed(c->m, %d, e.msg);\n"
+    "  return 0;\n", rows, V, ki);
+  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, b, p, NULL, "c->d", &body);
   return NNC_OK;
 }
 

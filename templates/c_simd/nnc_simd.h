@@ -159,6 +159,18 @@ nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_p
 nnc_simd_status nnc_simd_activation(nnc_simd_act act, size_t n, const float *x, float *y,
                                     const nnc_simd_par *par, nnc_simd_error *err);
 
+/* dx[i] = dy[i] * act'(x[i]) for i < n (the backward of nnc_simd_activation;
+ * relu' is 0 at 0); dx may be x or dy. */
+nnc_simd_status nnc_simd_activation_grad(nnc_simd_act act, size_t n, const float *x, const float *dy, float *dx,
+                                         const nnc_simd_par *par, nnc_simd_error *err);
+
+/* Softmax cross-entropy of each row of x [rows, V] against the class t[r]
+ * (in [0, V), else an error naming the row): row_loss[r] (may be NULL) gets
+ * logsumexp(x_r) - x_r[t_r]; dx (may be NULL) gets (softmax(x_r) -
+ * onehot(t_r)) * scale. */
+nnc_simd_status nnc_simd_cross_entropy(int rows, int V, const float *x, const int32_t *t, float *row_loss,
+                                       float *dx, float scale, const nnc_simd_par *par, nnc_simd_error *err);
+
 /* out[i,:] = table[ids[i],:] for i < n (cols floats per row); an id outside
  * [0, rows) is an error naming its position and value. */
 nnc_simd_status nnc_simd_embedding(int n, const int32_t *ids, int rows, int cols,

@@ -99,6 +99,103 @@ static void test_act_errors(void **state) {
   assert_int_equal(nnc_simd_activation(NNC_SIMD_ACT_RELU, 0, NULL, NULL, NULL, NULL), NNC_SIMD_OK);
 }
 
+/* act'(x) in float64, as the reference evaluator defines it (relu' 0 at 0). */
+static double dact(nnc_simd_act act, double x) {
+  const double c = sqrt(2.0 / M_PI);
+  switch (act) {
+  case NNC_SIMD_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+  case NNC_SIMD_ACT_GELU_ERF: return 0.5 * (1.0 + erf(x / M_SQRT2)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+  case NNC_SIMD_ACT_GELU_TANH: {
+    double t = tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+  }
+  case NNC_SIMD_ACT_SILU: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 + x * (1.0 - s));
+  }
+  case NNC_SIMD_ACT_SIGMOID: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 - s);
+  }
+  case NNC_SIMD_ACT_TANH: return 1.0 - tanh(x) * tanh(x);
+  default: return 1.0;
+  }
+}
+
+/* dx = dy act'(x) over a sweep with odd length, threads and in place, within
+ * 2e-6 of max(|dx|, |dy|) in float64 (act' crosses 0, where a relative bound
+ * would ask the impossible). */
+static void test_act_grad(void **state) {
+  (void)state;
+  const size_t n = 100003;
+  float *x = talloc(n), *dy = trandom(n, -2, 2), *dx = talloc(n);
+  for (size_t i = 0; i < n; ++i) x[i] = -25.0f + 50.0f * (float)i / (float)n;
+  int fails = 0;
+  for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act)
+    for (int threads = 0; threads < 4; threads += 3) {
+      tpoison(dx, n);
+      tpool tp = {threads, 0};
+      nnc_simd_par par = {tpool_parallel_for, &tp, threads};
+      assert_int_equal(nnc_simd_activation_grad((nnc_simd_act)act, n, x, dy, dx, threads ? &par : NULL, NULL),
+                       NNC_SIMD_OK);
+      for (size_t i = 0; i < n && fails < 5; ++i) {
+        double r = (double)dy[i] * dact((nnc_simd_act)act, x[i]);
+        if (!(fabs(dx[i] - r) <= 2e-6 * fmax(fabs(r), fabs(dy[i])) + 1e-30)) {
+          fprintf(stderr, "act' %d at x=%.9g dy=%.9g: got %.9g expected %.9g\n", act, (double)x[i], (double)dy[i],
+                  (double)dx[i], r);
+          fails++;
+        }
+      }
+    }
+  /* in place over dy, and the errors */
+  memcpy(dx, dy, n * sizeof(float));
+  assert_int_equal(nnc_simd_activation_grad(NNC_SIMD_ACT_RELU, 7, x + 50001, dx, dx, NULL, NULL), NNC_SIMD_OK);
+  for (int i = 0; i < 7; ++i) assert_true(dx[i] == (x[50001 + i] > 0 ? dy[i] : 0.0f));
+  nnc_simd_error e;
+  assert_int_equal(nnc_simd_activation_grad(NNC_SIMD_ACT_SILU, 9, x, dy, dx + 1, NULL, &e) == NNC_SIMD_OK, 1);
+  assert_int_not_equal(nnc_simd_activation_grad(NNC_SIMD_ACT_SILU, 9, x, dx, dx + 1, NULL, &e), NNC_SIMD_OK);
+  assert_non_null(strstr(e.msg, "overlapping"));
+  assert_int_equal(fails, 0);
+  free(x);
+  free(dy);
+  free(dx);
+}
+
+/* Cross-entropy rows and their gradient against float64, odd V, a row with
+ * a huge logit, threads; a target out of range names its row. */
+static void test_cross_entropy(void **state) {
+  (void)state;
+  enum { R = 37, V = 1003 };
+  float *x = trandom(R * V, -6, 6), *dx = talloc(R * V), loss[R];
+  int32_t t[R];
+  for (int r = 0; r < R; ++r) t[r] = (r * 131) % V;
+  x[5 * V + 17] = 80.0f;
+  for (int threads = 0; threads < 4; threads += 3) {
+    tpool tp = {threads, 0};
+    nnc_simd_par par = {tpool_parallel_for, &tp, threads};
+    tpoison(dx, R * V);
+    assert_int_equal(nnc_simd_cross_entropy(R, V, x, t, loss, dx, 0.25f, threads ? &par : NULL, NULL), NNC_SIMD_OK);
+    for (int r = 0; r < R; ++r) {
+      const float *xr = x + r * V;
+      double m = -INFINITY, s = 0;
+      for (int v = 0; v < V; ++v) m = fmax(m, xr[v]);
+      for (int v = 0; v < V; ++v) s += exp(xr[v] - m);
+      double want = m + log(s) - xr[t[r]];
+      assert_true(fabs(loss[r] - want) <= 1e-6 * fabs(want) + 1e-6);
+      for (int v = 0; v < V; ++v) {
+        double g = (exp(xr[v] - m) / s - (v == t[r])) * 0.25;
+        assert_true(fabs(dx[r * V + v] - g) <= 1e-6 * 0.25);
+      }
+    }
+  }
+  nnc_simd_error e;
+  t[9] = V;
+  assert_int_not_equal(nnc_simd_cross_entropy(R, V, x, t, loss, NULL, 1.0f, NULL, &e), NNC_SIMD_OK);
+  assert_non_null(strstr(e.msg, "row 9"));
+  free(x);
+  free(dx);
+}
+
 static void test_embedding(void **state) {
   (void)state;
   static const int widths[] = {1, 3, 17, 129};
@@ -155,7 +252,8 @@ int main(void) {
       cmocka_unit_test(test_act_sweep),      cmocka_unit_test(test_act_lengths_inplace),
       cmocka_unit_test(test_act_special),    cmocka_unit_test(test_act_errors),
       cmocka_unit_test(test_embedding),      cmocka_unit_test(test_embedding_errors),
-      cmocka_unit_test(test_isa),
+      cmocka_unit_test(test_isa),            cmocka_unit_test(test_act_grad),
+      cmocka_unit_test(test_cross_entropy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
