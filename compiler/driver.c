@@ -54,11 +54,6 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80 && (prec.storage == NNC_BF16 || prec.tf32))
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s has no %s tensor cores; expected "
                     "--precision=f32 or f16 (or a cuda-sm80 target or newer)", prec.name, t.name, prec.name);
-  /* the backward's own kernels (pad, scatter-add, cross-entropy gradient)
-   * exist for C SIMD only so far */
-  if (!st && o->train && t.family != NNC_FAMILY_C_SIMD)
-    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--train: target %s has no backward kernels yet; expected a c-* "
-                    "target (c-simd, c-avx2, ...)", t.name);
   if (!st && o->cuda_graphs && t.family != NNC_FAMILY_CUDA)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);

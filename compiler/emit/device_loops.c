@@ -1,7 +1,9 @@
 /* compiler/emit/device_loops.c — the kernels a GPU target writes itself:
  * elementwise chains (numpy broadcasting by stride 0, masks from the row and
  * column index), data movement, embedding gathers, reductions, softmax over
- * an axis other than the last and the cross-entropy loss.
+ * an axis other than the last and the cross-entropy loss; for a --train
+ * graph also pad (the gradient of slice), the embedding's gradient (a
+ * scatter-add) and the cross-entropy's gradient.
  *
  * Each is one kernel whose work-items walk the flat index of what they write
  * (NNC_LOOP, which the target defines: a CUDA grid-stride loop, an OpenCL
@@ -71,8 +73,10 @@ static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc
   for (int dd = r - 1; dd >= lo; dd--) {
     if (dd == r - 1) snprintf(id, sizeof id, "j");
     else snprintf(id, sizeof id, "i%d", dd);
-    char f[EXPR];
-    ec_mul(dim_of(x, t, dd, dim, sizeof dim), "1", f, sizeof f);
+    char f[EXPR + 2];
+    /* in parentheses unless a name or a number: `rem % (d->B * d->T)`, the dim of a reshape */
+    dim_of(x, t, dd, dim, sizeof dim);
+    snprintf(f, sizeof f, strchr(dim, ' ') ? "(%s)" : "%s", dim);
     if (dd == 0) {
       nnc_sb_printf(b, "%*sconst int %s = rem;\n", ind, "", id);
       break;
@@ -308,7 +312,19 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     char outer[EXPR], len[EXPR], inner[EXPR];
     around_axis(x, whole, axis, outer, len, inner);
     ec_elems(x, whole, n_expr, sizeof n_expr);
-    if (n->op == NNC_OP_SLICE) {
+    if (n->op == NNC_OP_PAD) {
+      /* x's chunk at start along the axis, zeros around it */
+      char start[EXPR], inlen[EXPR], z[ACCESS];
+      nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
+      dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+      lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+      lt->pointer(lt->self, &body, "", "y", n->out[0]);
+      nnc_sb_printf(&body, "  const int len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
+      nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len - start, o = e / inner / len;\n"
+                           "    if (l >= 0 && l < in_len) %s;\n    else %s;\n",
+                    cp(lt, n->out[0], "y", "e", "x", "(o * in_len + l) * inner + i", c, sizeof c),
+                    st(lt, n->out[0], "y", "e", "0.0f", z, sizeof z));
+    } else if (n->op == NNC_OP_SLICE) {
       char start[EXPR], inlen[EXPR];
       nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
       dim_of(x, n->in[0], axis, inlen, sizeof inlen);
@@ -425,6 +441,95 @@ static nnc_status emit_loss(const ec_loop_target *lt, int ki, nnc_error *err) {
   return NNC_OK;
 }
 
+/* d loss / d logits = (softmax(logits) - onehot(targets)) * dloss / rows: a
+ * work-item per row recomputes its softmax from the logits (the max, then
+ * the sum in double, as the loss does) and writes the row's gradient. */
+static nnc_status emit_loss_grad(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_tensor *l = &x->g->tensors[n->in[0]];
+  if (x->g->tensors[n->in[1]].dtype != NNC_I32)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: cross_entropy_grad expects i32 targets", x->r->target->name);
+  char V[EXPR], rows[EXPR];
+  dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
+  ec_elems(x, n->in[1], rows, sizeof rows);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+  lt->pointer(lt->self, &body, "const ", "t", n->in[1]);
+  lt->pointer(lt->self, &body, "const ", "dloss", n->in[2]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  char xv[ACCESS], dl[ACCESS], g[ACCESS + 96], put[ACCESS * 3], nan[ACCESS];
+  ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
+  ld(lt, n->in[2], "dloss", "0", dl, sizeof dl);
+  snprintf(g, sizeof g, "(float)((exp((double)%s - max) / sum - (v == target ? 1.0 : 0.0)) * scale)", xv);
+  st(lt, n->out[0], "y", "r * V + v", g, put, sizeof put);
+  st(lt, n->out[0], "y", "r * V + v", "NAN", nan, sizeof nan);
+  nnc_sb_printf(&body,
+    "  const int V = %s, rows = %s;\n"
+    "  const double scale = (double)%s / (double)rows;\n"
+    "  NNC_LOOP(r, rows) {\n"
+    "    const int target = t[r];\n"
+    "    if (target < 0 || target >= V) {   /* a target outside the classes: NaN, as the loss */\n"
+    "      for (int v = 0; v < V; v++) %s;\n"
+    "      continue;\n"
+    "    }\n"
+    "    double max = -INFINITY, sum = 0;\n"
+    "    for (int v = 0; v < V; v++) max = fmax(max, (double)%s);\n"
+    "    for (int v = 0; v < V; v++) sum += exp((double)%s - max);\n"
+    "    for (int v = 0; v < V; v++) %s;\n"
+    "  }\n", V, rows, dl, nan, xv, xv, put);
+  lt->finish(lt->self, ki, rows, &body);
+  return NNC_OK;
+}
+
+/* Work-items of the scatter-add: about this many, each owning a column of a
+ * block of rows of the table's gradient. */
+#define SCATTER_ITEMS 65536
+
+/* The embedding's gradient, a scatter-add without atomics: work-item e owns
+ * column j of R consecutive rows of the [V, C] gradient (R from the table's
+ * size, for about SCATTER_ITEMS items), zeroes them, then walks every id in
+ * order and adds dy's element where the id names one of its rows. Each
+ * element's sum is in the ids' order whatever the scheduling, as on C SIMD;
+ * neighbouring items read and write neighbouring columns. */
+static nnc_status emit_embedding_grad(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  char V[EXPR], C[EXPR], count[EXPR], items[EXPR * 2 + 80];
+  dim_of(x, n->out[0], 0, V, sizeof V);
+  dim_of(x, n->out[0], 1, C, sizeof C);
+  ec_elems(x, n->in[1], count, sizeof count);
+  int64_t R = nnc_tensor_max_elems(x->g, &x->g->tensors[n->out[0]]) / SCATTER_ITEMS + 1;
+  if (R == 1) ec_mul(C, V, items, sizeof items);
+  else snprintf(items, sizeof items, "%s * ((%s + %lld) / %lld)", C, V, (long long)R - 1, (long long)R);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  lt->pointer(lt->self, &body, "const ", "dy", n->in[0]);
+  lt->pointer(lt->self, &body, "const ", "ids", n->in[1]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  char zero[ACCESS], yv[ACCESS], dv[ACCESS], sum[ACCESS * 2 + 8], add[ACCESS * 4];
+  st(lt, n->out[0], "y", "v * C + j", "0.0f", zero, sizeof zero);
+  ld(lt, n->out[0], "y", "id * C + j", yv, sizeof yv);
+  ld(lt, n->in[0], "dy", "r * C + j", dv, sizeof dv);
+  snprintf(sum, sizeof sum, "%s + %s", yv, dv);
+  st(lt, n->out[0], "y", "id * C + j", sum, add, sizeof add);
+  nnc_sb_printf(&body,
+    "  const int V = %s, C = %s, count = %s, R = %lld;\n"
+    "  NNC_LOOP(e, %s) {\n"
+    "    const int j = e %% C, v0 = e / C * R, v1 = v0 + R < V ? v0 + R : V;\n"
+    "    for (int v = v0; v < v1; v++) %s;\n"
+    "    /* an id outside the table adds nowhere: the lookup made its row NaN, and so the loss */\n"
+    "    for (int r = 0; r < count; r++) {\n"
+    "      const int id = ids[r];\n"
+    "      if (id >= v0 && id < v1) %s;\n"
+    "    }\n"
+    "  }\n", V, C, count, (long long)R, items, zero, add);
+  lt->finish(lt->self, ki, items, &body);
+  return NNC_OK;
+}
+
 nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err) {
   const ec_ctx *x = lt->x;
   const nnc_kernel *k = &x->s->k[ki];
@@ -433,8 +538,12 @@ nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err)
   case NNC_KERNEL_REDUCE: return emit_reduce(lt, ki, err);
   case NNC_KERNEL_ROW: return emit_softmax_axis(lt, ki, err);
   case NNC_KERNEL_MOVE: return emit_move(lt, ki, err);
-  case NNC_KERNEL_GATHER: return emit_gather(lt, ki, err);
-  case NNC_KERNEL_LOSS: return emit_loss(lt, ki, err);
+  case NNC_KERNEL_GATHER:
+    if (x->g->nodes[k->nodes[0]].op == NNC_OP_EMBEDDING_GRAD) return emit_embedding_grad(lt, ki, err);
+    return emit_gather(lt, ki, err);
+  case NNC_KERNEL_LOSS:
+    if (x->g->nodes[k->nodes[0]].op == NNC_OP_CROSS_ENTROPY_GRAD) return emit_loss_grad(lt, ki, err);
+    return emit_loss(lt, ki, err);
   default:
     return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "%s: no loop for a %s kernel", x->r->target->name,
                       nnc_kernel_kind_name(k->kind));

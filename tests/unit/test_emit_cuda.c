@@ -9,7 +9,8 @@
  * emitter's own checks (f16 inputs, the precision in the code) are checked
  * here too, and so is what CUDA graphs (--cuda-graphs) need of every folder:
  * nothing that forward() runs may synchronize or allocate, which would break
- * a stream capture. With the argument "volta": cuda-sm70 (test_volta). */
+ * a stream capture. The training graphs (--train) of GPT-2, the MLP and the
+ * embedding loss build too. With the argument "volta": cuda-sm70 (test_volta). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,11 +105,23 @@ static void check_capturable(const char *out, const char *name) {
   assert_true(n > 0);
 }
 
+/* Builds the emitted folder out of model name with nvcc for its target's
+ * architecture and runs the benchmark with bench_args, which must report
+ * that there is no GPU (exit 1, E_DEVICE). */
+static void build_folder(const char *out, const char *name, const char *bench_args) {
+  check_capturable(out, name);
+  assert_int_equal(sh("make -s -C %s -j2 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
+  if (sh("nvidia-smi -L > /dev/null 2>&1") == 0) return;   /* a GPU here: gpu_check.sh runs it */
+  assert_int_equal(sh("cd %s && ./bench_%s --runs 1 %s > run.log 2>&1", out, name, bench_args), 1);
+  char log[600];
+  snprintf(log, sizeof log, "%s/run.log", out);
+  if (!file_has(log, "CUDA device")) sh("cat %s", log);
+  assert_true(file_has(log, "CUDA device"));
+}
+
 /* Emits (with options.cuda_graphs on by default when graphs; --outputs=
- * outputs unless NULL) into work/NAME_TARGET_PRECISION[_OUTPUTS][_graphs],
- * builds with nvcc for the target's architecture, and runs the benchmark
- * with bench_args, which must report that there is no GPU (exit 1,
- * E_DEVICE). */
+ * outputs unless NULL) into work/NAME_TARGET_PRECISION[_OUTPUTS][_graphs]
+ * and builds it (build_folder). */
 static void build_all(const char *model, const char *name, const char *target, const char *precision,
                       const char *outputs, const char *const *defs, int nd, bool graphs, const char *bench_args) {
   char out[512];
@@ -118,14 +131,7 @@ static void build_all(const char *model, const char *name, const char *target, c
   nnc_status st = emit_graphs(model, target, precision, outputs, defs, nd, graphs, out, &err);
   if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
   assert_int_equal(st, NNC_OK);
-  check_capturable(out, name);
-  assert_int_equal(sh("make -s -C %s -j2 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
-  if (sh("nvidia-smi -L > /dev/null 2>&1") == 0) return;   /* a GPU here: gpu_check.sh runs it */
-  assert_int_equal(sh("cd %s && ./bench_%s --runs 1 %s > run.log 2>&1", out, name, bench_args), 1);
-  char log[600];
-  snprintf(log, sizeof log, "%s/run.log", out);
-  if (!file_has(log, "CUDA device")) sh("cat %s", log);
-  assert_true(file_has(log, "CUDA device"));
+  build_folder(out, name, bench_args);
 }
 
 static void build_graphs(const char *model, const char *name, const char *target, const char *precision,
@@ -317,6 +323,58 @@ static void test_graphs(void **state) {
   assert_true(file_has(p, "[--cuda-graphs on|off]"));
 }
 
+/* Emits model's training graph (nnc --train) into work/NAME_train_TARGET_PRECISION and builds it. */
+static void build_train(const char *model, const char *name, const char *target, const char *precision,
+                        const char *const *defs, int nd) {
+  char out[512], path[512];
+  nnc_error err = {0};
+  snprintf(out, sizeof out, "%s/%s_train_%s_%s", work, name, target, precision);
+  snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
+  nnc_build_opts o = {.model = path, .target = target, .defines = defs, .ndefines = nd, .precision = precision,
+                      .out_dir = out, .train = true};
+  nnc_status st = nnc_build(&o, &err);
+  if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
+  assert_int_equal(st, NNC_OK);
+  build_folder(out, name, "");
+}
+
+/* --train: the training graphs of GPT-2 at small odd sizes, the MLP and the
+ * embedding with its loss, whose backward brings pad, the embedding's
+ * scatter-add, the cross-entropy's gradient, act_grad and masks filling
+ * zeros to the device loops (device_loops.c), built by nvcc. What they
+ * compute is checked on a GPU by bench/gpu_train_check.sh, and the same
+ * loops' text on PoCL by test_emit_opencl's test_train. */
+static void test_train(void **state) {
+  (void)state;
+  if (!have_nvcc()) {
+    skip();
+    return;
+  }
+  const char *gpt2[] = {"layers=2", "d=24", "heads=2", "vocab=37", "ctx=17"};
+  const char *mlp[] = {"hidden1=129", "hidden2=33"};
+  build_train("models/gpt2.lua", "gpt2", "cuda-sm80", "f32", gpt2, 5);
+  build_train("models/mlp.lua", "mlp", "cuda-sm90", "tf32", mlp, 2);
+  build_train("tests/ops/embedding_loss.lua", "embedding_loss", "cuda-sm80", "f32", NULL, 0);
+  char p[512];
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
+  assert_true(file_has(p, "/* gpt2.lua:61  grad.slice: pad  (kernel "));
+  assert_true(file_has(p, "    if (l >= 0 && l < in_len) y[e] = x[(o * in_len + l) * inner + i];\n"
+                          "    else nnc_st(&y[e], 0.0f);\n"));
+  assert_true(file_has(p, "/* gpt2.lua:61  grad.embedding: embedding_grad  (kernel "));
+  assert_true(file_has(p, "  const int V = 37, C = 24, count = d->B * d->T, R = 1;\n"));
+  assert_true(file_has(p, "      if (id >= v0 && id < v1) nnc_st(&y[id * C + j], nnc_ld(y[id * C + j]) + nnc_ld(dy[r * C + j]));\n"));
+  assert_true(file_has(p, "/* gpt2.lua:75  grad.cross_entropy: cross_entropy_grad  (kernel "));
+  assert_true(file_has(p, "  const double scale = (double)nnc_ld(dloss[0]) / (double)rows;\n  NNC_LOOP(r, rows) {\n"));
+  assert_true(file_has(p, "   /* gpt2.lua:47 act_grad */"));
+  assert_true(file_has(p, " = (j > i2 ? 0.0f : v"));   /* the causal mask's gradient fills zeros */
+  assert_true(file_has(p, "    const int j = rem % (d->B * d->T);\n"));   /* a dim that is a product, in parentheses */
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.h", work);
+  assert_true(file_has(p, "  float *grad_wte_weight;   /* f32[37,24] */\n"));
+  snprintf(p, sizeof p, "%s/mlp_train_cuda-sm90_tf32/mlp.cu", work);
+  assert_true(file_has(p, " = (a0 > 0.0f ? a1 : 0.0f);   /* mlp.lua:17 act_grad */"));
+  assert_true(file_has(p, "  g.tf32 = true;   /* --precision=tf32 */\n"));
+}
+
 static void test_emitter_errors(void **state) {
   (void)state;
   char out[512], model[512];
@@ -437,6 +495,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_storage_outputs),
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_graphs),
+    cmocka_unit_test(test_train),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,7 +11,8 @@
  * the class defaults; a small program linked with a model's library checks
  * create's pick for the real device, and that <model>_run_device on OpenCL
  * buffers gives <model>_run's outputs; the harness's device peaks are
- * positive and fill the roofline column.
+ * positive and fill the roofline column. The training graphs (--train) of
+ * the MLP, GPT-2 and the embedding loss are checked the same way.
  *
  * Two groups: the f32 one (no argument) and the f16/bf16 one (argument
  * "narrow"), which meson runs as tests of their own. */
@@ -37,13 +38,19 @@
 
 static char work[256];
 
-static nnc_status emit(const char *model, const char *precision, const char *const *defs, int nd, const char *out,
-                       nnc_error *err) {
+/* train: the training graph (nnc --train), whose outputs are the loss and every gradient. */
+static nnc_status emit_as(const char *model, const char *precision, bool train, const char *const *defs, int nd,
+                          const char *out, nnc_error *err) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
   nnc_build_opts o = {.model = path, .target = "opencl-cpu", .defines = defs, .ndefines = nd,
-                      .precision = precision, .out_dir = out};
+                      .precision = precision, .out_dir = out, .train = train};
   return nnc_build(&o, err);
+}
+
+static nnc_status emit(const char *model, const char *precision, const char *const *defs, int nd, const char *out,
+                       nnc_error *err) {
+  return emit_as(model, precision, false, defs, nd, out, err);
 }
 
 /* Whether an OpenCL device answers: the mlp's benchmark is built and run
@@ -91,14 +98,15 @@ static void run_in(const char *dir, const char *name, const char *dims, const ch
 
 static void run_check(const char *name, const char *dims, const char *env) { run_in(name, name, dims, env); }
 
-/* Emits model (whose C prefix is name) at precision into the folder dir,
- * builds it, and runs --check with dims (may be ""), within tol. */
-static void check_at(const char *model, const char *dir, const char *name, const char *precision,
+/* Emits model (whose C prefix is name) at precision into the folder dir
+ * (train: its training graph), builds it, and runs --check with dims (may
+ * be ""), within tol. */
+static void check_at(const char *model, const char *dir, const char *name, const char *precision, bool train,
                      const char *const *defs, int nd, const char *dims, double tol) {
   char out[512];
   nnc_error err = {0};
   snprintf(out, sizeof out, "%s/%s", work, dir);
-  nnc_status st = emit(model, precision, defs, nd, out, &err);
+  nnc_status st = emit_as(model, precision, train, defs, nd, out, &err);
   if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
   assert_int_equal(st, NNC_OK);
   assert_int_equal(sh("make -s -C %s -j4 > %s/make.log 2>&1 || tail -30 %s/make.log", out, out, out), 0);
@@ -107,7 +115,7 @@ static void check_at(const char *model, const char *dir, const char *name, const
 
 /* f32, in the folder name. */
 static void check(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
-  check_at(model, name, name, "f32", defs, nd, dims, 1e-5);
+  check_at(model, name, name, "f32", false, defs, nd, dims, 1e-5);
 }
 
 /* A device with work-groups of at most 4 items, 32 KiB of local memory,
@@ -721,6 +729,32 @@ static void test_ops(void **state) {
   }
 }
 
+/* --train on PoCL: the loss and every gradient of the MLP, GPT-2 at small
+ * odd sizes (at two sequence lengths) and the embedding with its loss
+ * against the float64 reference, in f32. The backward's pad, scatter-add,
+ * cross-entropy gradient, act_grad and zero-filling masks are the device
+ * loops that the CUDA target runs too (device_loops.c). */
+static void test_train(void **state) {
+  (void)state;
+  if (have_device == 0) {
+    skip();
+    return;
+  }
+  static const char *const gpt2[] = {"layers=2", "d=24", "heads=2", "vocab=37", "ctx=17"};
+  check_at("models/mlp.lua", "mlp_train", "mlp", "f32", true, mlp_defs, 2, "-d B=3", 1e-5);
+  if (!have_device) {
+    skip();
+    return;
+  }
+  check_at("models/gpt2.lua", "gpt2_train", "gpt2", "f32", true, gpt2, 5, "-d B=3 -d T=17", 1e-5);
+  run_in("gpt2_train", "gpt2", "-d B=3 -d T=5", "");
+  check_at("tests/ops/embedding_loss.lua", "embedding_loss_train", "embedding_loss", "f32", true, NULL, 0,
+           "-d B=3 -d T=17", 1e-5);
+  char p[600];
+  snprintf(p, sizeof p, "%s/gpt2_train/gpt2.cl", work);
+  assert_true(file_has(p, "if (id >= v0 && id < v1)"));   /* the scatter-add of the embedding's gradient */
+}
+
 /* tf32 (no tensor-core products in OpenCL C) and a narrow input at the API
  * are refused, naming the target and what it takes, and leave no folder. */
 static void test_emitter_errors(void **state) {
@@ -750,15 +784,15 @@ static void test_emitter_errors(void **state) {
 static void narrow_models(const char *precision) {
   char dir[64];
   snprintf(dir, sizeof dir, "mlp_%s", precision);
-  check_at("models/mlp.lua", dir, "mlp", precision, mlp_defs, 2, "-d B=3", 1e-2);
+  check_at("models/mlp.lua", dir, "mlp", precision, false, mlp_defs, 2, "-d B=3", 1e-2);
   if (!have_device) {
     skip();
     return;
   }
   snprintf(dir, sizeof dir, "bert_%s", precision);
-  check_at("models/bert.lua", dir, "bert", precision, bert_defs, 2, "-d B=3 -d T=17", 1e-2);
+  check_at("models/bert.lua", dir, "bert", precision, false, bert_defs, 2, "-d B=3 -d T=17", 1e-2);
   snprintf(dir, sizeof dir, "gpt2_%s", precision);
-  check_at("models/gpt2.lua", dir, "gpt2", precision, gpt2_defs, 3, "-d B=3 -d T=17", 1e-2);
+  check_at("models/gpt2.lua", dir, "gpt2", precision, false, gpt2_defs, 3, "-d B=3 -d T=17", 1e-2);
 }
 
 /* Every op family of tests/ops/ with storage precision. */
@@ -769,7 +803,7 @@ static void narrow_ops(const char *precision) {
     char model[128], dir[128];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
     snprintf(dir, sizeof dir, "%s_%s", ops[i], precision);
-    check_at(model, dir, ops[i], precision, NULL, 0, "", 1e-2);
+    check_at(model, dir, ops[i], precision, false, NULL, 0, "", 1e-2);
     if (!have_device) {
       skip();
       return;
@@ -878,6 +912,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_gpu_way),
     cmocka_unit_test(test_create_and_run_device),
+    cmocka_unit_test(test_train),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
