@@ -1,5 +1,6 @@
 /* bench/gpu_rows.cu — tests and times the CUDA row kernels of
- * templates/cuda (softmax, layernorm, rmsnorm, elementwise).
+ * templates/cuda (softmax, layernorm, rmsnorm, elementwise; the
+ * cross-entropy and its gradient are tested, not timed).
  *
  *   gpu_rows --test          every kernel, dtype and layout against a float64
  *                            CPU reference (rows 3, 17, 1000; odd row lengths)
@@ -219,6 +220,87 @@ template <typename T> static void test_row_case(row_op op, int rows, int cols, c
   report(ok, what, rel, !finite ? "(non-finite output)" : !untouched ? "(wrote outside the rows)" : "");
 }
 
+/* -------------------------------------------------------- cross-entropy */
+
+/* The mean over the rows of max + log(sum of e^(x - max)) - x[t] and its
+ * gradient (softmax(x) - onehot(t)) * dloss / rows, in float64; NaN for a
+ * target outside the row (the loss, and that row of the gradient). */
+static double ref_ce(const std::vector<float> &x, ptrdiff_t ldx, const std::vector<int32_t> &t, int rows, int cols,
+                     double dloss, std::vector<double> &g) {
+  double total = 0.0;
+  g.assign((size_t)rows * cols, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const float *xr = &x[(size_t)r * ldx];
+    double m = -INFINITY, s = 0.0;
+    for (int j = 0; j < cols; ++j) m = std::max(m, (double)xr[j]);
+    for (int j = 0; j < cols; ++j) s += std::exp((double)xr[j] - m);
+    const bool bad = t[r] < 0 || t[r] >= cols;
+    total += bad ? NAN : m + std::log(s) - xr[t[r]];
+    for (int j = 0; j < cols; ++j)
+      g[(size_t)r * cols + j] = bad ? NAN : (std::exp((double)xr[j] - m) / s - (j == t[r])) * dloss / rows;
+  }
+  return total / rows;
+}
+
+/* nnc_cuda_cross_entropy and nnc_cuda_cross_entropy_grad on one layout
+ * (gamma and beta unused); bad: row rows / 2 has a target outside it. */
+template <typename T> static void test_ce_case(int rows, int cols, const row_layout &L, bool bad) {
+  const ptrdiff_t ldx = cols + L.ld_pad_x, ldy = cols + L.ld_pad_y;
+  const float dloss = 0.75f;
+  std::vector<float> x((size_t)rows * ldx);
+  std::vector<int32_t> t(rows);
+  for (float &v : x) v = host_round<T>(uniform(-6.f, 6.f));
+  for (int r = 0; r < rows; ++r) t[r] = (int32_t)(g_rng() % (uint64_t)cols);
+  if (bad) t[rows / 2] = cols;
+  std::vector<T> hx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) hx[i] = host_to<T>(x[i]);
+  dbuf<T> dx(L.xoff + x.size()), dy(L.yoff + (size_t)rows * ldy);
+  dbuf<int32_t> dt(rows);
+  dbuf<float> dpart(rows), dl(2);   /* dl: the loss, then d loss */
+  CK(cudaMemcpy(dx.base + L.xoff, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dt.base, t.data(), rows * sizeof(int32_t), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dl.base + 1, &dloss, sizeof dloss, cudaMemcpyHostToDevice));
+  nnc_cuda_error err{};
+  nnc_cuda_status st = nnc_cuda_cross_entropy<T>(rows, cols, dx.base + L.xoff, ldx, dt.base, dpart.base, dl.base, 0, &err);
+  if (!st)
+    st = nnc_cuda_cross_entropy_grad<T>(rows, cols, dx.base + L.xoff, ldx, dt.base, dl.base + 1, dy.base + L.yoff, ldy,
+                                        0, &err);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  char what[160];
+  std::snprintf(what, sizeof what, "cross_entropy %s rows=%d cols=%d %s%s", nnc_dtype<T>::name, rows, cols, L.name,
+                bad ? " bad target" : "");
+  if (st != NNC_CUDA_OK) {
+    report(false, what, NAN, err.msg);
+    return;
+  }
+  float loss;
+  std::vector<T> hy(dy.n);
+  CK(cudaMemcpy(&loss, dl.base, sizeof loss, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hy.data(), dy.base, dy.n * sizeof(T), cudaMemcpyDeviceToHost));
+  std::vector<double> g;
+  const double want = ref_ce(x, ldx, t, rows, cols, dloss, g);
+  double e2 = 0.0, r2 = 0.0;
+  bool nan_ok = !bad || std::isnan(loss), untouched = is_poison_bits(hy.data(), (size_t)L.yoff * sizeof(T));
+  for (int r = 0; r < rows; ++r) {
+    const T *yr = hy.data() + L.yoff + (size_t)r * ldy;
+    for (int j = 0; j < cols; ++j) {
+      const double o = host_from<T>(yr[j]), w = g[(size_t)r * cols + j];
+      if (std::isnan(w)) nan_ok = nan_ok && std::isnan(o);
+      else {
+        e2 += std::isfinite(o) ? (o - w) * (o - w) : INFINITY;
+        r2 += w * w;
+      }
+    }
+    if (!is_poison_bits(yr + cols, (size_t)(ldy - cols) * sizeof(T))) untouched = false;
+  }
+  const double rel_g = r2 > 0.0 ? std::sqrt(e2 / r2) : std::sqrt(e2);
+  const double rel_l = bad ? 0.0 : std::fabs(loss - want) / std::fabs(want);
+  const double rel = std::max(rel_g, rel_l);
+  report(nan_ok && untouched && rel <= tolerance<T>(), what, rel,
+         !nan_ok ? "(a bad target's NaN missing)" : !untouched ? "(wrote outside the rows)" : "");
+}
+
 /* ---------------------------------------------------------- elementwise */
 
 template <typename T> static void test_ew_case(long n, int off_a, int off_b, int off_y, bool inplace) {
@@ -321,6 +403,14 @@ template <typename T> static void test_dtype(bool small) {
         for (const row_layout &L : LAYOUTS)
           if (&L == &LAYOUTS[0] || rows <= 17) test_row_case<T>(op, rows, cols, L);
   }
+  /* the cross-entropy: GPT-2's 50257 classes take the streaming kernel */
+  const int ce_cols[] = {1, 10, 37, 129, 2001, 8192, 50257};
+  for (int rows : small ? std::vector<int>(rows_small, rows_small + 2) : std::vector<int>(rows_big, rows_big + 3))
+    for (int cols : ce_cols)
+      for (const row_layout &L : LAYOUTS)
+        if ((&L == &LAYOUTS[0] || rows <= 17) && (rows <= 17 || cols <= 8192)) test_ce_case<T>(rows, cols, L, false);
+  test_ce_case<T>(3, 37, LAYOUTS[0], true);
+  test_ce_case<T>(3, 50257, LAYOUTS[0], true);
   const long ns[] = {1, 17, 129, 1023, 100003};
   for (long n : ns) {
     test_ew_case<T>(n, 0, 0, 0, false);

@@ -8,16 +8,19 @@
 #   (2 layers, d 24, 2 heads, vocab 37, ctx 17) at f32, tf32 and bf16;
 #   GPT-2 with 2 layers of d 768 and vocab 2001 (the LM head's rows padded
 #   for cuBLASLt) at f32 and tf32; the MLP and tests/ops/embedding_loss.lua at
-#   f32 and tf32.
+#   f32 and tf32; GPT-2 itself (12 layers, vocab 50257) at tf32, for TIMES.
 # On the GPU machine:        bash bench/gpu_train_check.sh run
 #   builds every folder, runs bench_<model> --check at the sizes of CHECKS
 #   (the loss and every gradient against the float64 reference, on
 #   NaN-poisoned outputs: 1e-5 for f32, 1e-2 for tf32 and bf16), then
-#   compute-sanitizer memcheck and racecheck on GPT-2 f32 at B=3 T=17
-#   (racecheck with cuBLASLt's nvjet kernels excluded: it cannot follow
-#   their TMA synchronisation, bench/NOTES.md), and prints one table: the
-#   loss's error and the worst gradient's for every check. Logs go to
-#   build/gpu_train/out and, as one tarball, to $OUT.
+#   compute-sanitizer's SANITIZERS (memcheck, racecheck, initcheck) on GPT-2
+#   f32 at B=3 T=17 (racecheck with cuBLASLt's nvjet kernels excluded: it
+#   cannot follow their TMA synchronisation, bench/NOTES.md), times the
+#   cases of TIMES (median of 3 runs, and the slowest kernels), tests the
+#   row templates the loss and its gradient run on (bench/gpu_rows.cu
+#   --test, and memcheck and racecheck of --test --small), and prints one
+#   table: the loss's error and the worst gradient's for every check. Logs
+#   go to build/gpu_train/out and, as one tarball, to $OUT.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu_train
@@ -33,7 +36,8 @@ gpt2wide_tf32 models/gpt2.lua tf32 $WIDE
 mlp_f32 models/mlp.lua f32
 mlp_tf32 models/mlp.lua tf32
 embedding_loss_f32 tests/ops/embedding_loss.lua f32
-embedding_loss_tf32 tests/ops/embedding_loss.lua tf32"
+embedding_loss_tf32 tests/ops/embedding_loss.lua tf32
+gpt2full_tf32 models/gpt2.lua tf32"
 # case, then the harness's dims
 CHECKS=${CHECKS:-"gpt2_f32 -d B=3 -d T=17
 gpt2_f32 -d B=3 -d T=5
@@ -53,6 +57,9 @@ embedding_loss_f32 -d B=3 -d T=17
 embedding_loss_f32 -d B=3 -d T=5
 embedding_loss_tf32 -d B=3 -d T=17
 embedding_loss_tf32 -d B=3 -d T=5"}
+SANITIZERS=${SANITIZERS:-"memcheck racecheck initcheck"}
+# case, then the harness's dims: timed without the check
+TIMES=${TIMES:-"gpt2full_tf32 -d B=4 -d T=256"}
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -86,6 +93,7 @@ run() {
     (make -C "$G/$c" -j4 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$c.log" 2>&1 \
        || echo "BUILD FAILED: $c (see make_$c.log)") &
   done <<< "$CASES"
+  nvcc -O3 -arch=sm_$sm -o "$out/gpu_rows" "$ROOT/bench/gpu_rows.cu" > "$out/make_gpu_rows.log" 2>&1 &
   wait
   local table=$out/table.txt i=0
   printf "%-20s %-14s %-10s %-10s %-32s %s\n" case dims loss worst-grad "(which)" check > "$table"
@@ -98,7 +106,7 @@ run() {
     printf "%-20s %-14s %s\n" "$c" "$(sed 's/-d //g; s/ /,/g' <<< "$dims")" "$(summary "$log")" >> "$table"
   done <<< "$CHECKS"
   # the sanitizers on GPT-2's training graph
-  for tool in memcheck racecheck; do
+  for tool in $SANITIZERS; do
     local extra=()
     [ $tool = racecheck ] && extra=(--kernel-name-exclude kns=nvjet)
     (cd "$G/gpt2_f32" && timeout 400 compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 9 \
@@ -108,6 +116,27 @@ run() {
     echo "gpt2_f32 B=3,T=17 $tool: rc=$rc $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error' \
       "$out/$tool.log" | head -2 | tr -s ' ' | tr '\n' ' ')" >> "$table"
   done
+  # the row templates: the cross-entropy's own checks, then every row kernel under the sanitizers
+  "$out/gpu_rows" --test > "$out/rows_test.log" 2>&1 || status=1
+  echo "gpu_rows --test: $(tail -1 "$out/rows_test.log"); cross_entropy: $(grep -c '^PASS cross_entropy' \
+    "$out/rows_test.log") passed, $(grep -c '^FAIL cross_entropy' "$out/rows_test.log") failed" >> "$table"
+  for tool in memcheck racecheck; do
+    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$out/gpu_rows" --test --small > "$out/rows_$tool.log" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && status=1
+    echo "gpu_rows --test --small $tool: rc=$rc $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/rows_$tool.log" | tr -s ' ')" >> "$table"
+  done
+  while read -r c dims; do
+    [ -n "$c" ] || continue
+    local m log=$out/time_$c.log
+    m=$(model_of "$c")
+    # shellcheck disable=SC2086  # dims: several -d words
+    (cd "$G/$c" && ./bench_$m $dims --runs 3 --warmup 1 --no-peaks > "$log" 2>&1) || status=1
+    { echo "$c $(sed 's/-d //g; s/ /,/g' <<< "$dims"): $(grep -m1 'latency' "$log" | tr -s ' ')"
+      echo "  slowest kernels (ms):"
+      awk '/%roof/ {t = 1; next} t && NF >= 5 && $1 ~ /^[0-9]+$/ {print $5, $2, $4}' "$log" | sort -gr | head -6 | sed 's/^/    /'
+    } >> "$table"
+  done <<< "$TIMES"
   cat "$out/gpu.txt" "$table"
   [ -z "${OUT:-}" ] || { cp "$table" "$OUT/"; tar czf "$OUT/train_logs.tgz" -C "$out" . 2>/dev/null; }
   return $status

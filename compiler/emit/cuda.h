@@ -20,11 +20,12 @@ const char *cu_stype(const ec_ctx *x, int t);
  * run_args &c, cudaStream_t s)` (and the __global__ functions nnc writes)
  * and the cost function. */
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
-/* The CUDA kernel and launcher of an elementwise, move, reduce, loss,
- * gather or non-last-axis softmax kernel. */
+/* The CUDA kernel and launcher of an elementwise, move, reduce, gather or
+ * non-last-axis softmax kernel. */
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* Statements raising `need` to the device workspace kernel k needs at the
- * sizes d (GEMMs with a prologue cuBLASLt cannot fuse). */
+ * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
+ * rows). */
 void cu_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
 /* How many instantiated CUDA graphs a model keeps (options.cuda_graphs):

@@ -1,7 +1,7 @@
 /* compiler/emit/cuda_kernels.c — the launcher of every kernel of a CUDA
  * model: GEMMs through cuBLASLt or nnc's own tensor-core GEMM, attention,
- * softmax and the norms through templates/cuda, everything else through the
- * loops of cuda_loops.c.
+ * softmax, the norms, the cross-entropy and its gradient through
+ * templates/cuda, everything else through the loops of cuda_loops.c.
  *
  * GEMMs run on cuBLASLt with what it can fuse: its epilogues add a bias and
  * apply ReLU or tanh-GELU, and its C operand adds a residual when there is no
@@ -500,6 +500,13 @@ void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
                   ec_elems(x, a->mask, me, sizeof me), cu_stype(x, a->q), ki);
     return;
   }
+  if (k->kind == NNC_KERNEL_LOSS && x->g->nodes[k->nodes[0]].op == NNC_OP_CROSS_ENTROPY) {
+    char rows[EXPR];
+    nnc_sb_printf(b, "  {\n    size_t w = (size_t)(%s) * sizeof(float);   /* kernel %d: each row's loss */\n"
+                     "    if (w > need) need = w;\n  }\n",
+                  ec_elems(x, x->g->nodes[k->nodes[0]].in[1], rows, sizeof rows), ki);
+    return;
+  }
   if (k->kind != NNC_KERNEL_GEMM) return;
   /* the chosen implementation's, or in the probe every implementation's */
   nnc_kernel_variants v;
@@ -651,6 +658,48 @@ static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   return NNC_OK;
 }
 
+/* ------------------------------------------------------------------- loss */
+
+/* The cross-entropy and its gradient through softmax.cuh: a row a warp or
+ * a block (the loops' one thread a row took GPT-2's loss, 1024 rows of
+ * 50257 logits, 7 s on an H100); the loss's rows go to the workspace, then
+ * one block adds them in order. */
+static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_graph *g = x->g;
+  bool grad = n->op == NNC_OP_CROSS_ENTROPY_GRAD;
+  int scalar = grad ? n->in[2] : n->out[0];   /* d loss, or the loss */
+  nnc_dtype lt = g->tensors[n->in[0]].dtype, tt = g->tensors[n->in[1]].dtype, st = g->tensors[scalar].dtype;
+  if (tt != NNC_I32 || st != NNC_F32 || (grad && g->tensors[n->out[0]].dtype != lt))
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: kernel %d (%s): expected i32 targets, an f32 %s%s; found %s, %s, "
+                      "a %s gradient", x->r->target->name, ki, nnc_op_info_of(n->op)->name, grad ? "d loss" : "loss",
+                      grad ? " and the gradient in the logits' type" : "", nnc_dtype_name(tt), nnc_dtype_name(st),
+                      nnc_dtype_name(g->tensors[n->out[0]].dtype));
+  const nnc_tensor *l = &g->tensors[n->in[0]];
+  char rows[EXPR], cols[EXPR], ri[EXPR], ci[EXPR], px[256], pt[256], ps[256], py[256];
+  ec_dims_product(x, n->in[0], 0, l->rank - 1, rows, sizeof rows);
+  dim_of(x, n->in[0], l->rank - 1, cols, sizeof cols);
+  ec_ptr(x, n->in[0], px, sizeof px);
+  ec_ptr(x, n->in[1], pt, sizeof pt);
+  ec_ptr(x, scalar, ps, sizeof ps);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int rows = %s, cols = %s;\n  nnc_cuda_error e;\n", as_int(rows, ri, sizeof ri),
+                as_int(cols, ci, sizeof ci));
+  if (grad)
+    nnc_sb_printf(&body, "  if (nnc_cuda_cross_entropy_grad(rows, cols, %s, cols, %s, %s, %s, cols, s, &e))\n", px, pt,
+                  ps, ec_ptr(x, n->out[0], py, sizeof py));
+  else
+    nnc_sb_printf(&body, "  if (nnc_cuda_cross_entropy(rows, cols, %s, cols, %s, (float *)m->ws, %s, s, &e))\n", px,
+                  pt, ps);
+  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  return NNC_OK;
+}
+
 /* A GEMM kernel: its implementation, or in the probe every implementation
  * (k<i>_v<j>) behind k<i>, which runs the one probe_variant[i] names. */
 static nnc_status emit_gemm_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
@@ -770,6 +819,7 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     case NNC_KERNEL_GEMM: st = emit_gemm_kernel(x, ki, b, err); break;
     case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
     case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
+    case NNC_KERNEL_LOSS: st = emit_loss(x, ki, b, err); break;
     default: st = cu_emit_loop_kernel(x, ki, b, err); break;
     }
     if (st) return st;

@@ -3,7 +3,9 @@
  * column index), data movement, embedding gathers, reductions, softmax over
  * an axis other than the last and the cross-entropy loss; for a --train
  * graph also pad (the gradient of slice), the embedding's gradient (a
- * scatter-add) and the cross-entropy's gradient.
+ * scatter-add) and the cross-entropy's gradient. The cross-entropy and its
+ * gradient here are OpenCL's: CUDA runs them on the row kernels of
+ * templates/cuda/softmax.cuh (a row a warp or a block, not a thread).
  *
  * Each is one kernel whose work-items walk the flat index of what they write
  * (NNC_LOOP, which the target defines: a CUDA grid-stride loop, an OpenCL

@@ -1,6 +1,7 @@
 /* templates/cuda/rows.cuh — the machinery shared by the row kernels
- * (softmax, layernorm, rmsnorm): a row held in registers, the choice of
- * configuration from the row length, and the launch.
+ * (softmax, layernorm, rmsnorm, the cross-entropy and its gradient): a row
+ * held in registers, the choice of configuration from the row length, and
+ * the launch.
  *
  * One pass over memory: a group of TPR threads (a part of a warp, a warp, or
  * a whole block) owns one row. Each thread loads VPT 16-byte vectors of it
@@ -145,6 +146,23 @@ template <typename T, int TPR, int VPT, bool RAW = false> struct nnc_row_regs {
       y[col] = nnc_dtype<T>::store(f(e[k], a, b));
     }
   }
+
+  /* y[col] = f(value, col): for a value that depends on its column (the
+   * target's in the cross-entropy's gradient). Same alignment as store. */
+  template <class F> __device__ __forceinline__ void store_cols(T *y, F f) const {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (!has_vec(i)) continue;
+      const int col = vec_col(i);
+      float out[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out[j] = f(at(i, j), col + j);
+      nnc_store_vec(y + col, out);
+    }
+#pragma unroll
+    for (int k = 0; k < EXTRA; ++k)
+      if (ecol[k] >= 0) y[ecol[k]] = nnc_dtype<T>::store(f(e[k], ecol[k]));
+  }
 };
 
 /* ------------------------------------------------------ configurations */
@@ -175,7 +193,7 @@ template <typename T> inline nnc_row_config nnc_row_config_for(int cols, bool sa
   return {NNC_ROWS_STREAM_THREADS, 0, 1, true};
 }
 
-/* Op provides, for args = nnc_rows_args<T>:
+/* Op provides, for its args (nnc_rows_args<T>, or another struct with rows):
  *   template <int TPR, int VPT> static __device__ void row(const args &, long row, int lane, float *smem);
  *   static __device__ void stream(const args &, long row, float *smem);   (blockDim.x == NNC_ROWS_STREAM_THREADS)
  * and row() must tolerate row >= rows (a padding row of the last block:

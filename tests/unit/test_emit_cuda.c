@@ -340,10 +340,11 @@ static void build_train(const char *model, const char *name, const char *target,
 
 /* --train: the training graphs of GPT-2 at small odd sizes, the MLP and the
  * embedding with its loss, whose backward brings pad, the embedding's
- * scatter-add, the cross-entropy's gradient, act_grad and masks filling
- * zeros to the device loops (device_loops.c), built by nvcc. What they
- * compute is checked on a GPU by bench/gpu_train_check.sh, and the same
- * loops' text on PoCL by test_emit_opencl's test_train. */
+ * scatter-add, act_grad and masks filling zeros to the device loops
+ * (device_loops.c) and the cross-entropy's gradient to softmax.cuh, built
+ * by nvcc. What they compute is checked on a GPU by
+ * bench/gpu_train_check.sh, and the loops' text on PoCL by
+ * test_emit_opencl's test_train. */
 static void test_train(void **state) {
   (void)state;
   if (!have_nvcc()) {
@@ -357,21 +358,23 @@ static void test_train(void **state) {
   build_train("tests/ops/embedding_loss.lua", "embedding_loss", "cuda-sm80", "f32", NULL, 0);
   char p[512];
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
-  assert_true(file_has(p, "/* gpt2.lua:61  grad.slice: pad  (kernel "));
+  assert_true(file_has(p, "  grad.slice: pad  (kernel "));
   assert_true(file_has(p, "    if (l >= 0 && l < in_len) y[e] = x[(o * in_len + l) * inner + i];\n"
                           "    else nnc_st(&y[e], 0.0f);\n"));
-  assert_true(file_has(p, "/* gpt2.lua:61  grad.embedding: embedding_grad  (kernel "));
+  assert_true(file_has(p, "  grad.embedding: embedding_grad  (kernel "));
   assert_true(file_has(p, "  const int V = 37, C = 24, count = d->B * d->T, R = 1;\n"));
   assert_true(file_has(p, "      if (id >= v0 && id < v1) nnc_st(&y[id * C + j], nnc_ld(y[id * C + j]) + nnc_ld(dy[r * C + j]));\n"));
-  assert_true(file_has(p, "/* gpt2.lua:75  grad.cross_entropy: cross_entropy_grad  (kernel "));
-  assert_true(file_has(p, "  const double scale = (double)nnc_ld(dloss[0]) / (double)rows;\n  NNC_LOOP(r, rows) {\n"));
-  assert_true(file_has(p, "   /* gpt2.lua:47 act_grad */"));
+  /* the loss and its gradient: softmax.cuh's row kernels, the rows' losses in the workspace */
+  assert_true(file_has(p, "  if (nnc_cuda_cross_entropy(rows, cols, (float *)(c.arena + "));
+  assert_true(file_has(p, "  if (nnc_cuda_cross_entropy_grad(rows, cols, (float *)(c.arena + "));
+  assert_true(file_has(p, ": each row's loss */"));
+  assert_true(file_has(p, " act_grad */"));
   assert_true(file_has(p, " = (j > i2 ? 0.0f : v"));   /* the causal mask's gradient fills zeros */
   assert_true(file_has(p, "    const int j = rem % (d->B * d->T);\n"));   /* a dim that is a product, in parentheses */
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.h", work);
   assert_true(file_has(p, "  float *grad_wte_weight;   /* f32[37,24] */\n"));
   snprintf(p, sizeof p, "%s/mlp_train_cuda-sm90_tf32/mlp.cu", work);
-  assert_true(file_has(p, " = (a0 > 0.0f ? a1 : 0.0f);   /* mlp.lua:17 act_grad */"));
+  assert_true(file_has(p, " = (a0 > 0.0f ? a1 : 0.0f);   /* mlp.lua:"));   /* relu's gradient */
   assert_true(file_has(p, "  g.tf32 = true;   /* --precision=tf32 */\n"));
 }
 
