@@ -38,7 +38,13 @@ mlp_tf32 models/mlp.lua tf32
 embedding_loss_f32 tests/ops/embedding_loss.lua f32
 embedding_loss_tf32 tests/ops/embedding_loss.lua tf32
 gpt2full_tf32 models/gpt2.lua tf32"
-# case, then the harness's dims
+# case, then the harness's dims. Two are above their 1e-2 on an H100
+# (2026-11, the same figures every run): gpt2_bf16 at T=17 (1.27e-2, the
+# LayerNorm weights' gradients through bf16 intermediates; PoCL's bf16
+# storage gives the same 1.27e-2) and mlp_tf32 at B=131 (4.5e-2 in
+# grad_fc1_weight, 1.3e-2 in grad_fc2_weight, 1.8e-4 in grad_out_weight:
+# the error grows only through ReLU's gradient, which flips wherever tf32
+# moves a pre-activation across 0; at B=3, or in f32 at B=131, all pass).
 CHECKS=${CHECKS:-"gpt2_f32 -d B=3 -d T=17
 gpt2_f32 -d B=3 -d T=5
 gpt2_tf32 -d B=3 -d T=17
