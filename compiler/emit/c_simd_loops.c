@@ -56,7 +56,8 @@ static void unravel(const ec_ctx *x, int out, int lead, const char *uses, nnc_sb
     bool one = strcmp(f, "1") == 0;   /* a dim of 1: its index is 0 and it divides nothing */
     if (ec_names(uses, id)) {
       if (one) nnc_sb_printf(b, "%*sconst int64_t i%d = 0;\n", ind, "", dd);
-      else nnc_sb_printf(b, "%*sconst int64_t i%d = %s %% %s;\n", ind, "", dd, v, f);
+      else nnc_sb_printf(b, strchr(f, ' ') ? "%*sconst int64_t i%d = %s %% (%s);\n" : "%*sconst int64_t i%d = %s %% %s;\n",
+                         ind, "", dd, v, f);   /* a dim that is a product stays whole */
     }
     if (dd > lo && !one) nnc_sb_printf(b, "%*srem /= %s;\n", ind, "", f);
   }
