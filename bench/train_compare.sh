@@ -20,7 +20,13 @@
 # and runs the PyTorch side; this script compiles, builds and runs nnc's side
 # and prints the tables.
 #
-# Run from anywhere:  bench/train_compare.sh [gpt2] [digits]     (default both)
+#   gpt2-variants, digits-variants   train_<model>'s other options (--accumulate,
+#           --clip, --warmup/--decay-steps/--min-lr-ratio, --sgd, betas/eps/wd,
+#           --shuffle, a batch that does not divide the samples) against the
+#           same PyTorch loop: one line each, largest relative differences
+#
+# Run from anywhere:  bench/train_compare.sh [gpt2] [digits] [gpt2-variants] [digits-variants]
+#                     (default: all four)
 # Environment:
 #   NNC       the nnc binary (default build/release/compiler/nnc)
 #   WORK      scratch folder (default /tmp/nnc-train-compare)
@@ -53,7 +59,7 @@ B=${B:-3} T=${T:-17} LR=${LR:-1e-3} WD=${WD:-0.01}
 DIGITS_STEPS=${DIGITS_STEPS:-900} DIGITS_B=${DIGITS_B:-32} DIGITS_LR=${DIGITS_LR:-3e-3}
 DIGITS_HIDDEN=${DIGITS_HIDDEN:-64} EVAL_EVERY=${EVAL_EVERY:-100}
 WHAT=("$@")
-[ ${#WHAT[@]} -gt 0 ] || WHAT=(gpt2 digits)
+[ ${#WHAT[@]} -gt 0 ] || WHAT=(gpt2 digits gpt2-variants digits-variants)
 [ "$TIME_STEPS" -ge "$STEPS" ] || TIME_STEPS=$STEPS
 mkdir -p "$WORK"
 
@@ -66,16 +72,25 @@ fi
   || "$PY" -m pip install -q safetensors scikit-learn numpy
 "$PY" -c 'import torch, sklearn; print("torch", torch.__version__, "scikit-learn", sklearn.__version__,
 "threads", '"$THREADS"')'
+# The machine's load before the runs: the timings mean little when other
+# jobs share its cores (PyTorch's OpenMP threads suffer most there).
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 IMPLS=torch-eager,torch-f64
 [ "$COMPILE" = 1 ] && IMPLS=$IMPLS,torch-compile
 
-# nnc model dir [-D ...]: compile with --train and build
+# nnc model dir [-D ...]: compile with --train and build (again only when
+# nnc, the model or the options changed since the last build in dir)
 build() {
-  local model=$1 dir=$2
+  local model=$1 dir=$2 stamp
   shift 2
-  rm -rf "$dir"
+  stamp="$(sha1sum "$NNC" "$ROOT/models/$model.lua" | cut -c1-40 | tr '\n' ' ') $*"
+  if [ -x "$dir/train_$model" ] && [ "$(cat "$dir.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  rm -rf "$dir" "$dir.stamp"
   "$NNC" "$ROOT/models/$model.lua" --train "$@" -o "$dir"
   make -C "$dir" -j"$THREADS" >"$dir.make.log" 2>&1 || { cat "$dir.make.log" >&2; exit 1; }
+  echo "$stamp" >"$dir.stamp"
 }
 
 now_s() { date +%s.%N; }
@@ -96,7 +111,7 @@ run_gpt2() {
     [ "$r" -gt 1 ] && impls=${IMPLS/torch-f64,/} write=--no-write
     "$PY" "$ROOT/bench/train_peers.py" gpt2 --out "$data" --layers "$LAYERS" --d "$D" --heads "$HEADS" \
       --vocab "$VOCAB" --ctx "$CTX" --B "$B" --T "$T" --steps "$TIME_STEPS" --lr "$LR" --wd "$WD" \
-      --threads "$THREADS" --warmup "$WARMUP" --impl "$impls" $write >"$WORK/gpt2_torch.$r.jsonl" \
+      --threads "$THREADS" --skip "$WARMUP" --impl "$impls" $write >"$WORK/gpt2_torch.$r.jsonl" \
       2>"$WORK/gpt2_torch.$r.err" || { cat "$WORK/gpt2_torch.$r.err" >&2; exit 1; }
     "$dir/train_gpt2" --data "$data/gpt2_train.bin" --weights "$data/gpt2_init.safetensors" \
       --steps "$TIME_STEPS" --batch "$B" --seq "$T" --lr "$LR" --wd "$WD" --threads "$THREADS" --json \
@@ -174,7 +189,7 @@ run_digits() {
   local t0 t1
   t0=$(now_s)
   "$PY" "$ROOT/bench/train_peers.py" digits --out "$data" --hidden "$DIGITS_HIDDEN" --B "$DIGITS_B" \
-    --steps "$DIGITS_STEPS" --lr "$DIGITS_LR" --wd "$WD" --threads "$THREADS" --warmup "$WARMUP" \
+    --steps "$DIGITS_STEPS" --lr "$DIGITS_LR" --wd "$WD" --threads "$THREADS" --skip "$WARMUP" \
     --eval-every "$EVAL_EVERY" --impl torch-eager,torch-f64 >"$WORK/digits_torch.jsonl" 2>"$WORK/digits_torch.err" \
     || { cat "$WORK/digits_torch.err" >&2; exit 1; }
   t1=$(now_s)
@@ -183,13 +198,22 @@ run_digits() {
   t0=$(now_s)
   "$dir/train_digits" --data "$data/digits_train.safetensors" --val "$data/digits_test.safetensors" \
     --weights "$data/digits_init.safetensors" --steps "$DIGITS_STEPS" --batch "$DIGITS_B" --lr "$DIGITS_LR" \
-    --wd "$WD" --eval-every "$EVAL_EVERY" --threads "$THREADS" --json >"$WORK/digits_nnc.jsonl"
+    --wd "$WD" --eval-every "$EVAL_EVERY" --threads "$THREADS" --save "$WORK/digits_nnc.safetensors" --json \
+    >"$WORK/digits_nnc.jsonl"
   t1=$(now_s)
   local nnc_wall
   nnc_wall=$(echo "$t1 - $t0" | bc)
-  "$PY" - "$WORK/digits_nnc.jsonl" "$WORK/digits_torch.jsonl" "$nnc_wall" "$torch_proc" <<'EOF'
+  "$PY" - "$WORK/digits_nnc.jsonl" "$WORK/digits_torch.jsonl" "$nnc_wall" "$torch_proc" \
+    "$WORK/digits_nnc.safetensors" "$data/digits_test.safetensors" <<'EOF'
 import json, sys
+import numpy as np
+from safetensors.numpy import load_file
 nnc_path, torch_path, nnc_wall, torch_proc = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+# The test accuracy of the weights train_digits saved, computed here (numpy):
+# the same figure as its last val_accuracy
+w, te = load_file(sys.argv[5]), load_file(sys.argv[6])
+h = np.maximum(te["x"] @ w["fc1.weight"].T + w["fc1.bias"], 0)
+saved_acc = float(np.mean((h @ w["fc2.weight"].T + w["fc2.bias"]).argmax(-1) == te["y"]))
 nnc = [json.loads(l) for l in open(nnc_path) if l.strip()]
 peer = [json.loads(l) for l in open(torch_path) if l.strip()]
 nl = {r["step"]: r["loss"] for r in nnc if "loss" in r}
@@ -216,6 +240,8 @@ print(f"train loss, max rel diff over {len(common)} steps: nnc vs torch f32 {d:.
 print(f"test accuracy after {last} updates: nnc {100 * nv[last]['val_accuracy']:.2f}% "
       f"({'>= 95%' if nv[last]['val_accuracy'] >= 0.95 else 'BELOW 95%'}; first >= 95% at update {first95}), "
       f"PyTorch {100 * tv[last]['val_accuracy']:.2f}%" if last in tv else "")
+print(f"the saved checkpoint's test accuracy (numpy): {100 * saved_acc:.2f}% "
+      f"({'the same' if abs(saved_acc - nv[last]['val_accuracy']) < 1e-6 else 'DIFFERENT from train_digits'})")
 nsum = sum(r["ms"] for r in nnc if "ms" in r) / 1e3
 e = summ.get("torch-eager", {})
 print(f"time: nnc train_digits {nnc_wall:.3f} s wall (whole process: load, {last} updates, evaluations; "
@@ -228,10 +254,87 @@ if "total_s" in e:
 EOF
 }
 
+# --------------------------------------------------------------- variants
+# train_<model>'s other options against the same PyTorch loop, STEPS updates
+# each (at least VARIANT_STEPS): one line per variant with the largest
+# relative differences of the loss, gradient norm and learning rate.
+# A variant: "options of both|nnc only|PyTorch only".
+GPT2_VARIANTS=(
+  "--accumulate 3||"
+  "--clip 0.3||"
+  "--warmup 5 --decay-steps 12 --min-lr-ratio 0.1||"
+  "--sgd --lr 0.05||"
+  "--wd 0.1 --beta1 0.8 --beta2 0.95 --eps 1e-6 --lr 3e-3||"
+  "--accumulate 2 --clip 0.5 --warmup 3 --decay-steps 20 --lr 2e-3||"
+)
+DIGITS_VARIANTS=(
+  "|--batch 100|--B 100"
+  "--shuffle|--batch 100 --seed 7|--B 100 --shuffle-seed 7"
+  "--shuffle --accumulate 2 --clip 1|--batch 64 --seed 3|--B 64 --shuffle-seed 3"
+  "--sgd --lr 0.05|--batch 32|--B 32"
+)
+VARIANT_STEPS=${VARIANT_STEPS:-40}
+
+run_variants() {
+  local model=$1 dir data v both mine theirs i=0 steps=$STEPS
+  [ "$steps" -ge "$VARIANT_STEPS" ] || steps=$VARIANT_STEPS
+  local -a list
+  if [ "$model" = gpt2 ]; then
+    dir=$WORK/gpt2 data=$WORK/gpt2_data list=("${GPT2_VARIANTS[@]}")
+    build gpt2 "$dir" -D layers="$LAYERS" -D d="$D" -D heads="$HEADS" -D vocab="$VOCAB" -D ctx="$CTX" \
+      -D batch="$B"
+  else
+    dir=$WORK/digits data=$WORK/digits_data list=("${DIGITS_VARIANTS[@]}")
+    build digits "$dir" -D hidden="$DIGITS_HIDDEN"
+  fi
+  echo
+  echo "== $model: train_$model's options against PyTorch f32 (and f64), $steps updates each, $THREADS threads"
+  for v in "${list[@]}"; do
+    IFS='|' read -r both mine theirs <<<"$v"
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    if [ "$model" = gpt2 ]; then
+      "$PY" "$ROOT/bench/train_peers.py" gpt2 --out "$data" --layers "$LAYERS" --d "$D" --heads "$HEADS" \
+        --vocab "$VOCAB" --ctx "$CTX" --B "$B" --T "$T" --steps "$steps" --wd "$WD" --lr "$LR" \
+        --threads "$THREADS" --impl torch-eager,torch-f64 $both $theirs >"$WORK/var_$model.$i.torch.jsonl"
+      "$dir/train_gpt2" --data "$data/gpt2_train.bin" --weights "$data/gpt2_init.safetensors" --steps "$steps" \
+        --batch "$B" --seq "$T" --wd "$WD" --lr "$LR" --threads "$THREADS" --json $both $mine \
+        >"$WORK/var_$model.$i.nnc.jsonl"
+    else
+      "$PY" "$ROOT/bench/train_peers.py" digits --out "$data" --hidden "$DIGITS_HIDDEN" --steps "$steps" \
+        --wd "$WD" --lr "$DIGITS_LR" --threads "$THREADS" --impl torch-eager,torch-f64 $both $theirs \
+        >"$WORK/var_$model.$i.torch.jsonl"
+      "$dir/train_digits" --data "$data/digits_train.safetensors" --weights "$data/digits_init.safetensors" \
+        --steps "$steps" --wd "$WD" --lr "$DIGITS_LR" --threads "$THREADS" --json $both $mine \
+        >"$WORK/var_$model.$i.nnc.jsonl"
+    fi
+    "$PY" - "$WORK/var_$model.$i.nnc.jsonl" "$WORK/var_$model.$i.torch.jsonl" "$both $mine" <<'EOF'
+import json, sys
+load = lambda p: [json.loads(l) for l in open(p) if l.strip()]
+n = {r["step"]: r for r in load(sys.argv[1]) if "loss" in r}
+t = {}
+for r in load(sys.argv[2]):
+    if "loss" in r:
+        t.setdefault(r["impl"], {})[r["step"]] = r
+e, f = t["torch-eager"], t["torch-f64"]
+rel = lambda a, b: abs(a - b) / max(abs(b), 1e-30)
+steps = [s for s in sorted(n) if s in e and s in f]
+worst = lambda k, x, y: max(rel(x[s][k], y[s][k]) for s in steps)
+dl, dn, dr = worst("loss", n, e), worst("grad_norm", n, e), worst("lr", n, e)
+ok = max(dl, dn, dr) <= 1e-4 and len(steps) == len(n) == len(e)
+print(f"  {' '.join(sys.argv[3].split()):<56} loss {dl:8.2e} (nnc-f64 {worst('loss', n, f):8.2e}, f32-f64 "
+      f"{worst('loss', e, f):8.2e})  grad norm {dn:8.2e}  lr {dr:8.2e}  "
+      f"last loss {n[steps[-1]]['loss']:.4f}  {'ok' if ok else 'ABOVE 1e-4'}")
+EOF
+  done
+}
+
 for w in "${WHAT[@]}"; do
   case $w in
     gpt2) run_gpt2 ;;
     digits) run_digits ;;
-    *) echo "train_compare.sh: $w: expected gpt2 or digits" >&2; exit 1 ;;
+    gpt2-variants) run_variants gpt2 ;;
+    digits-variants) run_variants digits ;;
+    *) echo "train_compare.sh: $w: expected gpt2, digits, gpt2-variants or digits-variants" >&2; exit 1 ;;
   esac
 done

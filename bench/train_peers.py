@@ -12,13 +12,16 @@ takes without --shuffle (or with it, for digits: the same splitmix64
 Fisher-Yates shuffle as nnc's support/nnc_train_data.c), with AdamW (betas,
 eps, weight decay only on weights of rank >= 2; rank-1 weights, biases and
 norm weights, in a no-decay group: nnc's default) or SGD, at a constant
-learning rate, and prints one JSON object per line:
-  {"model", "impl", "step", "loss", "ms"}             a step (1-based)
+learning rate (or train_<model>'s warm-up and cosine schedule), with
+train_<model>'s micro-batch accumulation and clipping, and prints one JSON object per line:
+  {"model", "impl", "step", "loss", "grad_norm", "lr", "ms"}   an update (1-based)
   {"model", "impl", "step", "val_loss", "val_accuracy"}  digits, --eval-every
   {"model", "impl", "summary": true, "median_ms", ...}   per implementation
-"loss" is the loss of the step's forward, before its update (as train_<model>'s
-"loss"). Timing: each step (forward, backward, optimizer, loss.item()) under
-time.perf_counter; median_ms is the median over the steps after --warmup.
+"loss" is the mean loss of the update's micro-batches, before the update, and
+"grad_norm" the global norm of their mean gradient before clipping (as
+train_<model> prints them). Timing: each update (micro-batches, forward,
+backward, norm, optimizer) under time.perf_counter; median_ms is the median
+over the updates after the first --skip.
 
 Implementations (--impl, comma-separated):
   torch-eager    float32, eager
@@ -44,7 +47,8 @@ Usage:
       --vocab 101 --ctx 33 --B 3 --T 17 --tokens N] [common]
   python3 bench/train_peers.py digits --out DIR [--hidden 64 --B 32] [common]
   common: --steps 20 --lr 1e-3 --wd 0.01 --beta1 0.9 --beta2 0.999 --eps 1e-8
-          [--sgd] --threads N --seed 0 --warmup 3 --impl torch-eager[,...]
+          [--sgd] [--accumulate K] [--clip X] [--warmup N --decay-steps N
+          --min-lr-ratio R] --threads N --seed 0 --skip 3 --impl torch-eager[,...]
           [--eval-every N] [--shuffle] [--shuffle-seed 1] [--prepare-only]
           [--no-write]
 """
@@ -251,71 +255,101 @@ def make_optimizer(a, params):
     import torch
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}]
     if a.sgd:
         # nnc's SGD: m = beta1*m + g; w -= lr*(m + wd*w): decoupled decay, so
-        # plain SGD with momentum and a separate decay step.
-        return torch.optim.SGD(groups, lr=a.lr, momentum=a.beta1, weight_decay=0.0), True
-    return torch.optim.AdamW(groups, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps), False
+        # plain SGD with momentum (no dampening, no decay of its own: it
+        # would add wd*w to the gradient) and run_impl's decay step.
+        return torch.optim.SGD(list(params.values()), lr=a.lr, momentum=a.beta1, weight_decay=0.0)
+    groups = [{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+
+
+def lr_at(a, t):
+    """The learning rate of update t (1-based): train_<model>'s schedule, a
+    linear warm-up over --warmup updates, then a cosine decay over
+    --decay-steps updates to lr * --min-lr-ratio (constant without them)."""
+    if a.warmup > 0 and t <= a.warmup:
+        return a.lr * t / a.warmup
+    if a.decay_steps <= 0:
+        return a.lr
+    p = min(1.0, (t - a.warmup) / a.decay_steps)
+    return a.lr * (a.min_lr_ratio + (1 - a.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
 def run_impl(a, impl, init, loss_fn, batch, evaluate):
+    """One implementation over a.steps updates. An update: --accumulate
+    micro-batches (step*K + k), their gradients summed; the global norm of
+    their mean (reported as grad_norm); the mean scaled to norm <= --clip;
+    the scheduled learning rate; the optimizer. As train_<model> does."""
     import torch
     dtype = torch.float64 if impl == "torch-f64" else torch.float32
     params = {k: v.to(dtype).clone().requires_grad_(True) for k, v in init.items()}
-    opt, sgd_decay = make_optimizer(a, params)
-    decay_params = [p for p in params.values() if p.dim() >= 2]
+    plist = list(params.values())
+    opt = make_optimizer(a, params)
+    decay_params = [p for p in plist if p.dim() >= 2]
     fn, step_fn, summary = loss_fn, opt.step, {}
     if impl == "torch-compile":
         fn = torch.compile(loss_fn)
-        try:
-            compiled_step = torch.compile(opt.step)
+        if a.warmup or a.decay_steps:
+            summary["optimizer"] = "eager (a learning-rate schedule: a compiled step would recompile)"
+        else:
+            step_fn = torch.compile(opt.step)
             summary["optimizer"] = "compiled"
-            step_fn = compiled_step
-        except Exception as e:  # noqa: BLE001
-            summary["optimizer"] = f"eager ({type(e).__name__})"
+    K = a.accumulate
 
-    def one_step(i):
-        xb, yb = batch(i)
-        if xb.is_floating_point():
-            xb = xb.to(dtype)
+    def one_step(s):
         opt.zero_grad(set_to_none=True)
-        loss, _ = fn(params, xb, yb)
-        loss.backward()
-        if sgd_decay:
-            with torch.no_grad():
+        total = 0.0
+        for k in range(K):
+            xb, yb = batch(s * K + k)
+            if xb.is_floating_point():
+                xb = xb.to(dtype)
+            loss, _ = fn(params, xb, yb)
+            loss.backward()
+            total += loss.item()
+        with torch.no_grad():
+            grads = [p.grad for p in plist]
+            norm = math.sqrt(sum(float(torch.sum(g.double() * g.double())) for g in grads)) / K
+            scale = (a.clip / norm if a.clip > 0 and norm > a.clip else 1.0) / K
+            if scale != 1.0:
+                for g in grads:
+                    g.mul_(scale)
+            lr = lr_at(a, s + 1)
+            for grp in opt.param_groups:
+                grp["lr"] = lr
+            if a.sgd:
                 for p in decay_params:
-                    p.mul_(1 - a.lr * a.wd)
+                    p.mul_(1 - lr * a.wd)
         step_fn()
-        return loss.item()
+        return total / K, norm, lr
 
     times = []
     t_all = time.perf_counter()
     for s in range(a.steps):
         t0 = time.perf_counter()
         try:
-            loss = one_step(s)
+            loss, norm, lr = one_step(s)
         except Exception as e:  # noqa: BLE001
             if impl == "torch-compile" and s == 0 and step_fn is not opt.step:
-                # the compiled optimizer failed at its first call: eager it is,
-                # from the same state (zero_grad/backward ran again is harmless:
-                # no update was applied)
+                # the compiled optimizer failed at its first call, before any
+                # update: the eager one from the same state
                 summary["optimizer"] = f"eager ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
                 step_fn = opt.step
-                loss = one_step(s)
+                loss, norm, lr = one_step(s)
             else:
                 raise
         ms = (time.perf_counter() - t0) * 1e3
         times.append(ms)
-        emit({"model": a.model, "impl": impl, "step": s + 1, "loss": loss, "ms": round(ms, 4)})
+        emit({"model": a.model, "impl": impl, "step": s + 1, "loss": loss, "grad_norm": norm, "lr": lr,
+              "ms": round(ms, 4)})
         done = s + 1
         if evaluate and a.eval_every > 0 and done % a.eval_every == 0 and done < a.steps:
             emit(dict(evaluate(params, fn, dtype), model=a.model, impl=impl, step=done))
     total_s = time.perf_counter() - t_all
     if evaluate:
         emit(dict(evaluate(params, fn, dtype), model=a.model, impl=impl, step=a.steps))
-    timed = times[a.warmup:] if len(times) > a.warmup else times
-    summary.update(model=a.model, impl=impl, summary=True, steps=a.steps, warmup=a.warmup,
+    timed = times[a.skip:] if len(times) > a.skip else times
+    summary.update(model=a.model, impl=impl, summary=True, steps=a.steps, skip=a.skip,
                    median_ms=statistics.median(timed), min_ms=min(timed), first_ms=times[0],
                    total_s=total_s, threads=torch.get_num_threads(), torch=torch.__version__)
     emit(summary)
@@ -354,9 +388,14 @@ def main():
     ap.add_argument("--beta2", type=float, default=0.999)
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--sgd", action="store_true", help="SGD with momentum beta1 (nnc's --sgd)")
+    ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per update")
+    ap.add_argument("--clip", type=float, default=0.0, help="largest global gradient norm (0: none)")
+    ap.add_argument("--warmup", type=int, default=0, help="linear learning-rate warm-up updates")
+    ap.add_argument("--decay-steps", type=int, default=0, help="cosine decay updates after the warm-up")
+    ap.add_argument("--min-lr-ratio", type=float, default=0.0, help="the decay's end, a fraction of --lr")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="weights and tokens")
-    ap.add_argument("--warmup", type=int, default=3, help="steps left out of median_ms")
+    ap.add_argument("--skip", type=int, default=3, help="first steps left out of median_ms")
     ap.add_argument("--impl", default="torch-eager", help="comma-separated: torch-eager,torch-compile,torch-f64")
     ap.add_argument("--eval-every", type=int, default=0, help="digits: test loss and accuracy every N steps")
     ap.add_argument("--shuffle", action="store_true", help="digits: nnc's --shuffle order")
