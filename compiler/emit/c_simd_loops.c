@@ -388,13 +388,19 @@ static void checked_rows_fn(const ec_ctx *x, int ki, int idx, const char *op, co
   ec_emit_function(x, b, p, NULL, "c->d", &call);
 }
 
+/* The cross-entropy (the rows' losses in parallel into the workspace, their
+ * mean in double) or its gradient, (softmax(logits) - onehot(targets)) *
+ * dloss / rows, through nnc_simd_cross_entropy, which also refuses a target
+ * outside the classes, naming its row. */
 static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_graph *g = x->g;
   const nnc_tensor *l = &g->tensors[n->in[0]];
+  const bool grad = n->op == NNC_OP_CROSS_ENTROPY_GRAD;
   if (l->dtype != NNC_F32 || g->tensors[n->in[1]].dtype != NNC_I32)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: cross_entropy expects f32 logits and i32 targets");
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: %s expects f32 logits and i32 targets",
+                      grad ? "cross_entropy_grad" : "cross_entropy");
   char V[EXPR], rows[EXPR], p[256];
   dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
   ec_elems(x, n->in[1], rows, sizeof rows);
@@ -402,51 +408,19 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   nnc_sb_init(&body);
   ec_assign(x, &body, 2, "const float *x", n->in[0]);
   ec_assign(x, &body, 2, "const int32_t *t", n->in[1]);
+  if (grad) ec_assign(x, &body, 2, "const float *dloss", n->in[2]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
-  check_indices(x, ki, "cross_entropy", "targets", "t", rows, V, &body);
-  nnc_sb_printf(&body,
-    "  const int rows = (int)(%s);\n"
-    "  /* the rows' losses in parallel into the workspace, their mean in double */\n"
-    "  int rc = ensure_ws(c->m, (size_t)rows * sizeof(float) + 1);\n"
-    "  if (rc) return rc;\n"
-    "  float *row_loss = c->m->ws;\n"
-    "  nnc_simd_error e;\n"
-    "  if (nnc_simd_cross_entropy(rows, %s, x, t, row_loss, NULL, 0.0f, &c->m->par, &e))\n"
-    "    return kernel_failed(c->m, %d, e.msg);\n"
-    "  double total = 0;\n"
-    "  for (int r = 0; r < rows; r++) total += row_loss[r];\n"
-    "  y[0] = (float)(total / (double)rows);\n"
-    "  return 0;\n", rows, V, ki);
-  snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
-  ec_emit_function(x, b, p, NULL, "c->d", &body);
-  return NNC_OK;
-}
-
-/* d loss / d logits = (softmax(logits) - onehot(targets)) * dloss / rows,
- * through the template, rows in parallel, after the targets are checked */
-static nnc_status emit_loss_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
-  const nnc_kernel *k = &x->s->k[ki];
-  const nnc_node *n = &x->g->nodes[k->nodes[0]];
-  const nnc_graph *g = x->g;
-  const nnc_tensor *l = &g->tensors[n->in[0]];
-  if (l->dtype != NNC_F32 || g->tensors[n->in[1]].dtype != NNC_I32)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc, "c-simd: cross_entropy_grad expects f32 logits and i32 targets");
-  char V[EXPR], rows[EXPR], p[256];
-  dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
-  ec_elems(x, n->in[1], rows, sizeof rows);
-  nnc_sb body;
-  nnc_sb_init(&body);
-  ec_assign(x, &body, 2, "const float *x", n->in[0]);
-  ec_assign(x, &body, 2, "const int32_t *t", n->in[1]);
-  ec_assign(x, &body, 2, "const float *dloss", n->in[2]);
-  ec_assign(x, &body, 2, "float *y", n->out[0]);
-  check_indices(x, ki, "cross_entropy_grad", "targets", "t", rows, V, &body);
-  nnc_sb_printf(&body,
-    "  const int rows = (int)(%s);\n"
-    "  nnc_simd_error e;\n"
-    "  if (nnc_simd_cross_entropy(rows, %s, x, t, NULL, y, (float)((double)dloss[0] / (double)rows), &c->m->par, &e))\n"
-    "    return kernel_failed(c->m, %d, e.msg);\n"
-    "  return 0;\n", rows, V, ki);
+  nnc_sb_printf(&body, "  const int rows = (int)(%s);\n", rows);
+  if (!grad)
+    nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, (size_t)rows * sizeof(float) + 1);\n  if (rc) return rc;\n"
+                         "  float *row_loss = c->m->ws;\n");
+  nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_cross_entropy(rows, %s, x, t, %s, &c->m->par, &e))\n"
+                       "    return kernel_failed(c->m, %d, e.msg);\n", V,
+                grad ? "NULL, y, (float)((double)dloss[0] / (double)rows)" : "row_loss, NULL, 0.0f", ki);
+  if (!grad)
+    nnc_sb_printf(&body, "  double total = 0;\n  for (int r = 0; r < rows; r++) total += row_loss[r];\n"
+                         "  y[0] = (float)(total / (double)rows);\n");
+  nnc_sb_printf(&body, "  return 0;\n");
   snprintf(p, sizeof p, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, b, p, NULL, "c->d", &body);
   return NNC_OK;
@@ -492,9 +466,7 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *er
   case NNC_KERNEL_REDUCE: return emit_reduce(x, ki, b, err);
   case NNC_KERNEL_ROW: return emit_softmax_axis(x, ki, b, err);
   case NNC_KERNEL_MOVE: return emit_move(x, ki, b, err);
-  case NNC_KERNEL_LOSS:
-    if (x->g->nodes[k->nodes[0]].op == NNC_OP_CROSS_ENTROPY_GRAD) return emit_loss_grad(x, ki, b, err);
-    return emit_loss(x, ki, b, err);
+  case NNC_KERNEL_LOSS: return emit_loss(x, ki, b, err);
   case NNC_KERNEL_GATHER: return emit_embedding_grad(x, ki, b, err);
   default:
     return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "c-simd: no code for a %s kernel", nnc_kernel_kind_name(k->kind));

@@ -178,12 +178,10 @@ static int64_t sample_at(nnc_train_data *d, int64_t e, int64_t r, int shuffle, u
 void nnc_train_batch(nnc_train_data *d, int64_t i, int64_t B, int64_t T, int shuffle, uint64_t seed, void *a,
                      int32_t *b) {
   if (d->kind == NNC_TRAIN_TOKENS) {
-    const int64_t span = B * T;
-    int64_t p = 0;
-    for (int64_t k = 0; k < i; k++) {
-      p += span;
-      if (p + span + 1 > d->n) p = 0;
-    }
+    /* the batches that fit before the wrap, positions 0, span, ...: the
+     * last starts at most at n - 1 - span */
+    const int64_t span = B * T, fit = (d->n - 1) / span;
+    const int64_t p = (i % fit) * span;
     int32_t *ids = a;
     for (int64_t k = 0; k < span; k++) {
       ids[k] = d->tokens[p + k];
