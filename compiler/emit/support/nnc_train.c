@@ -179,14 +179,9 @@ static int parse(const nnc_train_model *md, int argc, char **argv, options *o) {
 
 /* ------------------------------------------------------------ the model */
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+static double uniform(uint64_t *s) {
+  return (double)(nnc_train_splitmix64(s) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
 }
-
-static double uniform(uint64_t *s) { return (double)(splitmix64(s) >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 
 static int64_t numel(const nnrt_st_desc *d) {
   int64_t n = 1;
@@ -532,8 +527,9 @@ static int check_updates(const nnc_train_model *md, const options *o) {
   double worst = 0;
   for (int64_t t = 1; !rc && t <= 2; t++) {
     for (int64_t k = 0; k < bt.items; k++) {
-      bt.b[k] = (int32_t)(splitmix64(&s) % (uint64_t)md->classes);
-      if (md->kind == NNC_TRAIN_TOKENS) ((int32_t *)bt.a)[k] = (int32_t)(splitmix64(&s) % (uint64_t)md->classes);
+      bt.b[k] = (int32_t)(nnc_train_splitmix64(&s) % (uint64_t)md->classes);
+      if (md->kind == NNC_TRAIN_TOKENS)
+        ((int32_t *)bt.a)[k] = (int32_t)(nnc_train_splitmix64(&s) % (uint64_t)md->classes);
     }
     for (int64_t k = 0; md->kind == NNC_TRAIN_CLASSES && k < bt.items * md->features; k++)
       ((float *)bt.a)[k] = (float)uniform(&s);

@@ -149,7 +149,7 @@ int nnc_train_read_classes(const char *path, int64_t features, int64_t classes, 
   return rc;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
+uint64_t nnc_train_splitmix64(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -165,7 +165,7 @@ static int64_t sample_at(nnc_train_data *d, int64_t e, int64_t r, int shuffle, u
     uint64_t s = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(e + 1));
     for (int64_t k = 0; k < d->n; k++) perm[k] = k;
     for (int64_t k = d->n - 1; k > 0; k--) {
-      int64_t j = (int64_t)(splitmix64(&s) % (uint64_t)(k + 1));
+      int64_t j = (int64_t)(nnc_train_splitmix64(&s) % (uint64_t)(k + 1));
       int64_t t = perm[k];
       perm[k] = perm[j];
       perm[j] = t;

@@ -33,6 +33,10 @@ int nnc_train_read_classes(const char *path, int64_t features, int64_t classes, 
                            char *err);
 void nnc_train_data_free(nnc_train_data *d);
 
+/* The next value of the splitmix64 generator with state *s (shuffles, random
+ * weights and the check's batches). */
+uint64_t nnc_train_splitmix64(uint64_t *s);
+
 /* Micro-batch i of B rows (T tokens each): language models take B*T+1
  * consecutive tokens from a position that advances by B*T per micro-batch
  * and wraps to 0 where the next would not fit; classifiers take batch
