@@ -51,8 +51,8 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c support/nnc_weights.c", p);
   list_sources(&b, "kernels/", " \\\n  ");
   list_sources(&b, "runtime/", " \\\n  ");
-  nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s links it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",
-                x->train_main ? " and the training program" : "", p);
+  nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",
+                x->train_main ? " and the training program link" : " links", p);
   list_sources(&b, "check/", " \\\n  ");
   nnc_sb_printf(&b, "\n\nLIB_OBJ = $(LIB_SRC:%%.c=$(OBJ)/%%.o)\nCHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n");
   if (x->train_main)

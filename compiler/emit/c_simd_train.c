@@ -75,68 +75,27 @@ static void write_pass(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  };\n  return %s_run(m, d, in, &out);\n}\n\n", p);
 }
 
-static void write_accumulate(const ec_ctx *x, nnc_sb *b) {
-  const char *p = x->p, *P = x->P;
+/* The hooks of the shared _train_accumulate and _train_update
+ * (emit_c_train.c): adding a micro-batch's gradients, their sum of squares,
+ * and the optimizer's pass, one per weight tensor (runtime/optim.c). */
+static void write_hooks(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p;
   nnc_sb_printf(b,
-    "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
-    "  if (!m || !loss) return %s_E_ARG;\n"
-    "  int rc = train_state(m);\n"
-    "  if (rc) return rc;\n"
-    "  rc = train_pass(m, d, in, m->nacc ? m->part : m->grad, loss);\n"
-    "  if (rc) return rc;\n"
-    "  if (m->nacc)\n"
-    "    for (int64_t i = 0; i < TRAIN_NUMEL; i++) m->grad[i] += m->part[i];\n"
-    "  m->nacc++;\n"
+    "static int train_add_part(%s_model *m) {\n"
+    "  for (int64_t i = 0; i < TRAIN_NUMEL; i++) m->grad[i] += m->part[i];\n"
     "  return 0;\n}\n\n"
-    "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
-    "  if (!m || !loss) return %s_E_ARG;\n"
-    "  int rc = train_state(m);\n"
-    "  return rc ? rc : train_pass(m, d, in, m->part, loss);\n}\n\n",
-    p, p, p, p, P, p, p, p, p, P);
-}
-
-static void write_update(const ec_ctx *x, nnc_sb *b) {
-  const char *p = x->p, *P = x->P;
-  nnc_sb_printf(b,
-    "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm) {\n"
-    "  if (!m || !o) return %s_E_ARG;\n"
-    "  int rc = check_options(m, o);\n"
-    "  if (rc) return rc;\n"
-    "  if (!m->nacc)\n"
-    "    return fail(m, %s_E_STATE, \"%s_train_update: no gradient since the last update (call %s_train_accumulate \"\n"
-    "                \"first)\");\n"
-    "  const int nacc = m->nacc;\n"
-    "  m->nacc = 0;\n"
-    "  double ss = 0;\n"
-    "  for (int j = 0; j < NPARAMS; j++) ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
-    "  /* the norm of the mean over the micro-batches */\n"
-    "  const double norm = sqrt(ss) / nacc;\n"
-    "  if (grad_norm) *grad_norm = (float)norm;\n"
-    "  if (!isfinite(norm))\n"
-    "    return fail(m, %s_E_ARG, \"%s_train_update: the gradient norm is %%g; the weights are unchanged\", norm);\n"
-    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / nacc);\n"
-    "  m->step++;\n"
-    "  const float rate = %s_train_lr(o, m->step);\n"
-    "  if (lr) *lr = rate;\n"
-    "  const nnrt_optim opt = {.sgd = o->sgd, .lr = rate, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,\n"
-    "                          .weight_decay = o->weight_decay, .step = m->step};\n"
+    "static int train_sum_squares(%s_model *m, double *ss) {\n"
+    "  *ss = 0;\n"
+    "  for (int j = 0; j < NPARAMS; j++) *ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
+    "  return 0;\n}\n\n"
+    "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
     "    const int64_t at = train_table[j].at;\n"
-    "    nnrt_optim_update(&opt, m->w[j], m->grad + at, scale, m->mom + at, m->vel + at,\n"
-    "                      nnc_weights_numel(&manifest[j]), decays(o, j));\n"
+    "    nnrt_optim_update(opt, m->w[j], m->grad + at, scale, m->mom + at, m->vel + at, nnc_weights_numel(&manifest[j]),\n"
+    "                      decays(o, j));\n"
     "  }\n"
-    "  return 0;\n}\n\n"
-    "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
-    "                  float *loss, float *grad_norm) {\n"
-    "  if (!m || !o || !loss) return %s_E_ARG;\n"
-    "  int rc = check_options(m, o);\n"
-    "  if (!rc) rc = %s_train_accumulate(m, d, in, loss);\n"
-    "  if (!rc && !isfinite(*loss)) {\n"
-    "    m->nacc = 0;\n"
-    "    rc = fail(m, %s_E_ARG, \"%s_train_step: the loss is %%g; the weights are unchanged\", (double)*loss);\n"
-    "  }\n"
-    "  return rc ? rc : %s_train_update(m, o, NULL, grad_norm);\n}\n\n",
-    p, p, p, P, P, p, p, P, p, p, p, p, p, p, p, P, p, P, p, p);
+    "  return 0;\n}\n\n",
+    p, p, p, p);
 }
 
 /* _save, _load, and the accessors of the state. */
@@ -188,12 +147,11 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  m->step = step;\n"
     "  m->nacc = 0;\n"
     "  return 0;\n}\n\n"
-    "int64_t %s_train_steps(const %s_model *m) { return m ? m->step : 0; }\n\n"
     "const float *%s_train_gradient(const %s_model *m, const char *name) {\n"
     "  for (int j = 0; m && m->grad && name && j < NPARAMS; j++)\n"
     "    if (strcmp(manifest[j].name, name) == 0) return m->grad + train_table[j].at;\n"
     "  return NULL;\n}\n\n",
-    p, p, p, P, p, p, p, P, p, p, p, p, p, p);
+    p, p, p, P, p, p, p, P, p, p, p, p);
   nnc_sb_printf(b, "const void *%s_train_output(const %s_model *m, const char *name) {\n  if (!m || !name) return NULL;\n",
                 p, p);
   int k = 0;
@@ -208,8 +166,8 @@ nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   if (st) return st;
   write_state(x, b);
   write_pass(x, b);
-  write_accumulate(x, b);
-  write_update(x, b);
+  write_hooks(x, b);
+  ec_train_shared(x, b);
   write_checkpoints(x, b);
   return NNC_OK;
 }

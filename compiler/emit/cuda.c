@@ -92,7 +92,11 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
     " * captured, the kernels go into the caller's graph as they are. */\n"
     "int %s_cuda_graphs(%s_model *m, int on);\n\n",
     x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, x.p, CU_GRAPH_CACHE, x.p, x.p, x.p);
-  x.api_extra = extra;
+  nnc_sb api;
+  nnc_sb_init(&api);
+  nnc_sb_puts(&api, extra);
+  if (r->train) ec_train_decls(&x, &api);
+  x.api_extra = api.buf;
   st = ec_layout_weights(&x, err);
   if (!st) st = check_io(&x, err);
   if (!st) st = ec_check_sizes(&x, err);
@@ -101,10 +105,12 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   if (!st) st = ec_write_graph(&x, dir, err);
   if (!st) st = ec_write_bench(&x, dir, err);
   if (!st) st = ec_write_manifest(&x, dir, err);
+  if (!st && r->train) st = ec_write_train_main(&x, dir, &x.train_main, err);
   if (!st) st = cu_write_build(&x, dir, err);
   if (!st) st = copy_embedded(dir, err);
   /* the C files (the harness includes the CUDA runtime's header: nvcc's part) */
   if (!st) st = ec_validate_c(&x, dir, false, err);
   ec_ctx_free(&x);
+  nnc_sb_free(&api);
   return st;
 }

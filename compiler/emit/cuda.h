@@ -6,12 +6,14 @@
  * kernel (GEMMs through cuBLASLt, attention and norms through templates/cuda),
  * cuda_loops.c the CUDA kernels
  * nnc writes itself (elementwise chains, data movement, reductions), and
- * cuda_build.c the Makefile and README. <model>.h, <model>_graph.c and
+ * cuda_train.c the training API (--train), cuda_build.c the Makefile and
+ * README. <model>.h, <model>_graph.c and
  * bench_<model>.c come from the shared C-API writers (emit_c.h). */
 #ifndef NNC_CUDA_EMIT_H
 #define NNC_CUDA_EMIT_H
 
 #include "emit_c.h"
+#include "emit_c_train.h"
 
 /* The CUDA type of tensor t in memory ("float", "__nv_bfloat16", "int32_t"). */
 const char *cu_stype(const ec_ctx *x, int t);
@@ -34,6 +36,14 @@ void cu_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 #define CU_GRAPH_CACHE 8
 
 nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
+
+/* --train (cuda_train.c): whether the weights have f32 master copies (bf16
+ * or f16 storage); the model handle's training fields and what _destroy
+ * frees of them; the training API, after the model's API. */
+bool cu_train_master(const ec_ctx *x);
+void cu_train_struct(const ec_ctx *x, nnc_sb *b);
+void cu_train_destroy(const ec_ctx *x, nnc_sb *b);
+nnc_status cu_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 nnc_status cu_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
 
 #endif

@@ -60,20 +60,31 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "LDLIBS = -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lm -lpthread\nOBJ = obj\n\n");
   nnc_sb_printf(&b, "CU_SRC = %s.cu\nLIB_SRC = support/nnc_weights.c", p);
   list_sources(&b, "runtime/");
-  nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark links it\nCHECK_SRC = %s_graph.c bench_%s.c support/nnc_bench.c", p, p);
+  nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",
+                x->train_main ? " and the training program link" : " links", p);
   list_sources(&b, "check/");
   nnc_sb_printf(&b, "\n\nCU_OBJ = $(CU_SRC:%%.cu=$(OBJ)/%%.o)\nLIB_OBJ = $(LIB_SRC:%%.c=$(OBJ)/%%.o)\n"
-                    "CHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n\n");
-  nnc_sb_printf(&b, "all: lib%s.a lib%s.so bench_%s\n\n", p, p, p);
+                    "CHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n");
+  if (x->train_main)
+    nnc_sb_printf(&b, "TRAIN_OBJ = $(OBJ)/train_%s.o $(OBJ)/support/nnc_train.o $(OBJ)/support/nnc_train_data.o\n", p);
+  nnc_sb_printf(&b, "\nall: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, x->train_main ? " train_" : "", x->train_main ? p : "");
   nnc_sb_printf(&b, "lib%s.a: $(CU_OBJ) $(LIB_OBJ)\n\trm -f $@\n\t$(AR) rcs $@ $(CU_OBJ) $(LIB_OBJ)\n\n", p);
   nnc_sb_printf(&b, "lib%s.so: $(CU_OBJ) $(LIB_OBJ)\n\t$(NVCC) $(ARCH) -shared -o $@ $(CU_OBJ) $(LIB_OBJ) $(LDLIBS)\n\n", p);
-  nnc_sb_printf(&b, "bench_%s: $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $(CHECK_OBJ) lib%s.a $(LDLIBS)\n\n", p, p, p);
+  nnc_sb_printf(&b, "bench_%s: $(OBJ)/bench_%s.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n", p, p, p);
+  if (x->train_main)
+    nnc_sb_printf(&b,
+      "# train_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n"
+      "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNC_BENCH_LIBRARY -c $< -o $@\n\n"
+      "train_%s: $(TRAIN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n",
+      p, p, p, p, p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/%%.o: %%.cu\n\t@mkdir -p $(dir $@)\n"
     "\t$(NVCC) -std=c++17 $(ARCH) $(NVCCFLAGS) $(NVCC_DEFS) $(CPPFLAGS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings -c $< -o $@\n\n"
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n"
     "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@\n\n"
-    "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s\n\n.PHONY: all clean\n", p, p, p);
+    "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n", p, p, p,
+    x->train_main ? " train_" : "", x->train_main ? p : "");
   nnc_status st = nnc_emit_write_sb(dir, "Makefile", &b, err);
   nnc_sb_free(&b);
   return st;
@@ -120,6 +131,19 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
     ". Weights: a safetensors file with the tensors of\n"
     "`weights_manifest.json` (F32, or F16/BF16), converted on load. An embedding id\n"
     "outside its table gives a row of NaN (the GPU cannot stop the run there).\n\n");
+  if (x->r->train)
+    nnc_sb_printf(&b,
+      "## Training\n\nCompiled with `nnc --train`: `%s_run` returns the loss and every weight's\n"
+      "gradient, and `%s.h` declares the training API (`%s_train_step`, gradient\n"
+      "accumulation, `%s_save` / `%s_load` checkpoints). The gradients, AdamW's\n"
+      "moments%s stay on the GPU; one kernel updates every weight\n"
+      "(`kernels/optim.cuh`), and only the loss, the gradient norm and checkpoints\n"
+      "come back to the host.\n\n",
+      p, p, p, p, p, cu_train_master(x) ? " and the f32 master weights (the model computes with their\n"
+                                          "narrow copies)" : "");
+  if (x->train_main)
+    nnc_sb_printf(&b, "    make train_%s\n    ./train_%s --check                       # gradients and two updates against float64\n"
+                      "    ./train_%s --data tokens.bin --steps 200 --json   # see --help\n\n", p, p, p);
   nnc_sb_printf(&b,
     "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [--warmup N] [-d SYM=VALUE] [--json] [--check]\n"
     "               [--cuda-graphs on|off]\n\n"

@@ -48,7 +48,8 @@ static void front(const ec_ctx *x, nnc_sb *b) {
                    "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n"
                    "#include \"support/nnc_weights.h\"\n\n"
                    "#include \"kernels/attention.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
-                   "#include \"kernels/loops.cuh\"\n#include \"kernels/softmax.cuh\"\n\n", p);
+                   "#include \"kernels/loops.cuh\"\n#include \"kernels/softmax.cuh\"\n%s\n", p,
+                x->r->train ? "#include \"kernels/optim.cuh\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
@@ -95,13 +96,15 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  cudaEvent_t ev[NKERNELS + 1];  /* profiling: ev[i] before kernel i */\n"
     "  uint64_t ns[%d];\n"
     "  %s_dims last;\n"
+    "  %s_dims dmax;                 /* the maxima the model was created for */\n"
     "  int has_run;\n"
     "  int graphs;                   /* options.cuda_graphs, %s_cuda_graphs */\n"
     "  graph_slot graph[NGRAPHS];\n"
     "  uint64_t graph_clock;         /* counts graph launches, for eviction */\n"
-    "  char err[512];\n"
-    "};\n\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, p, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
-    s->nk ? s->nk : 1, p, p);
+    "  char err[512];\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, p, g->nparams ? g->nparams : 1,
+    g->nsyms ? g->nsyms : 1, s->nk ? s->nk : 1, p, p, p);
+  if (x->r->train) cu_train_struct(x, b);
+  nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
     "/* What every kernel sees of a run, by value: device pointers and sizes. */\n"
     "typedef struct run_args {\n  unsigned char *arena;\n  unsigned char *weights;\n  %s_dims d;\n  %s_inputs in;\n"
@@ -341,11 +344,13 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, WEIGHT_BYTES, (void **)&m->weights, &e);\n"
     "  if (!rc) {\n    m->ws_size = workspace_need(max);\n    rc = nnrt_cuda_malloc(m->alloc, m->ws_size, &m->ws, &e);\n  }\n",
     p, p, p, p, P);
-  nnc_sb_printf(b, "  %s_dims dmax;\n  memset(&dmax, 0, sizeof dmax);\n", p);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  dmax.%s = max[%d];\n", x->sym[i], i);
+  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  m->dmax.%s = max[%d];\n", x->sym[i], i);
+  if (cu_train_master(x))
+    nnc_sb_printf(b, "  /* training: the f32 master weights, written by upload() */\n"
+                     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, (size_t)TRAIN_NUMEL * 4, (void **)&m->master, &e);\n");
   nnc_sb_printf(b,
-    "  for (int i = 0; !rc && i < NINPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&dmax, 1, i), &m->in_dev[i], &e);\n"
-    "  for (int i = 0; !rc && i < NOUTPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&dmax, 0, i), &m->out_dev[i], &e);\n"
+    "  for (int i = 0; !rc && i < NINPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&m->dmax, 1, i), &m->in_dev[i], &e);\n"
+    "  for (int i = 0; !rc && i < NOUTPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&m->dmax, 0, i), &m->out_dev[i], &e);\n"
     "  for (int i = 0; !rc && i <= NKERNELS; i++) rc = nnrt_cuda_event_create(&m->ev[i], &e);\n"
     "  if (rc) {\n"
     "    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg[0] ? e.msg : \"out of memory\");\n"
@@ -361,8 +366,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; i <= NKERNELS; i++) nnrt_cuda_event_destroy(m->ev[i]);\n"
     "  nnrt_cuda_blas_destroy(m->blas);\n"
     "  nnrt_cuda_alloc_destroy(m->alloc);\n"
-    "  nnrt_cuda_stream_destroy(m->stream);\n"
-    "  free(m);\n}\n\n", p, p);
+    "  nnrt_cuda_stream_destroy(m->stream);\n", p, p);
+  if (x->r->train) cu_train_destroy(x, b);
+  nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
   /* weights */
   nnc_sb_printf(b,
@@ -378,10 +384,13 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "    else ((float *)tmp)[k] = data[k];\n"
     "  }\n"
     "  cudaError_t ce = cudaMemcpy(m->weights + layout[i].offset, tmp, count * esize, cudaMemcpyHostToDevice);\n"
-    "  free(tmp);\n"
+    "  free(tmp);\n%s"
     "  if (ce != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"copying weight %%s to the GPU: %%s\", manifest[i].name, cudaGetErrorString(ce));\n"
-    "  return 0;\n}\n\n", p, P, P);
+    "  return 0;\n}\n\n", p, P,
+    cu_train_master(x) ? "  /* training: the master copy, in f32 as given */\n"
+                         "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"
+                       : "", P);
   nnc_sb_printf(b,
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
@@ -443,23 +452,31 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  return launch(m, d, in, out, stream ? (cudaStream_t)stream : m->stream);\n}\n\n",
     p, p, p, p, p, P);
   nnc_sb_printf(b,
+    "/* Copies the host inputs in to the model's device buffers, on its stream;\n"
+    " * *din gets them. */\n"
+    "static int stage_inputs(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_inputs *din) {\n"
+    "  *din = *in;\n"
+    "  cudaError_t ce = cudaSuccess;\n", p, p, p, p);
+  for (int i = 0; i < g->ninputs; i++)
+    nnc_sb_printf(b, "  if (ce == cudaSuccess)\n"
+                     "    ce = cudaMemcpyAsync(m->in_dev[%d], in->%s, io_bytes(d, 1, %d), cudaMemcpyHostToDevice, m->stream);\n"
+                     "  din->%s = (%s *)m->in_dev[%d];\n",
+                  i, x->in_name[i], i, x->in_name[i], ec_ctype(g, g->inputs[i]), i);
+  if (!g->ninputs) nnc_sb_printf(b, "  (void)m;\n  (void)d;\n");
+  nnc_sb_printf(b, "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s_run: copying the inputs: %%s\", cudaGetErrorString(ce));\n"
+                   "  return 0;\n}\n\n", P, p);
+  nnc_sb_printf(b,
     "int %s_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
     "  if (!m) return %s_E_ARG;\n"
     "  m->err[0] = 0;\n"
     "  int rc = check_run(m, d, in, out);\n"
     "  if (rc) return rc;\n"
-    "  %s_inputs din = *in;\n  %s_outputs dout = *out;\n"
-    "  cudaError_t ce = cudaSuccess;\n",
+    "  %s_inputs din;\n  %s_outputs dout = *out;\n"
+    "  rc = stage_inputs(m, d, in, &din);\n  if (rc) return rc;\n",
     p, p, p, p, p, P, p, p);
-  for (int i = 0; i < g->ninputs; i++)
-    nnc_sb_printf(b, "  if (ce == cudaSuccess)\n"
-                     "    ce = cudaMemcpyAsync(m->in_dev[%d], in->%s, io_bytes(d, 1, %d), cudaMemcpyHostToDevice, m->stream);\n"
-                     "  din.%s = (%s *)m->in_dev[%d];\n",
-                  i, x->in_name[i], i, x->in_name[i], ec_ctype(g, g->inputs[i]), i);
   for (int i = 0; i < g->noutputs; i++)
     nnc_sb_printf(b, "  dout.%s = (%s *)m->out_dev[%d];\n", x->out_name[i], ec_api_ctype(g, g->outputs[i].tensor), i);
-  nnc_sb_printf(b, "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s_run: copying the inputs: %%s\", cudaGetErrorString(ce));\n"
-                   "  rc = launch(m, d, &din, &dout, m->stream);\n  if (rc) return rc;\n", P, p);
+  nnc_sb_printf(b, "  rc = launch(m, d, &din, &dout, m->stream);\n  if (rc) return rc;\n  cudaError_t ce = cudaSuccess;\n");
   for (int i = 0; i < g->noutputs; i++)
     nnc_sb_printf(b, "  if (ce == cudaSuccess)\n"
                      "    ce = cudaMemcpyAsync(out->%s, m->out_dev[%d], io_bytes(d, 0, %d), cudaMemcpyDeviceToHost, m->stream);\n",
@@ -517,11 +534,15 @@ nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_init(&b);
   front(x, &b);
   nnc_status st = cu_emit_kernels(x, &b, err);
+  /* the training options, train_table and TRAIN_NUMEL come before the API,
+   * which lays out the master weights; the training API after it */
+  if (!st && x->r->train) st = ec_train_common(x, &b, err);
   if (!st) {
     forward(x, &b);
     graphs(x, &b);
     api(x, &b);
   }
+  if (!st && x->r->train) st = cu_write_train(x, &b, err);
   char name[128];
   snprintf(name, sizeof name, "%s.cu", x->p);
   if (!st) st = nnc_emit_write_sb(dir, name, &b, err);

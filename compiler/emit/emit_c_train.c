@@ -106,11 +106,11 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b,
     "/* ------------------------------------------------------------ training */\n\n"
     "void %s_train_options_default(%s_train_options *o) {\n"
-    "  *o = (%s_train_options){.sgd = 0, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,\n"
-    "                          .weight_decay = 0.01f};\n}\n\n"
+    "  memset(o, 0, sizeof *o);\n"
+    "  o->lr = 1e-3f;\n  o->beta1 = 0.9f;\n  o->beta2 = 0.999f;\n  o->eps = 1e-8f;\n  o->weight_decay = 0.01f;\n}\n\n"
     "float %s_train_lr(const %s_train_options *o, int64_t step) {\n"
     "  const nnrt_lr_schedule s = {o->lr, o->warmup_steps, o->decay_steps, o->min_lr_ratio};\n"
-    "  return nnrt_lr_at(&s, step);\n}\n\n", p, p, p, p, p);
+    "  return nnrt_lr_at(&s, step);\n}\n\n", p, p, p, p);
   nnc_sb_printf(b, "/* Per weight: its offset in the gradient and optimizer blocks. */\n"
                    "static const struct {\n  int64_t at;\n} train_table[%d] = {\n", g->nparams ? g->nparams : 1);
   int64_t at = 0;
@@ -137,4 +137,62 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     "  return o->no_decay ? !nnrt_name_matches(o->no_decay, manifest[j].name) : manifest[j].rank >= 2;\n}\n\n",
     p, p, P, p, p);
   return NNC_OK;
+}
+
+void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
+    "  if (!m || !loss) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  if (!rc) rc = train_pass(m, d, in, m->nacc ? m->part : m->grad, loss);\n"
+    "  if (!rc && m->nacc) rc = train_add_part(m);\n"
+    "  if (!rc) m->nacc++;\n"
+    "  return rc;\n}\n\n"
+    "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
+    "  if (!m || !loss) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  return rc ? rc : train_pass(m, d, in, m->part, loss);\n}\n\n",
+    p, p, p, p, P, p, p, p, p, P);
+  nnc_sb_printf(b,
+    "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm) {\n"
+    "  if (!m || !o) return %s_E_ARG;\n"
+    "  int rc = check_options(m, o);\n"
+    "  if (rc) return rc;\n"
+    "  if (!m->nacc)\n"
+    "    return fail(m, %s_E_STATE, \"%s_train_update: no gradient since the last update (call %s_train_accumulate \"\n"
+    "                \"first)\");\n"
+    "  const int nacc = m->nacc;\n"
+    "  m->nacc = 0;\n"
+    "  double ss = 0;\n"
+    "  rc = train_sum_squares(m, &ss);\n"
+    "  if (rc) return rc;\n"
+    "  /* the norm of the mean over the micro-batches */\n"
+    "  const double norm = sqrt(ss) / nacc;\n"
+    "  if (grad_norm) *grad_norm = (float)norm;\n"
+    "  if (!isfinite(norm))\n"
+    "    return fail(m, %s_E_ARG, \"%s_train_update: the gradient norm is %%g; the weights are unchanged\", norm);\n"
+    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / nacc);\n"
+    "  m->step++;\n"
+    "  const float rate = %s_train_lr(o, m->step);\n"
+    "  if (lr) *lr = rate;\n"
+    "  nnrt_optim opt;\n"
+    "  memset(&opt, 0, sizeof opt);\n"
+    "  opt.sgd = o->sgd;\n  opt.lr = rate;\n  opt.beta1 = o->beta1;\n  opt.beta2 = o->beta2;\n  opt.eps = o->eps;\n"
+    "  opt.weight_decay = o->weight_decay;\n  opt.step = m->step;\n"
+    "  return train_apply(m, &opt, scale, o);\n}\n\n",
+    p, p, p, P, P, p, p, P, p, p);
+  nnc_sb_printf(b,
+    "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
+    "                  float *loss, float *grad_norm) {\n"
+    "  if (!m || !o || !loss) return %s_E_ARG;\n"
+    "  int rc = check_options(m, o);\n"
+    "  if (!rc) rc = %s_train_accumulate(m, d, in, loss);\n"
+    "  if (!rc && !isfinite(*loss)) {\n"
+    "    m->nacc = 0;\n"
+    "    rc = fail(m, %s_E_ARG, \"%s_train_step: the loss is %%g; the weights are unchanged\", (double)*loss);\n"
+    "  }\n"
+    "  return rc ? rc : %s_train_update(m, o, NULL, grad_norm);\n}\n\n"
+    "int64_t %s_train_steps(const %s_model *m) { return m ? m->step : 0; }\n\n",
+    p, p, p, p, p, P, p, P, p, p, p, p);
 }

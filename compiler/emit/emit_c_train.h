@@ -24,6 +24,14 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b);
  * blocks), TRAIN_NUMEL, check_options() and decays(). */
 nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 
+/* _train_accumulate, _train_eval, _train_update, _train_step and
+ * _train_steps over the target's static hooks: train_state(m) (allocates
+ * the gradient and optimizer blocks), train_pass(m, d, in, dst, loss) (one
+ * forward and backward, gradients into dst), train_add_part(m) (grad +=
+ * part), train_sum_squares(m, &ss) (of grad) and train_apply(m, &opt,
+ * scale, o) (the optimizer on every weight). */
+void ec_train_shared(const ec_ctx *x, nnc_sb *b);
+
 /* train_<p>.c: the program that trains the model on a token file or a
  * labelled safetensors file through the API (support/nnc_train.c), or
  * nothing when the model's inputs are neither a language model's nor a

@@ -101,8 +101,8 @@ static void write_adapters(const ec_ctx *x, const shape_of_data *s, nnc_sb *b) {
     "  %s_inputs in;\n  memset(&in, 0, sizeof in);\n  in.%s = (%s)a;\n  in.%s = (const int32_t *)b;\n  return in;\n}\n\n",
     p, p, x->in_name[s->a], ta, x->in_name[s->b]);
   nnc_sb_printf(b,
-    "static int t_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n"
-    "  if (threads > 0) o.threads = threads;\n  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n"
+    "static int t_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n%s"
+    "  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n"
     "  return rc;\n}\n"
     "static void t_destroy(void *m) { %s_destroy(m); }\n"
     "static const char *t_last_error(const void *m) { return %s_last_error(m); }\n"
@@ -123,7 +123,8 @@ static void write_adapters(const ec_ctx *x, const shape_of_data *s, nnc_sb *b) {
     "static int64_t t_steps(const void *m) { return %s_train_steps(m); }\n"
     "static const float *t_gradient(const void *m, const char *name) { return %s_train_gradient(m, name); }\n"
     "static const void *t_output(const void *m, const char *name) { return %s_train_output(m, name); }\n\n",
-    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+    p, p, x->device ? "  (void)threads;   /* a GPU model has no host threads */\n" : "  if (threads > 0) o.threads = threads;\n",
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
   (void)P;
 }
 

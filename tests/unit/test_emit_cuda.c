@@ -356,7 +356,23 @@ static void test_train(void **state) {
   build_train("models/gpt2.lua", "gpt2", "cuda-sm80", "f32", gpt2, 5);
   build_train("models/mlp.lua", "mlp", "cuda-sm90", "tf32", mlp, 2);
   build_train("tests/ops/embedding_loss.lua", "embedding_loss", "cuda-sm80", "f32", NULL, 0);
+  build_train("models/gpt2.lua", "gpt2", "cuda-sm80", "bf16", gpt2, 5);
   char p[512];
+  /* the training API on the device: one update launch over every weight,
+   * f32 master weights where the storage is narrow, and train_<model> */
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_bf16/gpt2.cu", work);
+  assert_true(file_has(p, "  nnc_optim_update<<<grid, 256, 0, m->stream>>>(m->update_table, s, m->weights, m->master, m->grad, m->mom, m->vel);\n"));
+  assert_true(file_has(p, "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, (size_t)TRAIN_NUMEL * 4, (void **)&m->master, &e);\n"));
+  assert_true(file_has(p, "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"));
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
+  assert_false(file_has(p, "m->master + train_table[i].at, data"));
+  if (sh("nvidia-smi -L > /dev/null 2>&1") != 0) {
+    /* no GPU: train_gpt2 stops at create with the device's message */
+    assert_int_equal(sh("cd %s/gpt2_train_cuda-sm80_bf16 && ./train_gpt2 --check > train.log 2>&1", work), 1);
+    snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_bf16/train.log", work);
+    if (!file_has(p, "CUDA device")) sh("cat %s", p);
+    assert_true(file_has(p, "CUDA device"));
+  }
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
   assert_true(file_has(p, "  grad.slice: pad  (kernel "));
   assert_true(file_has(p, "    if (l >= 0 && l < in_len) y[e] = x[(o * in_len + l) * inner + i];\n"

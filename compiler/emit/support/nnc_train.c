@@ -337,7 +337,13 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
   int rc = o->val ? read_data(md, o, o->val, &val) : 0;
   if (!rc) rc = batch_init(md, o, &bt);
   else memset(&bt, 0, sizeof bt);
-  const double peak = rc ? 0 : nnc_bench_peak_gflops(o->threads);
+  /* the MFU's peak: the device's measured GEMM rate, or the CPU's FMA rate */
+  double peak = 0, gbps = 0;
+  if (!rc && md->bench->peaks) {
+    if (md->bench->peaks(m, &peak, &gbps)) peak = 0;
+  } else if (!rc) {
+    peak = nnc_bench_peak_gflops(o->threads);
+  }
   const double work = rc ? 0 : flops_per_update(md, &bt, o);
   const char *unit = md->kind == NNC_TRAIN_TOKENS ? "tokens" : "samples";
   int64_t step = rc ? 0 : md->steps(m);
