@@ -658,6 +658,68 @@ static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   return NNC_OK;
 }
 
+/* ---------------------------------------------------------------- reduce */
+
+/* A sum, mean or max over one axis of a float tensor through reduce.cuh
+ * (coalesced warps; an integer one stays a loop). */
+static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_graph *g = x->g;
+  if (k->nnodes != 1 || g->tensors[n->in[0]].dtype == NNC_I32 || g->tensors[n->out[0]].dtype == NNC_I32)
+    return cu_emit_loop_kernel(x, ki, b, err);
+  const int axis = n->attrs.axis, rank = g->tensors[n->in[0]].rank;
+  char outer[EXPR], len[EXPR], inner[EXPR], oi[EXPR], li[EXPR], ii[EXPR], px[256], py[256];
+  ec_dims_product(x, n->in[0], 0, axis, outer, sizeof outer);
+  ec_dims_product(x, n->in[0], axis, axis + 1, len, sizeof len);
+  ec_dims_product(x, n->in[0], axis + 1, rank, inner, sizeof inner);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int outer = %s, len = %s, inner = %s;\n  nnc_cuda_error e;\n", as_int(outer, oi, sizeof oi),
+                as_int(len, li, sizeof li), as_int(inner, ii, sizeof ii));
+  nnc_sb_printf(&body, "  if (nnc_cuda_reduce(%s, outer, len, inner, %s, %s, s, &e))\n",
+                n->op == NNC_OP_MAX ? "NNC_REDUCE_MAX" : n->op == NNC_OP_MEAN ? "NNC_REDUCE_MEAN" : "NNC_REDUCE_SUM",
+                ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py));
+  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------------ moves */
+
+/* A swap of the last two axes through transpose.cuh (a tile at a time);
+ * other moves are loops. */
+static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_graph *g = x->g;
+  const int rank = g->tensors[n->in[0]].rank;
+  bool swap = k->nnodes == 1 && n->op == NNC_OP_TRANSPOSE && rank >= 2 &&
+              g->tensors[n->in[0]].dtype == g->tensors[n->out[0]].dtype && n->attrs.perm[rank - 2] == rank - 1 &&
+              n->attrs.perm[rank - 1] == rank - 2;
+  for (int i = 0; swap && i < rank - 2; i++) swap = n->attrs.perm[i] == i;
+  if (!swap) return cu_emit_loop_kernel(x, ki, b, err);
+  char batch[EXPR], rows[EXPR], cols[EXPR], ri[EXPR], ci[EXPR], px[256], py[256];
+  ec_dims_product(x, n->in[0], 0, rank - 2, batch, sizeof batch);
+  dim_of(x, n->in[0], rank - 2, rows, sizeof rows);
+  dim_of(x, n->in[0], rank - 1, cols, sizeof cols);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int rows = %s, cols = %s;\n  nnc_cuda_error e;\n", as_int(rows, ri, sizeof ri),
+                as_int(cols, ci, sizeof ci));
+  char bl[EXPR + 20];
+  snprintf(bl, sizeof bl, strcmp(batch, "1") == 0 ? "%s" : "(long long)(%s)", batch);
+  nnc_sb_printf(&body, "  if (nnc_cuda_transpose_last2(%s, rows, cols, %s, %s, s, &e))\n", bl,
+                ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py));
+  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  return NNC_OK;
+}
+
 /* ------------------------------------------------------------------- loss */
 
 /* The cross-entropy and its gradient through softmax.cuh: a row a warp or
@@ -820,6 +882,8 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
     case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
     case NNC_KERNEL_LOSS: st = emit_loss(x, ki, b, err); break;
+    case NNC_KERNEL_REDUCE: st = emit_reduce(x, ki, b, err); break;
+    case NNC_KERNEL_MOVE: st = emit_move(x, ki, b, err); break;
     default: st = cu_emit_loop_kernel(x, ki, b, err); break;
     }
     if (st) return st;

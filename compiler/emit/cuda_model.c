@@ -48,7 +48,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
                    "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n"
                    "#include \"support/nnc_weights.h\"\n\n"
                    "#include \"kernels/attention.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
-                   "#include \"kernels/loops.cuh\"\n#include \"kernels/softmax.cuh\"\n%s\n", p,
+                   "#include \"kernels/loops.cuh\"\n#include \"kernels/reduce.cuh\"\n#include \"kernels/softmax.cuh\"\n#include \"kernels/transpose.cuh\"\n%s\n", p,
                 x->r->train ? "#include \"kernels/optim.cuh\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);

@@ -14,7 +14,7 @@
 typedef struct options {
   const char *data, *val, *weights, *save, *resume;
   int64_t steps, batch, seq, accumulate, eval_every, eval_batches, save_every;
-  int threads, json, check, shuffle;
+  int threads, json, check, shuffle, no_peaks;
   uint64_t seed;
   nnc_train_opts t;
 } options;
@@ -51,6 +51,7 @@ static void usage(const nnc_train_model *md, FILE *f) {
     "  --seed N          random weights and shuffles (default 1)\n"
     "  --threads N       threads (default: one per CPU)\n"
     "  --json            one JSON object per update and per evaluation\n"
+    "  --no-peaks        do not measure the machine's peak (MFU stays 0)\n"
     "  --check           the float64 checks instead of training\n",
     lm ? "(no effect on token files: they are read in order)" : "a new order of the samples on every pass");
 }
@@ -145,6 +146,7 @@ static int parse(const nnc_train_model *md, int argc, char **argv, options *o) {
     else if (strcmp(k, "--check") == 0) o->check = 1;
     else if (strcmp(k, "--sgd") == 0) o->t.sgd = 1;
     else if (strcmp(k, "--shuffle") == 0) o->shuffle = 1;
+    else if (strcmp(k, "--no-peaks") == 0) o->no_peaks = 1;
     else {
       int rc = i + 1 < argc ? parse_value(o, k, argv[i + 1]) : 1;
       if (rc) {
@@ -339,11 +341,9 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
   else memset(&bt, 0, sizeof bt);
   /* the MFU's peak: the device's measured GEMM rate, or the CPU's FMA rate */
   double peak = 0, gbps = 0;
-  if (!rc && md->bench->peaks) {
-    if (md->bench->peaks(m, &peak, &gbps)) peak = 0;
-  } else if (!rc) {
-    peak = nnc_bench_peak_gflops(o->threads);
-  }
+  const bool measure = !rc && !o->no_peaks;
+  if (measure && md->bench->peaks && md->bench->peaks(m, &peak, &gbps)) peak = 0;
+  else if (measure && !md->bench->peaks) peak = nnc_bench_peak_gflops(o->threads);
   const double work = rc ? 0 : flops_per_update(md, &bt, o);
   const char *unit = md->kind == NNC_TRAIN_TOKENS ? "tokens" : "samples";
   int64_t step = rc ? 0 : md->steps(m);
