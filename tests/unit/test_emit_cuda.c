@@ -386,12 +386,33 @@ static void test_train(void **state) {
   assert_true(file_has(p, ": each row's loss */"));
   assert_true(file_has(p, " act_grad */"));
   assert_true(file_has(p, " = (j > i2 ? 0.0f : v"));   /* the causal mask's gradient fills zeros */
-  assert_true(file_has(p, "    const int j = rem % (d->B * d->T);\n"));   /* a dim that is a product, in parentheses */
+  /* the swaps of the last two axes through transpose.cuh, the reductions through reduce.cuh */
+  assert_true(file_has(p, "  if (nnc_cuda_transpose_last2((long long)(d->B * 2), rows, cols, "));
+  assert_true(file_has(p, "  if (nnc_cuda_reduce(NNC_REDUCE_SUM, outer, len, inner, "));
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.h", work);
   assert_true(file_has(p, "  float *grad_wte_weight;   /* f32[37,24] */\n"));
   snprintf(p, sizeof p, "%s/mlp_train_cuda-sm90_tf32/mlp.cu", work);
   assert_true(file_has(p, " = (a0 > 0.0f ? a1 : 0.0f);   /* mlp.lua:"));   /* relu's gradient */
   assert_true(file_has(p, "  g.tf32 = true;   /* --precision=tf32 */\n"));
+}
+
+/* A loop's index over a dim that is a product of symbols keeps it in
+ * parentheses: rem % (B * T), not rem % B * T. */
+static void test_product_dims(void **state) {
+  (void)state;
+  char out[512], model[512], p[600];
+  nnc_error err = {0};
+  snprintf(model, sizeof model, "%s/prod.lua", work);
+  FILE *f = fopen(model, "w");
+  assert_non_null(f);
+  fputs("local B = dim(\"B\", 4)\nlocal T = dim(\"T\", 8)\nlocal x = input(\"x\", f32, { B, T, 3 })\n"
+        "output(\"y\", x:reshape { B * T, 3, 1 }:permute { 2, 1, 3 } + 0)\n", f);
+  fclose(f);
+  snprintf(out, sizeof out, "%s/prod_out", work);
+  nnc_build_opts o = {.model = model, .target = "cuda-sm80", .out_dir = out};
+  assert_int_equal(nnc_build(&o, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/prod.cu", out);
+  assert_true(file_has(p, "    const int i1 = rem % (d->B * d->T);\n"));
 }
 
 static void test_emitter_errors(void **state) {
@@ -510,6 +531,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "volta") == 0) return cmocka_run_group_tests(volta, setup, teardown);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_emitter_errors),
+    cmocka_unit_test(test_product_dims),
     cmocka_unit_test(test_models),
     cmocka_unit_test(test_storage_outputs),
     cmocka_unit_test(test_ops),
