@@ -624,6 +624,15 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   return NNC_OK;
 }
 
+/* k<ki>, whose body calls one template's host wrapper under `if (...)`
+ * with an nnc_cuda_error e: its failure names the kernel. Frees body. */
+static void template_call(const ec_ctx *x, int ki, nnc_sb *b, nnc_sb *body) {
+  nnc_sb_printf(body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
+  char head[160];
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", body);
+}
+
 /* ------------------------------------------------------------------- rows */
 
 static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
@@ -651,10 +660,7 @@ static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   else
     nnc_sb_printf(&body, "  if (nnc_cuda_rmsnorm(rows, cols, %s, cols, %s, %s, %s, cols, s, &e))\n", px,
                   ec_ptr(x, n->in[1], pg, sizeof pg), ec_literal(n->attrs.eps, false, lit, sizeof lit), py);
-  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
-  char head[160];
-  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
-  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  template_call(x, ki, b, &body);
   return NNC_OK;
 }
 
@@ -680,10 +686,7 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   nnc_sb_printf(&body, "  if (nnc_cuda_reduce(%s, outer, len, inner, %s, %s, s, &e))\n",
                 n->op == NNC_OP_MAX ? "NNC_REDUCE_MAX" : n->op == NNC_OP_MEAN ? "NNC_REDUCE_MEAN" : "NNC_REDUCE_SUM",
                 ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py));
-  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
-  char head[160];
-  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
-  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  template_call(x, ki, b, &body);
   return NNC_OK;
 }
 
@@ -713,10 +716,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   snprintf(bl, sizeof bl, strcmp(batch, "1") == 0 ? "%s" : "(long long)(%s)", batch);
   nnc_sb_printf(&body, "  if (nnc_cuda_transpose_last2(%s, rows, cols, %s, %s, s, &e))\n", bl,
                 ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py));
-  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
-  char head[160];
-  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
-  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  template_call(x, ki, b, &body);
   return NNC_OK;
 }
 
@@ -755,10 +755,7 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   else
     nnc_sb_printf(&body, "  if (nnc_cuda_cross_entropy(rows, cols, %s, cols, %s, (float *)m->ws, %s, s, &e))\n", px,
                   pt, ps);
-  nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
-  char head[160];
-  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
-  ec_emit_function(x, b, head, NULL, "&c.d", &body);
+  template_call(x, ki, b, &body);
   return NNC_OK;
 }
 
