@@ -27,6 +27,14 @@ static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
 }
 
+/* A size of the run (the dims are int64_t) as an int: 64-bit products and
+ * divisions cost several times more on a GPU, and nnc checks that every
+ * index fits an int. Constants stay as they are. */
+static char *as_index(const char *e, char *buf, size_t n) {
+  snprintf(buf, n, strstr(e, "d->") ? "(int)(%s)" : "%s", e);
+  return buf;
+}
+
 /* Room for the text of one element access. */
 #define ACCESS (EXPR * 3)
 
@@ -75,10 +83,11 @@ static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc
   for (int dd = r - 1; dd >= lo; dd--) {
     if (dd == r - 1) snprintf(id, sizeof id, "j");
     else snprintf(id, sizeof id, "i%d", dd);
-    char f[EXPR + 2];
-    /* in parentheses unless a name or a number: `rem % (d->B * d->T)`, the dim of a reshape */
+    char f[EXPR + 8];
+    /* an int, in parentheses unless a number: `rem % (int)(d->B * d->T)`, the dim of a reshape */
     dim_of(x, t, dd, dim, sizeof dim);
-    snprintf(f, sizeof f, strchr(dim, ' ') ? "(%s)" : "%s", dim);
+    if (strstr(dim, "d->")) as_index(dim, f, sizeof f);
+    else snprintf(f, sizeof f, strchr(dim, ' ') ? "(%s)" : "%s", dim);
     if (dd == 0) {
       nnc_sb_printf(b, "%*sconst int %s = rem;\n", ind, "", id);
       break;
@@ -117,12 +126,13 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
   size_t len = 0;
   buf[0] = 0;
   for (int dd = 0; dd < r; dd++) {
-    char st[EXPR], id[16], f[EXPR];
+    char st[EXPR], id[16], f[EXPR + 16], w[EXPR + 8];
     operand_stride(x, t, out, dd, st, sizeof st);
     if (!st[0]) continue;
+    as_index(st, w, sizeof w);
     if (dd == r - 1) snprintf(id, sizeof id, "j");
     else snprintf(id, sizeof id, "i%d", dd);
-    len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? " + " : "", ec_mul(id, st, f, sizeof f));
+    len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? " + " : "", ec_mul(id, w, f, sizeof f));
   }
   if (!len) snprintf(buf, n, "0");
 }
@@ -145,10 +155,15 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
           else plain[q] = true;
         }
   }
-  nnc_sb body, loop;
+  /* a work-item takes EC_UNROLL elements a stride apart: their loads first
+   * (into a<q>[u]), then the chain and the stores (more bytes in flight than
+   * one element's: a bf16 chain reached a third of an H100's bandwidth) */
+  nnc_sb body, loads, ops;
   nnc_sb_init(&body);
-  nnc_sb_init(&loop);
-  char e[EXPR], name[16], acc[ACCESS];
+  nnc_sb_init(&loads);
+  nnc_sb_init(&ops);
+  char e[EXPR], name[16], acc[ACCESS], arrays[NNC_MAX_IO * 24] = "";
+  size_t alen = 0;
   for (int q = 0; q < k->nin; q++) {
     snprintf(name, sizeof name, "x%d", q);
     lt->pointer(lt->self, &body, "const ", name, k->in[q]);
@@ -158,14 +173,16 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
     snprintf(name, sizeof name, "x%d", q);
     if (plain[q]) {
       operand_offset(x, k->in[q], out, e, sizeof e);
-      nnc_sb_printf(&loop, "    const float a%d = %s;\n", q, ld(lt, k->in[q], name, e, acc, sizeof acc));
+      nnc_sb_printf(&loads, "      a%d[u] = %s;\n", q, ld(lt, k->in[q], name, e, acc, sizeof acc));
+      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
     }
     if (as_mask[q]) {
       char S[EXPR], at[EXPR + 16];
       /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
       dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
       snprintf(at, sizeof at, "i0 * %s + j", S);
-      nnc_sb_printf(&loop, "    const float m%d = %s;\n", q, ld(lt, k->in[q], name, at, acc, sizeof acc));
+      nnc_sb_printf(&loads, "      m%d[u] = %s;\n", q, ld(lt, k->in[q], name, at, acc, sizeof acc));
+      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sm%d[NNC_UNROLL]", alen ? ", " : "", q);
     }
   }
   const char *last = "0.0f";
@@ -180,30 +197,41 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
       for (int z = 0; z < k->nin; z++)
         if (k->in[z] == t) q = z;
       char v[48];
-      if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "m%d", q);
-      else if (q >= 0) snprintf(v, sizeof v, "a%d", q);
+      if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "m%d[u]", q);
+      else if (q >= 0) snprintf(v, sizeof v, "a%d[u]", q);
       else snprintf(v, sizeof v, "v%d", t);
       snprintf(opnd[j], sizeof opnd[j], dbl && !(n->op == NNC_OP_PADDING_MASK && j == 1) ? "(double)%s" : "%s", v);
     }
     char ex[2048], where[300];
     ec_node_expr(x, n, opnd[0], n->nin > 1 ? opnd[1] : "", dbl, out, ex, sizeof ex);
     /* every value is float here: i32 results are truncated, then held as float */
-    nnc_sb_printf(&loop, "    const float v%d = %s%s%s;   /* %s %s */\n", n->out[0], dbl ? "(float)nnc_to_i32(" : "", ex,
+    nnc_sb_printf(&ops, "      const float v%d = %s%s%s;   /* %s %s */\n", n->out[0], dbl ? "(float)nnc_to_i32(" : "", ex,
                   dbl ? ")" : "", ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
     snprintf(lastbuf, sizeof lastbuf, "v%d", n->out[0]);
     last = lastbuf;
   }
-  if (i32_out) nnc_sb_printf(&loop, "    y[e] = nnc_to_i32(%s);\n", last);
-  else nnc_sb_printf(&loop, "    %s;\n", st(lt, out, "y", "e", last, acc, sizeof acc));
-  char n_expr[EXPR];
+  if (i32_out) nnc_sb_printf(&ops, "      y[e] = nnc_to_i32(%s);\n", last);
+  else nnc_sb_printf(&ops, "      %s;\n", st(lt, out, "y", "e", last, acc, sizeof acc));
+  char n_expr[EXPR], items[EXPR + 32];
   ec_elems(x, out, n_expr, sizeof n_expr);
-  nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
-  unravel(x, out, "e", loop.buf, &body, 4);
-  if (loop.buf) nnc_sb_puts(&body, loop.buf);
-  if (loop.oom) body.oom = true;
-  nnc_sb_free(&loop);
-  nnc_sb_printf(&body, "  }\n");
-  lt->finish(lt->self, ki, n_expr, &body);
+  nnc_sb_printf(&body, "  const int n = (int)(%s);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n", n_expr);
+  if (alen) nnc_sb_printf(&body, "    float %s;\n", arrays);
+  const char *item = "      if (e0 + u * stride >= n) break;\n      const int e = (int)(e0 + u * stride);\n";
+  if (loads.buf) {
+    nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", item);
+    unravel(x, out, "e", loads.buf, &body, 6);
+    nnc_sb_printf(&body, "%s    }\n", loads.buf);
+  }
+  nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", item);
+  unravel(x, out, "e", ops.buf, &body, 6);
+  if (ops.buf) nnc_sb_puts(&body, ops.buf);
+  nnc_sb_printf(&body, "    }\n  }\n");
+  if (loads.oom || ops.oom || alen >= sizeof arrays) body.oom = true;
+  nnc_sb_free(&loads);
+  nnc_sb_free(&ops);
+  /* the launch: a work-item per EC_UNROLL elements */
+  snprintf(items, sizeof items, "((%s) + %d) / %d", n_expr, EC_UNROLL - 1, EC_UNROLL);
+  lt->finish(lt->self, ki, items, &body);
   return NNC_OK;
 }
 
@@ -299,9 +327,10 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
         char id[16];
         if (dd == o->rank - 1) snprintf(id, sizeof id, "j");
         else snprintf(id, sizeof id, "i%d", dd);
+        char w[EXPR + 8];
         ec_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, stride, sizeof stride);
         len += (size_t)snprintf(e + len, len < sizeof e ? sizeof e - len : 0, "%s%s", len ? " + " : "",
-                                ec_mul(id, stride, f, sizeof f));
+                                ec_mul(id, as_index(stride, w, sizeof w), f, sizeof f));
       }
       nnc_sb_printf(&loop, "    %s;\n", cp(lt, n->out[0], "y", "e", "x", len ? e : "0", c, sizeof c));
     }

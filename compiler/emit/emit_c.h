@@ -11,6 +11,10 @@
 
 /* Room for one C expression of sizes. */
 #define EC_EXPR 512
+/* Elements a work-item of a GPU elementwise kernel takes (device_loops.c;
+ * NNC_UNROLL of the targets' kernel headers, which only the launch's size
+ * follows). */
+#define EC_UNROLL 4
 
 typedef struct ec_ctx {
   const nnc_emit_request *r;

@@ -41,10 +41,14 @@ static void preamble(ocl_ctx *o, nnc_error *err) {
     "#define expf exp\n#define logf log\n#define sqrtf sqrt\n#define tanhf tanh\n#define erff erf\n#define powf pow\n"
     "#define fmaxf fmax\n#define nnc_ld(v) ((float)(v))\n#define nnc_st(p, v) (*(p) = (v))\n"
     "#define NNC_LOOP(e, n) for (int e = (int)get_global_id(0); e < (int)(n); e += (int)get_global_size(0))\n"
+    "#define NNC_UNROLL %d\n"
+    "#define NNC_LOOP_UNROLLED(e0, stride, n) \\\n"
+    "  for (long e0 = (long)get_global_id(0), stride = (long)get_global_size(0); e0 < (long)(n); e0 += NNC_UNROLL * stride)\n"
+    "#define NNC_UNROLL_FOR(u) for (int u = 0; u < NNC_UNROLL; u++)\n"
     "#define NNC_ONE_ITEM() if (get_global_id(0) != 0) return\n"
     "inline int nnc_to_i32(double v) {\n"
     "  return v != v ? 0 : v >= 2147483647.0 ? 2147483647 : v <= -2147483648.0 ? (-2147483647 - 1) : (int)v;\n}\n\n",
-    x->p);
+    x->p, EC_UNROLL);
 }
 
 /* The candidate lists of the tuner (compiler/tune/tune_opencl.c): create
