@@ -10,6 +10,18 @@
 #include "c_simd.h"
 
 #define EXPR 512
+/* Outputs a task of a reduction over a leading axis sums at once. */
+#define RED_BLOCK 64
+/* The side of a transpose's tile. */
+#define TILE 16
+
+/* Whether transpose n swaps the last two of its rank axes alone. */
+static bool swaps_last_two(const nnc_node *n, int rank) {
+  if (rank < 2 || n->attrs.perm[rank - 2] != rank - 1 || n->attrs.perm[rank - 1] != rank - 2) return false;
+  for (int i = 0; i < rank - 2; i++)
+    if (n->attrs.perm[i] != i) return false;
+  return true;
+}
 
 static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
@@ -191,6 +203,37 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error 
   ec_assign(x, b, 2, p, n->in[0]);
   snprintf(p, sizeof p, "%s *y", ec_ctype(g, n->out[0]));
   ec_assign(x, b, 2, p, n->out[0]);
+  const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
+  if (strcmp(inner, "1") != 0) {
+    /* over a leading axis (a bias's gradient sums [B*T, N] over its rows):
+     * a task takes one outer index and a block of neighbouring outputs and
+     * walks len once with the block's sums in doubles, the loads contiguous
+     * (vectorised) instead of a column apart; every output still adds its
+     * values in the order of l, whatever the threads */
+    nnc_sb_printf(b, "  const int64_t len = %s, inner = %s, blocks = (inner + %d) / %d;\n", len, inner, RED_BLOCK - 1,
+                  RED_BLOCK);
+    nnc_sb_printf(b,
+      "  for (int64_t r = r0; r < r1; r++) {\n"
+      "    const int64_t o = r / blocks, i0 = r %% blocks * %d, w = inner - i0 < %d ? inner - i0 : %d;\n"
+      "    double sums[%d];\n"
+      "    for (int64_t i = 0; i < w; i++) sums[i] = %s;\n"
+      "    for (int64_t l = 0; l < len; l++) {\n"
+      "      const %s *xr = x + (o * len + l) * inner + i0;\n"
+      "      for (int64_t i = 0; i < w; i++) {\n",
+      RED_BLOCK, RED_BLOCK, RED_BLOCK, RED_BLOCK, max ? "-INFINITY" : "0.0", ec_ctype(g, n->in[0]));
+    if (max)
+      nnc_sb_printf(b, "        const double v = xr[i];\n"
+                       "        sums[i] = v > sums[i] || isnan(v) ? v : sums[i];   /* NaN wins, as in the reference */\n");
+    else nnc_sb_printf(b, "        sums[i] += xr[i];\n");
+    nnc_sb_printf(b, "      }\n    }\n    for (int64_t i = 0; i < w; i++) {\n      const double acc = sums[i];\n");
+    if (i32) nnc_sb_printf(b, "      y[o * inner + i0 + i] = to_i32(%s);\n    }\n  }\n", val);
+    else nnc_sb_printf(b, "      y[o * inner + i0 + i] = (float)(%s);\n    }\n  }\n", val);
+    char tasks[EXPR * 3], cols[EXPR + 16];
+    snprintf(tasks, sizeof tasks, "(%s) * (((%s) + %d) / %d)", outer, inner, RED_BLOCK - 1, RED_BLOCK);
+    snprintf(cols, sizeof cols, "(%s) * %d", len, RED_BLOCK);
+    rows_fns(x, ki, tasks, cols, &body, out_b);
+    return NNC_OK;
+  }
   nnc_sb_printf(b, "  const int64_t len = %s, inner = %s;\n", len, inner);
   nnc_sb_printf(b, "  for (int64_t o = r0; o < r1; o++)\n    for (int64_t i = 0; i < inner; i++) {\n"
                    "      const %s *xr = x + o * len * inner + i;\n      double acc = %s;\n"
@@ -199,7 +242,6 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error 
   if (max) nnc_sb_printf(b, "        acc = v > acc || isnan(v) ? v : acc;   /* NaN wins, as in the reference */\n");
   else nnc_sb_printf(b, "        acc += v;\n");
   nnc_sb_printf(b, "      }\n");
-  const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
   if (i32) nnc_sb_printf(b, "      y[o * inner + i] = to_i32(%s);\n    }\n", val);
   else nnc_sb_printf(b, "      y[o * inner + i] = (float)(%s);\n    }\n", val);
   char cols[EXPR * 2 + 8];
@@ -255,6 +297,36 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     nnc_sb_printf(&body, "  memcpy(y, x, (size_t)(%s) * sizeof *y);\n  return 0;\n", ec_elems(x, n->out[0], e, sizeof e));
     snprintf(e, sizeof e, "static int k%d(const run_ctx *c)", ki);
     ec_emit_function(x, b, e, NULL, "c->d", &body);
+    return NNC_OK;
+  }
+  if (n->op == NNC_OP_TRANSPOSE && swaps_last_two(n, g->tensors[n->in[0]].rank)) {
+    /* the swap of the last two axes in tiles: a task writes TILE rows of y
+     * (TILE columns of x) of one matrix, a TILE x TILE tile at a time, so
+     * that the column reads stay within TILE lines of x, not one a value */
+    const nnc_tensor *in = &g->tensors[n->in[0]];
+    char batch[EXPR], rows[EXPR], cols[EXPR], tasks[EXPR * 3], work[EXPR * 3];
+    ec_dims_product(x, n->in[0], 0, in->rank - 2, batch, sizeof batch);
+    dim_of(x, n->in[0], in->rank - 2, rows, sizeof rows);
+    dim_of(x, n->in[0], in->rank - 1, cols, sizeof cols);
+    snprintf(v, sizeof v, "const %s *x", ty);
+    ec_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    ec_assign(x, &body, 2, v, n->out[0]);
+    nnc_sb_printf(&body,
+      "  const int64_t rows = %s, cols = %s, blocks = (cols + %d) / %d;   /* x [.., rows, cols] */\n"
+      "  for (int64_t r = r0; r < r1; r++) {\n"
+      "    const int64_t c0 = r %% blocks * %d, cw = cols - c0 < %d ? cols - c0 : %d;\n"
+      "    const %s *xm = x + r / blocks * rows * cols;\n"
+      "    %s *ym = y + r / blocks * rows * cols;\n"
+      "    for (int64_t t0 = 0; t0 < rows; t0 += %d) {\n"
+      "      const int64_t tw = rows - t0 < %d ? rows - t0 : %d;\n"
+      "      for (int64_t c = c0; c < c0 + cw; c++)\n"
+      "        for (int64_t t = t0; t < t0 + tw; t++) ym[c * rows + t] = xm[t * cols + c];\n"
+      "    }\n  }\n",
+      rows, cols, TILE - 1, TILE, TILE, TILE, TILE, ty, ty, TILE, TILE, TILE);
+    snprintf(tasks, sizeof tasks, "(%s) * (((%s) + %d) / %d)", batch, cols, TILE - 1, TILE);
+    snprintf(work, sizeof work, "(%s) * %d", rows, TILE);
+    rows_fns(x, ki, tasks, work, &body, b);
     return NNC_OK;
   }
   if (n->op == NNC_OP_TRANSPOSE) {

@@ -77,7 +77,8 @@ static void write_pass(const ec_ctx *x, nnc_sb *b) {
 
 /* The hooks of the shared _train_accumulate and _train_update
  * (emit_c_train.c): adding a micro-batch's gradients, their sum of squares,
- * and the optimizer's pass, one per weight tensor (runtime/optim.c). */
+ * and the optimizer's pass, one per weight tensor (runtime/optim.c) split
+ * over the model's threads. */
 static void write_hooks(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p;
   nnc_sb_printf(b,
@@ -88,14 +89,23 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  *ss = 0;\n"
     "  for (int j = 0; j < NPARAMS; j++) *ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
     "  return 0;\n}\n\n"
+    "/* The optimizer on elements [r0, r1) of one weight, for the pool: the\n"
+    " * update is elementwise, so any split gives the same floats. */\n"
+    "typedef struct update_job {\n"
+    "  %s_model *m;\n  const nnrt_optim *opt;\n  float scale;\n  int j, decay;\n"
+    "} update_job;\n\n"
+    "static void update_rows(void *p, int64_t r0, int64_t r1) {\n"
+    "  const update_job *u = p;\n"
+    "  const int64_t at = train_table[u->j].at + r0;\n"
+    "  float *w = (float *)u->m->w[u->j] + r0;\n"
+    "  nnrt_optim_update(u->opt, w, u->m->grad + at, u->scale, u->m->mom + at, u->m->vel + at, r1 - r0, u->decay);\n}\n\n"
     "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
-    "    const int64_t at = train_table[j].at;\n"
-    "    nnrt_optim_update(opt, m->w[j], m->grad + at, scale, m->mom + at, m->vel + at, nnc_weights_numel(&manifest[j]),\n"
-    "                      decays(o, j));\n"
+    "    update_job u = {m, opt, scale, j, decays(o, j)};\n"
+    "    nnc_glue_rows(&m->pool, nnc_weights_numel(&manifest[j]), 1, update_rows, &u);\n"
     "  }\n"
     "  return 0;\n}\n\n",
-    p, p, p, p);
+    p, p, p, p, p);
 }
 
 /* _save, _load, and the accessors of the state. */
