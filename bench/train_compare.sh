@@ -34,6 +34,8 @@
 #             numpy are pip-installed into it when missing)
 #   THREADS   threads of every side (default 2)
 #   COMPILE   1 = also time torch.compile (default 1; ~30 s of compilation)
+#   COMPILE_MODE  its mode for GPT-2 (default max-autotune, the fastest on this
+#             CPU; default and reduce-overhead were 2-8% slower)
 #   ROUNDS    GPT-2's timing: rounds of nnc and PyTorch, alternating (default 3;
 #             round 1 also gives the losses and runs torch-f64)
 #   STEPS     steps shown in GPT-2's table (default 20)
@@ -50,6 +52,7 @@ WORK=${WORK:-/tmp/nnc-train-compare}
 PY=${PY:-python3}
 THREADS=${THREADS:-2}
 COMPILE=${COMPILE:-1}
+COMPILE_MODE=${COMPILE_MODE:-max-autotune}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-20}
 TIME_STEPS=${TIME_STEPS:-100}
@@ -111,7 +114,8 @@ run_gpt2() {
     [ "$r" -gt 1 ] && impls=${IMPLS/torch-f64,/} write=--no-write
     "$PY" "$ROOT/bench/train_peers.py" gpt2 --out "$data" --layers "$LAYERS" --d "$D" --heads "$HEADS" \
       --vocab "$VOCAB" --ctx "$CTX" --B "$B" --T "$T" --steps "$TIME_STEPS" --lr "$LR" --wd "$WD" \
-      --threads "$THREADS" --skip "$WARMUP" --impl "$impls" $write >"$WORK/gpt2_torch.$r.jsonl" \
+      --threads "$THREADS" --skip "$WARMUP" --impl "$impls" --compile-mode "$COMPILE_MODE" $write \
+      >"$WORK/gpt2_torch.$r.jsonl" \
       2>"$WORK/gpt2_torch.$r.err" || { cat "$WORK/gpt2_torch.$r.err" >&2; exit 1; }
     "$dir/train_gpt2" --data "$data/gpt2_train.bin" --weights "$data/gpt2_init.safetensors" \
       --steps "$TIME_STEPS" --batch "$B" --seq "$T" --lr "$LR" --wd "$WD" --threads "$THREADS" --json \

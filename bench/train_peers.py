@@ -25,7 +25,8 @@ over the updates after the first --skip.
 
 Implementations (--impl, comma-separated):
   torch-eager    float32, eager
-  torch-compile  float32, forward+backward through torch.compile (inductor)
+  torch-compile  float32, forward+backward through torch.compile (inductor,
+                 --compile-mode: default, reduce-overhead or max-autotune)
                  and the optimizer step compiled too; falls back to an eager
                  optimizer when that does not compile, recorded in the summary
   torch-f64      the same steps in float64 (weights, data and optimizer state
@@ -289,11 +290,11 @@ def run_impl(a, impl, init, loss_fn, batch, evaluate):
     decay_params = [p for p in plist if p.dim() >= 2]
     fn, step_fn, summary = loss_fn, opt.step, {}
     if impl == "torch-compile":
-        fn = torch.compile(loss_fn)
+        fn = torch.compile(loss_fn, mode=a.compile_mode)
         if a.warmup or a.decay_steps:
             summary["optimizer"] = "eager (a learning-rate schedule: a compiled step would recompile)"
         else:
-            step_fn = torch.compile(opt.step)
+            step_fn = torch.compile(opt.step, mode=a.compile_mode)
             summary["optimizer"] = "compiled"
     K = a.accumulate
 
@@ -349,7 +350,7 @@ def run_impl(a, impl, init, loss_fn, batch, evaluate):
     if evaluate:
         emit(dict(evaluate(params, fn, dtype), model=a.model, impl=impl, step=a.steps))
     timed = times[a.skip:] if len(times) > a.skip else times
-    summary.update(model=a.model, impl=impl, summary=True, steps=a.steps, skip=a.skip,
+    summary.update(model=a.model, impl=impl, summary=True, compile_mode=a.compile_mode, steps=a.steps, skip=a.skip,
                    median_ms=statistics.median(timed), min_ms=min(timed), first_ms=times[0],
                    total_s=total_s, threads=torch.get_num_threads(), torch=torch.__version__)
     emit(summary)
@@ -397,6 +398,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="weights and tokens")
     ap.add_argument("--skip", type=int, default=3, help="first steps left out of median_ms")
     ap.add_argument("--impl", default="torch-eager", help="comma-separated: torch-eager,torch-compile,torch-f64")
+    ap.add_argument("--compile-mode", default="default",
+                    help="torch-compile's mode: default, reduce-overhead, max-autotune")
     ap.add_argument("--eval-every", type=int, default=0, help="digits: test loss and accuracy every N steps")
     ap.add_argument("--shuffle", action="store_true", help="digits: nnc's --shuffle order")
     ap.add_argument("--shuffle-seed", type=int, default=1, help="digits: nnc's --seed for --shuffle")

@@ -20,6 +20,8 @@ void cu_train_struct(const ec_ctx *x, nnc_sb *b) {
     "                                     the optimizer's moments */\n"
     "  float *master;                /* f32 master weights (the weights are stored narrow), else NULL */\n"
     "  nnc_optim_param *update_table; /* the update's view of each weight */\n"
+    "  nnc_optim_param update_host[NPARAMS]; /* what update_table holds, once update_sent */\n"
+    "  int update_sent;\n"
     "  double *partial;              /* the gradients' sum of squares, per block */\n"
     "  float *grad_host;             /* host: _train_gradient's copy */\n"
     "  void *kept_host[%d];          /* host: _train_output's copies */\n"
@@ -121,29 +123,37 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n}\n\n",
     p, P, p, p, p, P, p);
+  /* every weight's place, size and storage are the compiler's: only the
+   * decay, which the options choose, is filled in per update */
+  const nnc_graph *g = x->g;
+  nnc_sb_printf(b, "/* The update's view of each weight (its decay: set from the options). */\n"
+                   "static const nnc_optim_param update_base[%d] = {\n", g->nparams ? g->nparams : 1);
+  int64_t at = 0, largest = 1;
+  for (int j = 0; j < g->nparams; j++) {
+    const nnc_tensor *t = &g->tensors[g->params[j]];
+    const int64_t n = nnc_tensor_max_elems(g, t);
+    nnc_sb_printf(b, "  {%lld, %lld, %lld, %s, 0},   /* %s */\n", (long long)at, (long long)n, (long long)x->w_off[j],
+                  t->dtype == NNC_BF16 ? "NNC_OPTIM_BF16" : t->dtype == NNC_F16 ? "NNC_OPTIM_F16"
+                  : t->dtype == NNC_I32 ? "NNC_OPTIM_FROZEN" : "NNC_OPTIM_F32", t->name);
+    at += n;
+    if (n > largest) largest = n;
+  }
+  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, NNC_OPTIM_FROZEN, 0},\n");
+  nnc_sb_printf(b, "};\n/* elements of the largest weight: the update's blocks along x */\n#define TRAIN_LARGEST %lldll\n\n",
+                (long long)largest);
   nnc_sb_printf(b,
-    "/* The update's view of weight j under o. */\n"
-    "static nnc_optim_param update_entry(const %s_train_options *o, int j) {\n"
-    "  nnc_optim_param q;\n"
-    "  q.at = train_table[j].at;\n"
-    "  q.n = nnc_weights_numel(&manifest[j]);\n"
-    "  q.w_off = (long long)layout[j].offset;\n"
-    "  q.stored = layout[j].stored == NNRT_BF16  ? NNC_OPTIM_BF16\n"
-    "             : layout[j].stored == NNRT_F16 ? NNC_OPTIM_F16\n"
-    "             : layout[j].stored == NNRT_I32 ? NNC_OPTIM_FROZEN\n"
-    "                                            : NNC_OPTIM_F32;\n"
-    "  q.decay = decays(o, j);\n"
-    "  return q;\n}\n\n"
     "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  nnc_optim_param table[NPARAMS];\n"
-    "  int64_t most = 1;\n"
-    "  for (int j = 0; j < NPARAMS; j++) {\n"
-    "    table[j] = update_entry(o, j);\n"
-    "    if (table[j].n > most) most = table[j].n;\n"
+    "  memcpy(table, update_base, sizeof table);\n"
+    "  for (int j = 0; j < NPARAMS; j++) table[j].decay = decays(o, j);\n"
+    "  /* the device's copy changes only when the options' decays do; a pageable\n"
+    "   * copy is staged before the call returns */\n"
+    "  if (!m->update_sent || memcmp(table, m->update_host, sizeof table) != 0) {\n"
+    "    cudaError_t ce = cudaMemcpyAsync(m->update_table, table, sizeof table, cudaMemcpyHostToDevice, m->stream);\n"
+    "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s: the update's table: %%s\", cudaGetErrorString(ce));\n"
+    "    memcpy(m->update_host, table, sizeof table);\n"
+    "    m->update_sent = 1;\n"
     "  }\n"
-    "  /* a pageable copy: the table is staged before the call returns */\n"
-    "  cudaError_t ce = cudaMemcpyAsync(m->update_table, table, sizeof table, cudaMemcpyHostToDevice, m->stream);\n"
-    "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s: the update's table: %%s\", cudaGetErrorString(ce));\n"
     "  nnc_optim_step s;\n"
     "  s.lr = opt->lr;\n  s.beta1 = opt->beta1;\n  s.beta2 = opt->beta2;\n  s.eps = opt->eps;\n"
     "  s.weight_decay = opt->weight_decay;\n  s.scale = scale;\n  s.sgd = opt->sgd;\n"
@@ -151,11 +161,11 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  s.inv_c1 = (float)(1.0 / (1.0 - pow((double)opt->beta1, (double)opt->step)));\n"
     "  s.inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow((double)opt->beta2, (double)opt->step)));\n"
     "  /* blocks along x for the largest weight; the smaller ones' extra blocks exit at once */\n"
-    "  const int64_t want = (most + 255) / 256;\n"
+    "  const int64_t want = (TRAIN_LARGEST + 255) / 256;\n"
     "  const dim3 grid((unsigned)(want < 512 ? want : 512), NPARAMS);\n"
     "  nnc_optim_update<<<grid, 256, 0, m->stream>>>(m->update_table, s, m->weights, m->master, m->grad, m->mom, m->vel);\n"
     "  return train_launched(m, \"the optimizer's update\");\n}\n\n",
-    p, p, p, P, p);
+    p, p, P, p);
 }
 
 /* _save, _load, and the accessors of the state, through host copies. */

@@ -431,20 +431,34 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
 
 /* ------------------------------------------------------------------- loss */
 
+/* What the loss and its gradient share: i32 targets, the classes V and the
+ * rows, and the logits x and targets t declared at the top of body. */
+static nnc_status loss_operands(const ec_loop_target *lt, const nnc_kernel *k, char *V, char *rows, nnc_sb *body,
+                                nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  if (x->g->tensors[n->in[1]].dtype != NNC_I32)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: %s expects i32 targets", x->r->target->name,
+                      nnc_op_info_of(n->op)->name);
+  dim_of(x, n->in[0], x->g->tensors[n->in[0]].rank - 1, V, EXPR);
+  ec_elems(x, n->in[1], rows, EXPR);
+  lt->pointer(lt->self, body, "const ", "x", n->in[0]);
+  lt->pointer(lt->self, body, "const ", "t", n->in[1]);
+  return NNC_OK;
+}
+
 static nnc_status emit_loss(const ec_loop_target *lt, int ki, nnc_error *err) {
   const ec_ctx *x = lt->x;
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
-  const nnc_tensor *l = &x->g->tensors[n->in[0]];
-  if (x->g->tensors[n->in[1]].dtype != NNC_I32)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: cross_entropy expects i32 targets", x->r->target->name);
   char V[EXPR], rows[EXPR];
-  dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
-  ec_elems(x, n->in[1], rows, sizeof rows);
   nnc_sb body;
   nnc_sb_init(&body);
-  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
-  lt->pointer(lt->self, &body, "const ", "t", n->in[1]);
+  nnc_status rc = loss_operands(lt, k, V, rows, &body, err);
+  if (rc) {
+    nnc_sb_free(&body);
+    return rc;
+  }
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   char xv[ACCESS], xt[ACCESS], y0[ACCESS];
   ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
@@ -479,16 +493,14 @@ static nnc_status emit_loss_grad(const ec_loop_target *lt, int ki, nnc_error *er
   const ec_ctx *x = lt->x;
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
-  const nnc_tensor *l = &x->g->tensors[n->in[0]];
-  if (x->g->tensors[n->in[1]].dtype != NNC_I32)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: cross_entropy_grad expects i32 targets", x->r->target->name);
   char V[EXPR], rows[EXPR];
-  dim_of(x, n->in[0], l->rank - 1, V, sizeof V);
-  ec_elems(x, n->in[1], rows, sizeof rows);
   nnc_sb body;
   nnc_sb_init(&body);
-  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
-  lt->pointer(lt->self, &body, "const ", "t", n->in[1]);
+  nnc_status rc = loss_operands(lt, k, V, rows, &body, err);
+  if (rc) {
+    nnc_sb_free(&body);
+    return rc;
+  }
   lt->pointer(lt->self, &body, "const ", "dloss", n->in[2]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   char xv[ACCESS], dl[ACCESS], g[ACCESS + 96], put[ACCESS * 3], nan[ACCESS];
