@@ -58,6 +58,10 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && o->train) st = nnc_pass_check(&g, err);
+  if (!st) {
+    ad.primitive_attention = !nnc_emit_has_grad_op(t.family, NNC_OP_ATTENTION_GRAD);
+    ad.primitive_norms = !nnc_emit_has_grad_op(t.family, NNC_OP_LAYERNORM_GRAD);
+  }
   if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);

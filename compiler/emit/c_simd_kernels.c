@@ -147,98 +147,106 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
 
 /* ------------------------------------------------------------- attention */
 
-static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+/* k<i>_sizes: the template's sizes and the strides of contiguous operands. */
+static void attn_sizes(const ec_ctx *x, int ki, const char *type, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
-  const nnc_attention_desc *a = &k->d.attn;
-  const int ops[] = {a->q, a->k, a->v, a->out};
-  const char *roles[] = {"query", "key", "value", "output"};
-  for (int i = 0; i < 4; i++) {
-    nnc_status st = want_f32(x, k, ops[i], roles[i], err);
-    if (st) return st;
-  }
-  const nnc_tensor *q = &x->g->tensors[a->q];
-  int r = q->rank;
-  if (r == 2 && a->mask >= 0 && a->causal)
-    return nnc_errorf(err, NNC_E_TARGET, k->loc,
-                      "c-simd: attention on rank-2 scores with both a causal and a padding mask is not supported; "
-                      "give q, k and v a batch dim");
-  char T[EXPR], S[EXPR], D[EXPR], Dv[EXPR], batch[EXPR], heads[EXPR], lit[64], p[256];
-  char T2[EXPR], S2[EXPR], D2[EXPR], Dv2[EXPR];
-  dim_of(x, a->q, r - 2, T2, sizeof T2);
-  dim_of(x, a->k, r - 2, S2, sizeof S2);
-  dim_of(x, a->q, r - 1, D2, sizeof D2);
-  dim_of(x, a->v, r - 1, Dv2, sizeof Dv2);
-  as_int(T2, T, sizeof T);
-  as_int(S2, S, sizeof S);
-  as_int(D2, D, sizeof D);
-  as_int(Dv2, Dv, sizeof Dv);
+  const nnc_attention_desc *a = ec_attn_desc(k);
+  ec_attn_operand o[8];
+  int n = ec_attn_operands(k, o), r = x->g->tensors[a->q].rank;
+  char T[EXPR], S[EXPR], D[EXPR], Dv[EXPR], batch[EXPR], heads[EXPR], lit[64], e[EXPR];
+  as_int(dim_of(x, a->q, r - 2, e, sizeof e), T, sizeof T);
+  as_int(dim_of(x, a->k, r - 2, e, sizeof e), S, sizeof S);
+  as_int(dim_of(x, a->q, r - 1, e, sizeof e), D, sizeof D);
+  as_int(dim_of(x, a->v, r - 1, e, sizeof e), Dv, sizeof Dv);
   nnc_sb sz;
   nnc_sb_init(&sz);
   nnc_sb_printf(&sz, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
   if (r >= 3) {
-    char bt[EXPR], hd[EXPR];
-    dim_of(x, a->q, 0, bt, sizeof bt);
-    ec_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
-    nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(hd, heads, sizeof heads));
-    nnc_sb_printf(&sz,
-      "  *a = (nnc_simd_attn_args){\n"
-      "      .batch = %s, .heads = heads, .T = T, .S = S, .D = D, .Dv = Dv,\n"
-      "      .q_st = D, .q_sh = (ptrdiff_t)T * D, .q_sb = (ptrdiff_t)heads * T * D,\n"
-      "      .k_st = D, .k_sh = (ptrdiff_t)S * D, .k_sb = (ptrdiff_t)heads * S * D,\n"
-      "      .v_st = Dv, .v_sh = (ptrdiff_t)S * Dv, .v_sb = (ptrdiff_t)heads * S * Dv,\n"
-      "      .o_st = Dv, .o_sh = (ptrdiff_t)T * Dv, .o_sb = (ptrdiff_t)heads * T * Dv,\n",
-      as_int(bt, batch, sizeof batch));
+    ec_dims_product(x, a->q, 1, r - 2, e, sizeof e);
+    nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(e, heads, sizeof heads));
+    nnc_sb_printf(&sz, "  *a = (%s){\n      .batch = %s, .heads = heads, .T = T, .S = S, .D = D, .Dv = Dv,\n", type,
+                  as_int(dim_of(x, a->q, 0, e, sizeof e), batch, sizeof batch));
+    for (int i = 0; i < n; i++) {
+      const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
+      nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = (ptrdiff_t)%s * %s, .%s_sb = (ptrdiff_t)heads * %s * %s,\n", p, w,
+                    p, rows, w, p, rows, w);
+    }
   } else if (a->mask >= 0) {
     /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */
-    nnc_sb_printf(&sz, "  *a = (nnc_simd_attn_args){\n"
-                       "      .batch = T, .heads = 1, .T = 1, .S = S, .D = D, .Dv = Dv,\n"
-                       "      .q_st = D, .q_sb = D, .k_st = D, .v_st = Dv, .o_st = Dv, .o_sb = Dv,\n");
+    nnc_sb_printf(&sz, "  *a = (%s){\n      .batch = T, .heads = 1, .T = 1, .S = S, .D = D, .Dv = Dv,\n", type);
+    for (int i = 0; i < n; i++) {
+      const char *w = o[i].wide ? "Dv" : "D";
+      if (o[i].keys) nnc_sb_printf(&sz, "      .%s_st = %s,\n", o[i].strides, w);
+      else nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sb = %s,\n", o[i].strides, w, o[i].strides, w);
+    }
   } else {
-    nnc_sb_printf(&sz, "  *a = (nnc_simd_attn_args){\n"
-                       "      .batch = 1, .heads = 1, .T = T, .S = S, .D = D, .Dv = Dv,\n"
-                       "      .q_st = D, .k_st = D, .v_st = Dv, .o_st = Dv,\n");
+    nnc_sb_printf(&sz, "  *a = (%s){\n      .batch = 1, .heads = 1, .T = T, .S = S, .D = D, .Dv = Dv,\n", type);
+    for (int i = 0; i < n; i++) nnc_sb_printf(&sz, "      .%s_st = %s,\n", o[i].strides, o[i].wide ? "Dv" : "D");
   }
   nnc_sb_printf(&sz, "      .scale = %s,%s .mask_sb = S,\n  };\n", ec_literal(a->scale, false, lit, sizeof lit),
                 a->causal ? " .causal = 1," : "");
-  nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, nnc_simd_attn_args *a) {\n", ki, x->p);
+  nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, %s *a) {\n", ki, x->p, type);
   if (!ec_names(sz.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
   if (sz.buf) nnc_sb_puts(b, sz.buf);
   if (sz.oom) b->oom = true;
   nnc_sb_printf(b, "}\n\n");
   nnc_sb_free(&sz);
+}
+
+/* Attention (nnc_simd_attention) or its backward (nnc_simd_attention_bwd). */
+static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  bool grad = k->kind == NNC_KERNEL_ATTENTION_GRAD;
+  const nnc_attention_desc *a = ec_attn_desc(k);
+  const char *type = grad ? "nnc_simd_attn_bwd_args" : "nnc_simd_attn_args";
+  const char *fn = grad ? "nnc_simd_attention_bwd" : "nnc_simd_attention";
+  ec_attn_operand o[8];
+  int n = ec_attn_operands(k, o);
+  for (int i = 0; i < n; i++) {
+    nnc_status st = want_f32(x, k, o[i].t, o[i].ptr, err);
+    if (st) return st;
+  }
+  if (x->g->tensors[a->q].rank == 2 && a->mask >= 0 && a->causal)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc,
+                      "c-simd: attention on rank-2 scores with both a causal and a padding mask is not supported; "
+                      "give q, k and v a batch dim");
+  attn_sizes(x, ki, type, b);
   bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != NNC_F32;
+  char p[256];
   nnc_sb body;
   nnc_sb_init(&body);
-  nnc_sb_printf(&body, "  nnc_simd_attn_args a;\n  k%d_sizes(c->d, &a);\n", ki);
+  nnc_sb_printf(&body, "  %s a;\n  k%d_sizes(c->d, &a);\n", type, ki);
   /* operands read or written in place of a folded head split or merge get
    * their base and strides after the contiguous ones */
   ec_attn_strides unused;
-  if (!ec_attn_view(x, a, NNC_ATTN_Q, &unused)) ec_assign(x, &body, 2, "a.q", a->q);
-  if (!ec_attn_view(x, a, NNC_ATTN_K, &unused)) ec_assign(x, &body, 2, "a.k", a->k);
-  if (!ec_attn_view(x, a, NNC_ATTN_V, &unused)) ec_assign(x, &body, 2, "a.v", a->v);
-  if (!ec_attn_view(x, a, NNC_ATTN_OUT, &unused)) ec_assign(x, &body, 2, "a.out", a->out);
-  ec_attn_emit_views(x, a, "a.", NULL, &body);
+  for (int i = 0; i < n; i++) {
+    char lhs[16];
+    snprintf(lhs, sizeof lhs, "a.%s", o[i].ptr);
+    if (grad || !ec_attn_view(x, a, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
+  }
+  if (!grad) ec_attn_emit_views(x, a, "a.", NULL, &body);
+  if (a->lse >= 0) ec_assign(x, &body, 2, "a.lse", a->lse);
   if (conv) {
     char me[EXPR], note[600];
     ec_elems(x, a->mask, me, sizeof me);
     nnc_sb_printf(&body, "  /* the %s mask %s as floats, at the start of the workspace */\n"
                      "  size_t mask_bytes = ((size_t)(%s) * sizeof(float) + 63) / 64 * 64;\n"
-                     "  int rc = ensure_ws(c->m, mask_bytes + nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads));\n"
+                     "  int rc = ensure_ws(c->m, mask_bytes + %s_workspace_bytes(&a, c->m->par.nthreads));\n"
                      "  if (rc) return rc;\n"
                      "  float *mask = c->m->ws;\n  const %s *mask_in = %s;\n"
                      "  for (int64_t i = 0; i < (int64_t)(%s); i++) mask[i] = (float)mask_in[i];\n"
                      "  a.mask = mask;\n  nnc_simd_error e;\n"
                      "  void *ws = (unsigned char *)c->m->ws + mask_bytes;\n"
-                     "  if (nnc_simd_attention(&a, &c->m->par, ws, c->m->ws_size - mask_bytes, &e))\n"
+                     "  if (%s(&a, &c->m->par, ws, c->m->ws_size - mask_bytes, &e))\n"
                      "    return kernel_failed(c->m, %d, e.msg);\n",
-                  ec_ctype(x->g, a->mask), ec_note(x, a->mask, note, sizeof note), me, ec_ctype(x->g, a->mask),
-                  ec_ptr(x, a->mask, p, sizeof p), me, ki);
+                  ec_ctype(x->g, a->mask), ec_note(x, a->mask, note, sizeof note), me, fn, ec_ctype(x->g, a->mask),
+                  ec_ptr(x, a->mask, p, sizeof p), me, fn, ki);
   } else {
     if (a->mask >= 0) ec_assign(x, &body, 2, "a.mask", a->mask);
-    nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_attention_workspace_bytes(&a, c->m->par.nthreads));\n"
+    nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, %s_workspace_bytes(&a, c->m->par.nthreads));\n"
                      "  if (rc) return rc;\n  nnc_simd_error e;\n"
-                     "  if (nnc_simd_attention(&a, &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
-                     "    return kernel_failed(c->m, %d, e.msg);\n", ki);
+                     "  if (%s(&a, &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
+                     "    return kernel_failed(c->m, %d, e.msg);\n", fn, fn, ki);
   }
   nnc_sb_printf(&body, "  return 0;\n");
   char head[64];
@@ -247,18 +255,65 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   return NNC_OK;
 }
 
+/* layernorm_grad / rmsnorm_grad: dx and the gamma (beta) sums in one
+ * pass over the rows (nnc_simd_norm_bwd), the sums' partials per chunk of
+ * rows in the workspace. */
+static nnc_status emit_norm_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  for (int i = 0; i < n->nin; i++) {
+    nnc_status st = want_f32(x, k, n->in[i], i == 1 ? "weight" : "input", err);
+    if (st) return st;
+  }
+  bool layer = n->op == NNC_OP_LAYERNORM_GRAD;
+  const nnc_tensor *t = &x->g->tensors[n->in[0]];
+  char rows[EXPR], cols[EXPR], lit[64], ri[EXPR], ci[EXPR];
+  ec_dims_product(x, n->in[0], 0, t->rank - 1, rows, sizeof rows);
+  ec_dims_product(x, n->in[0], t->rank - 1, t->rank, cols, sizeof cols);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  const int rows = %s, cols = %s;\n", as_int(rows, ri, sizeof ri), as_int(cols, ci, sizeof ci));
+  ec_assign(x, &body, 2, "const float *x", n->in[0]);
+  ec_assign(x, &body, 2, "const float *gamma", n->in[1]);
+  ec_assign(x, &body, 2, "const float *dy", n->in[2]);
+  ec_assign(x, &body, 2, "float *dx", n->out[0]);
+  ec_assign(x, &body, 2, "float *dgamma", n->out[1]);
+  if (layer) ec_assign(x, &body, 2, "float *dbeta", n->out[2]);
+  nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_norm_bwd_workspace_bytes(rows, cols, c->m->par.nthreads));\n"
+                       "  if (rc) return rc;\n  nnc_simd_error e;\n"
+                       "  if (nnc_simd_norm_bwd(rows, cols, %d, %s, x, cols, dy, cols, gamma, dx, cols, dgamma, %s,\n"
+                       "                        &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
+                       "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
+                layer ? 0 : 1, ec_literal(n->attrs.eps, false, lit, sizeof lit), layer ? "dbeta" : "NULL", ki);
+  char head[64];
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, b, head, NULL, "c->d", &body);
+  return NNC_OK;
+}
+
 void cs_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
-  if (k->kind == NNC_KERNEL_GEMM) {
+  if (k->kind == NNC_KERNEL_NORM_GRAD) {
+    const nnc_tensor *t = &x->g->tensors[x->g->nodes[k->nodes[0]].in[0]];
+    char rows[EXPR], cols[EXPR];
+    ec_dims_product(x, x->g->nodes[k->nodes[0]].in[0], 0, t->rank - 1, rows, sizeof rows);
+    ec_dims_product(x, x->g->nodes[k->nodes[0]].in[0], t->rank - 1, t->rank, cols, sizeof cols);
+    nnc_sb_printf(b, "  {   /* kernel %d: the gamma and beta sums' partials */\n"
+                     "    size_t w = nnc_simd_norm_bwd_workspace_bytes((int)(%s), (int)(%s), nthreads);\n"
+                     "    if (w > need) need = w;\n  }\n", ki, rows, cols);
+  } else if (k->kind == NNC_KERNEL_GEMM) {
     nnc_sb_printf(b, "  {\n    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"
                      "    size_t w = nnc_simd_gemm_workspace_bytes(&g, nthreads);\n    if (w > need) need = w;\n  }\n", ki);
-  } else if (k->kind == NNC_KERNEL_ATTENTION) {
-    nnc_sb_printf(b, "  {\n    nnc_simd_attn_args a;\n    k%d_sizes(d, &a);\n"
-                     "    size_t w = nnc_simd_attention_workspace_bytes(&a, nthreads);\n", ki);
-    if (k->d.attn.mask >= 0 && x->g->tensors[k->d.attn.mask].dtype != NNC_F32) {
+  } else if (k->kind == NNC_KERNEL_ATTENTION || k->kind == NNC_KERNEL_ATTENTION_GRAD) {
+    bool grad = k->kind == NNC_KERNEL_ATTENTION_GRAD;
+    int mask = ec_attn_desc(k)->mask;
+    nnc_sb_printf(b, "  {\n    %s a;\n    k%d_sizes(d, &a);\n    size_t w = %s_workspace_bytes(&a, nthreads);\n",
+                  grad ? "nnc_simd_attn_bwd_args" : "nnc_simd_attn_args", ki,
+                  grad ? "nnc_simd_attention_bwd" : "nnc_simd_attention");
+    if (mask >= 0 && x->g->tensors[mask].dtype != NNC_F32) {
       char me[EXPR];
       nnc_sb_printf(b, "    w += ((size_t)(%s) * sizeof(float) + 63) / 64 * 64;   /* the mask as floats */\n",
-                    ec_elems(x, k->d.attn.mask, me, sizeof me));
+                    ec_elems(x, mask, me, sizeof me));
     }
     nnc_sb_printf(b, "    if (w > need) need = w;\n  }\n");
   }
@@ -388,8 +443,10 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     nnc_status st = NNC_OK;
     switch (k->kind) {
     case NNC_KERNEL_GEMM: st = emit_gemm(x, ki, b, err); break;
-    case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
+    case NNC_KERNEL_ATTENTION:
+    case NNC_KERNEL_ATTENTION_GRAD: st = emit_attention(x, ki, b, err); break;
     case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
+    case NNC_KERNEL_NORM_GRAD: st = emit_norm_grad(x, ki, b, err); break;
     case NNC_KERNEL_GATHER:
       /* the lookup through its template; its gradient, a scatter-add, as a loop */
       if (x->g->nodes[k->nodes[0]].op == NNC_OP_EMBEDDING) st = emit_gather(x, ki, b, err);

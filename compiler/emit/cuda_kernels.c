@@ -491,13 +491,30 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
 
 void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
-  if (k->kind == NNC_KERNEL_ATTENTION) {
-    const nnc_attention_desc *a = &k->d.attn;
-    if (a->mask < 0 || x->g->tensors[a->mask].dtype == x->g->tensors[a->q].dtype) return;
-    char me[EXPR];
-    nnc_sb_printf(b, "  {\n    size_t w = (size_t)(%s) * sizeof(%s);   /* kernel %d: the mask as q's type */\n"
-                     "    if (w > need) need = w;\n  }\n",
-                  ec_elems(x, a->mask, me, sizeof me), cu_stype(x, a->q), ki);
+  if (k->kind == NNC_KERNEL_ATTENTION || k->kind == NNC_KERNEL_ATTENTION_GRAD) {
+    const nnc_attention_desc *a = ec_attn_desc(k);
+    bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype;
+    bool grad = k->kind == NNC_KERNEL_ATTENTION_GRAD;
+    if (!conv && !grad) return;
+    char me[EXPR], rows[EXPR];
+    nnc_sb_printf(b, "  {\n    size_t w = 0;\n");
+    if (conv)
+      nnc_sb_printf(b, "    w += pad_offset((size_t)(%s) * sizeof(%s));   /* kernel %d: the mask as q's type */\n",
+                    ec_elems(x, a->mask, me, sizeof me), cu_stype(x, a->q), ki);
+    if (grad)
+      nnc_sb_printf(b, "    w += (size_t)(%s) * sizeof(float);   /* kernel %d: a float per query row */\n",
+                    ec_elems(x, a->lse, rows, sizeof rows), ki);
+    nnc_sb_printf(b, "    if (w > need) need = w;\n  }\n");
+    return;
+  }
+  if (k->kind == NNC_KERNEL_NORM_GRAD) {
+    int xt = x->g->nodes[k->nodes[0]].in[0];
+    const nnc_tensor *t = &x->g->tensors[xt];
+    char rows[EXPR], cols[EXPR];
+    ec_dims_product(x, xt, 0, t->rank - 1, rows, sizeof rows);
+    ec_dims_product(x, xt, t->rank - 1, t->rank, cols, sizeof cols);
+    nnc_sb_printf(b, "  {\n    size_t w = nnc_cuda_norm_bwd_workspace_bytes((int)(%s), (int)(%s));   /* kernel %d: "
+                     "the gamma and beta sums' partials */\n    if (w > need) need = w;\n  }\n", rows, cols, ki);
     return;
   }
   if (k->kind == NNC_KERNEL_LOSS && x->g->nodes[k->nodes[0]].op == NNC_OP_CROSS_ENTROPY) {
@@ -546,15 +563,21 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
 
 /* ------------------------------------------------------------- attention */
 
+/* Attention (nnc_cuda_attention) or its backward (nnc_cuda_attention_bwd):
+ * sizes and the strides of contiguous operands, then pointers, the mask
+ * (converted to q's type in the workspace when it is not) and the call. */
 static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
-  const nnc_attention_desc *a = &k->d.attn;
+  bool grad = k->kind == NNC_KERNEL_ATTENTION_GRAD;
+  const nnc_attention_desc *a = ec_attn_desc(k);
   const nnc_tensor *q = &x->g->tensors[a->q];
   int r = q->rank;
   if (r == 2 && a->mask >= 0 && a->causal)
     return nnc_errorf(err, NNC_E_TARGET, k->loc,
                       "%s: attention on rank-2 scores with both a causal and a padding mask is not supported; "
                       "give q, k and v a batch dim", x->r->target->name);
+  ec_attn_operand o[8];
+  int n = ec_attn_operands(k, o);
   char T[EXPR], S[EXPR], D[EXPR], Dv[EXPR], t2[EXPR], s2[EXPR], d2[EXPR], v2[EXPR], lit[64];
   as_int(dim_of(x, a->q, r - 2, t2, sizeof t2), T, sizeof T);
   as_int(dim_of(x, a->k, r - 2, s2, sizeof s2), S, sizeof S);
@@ -564,43 +587,49 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
-  nnc_sb_printf(&body, "  nnc_cuda_attn_args<%s> a = {};\n", ty);
+  nnc_sb_printf(&body, "  nnc_cuda_attn%s_args<%s> a = {};\n", grad ? "_bwd" : "", ty);
   if (r >= 3) {
     char bt[EXPR], hd[EXPR], bi[EXPR], hi[EXPR];
     dim_of(x, a->q, 0, bt, sizeof bt);
     ec_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
-    /* a batch dim of k or v that is 1 broadcasts: stride 0 */
-    bool kb = !nnc_dim_eq_const(x->g->tensors[a->k].shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);
-    bool vb = !nnc_dim_eq_const(x->g->tensors[a->v].shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);
     nnc_sb_printf(&body, "  const int heads = %s;\n", as_int(hd, hi, sizeof hi));
-    nnc_sb_printf(&body,
-      "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n"
-      "  a.q_st = D;\n  a.q_sh = (long long)T * D;\n  a.q_sb = (long long)heads * T * D;\n"
-      "  a.k_st = D;\n  a.k_sh = (long long)S * D;\n  a.k_sb = %s;\n"
-      "  a.v_st = Dv;\n  a.v_sh = (long long)S * Dv;\n  a.v_sb = %s;\n"
-      "  a.o_st = Dv;\n  a.o_sh = (long long)T * Dv;\n  a.o_sb = (long long)heads * T * Dv;\n",
-      as_int(bt, bi, sizeof bi), kb ? "(long long)heads * S * D" : "0", vb ? "(long long)heads * S * Dv" : "0");
-  } else if (a->mask >= 0) {
-    /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */
-    nnc_sb_printf(&body, "  a.batch = T;\n  a.heads = 1;\n  a.T = 1;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n"
-                         "  a.q_st = D;\n  a.q_sb = D;\n  a.k_st = D;\n  a.v_st = Dv;\n  a.o_st = Dv;\n  a.o_sb = Dv;\n");
+    nnc_sb_printf(&body, "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n",
+                  as_int(bt, bi, sizeof bi));
+    for (int i = 0; i < n; i++) {
+      const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
+      /* a batch dim of k or v that is 1 broadcasts: stride 0 */
+      bool bcast = nnc_dim_eq_const(x->g->tensors[o[i].t].shape[0], 1) && !nnc_dim_eq_const(q->shape[0], 1);
+      nnc_sb_printf(&body, "  a.%s_st = %s;\n  a.%s_sh = (long long)%s * %s;\n", p, w, p, rows, w);
+      if (bcast) nnc_sb_printf(&body, "  a.%s_sb = 0;\n", p);
+      else nnc_sb_printf(&body, "  a.%s_sb = (long long)heads * %s * %s;\n", p, rows, w);
+    }
   } else {
-    nnc_sb_printf(&body, "  a.batch = 1;\n  a.heads = 1;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n"
-                         "  a.q_st = D;\n  a.k_st = D;\n  a.v_st = Dv;\n  a.o_st = Dv;\n");
+    /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */
+    bool rows = a->mask >= 0;
+    nnc_sb_printf(&body, "  a.batch = %s;\n  a.heads = 1;\n  a.T = %s;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n",
+                  rows ? "T" : "1", rows ? "1" : "T");
+    for (int i = 0; i < n; i++) {
+      const char *w = o[i].wide ? "Dv" : "D";
+      nnc_sb_printf(&body, "  a.%s_st = %s;\n", o[i].strides, w);
+      if (rows && !o[i].keys) nnc_sb_printf(&body, "  a.%s_sb = %s;\n", o[i].strides, w);
+    }
   }
   nnc_sb_printf(&body, "  a.scale = %s;\n  a.causal = %d;\n", ec_literal(a->scale, false, lit, sizeof lit),
                 a->causal ? 1 : 0);
   if (x->r->precision.tf32 && x->g->tensors[a->q].dtype == NNC_F32)
-    nnc_sb_printf(&body, "  a.tf32 = 1;       /* --precision=tf32: q.k and p.v on tf32 tensor cores */\n");
+    nnc_sb_printf(&body, "  a.tf32 = 1;       /* --precision=tf32: the products on tf32 tensor cores */\n");
   /* operands read or written in place of a folded head split or merge get
    * their base and strides after the contiguous ones */
   ec_attn_strides unused;
-  if (!ec_attn_view(x, a, NNC_ATTN_Q, &unused)) ec_assign(x, &body, 2, "a.q", a->q);
-  if (!ec_attn_view(x, a, NNC_ATTN_K, &unused)) ec_assign(x, &body, 2, "a.k", a->k);
-  if (!ec_attn_view(x, a, NNC_ATTN_V, &unused)) ec_assign(x, &body, 2, "a.v", a->v);
-  if (!ec_attn_view(x, a, NNC_ATTN_OUT, &unused)) ec_assign(x, &body, 2, "a.out", a->out);
-  ec_attn_emit_views(x, a, "a.", NULL, &body);
-  if (a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype) {
+  for (int i = 0; i < n; i++) {
+    char lhs[16];
+    snprintf(lhs, sizeof lhs, "a.%s", o[i].ptr);
+    if (grad || !ec_attn_view(x, a, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
+  }
+  if (!grad) ec_attn_emit_views(x, a, "a.", NULL, &body);
+  if (a->lse >= 0) ec_assign(x, &body, 2, "a.lse", a->lse);
+  bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype;
+  if (conv) {
     /* the template reads the mask in q's type: convert it into the workspace */
     char me[EXPR], pm[256], note[600];
     ec_elems(x, a->mask, me, sizeof me);
@@ -616,8 +645,12 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
     ec_assign(x, &body, 2, "a.mask", a->mask);
     nnc_sb_printf(&body, "  a.mask_sb = S;\n");
   }
-  nnc_sb_printf(&body, "  nnc_cuda_error e;\n  if (nnc_cuda_attention(a, s, &e)) return kernel_failed(m, %d, e.msg);\n"
-                       "  return 0;\n", ki);
+  if (grad)
+    nnc_sb_printf(&body, "  /* each query row's sum of dout * out%s */\n"
+                         "  a.delta = (float *)((unsigned char *)m->ws + %s);\n",
+                  conv ? ", after the mask" : "", conv ? "pad_offset((size_t)mask_n * sizeof(*mask))" : "0");
+  nnc_sb_printf(&body, "  nnc_cuda_error e;\n  if (nnc_cuda_attention%s(a, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                       "  return 0;\n", grad ? "_bwd" : "", ki);
   char head[160];
   snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
   ec_emit_function(x, b, head, NULL, "&c.d", &body);
@@ -634,6 +667,34 @@ static void template_call(const ec_ctx *x, int ki, nnc_sb *b, nnc_sb *body) {
 }
 
 /* ------------------------------------------------------------------- rows */
+
+/* layernorm_grad / rmsnorm_grad (norm_bwd.cuh): dx and the gamma (beta)
+ * sums in one pass over the rows; the sums' partials per chunk of rows go
+ * to the workspace and are added in chunk order (the same bits every run). */
+static nnc_status emit_norm_grad(const ec_ctx *x, int ki, nnc_sb *b) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  const nnc_tensor *in = &x->g->tensors[n->in[0]];
+  bool layer = n->op == NNC_OP_LAYERNORM_GRAD;
+  char rows[EXPR], cols[EXPR], ri[EXPR], ci[EXPR], lit[64];
+  ec_dims_product(x, n->in[0], 0, in->rank - 1, rows, sizeof rows);
+  dim_of(x, n->in[0], in->rank - 1, cols, sizeof cols);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  nnc_cuda_norm_bwd_args<%s> a = {};\n  a.rows = %s;\n  a.cols = %s;\n  a.rms = %d;\n  a.eps = %s;\n",
+                cu_stype(x, n->in[0]), as_int(rows, ri, sizeof ri), as_int(cols, ci, sizeof ci), layer ? 0 : 1,
+                ec_literal(n->attrs.eps, false, lit, sizeof lit));
+  ec_assign(x, &body, 2, "a.x", n->in[0]);
+  ec_assign(x, &body, 2, "a.gamma", n->in[1]);
+  ec_assign(x, &body, 2, "a.dy", n->in[2]);
+  ec_assign(x, &body, 2, "a.dx", n->out[0]);
+  ec_assign(x, &body, 2, "a.dgamma", n->out[1]);
+  if (layer) ec_assign(x, &body, 2, "a.dbeta", n->out[2]);
+  nnc_sb_printf(&body, "  a.ldx = a.lddy = a.lddx = a.cols;\n  a.work = (float *)m->ws;\n"
+                       "  nnc_cuda_error e;\n  if (nnc_cuda_norm_bwd(a, s, &e))\n");
+  template_call(x, ki, b, &body);
+  return NNC_OK;
+}
 
 static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
@@ -876,8 +937,10 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     nnc_status st = NNC_OK;
     switch (k->kind) {
     case NNC_KERNEL_GEMM: st = emit_gemm_kernel(x, ki, b, err); break;
-    case NNC_KERNEL_ATTENTION: st = emit_attention(x, ki, b, err); break;
+    case NNC_KERNEL_ATTENTION:
+    case NNC_KERNEL_ATTENTION_GRAD: st = emit_attention(x, ki, b, err); break;
     case NNC_KERNEL_ROW: st = emit_row(x, ki, b, err); break;
+    case NNC_KERNEL_NORM_GRAD: st = emit_norm_grad(x, ki, b); break;
     case NNC_KERNEL_LOSS: st = emit_loss(x, ki, b, err); break;
     case NNC_KERNEL_REDUCE: st = emit_reduce(x, ki, b, err); break;
     case NNC_KERNEL_MOVE: st = emit_move(x, ki, b, err); break;

@@ -49,7 +49,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
                    "#include \"support/nnc_weights.h\"\n\n"
                    "#include \"kernels/attention.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
                    "#include \"kernels/loops.cuh\"\n#include \"kernels/reduce.cuh\"\n#include \"kernels/softmax.cuh\"\n#include \"kernels/transpose.cuh\"\n%s\n", p,
-                x->r->train ? "#include \"kernels/optim.cuh\"\n" : "");
+                x->r->train ? "#include \"kernels/attention_bwd.cuh\"\n#include \"kernels/norm_bwd.cuh\"\n#include \"kernels/optim.cuh\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"

@@ -218,8 +218,15 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
   if (alen) nnc_sb_printf(&body, "    float %s;\n", arrays);
   const char *item = "      if (e0 + u * stride >= n) break;\n      const int e = (int)(e0 + u * stride);\n";
   if (loads.buf) {
-    nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", item);
-    unravel(x, out, "e", loads.buf, &body, 6);
+    /* loads of broadcast scalars only (an expand of [1]) need no index */
+    nnc_sb idx;
+    nnc_sb_init(&idx);
+    unravel(x, out, "e", loads.buf, &idx, 6);
+    bool uses_e = idx.buf || ec_names(loads.buf, "e");
+    nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", uses_e ? item : "      if (e0 + u * stride >= n) break;\n");
+    if (idx.buf) nnc_sb_puts(&body, idx.buf);
+    if (idx.oom) body.oom = true;
+    nnc_sb_free(&idx);
     nnc_sb_printf(&body, "%s    }\n", loads.buf);
   }
   nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", item);

@@ -19,15 +19,21 @@
 #define MARKER ".nnc-output"
 
 static const nnc_emitter emitters[] = {
-  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL},
-  {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants},
-  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL},
+  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true},
+  {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true},
+  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
   for (size_t i = 0; i < sizeof emitters / sizeof emitters[0]; i++)
     if (emitters[i].family == f) return &emitters[i];
   return NULL;
+}
+
+bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op) {
+  const nnc_emitter *e = emitter_of(f);
+  if (!e) return false;
+  return op == NNC_OP_ATTENTION_GRAD ? e->attention_grad : (op == NNC_OP_LAYERNORM_GRAD || op == NNC_OP_RMSNORM_GRAD) && e->norm_grad;
 }
 
 nnc_status nnc_emit_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err) {

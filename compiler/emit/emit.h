@@ -40,7 +40,14 @@ typedef struct nnc_emitter {
   nnc_status (*emit)(const nnc_emit_request *r, const char *dir, nnc_error *err);
   /* Fills out[k] for each of r->s->nk kernels; NULL: one implementation each. */
   nnc_status (*variants)(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err);
+  /* Whether it writes the attention op and its flash backward, and the
+   * norms' fused backward (--train); without, they train as primitive ops. */
+  bool attention_grad, norm_grad;
 } nnc_emitter;
+
+/* Whether the emitter of family f writes the fused gradient op `op`
+ * (attention_grad, layernorm_grad or rmsnorm_grad) under --train. */
+bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op);
 
 /* The variants of every kernel of r (out holds r->s->nk entries; all n = 0
  * on a target without choices). */

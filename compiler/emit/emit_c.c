@@ -360,8 +360,10 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       ec_dims_product(x, k->d.gemm.out, 0, s.nb, batch, sizeof batch);
       if (strcmp(batch, "1") != 0) snprintf(bt, sizeof bt, " * (double)(%s)", batch);
       nnc_sb_printf(b, "    *flops = 2.0%s * (double)(%s) * (double)(%s) * (double)(%s);\n", bt, s.M, s.N, s.K);
-    } else if (k->kind == NNC_KERNEL_ATTENTION) {
-      const nnc_attention_desc *a = &k->d.attn;
+    } else if (k->kind == NNC_KERNEL_ATTENTION || k->kind == NNC_KERNEL_ATTENTION_GRAD) {
+      /* the backward's useful work is five products of the forward's two */
+      const char *mul = k->kind == NNC_KERNEL_ATTENTION ? "2.0" : "5.0";
+      const nnc_attention_desc *a = ec_attn_desc(k);
       int r = x->g->tensors[a->q].rank;
       char S[EXPR], D[EXPR], Dv[EXPR];
       nnc_emit_dim_expr(x->g, x->g->tensors[a->k].shape[r - 2], "d->", S, sizeof S);
@@ -371,13 +373,13 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
         /* query i sees i + 1 + S - T keys: T*S - T*(T-1)/2 pairs a head */
         char T[EXPR];
         nnc_emit_dim_expr(x->g, x->g->tensors[a->q].shape[r - 2], "d->", T, sizeof T);
-        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) / (double)(%s) *\n"
+        nnc_sb_printf(b, "    *flops = %s * %s / (double)(%s) / (double)(%s) *\n"
                          "             ((double)(%s) * (double)(%s) - (double)(%s) * ((double)(%s) - 1) / 2) *\n"
                          "             ((double)(%s) + (double)(%s));\n",
-                      delems(x, a->q, e, sizeof e), D, T, T, S, T, T, D, Dv);
+                      mul, delems(x, a->q, e, sizeof e), D, T, T, S, T, T, D, Dv);
       } else {
-        nnc_sb_printf(b, "    *flops = 2.0 * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
-                      delems(x, a->q, e, sizeof e), D, S, D, Dv);
+        nnc_sb_printf(b, "    *flops = %s * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
+                      mul, delems(x, a->q, e, sizeof e), D, S, D, Dv);
       }
     } else {
       int t = k->kind == NNC_KERNEL_REDUCE || k->kind == NNC_KERNEL_LOSS ? k->in[0] : k->out[0];
@@ -623,4 +625,25 @@ nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
   }
   x->w_off[g->nparams] = off;
   return NNC_OK;
+}
+
+const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k) {
+  return k->kind == NNC_KERNEL_ATTENTION_GRAD ? &k->d.attn_grad.fwd : &k->d.attn;
+}
+
+int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o) {
+  const nnc_attention_desc *a = ec_attn_desc(k);
+  int n = 0;
+  o[n++] = (ec_attn_operand){"q", "q", a->q, false, false};
+  o[n++] = (ec_attn_operand){"k", "k", a->k, true, false};
+  o[n++] = (ec_attn_operand){"v", "v", a->v, true, true};
+  o[n++] = (ec_attn_operand){"o", "out", a->out, false, true};
+  if (k->kind == NNC_KERNEL_ATTENTION_GRAD) {
+    const nnc_attention_grad_desc *g = &k->d.attn_grad;
+    o[n++] = (ec_attn_operand){"do", "dout", g->dout, false, true};
+    o[n++] = (ec_attn_operand){"dq", "dq", g->dq, false, false};
+    o[n++] = (ec_attn_operand){"dk", "dk", g->dk, true, false};
+    o[n++] = (ec_attn_operand){"dv", "dv", g->dv, true, true};
+  }
+  return n;
 }

@@ -153,6 +153,21 @@ bool ec_attn_view(const ec_ctx *x, const nnc_attention_desc *a, int i, ec_attn_s
  * "a." or "a->"); cast, when not NULL, prefixes the pointer. */
 void ec_attn_emit_views(const ec_ctx *x, const nnc_attention_desc *a, const char *arg, const char *cast, nnc_sb *b);
 
+/* One operand of an attention kernel or of its backward as the templates
+ * name it: the prefix of its stride fields (q -> q_sb, q_sh, q_st), its
+ * pointer field, its tensor, whether its rows are keys (S) rather than
+ * queries (T) and whether they are v's width (Dv) rather than D. */
+typedef struct ec_attn_operand {
+  const char *strides, *ptr;
+  int t;
+  bool keys, wide;
+} ec_attn_operand;
+/* Kernel k's operands in the templates' order (q, k, v, out; then dout, dq,
+ * dk, dv for the backward); returns how many (at most 8). */
+int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o);
+/* The forward's descriptor of an attention or attention_grad kernel. */
+const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k);
+
 /* How a GPU target turns the loop kernels of device_loops.c into its own
  * code: pointer declares tensor t as `name` for the kernel (a line of body
  * on CUDA, a kernel parameter on OpenCL); finish wraps body as kernel ki over

@@ -108,6 +108,7 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     /* the gradient ops' attributes, where a node has them (--train) */
     if (a->act) nnc_sb_printf(&b, ", .act = %d", (int)a->act);
     if (a->mask_zero) nnc_sb_printf(&b, ", .mask_zero = 1");
+    if (a->causal) nnc_sb_printf(&b, ", .causal = 1");
     nnc_sb_printf(&b, "},\n");
     nnc_sb_printf(&b, "   \"%s\", %d},\n", nnc_emit_c_string(n->label ? n->label : "", s, sizeof s), n->loc.line);
   }

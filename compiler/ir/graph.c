@@ -205,6 +205,31 @@ nnc_status nnc_graph_add_node(nnc_graph *g, nnc_op op, int nin, const int *in,
   return NNC_OK;
 }
 
+nnc_status nnc_graph_rewrite_node(nnc_graph *g, int node, nnc_op op, int nin, const int *in,
+                                  const nnc_attrs *attrs, int extra, nnc_error *err) {
+  if (node < 0 || node >= g->nnodes || op <= NNC_OP_NONE || op >= NNC_OP_COUNT || nin < 0 || nin > NNC_MAX_IO ||
+      extra < 0 || g->nodes[node].nout + extra > NNC_MAX_IO)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "rewrite_node: node %d, op %d, %d inputs, %d more outputs",
+                      node, (int)op, nin, extra);
+  for (int i = 0; i < extra; i++) {
+    const nnc_node *n = &g->nodes[node];
+    char name[256];
+    snprintf(name, sizeof name, "%s#%d", n->label, n->nout + 1);
+    int id;
+    nnc_status st = add_tensor(g, name, NNC_TENSOR_VALUE, NNC_F32, 0, NULL, n->loc, &id, err);
+    if (st) return st;
+    g->tensors[id].producer = node;
+    g->nodes[node].out[g->nodes[node].nout++] = id;
+  }
+  nnc_node *n = &g->nodes[node];
+  n->op = op;
+  n->nin = nin;
+  memcpy(n->in, in, (size_t)nin * sizeof *in);
+  memset(&n->attrs, 0, sizeof n->attrs);
+  if (attrs) n->attrs = *attrs;
+  return NNC_OK;
+}
+
 nnc_status nnc_graph_add_output(nnc_graph *g, const char *name, int tensor,
                                 nnc_srcloc loc, nnc_error *err) {
   if (tensor < 0 || tensor >= g->ntensors)

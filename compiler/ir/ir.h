@@ -110,6 +110,11 @@ typedef enum nnc_op {
   NNC_OP_EMBEDDING,     /* in: table [V, C], ids i32 [...]; out [..., C] */
   /* loss */
   NNC_OP_CROSS_ENTROPY, /* in: logits [..., V], targets i32 [...]; out: mean loss, shape [] */
+  /* attention as one op: what --train turns the sdpa pattern into (passes/attention_op.c) so
+   * that its gradient is a flash-attention backward instead of T x T matrices */
+  NNC_OP_ATTENTION,     /* in: q [..., T, D], k [..., S, D], v [..., S, Dv], [mask [B, S]];
+                           attrs.scalar (the scale), attrs.causal; out: o [..., T, Dv] and
+                           lse f32 [..., T], each row's log-sum-exp of its scaled, masked scores */
   /* gradients: what the autodiff pass (passes/autodiff.c) writes besides the
    * ops above. Each is the VJP of one forward op that the others cannot
    * express without a copy or a T x T detour. */
@@ -122,6 +127,9 @@ typedef enum nnc_op {
                             row ids[i] is the sum of the dy rows that looked it up */
   NNC_OP_CROSS_ENTROPY_GRAD, /* in: logits [..., V], targets i32 [...], dloss []; out: d loss / d logits,
                                 (softmax(logits) - onehot(targets)) * dloss / rows */
+  NNC_OP_ATTENTION_GRAD, /* in: q, k, v, o, lse, do, [mask] of an attention; attrs as its; out: dq, dk, dv */
+  NNC_OP_LAYERNORM_GRAD, /* in: x, gamma, dy; attrs.eps; out: dx, dgamma, dbeta (the row statistics recomputed) */
+  NNC_OP_RMSNORM_GRAD,   /* in: x, gamma, dy; attrs.eps; out: dx, dgamma */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -135,13 +143,15 @@ typedef enum nnc_op_class {
   NNC_CLASS_REDUCE,
   NNC_CLASS_MOVE,       /* reshape, transpose, slice, concat, split */
   NNC_CLASS_GATHER,     /* embedding and its gradient (a scatter-add) */
-  NNC_CLASS_LOSS        /* cross-entropy and its gradient */
+  NNC_CLASS_LOSS,       /* cross-entropy and its gradient */
+  NNC_CLASS_ATTENTION   /* attention and its gradient */
 } nnc_op_class;
 
 typedef struct nnc_op_info {
   const char *name;     /* as written in the DSL, e.g. "layernorm" */
   nnc_op_class cls;
   int min_in, max_in;   /* arity; max_in == NNC_MAX_IO for concat */
+  int nout;             /* outputs; 0 for split (its outputs' count is the model's) */
 } nnc_op_info;
 
 const nnc_op_info *nnc_op_info_of(nnc_op op);
@@ -164,6 +174,7 @@ typedef struct nnc_attrs {
   nnc_dtype to;              /* cast */
   nnc_op act;                /* act_grad: the activation whose derivative it applies */
   bool mask_zero;            /* masks: masked entries become 0, not -inf (a mask's gradient) */
+  bool causal;               /* attention, attention_grad */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */
@@ -245,6 +256,12 @@ nnc_status nnc_graph_add_node(nnc_graph *g, nnc_op op, int nin, const int *in,
                               const char *label, int *node_id, nnc_error *err);
 nnc_status nnc_graph_add_output(nnc_graph *g, const char *name, int tensor,
                                 nnc_srcloc loc, nnc_error *err);
+/* Turns node `node` into `op` reading `in`, keeping its outputs and adding
+ * `extra` new ones after them (their shapes left for inference): a pass that
+ * replaces a group of nodes by one puts it in the place of the group's last,
+ * so the node order stays topological. */
+nnc_status nnc_graph_rewrite_node(nnc_graph *g, int node, nnc_op op, int nin, const int *in,
+                                  const nnc_attrs *attrs, int extra, nnc_error *err);
 
 /* Number of elements of a tensor with every symbol at its maximum. */
 int64_t nnc_tensor_max_elems(const nnc_graph *g, const nnc_tensor *t);

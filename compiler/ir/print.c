@@ -97,9 +97,17 @@ static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
 }
 
 static void print_attn(FILE *f, const nnc_attention_desc *d) {
-  char q[16], k[16], v[16], m[16], o[16];
-  fprintf(f, "      q=%s k=%s v=%s mask=%s out=%s causal=%s scale=%.17g\n", tref(d->q, q), tref(d->k, k),
+  char q[16], k[16], v[16], m[16], o[16], l[16];
+  fprintf(f, "      q=%s k=%s v=%s mask=%s out=%s causal=%s scale=%.17g", tref(d->q, q), tref(d->k, k),
           tref(d->v, v), tref(d->mask, m), tref(d->out, o), d->causal ? "yes" : "no", d->scale);
+  if (d->lse >= 0) fprintf(f, " lse=%s", tref(d->lse, l));
+  fputc('\n', f);
+}
+
+static void print_attn_grad(FILE *f, const nnc_attention_grad_desc *d) {
+  char o[16], q[16], k[16], v[16];
+  print_attn(f, &d->fwd);
+  fprintf(f, "      dout=%s dq=%s dk=%s dv=%s\n", tref(d->dout, o), tref(d->dq, q), tref(d->dk, k), tref(d->dv, v));
 }
 
 static void print_kernels(FILE *f, const nnc_schedule *s) {
@@ -117,6 +125,7 @@ static void print_kernels(FILE *f, const nnc_schedule *s) {
     fprintf(f, "  %s:%d\n", file_of(k->loc), k->loc.line);
     if (k->kind == NNC_KERNEL_GEMM) print_gemm(f, &k->d.gemm);
     if (k->kind == NNC_KERNEL_ATTENTION) print_attn(f, &k->d.attn);
+    if (k->kind == NNC_KERNEL_ATTENTION_GRAD) print_attn_grad(f, &k->d.attn_grad);
   }
 }
 

@@ -9,7 +9,8 @@ static const char *kind_names[NNC_KERNEL_KIND_COUNT] = {
   [NNC_KERNEL_ATTENTION] = "attention",     [NNC_KERNEL_ROW] = "row",
   [NNC_KERNEL_REDUCE] = "reduce",           [NNC_KERNEL_GATHER] = "gather",
   [NNC_KERNEL_MOVE] = "move",               [NNC_KERNEL_VIEW] = "view",
-  [NNC_KERNEL_LOSS] = "loss",
+  [NNC_KERNEL_LOSS] = "loss",               [NNC_KERNEL_ATTENTION_GRAD] = "attention_grad",
+  [NNC_KERNEL_NORM_GRAD] = "norm_grad",
 };
 
 const char *nnc_kernel_kind_name(nnc_kernel_kind k) {

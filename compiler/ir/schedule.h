@@ -26,6 +26,8 @@ typedef enum nnc_kernel_kind {
   NNC_KERNEL_MOVE,        /* transpose, slice, concat, split: a copy */
   NNC_KERNEL_VIEW,        /* reshape of a contiguous tensor: no work, aliases its input */
   NNC_KERNEL_LOSS,        /* cross-entropy */
+  NNC_KERNEL_ATTENTION_GRAD, /* flash-attention backward: dq, dk, dv */
+  NNC_KERNEL_NORM_GRAD,   /* layernorm or rmsnorm backward: dx and the gamma (beta) sums */
   NNC_KERNEL_KIND_COUNT
 } nnc_kernel_kind;
 
@@ -72,10 +74,23 @@ enum { NNC_ATTN_Q, NNC_ATTN_K, NNC_ATTN_V, NNC_ATTN_OUT };
 
 typedef struct nnc_attention_desc {
   int q, k, v, mask, out;
+  int lse;                     /* f32 [..., T]: each row's log-sum-exp of its scaled, masked
+                                  scores (for the backward), or -1 */
   bool causal;
   double scale;
   nnc_attn_view view[4];       /* indexed by NNC_ATTN_Q ... NNC_ATTN_OUT */
 } nnc_attention_desc;
+
+/* The backward of an attention whose forward saved lse:
+ *   P = exp(scale * q . k^T + masks - lse), delta = rowsum(dout * out),
+ *   dv = P^T dout, dS = P * (dout . v^T - delta), dq = scale * dS k,
+ *   dk = scale * dS^T q; P is recomputed a tile at a time, never stored.
+ * fwd holds the forward's operands (q, k, v, mask, out, lse), causal and
+ * scale; its views are off. */
+typedef struct nnc_attention_grad_desc {
+  nnc_attention_desc fwd;
+  int dout, dq, dk, dv;
+} nnc_attention_grad_desc;
 
 typedef struct nnc_kernel {
   nnc_kernel_kind kind;
@@ -87,7 +102,8 @@ typedef struct nnc_kernel {
   union {
     nnc_gemm_desc gemm;
     nnc_attention_desc attn;
-  } d;                         /* for GEMM and ATTENTION; the rest read their nodes */
+    nnc_attention_grad_desc attn_grad;
+  } d;                         /* for GEMM and the attentions; the rest read their nodes */
 } nnc_kernel;
 
 /* Where one tensor lives during a run. */

@@ -5,7 +5,9 @@
  * nodes in reverse order; each node's vector-Jacobian product is a rule of
  * autodiff_rules.c, which appends ordinary graph nodes, so the backward goes
  * through CSE, DCE, fusion and memory planning with the forward, and the
- * float64 reference evaluates it like any other graph. A tensor read by
+ * float64 reference evaluates it like any other graph. Attention is first
+ * made one op (attention_op.c), whose gradient is the flash-attention
+ * backward rather than the T x S matrices of its primitive ops. A tensor read by
  * several nodes sums their contributions. Only nodes between a parameter (or
  * a float input, when asked) and the loss are differentiated.
  *
@@ -100,6 +102,7 @@ nnc_status ad_unbroadcast(ad_ctx *c, int dy, int like, int *out) {
 typedef struct ad_state {
   nnc_graph *g;
   int n0, t0;             /* nodes and tensors of the forward graph */
+  bool primitive;         /* nnc_autodiff_opts.primitive_norms */
   int *grad;              /* per forward tensor: its gradient so far, or -1 */
   bool *requires;         /* per forward tensor: depends on something that wants a gradient */
   bool *reaches;          /* per forward tensor: the loss depends on it */
@@ -192,7 +195,7 @@ static nnc_status backward_node(ad_state *s, int node, nnc_error *err) {
                       "model language only", nnc_op_info_of(n.op)->name, n.label);
   char label[300];
   snprintf(label, sizeof label, "grad.%s", n.label);
-  ad_ctx c = {g, n.loc, nnc_graph_intern(g, label), err};
+  ad_ctx c = {g, n.loc, nnc_graph_intern(g, label), err, s->primitive};
   if (!c.label) return nnc_errorf(err, NNC_E_NOMEM, n.loc, "out of memory while differentiating");
   TRY(rule(&c, &v));
   for (int i = 0; i < n.nin; i++) {
@@ -207,7 +210,7 @@ static nnc_status backward_node(ad_state *s, int node, nnc_error *err) {
  * already an output, or another parameter's gradient. */
 static nnc_status own_output(nnc_graph *g, int *t, nnc_error *err) {
   if (g->tensors[*t].kind == NNC_TENSOR_VALUE && !nnc_graph_is_output(g, *t)) return NNC_OK;
-  ad_ctx c = {g, g->tensors[*t].loc, nnc_graph_intern(g, "grad.copy"), err};
+  ad_ctx c = {g, g->tensors[*t].loc, nnc_graph_intern(g, "grad.copy"), err, false};
   return ad_scalar(&c, NNC_OP_MUL_S, *t, 1.0, t);
 }
 
@@ -223,7 +226,7 @@ static nnc_status add_grads(ad_state *s, bool inputs, nnc_error *err) {
       if (!wants_grad(g, t, inputs)) continue;
       int gt = s->grad[t];
       if (gt < 0) {   /* the loss does not depend on it */
-        ad_ctx c = {g, g->tensors[t].loc, nnc_graph_intern(g, "grad.unused"), err};
+        ad_ctx c = {g, g->tensors[t].loc, nnc_graph_intern(g, "grad.unused"), err, false};
         TRY(ad_zeros_like(&c, t, &gt));
       }
       TRY(own_output(g, &gt, err));
@@ -259,13 +262,14 @@ static nnc_status add_grad_outputs(ad_state *s, int loss, const nnc_output *loss
 nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err) {
   const char *name = o && o->loss ? o->loss : "loss";
   bool inputs = o && o->input_grads;
-  int loss = -1;
+  int loss = -1, fused = 0;
   TRY(find_loss(g, name, &loss, err));
+  if (!(o && o->primitive_attention)) TRY(nnc_pass_attention_op(g, &fused, err));
   nnc_output loss_out = {NULL, loss, NNC_NOLOC};
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i].tensor == loss && strcmp(g->outputs[i].name, name) == 0) loss_out = g->outputs[i];
   char *loss_name = strdup(name);
-  ad_state s = {g, g->nnodes, g->ntensors, NULL, NULL, NULL};
+  ad_state s = {g, g->nnodes, g->ntensors, o && o->primitive_norms, NULL, NULL, NULL};
   size_t nt = (size_t)(s.t0 ? s.t0 : 1);
   s.grad = malloc(nt * sizeof *s.grad);
   s.requires = calloc(nt, sizeof *s.requires);
@@ -280,7 +284,7 @@ nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error
   mark(&s, loss, inputs);
   /* d loss / d loss = 1, made from the loss so that it stays a value of the
    * graph (the graph has no constants); a NaN loss stays NaN */
-  ad_ctx c = {g, loss_out.loc, nnc_graph_intern(g, "grad.loss"), err};
+  ad_ctx c = {g, loss_out.loc, nnc_graph_intern(g, "grad.loss"), err, false};
   nnc_status st = c.label ? NNC_OK : nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while differentiating");
   int zero = -1;
   if (!st) st = ad_zeros_like(&c, loss, &zero);

@@ -15,6 +15,7 @@ typedef struct ad_ctx {
   nnc_srcloc loc;       /* the forward node's line: messages and comments point there */
   const char *label;    /* "grad.<the forward node's label>" */
   nnc_error *err;
+  bool primitive;       /* the norms through primitive ops (nnc_autodiff_opts.primitive_norms) */
 } ad_ctx;
 
 /* One forward node's gradients. dy[i] is the gradient of output i, or -1 when

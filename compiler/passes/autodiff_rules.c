@@ -219,7 +219,7 @@ static nnc_status vjp_softmax(ad_ctx *c, ad_vjp *v) {
  *   xhat = (x - mean) * rstd (rms: x * rstd), g = dy * gamma,
  *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (rms: no mean(g)),
  *   dgamma = sum of dy * xhat over the rows, dbeta = sum of dy. */
-static nnc_status vjp_norm(ad_ctx *c, ad_vjp *v) {
+static nnc_status vjp_norm_primitive(ad_ctx *c, ad_vjp *v) {
   const nnc_node *n = v->n;
   bool layer = n->op == NNC_OP_LAYERNORM;
   int x = n->in[0], gamma = n->in[1], dy = v->dy[0], last = T(c, x)->rank - 1;
@@ -254,6 +254,22 @@ static nnc_status vjp_norm(ad_ctx *c, ad_vjp *v) {
     TRY(ad_unbroadcast(c, p, gamma, &v->dx[1]));
   }
   if (layer && v->want[2]) TRY(ad_unbroadcast(c, dy, n->in[2], &v->dx[2]));
+  return NNC_OK;
+}
+
+/* The same as one node, layernorm_grad or rmsnorm_grad: one pass over the
+ * rows for dx and the gamma and beta sums (the targets' fused backward),
+ * unless the target has none. */
+static nnc_status vjp_norm(ad_ctx *c, ad_vjp *v) {
+  if (c->primitive) return vjp_norm_primitive(c, v);
+  const nnc_node *n = v->n;
+  bool layer = n->op == NNC_OP_LAYERNORM;
+  int in[3] = {n->in[0], n->in[1], v->dy[0]}, node;
+  TRY(nnc_graph_add_node(c->g, layer ? NNC_OP_LAYERNORM_GRAD : NNC_OP_RMSNORM_GRAD, 3, in, &n->attrs, layer ? 3 : 2,
+                         c->loc, c->label, &node, c->err));
+  TRY(nnc_infer_node(c->g, node, c->err));
+  for (int i = 0; i < (layer ? 3 : 2); i++)
+    if (v->want[i]) v->dx[i] = c->g->nodes[node].out[i];
   return NNC_OK;
 }
 
@@ -386,6 +402,23 @@ static nnc_status vjp_cross_entropy(ad_ctx *c, ad_vjp *v) {
   return ad_node(c, NNC_OP_CROSS_ENTROPY_GRAD, 3, in, NULL, &v->dx[0]);
 }
 
+/* attention: the flash-attention backward, one node giving dq, dk and dv
+ * from q, k, v, the output, its rows' log-sum-exp and the output's
+ * gradient. The mask gets none (it selects keys; it is not a weight). */
+static nnc_status vjp_attention(ad_ctx *c, ad_vjp *v) {
+  const nnc_node *n = v->n;
+  if (v->dy[0] < 0) return NNC_OK;   /* only lse reached: nothing reads it but the backward */
+  bool masked = n->nin == 4;
+  int in[7] = {n->in[0], n->in[1], n->in[2], n->out[0], n->out[1], v->dy[0], masked ? n->in[3] : -1};
+  int node;
+  TRY(nnc_graph_add_node(c->g, NNC_OP_ATTENTION_GRAD, masked ? 7 : 6, in, &n->attrs, 3, c->loc, c->label, &node,
+                         c->err));
+  TRY(nnc_infer_node(c->g, node, c->err));
+  for (int i = 0; i < 3; i++)
+    if (v->want[i]) v->dx[i] = c->g->nodes[node].out[i];
+  return NNC_OK;
+}
+
 /* The table: an op without a rule (the gradient ops themselves) cannot be
  * differentiated, and the pass says so at its line. */
 static const ad_rule rules[NNC_OP_COUNT] = {
@@ -402,7 +435,7 @@ static const ad_rule rules[NNC_OP_COUNT] = {
   [NNC_OP_MAX] = vjp_reduce,           [NNC_OP_RESHAPE] = vjp_reshape,     [NNC_OP_TRANSPOSE] = vjp_transpose,
   [NNC_OP_SLICE] = vjp_slice,          [NNC_OP_CONCAT] = vjp_concat,       [NNC_OP_SPLIT] = vjp_split,
   [NNC_OP_EMBEDDING] = vjp_embedding,  [NNC_OP_CROSS_ENTROPY] = vjp_cross_entropy,
-  [NNC_OP_EXPAND] = vjp_expand,
+  [NNC_OP_EXPAND] = vjp_expand,          [NNC_OP_ATTENTION] = vjp_attention,
 };
 
 ad_rule nnc_ad_rule_of(nnc_op op) { return op > NNC_OP_NONE && op < NNC_OP_COUNT ? rules[op] : NULL; }

@@ -143,6 +143,7 @@ static nnc_status build_schedule(fuse_state *st, nnc_schedule *s, nnc_error *err
     k->loc = g->nodes[gr->main].loc;
     if (gr->kind == NNC_KERNEL_GEMM) k->d.gemm = gr->gemm;
     if (gr->kind == NNC_KERNEL_ATTENTION) k->d.attn = gr->attn;
+    if (gr->kind == NNC_KERNEL_ATTENTION_GRAD) k->d.attn_grad = gr->attn_grad;
     for (int j = 0; j < gr->nnodes; j++) s->kernel_of_node[gr->nodes[j]] = idx;
     rc = fill_io(st, k, err);
   }

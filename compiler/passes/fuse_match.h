@@ -23,6 +23,7 @@ typedef struct fuse_group {
   int main;
   nnc_gemm_desc gemm;
   nnc_attention_desc attn;
+  nnc_attention_grad_desc attn_grad;
 } fuse_group;
 
 /* A pattern tries to build a group whose anchor is node `anchor` (live and
@@ -33,6 +34,10 @@ typedef struct fuse_pattern {
   const char *name;
   fuse_match_fn match;
 } fuse_pattern;
+
+/* softmax(masks(scale(q . transpose(k)))) . v anchored at the softmax; the
+ * attention-op pass (attention_op.c) matches with it too. */
+bool nnc_fuse_match_attention(const fuse_ctx *c, int anchor, fuse_group *out);
 
 /* The pattern table, in priority order; the last entry takes any node. */
 extern const fuse_pattern nnc_fuse_patterns[];

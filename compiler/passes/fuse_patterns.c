@@ -78,14 +78,14 @@ static bool attention_operands_agree(const fuse_ctx *c, int q, int k, int v) {
 /* softmax(masks(scale(q . transpose(k)))) . v, anchored at the softmax.
  * The two masks may come in either order (each sets entries to -inf, so
  * they commute); the scale must come before them. */
-static bool match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
+bool nnc_fuse_match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *sm = node_of(c, anchor);
   if (sm->op != NNC_OP_SOFTMAX || sm->attrs.axis != tensor_of(c, sm->in[0])->rank - 1) return false;
   int pv = foldable_consumer(c, sm->out[0]);
   if (pv < 0 || node_of(c, pv)->op != NNC_OP_MATMUL || node_of(c, pv)->in[0] != sm->out[0] ||
       node_of(c, pv)->in[1] == sm->out[0])
     return false;
-  nnc_attention_desc d = {.q = -1, .k = -1, .v = node_of(c, pv)->in[1], .mask = -1,
+  nnc_attention_desc d = {.q = -1, .k = -1, .v = node_of(c, pv)->in[1], .mask = -1, .lse = -1,
                           .out = node_of(c, pv)->out[0], .causal = false, .scale = 1.0};
   gr->nnodes = 0;
   take(gr, anchor);
@@ -128,6 +128,30 @@ static bool match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
   gr->kind = NNC_KERNEL_ATTENTION;
   gr->main = anchor;   /* the softmax: where the attention's scores are normalised */
   gr->attn = d;
+  return true;
+}
+
+/* The attention op and its gradient (--train, passes/attention_op.c): one
+ * kernel each, their descriptors read off the node. */
+static bool match_attention_op(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *n = node_of(c, anchor);
+  if (nnc_op_info_of(n->op)->cls != NNC_CLASS_ATTENTION) return false;
+  bool grad = n->op == NNC_OP_ATTENTION_GRAD;
+  int mi = grad ? 6 : 3;
+  nnc_attention_desc d = {.q = n->in[0], .k = n->in[1], .v = n->in[2], .mask = n->nin > mi ? n->in[mi] : -1,
+                          .out = grad ? n->in[3] : n->out[0], .lse = grad ? n->in[4] : n->out[1],
+                          .causal = n->attrs.causal, .scale = n->attrs.scalar};
+  if (grad) {
+    gr->attn_grad = (nnc_attention_grad_desc){.fwd = d, .dout = n->in[5], .dq = n->out[0], .dk = n->out[1],
+                                              .dv = n->out[2]};
+    gr->kind = NNC_KERNEL_ATTENTION_GRAD;
+  } else {
+    gr->attn = d;
+    gr->kind = NNC_KERNEL_ATTENTION;
+  }
+  gr->nnodes = 0;
+  take(gr, anchor);
+  gr->main = anchor;
   return true;
 }
 
@@ -276,7 +300,9 @@ static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
   case NNC_CLASS_UNARY:
   case NNC_CLASS_BINARY:
   case NNC_CLASS_MASK: gr->kind = NNC_KERNEL_ELEMENTWISE; break;
-  case NNC_CLASS_ROW: gr->kind = NNC_KERNEL_ROW; break;
+  case NNC_CLASS_ROW:
+    gr->kind = x->op == NNC_OP_LAYERNORM_GRAD || x->op == NNC_OP_RMSNORM_GRAD ? NNC_KERNEL_NORM_GRAD : NNC_KERNEL_ROW;
+    break;
   case NNC_CLASS_REDUCE: gr->kind = NNC_KERNEL_REDUCE; break;
   case NNC_CLASS_GATHER: gr->kind = NNC_KERNEL_GATHER; break;
   case NNC_CLASS_LOSS: gr->kind = NNC_KERNEL_LOSS; break;
@@ -286,6 +312,7 @@ static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
                                                                                  : NNC_KERNEL_MOVE;
     break;
   case NNC_CLASS_MATMUL:   /* match_gemm takes every one */
+  case NNC_CLASS_ATTENTION: /* match_attention_op takes every one */
   case NNC_CLASS_NONE: return false;
   }
   gr->nnodes = 0;
@@ -295,7 +322,8 @@ static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
 }
 
 const fuse_pattern nnc_fuse_patterns[] = {
-  {"attention", match_attention},
+  {"attention_op", match_attention_op},
+  {"attention", nnc_fuse_match_attention},
   {"gemm", match_gemm},
   {"elementwise", match_elementwise},
   {"single", match_single},

@@ -114,10 +114,11 @@ static nnc_status check_node(const nnc_infer_ctx *c) {
     return nnc_infer_fail(c, NNC_E_MODEL, "expected %d to %d inputs, found %d", info->min_in,
                           info->max_in, n->nin);
   }
-  if (n->op == NNC_OP_SPLIT && (n->nout < 1 || n->nout > NNC_MAX_IO))
+  if (info->nout == 0 && (n->nout < 1 || n->nout > NNC_MAX_IO))
     return nnc_infer_fail(c, NNC_E_MODEL, "expected 1 to %d outputs, found %d", NNC_MAX_IO, n->nout);
-  if (n->op != NNC_OP_SPLIT && n->nout != 1)
-    return nnc_infer_fail(c, NNC_E_MODEL, "expected 1 output, found %d", n->nout);
+  if (info->nout > 0 && n->nout != info->nout)
+    return nnc_infer_fail(c, NNC_E_MODEL, "expected %d output%s, found %d", info->nout, info->nout == 1 ? "" : "s",
+                          n->nout);
   for (int i = 0; i < n->nin; i++) {
     if (n->in[i] < 0 || n->in[i] >= c->g->ntensors)
       return nnc_infer_fail(c, NNC_E_INTERNAL, "input %d is not a tensor id (%d)", i + 1, n->in[i]);
@@ -171,7 +172,7 @@ static nnc_status dispatch(const nnc_infer_ctx *c) {
     return nnc_infer_mask(c);
   case NNC_OP_LINEAR: return nnc_infer_linear(c);
   case NNC_OP_MATMUL: return nnc_infer_matmul(c);
-  case NNC_OP_SOFTMAX: case NNC_OP_LAYERNORM: case NNC_OP_RMSNORM:
+  case NNC_OP_SOFTMAX: case NNC_OP_LAYERNORM: case NNC_OP_RMSNORM: case NNC_OP_LAYERNORM_GRAD: case NNC_OP_RMSNORM_GRAD:
     return nnc_infer_row(c);
   case NNC_OP_SUM: case NNC_OP_MEAN: case NNC_OP_MAX:
     return nnc_infer_reduce(c);
@@ -182,6 +183,8 @@ static nnc_status dispatch(const nnc_infer_ctx *c) {
   case NNC_OP_SPLIT: return nnc_infer_split(c);
   case NNC_OP_EMBEDDING: return nnc_infer_embedding(c);
   case NNC_OP_CROSS_ENTROPY: return nnc_infer_cross_entropy(c);
+  case NNC_OP_ATTENTION: return nnc_infer_attention(c);
+  case NNC_OP_ATTENTION_GRAD: return nnc_infer_attention_grad(c);
   case NNC_OP_NONE: case NNC_OP_COUNT: break;
   }
   return nnc_infer_fail(c, NNC_E_INTERNAL, "no shape rule for op %d", (int)c->n->op);

@@ -70,6 +70,8 @@ nnc_status nnc_infer_concat(const nnc_infer_ctx *c);
 nnc_status nnc_infer_split(const nnc_infer_ctx *c);
 nnc_status nnc_infer_embedding(const nnc_infer_ctx *c);
 nnc_status nnc_infer_cross_entropy(const nnc_infer_ctx *c);
+nnc_status nnc_infer_attention(const nnc_infer_ctx *c);
+nnc_status nnc_infer_attention_grad(const nnc_infer_ctx *c);
 nnc_status nnc_infer_expand(const nnc_infer_ctx *c);
 nnc_status nnc_infer_pad(const nnc_infer_ctx *c);
 nnc_status nnc_infer_embedding_grad(const nnc_infer_ctx *c);

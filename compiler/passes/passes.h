@@ -58,9 +58,18 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
 typedef struct nnc_autodiff_opts {
   const char *loss;     /* the loss output's name; NULL: "loss" */
   bool input_grads;     /* gradients of the float inputs too, "grad.<input>" (tests) */
+  bool primitive_attention; /* attention as its primitive ops, not one op with attention_grad as its
+                               gradient (a target without them; tests compare the two) */
+  bool primitive_norms; /* the norms' gradients as primitive ops, not layernorm_grad / rmsnorm_grad */
 } nnc_autodiff_opts;
 
 nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err);
+
+/* The sdpa pattern (the fusion's) as one attention node with the rows'
+ * log-sum-exp as a second output; *replaced counts them. Run by
+ * nnc_pass_autodiff first, so that attention's gradient is one
+ * attention_grad node. */
+nnc_status nnc_pass_attention_op(nnc_graph *g, int *replaced, nnc_error *err);
 
 /* Groups the live nodes into kernels (s must be initialised for g). */
 nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err);

@@ -37,6 +37,10 @@ static bool shapes(const nnc_ref *r, const nnc_attention_desc *d, attn_dims *a) 
          nnc_ref_bcast_strides(&bk, &a->batch, a->sk) && nnc_ref_bcast_strides(&bv, &a->batch, a->sv);
 }
 
+/* The row's log-sum-exp from the running max and sum: +inf for a row whose
+ * keys are all masked, so that exp(s - lse) is 0 there. */
+static double row_lse(double run_max, double run_sum) { return run_sum != 0 ? run_max + log(run_sum) : INFINITY; }
+
 /* An operand read or written through its view: element (b, h, i, c) at
  * offset + b*sb + h*sh + i*si + c of the view's base. */
 typedef struct view_at {
@@ -81,9 +85,9 @@ static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_e
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected the output view's base among the outputs");
   nnc_ref_shape q = nnc_ref_shape_of(r, d->q), kk = nnc_ref_shape_of(r, d->k), v = nnc_ref_shape_of(r, d->v);
   int64_t B = q.d[0], H = q.d[1], T = q.d[2], D = q.d[3], S = kk.d[2], Dv = v.d[3];
-  double *y = nnc_ref_alloc(r, d->view[3].base);
+  double *y = nnc_ref_alloc(r, d->view[3].base), *lse = d->lse >= 0 ? nnc_ref_alloc(r, d->lse) : NULL;
   double *acc = malloc((size_t)(Dv > 0 ? Dv : 1) * sizeof *acc);
-  if (!y || !acc) {
+  if (!y || !acc || (d->lse >= 0 && !lse)) {
     free(acc);
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
   }
@@ -114,6 +118,7 @@ static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_e
         }
         double *yr = y + at[3].off + b * at[3].sb + h * at[3].sh + t * at[3].si;
         for (int64_t c = 0; c < Dv; c++) yr[c] = run_sum != 0 ? acc[c] / run_sum : 0.0;
+        if (lse) lse[(b * H + h) * T + t] = row_lse(run_max, run_sum);
       }
   free(acc);
   return NNC_OK;
@@ -145,9 +150,9 @@ nnc_status nnc_ref_kernel_attention(nnc_ref *r, const nnc_kernel *k, int ki, nnc
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a padding mask [%lld,%lld], found %s",
                                  (long long)so.d[0], (long long)a.S, nnc_ref_desc(r, d->mask, d1));
   }
-  double *y = nnc_ref_alloc(r, d->out);
+  double *y = nnc_ref_alloc(r, d->out), *lse = d->lse >= 0 ? nnc_ref_alloc(r, d->lse) : NULL;
   double *acc = malloc((size_t)(a.Dv > 0 ? a.Dv : 1) * sizeof *acc);
-  if (!y || !acc) {
+  if (!y || !acc || (d->lse >= 0 && !lse)) {
     free(acc);
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
   }
@@ -185,6 +190,7 @@ nnc_status nnc_ref_kernel_attention(nnc_ref *r, const nnc_kernel *k, int ki, nnc
       }
       double *yr = y + (p * a.T + t) * a.Dv;
       for (int64_t c = 0; c < a.Dv; c++) yr[c] = run_sum != 0 ? acc[c] / run_sum : 0.0;  /* NaN propagates */
+      if (lse) lse[p * a.T + t] = row_lse(run_max, run_sum);
     }
   }
   free(acc);

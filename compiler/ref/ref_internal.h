@@ -61,6 +61,7 @@ nnc_status nnc_ref_op_linear(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_matmul(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_softmax(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_norm(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_norm_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_reduce(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_reshape(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_transpose(nnc_ref *r, const nnc_node *n, nnc_error *err);
@@ -72,6 +73,8 @@ nnc_status nnc_ref_op_cross_entropy(nnc_ref *r, const nnc_node *n, nnc_error *er
 nnc_status nnc_ref_op_pad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_cross_entropy_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_attention(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_attention_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 
 /* Evaluates node `node` of r->g with the graph ops. */
 nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err);

@@ -5,10 +5,10 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
   const nnc_node *n = &r->g->nodes[node];
   const nnc_op_info *info = nnc_op_info_of(n->op);
   if (n->nin < info->min_in || n->nin > info->max_in || n->nout < 1 || n->nout > NNC_MAX_IO ||
-      (n->op != NNC_OP_SPLIT && n->nout != 1))
-    return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "expected %d to %d inputs and %s output%s, found %d and %d",
-                             info->min_in, info->max_in, n->op == NNC_OP_SPLIT ? "several" : "one",
-                             n->op == NNC_OP_SPLIT ? "s" : "", n->nin, n->nout);
+      (info->nout > 0 && n->nout != info->nout))
+    return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "expected %d to %d inputs and %d output%s (0: several), "
+                             "found %d and %d", info->min_in, info->max_in, info->nout, info->nout == 1 ? "" : "s",
+                             n->nin, n->nout);
   for (int i = 0; i < n->nout; i++)
     if (n->out[i] < 0 || n->out[i] >= r->g->ntensors)
       return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "output tensor id %d is out of range", n->out[i]);
@@ -19,6 +19,7 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
   case NNC_CLASS_MATMUL:
     return n->op == NNC_OP_LINEAR ? nnc_ref_op_linear(r, n, err) : nnc_ref_op_matmul(r, n, err);
   case NNC_CLASS_ROW:
+    if (n->op == NNC_OP_LAYERNORM_GRAD || n->op == NNC_OP_RMSNORM_GRAD) return nnc_ref_op_norm_grad(r, n, err);
     return n->op == NNC_OP_SOFTMAX ? nnc_ref_op_softmax(r, n, err) : nnc_ref_op_norm(r, n, err);
   case NNC_CLASS_REDUCE: return nnc_ref_op_reduce(r, n, err);
   case NNC_CLASS_MOVE:
@@ -35,6 +36,8 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
   case NNC_CLASS_LOSS:
     return n->op == NNC_OP_CROSS_ENTROPY ? nnc_ref_op_cross_entropy(r, n, err)
                                          : nnc_ref_op_cross_entropy_grad(r, n, err);
+  case NNC_CLASS_ATTENTION:
+    return n->op == NNC_OP_ATTENTION ? nnc_ref_op_attention(r, n, err) : nnc_ref_op_attention_grad(r, n, err);
   case NNC_CLASS_NONE: break;
   }
   return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "the reference has no rule for op %d", (int)n->op);

@@ -43,7 +43,8 @@ static void find_use(const nnc_ref *r, const nnc_uses *u, int t, int depth, data
       nnc_ref_shape s = nnc_ref_shape_of(r, n->in[0]);
       int64_t classes = s.rank ? s.d[s.rank - 1] : 0;
       if (classes < use->bound) use->bound = classes;
-    } else if (n->op == NNC_OP_PADDING_MASK && second) {
+    } else if ((n->op == NNC_OP_PADDING_MASK && second) || (n->op == NNC_OP_ATTENTION && n->nin == 4 && n->in[3] == t) ||
+               (n->op == NNC_OP_ATTENTION_GRAD && n->nin == 7 && n->in[6] == t)) {
       use->mask = true;
     }
     if (nnc_op_info_of(n->op)->cls == NNC_CLASS_MOVE || n->op == NNC_OP_CAST)

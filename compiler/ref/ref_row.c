@@ -96,6 +96,50 @@ nnc_status nnc_ref_op_norm(nnc_ref *r, const nnc_node *n, nnc_error *err) {
   return NNC_OK;
 }
 
+/* layernorm_grad / rmsnorm_grad: per row, xhat and rstd from x, then
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma
+ * (rms: no mean(g)); dgamma and dbeta sum dy * xhat and dy over the rows. */
+nnc_status nnc_ref_op_norm_grad(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  const double *x, *gamma, *dy;
+  double *dx, *dgamma, *dbeta = NULL;
+  char d1[NNC_REF_DESC], d2[NNC_REF_DESC];
+  bool layer = n->op == NNC_OP_LAYERNORM_GRAD;
+  nnc_status st = nnc_ref_need(r, n, n->in[0], &x, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[1], &gamma, err);
+  if (!st) st = nnc_ref_need(r, n, n->in[2], &dy, err);
+  if (st) return st;
+  nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[0]), sd = nnc_ref_shape_of(r, n->in[2]);
+  int64_t C = sx.rank ? sx.d[sx.rank - 1] : 0;
+  if (sx.rank < 1 || !nnc_ref_shape_eq(&sx, &sd) || nnc_ref_elems(r, n->in[1]) != C)
+    return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected x [...,C], gamma [C] and dy like x, found %s, %s",
+                             nnc_ref_desc(r, n->in[0], d1), nnc_ref_desc(r, n->in[2], d2));
+  if ((st = nnc_ref_out(r, n, 0, &dx, err)) || (st = nnc_ref_out(r, n, 1, &dgamma, err))) return st;
+  if (layer && (st = nnc_ref_out(r, n, 2, &dbeta, err))) return st;
+  int64_t rows = C ? nnc_ref_shape_elems(&sx) / C : 0;
+  for (int64_t row = 0; row < rows; row++) {
+    const double *xr = x + row * C, *dyr = dy + row * C;
+    double mean = 0, var = 0, mg = 0, mgx = 0;
+    if (layer) {
+      for (int64_t c = 0; c < C; c++) mean += xr[c];
+      mean /= (double)C;
+    }
+    for (int64_t c = 0; c < C; c++) var += (xr[c] - mean) * (xr[c] - mean);
+    double rstd = 1.0 / sqrt(var / (double)C + n->attrs.eps);
+    for (int64_t c = 0; c < C; c++) {
+      double g = dyr[c] * gamma[c], xhat = (xr[c] - mean) * rstd;
+      mg += g;
+      mgx += g * xhat;
+      dgamma[c] += dyr[c] * xhat;
+      if (dbeta) dbeta[c] += dyr[c];
+    }
+    mg = layer ? mg / (double)C : 0.0;
+    mgx /= (double)C;
+    for (int64_t c = 0; c < C; c++)
+      dx[row * C + c] = rstd * (dyr[c] * gamma[c] - mg - (xr[c] - mean) * rstd * mgx);
+  }
+  return NNC_OK;
+}
+
 nnc_status nnc_ref_op_reduce(nnc_ref *r, const nnc_node *n, nnc_error *err) {
   const double *x;
   double *y;

@@ -114,7 +114,8 @@ static nnc_status run_kernel(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error 
   case NNC_KERNEL_ATTENTION: st = nnc_ref_kernel_attention(r, k, ki, err); break;
   case NNC_KERNEL_ELEMENTWISE: st = nnc_ref_kernel_elementwise(r, k, ki, err); break;
   case NNC_KERNEL_ROW: case NNC_KERNEL_REDUCE: case NNC_KERNEL_GATHER: case NNC_KERNEL_MOVE:
-  case NNC_KERNEL_VIEW: case NNC_KERNEL_LOSS: st = run_nodes(r, k, err); break;
+  case NNC_KERNEL_VIEW: case NNC_KERNEL_LOSS: case NNC_KERNEL_ATTENTION_GRAD:
+  case NNC_KERNEL_NORM_GRAD: st = run_nodes(r, k, err); break;
   default:
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "unknown kernel kind %d", (int)k->kind);
   }

@@ -9,7 +9,9 @@
  * per thread is O(BK x (D + Dv) + BQ x (BK + Dv)) whatever T and S are.
  * Key blocks past the causal limit of the whole query block, past the last
  * unmasked key, or wholly masked are never touched. A row whose keys are
- * all masked keeps m = -inf and l = 0 and is written as zeros.
+ * all masked keeps m = -inf and l = 0 and is written as zeros. When asked
+ * for, the row's log-sum-exp m + log l (+inf for such a row) goes to lse
+ * for the backward (attention_bwd.c); nothing else changes with it.
  *
  * Both products run on a register-blocked micro-kernel like the GEMM's
  * (NNC_ATTN_MR rows x NNC_GEMM_NR columns of accumulators): S = Q . K^T
@@ -144,7 +146,8 @@ static void attn_task(void *ctx, int task, int thread) {
   const float *q = a->q + b * a->q_sb + h * a->q_sh + (ptrdiff_t)i0 * a->q_st;
   const float *k = a->k + b * a->k_sb + h * a->k_sh;
   const float *v = a->v + b * a->v_sb + h * a->v_sh;
-  float *out = a->out + b * a->o_sb + h * a->o_sh + (ptrdiff_t)i0 * a->o_st;
+  /* out is NULL only when Dv == 0 and just lse is wanted. */
+  float *out = a->out ? a->out + b * a->o_sb + h * a->o_sh + (ptrdiff_t)i0 * a->o_st : NULL;
   const float *mask = a->mask ? a->mask + b * a->mask_sb : NULL;
 
   float *kp = jb->ws + (size_t)thread * jb->w.per_thread;      /* K^T panels [LDS/NR][D][NR] */
@@ -232,7 +235,11 @@ static void attn_task(void *ctx, int task, int thread) {
         attn_micro(nk, sc + r * LDS, LDS, vp + (ptrdiff_t)jr * nk, o + r * ldo + jr, ldo,
                    nq - r < MR ? nq - r : MR, 0);
   }
-  for (int r = 0; r < nq; ++r) {
+  if (a->lse) {
+    float *lse = a->lse + ((ptrdiff_t)b * a->heads + h) * a->T + i0;
+    for (int r = 0; r < nq; ++r) lse[r] = l[r] > 0.0f ? m[r] + logf(l[r]) : INFINITY;
+  }
+  for (int r = 0; r < nq && Dv > 0; ++r) {
     float *dst = out + r * a->o_st;
     if (l[r] > 0.0f) {
       float inv = 1.0f / l[r];
@@ -260,8 +267,10 @@ nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_p
     return nnc_simd_fail(err, KERNEL, "expected sizes >= 0, found batch=%d heads=%d T=%d S=%d "
                          "D=%d Dv=%d", a->batch, a->heads, a->T, a->S, a->D, a->Dv);
   if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
-  if (a->batch == 0 || a->heads == 0 || a->T == 0 || a->Dv == 0) return NNC_SIMD_OK;
-  if (!a->out || (a->S > 0 && (!a->v || (a->D > 0 && (!a->q || !a->k)))))
+  /* With Dv == 0 there is no output, but lse is still wanted. */
+  if (a->batch == 0 || a->heads == 0 || a->T == 0 || (a->Dv == 0 && !a->lse))
+    return NNC_SIMD_OK;
+  if ((a->Dv > 0 && !a->out) || (a->S > 0 && (!a->v || (a->D > 0 && (!a->q || !a->k)))))
     return nnc_simd_fail(err, KERNEL, "expected q, k, v and out, found q=%p k=%p v=%p out=%p",
                          (const void *)a->q, (const void *)a->k, (const void *)a->v,
                          (void *)a->out);
@@ -284,6 +293,19 @@ nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_p
       nnc_simd_overlaps(a->out, o_span, a->q,
                         span4(a->batch, a->q_sb, a->heads, a->q_sh, a->T, a->q_st, a->D)))
     return nnc_simd_fail(err, KERNEL, "expected out apart from q, k and v, found them overlapping");
+  size_t l_span = sizeof(float) * (size_t)a->batch * (size_t)a->heads * (size_t)a->T;
+  if (a->lse &&
+      ((a->S > 0 && nnc_simd_overlaps(a->lse, l_span, a->v,
+                                      span4(a->batch, a->v_sb, a->heads, a->v_sh, a->S, a->v_st,
+                                            a->Dv))) ||
+       (a->S > 0 && nnc_simd_overlaps(a->lse, l_span, a->k,
+                                      span4(a->batch, a->k_sb, a->heads, a->k_sh, a->S, a->k_st,
+                                            a->D))) ||
+       nnc_simd_overlaps(a->lse, l_span, a->q,
+                         span4(a->batch, a->q_sb, a->heads, a->q_sh, a->T, a->q_st, a->D)) ||
+       nnc_simd_overlaps(a->lse, l_span, a->out, o_span)))
+    return nnc_simd_fail(err, KERNEL, "expected lse apart from q, k, v and out, found them "
+                         "overlapping");
   int nthreads = nnc_simd_threads(par);
   size_t need = nnc_simd_attention_workspace_bytes(a, nthreads);
   if (!workspace || workspace_bytes < need)

@@ -115,6 +115,22 @@ nnc_simd_status nnc_simd_layernorm(int rows, int cols, const float *x, ptrdiff_t
                                    float *y, ptrdiff_t ldy, const nnc_simd_par *par,
                                    nnc_simd_error *err);
 
+/* The backward of nnc_simd_layernorm (rms 0) or nnc_simd_rmsnorm (rms 1),
+ * statistics recomputed from x: with xhat the normalized x and g = dy * gamma,
+ *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (rmsnorm: no mean(g)),
+ *   dgamma = sum over rows of dy * xhat,  dbeta = sum over rows of dy.
+ * gamma may be NULL (1): dgamma is then not written and may be NULL; dbeta
+ * may be NULL and is ignored for rmsnorm. rows == 0 writes zeros to them.
+ * dx may be x or dy (same ld). The workspace (any alignment) holds per-chunk
+ * column sums and may be NULL when neither dgamma nor dbeta is written;
+ * dgamma and dbeta are the same, bit for bit, for any number of threads. */
+size_t nnc_simd_norm_bwd_workspace_bytes(int rows, int cols, int nthreads);
+nnc_simd_status nnc_simd_norm_bwd(int rows, int cols, int rms, float eps, const float *x,
+                                  ptrdiff_t ldx, const float *dy, ptrdiff_t lddy,
+                                  const float *gamma, float *dx, ptrdiff_t lddx, float *dgamma,
+                                  float *dbeta, const nnc_simd_par *par, void *workspace,
+                                  size_t workspace_bytes, nnc_simd_error *err);
+
 /* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma may be NULL. */
 nnc_simd_status nnc_simd_rmsnorm(int rows, int cols, const float *x, ptrdiff_t ldx,
                                  const float *gamma, float eps,
@@ -130,7 +146,13 @@ nnc_simd_status nnc_simd_rmsnorm(int rows, int cols, const float *x, ptrdiff_t l
  * causal: key j is masked for query i when j > i + (S - T).
  * mask (optional) is [batch, S] with row stride mask_sb: key j of batch b is
  * masked when mask[b*mask_sb + j] == 0. A query whose keys are all masked
- * gives a row of zeros. */
+ * gives a row of zeros.
+ * lse (optional, [batch, heads, T], written when not NULL): the natural log
+ * of each row's softmax denominator, lse[(b*heads + h)*T + i] =
+ * log(sum_j e^(scale*s_ij - M)) + M over the unmasked keys (M their
+ * largest scaled score), so that the probabilities are e^(scale*s_ij -
+ * lse_i); +inf for a row whose keys are all masked (or S == 0). What goes to
+ * out is the same, bit for bit, with or without it. */
 typedef struct nnc_simd_attn_args {
   int batch, heads, T, S, D, Dv;
   const float *q;
@@ -145,6 +167,7 @@ typedef struct nnc_simd_attn_args {
   int causal;
   const float *mask;
   ptrdiff_t mask_sb;
+  float *lse;                    /* may be NULL */
 } nnc_simd_attn_args;
 
 size_t nnc_simd_attention_workspace_bytes(const nnc_simd_attn_args *a, int nthreads);
@@ -152,6 +175,52 @@ size_t nnc_simd_attention_workspace_bytes(const nnc_simd_attn_args *a, int nthre
 nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_par *par,
                                    void *workspace, size_t workspace_bytes,
                                    nnc_simd_error *err);
+
+/* The backward of nnc_simd_attention: with P_ij = e^(scale*s_ij - lse_i)
+ * (0 where masked, as in the forward), delta_i = dout_i . out_i,
+ * dP_ij = dout_i . v_j and dS_ij = P_ij (dP_ij - delta_i):
+ *   dv_j = sum_i P_ij dout_i,  dk_j = scale sum_i dS_ij q_i,
+ *   dq_i = scale sum_j dS_ij k_j.
+ * out and lse are the forward's output and its lse ([batch, heads, T]);
+ * dout is d loss / d out. dq [T,D], dk [S,D] and dv [S,Dv] per (batch,
+ * head) are overwritten (never accumulated into), so a k or v broadcast
+ * over the batch (stride 0) gets one gradient per batch item in dk/dv, to
+ * be summed by the caller; keys no query sees get zeros, and so do queries
+ * whose keys are all masked. dq, dk and dv must not overlap the inputs;
+ * they may interleave with each other (one buffer for the gradient of a
+ * fused qkv projection) but must share no element. Memory per thread does
+ * not grow with T*S, and the result is the same, bit for bit, for any
+ * number of threads. */
+typedef struct nnc_simd_attn_bwd_args {
+  int batch, heads, T, S, D, Dv;
+  const float *q;
+  ptrdiff_t q_sb, q_sh, q_st;
+  const float *k;
+  ptrdiff_t k_sb, k_sh, k_st;
+  const float *v;
+  ptrdiff_t v_sb, v_sh, v_st;
+  const float *out;              /* the forward's output */
+  ptrdiff_t o_sb, o_sh, o_st;
+  const float *dout;             /* d loss / d out */
+  ptrdiff_t do_sb, do_sh, do_st;
+  const float *lse;              /* [batch, heads, T] from the forward */
+  float *dq;
+  ptrdiff_t dq_sb, dq_sh, dq_st;
+  float *dk;
+  ptrdiff_t dk_sb, dk_sh, dk_st;
+  float *dv;
+  ptrdiff_t dv_sb, dv_sh, dv_st;
+  float scale;
+  int causal;
+  const float *mask;             /* may be NULL; as the forward */
+  ptrdiff_t mask_sb;
+} nnc_simd_attn_bwd_args;
+
+size_t nnc_simd_attention_bwd_workspace_bytes(const nnc_simd_attn_bwd_args *a, int nthreads);
+
+nnc_simd_status nnc_simd_attention_bwd(const nnc_simd_attn_bwd_args *a, const nnc_simd_par *par,
+                                       void *workspace, size_t workspace_bytes,
+                                       nnc_simd_error *err);
 
 /* ----------------------------------------------------------- elementwise */
 

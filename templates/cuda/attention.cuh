@@ -11,6 +11,10 @@
  *   mask (may be NULL): [batch, S] of T with row stride mask_sb; key j of
  *   batch b is masked when mask[b*mask_sb + j] == 0.
  *   A query whose keys are all masked gets zeros (not NaN).
+ *   lse (may be NULL): lse[(b*heads + h)*T + i] = log sum_j exp(scale*s_ij)
+ *   over the unmasked keys (computed as M + log sum exp(scale*s_ij - M)),
+ *   +inf for a row with none; what the backward (attention_bwd.cuh) needs
+ *   to rebuild the weights. Setting it leaves out bit for bit the same.
  * The same function as compiler/ref/ref_attention.c and the C SIMD template
  * (nnc_simd_attention); all arithmetic in f32.
  *
@@ -83,6 +87,7 @@ template <typename E> struct nnc_cuda_attn_args {
   const E *mask; /* may be NULL */
   long long mask_sb;
   int tf32; /* E = float: the products may run on tf32 tensor cores (--precision=tf32) */
+  float *lse; /* may be NULL; else [batch, heads, T] contiguous: each row's log-sum-exp (for the backward) */
 };
 
 #include "attention_mma.cuh"

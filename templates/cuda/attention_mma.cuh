@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
   }
   nnc_cp_async_wait<0>();
 
-  store_rows<T, MT, ND>(o, l, og, a.o_st, q0 + wrow, a.T, lane);
+  store_rows<T, MT, ND>(o, m, l, og, a.o_st, q0 + wrow, a.T, lane, a.scale, lse_row(a, b, h));
 #endif
 }
 

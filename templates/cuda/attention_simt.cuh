@@ -56,6 +56,7 @@ __global__ void __launch_bounds__(WARPS * 32) nnc_attn_simt_kernel(const nnc_cud
   const T *vg = a.v + b * a.v_sb + h * a.v_sh;
   T *og = a.out + b * a.o_sb + h * a.o_sh;
   const T *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
+  float *lrow = nnc_attn::lse_row(a, b, h);
 
   for (int e = threadIdx.x; e < BQ * D; e += NTHREADS) {
     const int r = e / D, d = e % D;
@@ -139,6 +140,8 @@ __global__ void __launch_bounds__(WARPS * 32) nnc_attn_simt_kernel(const nnc_cud
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* all keys masked: zeros */
     T *orow = og + (long long)i * a.o_st;
     for (int c = lane; c < Dv; c += 32) orow[c] = nnc_dtype<T>::store(sacc[rl * Dv + c] * inv);
+    /* m is in units of log2 (scale * log2 e folded in) */
+    if (lrow && lane == 0) lrow[i] = l[r] > 0.0f ? fmaf(m[r], 0.6931471805599453f, logf(l[r])) : INFINITY;
   }
 }
 

@@ -139,11 +139,19 @@ __device__ __forceinline__ void store2(__half *p, float x, float y) {
   *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(x, y);
 }
 
+/* The row of lse (the forward's log-sum-exp output) of (b, h), or NULL. */
+template <typename A> __device__ __forceinline__ float *lse_row(const A &a, int b, int h) {
+  return a.lse ? a.lse + ((long long)b * a.heads + h) * a.T : nullptr;
+}
+
 /* out rows = o / l for this warp's rows below a.T (row0: its first query);
- * a row whose keys were all masked (l = 0) is written as zeros. */
+ * a row whose keys were all masked (l = 0) is written as zeros. With lrow
+ * set, lane 0 of each quad also writes the row's log-sum-exp, scale * m +
+ * log l (m the raw row max the weights were taken against), +inf when l = 0. */
 template <typename T, int MT, int ND>
-__device__ __forceinline__ void store_rows(const float (&o)[MT][ND][4], const float (&l)[MT][2], T *og,
-                                           long long o_st, int row0, int nrows, int lane) {
+__device__ __forceinline__ void store_rows(const float (&o)[MT][ND][4], const float (&m)[MT][2],
+                                           const float (&l)[MT][2], T *og, long long o_st, int row0, int nrows,
+                                           int lane, float scale, float *lrow) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -157,6 +165,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[MT][ND][4], const fl
         T *orow = og + (long long)row * o_st + (lane % 4) * 2;
 #pragma unroll
         for (int nd = 0; nd < ND; ++nd) store2(orow + nd * 8, o[mt][nd][2 * hr] * inv, o[mt][nd][2 * hr + 1] * inv);
+        if (lrow && lane % 4 == 0) lrow[row] = sum > 0.0f ? fmaf(m[mt][hr], scale, logf(sum)) : INFINITY;
       }
     }
   }

@@ -184,7 +184,9 @@ template <typename T, typename Block> struct wg_rows {
   __device__ __forceinline__ void pv(const uint32_t (&pw)[NT / 2][4], int j) { wg_pv<T, D, BK>(of(), pw, k.vt(j)); }
   /* After wait(): O may be read again. */
   __device__ __forceinline__ void o_landed() { nnc_wg::fence_regs(of()); }
-  __device__ __forceinline__ void store() const { store_rows<T, 1, ND>(o, l, k.og, a.o_st, row0, a.T, lane); }
+  __device__ __forceinline__ void store() const {
+    store_rows<T, 1, ND>(o, m, l, k.og, a.o_st, row0, a.T, lane, a.scale, lse_row(a, k.b, k.h));
+  }
 };
 
 /* FA3's overlap inside a warpgroup: S of tile j and O += P V of tile j - 1

@@ -85,6 +85,29 @@ template <typename T> __device__ __forceinline__ float nnc_ce_row_loss(const nnc
   return t < 0 || t >= a.cols ? NAN : m + logf(s) - nnc_dtype<T>::load(a.x[r * a.ldx + t]);
 }
 
+/* A long row's maximum m and sum s of e^(x - m) in one pass over memory
+ * (the rows of a vocabulary do not stay in cache between two): each thread
+ * keeps its own running max and a sum rescaled when the max grows, then
+ * the block agrees on the max and adds the sums rescaled to it. */
+template <typename T>
+__device__ __forceinline__ void nnc_ce_stream_stats(const T *x, int cols, float *smem, float &m, float &s) {
+  constexpr float LOG2E = 1.4426950408889634f;
+  float tm = -INFINITY, ts = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float v = nnc_dtype<T>::load(x[j]);
+    if (v > tm) {
+      ts = ts * exp2f((tm - v) * LOG2E) + 1.0f;
+      tm = v;
+    } else {
+      ts += exp2f((v - tm) * LOG2E);
+    }
+  }
+  m = nnc_group_reduce<nnc_max_op, NNC_ROWS_STREAM_THREADS>(tm, smem);
+  /* a thread that saw no element (or only -inf) adds nothing */
+  s = nnc_group_reduce<nnc_sum_op, NNC_ROWS_STREAM_THREADS>(tm == -INFINITY ? 0.0f : ts * exp2f((tm - m) * LOG2E),
+                                                            smem);
+}
+
 /* Each row's loss into part: the row's maximum, then the sum of e^(x - max). */
 template <typename T> struct nnc_ce_loss_op {
   using args = nnc_ce_args<T>;
@@ -103,12 +126,8 @@ template <typename T> struct nnc_ce_loss_op {
   }
 
   __device__ static void stream(const args &a, long r, float *smem) {
-    const T *x = a.x + r * a.ldx;
-    float m = -INFINITY, s = 0.0f;
-    for (int j = threadIdx.x; j < a.cols; j += blockDim.x) m = fmaxf(m, nnc_dtype<T>::load(x[j]));
-    m = nnc_group_reduce<nnc_max_op, NNC_ROWS_STREAM_THREADS>(m, smem);
-    for (int j = threadIdx.x; j < a.cols; j += blockDim.x) s += exp2f((nnc_dtype<T>::load(x[j]) - m) * LOG2E);
-    s = nnc_group_reduce<nnc_sum_op, NNC_ROWS_STREAM_THREADS>(s, smem);
+    float m, s;
+    nnc_ce_stream_stats(a.x + r * a.ldx, a.cols, smem, m, s);
     if (threadIdx.x == 0) a.part[r] = nnc_ce_row_loss(a, r, m, s);
   }
 };
@@ -142,11 +161,9 @@ template <typename T> struct nnc_ce_grad_op {
   __device__ static void stream(const args &a, long r, float *smem) {
     const T *x = a.x + r * a.ldx;
     T *y = a.y + r * a.ldy;
-    float m = -INFINITY, s = 0.0f;
-    for (int j = threadIdx.x; j < a.cols; j += blockDim.x) m = fmaxf(m, nnc_dtype<T>::load(x[j]));
-    m = nnc_group_reduce<nnc_max_op, NNC_ROWS_STREAM_THREADS>(m, smem);
-    for (int j = threadIdx.x; j < a.cols; j += blockDim.x) s += exp2f((nnc_dtype<T>::load(x[j]) - m) * LOG2E);
-    const float inv = 1.0f / nnc_group_reduce<nnc_sum_op, NNC_ROWS_STREAM_THREADS>(s, smem);
+    float m, s;
+    nnc_ce_stream_stats(x, a.cols, smem, m, s);
+    const float inv = 1.0f / s;
     const int t = a.t[r];
     const float scale = *a.dloss / (float)a.rows;
     for (int j = threadIdx.x; j < a.cols; j += blockDim.x)

@@ -41,7 +41,7 @@ static void load(const char *rel, const char *const *defines, int ndefines, bool
  * sum(exp(o) * probe.o) with `exp`, for outputs that hold -inf (masks) */
 static void add_probe_loss(nnc_graph *g, bool exp) {
   nnc_error err = {0};
-  ad_ctx c = {g, NNC_NOLOC, nnc_graph_intern(g, "probe"), &err};
+  ad_ctx c = {g, NNC_NOLOC, nnc_graph_intern(g, "probe"), &err, false};
   int total = -1, nout = g->noutputs;
   for (int i = 0; i < nout; i++) {
     int o = g->outputs[i].tensor;
@@ -177,6 +177,74 @@ static void test_bert_probe(void **state) {
   nnc_graph_free(&g);
 }
 
+/* The fused gradient ops (attention as one op whose gradient is one
+ * attention_grad node, the flash backward; a norm's gradient as one
+ * layernorm_grad or rmsnorm_grad node) against the same models
+ * differentiated through primitive ops: every gradient output of the two
+ * independent graphs agrees, at odd sizes. *fused counts the fused nodes. */
+static void grads_of(const char *file, bool primitive, int *fused, double **grads, int64_t *n, nnc_graph *g) {
+  load(file, NULL, 0, false, g);
+  add_probe_loss(g, false);
+  nnc_error err = {0};
+  nnc_autodiff_opts o = {.loss = "probe_loss", .input_grads = true, .primitive_attention = primitive, .primitive_norms = primitive};
+  if (nnc_pass_autodiff(g, &o, &err)) fail_msg("autodiff: %s", err.msg);
+  *fused = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    nnc_op op = g->nodes[i].op;
+    *fused += !g->nodes[i].dead && (op == NNC_OP_ATTENTION_GRAD || op == NNC_OP_LAYERNORM_GRAD ||
+                                    op == NNC_OP_RMSNORM_GRAD);
+  }
+  nnc_ref r;
+  int64_t sym[2] = {3, 17};
+  assert_int_equal(nnc_ref_init(&r, g, sym, &err), NNC_OK);
+  assert_int_equal(nnc_ref_random_inputs(&r, 11, &err), NNC_OK);
+  loss_at(&r, g->outputs[0].tensor);
+  for (int i = 0; i < g->noutputs; i++) {
+    int t = g->outputs[i].tensor;
+    n[i] = nnc_ref_elems(&r, t);
+    grads[i] = malloc((size_t)(n[i] ? n[i] : 1) * sizeof **grads);
+    assert_non_null(grads[i]);
+    if (n[i]) memcpy(grads[i], r.val[t], (size_t)n[i] * sizeof **grads);
+  }
+  nnc_ref_free(&r);
+}
+
+static void check_fused_grads(const char *file, int want_fused) {
+  enum { MAXOUT = 64 };
+  nnc_graph gf, gp;
+  double *f[MAXOUT], *p[MAXOUT];
+  int64_t nf[MAXOUT], np[MAXOUT];
+  int cf, cp;
+  grads_of(file, false, &cf, f, nf, &gf);
+  grads_of(file, true, &cp, p, np, &gp);
+  assert_int_equal(cf, want_fused);
+  assert_int_equal(cp, 0);
+  assert_int_equal(gf.noutputs, gp.noutputs);
+  assert_true(gf.noutputs <= MAXOUT);
+  for (int i = 0; i < gf.noutputs; i++) {
+    assert_string_equal(gf.outputs[i].name, gp.outputs[i].name);
+    assert_int_equal(nf[i], np[i]);
+    double worst = 0, scale = 0;
+    for (int64_t e = 0; e < nf[i]; e++) {
+      worst = fmax(worst, fabs(f[i][e] - p[i][e]));
+      scale = fmax(scale, fabs(p[i][e]));
+    }
+    if (!(worst <= 1e-12 * scale))
+      fail_msg("%s: %s differs by %g between the fused and the primitive gradients (largest %g)", file,
+               gf.outputs[i].name, worst, scale);
+    free(f[i]);
+    free(p[i]);
+  }
+  nnc_graph_free(&gf);
+  nnc_graph_free(&gp);
+}
+
+static void test_fused_grads(void **state) {
+  (void)state;
+  check_fused_grads("tests/ops/attention.lua", 3);   /* causal, padded and both */
+  check_fused_grads("tests/ops/norms.lua", 4);      /* two layernorms, two rmsnorms */
+}
+
 /* Bad requests: no such loss output, a loss that is not a scalar. */
 static void test_errors(void **state) {
   (void)state;
@@ -216,7 +284,7 @@ int main(void) {
       cmocka_unit_test(test_norms),       cmocka_unit_test(test_reduce),     cmocka_unit_test(test_move),
       cmocka_unit_test(test_softmax_axis), cmocka_unit_test(test_attention), cmocka_unit_test(test_embedding_loss),
       cmocka_unit_test(test_mlp_train),   cmocka_unit_test(test_gpt2_train), cmocka_unit_test(test_bert_probe),
-      cmocka_unit_test(test_errors),      cmocka_unit_test(test_outputs),
+      cmocka_unit_test(test_errors),      cmocka_unit_test(test_outputs),    cmocka_unit_test(test_fused_grads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,6 +230,7 @@ static void cse_compares_fields_not_bytes(void **state) {
     p->to = NNC_F32;
     p->act = NNC_OP_NONE;
     p->mask_zero = false;
+    p->causal = false;
   }
   int n0 = node(NNC_OP_SOFTMAX, INS(x), &a);
   int n1 = node(NNC_OP_SOFTMAX, INS(x), &b);

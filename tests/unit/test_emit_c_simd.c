@@ -169,6 +169,12 @@ static void test_embedding_loss_train(void **state) {
                      "-d B=3 -d T=7");
 }
 
+/* causal, padded and both, through the attention op and its backward */
+static void test_attention_train(void **state) {
+  build_and_check_as("tests/ops/attention_loss.lua", "attention_loss", "attention_loss_train", true, NULL, 0,
+                     "-d B=3 -d T=19");
+}
+
 static void test_mlp(void **state) {
   const char *d[] = {"batch=37", "hidden1=129", "hidden2=33"};
   build_and_check("models/mlp.lua", "mlp", d, 3, "-d B=17");
@@ -469,6 +475,7 @@ int main(void) {
     cmocka_unit_test(test_mlp_train),
     cmocka_unit_test(test_gpt2_train),
     cmocka_unit_test(test_embedding_loss_train),
+    cmocka_unit_test(test_attention_train),
     cmocka_unit_test(test_mlp_train_step),
     cmocka_unit_test(test_train_program),
     cmocka_unit_test(test_op_elementwise),

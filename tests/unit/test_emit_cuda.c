@@ -338,7 +338,8 @@ static void build_train(const char *model, const char *name, const char *target,
   build_folder(out, name, "");
 }
 
-/* --train: the training graphs of GPT-2 at small odd sizes, the MLP and the
+/* --train: the training graphs of GPT-2 at small odd sizes, the MLP, the
+ * attention op with masks (tests/ops/attention_loss.lua) and the
  * embedding with its loss, whose backward brings pad, the embedding's
  * scatter-add, act_grad and masks filling zeros to the device loops
  * (device_loops.c) and the cross-entropy's gradient to softmax.cuh, built
@@ -357,7 +358,16 @@ static void test_train(void **state) {
   build_train("models/mlp.lua", "mlp", "cuda-sm90", "tf32", mlp, 2);
   build_train("tests/ops/embedding_loss.lua", "embedding_loss", "cuda-sm80", "f32", NULL, 0);
   build_train("models/gpt2.lua", "gpt2", "cuda-sm80", "bf16", gpt2, 5);
+  build_train("tests/ops/attention_loss.lua", "attention_loss", "cuda-sm90a", "bf16", NULL, 0);
   char p[512];
+  /* attention trains as one op: the forward saves each row's log-sum-exp,
+   * the backward is the flash-attention backward (and its padding mask,
+   * i32 in the model, goes to the template in q's type) */
+  snprintf(p, sizeof p, "%s/attention_loss_train_cuda-sm90a_bf16/attention_loss.cu", work);
+  assert_true(file_has(p, "  if (nnc_cuda_attention_bwd(a, s, &e)) return kernel_failed(m, "));
+  assert_true(file_has(p, "  a.delta = (float *)((unsigned char *)m->ws + pad_offset((size_t)mask_n * sizeof(*mask)));\n"));
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
+  assert_true(file_has(p, "  a.lse = (float *)("));
   /* the training API on the device: one update launch over every weight,
    * f32 master weights where the storage is narrow, and train_<model> */
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_bf16/gpt2.cu", work);
@@ -385,7 +395,6 @@ static void test_train(void **state) {
   assert_true(file_has(p, "  if (nnc_cuda_cross_entropy_grad(rows, cols, (float *)(c.arena + "));
   assert_true(file_has(p, ": each row's loss */"));
   assert_true(file_has(p, " act_grad */"));
-  assert_true(file_has(p, " = (j > i2 ? 0.0f : v"));   /* the causal mask's gradient fills zeros */
   /* the swaps of the last two axes through transpose.cuh, the reductions through reduce.cuh */
   assert_true(file_has(p, "  if (nnc_cuda_transpose_last2((long long)(d->B * 2), rows, cols, "));
   assert_true(file_has(p, "  if (nnc_cuda_reduce(NNC_REDUCE_SUM, outer, len, inner, "));

@@ -614,7 +614,7 @@ static void attention_schedule(attn_graph *a, const attn_case *c, nnc_schedule *
   nnc_schedule_init(s, &a->g);
   int ins[4] = {a->q, a->k, a->v, a->mask};
   int ki = kernel(s, NNC_KERNEL_ATTENTION, a->nnodes, a->nodes, c->padding ? 4 : 3, ins, 1, IDS(a->out));
-  s->k[ki].d.attn = (nnc_attention_desc){.q = a->q, .k = a->k, .v = a->v, .mask = a->mask, .out = a->out,
+  s->k[ki].d.attn = (nnc_attention_desc){.q = a->q, .k = a->k, .v = a->v, .mask = a->mask, .out = a->out, .lse = -1,
                                          .causal = causal, .scale = scale};
 }
 

@@ -2,7 +2,8 @@
  * against a float64 attention written here (full T x S scores, softmax,
  * times V): odd sizes, T != S, causal with both signs of S - T, padding
  * masks, rows with every key masked, interleaved [B,T,H,D] layouts and
- * threads. */
+ * threads; the row log-sum-exp (lse) it writes for the backward, and the
+ * same output, bit for bit, without it. */
 #include "test_simd_util.h"
 
 typedef struct acase {
@@ -53,11 +54,25 @@ static int run(const acase *c) {
   nnc_simd_status st = nnc_simd_attention(&a, c->threads ? &par : NULL, ws, wsb, &err);
   if (st) fprintf(stderr, "attention: %s\n", err.msg);
   assert_int_equal(st, NNC_SIMD_OK);
+  /* Once more with lse: out must not change by a bit. */
+  size_t nl = (size_t)B * H * T;
+  float *lse = talloc(nl), *o2 = talloc(no);
+  tpoison(lse, nl);
+  memcpy(o2, o, no * sizeof(float));
+  tpoison(o, no);
+  a.lse = lse;
+  st = nnc_simd_attention(&a, c->threads ? &par : NULL, ws, wsb, &err);
+  if (st) fprintf(stderr, "attention with lse: %s\n", err.msg);
+  assert_int_equal(st, NNC_SIMD_OK);
+  int same = 1;
+  for (size_t i = 0; i < no; ++i)
+    same &= memcmp(&o[i], &o2[i], sizeof(float)) == 0 || (isnan(o[i]) && isnan(o2[i]));
+  if (!same) fprintf(stderr, "attention: out differs with lse\n");
 
   double *ref = malloc(sizeof(double) * (size_t)(T * Dv + 1));
   double *p = malloc(sizeof(double) * (size_t)(S + 1));
   float *got = talloc((size_t)(T * Dv + 1));
-  int ok = 1;
+  int ok = same;
   for (int b = 0; b < B && ok; ++b)
     for (int h = 0; h < H && ok; ++h) {
       for (int i = 0; i < T; ++i) {
@@ -76,6 +91,15 @@ static int run(const acase *c) {
           p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
           sum += p[j];
         }
+        /* lse: +inf exactly for a row that sees nothing. */
+        double rl = sum > 0 ? mx + log(sum) : INFINITY;
+        float gl = lse[((ptrdiff_t)b * H + h) * T + i];
+        if (!(rl == INFINITY ? gl == INFINITY : fabs(gl - rl) <= 1e-6 * (1 + fabs(rl)))) {
+          fprintf(stderr, "attention lse b%d h%d row %d of B=%d H=%d T=%d S=%d D=%d causal=%d "
+                  "mask=%d/%d: got %.9g expected %.9g\n", b, h, i, B, H, T, S, D, c->causal,
+                  c->use_mask, c->mask_kind, (double)gl, rl);
+          ok = 0;
+        }
         for (int d = 0; d < Dv; ++d) {
           double acc = 0;
           for (int j = 0; j < S; ++j) acc += p[j] * v[b * a.v_sb + h * a.v_sh + j * a.v_st + d];
@@ -87,9 +111,10 @@ static int run(const acase *c) {
       snprintf(what, sizeof what, "attention b%d h%d of B=%d H=%d T=%d S=%d D=%d Dv=%d causal=%d "
                "mask=%d/%d interleaved=%d threads=%d", b, h, B, H, T, S, D, Dv, c->causal,
                c->use_mask, c->mask_kind, c->interleaved, c->threads);
-      ok = tcheck(what, got, Dv, ref, T, Dv, 1e-5);
+      ok = ok && tcheck(what, got, Dv, ref, T, Dv, 1e-5);
     }
   free(q); free(k); free(v); free(o); free(mask); free(ws); free(ref); free(p); free(got);
+  free(lse); free(o2);
   return ok;
 }
 
@@ -159,6 +184,42 @@ static void test_s_zero_and_empty(void **state) {
   assert_int_equal(nnc_simd_attention(&a, NULL, NULL, 0, NULL), NNC_SIMD_OK);
 }
 
+/* Dv == 0: no output, but lse is still written (the backward needs it). */
+static void test_lse_only(void **state) {
+  (void)state;
+  float q[12], k[8], lse[3];
+  for (int i = 0; i < 12; ++i) q[i] = trng(-1, 1);
+  for (int i = 0; i < 8; ++i) k[i] = trng(-1, 1);
+  tpoison(lse, 3);
+  nnc_simd_attn_args a;
+  memset(&a, 0, sizeof a);
+  a.batch = 1; a.heads = 1; a.T = 3; a.S = 2; a.D = 4; a.Dv = 0;
+  a.q = q; a.k = k; a.v = k; a.q_st = 4; a.k_st = 4; a.scale = 0.5f; a.causal = 1;
+  a.lse = lse;
+  size_t wsb = nnc_simd_attention_workspace_bytes(&a, 1);
+  void *ws = malloc(wsb);
+  nnc_simd_error err;
+  assert_int_equal(nnc_simd_attention(&a, NULL, ws, wsb, &err), NNC_SIMD_OK);
+  for (int i = 0; i < 3; ++i) {
+    /* causal, S - T = -1: row 0 sees nothing, row i sees keys < i. */
+    double mx = -INFINITY, s[2];
+    for (int j = 0; j < i; ++j) {
+      s[j] = 0;
+      for (int d = 0; d < 4; ++d) s[j] += (double)q[i * 4 + d] * k[j * 4 + d];
+      s[j] *= 0.5;
+      mx = fmax(mx, s[j]);
+    }
+    double sum = 0;
+    for (int j = 0; j < i; ++j) sum += exp(s[j] - mx);
+    if (i == 0) assert_true(lse[0] == INFINITY);
+    else assert_true(fabs(lse[i] - (mx + log(sum))) <= 1e-6 * (1 + fabs(mx)));
+  }
+  a.lse = (float *)q;
+  assert_int_equal(nnc_simd_attention(&a, NULL, ws, wsb, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "overlapping"));
+  free(ws);
+}
+
 static void test_errors(void **state) {
   (void)state;
   float q[16] = {0}, k[16] = {0}, v[16] = {0}, o[16];
@@ -196,7 +257,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),       cmocka_unit_test(test_causal_shapes),
       cmocka_unit_test(test_all_masked),  cmocka_unit_test(test_s_zero_and_empty),
-      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_lse_only),    cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
