@@ -215,7 +215,7 @@ nnc_status nnc_graph_rewrite_node(nnc_graph *g, int node, nnc_op op, int nin, co
     const nnc_node *n = &g->nodes[node];
     char name[256];
     snprintf(name, sizeof name, "%s#%d", n->label, n->nout + 1);
-    int id;
+    int id = -1;
     nnc_status st = add_tensor(g, name, NNC_TENSOR_VALUE, NNC_F32, 0, NULL, n->loc, &id, err);
     if (st) return st;
     g->tensors[id].producer = node;
