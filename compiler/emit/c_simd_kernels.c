@@ -52,7 +52,8 @@ static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_ge
                 as_int(s->K, K, sizeof K));
   nnc_sb_printf(&body, "  *g = (nnc_simd_gemm_args){\n      .M = M, .N = N, .K = K, .batch = %s,\n",
                 as_int(batch, nb, sizeof nb));
-  nnc_sb_printf(&body, "      .lda = K, .ldb = %s, .ldc = N, .ldr = N,\n", d->b_trans ? "K, .b_trans = 1" : "N");
+  nnc_sb_printf(&body, "      .lda = %s, .ldb = %s, .ldc = N, .ldr = N,\n", d->a_trans ? "M, .a_trans = 1" : "K",
+                d->b_trans ? "K, .b_trans = 1" : "N");
   bool af = s->nb && s->a_full[s->nb - 1], bf = s->nb && s->b_full[s->nb - 1];
   if (af || bf)
     nnc_sb_printf(&body, "      %s%s%s\n", af ? ".stride_a = (ptrdiff_t)M * K," : "", af && bf ? " " : "",

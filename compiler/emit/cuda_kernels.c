@@ -83,23 +83,24 @@ static bool split_fits(const nnc_gemm_desc *d, const ec_gemm_shape *s, int pad) 
   return pad && d->b_trans && s->first_inner == 0 && atoll(s->N) > 64;
 }
 
-/* nnc's GEMM takes bf16/f16 in and out alike, one batch stride per operand,
- * constant N and K that are multiples of 8, and the activations it has. */
+/* nnc's GEMM takes bf16/f16 in and out alike, A as [M, K], one batch stride
+ * per operand, constant N and K that are multiples of 8, and the activations
+ * it has. */
 static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
   nnc_dtype t = x->g->tensors[d->a].dtype;
   bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
   /* its pipeline is sm_80's: cp.async, ldmatrix and m16n8k16 products */
-  return x->r->target->cuda.cp_async && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->out].dtype == t &&
+  return x->r->target->cuda.cp_async && !d->a_trans && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->out].dtype == t &&
          s->first_inner == 0 && constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 &&
          act;
 }
 
-/* nnc's wgmma GEMM (sm_90a): bf16/f16 operands, B as [N, K], the output in
+/* nnc's wgmma GEMM (sm_90a): bf16/f16 operands, A as [M, K], B as [N, K], the output in
  * f32 or the operands' type, no batch, K a multiple of 8, a bias its only
  * fusion besides a norm kernel before it. */
 static bool wgmma_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
   nnc_dtype t = x->g->tensors[d->a].dtype, o = x->g->tensors[d->out].dtype;
-  return x->r->target->cuda.wgmma_ok && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->b].dtype == t &&
+  return x->r->target->cuda.wgmma_ok && !d->a_trans && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->b].dtype == t &&
          (o == t || o == NNC_F32) && d->b_trans && s->nb == 0 && constant(s->K) && atoll(s->K) % 8 == 0 &&
          d->act == NNC_OP_NONE && d->residual < 0;
 }
@@ -235,10 +236,10 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
   const nnc_tensor *a = &x->g->tensors[d->a], *o = &x->g->tensors[d->out];
   int64_t rows = 1;
   for (int i = 0; i < o->rank - 1; i++) rows *= nnc_dim_eval(o->shape[i], max);
-  snprintf(v->key, sizeof v->key, "gemm rows=%lld N=%lld K=%lld ab=%s out=%s%s%s%s%s%s%s%s",
+  snprintf(v->key, sizeof v->key, "gemm rows=%lld N=%lld K=%lld ab=%s out=%s%s%s%s%s%s%s%s%s",
            (long long)rows, (long long)nnc_dim_eval(o->shape[o->rank - 1], max),
-           (long long)nnc_dim_eval(a->shape[a->rank - 1], max), nnc_dtype_name(a->dtype), nnc_dtype_name(o->dtype),
-           d->b_trans ? " b_trans" : "", x->r->precision.tf32 ? " tf32" : "",
+           (long long)nnc_dim_eval(a->shape[a->rank - (d->a_trans ? 2 : 1)], max), nnc_dtype_name(a->dtype),
+           nnc_dtype_name(o->dtype), d->a_trans ? " a_trans" : "", d->b_trans ? " b_trans" : "", x->r->precision.tf32 ? " tf32" : "",
            d->prologue == NNC_NORM_LAYER ? " layernorm" : d->prologue == NNC_NORM_RMS ? " rmsnorm" : "",
            d->bias >= 0 ? " bias" : "", d->act == NNC_OP_NONE ? "" : d->gelu_tanh ? " gelu_tanh" : " ",
            d->act == NNC_OP_NONE || d->gelu_tanh ? "" : nnc_op_info_of(d->act)->name, d->residual >= 0 ? " residual" : "");
@@ -423,7 +424,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       if (x->r->precision.tf32) nnc_sb_printf(&body, "  g.tf32 = true;   /* --precision=tf32 */\n");
       if (p.pre_norm) nnc_sb_printf(&body, "  g.A = %s;\n", A);
       else ec_assign(x, &body, 2, "g.A", d->a);
-      nnc_sb_printf(&body, "  g.lda = K;\n");
+      nnc_sb_printf(&body, "%s", d->a_trans ? "  g.lda = M;\n  g.a_trans = true;   /* A is [K, M] */\n" : "  g.lda = K;\n");
       if (sa) nnc_sb_printf(&body, "  g.stride_a = (long long)M * K;\n");
       ec_assign(x, &body, 2, "g.B", d->b);
       nnc_sb_printf(&body, "  g.ldb = %s;\n  g.b_trans = %s;\n", d->b_trans ? "K" : "N", d->b_trans ? "true" : "false");
@@ -489,6 +490,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
 
 static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b);
 
+/* A reduce kernel runs reduce.cuh: one node on floats (an integer one is a loop). */
+static bool reduce_template(const ec_ctx *x, const nnc_kernel *k) {
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  return k->nnodes == 1 && x->g->tensors[n->in[0]].dtype != NNC_I32 && x->g->tensors[n->out[0]].dtype != NNC_I32;
+}
+
 void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
   if (k->kind == NNC_KERNEL_ATTENTION || k->kind == NNC_KERNEL_ATTENTION_GRAD) {
@@ -515,6 +522,17 @@ void cu_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
     ec_dims_product(x, xt, t->rank - 1, t->rank, cols, sizeof cols);
     nnc_sb_printf(b, "  {\n    size_t w = nnc_cuda_norm_bwd_workspace_bytes((int)(%s), (int)(%s));   /* kernel %d: "
                      "the gamma and beta sums' partials */\n    if (w > need) need = w;\n  }\n", rows, cols, ki);
+    return;
+  }
+  if (k->kind == NNC_KERNEL_REDUCE && reduce_template(x, k)) {
+    const nnc_node *n = &x->g->nodes[k->nodes[0]];
+    const int axis = n->attrs.axis, rank = x->g->tensors[n->in[0]].rank;
+    char outer[EXPR], len[EXPR], inner[EXPR];
+    ec_dims_product(x, n->in[0], 0, axis, outer, sizeof outer);
+    ec_dims_product(x, n->in[0], axis, axis + 1, len, sizeof len);
+    ec_dims_product(x, n->in[0], axis + 1, rank, inner, sizeof inner);
+    nnc_sb_printf(b, "  {\n    size_t w = nnc_cuda_reduce_workspace_bytes((int)(%s), (int)(%s), (int)(%s));   /* kernel %d: "
+                     "the column sums' partials */\n    if (w > need) need = w;\n  }\n", outer, len, inner, ki);
     return;
   }
   if (k->kind == NNC_KERNEL_LOSS && x->g->nodes[k->nodes[0]].op == NNC_OP_CROSS_ENTROPY) {
@@ -733,8 +751,7 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_graph *g = x->g;
-  if (k->nnodes != 1 || g->tensors[n->in[0]].dtype == NNC_I32 || g->tensors[n->out[0]].dtype == NNC_I32)
-    return cu_emit_loop_kernel(x, ki, b, err);
+  if (!reduce_template(x, k)) return cu_emit_loop_kernel(x, ki, b, err);
   const int axis = n->attrs.axis, rank = g->tensors[n->in[0]].rank;
   char outer[EXPR], len[EXPR], inner[EXPR], oi[EXPR], li[EXPR], ii[EXPR], px[256], py[256];
   ec_dims_product(x, n->in[0], 0, axis, outer, sizeof outer);
@@ -744,7 +761,7 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int outer = %s, len = %s, inner = %s;\n  nnc_cuda_error e;\n", as_int(outer, oi, sizeof oi),
                 as_int(len, li, sizeof li), as_int(inner, ii, sizeof ii));
-  nnc_sb_printf(&body, "  if (nnc_cuda_reduce(%s, outer, len, inner, %s, %s, s, &e))\n",
+  nnc_sb_printf(&body, "  if (nnc_cuda_reduce(%s, outer, len, inner, %s, %s, m->ws, m->ws_size, s, &e))\n",
                 n->op == NNC_OP_MAX ? "NNC_REDUCE_MAX" : n->op == NNC_OP_MEAN ? "NNC_REDUCE_MEAN" : "NNC_REDUCE_SUM",
                 ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py));
   template_call(x, ki, b, &body);

@@ -295,13 +295,14 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s) {
   const nnc_tensor *a = &g->tensors[d->a], *o = &g->tensors[d->out];
   memset(s, 0, sizeof *s);
   s->linear = ec_kernel_has_op(x, k, NNC_OP_LINEAR);
-  nnc_emit_dim_expr(x->g, x->g->tensors[d->a].shape[a->rank - 1], "d->", s->K, EXPR);
+  /* a_trans: A is [K, M] */
+  nnc_emit_dim_expr(x->g, x->g->tensors[d->a].shape[a->rank - (d->a_trans ? 2 : 1)], "d->", s->K, EXPR);
   nnc_emit_dim_expr(x->g, x->g->tensors[d->out].shape[o->rank - 1], "d->", s->N, EXPR);
   if (s->linear) {
     ec_dims_product(x, d->a, 0, a->rank - 1, s->M, EXPR);
     return;
   }
-  nnc_emit_dim_expr(x->g, x->g->tensors[d->a].shape[a->rank - 2], "d->", s->M, EXPR);
+  nnc_emit_dim_expr(x->g, x->g->tensors[d->a].shape[a->rank - (d->a_trans ? 1 : 2)], "d->", s->M, EXPR);
   s->nb = o->rank - 2;
   bool b_batched = g->tensors[d->b].rank > 2;
   for (int i = 0; i < s->nb; i++) {

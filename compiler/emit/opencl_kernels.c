@@ -141,11 +141,11 @@ nnc_status ocl_tile_lists(ocl_ctx *o, nnc_error *err) {
 
 /* The copy of gemm.cl with these macros: the one already in the program, or
  * a new one (kernel ki names its kernels). */
-static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, int pro, bool b_trans, bool c_f32,
-                            const ocl_gemm_copy **out, nnc_error *err) {
+static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, int pro, const nnc_gemm_desc *d,
+                            bool c_f32, const ocl_gemm_copy **out, nnc_error *err) {
   char key[112];
-  snprintf(key, sizeof key, "T%d T%d B_TRANS=%d ACT=%d PROLOGUE=%d C_F32=%d", list, stats, b_trans ? 1 : 0, act, pro,
-           c_f32 ? 1 : 0);
+  snprintf(key, sizeof key, "T%d T%d A_TRANS=%d B_TRANS=%d ACT=%d PROLOGUE=%d C_F32=%d", list, stats, d->a_trans ? 1 : 0,
+           d->b_trans ? 1 : 0, act, pro, c_f32 ? 1 : 0);
   for (int i = 0; i < o->ngc; i++)
     if (strcmp(o->gc[i].key, key) == 0) {
       *out = &o->gc[i];
@@ -164,12 +164,12 @@ static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, in
   snprintf(defs, sizeof defs,
            "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d%s; later GEMM "
            "kernels with the same macros run this copy too */\n%s"
-           "#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %s\n#define NNC_C_F32 %d\n"
-           "#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
-           ki, list, act, pro, c_f32 ? ", C written as f32" : "", tiles, b_trans ? 1 : 0, act, pro, wg, c_f32 ? 1 : 0,
-           ki, ki);
+           "#define NNC_A_TRANS %d\n#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %s\n"
+           "#define NNC_C_F32 %d\n#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
+           ki, list, act, pro, c_f32 ? ", C written as f32" : "", tiles, d->a_trans ? 1 : 0, d->b_trans ? 1 : 0, act, pro,
+           wg, c_f32 ? 1 : 0, ki, ki);
   nnc_status st = paste(o, "gemm.cl", defs,
-                        "NNC_GEMM_CPU NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_C_F32 NNC_C_T NNC_STORE_C NNC_VSTORE_C "
+                        "NNC_GEMM_CPU NNC_A_TRANS NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_C_F32 NNC_C_T NNC_STORE_C NNC_VSTORE_C "
                         "NNC_GEMM_ARGS NNC_GEMM_STORE NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_KB NNC_LX NNC_LY NNC_NT "
                         "NNC_VW NNC_MR NNC_NR NNC_KC NNC_LM NNC_LN NNC_CAT_ NNC_CAT NNC_VF NNC_VLDF NNC_VSTF NNC_VLDG NNC_VSTC "
                         "NNC_NV NNC_GM NNC_GN NNC_VLD_PART NNC_JOBS nnc_gemm nnc_gemm_row_stats",
@@ -203,7 +203,7 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   nnc_status st = NNC_OK;
   for (int i = 0; !st && i < (int)(sizeof ops / sizeof ops[0]); i++) st = want_storage(o, ki, ops[i], roles[i], err);
   const ocl_gemm_copy *gc = NULL;
-  if (!st) st = gemm_copy(o, ki, list, stats, act, pro, d->b_trans, c_f32, &gc, err);
+  if (!st) st = gemm_copy(o, ki, list, stats, act, pro, d, c_f32, &gc, err);
   if (st) return st;
   char batch[EXPR], outer[EXPR], lit[64], dim[EXPR], st_[EXPR];
   ec_dims_product(x, d->out, s.first_inner, s.nb, batch, sizeof batch);
@@ -258,7 +258,7 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   nnc_sb_printf(h, "    kn = m->kern[%d];\n", gc->kgemm);
   nnc_sb_printf(h, "    ARG_INT(M);\n    ARG_INT(N);\n    ARG_INT(K);\n");
   arg_mem_at(o, d->a, 4);
-  nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(K);\n    ARG_LONG(%s);\n", sa ? "M * K" : "0");
+  nnc_sb_printf(h, "    ARG_LONG(a_off);\n    ARG_LONG(%s);\n    ARG_LONG(%s);\n", d->a_trans ? "M" : "K", sa ? "M * K" : "0");
   arg_mem_at(o, d->b, 4);
   nnc_sb_printf(h, "    ARG_LONG(b_off);\n    ARG_LONG(%s);\n    ARG_LONG(%s);\n", d->b_trans ? "K" : "N", sb ? "K * N" : "0");
   arg_mem_at(o, d->out, 4);

@@ -86,8 +86,8 @@ static void print_rows(FILE *f, const row *rows, int n) {
 
 static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
   char a[16], b[16], c[16], e[16], o[16];
-  fprintf(f, "      a=%s b=%s%s bias=%s residual=%s out=%s", tref(d->a, a), tref(d->b, b),
-          d->b_trans ? " (transposed)" : "", tref(d->bias, c), tref(d->residual, e), tref(d->out, o));
+  fprintf(f, "      a=%s%s b=%s%s bias=%s residual=%s out=%s", tref(d->a, a), d->a_trans ? " (transposed)" : "",
+          tref(d->b, b), d->b_trans ? " (transposed)" : "", tref(d->bias, c), tref(d->residual, e), tref(d->out, o));
   if (d->prologue == NNC_NORM_NONE) fprintf(f, " prologue=none");
   else
     fprintf(f, " prologue=%s(gamma=%s beta=%s eps=%g)", d->prologue == NNC_NORM_LAYER ? "layernorm" : "rmsnorm",

@@ -40,12 +40,14 @@ typedef enum nnc_norm {
 } nnc_norm;
 
 /* out = act(alpha * (prologue(A) . B) + bias) + residual
- *   A [..., M, K]; B [N, K] when b_trans (nn.Linear), else [..., K, N];
+ *   A [..., M, K], or [K, M] when a_trans (a folded transpose: rank 2, no
+ *   prologue, e.g. x^T in a weight gradient);
+ *   B [N, K] when b_trans (nn.Linear), else [..., K, N];
  *   batch dims of A and B broadcast (matmul); bias [N]; residual has out's
  *   shape. Absent operands are -1. */
 typedef struct nnc_gemm_desc {
   int a, b, bias, residual, out;
-  bool b_trans;
+  bool a_trans, b_trans;
   nnc_norm prologue;
   int norm_gamma, norm_beta;   /* beta is -1 for rmsnorm */
   double norm_eps;

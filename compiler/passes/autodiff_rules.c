@@ -141,13 +141,37 @@ static nnc_status as_matrix(ad_ctx *c, int t, int *out) {
   return ad_shaped(c, NNC_OP_RESHAPE, 1, &t, NULL, 2, shape, out);
 }
 
+/* True when rows of t have a constant length that is not a multiple of 8
+ * elements: 16-byte loads of such rows are unaligned in every storage type,
+ * which GEMM libraries run several times slower (cuBLASLt: GPT-2's LM head,
+ * N = 50257, at a sixth of its aligned speed). */
+static bool odd_rows(ad_ctx *c, int t) {
+  const nnc_tensor *x = T(c, t);
+  return x->rank >= 1 && nnc_dim_is_const(x->shape[x->rank - 1]) && x->shape[x->rank - 1].k % 8 != 0;
+}
+
 /* linear: y = x W^T + b with W [N, K] (or x W with W [K, N], in_out).
  * dx = dy W (a linear with the other layout), dW = dy^T x (x^T dy for
- * in_out) over all rows, db = the column sums of dy. */
+ * in_out) over all rows, db = the column sums of dy. When dy's rows are odd
+ * (odd_rows) and W is [N, K], dy^T is made once and both products read it:
+ * dW = dy^T x as it is and dx = (dy^T)^T W, a transposed A; its rows (the
+ * batch's) are aligned where dy's are not. */
 static nnc_status vjp_linear(ad_ctx *c, ad_vjp *v) {
   const nnc_node *n = v->n;
   bool in_out = n->attrs.weight_in_out;
   int x = n->in[0], w = n->in[1], dy = v->dy[0];
+  if (!in_out && v->want[0] && v->want[1] && odd_rows(c, dy)) {
+    int dy2, x2, dyt, t, d;
+    TRY(as_matrix(c, dy, &dy2));
+    TRY(as_matrix(c, x, &x2));
+    TRY(ad_transpose_last(c, dy2, &dyt));
+    TRY(ad_transpose_last(c, dyt, &t));
+    TRY(ad_binary(c, NNC_OP_MATMUL, t, w, &d));
+    TRY(ad_reshape_like(c, d, x, &v->dx[0]));
+    TRY(ad_binary(c, NNC_OP_MATMUL, dyt, x2, &v->dx[1]));
+    if (n->nin == 3 && v->want[2]) TRY(ad_reduce(c, NNC_OP_SUM, dy2, 0, false, &v->dx[2]));
+    return NNC_OK;
+  }
   if (v->want[0]) {
     nnc_attrs a = {.weight_in_out = !in_out};
     int in[2] = {dy, w};

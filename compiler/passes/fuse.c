@@ -1,8 +1,9 @@
 /* compiler/passes/fuse.c — groups the live nodes into kernels.
  *
  * The patterns (fuse_patterns.c) decide which nodes go together; this file
- * runs them over the graph, orders the kernels by their last node and fills
- * each kernel's inputs, outputs, location and descriptor. */
+ * runs them over the graph, orders the kernels (each as soon as its inputs
+ * are made, in the order of their main nodes) and fills each kernel's
+ * inputs, outputs, location and descriptor. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,13 +65,79 @@ static nnc_status find_groups(fuse_state *st, nnc_error *err) {
   return NNC_OK;
 }
 
-/* Kernels run in the order of their last nodes: a valid order because only
- * a kernel's last node writes tensors that other kernels read (checked in
- * check_outputs). Groups never share a node, so the keys are distinct. */
-typedef struct group_key { int last, group; } group_key;
-static int cmp_key(const void *a, const void *b) {
-  int x = ((const group_key *)a)->last, y = ((const group_key *)b)->last;
-  return (x > y) - (x < y);
+/* The order the kernels run in: a topological order of the groups (only a
+ * group's last node writes tensors that other groups read, checked in
+ * check_outputs, so a reader's last node comes after its producers' and the
+ * groups form no cycle) that takes, among the groups whose inputs are all
+ * made, the one whose main node comes first. The last node alone would do,
+ * but it runs a weight gradient's GEMM where the widening cast that
+ * --precision appends to every gradient output sits, at the end of the
+ * graph, keeping each layer's x and dy alive through the whole backward;
+ * by its main node (the matmul) it runs as soon as dy is made. */
+static nnc_status order_groups(const fuse_state *st, int *order, nnc_error *err) {
+  const nnc_graph *g = st->c.g;
+  int n = st->ngroups, ne = 0;
+  size_t sz = (size_t)(n ? n : 1);
+  int *npred = calloc(sz, sizeof *npred), *mark = malloc(sz * sizeof *mark), *start = calloc(sz + 1, sizeof *start);
+  int *ready = malloc(sz * sizeof *ready), *succ = NULL;
+  nnc_status rc = NNC_OK;
+  if (!npred || !mark || !start || !ready) goto oom;
+  /* edges producer group -> reader group, each once: counted, then listed */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < n; i++) mark[i] = -1;
+    for (int gi = 0; gi < n; gi++) {
+      const fuse_group *gr = &st->groups[gi];
+      for (int j = 0; j < gr->nnodes; j++) {
+        const nnc_node *nd = &g->nodes[gr->nodes[j]];
+        for (int q = 0; q < nd->nin; q++) {
+          int p = g->tensors[nd->in[q]].producer, pg = p >= 0 ? st->owner[p] : -1;
+          if (pg < 0 || pg == gi || mark[pg] == gi) continue;
+          mark[pg] = gi;
+          if (pass == 0) {
+            start[pg + 1]++;
+            npred[gi]++;
+          } else {
+            succ[start[pg]++] = gi;
+          }
+        }
+      }
+    }
+    if (pass == 0) {
+      for (int i = 0; i < n; i++) start[i + 1] += start[i];
+      ne = start[n];
+      succ = malloc((size_t)(ne ? ne : 1) * sizeof *succ);
+      if (!succ) goto oom;
+    } else {   /* the fill moved each start to the next group's */
+      for (int i = n; i > 0; i--) start[i] = start[i - 1];
+      start[0] = 0;
+    }
+  }
+  int nready = 0, done = 0;
+  for (int i = 0; i < n; i++)
+    if (!npred[i]) ready[nready++] = i;
+  while (nready) {
+    int best = 0;
+    for (int i = 1; i < nready; i++)
+      if (st->groups[ready[i]].main < st->groups[ready[best]].main) best = i;
+    int gi = ready[best];
+    ready[best] = ready[--nready];
+    order[done++] = gi;
+    for (int e = start[gi]; e < start[gi + 1]; e++)
+      if (--npred[succ[e]] == 0) ready[nready++] = succ[e];
+  }
+  if (done != n)
+    rc = nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "fusion: the kernels' dependencies form a cycle (%d of %d ordered)",
+                    done, n);
+  goto out;
+oom:
+  rc = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while fusing");
+out:
+  free(npred);
+  free(mark);
+  free(start);
+  free(ready);
+  free(succ);
+  return rc;
 }
 
 /* Every tensor written by a node other than the group's last is read only
@@ -122,19 +189,16 @@ static nnc_status fill_io(const fuse_state *st, nnc_kernel *k, nnc_error *err) {
 
 static nnc_status build_schedule(fuse_state *st, nnc_schedule *s, nnc_error *err) {
   const nnc_graph *g = st->c.g;
-  group_key *order = malloc((size_t)(st->ngroups ? st->ngroups : 1) * sizeof *order);
+  int *order = malloc((size_t)(st->ngroups ? st->ngroups : 1) * sizeof *order);
   s->kernel_of_node = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof *s->kernel_of_node);
   if (!order || !s->kernel_of_node) {
     free(order);
     return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while fusing");
   }
   for (int n = 0; n < g->nnodes; n++) s->kernel_of_node[n] = -1;
-  for (int i = 0; i < st->ngroups; i++)
-    order[i] = (group_key){st->groups[i].nodes[st->groups[i].nnodes - 1], i};
-  qsort(order, (size_t)st->ngroups, sizeof *order, cmp_key);
-  nnc_status rc = NNC_OK;
+  nnc_status rc = order_groups(st, order, err);
   for (int i = 0; i < st->ngroups && !rc; i++) {
-    const fuse_group *gr = &st->groups[order[i].group];
+    const fuse_group *gr = &st->groups[order[i]];
     int idx;
     rc = check_outputs(st, gr, err);
     if (!rc) rc = nnc_schedule_add(s, gr->kind, gr->nnodes, gr->nodes, &idx, err);

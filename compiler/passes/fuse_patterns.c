@@ -163,7 +163,8 @@ static bool is_bias_for(const fuse_ctx *c, int bias, int cur) {
 }
 
 /* linear / matmul with an optional norm prologue on A, a folded transpose of
- * a rank-2 B, and the epilogue alpha, bias, activation, residual, widening
+ * a rank-2 A (a weight gradient's x^T: no copy of the activations) or B, and
+ * the epilogue alpha, bias, activation, residual, widening
  * cast (each optional, in this order), anchored at the linear or matmul. */
 static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *mm = node_of(c, anchor);
@@ -185,7 +186,16 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
       take(gr, tr);
     }
   }
-  if (reads(mm, mm->in[0]) == 1) {
+  if (mm->op == NNC_OP_MATMUL && reads(mm, mm->in[0]) == 1 && tensor_of(c, mm->in[0])->rank == 2 &&
+      tensor_of(c, mm->in[1])->rank == 2) {
+    int tr = foldable_producer(c, mm->in[0]);
+    if (tr >= 0 && swaps_last_two(node_of(c, tr), 2)) {
+      d.a_trans = true;
+      d.a = node_of(c, tr)->in[0];
+      take(gr, tr);
+    }
+  }
+  if (!d.a_trans && reads(mm, mm->in[0]) == 1) {
     int nm = foldable_producer(c, mm->in[0]);
     if (nm >= 0 && (node_of(c, nm)->op == NNC_OP_LAYERNORM || node_of(c, nm)->op == NNC_OP_RMSNORM)) {
       const nnc_node *norm = node_of(c, nm);
@@ -219,7 +229,10 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     cur = node_of(c, r)->out[0];
     r = foldable_consumer(c, cur);
   }
-  if (r >= 0 && (o = other_operand(c, r, NNC_OP_ADD, cur)) >= 0 &&
+  /* a residual made after the product (a tied weight's second gradient,
+   * from the embedding's backward at the end) would hold the GEMM, and its
+   * operands, until then: the add stays apart */
+  if (r >= 0 && (o = other_operand(c, r, NNC_OP_ADD, cur)) >= 0 && tensor_of(c, o)->producer < anchor &&
       same_shape(tensor_of(c, o), tensor_of(c, cur)) && tensor_of(c, o)->dtype == tensor_of(c, cur)->dtype) {
     d.residual = o;
     take(gr, r);

@@ -31,10 +31,11 @@ static nnc_ref_shape batch_of(const nnc_ref_shape *s) {
 }
 
 /* x's row of K values through the prologue into row. */
-static void prologue(const nnc_gemm_desc *d, const double *x, int64_t K, const double *gamma,
+/* Row m of prologue(A), whose elements lie xs apart (a column when a_trans). */
+static void prologue(const nnc_gemm_desc *d, const double *x, int64_t xs, int64_t K, const double *gamma,
                      const double *beta, double *row) {
   if (d->prologue == NNC_NORM_NONE) {
-    for (int64_t c = 0; c < K; c++) row[c] = x[c];
+    for (int64_t c = 0; c < K; c++) row[c] = x[c * xs];
     return;
   }
   double mean = 0, var = 0;
@@ -74,7 +75,9 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
   nnc_ref_shape sa0 = nnc_ref_shape_of(r, d->a), sb = nnc_ref_shape_of(r, d->b), so0 = nnc_ref_shape_of(r, d->out);
   bool ok = sa0.rank >= 1 && so0.rank >= 1 && (sa0.rank == 1) == (so0.rank == 1);
   nnc_ref_shape sa = as_matrix(sa0), so = as_matrix(so0);
-  int64_t M = sa.d[sa.rank - 2], K = sa.d[sa.rank - 1], N = 0;
+  /* a_trans: A is [K, M], rank 2, with no prologue (fusion folds one or the other) */
+  ok = ok && (!d->a_trans || (sa0.rank == 2 && !norm));
+  int64_t M = sa.d[sa.rank - (d->a_trans ? 1 : 2)], K = sa.d[sa.rank - (d->a_trans ? 2 : 1)], N = 0;
   nnc_ref_shape ba = batch_of(&sa), bo = batch_of(&so), bb = {.rank = 0}, want;
   if (d->b_trans) {
     ok = ok && sb.rank == 2 && sb.d[1] == K;
@@ -87,8 +90,8 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
   ok = ok && so.d[so.rank - 2] == M && so.d[so.rank - 1] == N && nnc_ref_broadcast(&ba, &bb, &want) &&
        nnc_ref_shape_eq(&want, &bo);
   if (!ok)
-    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected A [...,M,K], B %s and out [...,M,N], "
-                               "found %s, %s and %s", d->b_trans ? "[N,K]" : "[...,K,N]",
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected A %s, B %s and out [...,M,N], "
+                               "found %s, %s and %s", d->a_trans ? "[K,M] with no prologue" : "[...,M,K]", d->b_trans ? "[N,K]" : "[...,K,N]",
                                nnc_ref_desc(r, d->a, d1), nnc_ref_desc(r, d->b, d2), nnc_ref_desc(r, d->out, d3));
   if ((bias && nnc_ref_elems(r, d->bias) != N) || (gamma && nnc_ref_elems(r, d->norm_gamma) != K) ||
       (beta && nnc_ref_elems(r, d->norm_beta) != K))
@@ -122,7 +125,8 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
     }
     const double *bm = b + ob * K * N;
     for (int64_t m = 0; m < M; m++) {
-      prologue(d, a + (oa * M + m) * K, K, gamma, beta, row);
+      if (d->a_trans) prologue(d, a + m, M, K, gamma, beta, row);
+      else prologue(d, a + (oa * M + m) * K, 1, K, gamma, beta, row);
       /* the dot products of the row, walking B's rows contiguously */
       for (int64_t j = 0; j < N; j++) dot[j] = 0;
       if (d->b_trans) {

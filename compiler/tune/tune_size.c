@@ -18,7 +18,7 @@ nnc_gemm_size nnc_tune_gemm_size(const nnc_schedule *s, const nnc_kernel *k) {
   const nnc_graph *g = s->g;
   const nnc_gemm_desc *d = &k->d.gemm;
   const nnc_tensor *out = &g->tensors[d->out], *a = &g->tensors[d->a];
-  nnc_gemm_size z = {1, 0, last_dim(g, out, 1), last_dim(g, a, 1)};
+  nnc_gemm_size z = {1, 0, last_dim(g, out, 1), last_dim(g, a, d->a_trans ? 2 : 1)};
   int64_t elems = nnc_tensor_max_elems(g, out);
   /* a matmul runs one M x N product per batch item (B strided or shared);
    * a linear folds its leading dims into M */

@@ -86,10 +86,10 @@ static const char *name_of(gemm_name *n) {
   if (!n->done) {
     char algo[32] = ""; /* which heuristic result, when not the first */
     if (g->algo) snprintf(algo, sizeof algo, " algo %d", g->algo);
-    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s epilogue %s%s%s%s",
+    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s%s epilogue %s%s%s%s",
              g->M, g->N, g->K, g->batch, valid_dtype((int)g->ab) ? dtype_name(g->ab) : "?",
              valid_dtype((int)g->out) ? dtype_name(g->out) : "?", g->tf32 ? " tf32" : "",
-             g->b_trans ? " B transposed" : "", epilogue_name(g->epilogue),
+             g->a_trans ? " A transposed" : "", g->b_trans ? " B transposed" : "", epilogue_name(g->epilogue),
              g->bias ? " +bias" : "", g->residual ? " +residual" : "", algo);
   }
   n->done = true;
@@ -183,9 +183,9 @@ static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error 
   if (!g->A || !g->B || !g->D)
     return nnrt_errorf(err, NNRT_E_ARG, "%s: %s is NULL", name_of(d), !g->A ? "A" : !g->B ? "B" : "D");
   long long b_cols = g->b_trans ? g->K : g->N;
-  if (g->lda < g->K)
-    return nnrt_errorf(err, NNRT_E_ARG, "%s: lda must be at least K = %d, found %lld", name_of(d), g->K,
-                       g->lda);
+  if (g->lda < (g->a_trans ? g->M : g->K))
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: lda must be at least %s = %d, found %lld", name_of(d),
+                       g->a_trans ? "M" : "K", g->a_trans ? g->M : g->K, g->lda);
   if (g->ldb < b_cols)
     return nnrt_errorf(err, NNRT_E_ARG, "%s: ldb must be at least %s = %lld, found %lld", name_of(d),
                        g->b_trans ? "K" : "N", b_cols, g->ldb);
@@ -227,7 +227,7 @@ void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *k) {
                           batched ? g->stride_a : 0, batched ? g->stride_b : 0,
                           batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
                           align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
-                          align_of(g->bias), g->algo};
+                          align_of(g->bias), g->algo, g->a_trans};
   memcpy(k, v, sizeof v);
 }
 
@@ -266,7 +266,7 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
   cudaDataType_t tab = cuda_type(g->ab), tout = cuda_type(g->out);
   bool batched = g->batch > 1;
   LT_TRY(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
-  cublasOperation_t ta = g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  cublasOperation_t ta = g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtEpilogue_t epi = lt_epilogue(g);
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -283,12 +283,16 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
                                           sizeof g->bias));
   }
   /* cuBLASLt's A is our B^T: [N,K] column-major, or (b_trans) its transpose
-   * stored as [K,N]. Its B is our A^T, [K,M]. C and D are D^T, [N,M]. */
+   * stored as [K,N]. Its B is our A^T, [K,M], or (a_trans) its transpose
+   * stored as [M,K]. C and D are D^T, [N,M]. */
   if (g->b_trans)
     LT_TRY(make_layout(&p->la, tab, g->K, g->N, g->ldb, g->batch, batched ? g->stride_b : 0));
   else
     LT_TRY(make_layout(&p->la, tab, g->N, g->K, g->ldb, g->batch, batched ? g->stride_b : 0));
-  LT_TRY(make_layout(&p->lb, tab, g->K, g->M, g->lda, g->batch, batched ? g->stride_a : 0));
+  if (g->a_trans)
+    LT_TRY(make_layout(&p->lb, tab, g->M, g->K, g->lda, g->batch, batched ? g->stride_a : 0));
+  else
+    LT_TRY(make_layout(&p->lb, tab, g->K, g->M, g->lda, g->batch, batched ? g->stride_a : 0));
   LT_TRY(make_layout(&p->lc, tout, g->N, g->M, g->ldd, g->batch,
                      batched ? (g->residual ? g->stride_r : g->stride_d) : 0));
   LT_TRY(make_layout(&p->ld, tout, g->N, g->M, g->ldd, g->batch, batched ? g->stride_d : 0));

@@ -188,7 +188,8 @@ typedef struct nnrt_cuda_gemm {
   int M, N, K, batch;            /* out[M,N] per batch item, row-major */
   nnrt_cuda_dtype ab, out;       /* A and B type; out/bias/residual type */
   bool tf32;                     /* f32 inputs on tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) */
-  const void *A; long long lda, stride_a;  /* A row-major [M,K] */
+  const void *A; long long lda, stride_a;  /* a_trans ? A [K,M] row-major (x^T of a weight gradient) : A [M,K] */
+  bool a_trans;
   const void *B; long long ldb, stride_b;  /* b_trans ? B [N,K] row-major (nn.Linear) : B [K,N] */
   bool b_trans;
   const void *bias;              /* [N] of the out type, or NULL */

@@ -87,8 +87,12 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   if (g->K > 0 && (!g->A || !g->B))
     return nnc_simd_fail(err, KERNEL, "expected inputs A and B for K=%d, found A=%p B=%p",
                          g->K, (const void *)g->A, (const void *)g->B);
-  if (g->K > 0 && g->lda < g->K)
-    return nnc_simd_fail(err, KERNEL, "expected lda >= K=%d, found %td", g->K, g->lda);
+  if (g->K > 0 && g->lda < (g->a_trans ? g->M : g->K))
+    return nnc_simd_fail(err, KERNEL, "expected lda >= %s=%d, found %td (A is %s)", g->a_trans ? "M" : "K",
+                         g->a_trans ? g->M : g->K, g->lda, g->a_trans ? "[K,M]" : "[M,K]");
+  if (g->a_trans && g->prologue != NNC_SIMD_PRO_NONE)
+    return nnc_simd_fail(err, KERNEL, "expected no prologue with a_trans (it normalises rows of A [M,K]), "
+                         "found prologue %d", (int)g->prologue);
   ptrdiff_t brow = g->b_trans ? g->K : g->N;
   if (g->K > 0 && g->ldb < brow)
     return nnc_simd_fail(err, KERNEL, "expected ldb >= %s=%td (B is %s), found %td",
@@ -159,8 +163,9 @@ static void pack_task(void *ctx, int task, int thread) {
     for (int r = r0; r < r1; r += NNC_GEMM_MR) {
       pro.mean = mean + (r - r0);
       pro.rstd = rstd + (r - r0);
-      nnc_gemm_pack_a(a + (ptrdiff_t)r * g->lda, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc,
-                      &pro, packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r * (size_t)kc);
+      float *dst = packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r * (size_t)kc;
+      if (g->a_trans) nnc_gemm_pack_at(a + r, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, dst);
+      else nnc_gemm_pack_a(a + (ptrdiff_t)r * g->lda, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, &pro, dst);
     }
   }
 }

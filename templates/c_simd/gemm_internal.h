@@ -20,6 +20,10 @@ typedef struct nnc_gemm_pro {
 void nnc_gemm_pack_a(const float *a, ptrdiff_t lda, int mr, int pc, int kc,
                      const nnc_gemm_pro *pro, float *dst);
 
+/* The same micro-panel from A stored [K,M] (a_trans): a points at column 0
+ * of the panel's rows, rows k of A are lda apart. */
+void nnc_gemm_pack_at(const float *a, ptrdiff_t lda, int mr, int pc, int kc, float *dst);
+
 /* Packs the kc x nc block of B that starts at (k = pc, n = j0) into nc/NR
  * micro-panels of kc x NR (panel p at dst + p*NR*kc, element [k*NR + j]),
  * the last one padded with zeros. B is [K,N] (ldb), or [N,K] when trans. */

@@ -27,6 +27,15 @@ void nnc_gemm_pack_a(const float *a, ptrdiff_t lda, int mr, int pc, int kc,
   }
 }
 
+void nnc_gemm_pack_at(const float *a, ptrdiff_t lda, int mr, int pc, int kc, float *dst) {
+  /* A's rows k are the panel's columns: each is read contiguously */
+  for (int k = 0; k < kc; ++k) {
+    const float *s = a + (ptrdiff_t)(pc + k) * lda;
+    float *d = dst + (ptrdiff_t)k * NNC_GEMM_MR;
+    for (int i = 0; i < NNC_GEMM_MR; ++i) d[i] = i < mr ? s[i] : 0.0f;
+  }
+}
+
 /* One full-width micro-panel from row-major B: rows are already in order. */
 static void pack_b_rows(const float *b, ptrdiff_t ldb, int kc, int nr, float *dst) {
   if (nr == NNC_GEMM_NR) {

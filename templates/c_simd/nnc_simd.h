@@ -66,7 +66,8 @@ const char *nnc_simd_isa(void);
 /* ------------------------------------------------------------------ GEMM */
 
 /* C[M,N] = act(alpha * P(A) . B + bias) + residual, batch times.
- * A is [M,K] (lda). B is [K,N] (ldb), or [N,K] when b_trans (nn.Linear
+ * A is [M,K] (lda), or [K,M] when a_trans (lda >= M; no prologue: the
+ * statistics are over rows of A). B is [K,N] (ldb), or [N,K] when b_trans (nn.Linear
  * weights). bias [N] and residual [M,N] (ldr) are optional (NULL). P is the
  * row prologue, with statistics over each whole row of A. Batch item i uses
  * A + i*stride_a, B + i*stride_b, C + i*stride_c, residual + i*stride_r
@@ -77,6 +78,7 @@ typedef struct nnc_simd_gemm_args {
   int batch;                      /* >= 1 */
   const float *A;
   ptrdiff_t lda, stride_a;
+  int a_trans;
   const float *B;
   ptrdiff_t ldb, stride_b;
   int b_trans;

@@ -18,6 +18,8 @@
  *
  * Macros (all optional):
  *   NNC_GEMM_CPU            which way (0)
+ *   NNC_A_TRANS             1: A is [K,M] (lda >= M; a folded transpose, with no
+ *                           prologue); 0: [M,K] (0)
  *   NNC_B_TRANS             1: B is [N,K] (nn.Linear weights); 0: [K,N] (0)
  *   NNC_ACT                 an NNC_ACT_* code of common.cl (NNC_ACT_NONE)
  *   NNC_PROLOGUE            0 none, 1 layernorm, 2 rmsnorm (0)
@@ -39,8 +41,14 @@
 #ifndef NNC_GEMM_CPU
 #define NNC_GEMM_CPU 0
 #endif
+#ifndef NNC_A_TRANS
+#define NNC_A_TRANS 0
+#endif
 #ifndef NNC_B_TRANS
 #define NNC_B_TRANS 0
+#endif
+#if NNC_A_TRANS && NNC_PROLOGUE != 0
+#error "NNC_A_TRANS: the prologue normalises rows of A [M,K]"
 #endif
 #ifndef NNC_ACT
 #define NNC_ACT NNC_ACT_NONE
@@ -175,7 +183,11 @@ void nnc_gemm(NNC_GEMM_ARGS) {
       const int mm = e / NNC_TK, kk = e % NNC_TK, m = m0 + mm, k = k0 + kk;
       float v = 0.0f;
       if (m < M && k < K) {
+#if NNC_A_TRANS
+        v = NNC_LOAD(A, (long)k * lda + m);
+#else
         v = NNC_LOAD(A, (long)m * lda + k);
+#endif
 #if NNC_PROLOGUE != 0
         v = (v - stats[2 * m]) * stats[2 * m + 1] * NNC_LOAD(gamma, k);
         if (beta) v += NNC_LOAD(beta, k);
@@ -315,8 +327,13 @@ void nnc_gemm(NNC_GEMM_ARGS) {
     /* A: KC steps of each row of the tile, zero past M and K; a row a job */
     NNC_JOBS(r, NNC_GM) {
       const int m = mW + r;
-      __global const nnc_t *src = A + (long)m * lda;
       __local float *dst = As + r * NNC_KC;
+#if NNC_A_TRANS
+      /* A [K,M]: the row's steps lie lda apart, read one at a time */
+      for (int q = 0; q < NNC_KC; ++q)
+        dst[q] = m < M && k0 + q < K ? NNC_LOAD(A, (long)(k0 + q) * lda + m) : 0.0f;
+#else
+      __global const nnc_t *src = A + (long)m * lda;
 #if NNC_PROLOGUE != 0
       const float mean = m < M ? stats[2 * m] : 0.0f, rstd = m < M ? stats[2 * m + 1] : 0.0f;
 #endif
@@ -334,6 +351,7 @@ void nnc_gemm(NNC_GEMM_ARGS) {
         }
         NNC_VSTF(v, dst + q);
       }
+#endif
     }
 #if NNC_B_TRANS
     /* B [N,K]: column c of the tile is row nW + c of B, read along k and

@@ -307,10 +307,11 @@ static void buf_free(nnrt_cuda_alloc *a, buf *b) {
 }
 
 /* One case, run with the heuristic's algo-th result; its max relative error
- * goes to the tables. */
-static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, bool b_trans,
+ * goes to the tables. tr: bit 0 B^T ([N,K]), bit 1 A^T ([K,M]). */
+static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, int tr,
                       bool bias, int res, int epi, int algo) {
   const combo *c = &COMBOS[ci];
+  const bool b_trans = tr & 1, a_trans = (tr & 2) != 0;
   int M = sh.M, N = sh.N, K = sh.K, B = sh.batch;
   nnrt_cuda_gemm g = {0};
   g.M = M;
@@ -321,11 +322,13 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, b
   g.out = c->out;
   g.tf32 = c->tf32;
   g.b_trans = b_trans;
-  g.lda = K + sh.pad;
+  g.a_trans = a_trans;
+  g.lda = (a_trans ? M : K) + sh.pad;
   g.ldb = (b_trans ? K : N) + sh.pad;
   g.ldd = N + sh.pad;
   long long b_rows = b_trans ? N : K;
-  g.stride_a = (long long)M * g.lda + (sh.pad ? 5 : 0);
+  long long a_rows = a_trans ? K : M;
+  g.stride_a = a_rows * g.lda + (sh.pad ? 5 : 0);
   g.stride_b = sh.shared_b ? 0 : b_rows * g.ldb + (sh.pad ? 7 : 0);
   g.stride_d = (long long)M * g.ldd + (sh.pad ? 1 : 0);
   g.stride_r = res == RES_SEPARATE ? (long long)M * g.ldd + (sh.pad ? 2 : 0) : g.stride_d;
@@ -333,12 +336,12 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, b
   g.epilogue = epi;
   g.algo = algo;
   char label[200];
-  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s bias=%d res=%s epi=%d algo=%d", M, N,
-           K, B, sh.pad, sh.shared_b ? " sharedB" : "", c->name, b_trans ? "B^T" : "B", bias,
+  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s%s bias=%d res=%s epi=%d algo=%d", M, N,
+           K, B, sh.pad, sh.shared_b ? " sharedB" : "", c->name, a_trans ? "A^T " : "", b_trans ? "B^T" : "B", bias,
            RES_NAME[res], epi, algo);
 
   buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0};
-  size_t nA = (size_t)((B - 1) * g.stride_a + (long long)M * g.lda);
+  size_t nA = (size_t)((B - 1) * g.stride_a + a_rows * g.lda);
   size_t nB = (size_t)((B - 1) * g.stride_b + b_rows * g.ldb);
   size_t nD = (size_t)((B - 1) * g.stride_d + (long long)M * g.ldd);
   size_t nR = (size_t)((B - 1) * g.stride_r + (long long)M * g.ldd);
@@ -414,7 +417,8 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, b
       for (int n = 0; n < N; n++) {
         double acc = 0;
         for (int k = 0; k < K; k++) {
-          double av = get(c->ab, A.h, (size_t)(b * g.stride_a + (long long)m * g.lda + k));
+          double av = get(c->ab, A.h, a_trans ? (size_t)(b * g.stride_a + (long long)k * g.lda + m)
+                                              : (size_t)(b * g.stride_a + (long long)m * g.lda + k));
           size_t bi_ = b_trans ? (size_t)(b * g.stride_b + (long long)n * g.ldb + k)
                                : (size_t)(b * g.stride_b + (long long)k * g.ldb + n);
           acc += av * get(c->ab, Bm.h, bi_);
@@ -467,18 +471,18 @@ static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool q
   size_t nshapes = quick ? 1 : sizeof shapes / sizeof shapes[0];
   for (size_t si = 0; si < nshapes; si++)
     for (int ci = 0; ci < NCOMBOS; ci++)
-      for (int bt = 0; bt < 2; bt++)
+      for (int tr = 0; tr < 4; tr++)
         for (int bias = 0; bias < 2; bias++)
           for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
             for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_ERF; epi++)
-              gemm_case(h, a, shapes[si], ci, bt, bias, res, epi, 0);
+              gemm_case(h, a, shapes[si], ci, tr, bias, res, epi, 0);
   printf("%-16s %6s %14s %8s\n", "types", "cases", "max rel err", "tol");
   for (int ci = 0; ci < NCOMBOS; ci++)
     printf("%-16s %6d %14.2e %8.0e\n", COMBOS[ci].name, combo_cases[ci], combo_max_err[ci],
            COMBOS[ci].tol);
 }
 
-/* cuBLASLt's 2nd to 4th heuristic results on every type pair, both B
+/* cuBLASLt's 2nd to 4th heuristic results on every type pair, both A and both B
  * layouts and the three ways the emitter fuses (nothing; bias + GELU; bias
  * + residual), at odd sizes and at one model-like size whose heuristic
  * list is long. The per-type tolerances of COMBOS apply. quick: the first
@@ -494,9 +498,9 @@ static void test_gemm_algos(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool quick) {
   for (int algo = 1; algo < (quick ? 2 : ALGOS_TESTED); algo++)
     for (size_t si = 0; si < nshapes; si++)
       for (int ci = 0; ci < NCOMBOS; ci++)
-        for (int bt = 0; bt < 2; bt++)
+        for (int tr = 0; tr < 4; tr++)
           for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++)
-            gemm_case(h, a, shapes[si], ci, bt, fusions[f].bias, fusions[f].res, fusions[f].epi,
+            gemm_case(h, a, shapes[si], ci, tr, fusions[f].bias, fusions[f].res, fusions[f].epi,
                       algo);
   printf("%-16s %6s %8s %14s\n", "heuristic algo", "cases", "skipped", "max rel err");
   for (int algo = 1; algo < ALGOS_TESTED; algo++)

@@ -498,6 +498,34 @@ static void test_gemm_alpha_bias_rms_transpose(void **state) {
   assert_int_equal(d->residual, -1);
   check_equivalent(&s, 10);
   done(&b, &s);
+
+  /* a weight gradient's x^T dy: the transpose of A folds in (a_trans), and
+   * one of B too; a transposed A read twice stays a copy */
+  tb_init(&b);
+  N = sym(&b, "N", 29);
+  x = input(&b, "x", NNC_F32, 2, (nnc_dim[]){S(N), K(13)});
+  int dy = input(&b, "dy", NNC_F32, 2, (nnc_dim[]){S(N), K(7)});
+  int e = input(&b, "e", NNC_F32, 2, (nnc_dim[]){K(5), S(N)});
+  output(&b, "dw", op2(&b, NNC_OP_MATMUL, transpose_last(&b, x), dy));
+  output(&b, "f", op2(&b, NNC_OP_MATMUL, transpose_last(&b, dy), transpose_last(&b, e)));
+  int xt = transpose_last(&b, x);
+  output(&b, "g2", op2(&b, NNC_OP_MATMUL, xt, op2(&b, NNC_OP_MATMUL, x, xt)));
+  fuse(&b, &s);
+  check_structure(&s);
+  int trans_a = 0, both = 0, moves = 0;
+  for (int i = 0; i < s.nk; i++) {
+    if (s.k[i].kind == NNC_KERNEL_MOVE) moves++;
+    if (s.k[i].kind != NNC_KERNEL_GEMM) continue;
+    d = &s.k[i].d.gemm;
+    trans_a += d->a_trans;
+    both += d->a_trans && d->b_trans;
+    if (d->a_trans) assert_true(d->a == x || d->a == dy);
+  }
+  assert_int_equal(trans_a, 2);
+  assert_int_equal(both, 1);
+  assert_int_equal(moves, 1);   /* xt, read by two products */
+  check_equivalent(&s, 10);
+  done(&b, &s);
 }
 
 static void test_gemm_not_fused(void **state) {

@@ -277,8 +277,9 @@ static int macro(const char *s, const char *name, int def) {
 
 static double run_gemm(const gemm_case *c) {
   const int M = c->M, N = c->N, K = c->K, nb = c->batch;
-  const ptrdiff_t lda = K + 3, ldb = (c->b_trans ? K : N) + 2, ldc = N + 1, ldr = N + 4;
-  const ptrdiff_t sa = (ptrdiff_t)M * lda + 5;
+  const int at = macro(c->tiles, "NNC_A_TRANS", 0);   /* A stored [K,M] */
+  const ptrdiff_t lda = (at ? M : K) + 3, ldb = (c->b_trans ? K : N) + 2, ldc = N + 1, ldr = N + 4;
+  const ptrdiff_t sa = (ptrdiff_t)(at ? K : M) * lda + 5;
   const ptrdiff_t sb = c->stride_b0 ? 0 : (ptrdiff_t)(c->b_trans ? N : K) * ldb + 1;
   const ptrdiff_t sc = (ptrdiff_t)M * ldc + 2, sr = (ptrdiff_t)M * ldr;
   /* every operand starts a few elements into its buffer (the kernels' *_off) */
@@ -345,9 +346,11 @@ static double run_gemm(const gemm_case *c) {
   double worst = 0;
   double *ref = malloc(sizeof(double) * (size_t)N + 8);
   double *row = malloc(sizeof(double) * (size_t)K + 8);
+  float *arow = malloc(sizeof(float) * (size_t)K + 8);
   for (int b = 0; b < nb; ++b)
     for (int m = 0; m < M; ++m) {
-      const float *ar = A + oa + b * sa + m * lda;
+      for (int kk = 0; kk < K; ++kk) arow[kk] = at ? A[oa + b * sa + kk * lda + m] : A[oa + b * sa + m * lda + kk];
+      const float *ar = arow;
       double mean = 0, var = 0;
       if (c->prologue == 1) {
         for (int kk = 0; kk < K; ++kk) mean += ar[kk];
@@ -379,6 +382,7 @@ static double run_gemm(const gemm_case *c) {
     if (!isnan(C[x])) fail_msg("gemm wrote before its c_off, at %td", x);
   free(ref);
   free(row);
+  free(arow);
   clReleaseKernel(k);
   clReleaseProgram(p);
   cl_mem ms[] = {dA, dB, dC, dbias, dR, dg, dbe, dstats};
@@ -405,6 +409,9 @@ static void test_gemm(void **state) {
     {17, 129, 0, 2, 0, 1, 0, 1, 1, 0, 0, 1.0f, ""},
     /* a long K: blocks of 256 steps summed apart */
     {5, 7, 520, 1, 0, 0, 0, 1, 0, 0, 0, 1.0f, "-DNNC_TK=64"},
+    /* A stored [K,M] (a weight gradient's x^T) */
+    {17, 129, 33, 2, 0, 2, 0, 1, 1, 0, 0, 1.0f, "-DNNC_A_TRANS=1"},
+    {31, 9, 300, 1, 1, 0, 0, 0, 0, 0, 0, -0.5f, "-DNNC_A_TRANS=1 -DNNC_TK=64"},
   };
   double worst = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -433,6 +440,8 @@ static void test_gemm_cpu(void **state) {
     {1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1"},
     {17, 129, 0, 2, 0, 1, 0, 1, 1, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1"},
     {5, 7, 520, 1, 1, 0, 0, 1, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_LM=1 -DNNC_LN=1"},
+    {37, 45, 300, 2, 0, 3, 0, 1, 1, 0, 1, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_A_TRANS=1 -DNNC_KC=64 -DNNC_LM=2 -DNNC_LN=2"},
+    {23, 51, 67, 1, 1, 0, 0, 0, 0, 0, 0, 1.0f, "-DNNC_GEMM_CPU=1 -DNNC_A_TRANS=1 -DNNC_VW=4 -DNNC_MR=3 -DNNC_NR=4 -DNNC_KC=8"},
   };
   double worst = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {

@@ -1,5 +1,5 @@
 /* tests/unit/test_simd_gemm.c — nnc_simd_gemm against a float64 GEMM
- * written here: odd sizes, both B layouts, every activation, bias,
+ * written here: odd sizes, both A and both B layouts, every activation, bias,
  * residual, both prologues, alpha, batches, thread counts, and bad
  * arguments. Outputs (and the padding around them) are poisoned with NaN
  * first, so an unwritten element or a write outside the matrix fails. */
@@ -8,6 +8,7 @@
 typedef struct gcase {
   int M, N, K, batch;
   int trans;
+  int a_trans;        /* A stored [K,M] */
   nnc_simd_act act;
   int bias, res;
   nnc_simd_prologue pro;
@@ -46,10 +47,10 @@ static void ref_prologue(const gcase *c, const float *a, const float *gamma, con
 
 static int run_case(const gcase *c) {
   int M = c->M, N = c->N, K = c->K, nb = c->batch;
-  ptrdiff_t lda = K + c->pad, ldb = (c->trans ? K : N) + c->pad, ldc = N + c->pad,
+  ptrdiff_t lda = (c->a_trans ? M : K) + c->pad, ldb = (c->trans ? K : N) + c->pad, ldc = N + c->pad,
             ldr = N + 2 * c->pad + 1;
   ptrdiff_t brows = c->trans ? N : K;
-  ptrdiff_t sa = M * lda, sb = c->bcast_b ? 0 : brows * ldb, sc = M * ldc, sr = M * ldr;
+  ptrdiff_t sa = (c->a_trans ? K : M) * lda, sb = c->bcast_b ? 0 : brows * ldb, sc = M * ldc, sr = M * ldr;
   size_t na = (size_t)(nb * sa), nbb = (size_t)(c->bcast_b ? brows * ldb : nb * sb),
          nc = (size_t)(nb * sc), nr = (size_t)(nb * sr);
   float *A = trandom(na, -1, 1), *B = trandom(nbb, -1, 1), *C = talloc(nc);
@@ -61,7 +62,7 @@ static int run_case(const gcase *c) {
   nnc_simd_gemm_args g;
   memset(&g, 0, sizeof g);
   g.M = M; g.N = N; g.K = K; g.batch = nb;
-  g.A = A; g.lda = lda; g.stride_a = sa;
+  g.A = A; g.lda = lda; g.stride_a = sa; g.a_trans = c->a_trans;
   g.B = B; g.ldb = ldb; g.stride_b = sb; g.b_trans = c->trans;
   g.C = C; g.ldc = ldc; g.stride_c = sc;
   g.alpha = c->alpha;
@@ -81,13 +82,18 @@ static int run_case(const gcase *c) {
   assert_int_equal(st, NNC_SIMD_OK);
 
   double *pa = malloc(sizeof(double) * (size_t)(M * K + 1));
+  float *arow = malloc(sizeof(float) * (size_t)(K + 1));   /* row i of A, gathered */
   double *ref = malloc(sizeof(double) * (size_t)(M * N + 1));
   assert_non_null(pa);
+  assert_non_null(arow);
   assert_non_null(ref);
   int ok = 1;
   for (int b = 0; b < nb && ok; ++b) {
     const float *Ab = A + b * sa, *Bb = B + b * sb, *Rb = R ? R + b * sr : NULL;
-    for (int i = 0; i < M; ++i) ref_prologue(c, Ab + i * lda, gamma, beta, pa + (size_t)i * K);
+    for (int i = 0; i < M; ++i) {
+      for (int k = 0; k < K; ++k) arow[k] = c->a_trans ? Ab[k * lda + i] : Ab[i * lda + k];
+      ref_prologue(c, arow, gamma, beta, pa + (size_t)i * K);
+    }
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
         double s = 0;
@@ -101,8 +107,8 @@ static int run_case(const gcase *c) {
         ref[(size_t)i * N + j] = s;
       }
     char what[200];
-    snprintf(what, sizeof what, "gemm %dx%dx%d batch %d/%d %s act=%s bias=%d res=%d pro=%d "
-             "thr=%d alpha=%g", M, N, K, b, nb, c->trans ? "B^T" : "B", act_name(c->act),
+    snprintf(what, sizeof what, "gemm %dx%dx%d batch %d/%d %s%s act=%s bias=%d res=%d pro=%d "
+             "thr=%d alpha=%g", M, N, K, b, nb, c->a_trans ? "A^T " : "", c->trans ? "B^T" : "B", act_name(c->act),
              c->bias, c->res, (int)c->pro, c->threads, (double)c->alpha);
     ok = tcheck(what, C + b * sc, ldc, ref, M, N, 1e-5);
     /* The padding of each row must still be NaN: nothing written past N. */
@@ -115,7 +121,7 @@ static int run_case(const gcase *c) {
         }
   }
   free(A); free(B); free(C); free(R); free(bias); free(gamma); free(beta);
-  free(ws); free(pa); free(ref);
+  free(ws); free(pa); free(ref); free(arow);
   return ok;
 }
 
@@ -220,6 +226,35 @@ static void test_batched(void **state) {
   assert_int_equal(fails, 0);
 }
 
+/* A stored [K,M] (a folded transpose): odd sizes past the blocks, both B
+ * layouts, batches, the epilogue flags, thread counts. */
+static void test_a_trans(void **state) {
+  (void)state;
+  static const int sz[] = {1, 7, 29, 151};
+  int fails = 0, n = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b, ++n) {
+        gcase c = base(sz[a], sz[(b + 1) % 4], sz[b]);
+        c.a_trans = 1;
+        c.trans = t;
+        c.pad = n % 3;
+        c.threads = n % 4;
+        c.bias = n % 2;
+        c.res = (n / 2) % 2;
+        c.act = (nnc_simd_act)(n % NNC_SIMD_ACT_COUNT);
+        c.alpha = n % 3 == 2 ? -0.5f : 1.0f;
+        fails += !run_case(&c);
+      }
+  gcase c = base(13, 300, 263);
+  c.a_trans = 1;
+  c.batch = 3;
+  c.pad = 1;
+  c.threads = 2;
+  fails += !run_case(&c);
+  assert_int_equal(fails, 0);
+}
+
 /* K == 0: the product is zero, C = act(bias) + residual. */
 static void test_k_zero(void **state) {
   (void)state;
@@ -307,6 +342,9 @@ static void test_errors(void **state) {
   g = g0; g.batch = 0; expect_error(&g, NULL, ws, wsb, "batch >= 1");
   g = g0; g.lda = K - 1; expect_error(&g, NULL, ws, wsb, "lda >= K=4, found 3");
   g = g0; g.ldb = N - 1; expect_error(&g, NULL, ws, wsb, "ldb >= N=5");
+  g = g0; g.a_trans = 1; g.lda = M - 1; expect_error(&g, NULL, ws, wsb, "lda >= M=3, found 2 (A is [K,M])");
+  g = g0; g.a_trans = 1; g.lda = M; g.prologue = NNC_SIMD_PRO_LAYERNORM; g.gamma = A;
+  expect_error(&g, NULL, ws, wsb, "no prologue with a_trans");
   g = g0; g.b_trans = 1; g.ldb = K - 1; expect_error(&g, NULL, ws, wsb, "[N,K]");
   g = g0; g.ldc = 2; expect_error(&g, NULL, ws, wsb, "ldc >= N=5, found 2");
   g = g0; g.A = NULL; expect_error(&g, NULL, ws, wsb, "inputs A and B");
@@ -331,7 +369,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),        cmocka_unit_test(test_flags),
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
-      cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),
+      cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),
   };
