@@ -15,7 +15,8 @@
  *   inner > 1 and len >= NNC_REDUCE_SPLIT_LEN: the rows split too, since
  *               a block per 32 columns leaves most SMs idle (GPT-2's 768
  *               bias columns: 24 blocks for 132 SMs, 3.8 ms a training
- *               step): a block per 64 columns and NNC_REDUCE_CHUNK rows
+ *               step): a block per 256 columns (16-byte loads; 32 where
+ *               rows are not 16-byte aligned) and NNC_REDUCE_CHUNK rows
  *               writes its partials to the workspace, then a second kernel
  *               adds each column's chunks in order.
  * Sums are kept in double and every order is fixed: the same bits on every
@@ -87,33 +88,45 @@ nnc_reduce_cols(const T *__restrict__ x, U *__restrict__ y, int outer, int len, 
 #define NNC_REDUCE_CHUNK 128
 
 /* The split column reduction, part 1: block b sums rows [c*CHUNK, (c+1)*CHUNK)
- * of 64 columns of one outer index (b = (o * tiles + tile) * chunks + c);
- * 8 warps, lane l on columns 2l and 2l+1 of the tile (a warp reads 64
- * neighbouring elements of a row), warp w on rows w, w+8, ...; the warps'
- * sums add in order into ws[o][c][column]. */
-template <class T, int OP>
+ * of 32*VEC columns of one outer index (b = (o * tiles + tile) * chunks + c);
+ * 8 warps, lane l on columns VEC*l .. VEC*l + VEC-1 of the tile, read as one
+ * 16-byte load when VEC > 1 (a warp reads 512 neighbouring bytes of a row),
+ * warp w on rows w, w+8, ...; the warps' sums add in order into
+ * ws[o][c][column]. */
+template <class T, int OP, int VEC>
 __global__ void __launch_bounds__(256)
 nnc_reduce_cols_part(const T *__restrict__ x, double *__restrict__ ws, int len, int inner, int chunks) {
-  __shared__ double part[8][64];
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tiles = (inner + 63) / 64;
+  constexpr int W = 32 * VEC;
+  __shared__ double part[8][W];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tiles = (inner + W - 1) / W;
   const int c = (int)(blockIdx.x % (unsigned)chunks), tile = (int)(blockIdx.x / (unsigned)chunks % (unsigned)tiles);
   const long long o = blockIdx.x / ((long long)chunks * tiles);
-  const int col = tile * 64 + 2 * lane, r1 = min(len, (c + 1) * NNC_REDUCE_CHUNK);
+  const int col = tile * W + VEC * lane, r1 = min(len, (c + 1) * NNC_REDUCE_CHUNK);
   const T *p = x + o * len * inner;
-  double a0 = nnc_reduce_init<OP>(), a1 = nnc_reduce_init<OP>();
+  double acc[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; j++) acc[j] = nnc_reduce_init<OP>();
+  if (col < inner) {   /* inner is a multiple of VEC: the lane's columns are all in or all out */
 #pragma unroll 4
-  for (int r = c * NNC_REDUCE_CHUNK + w; r < r1; r += 8) {
-    const T *row = p + (long long)r * inner;
-    if (col < inner) a0 = nnc_reduce_combine<OP>(a0, (double)nnc_ld(row[col]));
-    if (col + 1 < inner) a1 = nnc_reduce_combine<OP>(a1, (double)nnc_ld(row[col + 1]));
+    for (int r = c * NNC_REDUCE_CHUNK + w; r < r1; r += 8) {
+      const T *row = p + (long long)r * inner + col;
+      if (VEC > 1) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(row);
+        const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) acc[j] = nnc_reduce_combine<OP>(acc[j], (double)nnc_ld(e[j]));
+      } else {
+        acc[0] = nnc_reduce_combine<OP>(acc[0], (double)nnc_ld(row[0]));
+      }
+    }
   }
-  part[w][2 * lane] = a0;
-  part[w][2 * lane + 1] = a1;
+#pragma unroll
+  for (int j = 0; j < VEC; j++) part[w][VEC * lane + j] = acc[j];
   __syncthreads();
-  if (threadIdx.x < 64) {
-    double r = part[0][threadIdx.x];
-    for (int k = 1; k < 8; k++) r = nnc_reduce_combine<OP>(r, part[k][threadIdx.x]);
-    const int i = tile * 64 + (int)threadIdx.x;
+  for (int t = threadIdx.x; t < W; t += 256) {
+    double r = part[0][t];
+    for (int k = 1; k < 8; k++) r = nnc_reduce_combine<OP>(r, part[k][t]);
+    const int i = tile * W + t;
     if (i < inner) ws[(o * chunks + c) * inner + i] = r;
   }
 }
@@ -151,12 +164,16 @@ inline nnc_cuda_status nnc_cuda_reduce_op(int outer, int len, int inner, const T
                          "outer %d, len %d, inner %d: expected a workspace of %zu bytes aligned to 8, found %zu at %p",
                          outer, len, inner, need, ws ? ws_bytes : (size_t)0, ws);
   if (need) {
-    const int chunks = (len + NNC_REDUCE_CHUNK - 1) / NNC_REDUCE_CHUNK;
-    const long long blocks = (long long)outer * ((inner + 63) / 64) * chunks;
+    /* 16-byte loads where every row starts 16-byte aligned */
+    constexpr int VEC = sizeof(T) <= 4 ? 16 / (int)sizeof(T) : 1;
+    const bool vec = VEC > 1 && inner % VEC == 0 && (uintptr_t)x % 16 == 0;
+    const int chunks = (len + NNC_REDUCE_CHUNK - 1) / NNC_REDUCE_CHUNK, width = vec ? 32 * VEC : 32;
+    const long long blocks = (long long)outer * ((inner + width - 1) / width) * chunks;
     if (blocks >= (1ll << 31))
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_reduce", "outer %d, len %d, inner %d: %lld blocks, expected "
                            "fewer than 2^31", outer, len, inner, blocks);
-    nnc_reduce_cols_part<T, OP><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
+    if (vec) nnc_reduce_cols_part<T, OP, VEC><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
+    else nnc_reduce_cols_part<T, OP, 1><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
     const long long n = (long long)outer * inner, fb = (n + 255) / 256;
     nnc_reduce_cols_finish<U, OP><<<(unsigned)(fb < 65535 ? fb : 65535), 256, 0, s>>>((const double *)ws, y, outer, len,
                                                                                       inner, chunks);

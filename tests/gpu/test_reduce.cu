@@ -3,7 +3,8 @@
  * float64 CPU reference computed from the same (rounded) inputs, for f32,
  * bf16 and f16: row reductions (inner 1), column reductions with few rows
  * (one block per 32 columns) and with many (the split over the workspace:
- * GPT-2's bias gradients, odd column counts, several outer indices), no
+ * GPT-2's bias gradients and other 16-byte rows read a vector at a time,
+ * odd column counts a column at a time, several outer indices), no
  * rows, a NaN that a max must return. Outputs are poisoned with NaN first
  * and each case runs twice: the bits must agree. Error: max |y - ref| over
  * max |ref|; f32 1e-6, bf16 8e-3, f16 1e-3 (one rounding of the result).
@@ -50,7 +51,7 @@ static const rcase CASES[] = {
     {3, 17, 1, false, true},      {2, 600, 1, false, true},     {1, 16384, 768, false, false},
     {3, 1000, 77, false, true},   {2, 513, 65, false, true},    {1, 511, 64, false, true},
     {5, 9, 33, false, true},      {1, 0, 5, false, true},       {2, 700, 130, true, true},
-    {1, 4096, 3072, false, false},
+    {1, 4096, 3072, false, false},  {2, 520, 24, false, true},
 };
 
 static std::mt19937 rng(7);
