@@ -20,15 +20,7 @@
 #include <vector>
 
 #include "gemm_wgmma.cuh"
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::printf("FAIL cuda: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "gpu_test.cuh"
 
 static std::mt19937 rng(20261123);
 static int failures = 0;

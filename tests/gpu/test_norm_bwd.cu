@@ -23,23 +23,7 @@
 #include <vector>
 
 #include "norm_bwd.cuh"
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::printf("FAIL cuda: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-
-template <typename T> static T h_from(float x);
-template <> float h_from<float>(float x) { return x; }
-template <> __nv_bfloat16 h_from<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __half h_from<__half>(float x) { return __float2half_rn(x); }
-static double h_to(float x) { return x; }
-static double h_to(__nv_bfloat16 x) { return __bfloat162float(x); }
-static double h_to(__half x) { return __half2float(x); }
+#include "gpu_test.cuh"
 
 struct tcase {
   int rows, cols, pad; /* pad: added to every ld (rows off the 16-byte grid) */
