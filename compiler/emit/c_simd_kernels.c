@@ -167,7 +167,9 @@ static void attn_sizes(const ec_ctx *x, int ki, const char *type, nnc_sb *b) {
     nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(e, heads, sizeof heads));
     nnc_sb_printf(&sz, "  *a = (%s){\n      .batch = %s, .heads = heads, .T = T, .S = S, .D = D, .Dv = Dv,\n", type,
                   as_int(dim_of(x, a->q, 0, e, sizeof e), batch, sizeof batch));
+    ec_attn_strides view;
     for (int i = 0; i < n; i++) {
+      if (ec_attn_view(x, k, i, &view)) continue;   /* its view's strides are set where it is assigned */
       const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
       nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = (ptrdiff_t)%s * %s, .%s_sb = (ptrdiff_t)heads * %s * %s,\n", p, w,
                     p, rows, w, p, rows, w);
@@ -223,9 +225,9 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   for (int i = 0; i < n; i++) {
     char lhs[16];
     snprintf(lhs, sizeof lhs, "a.%s", o[i].ptr);
-    if (grad || !ec_attn_view(x, a, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
+    if (!ec_attn_view(x, k, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
   }
-  if (!grad) ec_attn_emit_views(x, a, "a.", NULL, &body);
+  ec_attn_emit_views(x, k, "a.", NULL, &body);
   if (a->lse >= 0) ec_assign(x, &body, 2, "a.lse", a->lse);
   if (conv) {
     char me[EXPR], note[600];

@@ -613,7 +613,9 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
     nnc_sb_printf(&body, "  const int heads = %s;\n", as_int(hd, hi, sizeof hi));
     nnc_sb_printf(&body, "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n",
                   as_int(bt, bi, sizeof bi));
+    ec_attn_strides view;
     for (int i = 0; i < n; i++) {
+      if (ec_attn_view(x, k, i, &view)) continue;   /* its view's strides are set where it is assigned */
       const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
       /* a batch dim of k or v that is 1 broadcasts: stride 0 */
       bool bcast = nnc_dim_eq_const(x->g->tensors[o[i].t].shape[0], 1) && !nnc_dim_eq_const(q->shape[0], 1);
@@ -642,9 +644,9 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   for (int i = 0; i < n; i++) {
     char lhs[16];
     snprintf(lhs, sizeof lhs, "a.%s", o[i].ptr);
-    if (grad || !ec_attn_view(x, a, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
+    if (!ec_attn_view(x, k, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
   }
-  if (!grad) ec_attn_emit_views(x, a, "a.", NULL, &body);
+  ec_attn_emit_views(x, k, "a.", NULL, &body);
   if (a->lse >= 0) ec_assign(x, &body, 2, "a.lse", a->lse);
   bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype;
   if (conv) {

@@ -525,8 +525,8 @@ void ec_emit_load_files(const ec_ctx *x, nnc_sb *b) {
     p, p, P, P, p, p, p, P, P, p);
 }
 
-bool ec_attn_view(const ec_ctx *x, const nnc_attention_desc *a, int i, ec_attn_strides *out) {
-  const nnc_attn_view *v = &a->view[i];
+bool ec_attn_view(const ec_ctx *x, const nnc_kernel *k, int i, ec_attn_strides *out) {
+  const nnc_attn_view *v = i < 4 ? &ec_attn_desc(k)->view[i] : &k->d.attn_grad.view[i - 4];
   if (!v->on) return false;
   out->base = v->base;
   nnc_emit_dim_expr(x->g, v->offset, "d->", out->off, sizeof out->off);
@@ -536,19 +536,22 @@ bool ec_attn_view(const ec_ctx *x, const nnc_attention_desc *a, int i, ec_attn_s
   return true;
 }
 
-void ec_attn_emit_views(const ec_ctx *x, const nnc_attention_desc *a, const char *arg, const char *cast, nnc_sb *b) {
-  static const char *name[4] = {"q", "k", "v", "o"};
-  static const char *ptr[4] = {"q", "k", "v", "out"};
-  for (int i = 0; i < 4; i++) {
+void ec_attn_emit_views(const ec_ctx *x, const nnc_kernel *k, const char *arg, const char *cast, nnc_sb *b) {
+  static const char *what[8] = {"q read", "k read", "v read", "out written", "dout read", "dq written", "dk written",
+                                "dv written"};
+  ec_attn_operand o[8];
+  int n = ec_attn_operands(k, o);
+  for (int i = 0; i < n; i++) {
     ec_attn_strides v;
-    if (!ec_attn_view(x, a, i, &v)) continue;
+    if (!ec_attn_view(x, k, i, &v)) continue;
     char p[256], note[600];
-    nnc_sb_printf(b, "  /* %s in place: %s */\n", i == 3 ? "out written" : i == 0 ? "q read" : i == 1 ? "k read" : "v read",
-                  ec_note(x, v.base, note, sizeof note));
-    nnc_sb_printf(b, "  %s%s = %s%s%s%s;\n", arg, ptr[i], cast ? cast : "", ec_ptr(x, v.base, p, sizeof p),
+    /* the backward reads out where the forward wrote it */
+    const char *w = k->kind == NNC_KERNEL_ATTENTION_GRAD && i == NNC_ATTN_OUT ? "out read" : what[i];
+    nnc_sb_printf(b, "  /* %s in place: %s */\n", w, ec_note(x, v.base, note, sizeof note));
+    nnc_sb_printf(b, "  %s%s = %s%s%s%s;\n", arg, o[i].ptr, cast ? cast : "", ec_ptr(x, v.base, p, sizeof p),
                   strcmp(v.off, "0") ? " + " : "", strcmp(v.off, "0") ? v.off : "");
-    nnc_sb_printf(b, "  %s%s_sb = %s;\n  %s%s_sh = %s;\n  %s%s_st = %s;\n", arg, name[i], v.sb, arg, name[i], v.sh, arg,
-                  name[i], v.si);
+    nnc_sb_printf(b, "  %s%s_sb = %s;\n  %s%s_sh = %s;\n  %s%s_st = %s;\n", arg, o[i].strides, v.sb, arg,
+                  o[i].strides, v.sh, arg, o[i].strides, v.si);
   }
 }
 

@@ -142,16 +142,17 @@ void ec_emit_load_files(const ec_ctx *x, nnc_sb *b);
 
 /* An attention operand's view (schedule.h nnc_attn_view) as C: its base
  * tensor and the expressions of its offset and strides in elements. false
- * when operand i (NNC_ATTN_Q ... NNC_ATTN_OUT) is its own contiguous tensor. */
+ * when operand i of kernel k (in ec_attn_operands' order: q, k, v, out, then
+ * the backward's dout, dq, dk, dv) is its own contiguous tensor. */
 typedef struct ec_attn_strides {
   int base;
   char off[EC_EXPR], sb[EC_EXPR], sh[EC_EXPR], si[EC_EXPR];
 } ec_attn_strides;
-bool ec_attn_view(const ec_ctx *x, const nnc_attention_desc *a, int i, ec_attn_strides *out);
-/* For each operand with a view: `<arg>q = <base> + off;` and its
+bool ec_attn_view(const ec_ctx *x, const nnc_kernel *k, int i, ec_attn_strides *out);
+/* For each operand of kernel k with a view: `<arg>q = <base> + off;` and its
  * <arg>q_sb / _sh / _st strides, overriding the contiguous ones (arg is
  * "a." or "a->"); cast, when not NULL, prefixes the pointer. */
-void ec_attn_emit_views(const ec_ctx *x, const nnc_attention_desc *a, const char *arg, const char *cast, nnc_sb *b);
+void ec_attn_emit_views(const ec_ctx *x, const nnc_kernel *k, const char *arg, const char *cast, nnc_sb *b);
 
 /* One operand of an attention kernel or of its backward as the templates
  * name it: the prefix of its stride fields (q -> q_sb, q_sh, q_st), its

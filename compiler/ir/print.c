@@ -96,6 +96,21 @@ static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
           d->gelu_tanh ? "(tanh)" : "", d->alpha);
 }
 
+/* The operands read or written in place of a folded head split or merge:
+ * name=t<base>+offset[sb,sh,si]. */
+static void print_views(FILE *f, const nnc_graph *g, const nnc_attn_view *v, const char *const *names) {
+  bool any = false;
+  for (int i = 0; i < 4; i++) {
+    if (!v[i].on) continue;
+    char o[64], b[64], h[64], r[64];
+    fprintf(f, "%s %s=t%d+%s[%s,%s,%s]", any ? "" : "      views:", names[i], v[i].base,
+            nnc_dim_format(g, v[i].offset, o, sizeof o), nnc_dim_format(g, v[i].sb, b, sizeof b),
+            nnc_dim_format(g, v[i].sh, h, sizeof h), nnc_dim_format(g, v[i].si, r, sizeof r));
+    any = true;
+  }
+  if (any) fputc('\n', f);
+}
+
 static void print_attn(FILE *f, const nnc_attention_desc *d) {
   char q[16], k[16], v[16], m[16], o[16], l[16];
   fprintf(f, "      q=%s k=%s v=%s mask=%s out=%s causal=%s scale=%.17g", tref(d->q, q), tref(d->k, k),
@@ -104,10 +119,14 @@ static void print_attn(FILE *f, const nnc_attention_desc *d) {
   fputc('\n', f);
 }
 
-static void print_attn_grad(FILE *f, const nnc_attention_grad_desc *d) {
+static const char *const fwd_names[4] = {"q", "k", "v", "out"}, *const grad_names[4] = {"dout", "dq", "dk", "dv"};
+
+static void print_attn_grad(FILE *f, const nnc_graph *g, const nnc_attention_grad_desc *d) {
   char o[16], q[16], k[16], v[16];
   print_attn(f, &d->fwd);
   fprintf(f, "      dout=%s dq=%s dk=%s dv=%s\n", tref(d->dout, o), tref(d->dq, q), tref(d->dk, k), tref(d->dv, v));
+  print_views(f, g, d->fwd.view, fwd_names);
+  print_views(f, g, d->view, grad_names);
 }
 
 static void print_kernels(FILE *f, const nnc_schedule *s) {
@@ -124,8 +143,11 @@ static void print_kernels(FILE *f, const nnc_schedule *s) {
     for (int j = 0; j < k->nout; j++) fprintf(f, " t%d", k->out[j]);
     fprintf(f, "  %s:%d\n", file_of(k->loc), k->loc.line);
     if (k->kind == NNC_KERNEL_GEMM) print_gemm(f, &k->d.gemm);
-    if (k->kind == NNC_KERNEL_ATTENTION) print_attn(f, &k->d.attn);
-    if (k->kind == NNC_KERNEL_ATTENTION_GRAD) print_attn_grad(f, &k->d.attn_grad);
+    if (k->kind == NNC_KERNEL_ATTENTION) {
+      print_attn(f, &k->d.attn);
+      print_views(f, g, k->d.attn.view, fwd_names);
+    }
+    if (k->kind == NNC_KERNEL_ATTENTION_GRAD) print_attn_grad(f, g, &k->d.attn_grad);
   }
 }
 

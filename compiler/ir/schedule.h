@@ -83,15 +83,22 @@ typedef struct nnc_attention_desc {
   nnc_attn_view view[4];       /* indexed by NNC_ATTN_Q ... NNC_ATTN_OUT */
 } nnc_attention_desc;
 
+enum { NNC_ATTN_DOUT, NNC_ATTN_DQ, NNC_ATTN_DK, NNC_ATTN_DV };
+
 /* The backward of an attention whose forward saved lse:
  *   P = exp(scale * q . k^T + masks - lse), delta = rowsum(dout * out),
  *   dv = P^T dout, dS = P * (dout . v^T - delta), dq = scale * dS k,
  *   dk = scale * dS^T q; P is recomputed a tile at a time, never stored.
  * fwd holds the forward's operands (q, k, v, mask, out, lse), causal and
- * scale; its views are off. */
+ * scale. When the head split and merge were folded into the forward, they
+ * are folded here too: fwd's views are the forward's, dout is read through
+ * view[NNC_ATTN_DOUT] (the merge's gradient) and dq, dk, dv are written
+ * through theirs (the split's gradient: often thirds of one [B, T, 3*C]
+ * tensor, the concat of the three). Else every view is off. */
 typedef struct nnc_attention_grad_desc {
   nnc_attention_desc fwd;
   int dout, dq, dk, dv;
+  nnc_attn_view view[4];       /* indexed by NNC_ATTN_DOUT ... NNC_ATTN_DV */
 } nnc_attention_grad_desc;
 
 typedef struct nnc_kernel {

@@ -7,8 +7,13 @@
  * strides, so these copies fold into the kernel: its operand views
  * (nnc_attn_view in schedule.h) say where each head's rows are, and the
  * transpose, reshape and split kernels leave the schedule when nothing else
- * reads what they wrote. Runs after fusion and before memory planning, so
- * the plan sees the projection alive until the attention reads it. */
+ * reads what they wrote. In a training step the backward reads the same q,
+ * k, v and out: the forward and its attention_grad fold together or not at
+ * all, and the backward's own copies fold as well (dout is the merge's
+ * gradient, a transpose of [B, T, H*D]; dq, dk and dv go back through
+ * transposes into the concat that is the split's gradient). Runs after
+ * fusion and before memory planning, so the plan sees the projection alive
+ * until the last attention kernel reads it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +41,20 @@ static bool read_once(const fold_ctx *c, int t) {
   return nnc_uses_count(&c->u, t) == 1 && !nnc_graph_is_output(graph(c), t);
 }
 
+/* Whether t is no graph output and is read by one node outside kernel kb
+ * (-1: none) and otherwise only by nodes of kb; returns that node or -1. */
+static int reader_besides(const fold_ctx *c, int t, int kb) {
+  if (nnc_graph_is_output(graph(c), t)) return -1;
+  int found = -1;
+  for (int i = c->u.start[t]; i < c->u.start[t + 1]; i++) {
+    int n = c->u.node[i];
+    if (kb >= 0 && c->s->kernel_of_node[n] == kb) continue;
+    if (found >= 0) return -1;
+    found = n;
+  }
+  return found;
+}
+
 static bool is_head_swap(const nnc_node *n) {
   return n->op == NNC_OP_TRANSPOSE && n->attrs.perm[0] == 0 && n->attrs.perm[1] == 2 && n->attrs.perm[2] == 1 &&
          n->attrs.perm[3] == 3;
@@ -47,13 +66,16 @@ static nnc_dim mul(nnc_dim a, nnc_dim b, bool *ok) {
   return r;
 }
 
-/* q, k or v: x = transpose(reshape(src, [B,T,H,D]), {0,2,1,3}) with src
- * [B, T, H*D] either a split's piece of [B, T, W] along its last axis or a
- * tensor of its own. Fills the view and the kernels it makes unnecessary. */
-static bool input_view(const fold_ctx *c, int x, nnc_attn_view *v, int *kt, int *kr, int *ksplit, int *piece) {
+/* q, k, v or dout: x = transpose(reshape(src, [B,T,H,D]), {0,2,1,3}) with
+ * src [B, T, H*D] either a split's piece of [B, T, W] along its last axis or
+ * a tensor of its own; x read by one attention node and otherwise only by
+ * kernel kb (the backward, or -1). Fills the view and the kernels it makes
+ * unnecessary. */
+static bool input_view(const fold_ctx *c, int x, int kb, nnc_attn_view *v, int *kt, int *kr, int *ksplit,
+                       int *piece) {
   const nnc_graph *g = graph(c);
   *kt = *kr = *ksplit = *piece = -1;
-  if (g->tensors[x].rank != 4 || !read_once(c, x)) return false;
+  if (g->tensors[x].rank != 4 || reader_besides(c, x, kb) < 0) return false;
   *kt = single_producer(c, x, NNC_KERNEL_MOVE, NNC_OP_TRANSPOSE);
   if (*kt < 0) return false;
   const nnc_node *tr = &g->nodes[g->tensors[x].producer];
@@ -96,12 +118,14 @@ static bool input_view(const fold_ctx *c, int x, nnc_attn_view *v, int *kt, int 
   return ok;
 }
 
-/* out: y = reshape(transpose(out, {0,2,1,3}), [B, T, H*Dv]). */
-static bool output_view(const fold_ctx *c, int out, nnc_attn_view *v, int *kt, int *kr, int *dst) {
+/* out, dq, dk or dv: y = reshape(transpose(out, {0,2,1,3}), [B, T, H*Dv]),
+ * out read by that transpose and otherwise only by kernel kb (the
+ * backward, or -1). */
+static bool output_view(const fold_ctx *c, int out, int kb, nnc_attn_view *v, int *kt, int *kr, int *dst) {
   const nnc_graph *g = graph(c);
   *kt = *kr = -1;
-  if (g->tensors[out].rank != 4 || !read_once(c, out)) return false;
-  int n = c->u.node[c->u.start[out]];
+  int n = g->tensors[out].rank == 4 ? reader_besides(c, out, kb) : -1;
+  if (n < 0) return false;
   const nnc_node *tr = &g->nodes[n];
   *kt = c->s->kernel_of_node[n];
   if (!is_head_swap(tr) || c->s->k[*kt].kind != NNC_KERNEL_MOVE || c->s->k[*kt].nnodes != 1) return false;
@@ -141,61 +165,158 @@ static nnc_status absorb(nnc_schedule *s, int to, int from, bool before, nnc_err
   return NNC_OK;
 }
 
-static void replace_in(nnc_kernel *k, int old, int now) {
-  int n = 0;
+/* In a list of tensor ids: old becomes now, once (now may be listed already). */
+static void replace_id(int *ids, int *n, int old, int now) {
+  int m = 0;
   bool have = false;
-  for (int i = 0; i < k->nin; i++) have |= k->in[i] == now;
-  for (int i = 0; i < k->nin; i++) {
-    if (k->in[i] == old) {
+  for (int i = 0; i < *n; i++) have |= ids[i] == now;
+  for (int i = 0; i < *n; i++) {
+    if (ids[i] == old) {
       if (have) continue;
       have = true;
-      k->in[n++] = now;
+      ids[m++] = now;
     } else {
-      k->in[n++] = k->in[i];
+      ids[m++] = ids[i];
     }
   }
-  k->nin = n;
+  *n = m;
+}
+
+/* What one attention and its backward fold: the views, and the kernels
+ * that leave the schedule. */
+typedef struct fold_plan {
+  int kg;                                   /* the attention_grad kernel, or -1 */
+  nnc_attn_view v[4];                       /* q, k, v, out */
+  int kt[4], kr[4], ks[3], piece[3], dst;   /* their transposes, reshapes, splits */
+  nnc_attn_view gv[4];                      /* dout, dq, dk, dv */
+  int gkt[4], gkr[4], gdst[3], kcat;        /* theirs; the concat of dq, dk, dv or -1 */
+} fold_plan;
+
+/* The backward of the attention whose log-sum-exp is lse, or -1. */
+static int grad_of(const fold_ctx *c, int lse) {
+  if (lse < 0) return -1;
+  for (int k = 0; k < c->s->nk; k++)
+    if (!c->drop[k] && c->s->k[k].kind == NNC_KERNEL_ATTENTION_GRAD && c->s->k[k].d.attn_grad.fwd.lse == lse)
+      return k;
+  return -1;
+}
+
+/* dq, dk and dv, each y [B, T, C] after its merge, concatenated along the
+ * last axis by a kernel of its own (the split's gradient, [B, T, W]): they
+ * are written straight into the concat's output, each at its offset, and
+ * the concat leaves. Returns its kernel, or -1 (the views stay on y). */
+static int concat_view(const fold_ctx *c, const int y[3], nnc_attn_view gv[4]) {
+  const nnc_graph *g = graph(c);
+  if (!read_once(c, y[0])) return -1;
+  int n = c->u.node[c->u.start[y[0]]], kc = c->s->kernel_of_node[n];
+  const nnc_node *cat = &g->nodes[n];
+  if (cat->op != NNC_OP_CONCAT || cat->nin != 3 || cat->attrs.axis != 2 || c->s->k[kc].kind != NNC_KERNEL_MOVE ||
+      c->s->k[kc].nnodes != 1)
+    return -1;
+  const nnc_tensor *w = &g->tensors[cat->out[0]];
+  nnc_dim off[3];
+  bool seen[3] = {false, false, false}, ok = w->rank == 3;
+  int64_t at = 0;
+  for (int j = 0; j < 3 && ok; j++) {
+    int t = cat->in[j], i = t == y[0] ? 0 : t == y[1] ? 1 : t == y[2] ? 2 : -1;
+    if (i < 0 || seen[i] || !read_once(c, t) || !nnc_dim_is_const(g->tensors[t].shape[2])) return -1;
+    seen[i] = true;
+    off[i] = nnc_dim_const(at);
+    at += g->tensors[t].shape[2].k;
+  }
+  nnc_dim sb = ok ? mul(w->shape[1], w->shape[2], &ok) : nnc_dim_const(0);
+  if (!ok) return -1;
+  for (int i = 0; i < 3; i++) {
+    nnc_attn_view *v = &gv[NNC_ATTN_DQ + i];
+    v->base = cat->out[0];
+    v->offset = off[i];
+    v->sb = sb;
+    v->si = w->shape[2];
+  }
+  return kc;
+}
+
+/* The backward's own copies: dout read from the merge's gradient, dq, dk
+ * and dv written before their transposes back (and the concat). */
+static bool grad_views(const fold_ctx *c, fold_plan *p) {
+  const nnc_attention_grad_desc *gd = &c->s->k[p->kg].d.attn_grad;
+  int ks, piece;
+  if (!input_view(c, gd->dout, -1, &p->gv[NNC_ATTN_DOUT], &p->gkt[0], &p->gkr[0], &ks, &piece) || ks >= 0)
+    return false;
+  const int outs[3] = {gd->dq, gd->dk, gd->dv};
+  for (int i = 0; i < 3; i++)
+    if (!output_view(c, outs[i], -1, &p->gv[NNC_ATTN_DQ + i], &p->gkt[1 + i], &p->gkr[1 + i], &p->gdst[i]))
+      return false;
+  if (p->gkt[1] == p->gkt[2] || p->gkt[2] == p->gkt[3] || p->gkt[1] == p->gkt[3]) return false;
+  p->kcat = concat_view(c, p->gdst, p->gv);
+  return true;
+}
+
+static nnc_status fold_grad(fold_ctx *c, const fold_plan *p, nnc_error *err) {
+  nnc_schedule *s = c->s;
+  int kg = p->kg;
+  nnc_status st = absorb(s, kg, p->gkt[0], true, err);
+  if (!st) st = absorb(s, kg, p->gkr[0], true, err);
+  for (int i = 1; i < 4 && !st; i++) {
+    st = absorb(s, kg, p->gkt[i], false, err);
+    if (!st) st = absorb(s, kg, p->gkr[i], false, err);
+  }
+  if (!st && p->kcat >= 0) st = absorb(s, kg, p->kcat, false, err);
+  if (st) return st;
+  for (int i = 0; i < 4; i++) c->drop[p->gkt[i]] = c->drop[p->gkr[i]] = true;
+  if (p->kcat >= 0) c->drop[p->kcat] = true;
+  nnc_kernel *k = &s->k[kg];
+  nnc_attention_grad_desc *gd = &k->d.attn_grad;
+  const int fwd[4] = {gd->fwd.q, gd->fwd.k, gd->fwd.v, gd->fwd.out}, outs[3] = {gd->dq, gd->dk, gd->dv};
+  for (int i = 0; i < 4; i++) replace_id(k->in, &k->nin, fwd[i], p->v[i].base);
+  replace_id(k->in, &k->nin, gd->dout, p->gv[NNC_ATTN_DOUT].base);
+  for (int i = 0; i < 3; i++) replace_id(k->out, &k->nout, outs[i], p->gv[NNC_ATTN_DQ + i].base);
+  for (int i = 0; i < 4; i++) {
+    gd->fwd.view[i] = p->v[i];
+    gd->view[i] = p->gv[i];
+  }
+  return NNC_OK;
 }
 
 static nnc_status fold_one(fold_ctx *c, int ki, nnc_error *err) {
   nnc_schedule *s = c->s;
   nnc_attention_desc *d = &s->k[ki].d.attn;
   const int ops[3] = {d->q, d->k, d->v};
-  nnc_attn_view v[4];
-  int kt[4], kr[4], ks[3], piece[3], dst = -1;
+  fold_plan p = {.kg = grad_of(c, d->lse), .dst = -1, .kcat = -1};
   for (int i = 0; i < 3; i++)
-    if (!input_view(c, ops[i], &v[i], &kt[i], &kr[i], &ks[i], &piece[i])) return NNC_OK;
+    if (!input_view(c, ops[i], p.kg, &p.v[i], &p.kt[i], &p.kr[i], &p.ks[i], &p.piece[i])) return NNC_OK;
   /* q, k and v from three different projections or pieces */
-  if (kt[0] == kt[1] || kt[1] == kt[2] || kt[0] == kt[2]) return NNC_OK;
-  if (!output_view(c, d->out, &v[3], &kt[3], &kr[3], &dst)) return NNC_OK;
+  if (p.kt[0] == p.kt[1] || p.kt[1] == p.kt[2] || p.kt[0] == p.kt[2]) return NNC_OK;
+  if (!output_view(c, d->out, p.kg, &p.v[3], &p.kt[3], &p.kr[3], &p.dst)) return NNC_OK;
+  /* the backward reads q, k, v and out: both fold, or neither */
+  if (p.kg >= 0 && !grad_views(c, &p)) return NNC_OK;
   nnc_status st = NNC_OK;
   for (int i = 0; i < 3 && !st; i++) {
-    st = absorb(s, ki, kt[i], true, err);
-    if (!st) st = absorb(s, ki, kr[i], true, err);
-    c->drop[kt[i]] = c->drop[kr[i]] = true;
-    replace_in(&s->k[ki], ops[i], v[i].base);
+    st = absorb(s, ki, p.kt[i], true, err);
+    if (!st) st = absorb(s, ki, p.kr[i], true, err);
+    c->drop[p.kt[i]] = c->drop[p.kr[i]] = true;
+    replace_id(s->k[ki].in, &s->k[ki].nin, ops[i], p.v[i].base);
   }
   /* a split whose every piece is now read by attention leaves too; one
    * with other readers stays, and attention reads the split's input */
   for (int i = 0; i < 3 && !st; i++) {
-    if (ks[i] < 0 || c->drop[ks[i]]) continue;
-    const nnc_node *sp = &s->g->nodes[s->k[ks[i]].nodes[0]];
+    if (p.ks[i] < 0 || c->drop[p.ks[i]]) continue;
+    const nnc_node *sp = &s->g->nodes[s->k[p.ks[i]].nodes[0]];
     bool all = true;
     for (int j = 0; j < sp->nout; j++)
-      all &= sp->out[j] == piece[0] || sp->out[j] == piece[1] || sp->out[j] == piece[2];
+      all &= sp->out[j] == p.piece[0] || sp->out[j] == p.piece[1] || sp->out[j] == p.piece[2];
     if (!all) continue;
-    st = absorb(s, ki, ks[i], true, err);
-    c->drop[ks[i]] = true;
+    st = absorb(s, ki, p.ks[i], true, err);
+    c->drop[p.ks[i]] = true;
   }
-  if (!st) st = absorb(s, ki, kt[3], false, err);
-  if (!st) st = absorb(s, ki, kr[3], false, err);
+  if (!st) st = absorb(s, ki, p.kt[3], false, err);
+  if (!st) st = absorb(s, ki, p.kr[3], false, err);
   if (st) return st;
-  c->drop[kt[3]] = c->drop[kr[3]] = true;
+  c->drop[p.kt[3]] = c->drop[p.kr[3]] = true;
   nnc_kernel *k = &s->k[ki];
-  for (int j = 0; j < k->nout; j++)
-    if (k->out[j] == d->out) k->out[j] = dst;
-  for (int i = 0; i < 4; i++) d->view[i] = v[i];
-  return NNC_OK;
+  replace_id(k->out, &k->nout, d->out, p.dst);
+  for (int i = 0; i < 4; i++) d->view[i] = p.v[i];
+  return p.kg >= 0 ? fold_grad(c, &p, err) : NNC_OK;
 }
 
 nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {

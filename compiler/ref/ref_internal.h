@@ -82,6 +82,7 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err);
 /* The fused kernels that compute from their descriptors (k is s->k[ki]). */
 nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err);
 nnc_status nnc_ref_kernel_attention(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err);
+nnc_status nnc_ref_kernel_attention_grad(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err);
 nnc_status nnc_ref_kernel_elementwise(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err);
 
 /* "kernel 3 (gemm)" context for kernel errors. */

@@ -21,6 +21,7 @@
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "ir/schedule.h"
+#include "passes/autodiff.h"
 #include "passes/passes.h"
 #include "ref/ref.h"
 
@@ -41,21 +42,28 @@ static void model_free(model *m) {
   nnc_graph_free(&m->g);
 }
 
-/* Loads models/<name>.lua with the given -D overrides and compiles it. */
-static void load_model(model *m, const char *name, const char *const *defines, int ndefines) {
+/* Loads models/<name>.lua with the given -D overrides and compiles it
+ * (train: its training step, as nnc --train). */
+static void load_model_as(model *m, const char *name, const char *const *defines, int ndefines, bool train) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
-  nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines};
+  nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines, .training = train};
   nnc_error err = {0};
   memset(m, 0, sizeof *m);
   nnc_graph_init(&m->g);
   nnc_status st = nnc_frontend_load(&o, &m->g, &err);
   if (st != NNC_OK) fail_msg("loading %s: %s", path, err.msg);
+  nnc_autodiff_opts ad = {.loss = "loss"};
+  if (train && nnc_pass_autodiff(&m->g, &ad, &err) != NNC_OK) fail_msg("differentiating %s: %s", path, err.msg);
   nnc_schedule_init(&m->s, &m->g);
   m->scheduled = true;
   st = nnc_compile_graph(&m->g, &m->s, &err);
   if (st != NNC_OK) fail_msg("compiling %s: %s", path, err.msg);
   assert_string_equal(m->g.name, name);
+}
+
+static void load_model(model *m, const char *name, const char *const *defines, int ndefines) {
+  load_model_as(m, name, defines, ndefines, false);
 }
 
 static int find_tensor(const nnc_graph *g, const int *ids, int n, const char *name) {
@@ -456,6 +464,41 @@ static void check_heads_folded(const model *m, int moves, bool fused_qkv, int64_
   assert_int_equal(nmove, moves);
 }
 
+/* The training step folds the head split and merge of the backward too:
+ * attention_grad reads q, k, v and out where the forward read and wrote them,
+ * dout from the merge's gradient, and writes dq, dk, dv as thirds of the
+ * concat that is the split's gradient; the schedule still computes every
+ * gradient the graph does. */
+static void test_gpt2_train_folded(void **state) {
+  (void)state;
+  model m;
+  const char *d[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=32", "batch=3"};
+  load_model_as(&m, "gpt2", d, 6, true);
+  /* wpe's rows for T, the pad of their gradient and the odd-width dlogits^T */
+  check_heads_folded(&m, 3, true, 24);
+  int ngrad = 0;
+  for (int k = 0; k < m.s.nk; k++) {
+    const nnc_kernel *kn = &m.s.k[k];
+    if (kn->kind != NNC_KERNEL_ATTENTION_GRAD) continue;
+    ngrad++;
+    const nnc_attention_grad_desc *a = &kn->d.attn_grad;
+    for (int i = 0; i < 4; i++) assert_true(a->fwd.view[i].on && a->view[i].on);
+    assert_true(nnc_dim_eq_const(a->view[NNC_ATTN_DOUT].si, 24));
+    for (int i = 0; i < 3; i++) {
+      const nnc_attn_view *v = &a->view[NNC_ATTN_DQ + i];
+      assert_true(v->base == a->view[NNC_ATTN_DQ].base && nnc_dim_eq_const(v->si, 72));
+      assert_int_equal(v->offset.k, 24 * i);
+    }
+    /* one output: the concat [B, T, 72] */
+    assert_int_equal(kn->nout, 1);
+    assert_int_equal(kn->out[0], a->view[NNC_ATTN_DQ].base);
+  }
+  assert_int_equal(ngrad, 2);
+  check_schedule(&m, 3, 17);
+  check_schedule(&m, 1, 1);
+  model_free(&m);
+}
+
 static void test_gpt2_small(void **state) {
   (void)state;
   model m;
@@ -659,6 +702,7 @@ int main(void) {
       cmocka_unit_test(test_mlp_small),
       cmocka_unit_test(test_gpt2_default_params),
       cmocka_unit_test(test_gpt2_small),
+      cmocka_unit_test(test_gpt2_train_folded),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
