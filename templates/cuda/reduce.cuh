@@ -18,7 +18,8 @@
  *               step): a block per 256 columns (16-byte loads; 32 where
  *               rows are not 16-byte aligned) and NNC_REDUCE_CHUNK rows
  *               writes its partials to the workspace, then a second kernel
- *               adds each column's chunks in order.
+ *               adds each column's chunks in a fixed order, 8 warps to a
+ *               block of 32 columns.
  * Sums are kept in double and every order is fixed: the same bits on every
  * run. A max lets NaN win, as the reference does. */
 #ifndef NNC_CUDA_REDUCE_CUH
@@ -131,16 +132,29 @@ nnc_reduce_cols_part(const T *__restrict__ x, double *__restrict__ ws, int len, 
   }
 }
 
-/* Part 2: y[o, i] = the chunks' partials of column i, added in order. */
+/* Part 2: y[o, i] = the chunks' partials of column i, added in a fixed
+ * order. Block b finishes 32 columns of one outer index; warp w adds chunks
+ * w, w+8, ... (lane l on column l: a warp reads 256 neighbouring bytes),
+ * then the 8 warp sums add in warp order, so every column's many chunks are
+ * read by 8 warps at once rather than by one thread in turn. */
 template <class U, int OP>
-__global__ void nnc_reduce_cols_finish(const double *__restrict__ ws, U *__restrict__ y, int outer, int len, int inner,
-                                       int chunks) {
-  const long long n = (long long)outer * inner;
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
-    const long long o = e / inner, i = e % inner;
-    double r = nnc_reduce_init<OP>();
-    for (int c = 0; c < chunks; c++) r = nnc_reduce_combine<OP>(r, ws[(o * chunks + c) * inner + i]);
-    nnc_st(&y[e], nnc_reduce_finish<OP>(r, len));
+__global__ void __launch_bounds__(256)
+nnc_reduce_cols_finish(const double *__restrict__ ws, U *__restrict__ y, int len, int inner, int chunks) {
+  __shared__ double part[8][32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tiles = (inner + 31) / 32;
+  const long long o = blockIdx.x / (unsigned)tiles;
+  const int i = (int)(blockIdx.x % (unsigned)tiles) * 32 + lane;
+  double r = nnc_reduce_init<OP>();
+  if (i < inner) {
+    const double *p = ws + o * chunks * (long long)inner + i;
+#pragma unroll 4
+    for (int c = w; c < chunks; c += 8) r = nnc_reduce_combine<OP>(r, p[(long long)c * inner]);
+  }
+  part[w][lane] = r;
+  __syncthreads();
+  if (w == 0 && i < inner) {
+    for (int k = 1; k < 8; k++) r = nnc_reduce_combine<OP>(r, part[k][lane]);
+    nnc_st(&y[o * inner + i], nnc_reduce_finish<OP>(r, len));
   }
 }
 
@@ -174,9 +188,8 @@ inline nnc_cuda_status nnc_cuda_reduce_op(int outer, int len, int inner, const T
                            "fewer than 2^31", outer, len, inner, blocks);
     if (vec) nnc_reduce_cols_part<T, OP, VEC><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
     else nnc_reduce_cols_part<T, OP, 1><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
-    const long long n = (long long)outer * inner, fb = (n + 255) / 256;
-    nnc_reduce_cols_finish<U, OP><<<(unsigned)(fb < 65535 ? fb : 65535), 256, 0, s>>>((const double *)ws, y, outer, len,
-                                                                                      inner, chunks);
+    const long long fb = (long long)outer * ((inner + 31) / 32);
+    nnc_reduce_cols_finish<U, OP><<<(unsigned)fb, 256, 0, s>>>((const double *)ws, y, len, inner, chunks);
   } else if (inner == 1) {
     const long long blocks = ((long long)outer * 32 + 255) / 256;
     nnc_reduce_rows<T, U, OP><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(x, y, outer, len);
