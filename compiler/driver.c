@@ -64,7 +64,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   }
   if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
-  if (!st) st = nnc_compile_graph(&g, &s, err);
+  nnc_compile_opts co = {.no_gemm_aux = !nnc_emit_has_gemm_aux(t.family)};
+  if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
     if (!tiles) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while tuning");

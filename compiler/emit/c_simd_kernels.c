@@ -65,6 +65,11 @@ static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_ge
     nnc_sb_printf(&body, "      .prologue = %s, .eps = %s,\n",
                   d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM" : "NNC_SIMD_PRO_RMSNORM",
                   ec_literal(d->norm_eps, false, lit, sizeof lit));
+  if (d->aux_kind != NNC_AUX_NONE)
+    nnc_sb_printf(&body, "      .aux_mode = %s, .ldx = N, .stride_x = (ptrdiff_t)M * N,   /* %s */\n",
+                  d->aux_kind == NNC_AUX_SAVE ? "NNC_SIMD_AUX_SAVE" : "NNC_SIMD_AUX_ACT_GRAD",
+                  d->aux_kind == NNC_AUX_SAVE ? "aux: the activation's input, kept for its gradient"
+                                              : "times act'(aux): the activation's gradient");
   nnc_sb_printf(&body, "  };\n");
   char head[256];
   snprintf(head, sizeof head, "static void k%d_sizes(const %s_dims *d, nnc_simd_gemm_args *g)", ki, x->p);
@@ -79,9 +84,10 @@ static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_ge
 static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
-  const int ops[] = {d->a, d->b, d->bias, d->residual, d->out, d->norm_gamma, d->norm_beta};
-  const char *roles[] = {"A", "B", "bias", "residual", "output", "gamma", "beta"};
-  for (int i = 0; i < 7; i++) {
+  const int ops[] = {d->a, d->b, d->bias, d->residual, d->out, d->norm_gamma, d->norm_beta,
+                     d->aux_kind != NNC_AUX_NONE ? d->aux : -1};
+  const char *roles[] = {"A", "B", "bias", "residual", "output", "gamma", "beta", "aux"};
+  for (int i = 0; i < 8; i++) {
     nnc_status st = want_f32(x, k, ops[i], roles[i], err);
     if (st) return st;
   }
@@ -98,11 +104,13 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     ec_assign(x, &body, 2, "const float *B", d->b);
     ec_assign(x, &body, 2, "float *C", d->out);
     if (d->residual >= 0) ec_assign(x, &body, 2, "const float *R", d->residual);
+    if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "float *X", d->aux);
   } else {
     ec_assign(x, &body, 2, "g.A", d->a);
     ec_assign(x, &body, 2, "g.B", d->b);
     ec_assign(x, &body, 2, "g.C", d->out);
     if (d->residual >= 0) ec_assign(x, &body, 2, "g.residual", d->residual);
+    if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "g.aux", d->aux);
   }
   if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
   if (d->norm_gamma >= 0) ec_assign(x, &body, 2, "g.gamma", d->norm_gamma);
@@ -132,6 +140,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     nnc_sb_printf(&body, "%*sg.A = A%s;\n%*sg.B = B%s;\n%*sg.C = C%s;\n", ind, "", off_a.buf ? off_a.buf : "", ind, "",
                   off_b.buf ? off_b.buf : "", ind, "", off_c.buf ? off_c.buf : "");
     if (d->residual >= 0) nnc_sb_printf(&body, "%*sg.residual = R%s;\n", ind, "", off_c.buf ? off_c.buf : "");
+    if (d->aux_kind != NNC_AUX_NONE) nnc_sb_printf(&body, "%*sg.aux = X%s;\n", ind, "", off_c.buf ? off_c.buf : "");
   }
   nnc_sb_free(&off_a);
   nnc_sb_free(&off_b);

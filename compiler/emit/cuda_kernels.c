@@ -71,7 +71,7 @@ static bool constant(const char *e) { return strspn(e, "0123456789") == strlen(e
  * they need no padding or cannot have it (N not a constant, a residual on
  * cuBLASLt's C operand, which would need the same padding). */
 static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s, bool lt_residual) {
-  if (!constant(s->N) || lt_residual) return 0;
+  if (!constant(s->N) || lt_residual || d->aux_kind != NNC_AUX_NONE) return 0;
   long long n = atoll(s->N), align = 16 / nnc_dtype_size(x->g->tensors[d->a].dtype);
   return n % align ? (int)((n + align - 1) / align * align) : 0;
 }
@@ -90,7 +90,8 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
   nnc_dtype t = x->g->tensors[d->a].dtype;
   bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
   /* its pipeline is sm_80's: cp.async, ldmatrix and m16n8k16 products */
-  return x->r->target->cuda.cp_async && !d->a_trans && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->out].dtype == t &&
+  return x->r->target->cuda.cp_async && !d->a_trans && d->aux_kind == NNC_AUX_NONE && (t == NNC_BF16 || t == NNC_F16) &&
+         x->g->tensors[d->out].dtype == t &&
          s->first_inner == 0 && constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 &&
          act;
 }
@@ -100,7 +101,8 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
  * fusion besides a norm kernel before it. */
 static bool wgmma_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
   nnc_dtype t = x->g->tensors[d->a].dtype, o = x->g->tensors[d->out].dtype;
-  return x->r->target->cuda.wgmma_ok && !d->a_trans && (t == NNC_BF16 || t == NNC_F16) && x->g->tensors[d->b].dtype == t &&
+  return x->r->target->cuda.wgmma_ok && !d->a_trans && d->aux_kind == NNC_AUX_NONE && (t == NNC_BF16 || t == NNC_F16) &&
+         x->g->tensors[d->b].dtype == t &&
          (o == t || o == NNC_F32) && d->b_trans && s->nb == 0 && constant(s->K) && atoll(s->K) % 8 == 0 &&
          d->act == NNC_OP_NONE && d->residual < 0;
 }
@@ -141,11 +143,17 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     impl = base;
   }
   ec_gemm_shape_of(x, k, &p->s);
-  bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || (d->act == NNC_OP_GELU && d->gelu_tanh);
+  bool gelu_tanh = d->act == NNC_OP_GELU && d->gelu_tanh;
+  bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || gelu_tanh;
   bool act_res = d->act != NNC_OP_NONE && d->residual >= 0;
+  if (d->aux_kind != NNC_AUX_NONE)   /* cuBLASLt's GELU aux epilogues: aux rows of 8s, in the output's type */
+    lt_act = gelu_tanh && constant(p->s.N) && atoll(p->s.N) % 8 == 0 &&
+             x->g->tensors[d->out].dtype == x->g->tensors[d->a].dtype;
   p->pre_norm = d->prologue != NNC_NORM_NONE;
   p->post = !lt_act || act_res;
   p->lt_epi = p->post || d->act == NNC_OP_NONE ? "NNRT_EPI_NONE"
+              : d->aux_kind == NNC_AUX_SAVE     ? "NNRT_EPI_GELU_TANH_AUX"
+              : d->aux_kind == NNC_AUX_ACT_GRAD ? "NNRT_EPI_DGELU_TANH"
               : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
                                                : "NNRT_EPI_GELU_TANH";
   p->lt_residual = d->residual >= 0 && !p->post;
@@ -277,6 +285,22 @@ static void emit_post_kernel(const ec_ctx *x, int ki, const char *fn, nnc_sb *b)
   act.op = d->act;
   act.attrs.gelu_tanh = d->gelu_tanh;
   char ex[1024];
+  if (d->aux_kind != NNC_AUX_NONE) {
+    /* SAVE: cuBLASLt wrote the activation's input into x; ACT_GRAD: the
+     * product into y, times act'(x) here */
+    bool grad = d->aux_kind == NNC_AUX_ACT_GRAD;
+    if (grad) {
+      act.op = NNC_OP_ACT_GRAD;
+      act.attrs.act = d->act;
+    }
+    ec_node_expr(x, &act, "nnc_ld(x[e])", "nnc_ld(y[e])", false, d->out, ex, sizeof ex);
+    const char *ty = cu_stype(x, d->out);
+    nnc_sb_printf(b, "/* kernel %d's %s after cuBLASLt */\n", ki,
+                  grad ? "activation's derivative at its saved input" : "activation of its saved input");
+    nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *x, long long n) {\n", fn, ty, ty);
+    nnc_sb_printf(b, "  NNC_LOOP(e, n) nnc_st(&y[e], %s);\n}\n\n", ex);
+    return;
+  }
   ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
   const char *ty = cu_stype(x, d->out);
   nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, d->residual >= 0 ? " and residual" : "");
@@ -440,8 +464,16 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                              "  g.stride_d = (long long)M * ldp;\n", p.pad_n, cu_stype(x, d->a), cu_stype(x, d->a),
                       p.pre_norm ? "pad_offset((size_t)M * K * sizeof *A)" : "0");
       } else {
-        ec_assign(x, &body, 2, "g.D", d->out);
+        /* the activation's input goes where it is kept; the epilogue kernel makes out */
+        bool to_aux = d->aux_kind == NNC_AUX_SAVE && p.post;
+        ec_assign(x, &body, 2, "g.D", to_aux ? d->aux : d->out);
         nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n");
+      }
+      if (d->aux_kind != NNC_AUX_NONE && !p.post) {
+        ec_assign(x, &body, 2, "g.aux", d->aux);
+        nnc_sb_printf(&body, "  g.ldaux = N;\n  g.stride_aux = (long long)M * N;   /* %s */\n",
+                      d->aux_kind == NNC_AUX_SAVE ? "written: the GELU's input, for its gradient"
+                                                  : "read: the GELU's input, for gelu'");
       }
       nnc_sb_printf(&body, "  g.alpha = %s;\n  g.epilogue = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
       if (p.algo)
@@ -473,6 +505,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
         emit_post_kernel(x, ki, name, b);
         char pr[256] = "nullptr", pout[256];
         if (d->residual >= 0) ec_ptr(x, d->residual, pr, sizeof pr);
+        if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
         nnc_sb_printf(&body, "  const long long n = (long long)M * N%s;\n"
                              "  %s_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
                              "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name,

@@ -19,9 +19,9 @@
 #define MARKER ".nnc-output"
 
 static const nnc_emitter emitters[] = {
-  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true},
-  {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true},
-  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false},
+  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true},
+  {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true},
+  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -34,6 +34,11 @@ bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op) {
   const nnc_emitter *e = emitter_of(f);
   if (!e) return false;
   return op == NNC_OP_ATTENTION_GRAD ? e->attention_grad : (op == NNC_OP_LAYERNORM_GRAD || op == NNC_OP_RMSNORM_GRAD) && e->norm_grad;
+}
+
+bool nnc_emit_has_gemm_aux(nnc_target_family f) {
+  const nnc_emitter *e = emitter_of(f);
+  return e && e->gemm_aux;
 }
 
 nnc_status nnc_emit_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err) {

@@ -43,11 +43,17 @@ typedef struct nnc_emitter {
   /* Whether it writes the attention op and its flash backward, and the
    * norms' fused backward (--train); without, they train as primitive ops. */
   bool attention_grad, norm_grad;
+  /* Whether its GEMMs save an activation's input and multiply by an
+   * activation's derivative (nnc_gemm_desc.aux_kind); without, an activation
+   * with a gradient and the gradient stay elementwise kernels. */
+  bool gemm_aux;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
  * (attention_grad, layernorm_grad or rmsnorm_grad) under --train. */
 bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op);
+/* Whether the emitter of family f writes GEMMs with an aux (nnc_emitter.gemm_aux). */
+bool nnc_emit_has_gemm_aux(nnc_target_family f);
 
 /* The variants of every kernel of r (out holds r->s->nk entries; all n = 0
  * on a target without choices). */

@@ -187,6 +187,10 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
   const ec_ctx *x = &o->x;
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
+  if (d->aux_kind != NNC_AUX_NONE)
+    return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM %s an activation's input for its gradient (a "
+                      "training step); training is not supported on this target", x->r->target->name,
+                      d->aux_kind == NNC_AUX_SAVE ? "saves" : "multiplies by the derivative at");
   ec_gemm_shape s;
   ec_gemm_shape_of(x, k, &s);
   int act = act_code(d);

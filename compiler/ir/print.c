@@ -92,8 +92,11 @@ static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
   else
     fprintf(f, " prologue=%s(gamma=%s beta=%s eps=%g)", d->prologue == NNC_NORM_LAYER ? "layernorm" : "rmsnorm",
             tref(d->norm_gamma, a), tref(d->norm_beta, b), d->norm_eps);
-  fprintf(f, " act=%s%s alpha=%g\n", d->act == NNC_OP_NONE ? "none" : nnc_op_info_of(d->act)->name,
+  fprintf(f, " act=%s%s alpha=%g", d->act == NNC_OP_NONE ? "none" : nnc_op_info_of(d->act)->name,
           d->gelu_tanh ? "(tanh)" : "", d->alpha);
+  if (d->aux_kind == NNC_AUX_SAVE) fprintf(f, " saves=%s (the activation's input)", tref(d->aux, a));
+  if (d->aux_kind == NNC_AUX_ACT_GRAD) fprintf(f, " times act'(%s)", tref(d->aux, a));
+  fputc('\n', f);
 }
 
 /* The operands read or written in place of a folded head split or merge:

@@ -39,12 +39,22 @@ typedef enum nnc_norm {
   NNC_NORM_RMS     /* x / sqrt(mean(x^2) + eps) * gamma */
 } nnc_norm;
 
+/* What a GEMM does with its aux tensor (out's shape), in a training step
+ * where an activation's input is needed again by its gradient. */
+typedef enum nnc_gemm_aux {
+  NNC_AUX_NONE,
+  NNC_AUX_SAVE,       /* aux = alpha * A.B + bias (the activation's input) is written too; out = act(aux) */
+  NNC_AUX_ACT_GRAD    /* out = act'(aux) * alpha * A.B: the GEMM before an activation's gradient (act_grad),
+                         aux the activation's input; no bias, no residual */
+} nnc_gemm_aux;
+
 /* out = act(alpha * (prologue(A) . B) + bias) + residual
  *   A [..., M, K], or [K, M] when a_trans (a folded transpose: rank 2, no
  *   prologue, e.g. x^T in a weight gradient);
  *   B [N, K] when b_trans (nn.Linear), else [..., K, N];
  *   batch dims of A and B broadcast (matmul); bias [N]; residual has out's
- *   shape. Absent operands are -1. */
+ *   shape. Absent operands are -1. aux_kind (above) says what aux is; with
+ *   NNC_AUX_SAVE there is no residual. */
 typedef struct nnc_gemm_desc {
   int a, b, bias, residual, out;
   bool a_trans, b_trans;
@@ -54,6 +64,8 @@ typedef struct nnc_gemm_desc {
   nnc_op act;                  /* NNC_OP_NONE or an activation op */
   bool gelu_tanh;
   double alpha;                /* 1 unless a scalar multiply was folded in */
+  nnc_gemm_aux aux_kind;
+  int aux;                     /* unless aux_kind is NNC_AUX_NONE */
 } nnc_gemm_desc;
 
 /* out[..., t, :] = softmax(scale * q[..., t, :] . k[..., s, :] + masks) . v

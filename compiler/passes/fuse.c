@@ -141,7 +141,7 @@ out:
 }
 
 /* Every tensor written by a node other than the group's last is read only
- * inside the group and is not a graph output. */
+ * inside the group and is not a graph output (but a GEMM's saved aux). */
 static nnc_status check_outputs(const fuse_state *st, const fuse_group *gr, nnc_error *err) {
   const nnc_graph *g = st->c.g;
   int gi = st->owner[gr->nodes[0]];
@@ -149,6 +149,7 @@ static nnc_status check_outputs(const fuse_state *st, const fuse_group *gr, nnc_
     const nnc_node *n = &g->nodes[gr->nodes[i]];
     for (int j = 0; j < n->nout; j++) {
       int t = n->out[j];
+      if (gr->kind == NNC_KERNEL_GEMM && gr->gemm.aux_kind == NNC_AUX_SAVE && gr->gemm.aux == t) continue;
       bool escapes = nnc_graph_is_output(g, t);
       for (int u = st->c.uses.start[t]; u < st->c.uses.start[t + 1] && !escapes; u++)
         escapes = st->owner[st->c.uses.node[u]] != gi;
@@ -184,6 +185,8 @@ static nnc_status fill_io(const fuse_state *st, nnc_kernel *k, nnc_error *err) {
   const nnc_node *last = &g->nodes[k->nodes[k->nnodes - 1]];
   k->nout = last->nout;
   memcpy(k->out, last->out, (size_t)last->nout * sizeof *last->out);
+  /* a GEMM that saves its activation's input writes it too */
+  if (k->kind == NNC_KERNEL_GEMM && k->d.gemm.aux_kind == NNC_AUX_SAVE) k->out[k->nout++] = k->d.gemm.aux;
   return NNC_OK;
 }
 
@@ -215,13 +218,14 @@ static nnc_status build_schedule(fuse_state *st, nnc_schedule *s, nnc_error *err
   return rc;
 }
 
-nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err) {
+nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_schedule *s, nnc_error *err) {
   if (s->g != g || s->nk != 0 || s->kernel_of_node)
     return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC,
                       "fuse: expected an empty schedule initialised for this graph");
   fuse_state st;
   memset(&st, 0, sizeof st);
   st.c.g = g;
+  st.c.gemm_aux = !o || !o->no_gemm_aux;
   nnc_status rc = nnc_uses_build(g, &st.c.uses, err);
   if (rc) return rc;
   size_t n = (size_t)(g->nnodes ? g->nnodes : 1);

@@ -10,6 +10,7 @@ typedef struct fuse_ctx {
   const nnc_graph *g;
   nnc_uses uses;
   const int *owner;   /* per node: the group that took it, -1 while free */
+  bool gemm_aux;      /* GEMMs may save or read an activation's input (nnc_compile_opts) */
 } fuse_ctx;
 
 /* One match: the nodes of a future kernel (any order; the driver sorts

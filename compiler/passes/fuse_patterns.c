@@ -162,6 +162,25 @@ static bool is_bias_for(const fuse_ctx *c, int bias, int cur) {
          b->dtype == o->dtype;
 }
 
+/* cur's readers when they are an activation and that activation's
+ * gradient reading cur as its input (a training step's MLP: the backward
+ * needs the activation's input again): the activation node, else -1. */
+static int act_with_grad(const fuse_ctx *c, int cur) {
+  if (nnc_uses_count(&c->uses, cur) != 2 || nnc_graph_is_output(c->g, cur)) return -1;
+  int a = c->uses.node[c->uses.start[cur]], b = c->uses.node[c->uses.start[cur] + 1];
+  if (!nnc_op_is_activation(node_of(c, a)->op)) {
+    int t = a;
+    a = b;
+    b = t;
+  }
+  const nnc_node *act = node_of(c, a), *grad = node_of(c, b);
+  if (!nnc_op_is_activation(act->op) || reads(act, cur) != 1 || c->owner[a] >= 0 || grad->op != NNC_OP_ACT_GRAD ||
+      grad->in[0] != cur || grad->in[1] == cur || grad->attrs.act != act->op ||
+      (act->op == NNC_OP_GELU && grad->attrs.gelu_tanh != act->attrs.gelu_tanh))
+    return -1;
+  return a;
+}
+
 /* linear / matmul with an optional norm prologue on A, a folded transpose of
  * a rank-2 A (a weight gradient's x^T: no copy of the activations) or B, and
  * the epilogue alpha, bias, activation, residual, widening
@@ -172,7 +191,7 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   nnc_gemm_desc d = {.a = mm->in[0], .b = mm->in[1], .bias = -1, .residual = -1, .out = -1,
                      .b_trans = false, .prologue = NNC_NORM_NONE, .norm_gamma = -1,
                      .norm_beta = -1, .norm_eps = 0, .act = NNC_OP_NONE, .gelu_tanh = false,
-                     .alpha = 1.0};
+                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1};
   gr->nnodes = 0;
   take(gr, anchor);
   if (mm->op == NNC_OP_LINEAR) {
@@ -209,6 +228,23 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   }
 
   int cur = mm->out[0], r = foldable_consumer(c, cur), o;
+  /* the product an activation's gradient multiplies (a training step's
+   * dX before act_grad): out = act'(aux) * A.B */
+  if (c->gemm_aux && r >= 0 && d.bias < 0 && node_of(c, r)->op == NNC_OP_ACT_GRAD && node_of(c, r)->in[1] == cur &&
+      node_of(c, r)->in[0] != cur && same_shape(tensor_of(c, node_of(c, r)->in[0]), tensor_of(c, cur)) &&
+      tensor_of(c, node_of(c, r)->in[0])->dtype == tensor_of(c, cur)->dtype) {
+    const nnc_node *ag = node_of(c, r);
+    d.act = ag->attrs.act;
+    d.gelu_tanh = ag->attrs.gelu_tanh;
+    d.aux_kind = NNC_AUX_ACT_GRAD;
+    d.aux = ag->in[0];
+    take(gr, r);
+    d.out = ag->out[0];
+    gr->kind = NNC_KERNEL_GEMM;
+    gr->main = anchor;
+    gr->gemm = d;
+    return true;
+  }
   if (r >= 0 && d.bias < 0 && node_of(c, r)->op == NNC_OP_MUL_S) {
     d.alpha = node_of(c, r)->attrs.scalar;
     take(gr, r);
@@ -221,6 +257,20 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     take(gr, r);
     cur = node_of(c, r)->out[0];
     r = foldable_consumer(c, cur);
+  }
+  int act;
+  if (c->gemm_aux && r < 0 && (act = act_with_grad(c, cur)) >= 0) {
+    /* the activation's input is written too, for its gradient */
+    d.act = node_of(c, act)->op;
+    d.gelu_tanh = d.act == NNC_OP_GELU && node_of(c, act)->attrs.gelu_tanh;
+    d.aux_kind = NNC_AUX_SAVE;
+    d.aux = cur;
+    take(gr, act);
+    d.out = node_of(c, act)->out[0];
+    gr->kind = NNC_KERNEL_GEMM;
+    gr->main = anchor;
+    gr->gemm = d;
+    return true;
   }
   if (r >= 0 && nnc_op_is_activation(node_of(c, r)->op)) {
     d.act = node_of(c, r)->op;

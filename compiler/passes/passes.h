@@ -71,8 +71,16 @@ nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error
  * attention_grad node. */
 nnc_status nnc_pass_attention_op(nnc_graph *g, int *replaced, nnc_error *err);
 
-/* Groups the live nodes into kernels (s must be initialised for g). */
-nnc_status nnc_pass_fuse(const nnc_graph *g, nnc_schedule *s, nnc_error *err);
+/* What the target's kernels can do, where the passes choose between ways
+ * (zeroed: everything). */
+typedef struct nnc_compile_opts {
+  bool no_gemm_aux;   /* GEMMs neither save an activation's input nor multiply by its
+                         derivative (nnc_gemm_desc.aux_kind): both stay elementwise kernels */
+} nnc_compile_opts;
+
+/* Groups the live nodes into kernels (s must be initialised for g); o may
+ * be NULL. */
+nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_schedule *s, nnc_error *err);
 
 /* Folds the head split (reshape + transpose copies, and the split of a fused
  * qkv projection) before each attention kernel, and the head merge after it,
@@ -85,7 +93,8 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err);
  * dies at it). Sizes are taken at every symbol's maximum. */
 nnc_status nnc_pass_memplan(nnc_schedule *s, nnc_error *err);
 
-/* Everything after the front-end, in order. */
+/* Everything after the front-end, in order; for a target, with its opts. */
 nnc_status nnc_compile_graph(nnc_graph *g, nnc_schedule *s, nnc_error *err);
+nnc_status nnc_compile_graph_for(nnc_graph *g, const nnc_compile_opts *o, nnc_schedule *s, nnc_error *err);
 
 #endif

@@ -2,6 +2,10 @@
 #include "passes.h"
 
 nnc_status nnc_compile_graph(nnc_graph *g, nnc_schedule *s, nnc_error *err) {
+  return nnc_compile_graph_for(g, NULL, s, err);
+}
+
+nnc_status nnc_compile_graph_for(nnc_graph *g, const nnc_compile_opts *o, nnc_schedule *s, nnc_error *err) {
   /* a caller may hand over a zeroed schedule; one set up for another graph is a bug */
   if (!s->g && s->nk == 0) nnc_schedule_init(s, g);
   if (s->g != g)
@@ -10,7 +14,7 @@ nnc_status nnc_compile_graph(nnc_graph *g, nnc_schedule *s, nnc_error *err) {
   nnc_status st = nnc_pass_check(g, err);
   if (!st) st = nnc_pass_cse(g, &merged, err);
   if (!st) st = nnc_pass_dce(g, &removed, err);
-  if (!st) st = nnc_pass_fuse(g, s, err);
+  if (!st) st = nnc_pass_fuse(g, o, s, err);
   if (!st) st = nnc_pass_fold_heads(s, err);
   if (!st) st = nnc_pass_memplan(s, err);
   return st;

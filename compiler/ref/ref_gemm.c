@@ -1,6 +1,7 @@
 /* compiler/ref/ref_gemm.c — a GEMM kernel from its descriptor alone:
  *   out = act(alpha * (prologue(A) . B) + bias) + residual
- * row by row, the way the template computes it, so a descriptor that names
+ * (with NNC_AUX_SAVE the activation's input written to aux too; with
+ * NNC_AUX_ACT_GRAD out = act'(aux) * alpha * (A . B)) row by row, the way the template computes it, so a descriptor that names
  * the wrong operand or drops an op gives a different result than the graph. */
 #include <math.h>
 #include <stdlib.h>
@@ -71,6 +72,25 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
   if (d->out < 0 || d->out >= r->g->ntensors || !nnc_ref_kernel_lists(k->out, k->nout, d->out))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected its out (tensor %d) among the kernel's "
                                "outputs", d->out);
+  const double *aux_in = NULL;
+  double *aux_out = NULL;
+  if (d->aux_kind == NNC_AUX_ACT_GRAD) {
+    if (bias || res || d->act == NNC_OP_NONE)
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected an activation's gradient with neither "
+                                 "bias nor residual");
+    st = nnc_ref_kernel_operand(r, k, ki, d->aux, "activation input", &aux_in, err);
+    if (st) return st;
+  } else if (d->aux_kind == NNC_AUX_SAVE) {
+    if (res || d->act == NNC_OP_NONE || d->aux < 0 || d->aux >= r->g->ntensors ||
+        !nnc_ref_kernel_lists(k->out, k->nout, d->aux))
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected an activation, no residual and its saved "
+                                 "input (tensor %d) among the kernel's outputs", d->aux);
+    aux_out = nnc_ref_alloc(r, d->aux);
+    if (!aux_out) return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
+  }
+  if (d->aux_kind != NNC_AUX_NONE && nnc_ref_elems(r, d->aux) != nnc_ref_elems(r, d->out))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected aux %s of out's shape %s",
+                               nnc_ref_desc(r, d->aux, d1), nnc_ref_desc(r, d->out, d2));
 
   nnc_ref_shape sa0 = nnc_ref_shape_of(r, d->a), sb = nnc_ref_shape_of(r, d->b), so0 = nnc_ref_shape_of(r, d->out);
   bool ok = sa0.rank >= 1 && so0.rank >= 1 && (sa0.rank == 1) == (so0.rank == 1);
@@ -137,8 +157,14 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
           for (int64_t j = 0; j < N; j++) dot[j] += row[c] * bm[c * N + j];
       }
       for (int64_t j = 0; j < N; j++) {
-        double v = nnc_ref_activation(d->act, d->gelu_tanh, d->alpha * dot[j] + (bias ? bias[j] : 0.0));
         int64_t e = (p * M + m) * N + j;
+        double pre = d->alpha * dot[j] + (bias ? bias[j] : 0.0), v;
+        if (aux_in) {
+          v = nnc_ref_activation_grad(d->act, d->gelu_tanh, aux_in[e]) * pre;
+        } else {
+          if (aux_out) aux_out[e] = pre;
+          v = nnc_ref_activation(d->act, d->gelu_tanh, pre);
+        }
         if (res) {
           int64_t oi[NNC_MAX_RANK], off = 0;
           nnc_ref_unravel(&so0, e, oi);

@@ -108,7 +108,7 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
     return no(reason, reason_size, "a size (M, N, K or batch) is negative");
   if (!valid_dtype((int)g->ab) || !valid_dtype((int)g->out))
     return no(reason, reason_size, "the A/B or output type is not f32, bf16 or f16");
-  if (g->epilogue < NNRT_EPI_NONE || g->epilogue > NNRT_EPI_GELU_ERF)
+  if (g->epilogue < NNRT_EPI_NONE || g->epilogue > NNRT_EPI_DGELU_TANH)
     return no(reason, reason_size, "the epilogue is not one of nnrt_cuda_epilogue");
   if (g->epilogue == NNRT_EPI_GELU_ERF)
     return no(reason, reason_size,
@@ -116,6 +116,17 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
   if (g->residual && g->epilogue != NNRT_EPI_NONE)
     return no(reason, reason_size,
               "an activation with a residual: cuBLASLt adds the residual before the activation");
+  bool aux = g->epilogue == NNRT_EPI_GELU_TANH_AUX || g->epilogue == NNRT_EPI_DGELU_TANH;
+  if (aux != (g->aux != NULL))
+    return no(reason, reason_size, aux ? "the epilogue needs aux (the GELU's input), found NULL"
+                                       : "aux is set but the epilogue does not use it");
+  if (aux && (g->ldaux < g->N || g->ldaux % 8 != 0))
+    return no(reason, reason_size, "aux's leading dimension must be >= N and a multiple of 8");
+  if (aux && g->out != g->ab)
+    return no(reason, reason_size, "aux epilogues write or read aux in the output type: the output must be "
+              "the A/B type");
+  if (g->epilogue == NNRT_EPI_DGELU_TANH && g->bias)
+    return no(reason, reason_size, "DGELU multiplies the product by gelu'(aux): no bias");
   if (g->ab == NNRT_DT_F32 && g->out != NNRT_DT_F32)
     return no(reason, reason_size, "f32 inputs must give an f32 output");
   if (g->ab != NNRT_DT_F32 && g->out != g->ab && g->out != NNRT_DT_F32)
@@ -203,6 +214,9 @@ static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error 
       return nnrt_errorf(err, NNRT_E_ARG,
                          "%s: stride_d must be at least (M-1)*ldd + N = %lld so that output "
                          "batches do not overlap, found %lld", name_of(d), d_span, g->stride_d);
+    if (g->aux && g->stride_aux < (long long)(g->M - 1) * g->ldaux + g->N)
+      return nnrt_errorf(err, NNRT_E_ARG, "%s: stride_aux must be at least (M-1)*ldaux + N = %lld, found %lld",
+                         name_of(d), (long long)(g->M - 1) * g->ldaux + g->N, g->stride_aux);
     if (g->residual == g->D && g->stride_r != g->stride_d)
       return nnrt_errorf(err, NNRT_E_ARG,
                          "%s: the residual is D itself, so stride_r must equal stride_d = %lld, "
@@ -227,7 +241,8 @@ void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *k) {
                           batched ? g->stride_a : 0, batched ? g->stride_b : 0,
                           batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
                           align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
-                          align_of(g->bias), g->algo, g->a_trans};
+                          align_of(g->bias), g->algo, g->a_trans, g->aux != NULL, g->ldaux,
+                          align_of(g->aux)};
   memcpy(k, v, sizeof v);
 }
 
@@ -236,6 +251,8 @@ static cublasLtEpilogue_t lt_epilogue(const nnrt_cuda_gemm *g) {
   switch (g->epilogue) {
   case NNRT_EPI_RELU: return b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
   case NNRT_EPI_GELU_TANH: return b ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  case NNRT_EPI_GELU_TANH_AUX: return b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  case NNRT_EPI_DGELU_TANH: return CUBLASLT_EPILOGUE_DGELU;
   default: return b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
@@ -281,6 +298,14 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
     /* The heuristic reads the bias pointer's alignment. */
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
                                           sizeof g->bias));
+  }
+  if (g->aux) {
+    int64_t ld = g->ldaux, stride = batched ? g->stride_aux : 0;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                          sizeof g->aux));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride,
+                                          sizeof stride));
   }
   /* cuBLASLt's A is our B^T: [N,K] column-major, or (b_trans) its transpose
    * stored as [K,N]. Its B is our A^T, [K,M], or (a_trans) its transpose
@@ -390,6 +415,9 @@ nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaS
   if (g->bias)
     bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
                                         sizeof g->bias);
+  if (g->aux && bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                        sizeof g->aux);
   float beta = g->residual ? 1.0f : 0.0f;
   const void *c = g->residual ? g->residual : g->D;
   if (bs == CUBLAS_STATUS_SUCCESS)

@@ -163,12 +163,19 @@ nnrt_status nnrt_cuda_event_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, floa
 typedef enum { NNRT_DT_F32, NNRT_DT_BF16, NNRT_DT_F16 } nnrt_cuda_dtype;
 
 /* GELU_TANH is cuBLASLt's GELU; GELU_ERF is not in cuBLASLt and is always
- * reported unsupported, so the emitter applies it in a separate kernel. */
+ * reported unsupported, so the emitter applies it in a separate kernel.
+ * The two of a training step's MLP take aux (below):
+ *   GELU_TANH_AUX: aux = alpha A.op(B) + bias too (the GELU's input, kept
+ *                  for its gradient), D = gelu(aux);
+ *   DGELU_TANH:    D = alpha A.op(B) * gelu'(aux) (the gradient through the
+ *                  GELU: aux is its input), no bias. */
 typedef enum {
   NNRT_EPI_NONE,
   NNRT_EPI_RELU,
   NNRT_EPI_GELU_TANH,
-  NNRT_EPI_GELU_ERF
+  NNRT_EPI_GELU_ERF,
+  NNRT_EPI_GELU_TANH_AUX,
+  NNRT_EPI_DGELU_TANH
 } nnrt_cuda_epilogue;
 
 /* One (batched) product, row-major:
@@ -197,6 +204,8 @@ typedef struct nnrt_cuda_gemm {
   void *D; long long ldd, stride_d;
   float alpha;
   int epilogue;                  /* nnrt_cuda_epilogue */
+  void *aux; long long ldaux, stride_aux;  /* D-shaped, of the out type, ldaux a multiple of 8: the
+                                              *_AUX and D* epilogues' (written or read), else NULL */
   int algo;                      /* which of cuBLASLt's heuristic results runs it (below) */
 } nnrt_cuda_gemm;
 

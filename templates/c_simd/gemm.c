@@ -113,6 +113,21 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
       return nnc_simd_fail(err, KERNEL, "expected a residual that does not overlap C "
                            "(C accumulates partial sums before the residual is read)");
   }
+  if ((unsigned)g->aux_mode >= NNC_SIMD_AUX_COUNT)
+    return nnc_simd_fail(err, KERNEL, "unknown aux mode %d", (int)g->aux_mode);
+  if (g->aux_mode != NNC_SIMD_AUX_NONE) {
+    const char *mode = g->aux_mode == NNC_SIMD_AUX_SAVE ? "SAVE" : "ACT_GRAD";
+    if (!g->aux || g->ldx < g->N || g->stride_x < 0)
+      return nnc_simd_fail(err, KERNEL, "expected aux [M,N] with ldx >= N=%d and stride_x >= 0 for aux mode %s, "
+                           "found %p, ldx %td, stride_x %td", g->N, mode, (void *)g->aux, g->ldx, g->stride_x);
+    if (g->residual || g->act == NNC_SIMD_ACT_NONE || (g->aux_mode == NNC_SIMD_AUX_ACT_GRAD && g->bias))
+      return nnc_simd_fail(err, KERNEL, "expected an activation and no residual%s for aux mode %s, found act %d, "
+                           "residual %p, bias %p", g->aux_mode == NNC_SIMD_AUX_ACT_GRAD ? " or bias" : "", mode,
+                           (int)g->act, (const void *)g->residual, (const void *)g->bias);
+    if (nnc_simd_overlaps(g->C, span_bytes(g->batch, g->stride_c, g->M, g->ldc, g->N),
+                          g->aux, span_bytes(g->batch, g->stride_x, g->M, g->ldx, g->N)))
+      return nnc_simd_fail(err, KERNEL, "expected aux not to overlap C (C accumulates partial sums first)");
+  }
   if (g->prologue != NNC_SIMD_PRO_NONE) {
     if (!g->gamma && g->K > 0)
       return nnc_simd_fail(err, KERNEL, "expected gamma [K=%d] for the %s prologue, found NULL",
@@ -181,6 +196,7 @@ static void compute_task(void *ctx, int task, int thread) {
   const float *b = g->B ? g->B + (ptrdiff_t)bi * g->stride_b : NULL;
   float *c = g->C + (ptrdiff_t)bi * g->stride_c;
   const float *res = g->residual ? g->residual + (ptrdiff_t)bi * g->stride_r : NULL;
+  float *aux = g->aux_mode != NNC_SIMD_AUX_NONE ? g->aux + (ptrdiff_t)bi * g->stride_x : NULL;
   const float *packa = jb->packa + (size_t)bi * (size_t)p->mp * (size_t)g->K;
   float *bbuf = jb->bbuf + (size_t)thread * p->bbuf_floats;
 
@@ -206,7 +222,8 @@ static void compute_task(void *ctx, int task, int thread) {
             if (last)
               nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,
-                                g->ldr);
+                                g->ldr, g->aux_mode, aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL,
+                                g->ldx);
           }
         }
       }

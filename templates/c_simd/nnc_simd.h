@@ -72,7 +72,18 @@ const char *nnc_simd_isa(void);
  * row prologue, with statistics over each whole row of A. Batch item i uses
  * A + i*stride_a, B + i*stride_b, C + i*stride_c, residual + i*stride_r
  * (a stride of 0 broadcasts); bias is shared. residual must not overlap C.
- * K == 0 is allowed: the product is zero. */
+ * K == 0 is allowed: the product is zero. In a training step aux [M,N] (ldx,
+ * aux + i*stride_x) holds an activation's input: with NNC_SIMD_AUX_SAVE it
+ * is written, aux = alpha * P(A) . B + bias and C = act(aux) (no residual);
+ * with NNC_SIMD_AUX_ACT_GRAD it is read, C = act'(aux) * alpha * P(A) . B
+ * (the product an activation's gradient multiplies; no bias, no residual). */
+typedef enum nnc_simd_aux {
+  NNC_SIMD_AUX_NONE,
+  NNC_SIMD_AUX_SAVE,
+  NNC_SIMD_AUX_ACT_GRAD,
+  NNC_SIMD_AUX_COUNT
+} nnc_simd_aux;
+
 typedef struct nnc_simd_gemm_args {
   int M, N, K;
   int batch;                      /* >= 1 */
@@ -92,6 +103,9 @@ typedef struct nnc_simd_gemm_args {
   nnc_simd_prologue prologue;
   const float *gamma, *beta;      /* [K] */
   float eps;
+  nnc_simd_aux aux_mode;
+  float *aux;                     /* written (SAVE) or read (ACT_GRAD) */
+  ptrdiff_t ldx, stride_x;
 } nnc_simd_gemm_args;
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many

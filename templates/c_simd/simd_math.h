@@ -145,4 +145,61 @@ static inline nnc_vf nnc_vact(nnc_simd_act act, nnc_vf x) {
   }
 }
 
+/* gelu(tanh)' = s + 2 x s (1 - s) c (1 + 3 a x^2) with s = sigmoid(2u),
+ * u = c (x + a x^3): 0.5 (1 + tanh u) is s and 1 - tanh^2 u is 4 s (1 - s). */
+static inline nnc_vf nnc_vd_gelu_tanh(nnc_vf x) {
+  const float c = 0.7978845608028654f, a = 0.044715f;
+  x = nnc_vmax(nnc_vset1(-20.0f), x);
+  nnc_vf x2 = nnc_vmul(x, x);
+  nnc_vf u = nnc_vmul(x, nnc_vfma(x2, nnc_vset1(a * c), nnc_vset1(c)));
+  nnc_vf s = nnc_vsigmoid(nnc_vadd(u, u));
+  nnc_vf du = nnc_vfma(x2, nnc_vset1(3.0f * a * c), nnc_vset1(c));
+  nnc_vf t = nnc_vmul(nnc_vmul(s, nnc_vsub(nnc_vset1(1.0f), s)), nnc_vmul(x, du));
+  return nnc_vadd(s, nnc_vadd(t, t));
+}
+
+/* gelu(erf)' = Phi(x) + x phi(x): Phi from erfc as in nnc_vgelu_erf. */
+static inline nnc_vf nnc_vd_gelu_erf(nnc_vf x) {
+  x = nnc_vmin(nnc_vset1(20.0f), nnc_vmax(nnc_vset1(-20.0f), x));
+  nnc_vf z = nnc_vmin(nnc_vset1(10.0f), nnc_vmul(nnc_vabs(x), nnc_vset1(0.7071067811865476f)));
+  nnc_vf e = nnc_vmul(nnc_verfc_pos(z), nnc_vset1(0.5f));
+  nnc_vf phi_cdf = nnc_vsel(nnc_vlt(x, nnc_vzero()), e, nnc_vsub(nnc_vset1(1.0f), e));
+  nnc_vf pdf = nnc_vmul(nnc_vexp(nnc_vmul(nnc_vmul(x, x), nnc_vset1(-0.5f))), nnc_vset1(0.3989422804014327f));
+  return nnc_vfma(x, pdf, phi_cdf);
+}
+
+static inline nnc_vf nnc_vd_silu(nnc_vf x) {
+  nnc_vf s = nnc_vsigmoid(nnc_vmax(nnc_vset1(-88.0f), x));
+  return nnc_vmul(s, nnc_vfma(x, nnc_vsub(nnc_vset1(1.0f), s), nnc_vset1(1.0f)));
+}
+
+static inline nnc_vf nnc_vd_sigmoid(nnc_vf x) {
+  nnc_vf s = nnc_vsigmoid(x);
+  return nnc_vmul(s, nnc_vsub(nnc_vset1(1.0f), s));
+}
+
+static inline nnc_vf nnc_vd_tanh(nnc_vf x) {
+  nnc_vf t = nnc_vtanh(x);
+  return nnc_vsub(nnc_vset1(1.0f), nnc_vmul(t, t));
+}
+
+/* relu' is 1 above 0 and 0 elsewhere (0 at 0, as PyTorch). */
+static inline nnc_vf nnc_vd_relu(nnc_vf x) {
+  return nnc_vsel(nnc_vlt(nnc_vzero(), x), nnc_vset1(1.0f), nnc_vzero());
+}
+
+/* act'(x), the derivative an activation's gradient multiplies by (the
+ * backward's act_grad, and the GEMM epilogue that folds it) */
+static inline nnc_vf nnc_vact_grad(nnc_simd_act act, nnc_vf x) {
+  switch (act) {
+  case NNC_SIMD_ACT_RELU: return nnc_vd_relu(x);
+  case NNC_SIMD_ACT_GELU_ERF: return nnc_vd_gelu_erf(x);
+  case NNC_SIMD_ACT_GELU_TANH: return nnc_vd_gelu_tanh(x);
+  case NNC_SIMD_ACT_SILU: return nnc_vd_silu(x);
+  case NNC_SIMD_ACT_SIGMOID: return nnc_vd_sigmoid(x);
+  case NNC_SIMD_ACT_TANH: return nnc_vd_tanh(x);
+  default: return nnc_vset1(1.0f);
+  }
+}
+
 #endif

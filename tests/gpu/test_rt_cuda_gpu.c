@@ -258,6 +258,12 @@ static double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
+/* d gelu_tanh / dx: 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 a x^2), u = c (x + a x^3) */
+static double dgelu_tanh(double x) {
+  const double c = 0.7978845608028654, a = 0.044715, t = tanh(c * (x + a * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * a * x * x);
+}
+
 typedef struct shape { int M, N, K, batch, pad; bool shared_b; } shape;
 
 typedef struct combo { nnrt_cuda_dtype ab, out; bool tf32; const char *name; double tol; } combo;
@@ -337,12 +343,17 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.alpha = 0.75f;
   g.epilogue = epi;
   g.algo = algo;
+  /* the GELU's input, D-shaped: written by GELU_TANH_AUX, read by DGELU_TANH */
+  const bool aux = epi == NNRT_EPI_GELU_TANH_AUX || epi == NNRT_EPI_DGELU_TANH;
+  g.ldaux = (N + 7) / 8 * 8 + (sh.pad ? 8 : 0);
+  g.stride_aux = (long long)M * g.ldaux + (sh.pad ? 8 : 0);
   char label[200];
   snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s%s bias=%d res=%s epi=%d algo=%d", M, N,
            K, B, sh.pad, sh.shared_b ? " sharedB" : "", c->name, a_trans ? "A^T " : "", b_trans ? "B^T" : "B", bias,
            RES_NAME[res], epi, algo);
 
-  buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0};
+  buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0}, X = {0};
+  size_t nX = (size_t)((B - 1) * g.stride_aux + (long long)M * g.ldaux);
   size_t nA = (size_t)((B - 1) * g.stride_a + a_rows * g.lda);
   size_t nB = (size_t)((B - 1) * g.stride_b + b_rows * g.ldb);
   size_t nD = (size_t)((B - 1) * g.stride_d + (long long)M * g.ldd);
@@ -351,7 +362,8 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   if ((st = buf_make(a, &A, c->ab, nA, true)) != NNRT_OK ||
       (st = buf_make(a, &Bm, c->ab, nB, true)) != NNRT_OK ||
       (bias && (st = buf_make(a, &bi, c->out, (size_t)N, true)) != NNRT_OK) ||
-      (res == RES_SEPARATE && (st = buf_make(a, &R, c->out, nR, true)) != NNRT_OK)) {
+      (res == RES_SEPARATE && (st = buf_make(a, &R, c->out, nR, true)) != NNRT_OK) ||
+      (aux && (st = buf_make(a, &X, c->out, nX, epi == NNRT_EPI_DGELU_TANH)) != NNRT_OK)) {
     FAIL("%s: buffers: %s", label, err.msg);
     goto done;
   }
@@ -384,8 +396,10 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.bias = bias ? bi.d : NULL;
   g.residual = res == RES_NONE ? NULL : res == RES_SEPARATE ? R.d : D.d;
   g.D = D.d;
+  g.aux = aux ? X.d : NULL;
 
-  bool want = epi != NNRT_EPI_GELU_ERF && (res == RES_NONE || epi == NNRT_EPI_NONE);
+  bool want = epi != NNRT_EPI_GELU_ERF && (res == RES_NONE || epi == NNRT_EPI_NONE) &&
+              (!aux || c->out == c->ab) && !(epi == NNRT_EPI_DGELU_TANH && bias);
   char why[160];
   bool sup = nnrt_cuda_gemm_supported(&g, why, sizeof why);
   EXPECT(sup == want, "%s: supported() says %d (%s)", label, sup, why);
@@ -411,6 +425,14 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
     free(out);
     goto done;
   }
+  void *xout = aux ? malloc(nX * esize(c->out)) : NULL;
+  if (aux && nnrt_cuda_check(cudaMemcpy(xout, X.d, nX * esize(c->out), cudaMemcpyDeviceToHost), "download aux",
+                             &err) != NNRT_OK) {
+    FAIL("%s: %s", label, err.msg);
+    free(out);
+    free(xout);
+    goto done;
+  }
   double max_ref = 0, max_diff = 0;
   long bad = 0, written_pad = 0;
   char *touched = calloc(nD, 1);
@@ -426,8 +448,16 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
           acc += av * get(c->ab, Bm.h, bi_);
         }
         double v = g.alpha * acc + (bias ? get(c->out, bi.h, (size_t)n) : 0.0);
+        size_t xi = (size_t)(b * g.stride_aux + (long long)m * g.ldaux + n);
+        if (epi == NNRT_EPI_GELU_TANH_AUX) {
+          /* the saved input: alpha A.B + bias */
+          double o = get(c->out, xout, xi);
+          if (!isfinite(o)) bad++;
+          else if (fabs(o - v) > max_diff) max_diff = fabs(o - v);
+        }
         if (epi == NNRT_EPI_RELU) v = v > 0 ? v : 0;
-        if (epi == NNRT_EPI_GELU_TANH) v = gelu_tanh(v);
+        if (epi == NNRT_EPI_GELU_TANH || epi == NNRT_EPI_GELU_TANH_AUX) v = gelu_tanh(v);
+        if (epi == NNRT_EPI_DGELU_TANH) v *= dgelu_tanh(get(c->out, X.h, xi));
         size_t di = (size_t)(b * g.stride_d + (long long)m * g.ldd + n);
         if (res == RES_SEPARATE)
           v += get(c->out, R.h, (size_t)(b * g.stride_r + (long long)m * g.ldd + n));
@@ -455,7 +485,9 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   }
   free(touched);
   free(out);
+  free(xout);
 done:
+  buf_free(a, &X);
   buf_free(a, &A);
   buf_free(a, &Bm);
   buf_free(a, &bi);
@@ -476,7 +508,7 @@ static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool q
       for (int tr = 0; tr < 4; tr++)
         for (int bias = 0; bias < 2; bias++)
           for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
-            for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_ERF; epi++)
+            for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_DGELU_TANH; epi++)
               gemm_case(h, a, shapes[si], ci, tr, bias, res, epi, 0);
   printf("%-16s %6s %14s %8s\n", "types", "cases", "max rel err", "tol");
   for (int ci = 0; ci < NCOMBOS; ci++)

@@ -341,9 +341,10 @@ static void build_train(const char *model, const char *name, const char *target,
 /* --train: the training graphs of GPT-2 at small odd sizes, the MLP, the
  * attention op with masks (tests/ops/attention_loss.lua) and the
  * embedding with its loss, whose backward brings pad, the embedding's
- * scatter-add, act_grad and masks filling zeros to the device loops
- * (device_loops.c) and the cross-entropy's gradient to softmax.cuh, built
- * by nvcc. What they compute is checked on a GPU by
+ * scatter-add and masks filling zeros to the device loops
+ * (device_loops.c), GELU and its gradient to cuBLASLt's aux epilogues
+ * (relu's to a kernel after the GEMM) and the cross-entropy's gradient to
+ * softmax.cuh, built by nvcc. What they compute is checked on a GPU by
  * bench/gpu_train_check.sh, and the loops' text on PoCL by
  * test_emit_opencl's test_train. */
 static void test_train(void **state) {
@@ -394,14 +395,19 @@ static void test_train(void **state) {
   assert_true(file_has(p, "  if (nnc_cuda_cross_entropy(rows, cols, (float *)(c.arena + "));
   assert_true(file_has(p, "  if (nnc_cuda_cross_entropy_grad(rows, cols, (float *)(c.arena + "));
   assert_true(file_has(p, ": each row's loss */"));
-  assert_true(file_has(p, " act_grad */"));
+  /* GELU and its gradient ride cuBLASLt's aux epilogues (N = 96, a multiple of 8) */
+  assert_true(file_has(p, "  g.epilogue = NNRT_EPI_GELU_TANH_AUX;\n"));
+  assert_true(file_has(p, "  g.epilogue = NNRT_EPI_DGELU_TANH;\n"));
+  assert_true(file_has(p, "  g.stride_aux = (long long)M * N;   /* read: the GELU's input, for gelu' */\n"));
   /* the swaps of the last two axes through transpose.cuh, the reductions through reduce.cuh */
   assert_true(file_has(p, "  if (nnc_cuda_transpose_last2(1, rows, cols, "));
   assert_true(file_has(p, "  if (nnc_cuda_reduce(NNC_REDUCE_SUM, outer, len, inner, "));
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.h", work);
   assert_true(file_has(p, "  float *grad_wte_weight;   /* f32[37,24] */\n"));
   snprintf(p, sizeof p, "%s/mlp_train_cuda-sm90_tf32/mlp.cu", work);
-  assert_true(file_has(p, " = (a0[u] > 0.0f ? a1[u] : 0.0f);   /* mlp.lua:"));   /* relu's gradient */
+  /* relu and its gradient after cuBLASLt, from the saved input */
+  assert_true(file_has(p, "  NNC_LOOP(e, n) nnc_st(&y[e], (nnc_ld(x[e]) > 0.0f ? nnc_ld(y[e]) : 0.0f));\n"));
+  assert_true(file_has(p, "  NNC_LOOP(e, n) nnc_st(&y[e], (nnc_ld(x[e]) < 0.0f ? 0.0f : nnc_ld(x[e])));\n"));
   assert_true(file_has(p, "  g.tf32 = true;   /* --precision=tf32 */\n"));
 }
 

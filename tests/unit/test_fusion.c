@@ -129,7 +129,7 @@ static void output(tb *b, const char *name, int t) {
 static void fuse(tb *b, nnc_schedule *s) {
   nnc_error err = {0};
   nnc_schedule_init(s, &b->g);
-  if (nnc_pass_fuse(&b->g, s, &err)) fail_msg("fuse: %s", err.msg);
+  if (nnc_pass_fuse(&b->g, NULL, s, &err)) fail_msg("fuse: %s", err.msg);
 }
 
 static void done(tb *b, nnc_schedule *s) {
@@ -821,7 +821,7 @@ static void test_dead_nodes(void **state) {
   output(&b, "y", op1(&b, NNC_OP_EXP, x));
   fuse(&b, &s);
   nnc_error err = {0};
-  assert_int_equal(nnc_pass_fuse(&b.g, &s, &err), NNC_E_INTERNAL);
+  assert_int_equal(nnc_pass_fuse(&b.g, NULL, &s, &err), NNC_E_INTERNAL);
   assert_non_null(strstr(err.msg, "empty schedule"));
   done(&b, &s);
 }

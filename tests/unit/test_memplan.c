@@ -90,7 +90,7 @@ static void output(tb *b, const char *name, int t) {
 static void plan(tb *b, nnc_schedule *s) {
   nnc_error err = {0};
   nnc_schedule_init(s, &b->g);
-  if (nnc_pass_fuse(&b->g, s, &err)) fail_msg("fuse: %s", err.msg);
+  if (nnc_pass_fuse(&b->g, NULL, s, &err)) fail_msg("fuse: %s", err.msg);
   if (nnc_pass_memplan(s, &err)) fail_msg("memplan: %s", err.msg);
 }
 

@@ -44,7 +44,8 @@ static void model_free(model *m) {
 
 /* Loads models/<name>.lua with the given -D overrides and compiles it
  * (train: its training step, as nnc --train). */
-static void load_model_as(model *m, const char *name, const char *const *defines, int ndefines, bool train) {
+static void load_model_as(model *m, const char *name, const char *const *defines, int ndefines, bool train,
+                          const nnc_compile_opts *co) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
   nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines, .training = train};
@@ -57,13 +58,13 @@ static void load_model_as(model *m, const char *name, const char *const *defines
   if (train && nnc_pass_autodiff(&m->g, &ad, &err) != NNC_OK) fail_msg("differentiating %s: %s", path, err.msg);
   nnc_schedule_init(&m->s, &m->g);
   m->scheduled = true;
-  st = nnc_compile_graph(&m->g, &m->s, &err);
+  st = nnc_compile_graph_for(&m->g, co, &m->s, &err);
   if (st != NNC_OK) fail_msg("compiling %s: %s", path, err.msg);
   assert_string_equal(m->g.name, name);
 }
 
 static void load_model(model *m, const char *name, const char *const *defines, int ndefines) {
-  load_model_as(m, name, defines, ndefines, false);
+  load_model_as(m, name, defines, ndefines, false, NULL);
 }
 
 static int find_tensor(const nnc_graph *g, const int *ids, int n, const char *name) {
@@ -473,7 +474,7 @@ static void test_gpt2_train_folded(void **state) {
   (void)state;
   model m;
   const char *d[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=32", "batch=3"};
-  load_model_as(&m, "gpt2", d, 6, true);
+  load_model_as(&m, "gpt2", d, 6, true, NULL);
   /* wpe's rows for T, the pad of their gradient and the odd-width dlogits^T */
   check_heads_folded(&m, 3, true, 24);
   int ngrad = 0;
@@ -497,6 +498,44 @@ static void test_gpt2_train_folded(void **state) {
   check_schedule(&m, 3, 17);
   check_schedule(&m, 1, 1);
   model_free(&m);
+}
+
+/* Each MLP's GELU and its gradient fold into GEMMs: c_fc's GEMM writes the
+ * GELU's input too (aux), c_proj's dX GEMM multiplies by gelu'(aux); no
+ * gelu or act_grad kernel is left. For a target without (opencl), both
+ * stay elementwise kernels. Both schedules compute what the graph does. */
+static void test_gpt2_train_gelu(void **state) {
+  (void)state;
+  const char *d[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=32", "batch=3"};
+  for (int plain = 0; plain < 2; plain++) {
+    model m;
+    nnc_compile_opts co = {.no_gemm_aux = plain};
+    load_model_as(&m, "gpt2", d, 6, true, &co);
+    int save = 0, grad = 0, elementwise = 0;
+    for (int k = 0; k < m.s.nk; k++) {
+      const nnc_kernel *kn = &m.s.k[k];
+      if (kn->kind == NNC_KERNEL_GEMM) {
+        const nnc_gemm_desc *g = &kn->d.gemm;
+        save += g->aux_kind == NNC_AUX_SAVE;
+        grad += g->aux_kind == NNC_AUX_ACT_GRAD;
+        if (g->aux_kind != NNC_AUX_NONE) {
+          assert_int_equal(g->act, NNC_OP_GELU);
+          assert_true(g->gelu_tanh);
+          assert_true(nnc_dim_eq_const(m.g.tensors[g->aux].shape[2], 96));
+        }
+        if (g->aux_kind == NNC_AUX_SAVE) assert_int_equal(kn->nout, 2);   /* out and aux */
+      }
+      for (int j = 0; j < kn->nnodes; j++) {
+        nnc_op op = m.g.nodes[kn->nodes[j]].op;
+        elementwise += kn->kind == NNC_KERNEL_ELEMENTWISE && (op == NNC_OP_GELU || op == NNC_OP_ACT_GRAD);
+      }
+    }
+    assert_int_equal(save, plain ? 0 : 2);
+    assert_int_equal(grad, plain ? 0 : 2);
+    assert_int_equal(elementwise, plain ? 4 : 0);
+    check_schedule(&m, 3, 17);
+    model_free(&m);
+  }
 }
 
 static void test_gpt2_small(void **state) {
@@ -703,6 +742,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_default_params),
       cmocka_unit_test(test_gpt2_small),
       cmocka_unit_test(test_gpt2_train_folded),
+      cmocka_unit_test(test_gpt2_train_gelu),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),

@@ -217,7 +217,32 @@ static void test_gemm_supported(void **state) {
         if (e == NNRT_EPI_GELU_ERF) assert_non_null(strstr(why, "erf"));
         else if (!want) assert_non_null(strstr(why, "residual"));
       }
+  /* The GELU aux epilogues: aux required (and refused elsewhere), rows of
+   * 8s, the output in the A/B type, DGELU without a bias. */
+  for (int e = NNRT_EPI_GELU_TANH_AUX; e <= NNRT_EPI_DGELU_TANH; e++) {
+    nnrt_cuda_gemm g = base_gemm();
+    g.ab = g.out = NNRT_DT_BF16;
+    g.epilogue = e;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    assert_non_null(strstr(why, "needs aux"));
+    g.aux = &dummy;
+    g.ldaux = 129;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    assert_non_null(strstr(why, "multiple of 8"));
+    g.ldaux = 136;
+    assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    g.bias = &dummy;
+    assert_int_equal(nnrt_cuda_gemm_supported(&g, why, sizeof why), e == NNRT_EPI_GELU_TANH_AUX);
+    g.bias = NULL;
+    g.out = NNRT_DT_F32;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    assert_non_null(strstr(why, "output type"));
+  }
   nnrt_cuda_gemm g = base_gemm();
+  g.aux = &dummy;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "does not use it"));
+  g = base_gemm();
   g.K = 0;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   assert_non_null(strstr(why, "K = 0"));

@@ -16,6 +16,7 @@ typedef struct gcase {
   float alpha;
   int pad;            /* extra elements per row of every matrix */
   int bcast_b;        /* stride_b = 0 */
+  nnc_simd_aux aux;   /* SAVE: aux written and checked; ACT_GRAD: aux random, read */
 } gcase;
 
 static const char *act_name(nnc_simd_act a) {
@@ -58,6 +59,11 @@ static int run_case(const gcase *c) {
   float *bias = c->bias ? trandom((size_t)N, -1, 1) : NULL;
   float *gamma = trandom((size_t)K, 0.5f, 1.5f), *beta = trandom((size_t)K, -0.5f, 0.5f);
   tpoison(C, nc);
+  ptrdiff_t ldx = N + c->pad + 2, sx = M * ldx;
+  size_t nx = (size_t)(nb * sx);
+  float *X = c->aux == NNC_SIMD_AUX_ACT_GRAD ? trandom(nx, -3, 3) : c->aux ? talloc(nx) : NULL;
+  if (c->aux == NNC_SIMD_AUX_SAVE) tpoison(X, nx);
+  double *xref = c->aux == NNC_SIMD_AUX_SAVE ? malloc(sizeof(double) * (size_t)(M * N + 1)) : NULL;
 
   nnc_simd_gemm_args g;
   memset(&g, 0, sizeof g);
@@ -70,6 +76,7 @@ static int run_case(const gcase *c) {
   g.act = c->act;
   g.residual = R; g.ldr = ldr; g.stride_r = sr;
   g.prologue = c->pro; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
+  g.aux_mode = c->aux; g.aux = X; g.ldx = ldx; g.stride_x = sx;
 
   tpool tp = {c->threads, 0};
   nnc_simd_par par = {tpool_parallel_for, &tp, c->threads};
@@ -102,15 +109,18 @@ static int run_case(const gcase *c) {
           s += pa[(size_t)i * K + k] * bv;
         }
         s = c->alpha * s + (bias ? bias[j] : 0.0);
-        s = tact(c->act, s);
+        if (xref) xref[(size_t)i * N + j] = s;
+        if (c->aux == NNC_SIMD_AUX_ACT_GRAD) s *= tdact(c->act, X[b * sx + i * ldx + j]);
+        else s = tact(c->act, s);
         if (Rb) s += Rb[i * ldr + j];
         ref[(size_t)i * N + j] = s;
       }
     char what[200];
     snprintf(what, sizeof what, "gemm %dx%dx%d batch %d/%d %s%s act=%s bias=%d res=%d pro=%d "
-             "thr=%d alpha=%g", M, N, K, b, nb, c->a_trans ? "A^T " : "", c->trans ? "B^T" : "B", act_name(c->act),
-             c->bias, c->res, (int)c->pro, c->threads, (double)c->alpha);
+             "thr=%d alpha=%g aux=%d", M, N, K, b, nb, c->a_trans ? "A^T " : "", c->trans ? "B^T" : "B",
+             act_name(c->act), c->bias, c->res, (int)c->pro, c->threads, (double)c->alpha, (int)c->aux);
     ok = tcheck(what, C + b * sc, ldc, ref, M, N, 1e-5);
+    if (ok && xref) ok = tcheck(what, X + b * sx, ldx, xref, M, N, 1e-5);
     /* The padding of each row must still be NaN: nothing written past N. */
     for (int i = 0; i < M && ok; ++i)
       for (ptrdiff_t j = N; j < ldc && (i + 1 < M || b + 1 < nb); ++j)
@@ -120,7 +130,7 @@ static int run_case(const gcase *c) {
           break;
         }
   }
-  free(A); free(B); free(C); free(R); free(bias); free(gamma); free(beta);
+  free(A); free(B); free(C); free(R); free(bias); free(gamma); free(beta); free(X); free(xref);
   free(ws); free(pa); free(ref); free(arow);
   return ok;
 }
@@ -255,6 +265,31 @@ static void test_a_trans(void **state) {
   assert_int_equal(fails, 0);
 }
 
+/* A training step's MLP: the GEMM that saves its activation's input (aux =
+ * alpha A.B + bias, C = act(aux)) and the one that multiplies by its
+ * derivative (C = act'(aux) * alpha A.B), every activation, odd sizes, both
+ * layouts, batches, padding. */
+static void test_aux(void **state) {
+  (void)state;
+  const int sizes[][3] = {{7, 13, 5}, {17, 33, 29}, {1, 1, 1}, {64, 48, 40}};
+  int n = 0;
+  for (int si = 0; si < 4; si++)
+    for (int mode = NNC_SIMD_AUX_SAVE; mode <= NNC_SIMD_AUX_ACT_GRAD; ++mode)
+      for (int act = 1; act < NNC_SIMD_ACT_COUNT; ++act) {
+        gcase c = base(sizes[si][0], sizes[si][1], sizes[si][2]);
+        c.aux = (nnc_simd_aux)mode;
+        c.act = (nnc_simd_act)act;
+        c.bias = mode == NNC_SIMD_AUX_SAVE;
+        c.trans = n % 2;
+        c.a_trans = n / 2 % 2;
+        c.batch = 1 + n % 3;
+        c.pad = n % 4;
+        c.alpha = n % 5 ? 1.0f : 0.5f;
+        n++;
+        assert_true(run_case(&c));
+      }
+}
+
 /* K == 0: the product is zero, C = act(bias) + residual. */
 static void test_k_zero(void **state) {
   (void)state;
@@ -350,6 +385,12 @@ static void test_errors(void **state) {
   g = g0; g.A = NULL; expect_error(&g, NULL, ws, wsb, "inputs A and B");
   g = g0; g.C = NULL; expect_error(&g, NULL, ws, wsb, "output C");
   g = g0; g.act = NNC_SIMD_ACT_COUNT; expect_error(&g, NULL, ws, wsb, "unknown activation");
+  g = g0; g.aux_mode = NNC_SIMD_AUX_COUNT; expect_error(&g, NULL, ws, wsb, "unknown aux mode");
+  g = g0; g.aux_mode = NNC_SIMD_AUX_SAVE; g.act = NNC_SIMD_ACT_RELU;
+  expect_error(&g, NULL, ws, wsb, "expected aux [M,N]");
+  float aux[64];
+  g.aux = aux; g.ldx = g.N; g.act = NNC_SIMD_ACT_NONE;
+  expect_error(&g, NULL, ws, wsb, "expected an activation and no residual");
   g = g0; g.prologue = (nnc_simd_prologue)9; expect_error(&g, NULL, ws, wsb, "unknown prologue");
   g = g0; g.prologue = NNC_SIMD_PRO_RMSNORM; expect_error(&g, NULL, ws, wsb, "gamma");
   g = g0; g.residual = C + 2; g.ldr = N; expect_error(&g, NULL, ws, wsb, "overlap");
@@ -370,6 +411,7 @@ int main(void) {
       cmocka_unit_test(test_sizes),        cmocka_unit_test(test_flags),
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
+      cmocka_unit_test(test_aux),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),
   };

@@ -155,4 +155,27 @@ static inline double tact(nnc_simd_act act, double x) {
   }
 }
 
+/* act'(x) in float64, as the reference evaluator defines it (relu' 0 at 0). */
+static inline double tdact(nnc_simd_act act, double x) {
+  const double c = sqrt(2.0 / M_PI);
+  switch (act) {
+  case NNC_SIMD_ACT_RELU: return x > 0 ? 1.0 : 0.0;
+  case NNC_SIMD_ACT_GELU_ERF: return 0.5 * (1.0 + erf(x / M_SQRT2)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+  case NNC_SIMD_ACT_GELU_TANH: {
+    double t = tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+  }
+  case NNC_SIMD_ACT_SILU: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 + x * (1.0 - s));
+  }
+  case NNC_SIMD_ACT_SIGMOID: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 - s);
+  }
+  case NNC_SIMD_ACT_TANH: return 1.0 - tanh(x) * tanh(x);
+  default: return 1.0;
+  }
+}
+
 #endif
