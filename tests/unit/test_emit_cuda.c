@@ -390,7 +390,7 @@ static void test_train(void **state) {
                           "    else nnc_st(&y[e], 0.0f);\n"));
   assert_true(file_has(p, "  grad.embedding: embedding_grad  (kernel "));
   assert_true(file_has(p, "  const int V = 37, C = 24, count = d->B * d->T, R = 1;\n"));
-  assert_true(file_has(p, "      if (id >= v0 && id < v1) nnc_st(&y[id * C + j], nnc_ld(y[id * C + j]) + nnc_ld(dy[r * C + j]));\n"));
+  assert_true(file_has(p, "        if (id >= v0 && id < v1) nnc_st(&y[id * C + j], nnc_ld(y[id * C + j]) + nnc_ld(dy[r * C + j]));\n"));
   /* the loss and its gradient: softmax.cuh's row kernels, the rows' losses in the workspace */
   assert_true(file_has(p, "  if (nnc_cuda_cross_entropy(rows, cols, (float *)(c.arena + "));
   assert_true(file_has(p, "  if (nnc_cuda_cross_entropy_grad(rows, cols, (float *)(c.arena + "));
