@@ -142,26 +142,15 @@ static void time_case(int len, int inner) {
   const size_t wsb = nnc_cuda_reduce_workspace_bytes(1, len, inner);
   void *ws = nullptr;
   if (wsb) CK(cudaMalloc(&ws, wsb));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ms;
   nnc_cuda_error err{};
-  for (int r = 0; r < 25; ++r) {
-    CK(cudaEventRecord(a));
-    if (nnc_cuda_reduce(NNC_REDUCE_SUM, 1, len, inner, x, y, ws, wsb, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
-      std::printf("FAIL time: %s\n", err.msg);
-      ++failures;
-      return;
-    }
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
-    if (r >= 5) ms.push_back(t);
+  const double med = median_ms([&] {
+    return nnc_cuda_reduce(NNC_REDUCE_SUM, 1, len, inner, x, y, ws, wsb, (cudaStream_t)0, &err) == NNC_CUDA_OK;
+  });
+  if (med < 0) {
+    std::printf("FAIL time: %s\n", err.msg);
+    ++failures;
+    return;
   }
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
   std::printf("time bf16 column sum %d x %d: %.1f us (%.0f GB/s)\n", len, inner, med * 1e3,
               (double)nx * sizeof(__nv_bfloat16) / (med * 1e-3) * 1e-9);
   CK(cudaFree(x));

@@ -82,26 +82,15 @@ template <typename T> static void time_lm_head(const char *tname) {
   CK(cudaMalloc(&x, n * sizeof(T)));
   CK(cudaMalloc(&y, n * sizeof(T)));
   CK(cudaMemset(x, 0, n * sizeof(T)));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ms;
   nnc_cuda_error err{};
-  for (int i = 0; i < 25; i++) {
-    CK(cudaEventRecord(a));
-    if (nnc_cuda_transpose_last2(1, rows, cols, x, y, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
-      std::printf("FAIL time: %s\n", err.msg);
-      ++failures;
-      return;
-    }
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
-    if (i >= 5) ms.push_back(t);
+  const double med = median_ms([&] {
+    return nnc_cuda_transpose_last2(1, rows, cols, x, y, (cudaStream_t)0, &err) == NNC_CUDA_OK;
+  });
+  if (med < 0) {
+    std::printf("FAIL time: %s\n", err.msg);
+    ++failures;
+    return;
   }
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
   std::printf("time %s transpose %d x %d: %.3f ms (%.0f GB/s read + written)\n", tname, rows, cols, med,
               2.0 * n * sizeof(T) / (med * 1e-3) / 1e9);
   CK(cudaFree(x));
