@@ -39,8 +39,14 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_tile *tiles = NULL;
   /* the target first: an impossible target fails before the model runs */
   nnc_precision prec;
+  nnc_recompute rc = NNC_RECOMPUTE_NONE;
+  int copies = 0;
   nnc_status st = nnc_target_describe(o->target, &t, err);
   if (!st) st = nnc_precision_parse(o->precision, &prec, err);
+  if (!st) st = nnc_recompute_parse(o->recompute, &rc, err);
+  if (!st && rc != NNC_RECOMPUTE_NONE && !o->train)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step keeps "
+                    "activations for a backward)", nnc_recompute_name(rc));
   if (!st) st = nnc_outputs_parse(o->outputs, &prec, err);
   /* the OpenCL emitter writes f32 outputs only: refused here, the one place
    * that knows both the option and the target */
@@ -64,6 +70,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   }
   if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
+  if (!st && o->train) st = nnc_pass_recompute(&g, rc, &copies, err);
   nnc_compile_opts co = {.no_gemm_aux = !nnc_emit_has_gemm_aux(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
   if (!st) {
@@ -78,6 +85,9 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, false};
     st = nnc_measure(&r, tiles, o->tune_file, stderr, err);
   }
+  if (!st && o->explain && copies)
+    fprintf(o->explain, "--recompute=%s: the backward makes %d forward nodes again instead of keeping their outputs\n",
+            nnc_recompute_name(rc), copies);
   if (!st && o->explain) {
     nnc_tune_explain(o->explain, &t, &s, tiles);
     explain_outputs(o->explain, &g, &prec);

@@ -23,6 +23,7 @@ typedef struct nnc_build_opts {
   const char *tune_file;           /* --tune-file; NULL: the default path */
   bool train;                      /* --train: the training step (loss and gradients) */
   const char *loss;                /* --loss: the loss output's name; NULL: "loss" */
+  const char *recompute;           /* --recompute: none, gelu, norm or block; NULL: none */
 } nnc_build_opts;
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err);

@@ -34,6 +34,7 @@ typedef struct cli {
   bool cuda_graphs;
   bool train;            /* --train */
   const char *loss;      /* --loss=NAME */
+  const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -45,7 +46,7 @@ static void usage(FILE *f) {
     "usage: nnc MODEL.lua [--target=T] [--precision=P] [--outputs=f32|storage] [-o PATH]\n"
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
-    "                     [--train [--loss=NAME]]\n"
+    "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -78,6 +79,11 @@ static void usage(FILE *f) {
     "                    and must declare a scalar output \"loss\"; the outputs become\n"
     "                    the loss and grad.<param> for every float parameter\n"
     "  --loss=NAME       the loss output's name under --train (default loss)\n"
+    "  --recompute=R     under --train, activations the backward makes again instead of\n"
+    "                    keeping them from the forward (gradient checkpointing): none\n"
+    "                    (default); gelu, the activations' outputs; norm, those and the\n"
+    "                    layernorm/rmsnorm outputs; block, everything inside the blocks,\n"
+    "                    from the residual stream. --emit=plan shows each one's peak\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"
@@ -115,6 +121,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--explain") == 0) c->explain = true;
     else if (strcmp(a, "--cuda-graphs") == 0) c->cuda_graphs = true;
     else if (strcmp(a, "--train") == 0) c->train = true;
+    else if (strncmp(a, "--recompute=", 12) == 0) c->recompute = a + 12;
     else if (strncmp(a, "--loss=", 7) == 0) {
       c->loss = a + 7;
       if (!c->loss[0]) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--loss: expected an output name, found \"\"");
@@ -150,6 +157,9 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     }
   }
   if (!c->model) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "expected a model file (see nnc --help)");
+  if (c->recompute && !c->train)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step "
+                      "keeps activations for a backward)", c->recompute);
   if (c->weights && (!c->out || c->emit != EMIT_NONE || c->target))
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc weights: expected MODEL.lua -o FILE.safetensors");
   return NNC_OK;
@@ -202,6 +212,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .precision = c->precision, .outputs = c->outputs,
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
+                         .recompute = c->recompute,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
@@ -213,12 +224,16 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_schedule s;
   nnc_schedule_init(&s, &g);
   nnc_precision prec;
+  nnc_recompute rc = NNC_RECOMPUTE_NONE;
+  int copies = 0;
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
   if (!st) st = nnc_outputs_parse(c->weights ? NULL : c->outputs, &prec, err);
+  if (!st) st = nnc_recompute_parse(c->recompute, &rc, err);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && c->train) st = nnc_pass_check(&g, err);
   if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
+  if (!st && c->train) st = nnc_pass_recompute(&g, rc, &copies, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) {
     if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);

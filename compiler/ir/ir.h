@@ -205,6 +205,9 @@ typedef struct nnc_node {
   nnc_srcloc loc;              /* the Lua line that called the op */
   const char *label;           /* user-facing name of what it computes (interned) */
   bool dead;                   /* removed by a pass */
+  bool recompute;              /* a forward node's copy that the backward reads instead of a saved
+                                  activation (passes/recompute.c): CSE keeps it apart, fusion never
+                                  groups it with an original */
 } nnc_node;
 
 /* ----------------------------------------------------------------- graph */

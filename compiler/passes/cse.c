@@ -84,6 +84,8 @@ nnc_status nnc_pass_cse(nnc_graph *g, int *merged, nnc_error *err) {
     st = check_ids(g, n, err);
     if (st) break;
     for (int i = 0; i < n->nin; i++) n->in[i] = repl[n->in[i]];
+    /* a recomputed copy equals its original by construction: merging it is what it exists to avoid */
+    if (n->recompute) continue;
     size_t slot = (size_t)hash_node(n) & (cap - 1);
     while (table[slot] >= 0 && !same_node(g, &g->nodes[table[slot]], n)) slot = (slot + 1) & (cap - 1);
     if (table[slot] < 0) {

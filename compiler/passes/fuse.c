@@ -42,6 +42,14 @@ static nnc_status find_groups(fuse_state *st, nnc_error *err) {
       memset(&gr, 0, sizeof gr);
       gr.nodes = scratch;
       if (!nnc_fuse_patterns[p].match(&st->c, n, &gr)) continue;
+      /* a recomputed copy runs where the backward needs it: grouped with an
+       * original it would drag the original there, or itself forward */
+      bool copies = false, originals = false;
+      for (int i = 0; i < gr.nnodes; i++) {
+        copies |= g->nodes[gr.nodes[i]].recompute;
+        originals |= !g->nodes[gr.nodes[i]].recompute;
+      }
+      if (copies && originals) continue;
       for (int i = 0; i < gr.nnodes; i++)
         if (st->owner[gr.nodes[i]] >= 0 || g->nodes[gr.nodes[i]].dead) {
           free(scratch);

@@ -166,8 +166,19 @@ static bool is_bias_for(const fuse_ctx *c, int bias, int cur) {
  * gradient reading cur as its input (a training step's MLP: the backward
  * needs the activation's input again): the activation node, else -1. */
 static int act_with_grad(const fuse_ctx *c, int cur) {
-  if (nnc_uses_count(&c->uses, cur) != 2 || nnc_graph_is_output(c->g, cur)) return -1;
-  int a = c->uses.node[c->uses.start[cur]], b = c->uses.node[c->uses.start[cur] + 1];
+  if (nnc_graph_is_output(c->g, cur)) return -1;
+  /* besides the two, the activation's recomputed copy (--recompute) may
+   * read an original cur: it is written out anyway */
+  bool copy = node_of(c, c->g->tensors[cur].producer)->recompute;
+  int a = -1, b = -1;
+  for (int u = c->uses.start[cur]; u < c->uses.start[cur + 1]; u++) {
+    int r = c->uses.node[u];
+    if (node_of(c, r)->recompute && !copy) continue;
+    if (a < 0) a = r;
+    else if (b < 0) b = r;
+    else return -1;
+  }
+  if (b < 0) return -1;
   if (!nnc_op_is_activation(node_of(c, a)->op)) {
     int t = a;
     a = b;

@@ -65,6 +65,28 @@ typedef struct nnc_autodiff_opts {
 
 nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err);
 
+/* --recompute (gradient checkpointing): which saved activations the
+ * backward makes again instead of keeping them from the forward. Levels, each
+ * holding the one before: gelu, the activations' outputs (llm.c's
+ * recompute 1); norm, the layernorm and rmsnorm outputs too (llm.c's 2);
+ * block, everything inside the blocks, from the residual stream (the final
+ * norm and the head after the last block keep their outputs). */
+typedef enum nnc_recompute {
+  NNC_RECOMPUTE_NONE,
+  NNC_RECOMPUTE_GELU,
+  NNC_RECOMPUTE_NORM,
+  NNC_RECOMPUTE_BLOCK
+} nnc_recompute;
+
+/* A --recompute name (NULL: none), and back. */
+nnc_status nnc_recompute_parse(const char *name, nnc_recompute *out, nnc_error *err);
+const char *nnc_recompute_name(nnc_recompute r);
+
+/* Copies the chosen forward nodes whose outputs the backward reads into the
+ * backward (recompute.c); *ncopies counts the copies. Runs on the joint
+ * graph after nnc_pass_autodiff and nnc_pass_precision. */
+nnc_status nnc_pass_recompute(nnc_graph *g, nnc_recompute mode, int *ncopies, nnc_error *err);
+
 /* The sdpa pattern (the fusion's) as one attention node with the rows'
  * log-sum-exp as a second output; *replaced counts them. Run by
  * nnc_pass_autodiff first, so that attention's gradient is one

@@ -44,8 +44,8 @@ static void model_free(model *m) {
 
 /* Loads models/<name>.lua with the given -D overrides and compiles it
  * (train: its training step, as nnc --train). */
-static void load_model_as(model *m, const char *name, const char *const *defines, int ndefines, bool train,
-                          const nnc_compile_opts *co) {
+static void load_model_with(model *m, const char *name, const char *const *defines, int ndefines, bool train,
+                            const nnc_compile_opts *co, nnc_recompute rc) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
   nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines, .training = train};
@@ -56,11 +56,20 @@ static void load_model_as(model *m, const char *name, const char *const *defines
   if (st != NNC_OK) fail_msg("loading %s: %s", path, err.msg);
   nnc_autodiff_opts ad = {.loss = "loss"};
   if (train && nnc_pass_autodiff(&m->g, &ad, &err) != NNC_OK) fail_msg("differentiating %s: %s", path, err.msg);
+  int copies = 0;
+  if (train && nnc_pass_recompute(&m->g, rc, &copies, &err) != NNC_OK) fail_msg("recomputing %s: %s", path, err.msg);
+  if ((rc == NNC_RECOMPUTE_NONE) != (copies == 0))
+    fail_msg("--recompute=%s copied %d nodes of %s", nnc_recompute_name(rc), copies, path);
   nnc_schedule_init(&m->s, &m->g);
   m->scheduled = true;
   st = nnc_compile_graph_for(&m->g, co, &m->s, &err);
   if (st != NNC_OK) fail_msg("compiling %s: %s", path, err.msg);
   assert_string_equal(m->g.name, name);
+}
+
+static void load_model_as(model *m, const char *name, const char *const *defines, int ndefines, bool train,
+                          const nnc_compile_opts *co) {
+  load_model_with(m, name, defines, ndefines, train, co, NNC_RECOMPUTE_NONE);
 }
 
 static void load_model(model *m, const char *name, const char *const *defines, int ndefines) {
@@ -538,6 +547,67 @@ static void test_gpt2_train_gelu(void **state) {
   }
 }
 
+/* --recompute: each level's schedule gives the outputs (loss, every
+ * gradient) of the graph without recomputation, holds fewer bytes at its
+ * peak than the level below, and copies only what its level names. */
+static void test_gpt2_train_recompute(void **state) {
+  (void)state;
+  const char *d[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=32", "batch=3"};
+  model base;
+  load_model_as(&base, "gpt2", d, 6, true, NULL);
+  int64_t *sym = sizes(&base.g, 3, 17);
+  int64_t last_peak = base.s.plan.peak;
+  for (int rc = NNC_RECOMPUTE_GELU; rc <= NNC_RECOMPUTE_BLOCK; rc++) {
+    model m;
+    load_model_with(&m, "gpt2", d, 6, true, NULL, (nnc_recompute)rc);
+    int acts = 0, norms = 0, gemms = 0, attns = 0;
+    for (int n = 0; n < m.g.nnodes; n++) {
+      const nnc_node *x = &m.g.nodes[n];
+      if (x->dead || !x->recompute) continue;
+      acts += nnc_op_is_activation(x->op);
+      norms += x->op == NNC_OP_LAYERNORM;
+      gemms += x->op == NNC_OP_LINEAR;
+      attns += x->op == NNC_OP_ATTENTION;
+      /* a copy runs in a kernel of copies */
+      const nnc_kernel *k = &m.s.k[m.s.kernel_of_node[n]];
+      for (int j = 0; j < k->nnodes; j++) assert_true(m.g.nodes[k->nodes[j]].recompute);
+    }
+    assert_int_equal(acts, 2);   /* each layer's gelu */
+    /* norm: ln_1, ln_2 and ln_f; block: not ln_f, after the last block */
+    assert_int_equal(norms, rc == NNC_RECOMPUTE_GELU ? 0 : rc == NNC_RECOMPUTE_NORM ? 5 : 4);
+    assert_int_equal(gemms, rc == NNC_RECOMPUTE_BLOCK ? 4 : 0);   /* c_attn and c_fc; c_proj's outputs feed the adds */
+    assert_int_equal(attns, rc == NNC_RECOMPUTE_BLOCK ? 2 : 0);
+    if (!(m.s.plan.peak < last_peak))
+      fail_msg("--recompute=%s: peak %lld bytes, expected less than the level below's %lld",
+               nnc_recompute_name((nnc_recompute)rc), (long long)m.s.plan.peak, (long long)last_peak);
+    last_peak = m.s.plan.peak;
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+      nnc_ref want, got;
+      nnc_error err = {0};
+      ref_setup(&want, &base, sym, seed);
+      ref_setup(&got, &m, sym, seed);
+      run_graph(&want);
+      if (nnc_ref_run_schedule(&got, &m.s, &err) != NNC_OK) fail_msg("%s", err.msg);
+      assert_int_equal(m.g.noutputs, base.g.noutputs);
+      for (int o = 0; o < base.g.noutputs; o++) {
+        assert_string_equal(m.g.outputs[o].name, base.g.outputs[o].name);
+        int a = base.g.outputs[o].tensor, b = m.g.outputs[o].tensor;
+        int64_t n = nnc_ref_elems(&want, a);
+        assert_int_equal(nnc_ref_elems(&got, b), n);
+        double e = nnc_ref_rel_error(got.val[b], want.val[a], n);
+        if (!(e <= 1e-12))
+          fail_msg("--recompute=%s output %s seed %llu: rel error %g against no recomputation",
+                   nnc_recompute_name((nnc_recompute)rc), base.g.outputs[o].name, (unsigned long long)seed, e);
+      }
+      nnc_ref_free(&got);
+      nnc_ref_free(&want);
+    }
+    model_free(&m);
+  }
+  free(sym);
+  model_free(&base);
+}
+
 static void test_gpt2_small(void **state) {
   (void)state;
   model m;
@@ -743,6 +813,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_small),
       cmocka_unit_test(test_gpt2_train_folded),
       cmocka_unit_test(test_gpt2_train_gelu),
+      cmocka_unit_test(test_gpt2_train_recompute),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
