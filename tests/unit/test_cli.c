@@ -264,6 +264,30 @@ static void test_real_model_plan(void **state) {
   assert_non_null(strstr(out, "unplanned"));
 }
 
+/* --recompute: a bad level or no --train is a usage error; each level's
+ * plan of the training step peaks lower than the one before, and a folder
+ * compiled with it leaves nothing behind when refused. */
+static void test_recompute(void **state) {
+  char out[1 << 17];
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --train --recompute=all --emit=plan", NNC_SOURCE_ROOT), 1);
+  assert_non_null(strstr(out, "--recompute: expected none, gelu, norm or block, found \"all\""));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --recompute=gelu -o rc_out", NNC_SOURCE_ROOT), 1);
+  assert_non_null(strstr(out, "--recompute=gelu: expected --train"));
+  assert_false(exists("rc_out"));
+  const char *levels[] = {"none", "gelu", "norm", "block"};
+  long long last = -1;
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua -D layers=2 --train --recompute=%s --emit=plan",
+                         NNC_SOURCE_ROOT, levels[i]), 0);
+    const char *p = strstr(out, "peak ");
+    assert_non_null(p);
+    long long peak = atoll(p + 5);
+    assert_true(peak > 0);
+    if (last >= 0 && !(peak < last)) fail_msg("--recompute=%s: peak %lld, expected below %lld", levels[i], peak, last);
+    last = peak;
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_help_version_targets),
@@ -274,6 +298,7 @@ int main(void) {
     cmocka_unit_test(test_broken_model_writes_nothing),
     cmocka_unit_test(test_random_weights),
     cmocka_unit_test(test_real_model_plan),
+    cmocka_unit_test(test_recompute),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
