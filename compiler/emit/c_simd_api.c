@@ -2,6 +2,7 @@
  * holds the weights manifest, the model handle, the kernel functions and
  * forward(), and the API functions that check every argument. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "c_simd.h"
@@ -84,9 +85,55 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
       p, P);
 }
 
-static void model_forward(const ec_ctx *x, nnc_sb *b) {
-  const nnc_schedule *s = x->s;
+/* Kernel k's statement in forward() and forward_only(). */
+static void launch_one(const ec_ctx *x, nnc_sb *b, int k) {
+  if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  /* a view: it aliases its input, nothing to run */\n");
+  else nnc_sb_printf(b, "  RUN(%d, k%d(c));\n", k, k);
+}
+
+/* An output named twice is written once, then copied; fwd: only the loss
+ * and the kept outputs (forward_only() fills no gradient). */
+static void output_copies(const ec_ctx *x, nnc_sb *b, bool fwd) {
   const nnc_graph *g = x->g;
+  for (int i = 0; i < g->noutputs; i++) {
+    int first = x->output_of[g->outputs[i].tensor];
+    if (first == i || (fwd && i != ec_train_loss(x) && !ec_train_is_kept(x, i))) continue;
+    char n[256];
+    nnc_sb_printf(b, "  /* output %s is output %s under another name */\n", x->out_name[i], x->out_name[first]);
+    nnc_sb_printf(b, "  memmove(c->out->%s, c->out->%s, (size_t)(%s) * sizeof *c->out->%s);\n", x->out_name[i],
+                  x->out_name[first], ec_elems(x, g->outputs[i].tensor, n, sizeof n), x->out_name[i]);
+  }
+}
+
+/* A training build's forward_only(): the kernels of forward() that the loss
+ * and the kept outputs depend on (emit_c_launches.c), for evaluation. */
+static void model_forward_only(const ec_ctx *x, nnc_sb *b) {
+  bool *only = calloc((size_t)(x->s->nk ? x->s->nk : 1), sizeof *only);
+  const int n = only ? ec_train_forward_kernels(x, only) : -1;
+  if (n < 0) {
+    b->oom = true;
+    free(only);
+    return;
+  }
+  nnc_sb_printf(b,
+    "/* The forward alone, for evaluation (_train_eval, _forward): the %d of the\n"
+    " * %d kernels above that the loss and the kept outputs depend on, in the\n"
+    " * same order at the same arena offsets; the gradients are not written.\n"
+    " * A fused kernel that also writes a backward value runs whole (a little\n"
+    " * extra work). A skipped kernel's profiled time is 0. */\n"
+    "#define NKERNELS_FORWARD %d\n"
+    "#define SKIP(first, last) do { \\\n"
+    "    if (c->m->profile) \\\n"
+    "      for (int i_ = (first); i_ <= (last); i_++) c->m->ns[i_] = 0; \\\n"
+    "  } while (0)\n\n"
+    "static int forward_only(const run_ctx *c) {\n", n, x->s->nk, n);
+  ec_emit_launches(x, b, only, launch_one);
+  output_copies(x, b, true);
+  nnc_sb_printf(b, "  return 0;\n}\n\n");
+  free(only);
+}
+
+static void model_forward(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b,
     "/* Times a kernel when profiling and stops at its first error. */\n"
     "#define RUN(i, call) do { \\\n"
@@ -96,25 +143,10 @@ static void model_forward(const ec_ctx *x, nnc_sb *b) {
     "    if (c->m->profile) c->m->ns[i] = nnrt_now_ns() - t0_; \\\n"
     "  } while (0)\n\n");
   nnc_sb_printf(b, "static int forward(const run_ctx *c) {\n");
-  for (int k = 0; k < s->nk; k++) {
-    char where[300], ops[600], name[300];
-    ec_where(s->k[k].loc, where, sizeof where);
-    ec_kernel_ops(x, k, ops, sizeof ops);
-    nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
-    nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
-    if (s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  /* a view: it aliases its input, nothing to run */\n");
-    else nnc_sb_printf(b, "  RUN(%d, k%d(c));\n", k, k);
-  }
-  /* an output named twice is written once, then copied */
-  for (int i = 0; i < g->noutputs; i++) {
-    int first = x->output_of[g->outputs[i].tensor];
-    if (first == i) continue;
-    char n[256];
-    nnc_sb_printf(b, "  /* output %s is output %s under another name */\n", x->out_name[i], x->out_name[first]);
-    nnc_sb_printf(b, "  memmove(c->out->%s, c->out->%s, (size_t)(%s) * sizeof *c->out->%s);\n", x->out_name[i],
-                  x->out_name[first], ec_elems(x, g->outputs[i].tensor, n, sizeof n), x->out_name[i]);
-  }
+  ec_emit_launches(x, b, NULL, launch_one);
+  output_copies(x, b, false);
   nnc_sb_printf(b, "  return 0;\n}\n\n");
+  if (x->r->train) model_forward_only(x, b);
 }
 
 static void model_api(const ec_ctx *x, nnc_sb *b) {
@@ -233,7 +265,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     p, p, P, P, p, P, p, P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
-    "int %s_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
+    "/* Runs kernels (forward, or a training build's forward_only) on m. */\n"
+    "static int run_kernels(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out,\n"
+    "                       int (*kernels)(const run_ctx *c)) {\n"
     "  if (!m) return %s_E_ARG;\n"
     "  int idle = 0;\n"
     "  if (!atomic_compare_exchange_strong(&m->busy, &idle, 1))\n"
@@ -242,12 +276,14 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  int rc = check_run(m, d, in, out);\n"
     "  if (!rc) {\n"
     "    run_ctx c = {m, d, in, out};\n"
-    "    rc = forward(&c);\n"
+    "    rc = kernels(&c);\n"
     "    if (!rc) {\n      m->last = *d;\n      m->has_run = 1;\n    }\n"
     "  }\n"
     "  atomic_store(&m->busy, 0);\n"
-    "  return rc;\n}\n\n",
-    p, p, p, p, p, P, P);
+    "  return rc;\n}\n\n"
+    "int %s_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
+    "  return run_kernels(m, d, in, out, forward);\n}\n\n",
+    p, p, p, p, P, P, p, p, p, p, p);
   nnc_sb_printf(b,
     "int %s_profile(%s_model *m, int on) {\n"
     "  if (!m) return %s_E_ARG;\n"

@@ -171,12 +171,47 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  return NULL;\n}\n\n");
 }
 
+/* The forward alone (forward_only() of <p>.c): _train_eval's hook and
+ * _forward. The gradient outputs point at the micro-batch block, scratch
+ * between micro-batches: forward_only writes none unless a kernel it needs
+ * also writes one. */
+static void write_forward(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "/* The forward alone on one batch: the loss in *loss, the kept outputs in\n"
+    " * m->kept; the gradients stay as they are. */\n"
+    "static int train_forward_pass(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
+    "  %s_outputs out = {\n", p, p, p, p);
+  int k = 0;
+  for (int i = 0; i < g->noutputs; i++) {
+    int j = ec_train_param_of_output(x, i);
+    if (i == ec_train_loss(x)) nnc_sb_printf(b, "      .%s = loss,\n", x->out_name[i]);
+    else if (j >= 0) nnc_sb_printf(b, "      .%s = m->part + train_table[%d].at,\n", x->out_name[i], j);
+    else nnc_sb_printf(b, "      .%s = m->kept[%d],\n", x->out_name[i], k++);
+  }
+  nnc_sb_printf(b, "  };\n  return run_kernels(m, d, in, &out, forward_only);\n}\n\n");
+  nnc_sb_printf(b,
+    "int %s_forward(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
+    "  if (!m || !out) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  if (rc) return rc;\n"
+    "  %s_outputs o = *out;\n"
+    "  /* the gradients: the micro-batch block, scratch (check_run wants every buffer) */\n", p, p, p, p, p, P, p);
+  for (int i = 0; i < g->noutputs; i++) {
+    int j = ec_train_param_of_output(x, i);
+    if (j >= 0) nnc_sb_printf(b, "  o.%s = m->part + train_table[%d].at;\n", x->out_name[i], j);
+  }
+  nnc_sb_printf(b, "  return run_kernels(m, d, in, &o, forward_only);\n}\n\n");
+}
+
 nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_status st = ec_train_common(x, b, err);
   if (st) return st;
   write_state(x, b);
   write_pass(x, b);
   write_hooks(x, b);
+  write_forward(x, b);
   ec_train_shared(x, b);
   write_checkpoints(x, b);
   return NNC_OK;

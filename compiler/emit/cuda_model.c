@@ -3,6 +3,7 @@
  * the C API (create on a device, load weights, run on host or device
  * buffers, profile with CUDA events, measure the device's rates). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda.h"
@@ -71,13 +72,15 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     " * model's for its lifetime, so dims and the caller's buffers are all that\n"
     " * tells two runs' graphs apart. */\n"
     "#define NGRAPHS %d\n"
+    "struct run_args;\n"
     "typedef struct graph_slot {\n"
     "  cudaGraphExec_t exec;         /* NULL: the slot is free */\n"
+    "  int (*kernels)(%s_model *m, const struct run_args &c, cudaStream_t s); /* forward, or forward_only */\n"
     "  %s_dims d;\n"
     "  %s_inputs in;\n"
     "  %s_outputs out;\n"
     "  uint64_t used;                /* the model's graph_clock at its last launch */\n"
-    "} graph_slot;\n\n", CU_GRAPH_CACHE, p, p, p);
+    "} graph_slot;\n\n", CU_GRAPH_CACHE, p, p, p, p);
   nnc_sb_printf(b,
     "struct %s_model {\n"
     "  int device;\n"
@@ -126,29 +129,20 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     p, p, p, P, p);
 }
 
-static void forward(const ec_ctx *x, nnc_sb *b) {
-  const nnc_schedule *s = x->s;
+/* Kernel k's statement in forward() and forward_only(). */
+static void launch_one(const ec_ctx *x, nnc_sb *b, int k) {
+  if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  RUN(%d, 0);   /* a view: it aliases its input, nothing to run */\n", k);
+  else nnc_sb_printf(b, "  RUN(%d, k%d(m, c, s));\n", k, k);
+}
+
+/* The end of forward() or forward_only(): an output named twice is written
+ * once, then copied (fwd: only the loss and the kept outputs, forward_only()
+ * fills no gradient), and the profile's last event. */
+static void output_copies(const ec_ctx *x, nnc_sb *b, bool fwd) {
   const nnc_graph *g = x->g;
-  nnc_sb_printf(b,
-    "/* Marks the start of kernel i when profiling and stops at its first error. */\n"
-    "#define RUN(i, call) do { \\\n"
-    "    if (m->profile) cudaEventRecord(m->ev[i], s); \\\n"
-    "    int rc_ = (call); \\\n"
-    "    if (rc_) return rc_; \\\n"
-    "  } while (0)\n\n");
-  nnc_sb_printf(b, "static int forward(%s_model *m, const run_args &c, cudaStream_t s) {\n", x->p);
-  for (int k = 0; k < s->nk; k++) {
-    char where[300], ops[600], name[300];
-    ec_where(s->k[k].loc, where, sizeof where);
-    ec_kernel_ops(x, k, ops, sizeof ops);
-    nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
-    nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
-    if (s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  RUN(%d, 0);   /* a view: it aliases its input, nothing to run */\n", k);
-    else nnc_sb_printf(b, "  RUN(%d, k%d(m, c, s));\n", k, k);
-  }
   for (int i = 0; i < g->noutputs; i++) {
     int first = x->output_of[g->outputs[i].tensor];
-    if (first == i) continue;
+    if (first == i || (fwd && i != ec_train_loss(x) && !ec_train_is_kept(x, i))) continue;
     char n[256];
     nnc_sb_printf(b, "  /* output %s is output %s under another name */\n", x->out_name[i], x->out_name[first]);
     nnc_sb_printf(b, "  if (cudaMemcpyAsync(c.out.%s, c.out.%s, (size_t)(%s) * sizeof *c.out.%s, cudaMemcpyDeviceToDevice, s))\n"
@@ -159,6 +153,47 @@ static void forward(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  if (m->profile) cudaEventRecord(m->ev[NKERNELS], s);\n  return 0;\n}\n\n");
 }
 
+/* A training build's forward_only(): the kernels of forward() that the loss
+ * and the kept outputs depend on (emit_c_launches.c), for evaluation. */
+static void forward_only(const ec_ctx *x, nnc_sb *b) {
+  bool *only = (bool *)calloc((size_t)(x->s->nk ? x->s->nk : 1), sizeof *only);
+  const int n = only ? ec_train_forward_kernels(x, only) : -1;
+  if (n < 0) {
+    b->oom = true;
+    free(only);
+    return;
+  }
+  nnc_sb_printf(b,
+    "/* The forward alone, for evaluation (_train_eval, _forward): the %d of the\n"
+    " * %d kernels above that the loss and the kept outputs depend on, in the\n"
+    " * same order at the same arena offsets; the gradients are not written.\n"
+    " * A fused kernel that also writes a backward value runs whole (a little\n"
+    " * extra work). A skipped kernel's profiled time is 0. */\n"
+    "#define NKERNELS_FORWARD %d\n"
+    "#define SKIP(first, last) do { \\\n"
+    "    if (m->profile) \\\n"
+    "      for (int i_ = (first); i_ <= (last); i_++) cudaEventRecord(m->ev[i_], s); \\\n"
+    "  } while (0)\n\n"
+    "static int forward_only(%s_model *m, const run_args &c, cudaStream_t s) {\n", n, x->s->nk, n, x->p);
+  ec_emit_launches(x, b, only, launch_one);
+  output_copies(x, b, true);
+  free(only);
+}
+
+static void forward(const ec_ctx *x, nnc_sb *b) {
+  nnc_sb_printf(b,
+    "/* Marks the start of kernel i when profiling and stops at its first error. */\n"
+    "#define RUN(i, call) do { \\\n"
+    "    if (m->profile) cudaEventRecord(m->ev[i], s); \\\n"
+    "    int rc_ = (call); \\\n"
+    "    if (rc_) return rc_; \\\n"
+    "  } while (0)\n\n");
+  nnc_sb_printf(b, "static int forward(%s_model *m, const run_args &c, cudaStream_t s) {\n", x->p);
+  ec_emit_launches(x, b, NULL, launch_one);
+  output_copies(x, b, false);
+  if (x->r->train) forward_only(x, b);
+}
+
 /* The CUDA graphs of options.cuda_graphs: same_run, capture and replay. */
 static void graphs(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
@@ -166,17 +201,19 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
   /* a slot matches on every dim and every buffer the kernels read or write
    * (a model without symbolic dims or inputs has a placeholder field there,
    * which nothing reads and the caller may leave unset) */
+  nnc_sb_printf(b, "/* What a run launches: forward, or a training build's forward_only. */\n"
+                   "typedef int (*kernels_fn)(%s_model *m, const run_args &c, cudaStream_t s);\n\n", p);
   nnc_sb_printf(b,
-    "/* Whether slot gs was captured for the run c: the same dims and buffers. */\n"
-    "static bool same_run(const graph_slot *gs, const run_args &c) {\n  return ");
-  int n = 0;
-  for (int i = 0; i < g->nsyms; i++, n++)
-    nnc_sb_printf(b, "%sgs->d.%s == c.d.%s", n ? " &&\n         " : "", x->sym[i], x->sym[i]);
-  for (int i = 0; i < g->ninputs; i++, n++)
-    nnc_sb_printf(b, "%sgs->in.%s == c.in.%s", n ? " &&\n         " : "", x->in_name[i], x->in_name[i]);
-  for (int i = 0; i < g->noutputs; i++, n++)
-    nnc_sb_printf(b, "%sgs->out.%s == c.out.%s", n ? " &&\n         " : "", x->out_name[i], x->out_name[i]);
-  if (!n) nnc_sb_printf(b, "true");
+    "/* Whether slot gs was captured for the run c of kernels: the same\n"
+    " * function, dims and buffers. */\n"
+    "static bool same_run(const graph_slot *gs, const run_args &c, kernels_fn kernels) {\n"
+    "  return gs->kernels == kernels");
+  for (int i = 0; i < g->nsyms; i++)
+    nnc_sb_printf(b, " &&\n         gs->d.%s == c.d.%s", x->sym[i], x->sym[i]);
+  for (int i = 0; i < g->ninputs; i++)
+    nnc_sb_printf(b, " &&\n         gs->in.%s == c.in.%s", x->in_name[i], x->in_name[i]);
+  for (int i = 0; i < g->noutputs; i++)
+    nnc_sb_printf(b, " &&\n         gs->out.%s == c.out.%s", x->out_name[i], x->out_name[i]);
   nnc_sb_printf(b, ";\n}\n\n");
   nnc_sb_printf(b,
     "/* Whether the caller is capturing stream s into a graph of their own: then\n"
@@ -188,21 +225,21 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "    return false;\n  }\n"
     "  return cs != cudaStreamCaptureStatusNone;\n}\n\n");
   nnc_sb_printf(b,
-    "/* Records forward for the run c into *graph. The capture runs on the model's\n"
+    "/* Records kernels for the run c into *graph. The capture runs on the model's\n"
     " * own stream: capturing only records the launches (nothing runs and the\n"
     " * stream's earlier work is no part of it), and the graph then runs on any\n"
     " * stream, the legacy default stream included, which cannot be captured.\n"
     " * Thread-local mode: only this thread's calls that would break a capture\n"
     " * (a synchronization, cudaMalloc) are refused; forward makes none. */\n"
-    "static int capture(%s_model *m, const run_args &c, cudaGraph_t *graph) {\n"
+    "static int capture(%s_model *m, const run_args &c, kernels_fn kernels, cudaGraph_t *graph) {\n"
     "  *graph = NULL;\n"
     "  cudaError_t ce = cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal);\n"
     "  if (ce != cudaSuccess) {\n"
     "    (void)cudaGetLastError();\n"
     "    return fail(m, %s_E_DEVICE, \"capturing the CUDA graph of a run: cudaStreamBeginCapture: %%s\", cudaGetErrorString(ce));\n"
     "  }\n"
-    "  int rc = forward(m, c, m->stream);\n"
-    "  /* ended whatever forward did: the stream must not stay in capture mode */\n"
+    "  int rc = kernels(m, c, m->stream);\n"
+    "  /* ended whatever the kernels did: the stream must not stay in capture mode */\n"
     "  ce = cudaStreamEndCapture(m->stream, graph);\n"
     "  if (!rc && ce == cudaSuccess) return 0;\n"
     "  if (*graph) cudaGraphDestroy(*graph);\n"
@@ -213,20 +250,20 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "  return fail(m, %s_E_DEVICE, \"capturing the CUDA graph of a run: cudaStreamEndCapture: %%s\", cudaGetErrorString(ce));\n"
     "}\n\n", p, P, P);
   nnc_sb_printf(b,
-    "/* Runs the run c on stream s from its graph: the slot captured for the same\n"
-    " * dims and buffers, else a new capture in a free slot or in place of the\n"
+    "/* Runs the run c of kernels on stream s from its graph: the slot captured\n"
+    " * for the same kernels, dims and buffers, else a new capture in a free slot or in place of the\n"
     " * least recently launched one. Replaying saves the launch of each kernel\n"
     " * and the host work around it (arguments, cuBLASLt's plan lookup). */\n"
-    "static int replay(%s_model *m, const run_args &c, cudaStream_t s) {\n"
+    "static int replay(%s_model *m, const run_args &c, kernels_fn kernels, cudaStream_t s) {\n"
     "  graph_slot *hit = NULL, *victim = &m->graph[0];\n"
     "  for (int i = 0; i < NGRAPHS && !hit; i++) {\n"
     "    graph_slot *gs = &m->graph[i];\n"
-    "    if (gs->exec && same_run(gs, c)) hit = gs;\n"
+    "    if (gs->exec && same_run(gs, c, kernels)) hit = gs;\n"
     "    else if (victim->exec && (!gs->exec || gs->used < victim->used)) victim = gs;\n"
     "  }\n"
     "  if (!hit) {\n"
     "    cudaGraph_t graph;\n"
-    "    int rc = capture(m, c, &graph);\n"
+    "    int rc = capture(m, c, kernels, &graph);\n"
     "    if (rc) return rc;\n"
     "    hit = victim;\n"
     "    if (hit->exec) {\n"
@@ -247,7 +284,7 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "      hit->exec = NULL;\n"
     "      return fail(m, %s_E_DEVICE, \"instantiating the CUDA graph of a run: %%s\", cudaGetErrorString(ce));\n"
     "    }\n"
-    "    hit->d = c.d;\n    hit->in = c.in;\n    hit->out = c.out;\n"
+    "    hit->kernels = kernels;\n    hit->d = c.d;\n    hit->in = c.in;\n    hit->out = c.out;\n"
     "  }\n"
     "  hit->used = ++m->graph_clock;\n"
     "  cudaError_t ce = cudaGraphLaunch(hit->exec, s);\n"
@@ -435,14 +472,17 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     p, p, P, P, p, P, p, P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
-    "/* Runs forward on device buffers on stream s: from its CUDA graph when\n"
-    " * graphs are on, else (or while profiling: the graph would not record the\n"
-    " * events) kernel by kernel. */\n"
-    "static int launch(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s) {\n"
+    "/* Runs kernels (forward, or a training build's forward_only) on device\n"
+    " * buffers on stream s: from their CUDA graph when graphs are on, else (or\n"
+    " * while profiling: the graph would not record the events) one by one. */\n"
+    "static int run_kernels(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s,\n"
+    "                       kernels_fn kernels) {\n"
     "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n"
-    "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, s) : forward(m, c, s);\n"
+    "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, kernels, s) : kernels(m, c, s);\n"
     "  if (!rc) {\n    m->last = *d;\n    m->has_run = 1;\n  }\n"
-    "  return rc;\n}\n\n", p, p, p, p);
+    "  return rc;\n}\n\n"
+    "static int launch(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s) {\n"
+    "  return run_kernels(m, d, in, out, s, forward);\n}\n\n", p, p, p, p, p, p, p, p);
   nnc_sb_printf(b,
     "int %s_run_device(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, void *stream) {\n"
     "  if (!m) return %s_E_ARG;\n"

@@ -274,12 +274,74 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  return NULL;\n}\n\n");
 }
 
+/* The forward alone (forward_only() of <p>.cu): _train_eval's hook and
+ * _forward, on the model's device buffers. The gradient outputs point at
+ * the micro-batch block, scratch between micro-batches: forward_only writes
+ * none unless a kernel it needs also writes one. */
+static void write_forward(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  const char *p = x->p, *P = x->P;
+  const int L = ec_train_loss(x);
+  nnc_sb_printf(b,
+    "/* The forward alone on a batch of host inputs into the model's device\n"
+    " * outputs (dout, which gets them): out's host buffers are checked, not\n"
+    " * written; the gradients stay as they are. */\n"
+    "static int forward_pass(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_outputs *out, %s_outputs *dout) {\n"
+    "  m->err[0] = 0;\n"
+    "  %s_outputs o = *out;\n"
+    "  /* the gradients: the micro-batch block, scratch (check_run wants every buffer) */\n", p, p, p, p, p, p);
+  for (int i = 0; i < g->noutputs; i++) {
+    int j = ec_train_param_of_output(x, i);
+    if (j >= 0) nnc_sb_printf(b, "  o.%s = m->part + train_table[%d].at;\n", x->out_name[i], j);
+  }
+  nnc_sb_printf(b, "  *dout = o;\n");
+  for (int i = 0; i < g->noutputs; i++)
+    if (ec_train_param_of_output(x, i) < 0)
+      nnc_sb_printf(b, "  dout->%s = (%s *)m->out_dev[%d];\n", x->out_name[i], ec_api_ctype(g, g->outputs[i].tensor), i);
+  nnc_sb_printf(b,
+    "  int rc = check_run(m, d, in, &o);\n"
+    "  %s_inputs din;\n"
+    "  if (!rc) rc = stage_inputs(m, d, in, &din);\n"
+    "  return rc ? rc : run_kernels(m, d, &din, dout, m->stream, forward_only);\n}\n\n", p);
+  nnc_sb_printf(b,
+    "/* _train_eval's: the loss to *loss, the kept outputs left on the device. */\n"
+    "static int train_forward_pass(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
+    "  %s_outputs out, dout;\n  memset(&out, 0, sizeof out);\n", p, p, p, p);
+  for (int i = 0; i < g->noutputs; i++)
+    if (ec_train_param_of_output(x, i) < 0)
+      nnc_sb_printf(b, "  out.%s = (%s *)m->out_dev[%d];\n", x->out_name[i], ec_api_ctype(g, g->outputs[i].tensor), i);
+  nnc_sb_printf(b,
+    "  int rc = forward_pass(m, d, in, &out, &dout);\n"
+    "  if (rc) return rc;\n"
+    "  cudaError_t ce = cudaMemcpyAsync(loss, m->out_dev[%d], sizeof *loss, cudaMemcpyDeviceToHost, m->stream);\n"
+    "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
+    "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s_train_eval: %%s\", cudaGetErrorString(ce));\n}\n\n",
+    L, P, p);
+  nnc_sb_printf(b,
+    "int %s_forward(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
+    "  if (!m || !out) return %s_E_ARG;\n"
+    "  int rc = train_state(m);\n"
+    "  %s_outputs dout;\n"
+    "  if (!rc) rc = forward_pass(m, d, in, out, &dout);\n"
+    "  if (rc) return rc;\n"
+    "  cudaError_t ce = cudaSuccess;\n", p, p, p, p, p, P, p);
+  for (int i = 0; i < g->noutputs; i++)
+    if (ec_train_param_of_output(x, i) < 0)
+      nnc_sb_printf(b, "  if (ce == cudaSuccess)\n"
+                       "    ce = cudaMemcpyAsync(out->%s, m->out_dev[%d], io_bytes(d, 0, %d), cudaMemcpyDeviceToHost, m->stream);\n",
+                    x->out_name[i], i, i);
+  nnc_sb_printf(b,
+    "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
+    "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s_forward: %%s\", cudaGetErrorString(ce));\n}\n\n", P, p);
+}
+
 nnc_status cu_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   (void)err;
   nnc_sb_printf(b, "/* The training API's state, passes and update (its options and schedule: above). */\n\n");
   write_state(x, b);
   write_pass(x, b);
   write_hooks(x, b);
+  write_forward(x, b);
   ec_train_shared(x, b);
   write_checkpoints(x, b);
   return NNC_OK;

@@ -109,6 +109,13 @@ typedef struct ec_gemm_shape {
 } ec_gemm_shape;
 void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
 
+/* The body of a function that launches the kernels in schedule order: per
+ * kernel a comment (Lua line, name, fused ops, number, kind), then the
+ * target's statement, which launch writes. With only (not NULL), just the
+ * kernels k with only[k]; each run of the others becomes `SKIP(first,
+ * last);`, a macro of the target's (emit_c_launches.c). */
+void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
+
 /* `static void kernel_cost(int k, const <p>_dims *d, double *flops, double
  * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */
 /* x->w_off: every weight of a device target in one block, each at a

@@ -37,7 +37,8 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p;
   nnc_sb_printf(b,
     "/* Training (nnc --train). %s_run computes the loss and every weight's\n"
-    " * gradient (the outputs grad.<weight>); the functions below keep the\n"
+    " * gradient (the outputs grad.<weight>), _forward the loss and the other\n"
+    " * outputs alone (for evaluation); the functions below keep the\n"
     " * gradients and the optimizer state in m and update the weights in place:\n"
     " *   AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,\n"
     " *          w -= lr (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w)\n"
@@ -72,11 +73,22 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
     "/* _accumulate then _update on one batch; a non-finite loss leaves the\n"
     " * weights unchanged. */\n"
     "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
-    "                  float *loss, float *grad_norm);\n"
-    "/* The loss (and the model's other outputs, see _train_output) of a batch\n"
-    " * with the current weights, for a validation set: the weights and the\n"
-    " * accumulated gradients are untouched. It runs the backward too. */\n"
-    "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss);\n\n"
+    "                  float *loss, float *grad_norm);\n",
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+  nnc_sb_printf(b,
+    "/* The loss of a batch with the current weights, for a validation set:\n"
+    " * the forward alone (only the kernels that the loss and the model's other\n"
+    " * outputs need: about a third of a step's work), the same kernels as in\n"
+    " * _train_accumulate, so the same loss on the same batch. The weights, the\n"
+    " * accumulated gradients and the optimizer state are untouched;\n"
+    " * _train_output then gives this batch's other outputs. */\n"
+    "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss);\n"
+    "/* The same forward into out's loss and the model's other outputs (a\n"
+    " * classifier's logits) in the caller's buffers, as an inference build's\n"
+    " * _run would with the same weights: the gradient fields of out are not\n"
+    " * read (they may be NULL) and the weights, gradients and optimizer state\n"
+    " * are untouched (allocated, like by every call here, on first use). */\n"
+    "int %s_forward(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out);\n\n"
     "/* Updates taken (restored by _load). */\n"
     "int64_t %s_train_steps(const %s_model *m);\n"
     "/* The gradient of a weight, summed over the micro-batches since the last\n"
@@ -95,7 +107,7 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
     " * checkpoint gives the same next update, bit for bit. */\n"
     "int %s_save(%s_model *m, const char *path);\n"
     "int %s_load(%s_model *m, const char *path);\n\n",
-    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
 }
 
 nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
@@ -152,7 +164,7 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
     "  if (!m || !loss) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
-    "  return rc ? rc : train_pass(m, d, in, m->part, loss);\n}\n\n",
+    "  return rc ? rc : train_forward_pass(m, d, in, loss);\n}\n\n",
     p, p, p, p, P, p, p, p, p, P);
   nnc_sb_printf(b,
     "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm) {\n"

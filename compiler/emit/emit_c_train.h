@@ -17,6 +17,15 @@ int ec_train_param_of_output(const ec_ctx *x, int i);
 bool ec_train_is_kept(const ec_ctx *x, int i);
 int ec_train_nkept(const ec_ctx *x);
 
+/* The forward alone in a training schedule: in[k] (x->s->nk entries) for
+ * the kernels that the loss and the kept outputs depend on, transitively;
+ * returns how many, -1 out of memory. In schedule order at the whole
+ * schedule's arena offsets they compute the same values as the whole
+ * schedule does (a skipped kernel writes nothing any of them reads). A fused
+ * kernel that also writes a backward value is among them: correct, a little
+ * extra work. */
+int ec_train_forward_kernels(const ec_ctx *x, bool *in);
+
 /* The declarations of the training API, for <p>.h. */
 void ec_train_decls(const ec_ctx *x, nnc_sb *b);
 /* In <p>.c(u), after the model's fail() and manifest: _train_options_default,
@@ -27,7 +36,8 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* _train_accumulate, _train_eval, _train_update, _train_step and
  * _train_steps over the target's static hooks: train_state(m) (allocates
  * the gradient and optimizer blocks), train_pass(m, d, in, dst, loss) (one
- * forward and backward, gradients into dst), train_add_part(m) (grad +=
+ * forward and backward, gradients into dst), train_forward_pass(m, d, in,
+ * loss) (the forward alone: forward_only), train_add_part(m) (grad +=
  * part), train_sum_squares(m, &ss) (of grad) and train_apply(m, &opt,
  * scale, o) (the optimizer on every weight). */
 void ec_train_shared(const ec_ctx *x, nnc_sb *b);

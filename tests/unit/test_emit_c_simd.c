@@ -63,6 +63,29 @@ static void build_and_check(const char *model, const char *name, const char *con
   build_and_check_as(model, name, name, false, defs, nd, dims);
 }
 
+/* The value of `#define name N` in a generated file, or -1. */
+static long define_in(const char *path, const char *name) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char line[512], want[128];
+  snprintf(want, sizeof want, "#define %s ", name);
+  long v = -1;
+  while (v < 0 && fgets(line, sizeof line, f))
+    if (strncmp(line, want, strlen(want)) == 0) v = strtol(line + strlen(want), NULL, 10);
+  fclose(f);
+  return v;
+}
+
+/* A training folder's forward_only() (evaluation) runs fewer kernels than
+ * its whole schedule, and at least one. */
+static void assert_forward_smaller(const char *dir, const char *file) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s/%s", work, dir, file);
+  long all = define_in(p, "NKERNELS"), fwd = define_in(p, "NKERNELS_FORWARD");
+  print_message("%s: the forward alone runs %ld of %ld kernels\n", file, fwd, all);
+  assert_true(fwd > 0 && fwd < all);
+}
+
 /* Training steps: the loss and every parameter's gradient against the
  * float64 reference of the joint forward and backward graph; GPT-2 also at
  * T < ctx (the position table's gradient is zero past T). */
@@ -72,6 +95,7 @@ static void test_mlp_train(void **state) {
   char p[512];
   snprintf(p, sizeof p, "%s/mlp_train/mlp.h", work);
   assert_true(file_has(p, "grad_fc1_weight"));
+  assert_forward_smaller("mlp_train", "mlp.c");
 }
 
 static void test_gpt2_train(void **state) {
@@ -80,6 +104,7 @@ static void test_gpt2_train(void **state) {
   char out[512];
   snprintf(out, sizeof out, "%s/gpt2_train", work);
   assert_int_equal(sh("cd %s && ./bench_gpt2 --check -d B=2 -d T=5 --runs 1 --warmup 0 > /dev/null", out), 0);
+  assert_forward_smaller("gpt2_train", "gpt2.c");
 }
 
 /* The last value of key in a --json log, or NAN. */
@@ -108,6 +133,10 @@ static void test_train_program(void **state) {
   assert_int_equal(sh("cc -O1 -I%s %s/tests/train/make_data.c %s/libmlp.a -lm -lpthread -o %s/make_data && "
                       "%s/make_data %s 101 784 10", m, NNC_SOURCE_ROOT, m, work, work, work), 0);
   assert_int_equal(sh("cd %s && ./train_gpt2 --check --threads 2 > train_check.log 2>&1 || cat train_check.log", g), 0);
+  /* --check's evaluation: the forward alone gives the accumulate's loss, gradients untouched */
+  char log[600];
+  snprintf(log, sizeof log, "%s/train_check.log", g);
+  assert_true(file_has(log, "the same bits as the accumulate's; the gradients untouched"));
   const char *run = "./train_gpt2 --data ../tok.bin --batch 2 --seq 7 --accumulate 2 --threads 2 --json";
   assert_int_equal(sh("cd %s && %s --steps 4 --save a.st --save-every 2 > a.log && %s --steps 2 --save b.st > b1.log && "
                       "%s --steps 4 --resume b.st --save b.st > b2.log && cmp a.st b.st", g, run, run, run), 0);
@@ -138,9 +167,11 @@ static void test_train_program(void **state) {
   }
   /* the classifier */
   assert_int_equal(sh("cd %s && ./train_mlp --check --threads 2 > train_check.log 2>&1 || cat train_check.log", m), 0);
+  snprintf(log, sizeof log, "%s/train_check.log", m);
+  assert_true(file_has(log, "the same bits as the accumulate's; the gradients untouched"));
+  assert_true(file_has(log, "its logits: the same bits"));
   assert_int_equal(sh("cd %s && ./train_mlp --data ../cls.safetensors --val ../cls.safetensors --batch 16 --steps 30 "
                       "--lr 3e-3 --shuffle --eval-every 10 --threads 2 --json > cls.log", m), 0);
-  char log[600];
   snprintf(log, sizeof log, "%s/cls.log", m);
   double acc = last_json(log, "\"val_accuracy\": ");
   if (!(acc >= 0.95)) fail_msg("train_mlp: validation accuracy %g after 30 updates, expected >= 0.95", acc);
@@ -149,7 +180,9 @@ static void test_train_program(void **state) {
   assert_true(file_has(log, "nan.safetensors: x[7][3] is nan; samples must be finite"));
 }
 
-/* mlp_train_step (AdamW) overfits one small batch: tests/train/overfit_mlp.c */
+/* mlp_train_step (AdamW) overfits one small batch: tests/train/overfit_mlp.c;
+ * its forward alone (mlp_forward, mlp_train_eval) gives the accumulate's
+ * loss and logits, bit for bit, and leaves the gradients: forward_mlp.c */
 static void test_mlp_train_step(void **state) {
   const char *d[] = {"pixels=13", "hidden1=33", "hidden2=17", "classes=5"};
   char path[512], out[512];
@@ -161,6 +194,8 @@ static void test_mlp_train_step(void **state) {
   assert_int_equal(st, NNC_OK);
   assert_int_equal(sh("make -s -C %s -j2 libmlp.a > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
   assert_int_equal(sh("cc -O1 -I%s %s/tests/train/overfit_mlp.c %s/libmlp.a -lm -lpthread -o %s/overfit && %s/overfit",
+                      out, NNC_SOURCE_ROOT, out, out, out), 0);
+  assert_int_equal(sh("cc -O1 -I%s %s/tests/train/forward_mlp.c %s/libmlp.a -lm -lpthread -o %s/forward && %s/forward",
                       out, NNC_SOURCE_ROOT, out, out, out), 0);
 }
 

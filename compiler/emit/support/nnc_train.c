@@ -492,6 +492,53 @@ static int compare_checkpoint(const nnc_train_model *md, void *m, const char *pa
   return rc;
 }
 
+/* A copy of n floats (NULL stays NULL, or out of memory). */
+static float *copy_of(const float *v, int64_t n) {
+  float *c = v ? malloc((size_t)(n + 1) * sizeof *c) : NULL;
+  if (c) memcpy(c, v, (size_t)n * sizeof *c);
+  return c;
+}
+
+/* Right after an accumulate of loss on batch bt: the evaluation (the
+ * forward alone) of the same batch gives the same loss and logits, and the
+ * accumulated gradients stay as they were, bit for bit. */
+static int check_eval(const nnc_train_model *md, void *m, const batch *bt, float loss) {
+  const int64_t nl = bt->rows * md->classes;
+  float *logits = md->logits ? copy_of(md->output(m, md->logits), nl) : NULL;
+  float **g = calloc((size_t)md->nparams + 1, sizeof *g);
+  int rc = !g || (md->logits && !logits);
+  for (int i = 0; !rc && i < md->nparams; i++)
+    if (!(g[i] = copy_of(md->gradient(m, md->manifest[i].name), numel(&md->manifest[i])))) rc = 1;
+  if (rc) fprintf(stderr, "train_%s: out of memory (or no gradient) checking the evaluation\n", md->name);
+  float el = 0;
+  if (!rc && md->eval(m, bt->sym, bt->a, bt->b, &el)) rc = fail(md, m, "eval");
+  int same_grads = 1;
+  for (int i = 0; !rc && i < md->nparams; i++) {
+    const float *now = md->gradient(m, md->manifest[i].name);
+    same_grads = same_grads && now && memcmp(now, g[i], (size_t)numel(&md->manifest[i]) * sizeof *now) == 0;
+  }
+  const float *el_logits = !rc && md->logits ? md->output(m, md->logits) : NULL;
+  const int same_logits = !md->logits || (el_logits && memcmp(el_logits, logits, (size_t)nl * sizeof *logits) == 0);
+  const double lerr = fabs((double)el - loss) / fmax(fabs((double)loss), 1e-30);
+  const char *grads = same_grads ? "untouched" : "CHANGED";
+  if (!rc && el == loss)
+    printf("  evaluation (the forward alone) of update 1's batch: loss %.6f, the same bits as the accumulate's; "
+           "the gradients %s\n", el, grads);
+  else if (!rc)
+    printf("  evaluation (the forward alone) of update 1's batch: loss %.6f, off the accumulate's by %.3g "
+           "(relative); the gradients %s\n", el, lerr, grads);
+  if (!rc && md->logits) printf("  its %s: %s\n", md->logits, same_logits ? "the same bits" : "DIFFER");
+  if (!rc && !(lerr <= 1e-5 && same_grads && same_logits)) {
+    fprintf(stderr, "train_%s: --check FAILED: the evaluation %s\n", md->name,
+            !same_grads ? "changed the accumulated gradients" : "differs from the accumulate's forward");
+    rc = 1;
+  }
+  for (int i = 0; g && i < md->nparams; i++) free(g[i]);
+  free(g);
+  free(logits);
+  return rc;
+}
+
 /* Two updates on random batches against the optimizer in double, from the
  * same random weights; the state is read back through _save. */
 static int check_updates(const nnc_train_model *md, const options *o) {
@@ -541,6 +588,7 @@ static int check_updates(const nnc_train_model *md, const options *o) {
       ((float *)bt.a)[k] = (float)uniform(&s);
     float loss = 0, lr = 0, norm = 0;
     if (md->accumulate(m, bt.sym, bt.a, bt.b, &loss)) rc = fail(md, m, "accumulate");
+    if (!rc && t == 1) rc = check_eval(md, m, &bt, loss);
     double ss = 0;
     for (int i = 0; !rc && i < md->nparams; i++) {
       const float *g = md->gradient(m, md->manifest[i].name);

@@ -1,0 +1,56 @@
+/* compiler/emit/emit_c_launches.c — the lists of kernel launches a C-API
+ * target writes: the whole schedule in order (forward()), and in a training
+ * build the forward alone (forward_only(), for evaluation): the kernels the
+ * loss and the kept outputs depend on. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "emit_c_train.h"
+
+/* Marks the kernel that writes tensor t, then the kernels it reads from. */
+static void mark_producer(const nnc_schedule *s, const int *writer, int t, bool *in) {
+  const int k = writer[t];
+  if (k < 0 || in[k]) return;
+  in[k] = true;
+  for (int i = 0; i < s->k[k].nin; i++) mark_producer(s, writer, s->k[k].in[i], in);
+}
+
+int ec_train_forward_kernels(const ec_ctx *x, bool *in) {
+  const nnc_schedule *s = x->s;
+  const nnc_graph *g = x->g;
+  for (int k = 0; k < s->nk; k++) in[k] = false;
+  int *writer = malloc((size_t)(g->ntensors ? g->ntensors : 1) * sizeof *writer);
+  if (!writer) return -1;
+  for (int t = 0; t < g->ntensors; t++) writer[t] = -1;
+  for (int k = 0; k < s->nk; k++)
+    for (int o = 0; o < s->k[k].nout; o++) writer[s->k[k].out[o]] = k;
+  for (int i = 0; i < g->noutputs; i++)
+    if (i == ec_train_loss(x) || ec_train_is_kept(x, i)) mark_producer(s, writer, g->outputs[i].tensor, in);
+  free(writer);
+  int n = 0;
+  for (int k = 0; k < s->nk; k++) n += in[k];
+  return n;
+}
+
+void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only,
+                      void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
+  const nnc_schedule *s = x->s;
+  for (int k = 0; k < s->nk; k++) {
+    if (only && !only[k]) {
+      int last = k;
+      while (last + 1 < s->nk && !only[last + 1]) last++;
+      if (last == k) nnc_sb_printf(b, "  SKIP(%d, %d);   /* kernel %d: not needed by the loss or the kept outputs */\n",
+                                   k, last, k);
+      else nnc_sb_printf(b, "  SKIP(%d, %d);   /* kernels %d to %d: not needed by the loss or the kept outputs */\n",
+                         k, last, k, last);
+      k = last;
+      continue;
+    }
+    char where[300], ops[600], name[300];
+    ec_where(s->k[k].loc, where, sizeof where);
+    ec_kernel_ops(x, k, ops, sizeof ops);
+    nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
+    nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
+    launch(x, b, k);
+  }
+}
