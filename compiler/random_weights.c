@@ -36,8 +36,12 @@ nnc_status nnc_write_random_weights(const nnc_graph *g, const char *path, uint64
       goto done;
     }
     double a = t->rank >= 2 ? 1.0 / sqrt((double)t->shape[t->rank - 1].k) : 0.1;
-    for (int64_t j = 0; j < n; j++)
-      data[i][j] = (float)(a * ((double)(splitmix64(&seed) >> 11) * 0x1.0p-52 - 1.0));
+    /* batch norm's variances are square-rooted: from [0.5, 1.5) */
+    bool var = nnc_name_is_variance(t->name);
+    for (int64_t j = 0; j < n; j++) {
+      double u = (double)(splitmix64(&seed) >> 11) * 0x1.0p-53;
+      data[i][j] = (float)(var ? 0.5 + u : a * (2.0 * u - 1.0));
+    }
   }
   nnrt_error rerr = {0};
   if (nnrt_st_write(path, g->nparams, desc, (const void *const *)data, &rerr) != NNRT_OK)

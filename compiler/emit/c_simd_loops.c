@@ -4,6 +4,7 @@
  * movement and the cross-entropy loss. Each loops over rows of the output
  * and runs on the model's threads through nnc_glue_rows; values are f32
  * (i32 tensors are computed in double and truncated, as C does). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -297,6 +298,38 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     nnc_sb_printf(&body, "  memcpy(y, x, (size_t)(%s) * sizeof *y);\n  return 0;\n", ec_elems(x, n->out[0], e, sizeof e));
     snprintf(e, sizeof e, "static int k%d(const run_ctx *c)", ki);
     ec_emit_function(x, b, e, NULL, "c->d", &body);
+    return NNC_OK;
+  }
+  if (n->op == NNC_OP_IM2COL) {
+    /* a task writes whole output rows: one window position's C*KH*KW values */
+    const nnc_window *w = &n->attrs.win;
+    const nnc_tensor *in = &g->tensors[n->in[0]], *o = &g->tensors[n->out[0]];
+    char rows[EXPR], cols[EXPR];
+    ec_dims_product(x, n->out[0], 0, 3, rows, sizeof rows);
+    ec_dims_product(x, n->out[0], 3, 5, cols, sizeof cols);
+    snprintf(v, sizeof v, "const %s *x", ty);
+    ec_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    ec_assign(x, &body, 2, v, n->out[0]);
+    int64_t C = in->shape[w->nhwc ? 3 : 1].k, H = in->shape[w->nhwc ? 1 : 2].k, W = in->shape[w->nhwc ? 2 : 3].k;
+    nnc_sb_printf(&body,
+      "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d over a %s image */\n"
+      "  const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n"
+      "  for (int64_t r = r0; r < r1; r++) {\n"
+      "    const int64_t b = r / (OH * OW), oh = r / OW %% OH, ow = r %% OW;\n"
+      "    %s *yr = y + r * C * %d;\n"
+      "    for (int64_t ch = 0; ch < C; ch++)\n"
+      "      for (int64_t i = 0; i < %d; i++) {\n"
+      "        const int64_t ih = oh * %d - %d + i * %d;\n"
+      "        for (int64_t j = 0; j < %d; j++) {\n"
+      "          const int64_t iw = ow * %d - %d + j * %d;\n"
+      "          *yr++ = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[%s] : %s;\n"
+      "        }\n      }\n  }\n",
+      w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", (long long)C, (long long)H,
+      (long long)W, (long long)o->shape[1].k, (long long)o->shape[2].k, ty, w->kh * w->kw, w->kh, w->sh, w->ph, w->dh,
+      w->kw, w->sw, w->pw, w->dw, w->nhwc ? "((b * H + ih) * W + iw) * C + ch" : "((b * C + ch) * H + ih) * W + iw",
+      isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY") : "0");
+    rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }
   if (n->op == NNC_OP_TRANSPOSE && swaps_last_two(n, g->tensors[n->in[0]].rank)) {

@@ -3,6 +3,7 @@
  * inputs, parameters, live nodes with their attributes and output shapes,
  * and outputs) for the float64 reference of --check, and bench_<model>.c
  * describes the model to the generic harness in support/nnc_bench.c. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     " * reference evaluator (check/) that bench_%s --check compares with. Only the\n"
     " * benchmark links it. Tensor ids in the tables are those of the compiled graph;\n"
     " * live nodes only, with the output shapes nnc inferred. */\n"
-    "#include <stdlib.h>\n#include <string.h>\n\n#include \"check/ir/ir.h\"\n\n"
+    "#include <math.h>\n#include <stdlib.h>\n#include <string.h>\n\n#include \"check/ir/ir.h\"\n\n"
     "nnc_status %s_build_graph(nnc_graph *g, nnc_error *err);\n\n",
     x->p, x->p, x->p, x->p);
   nnc_sb_printf(&b, "typedef struct src_tensor {\n  int id;\n  const char *name;\n  nnc_dtype dtype;\n  int rank;\n"
@@ -103,12 +104,18 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     dim_lit(&b, a->start);
     nnc_sb_printf(&b, ", .stop = ");
     dim_lit(&b, a->stop);
-    nnc_sb_printf(&b, ", .scalar = %a, .eps = %a, .gelu_tanh = %d, .weight_in_out = %d, .to = %s", a->scalar, a->eps,
+    /* max pooling pads with -inf, which %a would print as a bare word */
+    if (isinf(a->scalar)) nnc_sb_printf(&b, ", .scalar = %sINFINITY", a->scalar < 0 ? "-" : "");
+    else nnc_sb_printf(&b, ", .scalar = %a", a->scalar);
+    nnc_sb_printf(&b, ", .eps = %a, .gelu_tanh = %d, .weight_in_out = %d, .to = %s", a->eps,
                   a->gelu_tanh ? 1 : 0, a->weight_in_out ? 1 : 0, dtype_enum(a->to));
     /* the gradient ops' attributes, where a node has them (--train) */
     if (a->act) nnc_sb_printf(&b, ", .act = %d", (int)a->act);
     if (a->mask_zero) nnc_sb_printf(&b, ", .mask_zero = 1");
     if (a->causal) nnc_sb_printf(&b, ", .causal = 1");
+    if (n->op == NNC_OP_IM2COL)
+      nnc_sb_printf(&b, ", .win = {%d, %d, %d, %d, %d, %d, %d, %d, %d}", a->win.kh, a->win.kw, a->win.sh, a->win.sw,
+                    a->win.ph, a->win.pw, a->win.dh, a->win.dw, a->win.nhwc ? 1 : 0);
     nnc_sb_printf(&b, "},\n");
     nnc_sb_printf(&b, "   \"%s\", %d},\n", nnc_emit_c_string(n->label ? n->label : "", s, sizeof s), n->loc.line);
   }

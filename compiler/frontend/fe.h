@@ -166,5 +166,7 @@ void fe_move_register(lua_State *L);
 
 /* dsl_attn.c */
 void fe_attn_register(lua_State *L);
+/* conv2d, conv1d, pooling, batchnorm, flatten (dsl_conv.c) */
+void fe_conv_register(lua_State *L);
 
 #endif

@@ -318,3 +318,8 @@ void nnc_uses_free(nnc_uses *u) {
   free(u->node);
   u->start = u->node = NULL;
 }
+
+bool nnc_name_is_variance(const char *name) {
+  size_t n = strlen(name);
+  return n >= 11 && strcmp(name + n - 11, "running_var") == 0;
+}

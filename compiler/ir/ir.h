@@ -130,6 +130,11 @@ typedef enum nnc_op {
   NNC_OP_ATTENTION_GRAD, /* in: q, k, v, o, lse, do, [mask] of an attention; attrs as its; out: dq, dk, dv */
   NNC_OP_LAYERNORM_GRAD, /* in: x, gamma, dy; attrs.eps; out: dx, dgamma, dbeta (the row statistics recomputed) */
   NNC_OP_RMSNORM_GRAD,   /* in: x, gamma, dy; attrs.eps; out: dx, dgamma */
+  /* windows of an image: what convolution (a GEMM after it) and pooling (a
+   * reduction after it) read */
+  NNC_OP_IM2COL,        /* in: x [N, C, H, W] ([N, H, W, C] when attrs.win.nhwc); out [N, OH, OW, C, KH*KW]:
+                           (n, oh, ow, c, i*KW + j) is x[n, c, oh*SH - PH + i*DH, ow*SW - PW + j*DW],
+                           attrs.scalar outside the image (0, or -inf for max pooling) */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -160,6 +165,15 @@ bool nnc_op_is_elementwise(nnc_op op);
 /* Activations that a GEMM epilogue can apply. */
 bool nnc_op_is_activation(nnc_op op);
 
+/* A sliding window over an image's height and width (im2col). */
+typedef struct nnc_window {
+  int kh, kw;                /* kernel */
+  int sh, sw;                /* stride */
+  int ph, pw;                /* zero padding on each side */
+  int dh, dw;                /* dilation */
+  bool nhwc;                 /* the image is [N, H, W, C], not [N, C, H, W] */
+} nnc_window;
+
 /* Attributes of a node. One struct with named fields for every op; the
  * comment on each says which ops read it. Unused fields stay zero. */
 typedef struct nnc_attrs {
@@ -175,6 +189,7 @@ typedef struct nnc_attrs {
   nnc_op act;                /* act_grad: the activation whose derivative it applies */
   bool mask_zero;            /* masks: masked entries become 0, not -inf (a mask's gradient) */
   bool causal;               /* attention, attention_grad */
+  nnc_window win;            /* im2col */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */
@@ -288,5 +303,8 @@ void nnc_uses_free(nnc_uses *u);
 static inline int nnc_uses_count(const nnc_uses *u, int t) { return u->start[t + 1] - u->start[t]; }
 /* True when the tensor is one of the graph's outputs. */
 bool nnc_graph_is_output(const nnc_graph *g, int tensor);
+/* True for a weight named like batch norm's running variance ("...running_var"),
+ * which the model square-roots: random weights for it must be positive. */
+bool nnc_name_is_variance(const char *name);
 
 #endif

@@ -51,6 +51,7 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   [NNC_OP_ATTENTION_GRAD] = {"attention_grad", NNC_CLASS_ATTENTION, 6, 7, 3},
   [NNC_OP_LAYERNORM_GRAD] = {"layernorm_grad", NNC_CLASS_ROW, 3, 3, 3},
   [NNC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", NNC_CLASS_ROW, 3, 3, 2},
+  [NNC_OP_IM2COL] = {"im2col", NNC_CLASS_MOVE, 1, 1, 1},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

@@ -20,7 +20,7 @@ static bool same_double(double a, double b) {
 static bool same_attrs(const nnc_attrs *a, const nnc_attrs *b) {
   if (a->axis != b->axis || a->keepdim != b->keepdim || a->gelu_tanh != b->gelu_tanh ||
       a->weight_in_out != b->weight_in_out || a->to != b->to || a->act != b->act ||
-      a->mask_zero != b->mask_zero || a->causal != b->causal)
+      a->mask_zero != b->mask_zero || a->causal != b->causal || memcmp(&a->win, &b->win, sizeof a->win) != 0)
     return false;
   for (int i = 0; i < NNC_MAX_RANK; i++)
     if (a->perm[i] != b->perm[i]) return false;

@@ -63,6 +63,7 @@ static void fill(nnc_ref *r, const nnc_uses *u, int t, double *x, uint64_t seed)
   for (int64_t e = 0; e < count; e++) {
     double v;
     if (use.mask) v = e % row == 0 ? 1.0 : (double)(splitmix64(&s) >> 63);   /* never a row of zeros */
+    else if (tt->dtype != NNC_I32 && nnc_name_is_variance(tt->name)) v = 0.5 + uniform01(&s);   /* square-rooted */
     else if (tt->dtype != NNC_I32) v = 2.0 * uniform01(&s) - 1.0;
     else if (use.bound == INT64_MAX) v = (double)(splitmix64(&s) >> 61);
     else v = use.bound > 0 ? (double)(splitmix64(&s) % (uint64_t)use.bound) : 0.0;

@@ -305,8 +305,12 @@ static int fill_weights(state *s) {
       int64_t a = w->shape[w->rank - 1], b = w->shape[w->rank - 2];
       scale = 1.0 / sqrt((double)(a < b ? a : b) > 1 ? (double)(a < b ? a : b) : 1.0);
     }
+    /* batch norm's running variances are square-rooted: from [0.5, 1.5) */
+    size_t len = strlen(w->name);
+    int var = len >= 11 && strcmp(w->name + len - 11, "running_var") == 0;
     for (int64_t k = 0; k < n; k++)
-      s->weights[i][k] = w->dtype == NNRT_I32 ? (float)(splitmix64(&seed) >> 62) : (float)(scale * uniform(&seed));
+      s->weights[i][k] = w->dtype == NNRT_I32 ? (float)(splitmix64(&seed) >> 62)
+                       : var ? (float)(1.0 + 0.5 * uniform(&seed)) : (float)(scale * uniform(&seed));
     if (md->set_weight(s->m, md->manifest[i].name, s->weights[i], (size_t)n)) return fail(s, "setting a weight");
   }
   return 0;
