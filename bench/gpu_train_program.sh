@@ -10,15 +10,17 @@
 #   1e-3, wd 0.01; 20 updates), the same with --accumulate 2, --clip 0.05
 #   and a warm-up and cosine schedule, and the digits classifier's data,
 #   weights and PyTorch run; then the CUDA folders (sources only) of GPT-2
-#   at those sizes in f32, tf32 and bf16, of digits in f32, and of GPT-2
+#   at those sizes in f32, tf32, bf16 and f16 (dynamic loss scaling; also
+#   bench/gpu_train_f16.sh), of digits in f32, and of GPT-2
 #   124M (12 layers, d 768, vocab 50257, B <= 16, T <= 1024) in bf16.
 # On the GPU machine:                  bash bench/gpu_train_program.sh run
 #   builds them, then per GPT-2 folder: train_gpt2 --check (the loss and
 #   every gradient against float64, then two AdamW updates against double),
 #   the 20-update loss curve against PyTorch f32 (goal: relative difference
-#   <= 1e-4 in f32, <= 2e-2 in bf16; tf32 reported), the variant's curve
+#   <= 1e-4 in f32, <= 2e-2 in bf16 and f16; tf32 reported), the variant's curve
 #   (f32), resume (2 updates, save, 2 more from the checkpoint, against 4 in
-#   one run: the two checkpoints must be the same bytes), digits' test
+#   one run: the two checkpoints must be the same bytes; f16's carry the loss
+#   scale), digits' test
 #   accuracy against PyTorch's, compute-sanitizer memcheck and racecheck on
 #   2 updates of 2 micro-batches of GPT-2 f32 (the update kernels included), and GPT-2
 #   124M bf16 at B=16 T=1024 on random tokens: median ms per update after
@@ -37,6 +39,7 @@ SMALL="-D layers=2 -D d=48 -D heads=2 -D vocab=101 -D ctx=33 -D batch=3"
 CASES="gpt2_f32 gpt2 f32 $SMALL
 gpt2_tf32 gpt2 tf32 $SMALL
 gpt2_bf16 gpt2 bf16 $SMALL
+gpt2_f16 gpt2 f16 $SMALL
 digits_f32 digits f32 -D hidden=64
 gpt2_124m gpt2 bf16 -D batch=16"
 VARIANT="--accumulate 2 --clip 0.05 --warmup 3 --decay-steps 15 --min-lr-ratio 0.1"
@@ -82,7 +85,7 @@ run() {
   done <<< "$CASES"
   wait
   local common="--data $d/gpt2_train.bin --weights $d/gpt2_init.safetensors --batch 3 --seq 17 --lr 1e-3 --wd 0.01 --json"
-  for p in f32 tf32 bf16; do
+  for p in f32 tf32 bf16 f16; do
     local f=$G/gpt2_$p
     (cd "$f" && ./train_gpt2 --check > "$out/check_$p.log" 2>&1)
     local rc=$?
@@ -97,7 +100,7 @@ run() {
     || status=1
   echo "gpt2_f32 variant ($VARIANT) vs torch f32: $(curve_diff "$out/curve_variant.jsonl" \
     "$d/gpt2_torch_variant.jsonl" torch-eager)" >> "$t"
-  for p in f32 bf16; do
+  for p in f32 bf16 f16; do
     local f=$G/gpt2_$p
     # shellcheck disable=SC2086
     (cd "$f" && ./train_gpt2 $common --steps 4 --save "$out/full_$p.st" > /dev/null &&

@@ -258,10 +258,20 @@ float nnrt_lr_at(const nnrt_lr_schedule *s, int64_t step);
  * matches any run of characters ("*.bias, ln_*"); false for NULL. */
 bool nnrt_name_matches(const char *patterns, const char *name);
 
+/* The loss scaling's state (the training API's dynamic scaling for f16):
+ * the scale, the good updates since it last changed and the updates
+ * skipped for a non-finite gradient. scale 0: none. */
+typedef struct nnrt_scale_state {
+  float scale;
+  int64_t good, skipped;
+} nnrt_scale_state;
+
 /* A training checkpoint: the weights (n tensors of the manifest) under their
  * own names, so that an inference build loads the file as weights, and the
  * optimizer's moments as "optim.m.<name>" and "optim.v.<name>" (F32) with
- * the steps taken as "optim.step" (I64 [1]). */
+ * the steps taken as "optim.step" (I64 [1]); a loss scale > 0 as
+ * "optim.loss_scale" (F32 [1]) with "optim.scale_counts" (I64 [2]: good,
+ * skipped). */
 typedef struct nnrt_ckpt {
   int n;
   const nnrt_st_desc *manifest;
@@ -269,6 +279,7 @@ typedef struct nnrt_ckpt {
   float *const *mom;    /* each weight's first and second moments */
   float *const *vel;
   int64_t step;
+  nnrt_scale_state scale;
 } nnrt_ckpt;
 
 /* Writes c to path through a temporary file renamed over it at the end: a
@@ -280,6 +291,9 @@ nnrt_status nnrt_ckpt_save(const char *path, const nnrt_ckpt *c, nnrt_error *err
  * messages. The weights are loaded as any weights file is. */
 nnrt_status nnrt_ckpt_load_state(const nnrt_st *st, const char *path, const nnrt_ckpt *c, int64_t *step,
                                  nnrt_error *err);
+/* The loss scaling's state of an open checkpoint into *out; a file without
+ * one (weights alone, or saved before loss scaling) gives zeros. */
+nnrt_status nnrt_ckpt_load_scale(const nnrt_st *st, const char *path, nnrt_scale_state *out, nnrt_error *err);
 
 #ifdef __cplusplus
 }

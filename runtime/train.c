@@ -49,6 +49,8 @@ bool nnrt_name_matches(const char *patterns, const char *name) {
 /* ------------------------------------------------------------ checkpoints */
 
 #define STEP_NAME "optim.step"
+#define SCALE_NAME "optim.loss_scale"
+#define COUNTS_NAME "optim.scale_counts"
 
 static int64_t numel_of(const nnrt_st_desc *d) {
   int64_t n = 1;
@@ -66,7 +68,8 @@ static char *state_name(const char *which, const char *name) {
 
 nnrt_status nnrt_ckpt_save(const char *path, const nnrt_ckpt *c, nnrt_error *err) {
   if (!path || !c || c->n < 0) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_ckpt_save: NULL path or checkpoint");
-  int total = 3 * c->n + 1;
+  const int scaled = c->scale.scale > 0;
+  int total = 3 * c->n + 1 + 2 * scaled;
   nnrt_st_desc *d = calloc((size_t)total, sizeof *d);
   const void **data = calloc((size_t)total, sizeof *data);
   char **names = calloc((size_t)(2 * c->n + 1), sizeof *names);
@@ -88,10 +91,17 @@ nnrt_status nnrt_ckpt_save(const char *path, const nnrt_ckpt *c, nnrt_error *err
       data[c->n + 2 * i + k] = k ? c->vel[i] : c->mom[i];
     }
   }
-  int64_t step = c->step;
+  int64_t step = c->step, counts[2] = {c->scale.good, c->scale.skipped};
+  float scale = c->scale.scale;
   if (!st) {
-    d[total - 1] = (nnrt_st_desc){STEP_NAME, NNRT_I64, 1, {1}};
-    data[total - 1] = &step;
+    d[3 * c->n] = (nnrt_st_desc){STEP_NAME, NNRT_I64, 1, {1}};
+    data[3 * c->n] = &step;
+    if (scaled) {
+      d[3 * c->n + 1] = (nnrt_st_desc){SCALE_NAME, NNRT_F32, 1, {1}};
+      data[3 * c->n + 1] = &scale;
+      d[3 * c->n + 2] = (nnrt_st_desc){COUNTS_NAME, NNRT_I64, 1, {2}};
+      data[3 * c->n + 2] = counts;
+    }
     st = nnrt_st_write(path, total, d, data, err);
   }
   for (int i = 0; names && i < 2 * c->n; i++) free(names[i]);
@@ -146,5 +156,35 @@ nnrt_status nnrt_ckpt_load_state(const nnrt_st *st, const char *path, const nnrt
     if (rc) return rc;
   }
   *step = s;
+  return NNRT_OK;
+}
+
+/* The tensor name of an open file, or NULL. */
+static const nnrt_st_tensor *named(const nnrt_st *st, const char *name) {
+  for (int i = 0; i < nnrt_st_count(st); i++)
+    if (strcmp(nnrt_st_at(st, i)->name, name) == 0) return nnrt_st_at(st, i);
+  return NULL;
+}
+
+nnrt_status nnrt_ckpt_load_scale(const nnrt_st *st, const char *path, nnrt_scale_state *out, nnrt_error *err) {
+  if (!st || !out) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_ckpt_load_scale: NULL argument");
+  const char *where = path ? path : "<checkpoint>";
+  memset(out, 0, sizeof *out);
+  const nnrt_st_tensor *s = named(st, SCALE_NAME), *n = named(st, COUNTS_NAME);
+  if (!s) return NNRT_OK;
+  if (s->dtype != NNRT_F32 || s->numel != 1 || !n || n->dtype != NNRT_I64 || n->numel != 2)
+    return nnrt_errorf(err, NNRT_E_FORMAT, "%s: expected " SCALE_NAME " F32 [1] and " COUNTS_NAME " I64 [2] (the "
+                       "loss scale, the good and the skipped updates), found %s with %lld values and %s", where,
+                       nnrt_dtype_name(s->dtype), (long long)s->numel, n ? nnrt_dtype_name(n->dtype) : "none");
+  nnrt_scale_state r;
+  int64_t counts[2];
+  memcpy(&r.scale, s->data, sizeof r.scale);
+  memcpy(counts, n->data, sizeof counts);
+  r.good = counts[0];
+  r.skipped = counts[1];
+  if (!(r.scale > 0) || !isfinite(r.scale) || r.good < 0 || r.skipped < 0)
+    return nnrt_errorf(err, NNRT_E_FORMAT, "%s: expected a finite loss scale > 0 and counts >= 0, found %g, %lld "
+                       "and %lld", where, (double)r.scale, (long long)r.good, (long long)r.skipped);
+  *out = r;
   return NNRT_OK;
 }

@@ -18,6 +18,7 @@ void cs_train_struct(const ec_ctx *x, nnc_sb *b) {
     "  int nacc;                     /* micro-batches accumulated since the last update */\n"
     "  int64_t step;                 /* updates taken */\n",
     ec_train_nkept(x) ? ec_train_nkept(x) : 1);
+  ec_train_scale_struct(x, b);
 }
 
 void cs_train_destroy(const ec_ctx *x, nnc_sb *b) {
@@ -39,7 +40,8 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
     "  m->part = malloc(TRAIN_NUMEL * sizeof *m->part);\n"
     "  m->mom = calloc(TRAIN_NUMEL, sizeof *m->mom);\n"
     "  m->vel = calloc(TRAIN_NUMEL, sizeof *m->vel);\n"
-    "  int ok = m->grad && m->part && m->mom && m->vel;\n", p);
+    "  int ok = m->grad && m->part && m->mom && m->vel;\n"
+    "  m->loss_scale = TRAIN_LOSS_SCALE;\n", p);
   int k = 0;
   for (int i = 0; i < g->noutputs; i++) {
     if (!ec_train_is_kept(x, i)) continue;
@@ -72,7 +74,9 @@ static void write_pass(const ec_ctx *x, nnc_sb *b) {
     else if (j >= 0) nnc_sb_printf(b, "      .%s = dst + train_table[%d].at,\n", x->out_name[i], j);
     else nnc_sb_printf(b, "      .%s = m->kept[%d],\n", x->out_name[i], k++);
   }
-  nnc_sb_printf(b, "  };\n  return %s_run(m, d, in, &out);\n}\n\n", p);
+  nnc_sb_printf(b, "  };\n"
+                   "  const %s_inputs sin = scaled_inputs(m, in);\n"
+                   "  return %s_run(m, d, &sin, &out);\n}\n\n", p, p);
 }
 
 /* The hooks of the shared _train_accumulate and _train_update
@@ -118,7 +122,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "    mom[j] = m1 + train_table[j].at;\n"
     "    vel[j] = m2 + train_table[j].at;\n"
     "  }\n"
-    "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step};\n}\n\n"
+    "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step, scale_state_of(m)};\n}\n\n"
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
@@ -143,7 +147,9 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "   * leaves the model as it was */\n"
     "  nnrt_ckpt c = checkpoint_of(m, m->grad, m->part, mom, vel);\n"
     "  int64_t step = 0;\n"
+    "  nnrt_scale_state scale;\n"
     "  rc = nnrt_ckpt_load_state(st, path, &c, &step, &e);\n"
+    "  if (!rc) rc = nnrt_ckpt_load_scale(st, path, &scale, &e);\n"
     "  if (rc) rc = fail(m, rc, \"%s_load: %%s\", e.msg);\n"
     "  else rc = load(m, st, &e);\n"
     "  nnrt_st_close(st);\n"
@@ -155,6 +161,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  m->vel = m->part;\n"
     "  m->part = t;\n"
     "  m->step = step;\n"
+    "  set_scale_state(m, &scale);\n"
     "  m->nacc = 0;\n"
     "  return 0;\n}\n\n"
     "const float *%s_train_gradient(const %s_model *m, const char *name) {\n"
@@ -190,7 +197,9 @@ static void write_forward(const ec_ctx *x, nnc_sb *b) {
     else if (j >= 0) nnc_sb_printf(b, "      .%s = m->part + train_table[%d].at,\n", x->out_name[i], j);
     else nnc_sb_printf(b, "      .%s = m->kept[%d],\n", x->out_name[i], k++);
   }
-  nnc_sb_printf(b, "  };\n  return run_kernels(m, d, in, &out, forward_only);\n}\n\n");
+  nnc_sb_printf(b, "  };\n"
+                   "  const %s_inputs sin = scaled_inputs(m, in);   /* loss_scale: checked, not read */\n"
+                   "  return run_kernels(m, d, &sin, &out, forward_only);\n}\n\n", p);
   nnc_sb_printf(b,
     "int %s_forward(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
     "  if (!m || !out) return %s_E_ARG;\n"
@@ -202,7 +211,8 @@ static void write_forward(const ec_ctx *x, nnc_sb *b) {
     int j = ec_train_param_of_output(x, i);
     if (j >= 0) nnc_sb_printf(b, "  o.%s = m->part + train_table[%d].at;\n", x->out_name[i], j);
   }
-  nnc_sb_printf(b, "  return run_kernels(m, d, in, &o, forward_only);\n}\n\n");
+  nnc_sb_printf(b, "  const %s_inputs sin = scaled_inputs(m, in);   /* loss_scale: checked, not read */\n"
+                   "  return run_kernels(m, d, &sin, &o, forward_only);\n}\n\n", p);
 }
 
 nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err) {

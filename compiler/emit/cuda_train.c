@@ -28,6 +28,7 @@ void cu_train_struct(const ec_ctx *x, nnc_sb *b) {
     "  int nacc;                     /* micro-batches accumulated since the last update */\n"
     "  int64_t step;                 /* updates taken */\n",
     ec_train_nkept(x) ? ec_train_nkept(x) : 1);
+  ec_train_scale_struct(x, b);
 }
 
 void cu_train_destroy(const ec_ctx *x, nnc_sb *b) {
@@ -71,6 +72,7 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  m->grad = blk[0];\n  m->part = blk[1];\n  m->mom = blk[2];\n  m->vel = blk[3];\n"
     "  m->nacc = 0;\n"
+    "  m->loss_scale = TRAIN_LOSS_SCALE;\n"
     "  return 0;\n}\n\n", p);
 }
 
@@ -91,15 +93,17 @@ static void write_pass(const ec_ctx *x, nnc_sb *b) {
     else nnc_sb_printf(b, "  out.%s = (%s *)m->out_dev[%d];\n", x->out_name[i], ec_api_ctype(g, g->outputs[i].tensor), i);
   }
   nnc_sb_printf(b,
-    "  int rc = check_run(m, d, in, &out);\n"
+    "  /* the loss scale is staged to the device with the other inputs */\n"
+    "  const %s_inputs sin = scaled_inputs(m, in);\n"
+    "  int rc = check_run(m, d, &sin, &out);\n"
     "  %s_inputs din;\n"
-    "  if (!rc) rc = stage_inputs(m, d, in, &din);\n"
+    "  if (!rc) rc = stage_inputs(m, d, &sin, &din);\n"
     "  if (!rc) rc = launch(m, d, &din, &out, m->stream);\n"
     "  if (rc) return rc;\n"
     "  cudaError_t ce = cudaMemcpyAsync(loss, m->out_dev[%d], sizeof *loss, cudaMemcpyDeviceToHost, m->stream);\n"
     "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: a training pass: %%s\", cudaGetErrorString(ce));\n}\n\n",
-    p, L, P, p);
+    p, p, L, P, p);
 }
 
 /* The hooks of the shared _train_accumulate and _train_update
@@ -195,7 +199,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "    mom[j] = m1 + train_table[j].at;\n"
     "    vel[j] = m2 + train_table[j].at;\n"
     "  }\n"
-    "  return (nnrt_ckpt){NPARAMS, manifest, w, mom, vel, m->step};\n}\n\n",
+    "  return (nnrt_ckpt){NPARAMS, manifest, w, mom, vel, m->step, scale_state_of(m)};\n}\n\n",
     p, p, P, p, p);
   nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
@@ -229,7 +233,9 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_ckpt c = checkpoint_of(m, NULL, host, host + TRAIN_NUMEL, w, mom, vel);\n"
     "  int64_t step = 0;\n"
     "  /* the moments first, to the host: a file that fails leaves the model as it was */\n"
+    "  nnrt_scale_state scale;\n"
     "  if (!rc && nnrt_ckpt_load_state(st, path, &c, &step, &e)) rc = fail(m, e.code, \"%s_load: %%s\", e.msg);\n"
+    "  if (!rc && nnrt_ckpt_load_scale(st, path, &scale, &e)) rc = fail(m, e.code, \"%s_load: %%s\", e.msg);\n"
     "  if (!rc) rc = load(m, st, &e);\n"
     "  if (st) nnrt_st_close(st);\n"
     "  cudaError_t ce = cudaSuccess;\n"
@@ -239,9 +245,10 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc && ce != cudaSuccess) rc = fail(m, %s_E_DEVICE, \"%s_load: %%s\", cudaGetErrorString(ce));\n"
     "  if (rc) return rc;\n"
     "  m->step = step;\n"
+    "  set_scale_state(m, &scale);\n"
     "  m->nacc = 0;\n"
     "  return 0;\n}\n\n",
-    p, p, P, P, p, p, p, P, p);
+    p, p, P, P, p, p, p, p, P, p);
   nnc_sb_printf(b,
     "const float *%s_train_gradient(const %s_model *m, const char *name) {\n"
     "  for (int j = 0; m && m->grad && name && j < NPARAMS; j++) {\n"
@@ -299,10 +306,11 @@ static void write_forward(const ec_ctx *x, nnc_sb *b) {
     if (ec_train_param_of_output(x, i) < 0)
       nnc_sb_printf(b, "  dout->%s = (%s *)m->out_dev[%d];\n", x->out_name[i], ec_api_ctype(g, g->outputs[i].tensor), i);
   nnc_sb_printf(b,
-    "  int rc = check_run(m, d, in, &o);\n"
+    "  const %s_inputs sin = scaled_inputs(m, in);   /* loss_scale: checked, not read */\n"
+    "  int rc = check_run(m, d, &sin, &o);\n"
     "  %s_inputs din;\n"
-    "  if (!rc) rc = stage_inputs(m, d, in, &din);\n"
-    "  return rc ? rc : run_kernels(m, d, &din, dout, m->stream, forward_only);\n}\n\n", p);
+    "  if (!rc) rc = stage_inputs(m, d, &sin, &din);\n"
+    "  return rc ? rc : run_kernels(m, d, &din, dout, m->stream, forward_only);\n}\n\n", p, p);
   nnc_sb_printf(b,
     "/* _train_eval's: the loss to *loss, the kept outputs left on the device. */\n"
     "static int train_forward_pass(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "emit_c.h"
+#include "emit_c_train.h"
 #include "opencl.h"
 
 #define EXPR 512
@@ -328,7 +329,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     input_rule r = {0};
     find_rule(g, &u, g->inputs[i], 0, &r);
     const nnc_tensor *t = &g->tensors[g->inputs[i]];
-    if (r.mask) {
+    if (i == ec_train_scale_input(x)) {   /* all ones, as a mask of one-element rows is: the plain gradients */
+      nnc_sb_printf(&b, "  mask[%d] = 1;   /* the loss scale: 1 */\n  bound[%d] = 1;\n", i, i);
+    } else if (r.mask) {
       nnc_sb_printf(&b, "  mask[%d] = 1;\n  bound[%d] = %s;\n", i, i,
                     t->rank ? nnc_emit_dim_expr(g, t->shape[t->rank - 1], "d->", e, sizeof e) : "1");
     } else {

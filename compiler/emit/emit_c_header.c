@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "emit_c.h"
+#include "emit_c_train.h"
 
 /* Weights files hold f32 (or f16/bf16, converted at load) whatever the
  * storage dtype: the manifest names the dtype the loader hands over. */
@@ -100,6 +101,13 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b, "/* The inputs, row-major at the run's sizes; the caller owns them. */\ntypedef struct %s_inputs {\n", p);
   for (int i = 0; i < g->ninputs; i++) {
     shape_comment(x, g->inputs[i], sh, sizeof sh);
+    if (i == ec_train_scale_input(x)) {
+      nnc_sb_printf(&b, "  /* %s: every gradient output comes out times *%s (--train's loss scaling).\n"
+                        "   * The training functions point it at the model's scale themselves (leave it\n"
+                        "   * NULL there); a plain %s_run reads it like any input: 1 gives the gradients. */\n"
+                        "  const %s *%s;\n", sh, x->in_name[i], x->p, ec_ctype(g, g->inputs[i]), x->in_name[i]);
+      continue;
+    }
     nnc_sb_printf(&b, "  const %s *%s;   /* %s */\n", ec_ctype(g, g->inputs[i]), x->in_name[i], sh);
   }
   if (!g->ninputs) nnc_sb_printf(&b, "  const void *none;   /* the model has no inputs */\n");

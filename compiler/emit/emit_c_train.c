@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "emit_c_train.h"
+#include "passes/passes.h"
 
 int ec_train_loss(const ec_ctx *x) {
   for (int i = 0; i < x->g->noutputs; i++)
@@ -56,9 +57,13 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
     "                            matches any run (\"*.bias, ln_*\"); NULL: the weights of rank 1\n"
     "                            (biases, norm weights) */\n"
     "  float clip;            /* largest global gradient norm; 0: no clipping */\n"
+    "  int dynamic_scale;     /* loss scaling (below): 1 dynamic, -1 a fixed scale; 0: dynamic under f16\n"
+    "                            storage only */\n"
+    "  int64_t scale_window;  /* dynamic: good updates in a row before the scale doubles; 0: 2000 */\n"
     "} %s_train_options;\n\n"
     "/* AdamW: lr 1e-3, no warm-up or decay, betas 0.9 and 0.999, eps 1e-8, weight\n"
-    " * decay 0.01 on the weights of rank >= 2, no clipping. */\n"
+    " * decay 0.01 on the weights of rank >= 2, no clipping, the precision's\n"
+    " * loss scaling. */\n"
     "void %s_train_options_default(%s_train_options *o);\n"
     "/* The learning rate of update `step` (1 for the first) under o's schedule. */\n"
     "float %s_train_lr(const %s_train_options *o, int64_t step);\n\n"
@@ -67,8 +72,10 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
     "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss);\n"
     "/* One optimizer update with the mean of the accumulated gradients; *lr\n"
     " * and *grad_norm (each may be NULL) get the learning rate used and the\n"
-    " * norm before clipping. A non-finite norm leaves the weights unchanged.\n"
-    " * Either way the accumulation starts again. */\n"
+    " * norm before clipping (of the unscaled gradient). A non-finite norm\n"
+    " * leaves the weights unchanged: an error, or with dynamic loss scaling a\n"
+    " * skipped update (see loss scaling). Either way the accumulation starts\n"
+    " * again. */\n"
     "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm);\n"
     "/* _accumulate then _update on one batch; a non-finite loss leaves the\n"
     " * weights unchanged. */\n"
@@ -108,6 +115,7 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
     "int %s_save(%s_model *m, const char *path);\n"
     "int %s_load(%s_model *m, const char *path);\n\n",
     p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+  ec_train_scale_decls(x, b);
 }
 
 nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
@@ -137,17 +145,21 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     "static int check_options(%s_model *m, const %s_train_options *o) {\n"
     "  if (o->lr > 0 && o->clip >= 0 && o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->eps >= 0 &&\n"
     "      o->weight_decay >= 0 && o->warmup_steps >= 0 && o->decay_steps >= 0 && o->min_lr_ratio >= 0 &&\n"
-    "      o->min_lr_ratio <= 1)\n"
+    "      o->min_lr_ratio <= 1 && o->dynamic_scale >= -1 && o->dynamic_scale <= 1 && o->scale_window >= 0)\n"
     "    return 0;\n"
     "  return fail(m, %s_E_ARG, \"%s training options: expected lr > 0, clip >= 0, betas in [0, 1), eps, \"\n"
-    "              \"weight_decay, warmup_steps and decay_steps >= 0 and min_lr_ratio in [0, 1], found lr %%g, clip %%g, \"\n"
-    "              \"betas %%g and %%g, eps %%g, weight_decay %%g, warmup_steps %%lld, decay_steps %%lld, min_lr_ratio %%g\",\n"
+    "              \"weight_decay, warmup_steps, decay_steps and scale_window >= 0, min_lr_ratio in [0, 1] and \"\n"
+    "              \"dynamic_scale -1, 0 or 1, found lr %%g, clip %%g, betas %%g and %%g, eps %%g, weight_decay %%g, \"\n"
+    "              \"warmup_steps %%lld, decay_steps %%lld, scale_window %%lld, min_lr_ratio %%g, dynamic_scale %%d\",\n"
     "              o->lr, o->clip, o->beta1, o->beta2, o->eps, o->weight_decay, (long long)o->warmup_steps,\n"
-    "              (long long)o->decay_steps, o->min_lr_ratio);\n}\n\n"
+    "              (long long)o->decay_steps, (long long)o->scale_window, o->min_lr_ratio, o->dynamic_scale);\n}\n\n"
     "/* Whether weight j takes weight decay under o. */\n"
     "static int decays(const %s_train_options *o, int j) {\n"
     "  return o->no_decay ? !nnrt_name_matches(o->no_decay, manifest[j].name) : manifest[j].rank >= 2;\n}\n\n",
     p, p, P, p, p);
+  if (ec_train_scale_input(x) < 0)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "--train: the graph has no input " NNC_LOSS_SCALE_INPUT);
+  ec_train_scale_common(x, b);
   return NNC_OK;
 }
 
@@ -159,6 +171,8 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  int rc = train_state(m);\n"
     "  if (!rc) rc = train_pass(m, d, in, m->nacc ? m->part : m->grad, loss);\n"
     "  if (!rc && m->nacc) rc = train_add_part(m);\n"
+    "  /* a non-finite loss fails the update: no loss scale explains it */\n"
+    "  if (!rc) m->bad_loss = (m->nacc && m->bad_loss) || !isfinite(*loss);\n"
     "  if (!rc) m->nacc++;\n"
     "  return rc;\n}\n\n"
     "int %s_train_eval(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
@@ -179,12 +193,15 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  double ss = 0;\n"
     "  rc = train_sum_squares(m, &ss);\n"
     "  if (rc) return rc;\n"
-    "  /* the norm of the mean over the micro-batches */\n"
-    "  const double norm = sqrt(ss) / nacc;\n"
+    "  if (m->bad_loss)\n"
+    "    return fail(m, %s_E_ARG, \"%s_train_update: a micro-batch's loss was not finite; the weights are unchanged\");\n"
+    "  /* the norm of the mean over the micro-batches, the loss scale divided out */\n"
+    "  const double norm = sqrt(ss) / nacc / m->loss_scale;\n"
     "  if (grad_norm) *grad_norm = (float)norm;\n"
+    "  if (!isfinite(norm) && dynamic_scale(o)) return skip_update(m, lr);\n"
     "  if (!isfinite(norm))\n"
     "    return fail(m, %s_E_ARG, \"%s_train_update: the gradient norm is %%g; the weights are unchanged\", norm);\n"
-    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / nacc);\n"
+    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / nacc / m->loss_scale);\n"
     "  m->step++;\n"
     "  const float rate = %s_train_lr(o, m->step);\n"
     "  if (lr) *lr = rate;\n"
@@ -192,8 +209,10 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  memset(&opt, 0, sizeof opt);\n"
     "  opt.sgd = o->sgd;\n  opt.lr = rate;\n  opt.beta1 = o->beta1;\n  opt.beta2 = o->beta2;\n  opt.eps = o->eps;\n"
     "  opt.weight_decay = o->weight_decay;\n  opt.step = m->step;\n"
-    "  return train_apply(m, &opt, scale, o);\n}\n\n",
-    p, p, p, P, P, p, p, P, p, p);
+    "  rc = train_apply(m, &opt, scale, o);\n"
+    "  if (!rc) scale_after_update(m, o);\n"
+    "  return rc;\n}\n\n",
+    p, p, p, P, P, p, p, P, p, P, p, p);
   nnc_sb_printf(b,
     "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
     "                  float *loss, float *grad_norm) {\n"
@@ -207,4 +226,5 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  return rc ? rc : %s_train_update(m, o, NULL, grad_norm);\n}\n\n"
     "int64_t %s_train_steps(const %s_model *m) { return m ? m->step : 0; }\n\n",
     p, p, p, p, p, P, p, P, p, p, p, p);
+  ec_train_scale_api(x, b);
 }

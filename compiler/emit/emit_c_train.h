@@ -42,6 +42,21 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err);
  * scale, o) (the optimizer on every weight). */
 void ec_train_shared(const ec_ctx *x, nnc_sb *b);
 
+/* Loss scaling (emit_c_train_scale.c): the index of the input loss_scale
+ * among the graph's inputs (-1 without --train); the model struct's fields
+ * (in the target's struct), the declarations (in ec_train_decls), the
+ * constants and helpers (in ec_train_common: scaled_inputs(m, in), the
+ * caller's inputs with loss_scale at m's scale; skip_update(m, lr),
+ * scale_after_update(m, o), scale_state_of(m), set_scale_state(m, s) for
+ * checkpoints) and the accessors (in ec_train_shared). The target's
+ * train_state sets m->loss_scale = TRAIN_LOSS_SCALE and its passes run
+ * on scaled_inputs. */
+int ec_train_scale_input(const ec_ctx *x);
+void ec_train_scale_struct(const ec_ctx *x, nnc_sb *b);
+void ec_train_scale_decls(const ec_ctx *x, nnc_sb *b);
+void ec_train_scale_common(const ec_ctx *x, nnc_sb *b);
+void ec_train_scale_api(const ec_ctx *x, nnc_sb *b);
+
 /* train_<p>.c: the program that trains the model on a token file or a
  * labelled safetensors file through the API (support/nnc_train.c), or
  * nothing when the model's inputs are neither a language model's nor a

@@ -50,33 +50,40 @@ typedef struct shape_of_data {
  * neither a language model nor a classifier the program knows. */
 static bool find_data(const ec_ctx *x, shape_of_data *s) {
   const nnc_graph *g = x->g;
-  if (g->ninputs != 2) return false;
+  /* the model's two inputs, the loss scale aside (the API fills it) */
+  int in[2], n = 0;
+  for (int i = 0; i < g->ninputs; i++) {
+    if (i == ec_train_scale_input(x)) continue;
+    if (n == 2) return false;
+    in[n++] = i;
+  }
+  if (n != 2) return false;
   memset(s, 0, sizeof *s);
   s->logits = -1;
   for (int k = 0; k < 2; k++) {
-    const nnc_tensor *t = &g->tensors[g->inputs[k]], *u = &g->tensors[g->inputs[1 - k]];
+    const nnc_tensor *t = &g->tensors[g->inputs[in[k]]], *u = &g->tensors[g->inputs[in[1 - k]]];
     /* a language model: ids and targets i32 [B, T], targets the loss's */
     if (t->dtype == NNC_I32 && u->dtype == NNC_I32 && t->rank == 2 && u->rank == 2 &&
         strcmp(u->name, "targets") == 0 && g->nsyms == 2) {
       s->tokens = true;
-      s->a = k;
-      s->b = 1 - k;
+      s->a = in[k];
+      s->b = in[1 - k];
       s->batch_sym = sym_of(t->shape[0]);
       s->seq_sym = sym_of(t->shape[1]);
-      s->classes = index_bound(g, g->inputs[1 - k], 0);
-      int64_t ids = index_bound(g, g->inputs[k], 0);
+      s->classes = index_bound(g, g->inputs[s->b], 0);
+      int64_t ids = index_bound(g, g->inputs[s->a], 0);
       if (ids > 0 && ids < s->classes) s->classes = ids;
       return s->batch_sym >= 0 && s->seq_sym >= 0 && s->batch_sym != s->seq_sym && s->classes > 0 &&
              sym_of(u->shape[0]) == s->batch_sym && sym_of(u->shape[1]) == s->seq_sym;
     }
     /* a classifier: samples f32 [B, features] and labels i32 [B] */
     if (t->dtype == NNC_F32 && u->dtype == NNC_I32 && t->rank == 2 && u->rank == 1 && g->nsyms == 1) {
-      s->a = k;
-      s->b = 1 - k;
+      s->a = in[k];
+      s->b = in[1 - k];
       s->batch_sym = sym_of(t->shape[0]);
       s->seq_sym = -1;
       s->features = t->shape[1].nsym ? 0 : t->shape[1].k;
-      s->classes = index_bound(g, g->inputs[1 - k], 0);
+      s->classes = index_bound(g, g->inputs[s->b], 0);
       for (int i = 0; i < g->noutputs; i++) {
         const nnc_tensor *o = &g->tensors[g->outputs[i].tensor];
         if (ec_train_is_kept(x, i) && o->dtype == NNC_F32 && o->rank == 2 && sym_of(o->shape[0]) == s->batch_sym &&
@@ -118,13 +125,16 @@ static void write_adapters(const ec_ctx *x, const shape_of_data *s, nnc_sb *b) {
     "  return %s_train_eval(m, &d, &in, loss);\n}\n"
     "static int t_update(void *m, const nnc_train_opts *t, float *lr, float *grad_norm) {\n"
     "  const %s_train_options o = {t->sgd, t->lr, t->warmup, t->decay, t->min_ratio, t->beta1, t->beta2, t->eps,\n"
-    "                              t->weight_decay, t->no_decay, t->clip};\n"
+    "                              t->weight_decay, t->no_decay, t->clip, t->dynamic_scale, t->scale_window};\n"
     "  return %s_train_update(m, &o, lr, grad_norm);\n}\n"
     "static int64_t t_steps(const void *m) { return %s_train_steps(m); }\n"
     "static const float *t_gradient(const void *m, const char *name) { return %s_train_gradient(m, name); }\n"
-    "static const void *t_output(const void *m, const char *name) { return %s_train_output(m, name); }\n\n",
+    "static const void *t_output(const void *m, const char *name) { return %s_train_output(m, name); }\n"
+    "static int t_set_scale(void *m, float scale) { return %s_train_set_loss_scale(m, scale); }\n"
+    "static float t_scale(const void *m) { return %s_train_loss_scale(m); }\n"
+    "static int64_t t_skipped(const void *m) { return %s_train_skipped(m); }\n\n",
     p, p, x->device ? "  (void)threads;   /* a GPU model has no host threads */\n" : "  if (threads > 0) o.threads = threads;\n",
-    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+    p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
   (void)P;
 }
 
@@ -158,13 +168,14 @@ nnc_status ec_write_train_main(const ec_ctx *x, const char *dir, bool *written, 
     "    %d, NULL,\n"
     "    t_create, t_destroy, t_last_error, t_load, t_save, t_set_weight, t_accumulate, t_eval, t_update, t_steps,\n"
     "    t_gradient, t_output, &%s_bench_model,\n"
+    "    t_set_scale, t_scale, t_skipped, %d,   /* loss scaling: dynamic by default under f16 storage */\n"
     "  };\n"
     "  nnc_train_model m = md;\n"
     "  m.manifest = %s_bench_model.manifest;\n"
     "  return nnc_train_main(&m, argc, argv);\n}\n",
     p, s.tokens ? "NNC_TRAIN_TOKENS" : "NNC_TRAIN_CLASSES", g->nsyms, s.batch_sym, s.seq_sym, (long long)s.classes,
     (long long)s.features, s.logits >= 0 ? "\"" : "", s.logits >= 0 ? g->outputs[s.logits].name : "NULL",
-    s.logits >= 0 ? "\"" : "", g->nparams, p, p);
+    s.logits >= 0 ? "\"" : "", g->nparams, p, x->r->precision.storage == NNC_F16, p);
   char name[128];
   snprintf(name, sizeof name, "train_%s.c", p);
   nnc_status st = nnc_emit_write_sb(dir, name, &b, err);

@@ -15,7 +15,9 @@
  * parameter, "grad.<name>", in declaration order (then "grad.<input>"), then
  * the model's other outputs, kept so that a training step can also report
  * what the model declares under `training` (a classifier's logits, for its
- * accuracy); a model that wants none declares none then. */
+ * accuracy); a model that wants none declares none then. The graph gains
+ * one input, loss_scale (f32 [1]), a factor of the backward's seed: every
+ * gradient comes out multiplied by it (dynamic loss scaling for f16). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,7 +225,8 @@ static nnc_status add_grads(ad_state *s, bool inputs, nnc_error *err) {
     if (pass && !inputs) break;
     for (int i = 0; i < count; i++) {
       int t = ids[i];
-      if (!wants_grad(g, t, inputs)) continue;
+      /* the loss scale is added after the forward: not a leaf of the loss */
+      if (t >= s->t0 || !wants_grad(g, t, inputs)) continue;
       int gt = s->grad[t];
       if (gt < 0) {   /* the loss does not depend on it */
         ad_ctx c = {g, g->tensors[t].loc, nnc_graph_intern(g, "grad.unused"), err, false};
@@ -259,6 +262,23 @@ static nnc_status add_grad_outputs(ad_state *s, int loss, const nnc_output *loss
   return st;
 }
 
+/* The backward's seed, d loss / d loss = 1, made from the loss so that it
+ * stays a value of the graph (the graph has no constants) and a NaN loss
+ * stays NaN; with scale, times the new input loss_scale, so that every
+ * gradient comes out times it and narrow gradients keep their small values
+ * above the format's underflow (the training API divides the update by it
+ * again). --precision casts the input to the loss's dtype (precision.c). */
+static nnc_status seed(ad_ctx *c, int loss, bool scale, int *out) {
+  int zero = -1, one = -1, in = -1, like = -1;
+  TRY(ad_zeros_like(c, loss, &zero));
+  TRY(ad_scalar(c, NNC_OP_ADD_S, zero, 1.0, scale ? &one : out));
+  if (!scale) return NNC_OK;
+  const nnc_dim shape[1] = {nnc_dim_const(1)};
+  TRY(nnc_graph_add_input(c->g, NNC_LOSS_SCALE_INPUT, NNC_F32, 1, shape, c->loc, &in, c->err));
+  TRY(ad_reshape_like(c, in, loss, &like));
+  return ad_binary(c, NNC_OP_MUL, one, like, out);
+}
+
 nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err) {
   const char *name = o && o->loss ? o->loss : "loss";
   bool inputs = o && o->input_grads;
@@ -282,13 +302,9 @@ nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error
   loss_out.name = loss_name;
   for (int t = 0; t < s.t0; t++) s.grad[t] = -1;
   mark(&s, loss, inputs);
-  /* d loss / d loss = 1, made from the loss so that it stays a value of the
-   * graph (the graph has no constants); a NaN loss stays NaN */
   ad_ctx c = {g, loss_out.loc, nnc_graph_intern(g, "grad.loss"), err, false};
   nnc_status st = c.label ? NNC_OK : nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while differentiating");
-  int zero = -1;
-  if (!st) st = ad_zeros_like(&c, loss, &zero);
-  if (!st) st = ad_scalar(&c, NNC_OP_ADD_S, zero, 1.0, &s.grad[loss]);
+  if (!st) st = seed(&c, loss, !(o && o->no_loss_scale), &s.grad[loss]);
   for (int n = s.n0 - 1; !st && n >= 0; n--) {
     const nnc_node *x = &g->nodes[n];
     bool on_path = false;

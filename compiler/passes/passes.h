@@ -53,7 +53,8 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
 
 /* --train: appends the backward graph (reverse-mode autodiff, one rule per
  * op in autodiff_rules.c) and makes the outputs the loss and a gradient per
- * float parameter, "grad.<name>" (see autodiff.c). Runs on the checked
+ * float parameter, "grad.<name>" (see autodiff.c), each scaled by the input
+ * loss_scale it adds. Runs on the checked
  * graph, before nnc_pass_precision and nnc_compile_graph. */
 typedef struct nnc_autodiff_opts {
   const char *loss;     /* the loss output's name; NULL: "loss" */
@@ -61,7 +62,12 @@ typedef struct nnc_autodiff_opts {
   bool primitive_attention; /* attention as its primitive ops, not one op with attention_grad as its
                                gradient (a target without them; tests compare the two) */
   bool primitive_norms; /* the norms' gradients as primitive ops, not layernorm_grad / rmsnorm_grad */
+  bool no_loss_scale;   /* no input NNC_LOSS_SCALE_INPUT: the seed is 1 (tests) */
 } nnc_autodiff_opts;
+
+/* The input --train adds (f32 [1]): the backward's seed is d loss / d loss
+ * times it, so every gradient output is multiplied by it. */
+#define NNC_LOSS_SCALE_INPUT "loss_scale"
 
 nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error *err);
 

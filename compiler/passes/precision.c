@@ -8,7 +8,8 @@
  * With --outputs=storage the outputs stay narrow instead: a caller that
  * wants bf16 logits saves the widening copy and half the bytes.
  * The casts are ordinary elementwise nodes: fusion folds them into their
- * neighbours where a pattern allows. */
+ * neighbours where a pattern allows. --train's loss scale is cast to the
+ * loss's dtype instead, the dtype of the backward's seed it multiplies. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,41 @@ static nnc_status add_cast(nnc_graph *g, int t, nnc_dtype to, const char *label,
   return nnc_infer_node(g, node, err);
 }
 
+/* The node that multiplies the backward's seed by --train's loss scale
+ * (autodiff.c: mul(one, reshape(loss_scale))), or -1; *scale gets the
+ * input's id. */
+static int seed_mul(const nnc_graph *g, int *scale) {
+  for (int i = 0; i < g->ninputs; i++) {
+    if (strcmp(g->tensors[g->inputs[i]].name, NNC_LOSS_SCALE_INPUT) != 0) continue;
+    *scale = g->inputs[i];
+    for (int n = 0; n < g->nnodes; n++) {
+      const nnc_node *x = &g->nodes[n];
+      if (x->dead || x->op != NNC_OP_MUL || x->nin != 2) continue;
+      int r = g->tensors[x->in[1]].producer;
+      if (r >= 0 && g->nodes[r].op == NNC_OP_RESHAPE && g->nodes[r].in[0] == *scale) return n;
+    }
+  }
+  return -1;
+}
+
+/* The loss scale multiplies the seed, which has the loss's dtype: f32 for a
+ * cross-entropy's, the storage dtype for a loss of narrow values. It is cast
+ * to that dtype, found by inferring the graph with the seed times itself. */
+static nnc_status cast_loss_scale(nnc_graph *g, int mul, int scale, nnc_error *err) {
+  int keep = g->nodes[mul].in[1];
+  g->nodes[mul].in[1] = g->nodes[mul].in[0];
+  nnc_status st = nnc_pass_check(g, err);
+  g->nodes[mul].in[1] = keep;
+  nnc_dtype want = g->tensors[g->nodes[mul].in[0]].dtype;
+  if (st || want == NNC_F32) return st;
+  int first_new = g->nnodes, cast;
+  st = add_cast(g, scale, want, g->tensors[scale].name, &cast, err);
+  for (int n = 0; !st && n < first_new; n++)
+    for (int j = 0; j < g->nodes[n].nin; j++)
+      if (g->nodes[n].in[j] == scale) g->nodes[n].in[j] = cast;
+  return st ? st : move_to_front(g, first_new, err);
+}
+
 nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *err) {
   nnc_dtype storage = p->storage;
   if (storage == NNC_F32) return NNC_OK;
@@ -79,10 +115,10 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
   for (int n = 0; n < g->nnodes; n++)
     if (g->nodes[n].op == NNC_OP_CAST && g->nodes[n].attrs.to == NNC_F32) g->nodes[n].attrs.to = storage;
   /* each f32 input: a cast node that every reader reads instead */
-  int first_new = g->nnodes;
+  int first_new = g->nnodes, scale = -1, mul = seed_mul(g, &scale);
   for (int i = 0; i < g->ninputs; i++) {
     int in = g->inputs[i];
-    if (g->tensors[in].dtype != NNC_F32) continue;
+    if (g->tensors[in].dtype != NNC_F32 || (mul >= 0 && in == scale)) continue;
     int readers = 0;
     for (int n = 0; n < first_new; n++)
       for (int j = 0; j < g->nodes[n].nin; j++) readers += g->nodes[n].in[j] == in;
@@ -95,6 +131,8 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
         if (g->nodes[n].in[j] == in) g->nodes[n].in[j] = cast;
   }
   nnc_status st = move_to_front(g, first_new, err);
+  /* move_to_front moved the seed's multiplication with the rest */
+  if (!st && mul >= 0) st = cast_loss_scale(g, seed_mul(g, &scale), scale, err);
   /* inference carries the storage dtype to every value */
   if (!st) st = nnc_pass_check(g, err);
   for (int i = 0; !st && !p->storage_outputs && i < g->noutputs; i++) {

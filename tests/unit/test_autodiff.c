@@ -93,6 +93,11 @@ static void check_grads(nnc_graph *g, const char *loss, const int64_t *syms) {
   nnc_ref r;
   assert_int_equal(nnc_ref_init(&r, g, sym, &err), NNC_OK);
   assert_int_equal(nnc_ref_random_inputs(&r, 7, &err), NNC_OK);
+  /* the loss scale: every gradient comes out times it */
+  const double scale = 4;
+  int ls = g->inputs[g->ninputs - 1];
+  assert_string_equal(g->tensors[ls].name, NNC_LOSS_SCALE_INPUT);
+  r.val[ls][0] = scale;
   int lt = g->outputs[0].tensor;
   loss_at(&r, lt);
   int checked = 0;
@@ -118,7 +123,7 @@ static void check_grads(nnc_graph *g, const char *loss, const int64_t *syms) {
       r.val[leaf][e] = keep - STEP;
       double down = loss_at(&r, lt);
       r.val[leaf][e] = keep;
-      double num = (up - down) / (2 * STEP);
+      double num = scale * (up - down) / (2 * STEP);
       if (!(fabs(num - grad[e]) <= 1e-6 + 1e-5 * fabs(num)))
         fail_msg("%s: d %s / d %s[%lld] is %.10g by the backward graph, %.10g by central differences",
                  g->name, g->outputs[0].name, leaf_name, (long long)e, grad[e], num);
@@ -275,6 +280,27 @@ static void test_outputs(void **state) {
   assert_int_equal(g.noutputs, 3 + g.nparams);
   assert_string_equal(g.outputs[g.noutputs - 2].name, "embedded");
   assert_string_equal(g.outputs[g.noutputs - 1].name, "logits");
+  /* one input more, the loss scale, f32 [1], without a gradient of its own */
+  const nnc_tensor *ls = &g.tensors[g.inputs[g.ninputs - 1]];
+  assert_string_equal(ls->name, "loss_scale");
+  assert_int_equal(ls->dtype, NNC_F32);
+  assert_int_equal(ls->rank, 1);
+  assert_true(nnc_dim_eq_const(ls->shape[0], 1));
+  assert_int_equal(output_named(&g, "grad.loss_scale"), -1);
+  nnc_graph_free(&g);
+}
+
+/* no_loss_scale: the inputs are the model's, the seed 1 */
+static void test_no_loss_scale(void **state) {
+  (void)state;
+  nnc_graph g;
+  load("tests/ops/embedding_loss.lua", NULL, 0, false, &g);
+  int before = g.ninputs;
+  nnc_error err = {0};
+  nnc_autodiff_opts o = {.no_loss_scale = true};
+  assert_int_equal(nnc_pass_autodiff(&g, &o, &err), NNC_OK);
+  assert_int_equal(g.ninputs, before);
+  for (int i = 0; i < g.ninputs; i++) assert_string_not_equal(g.tensors[g.inputs[i]].name, "loss_scale");
   nnc_graph_free(&g);
 }
 
@@ -285,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_axis), cmocka_unit_test(test_attention), cmocka_unit_test(test_embedding_loss),
       cmocka_unit_test(test_mlp_train),   cmocka_unit_test(test_gpt2_train), cmocka_unit_test(test_bert_probe),
       cmocka_unit_test(test_errors),      cmocka_unit_test(test_outputs),    cmocka_unit_test(test_fused_grads),
+      cmocka_unit_test(test_no_loss_scale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,6 +199,37 @@ static void test_mlp_train_step(void **state) {
                       out, NNC_SOURCE_ROOT, out, out, out), 0);
 }
 
+/* Loss scaling through the API (tests/train/loss_scale_mlp.c, in the folder
+ * of test_mlp_train_step): scaled gradients, skipped updates, growth, resume. */
+static void test_mlp_loss_scale(void **state) {
+  char out[512];
+  snprintf(out, sizeof out, "%s/mlp_train_step", work);
+  assert_int_equal(sh("cc -O1 -I%s %s/tests/train/loss_scale_mlp.c %s/libmlp.a -lm -lpthread -o %s/loss_scale && "
+                      "cd %s && ./loss_scale", out, NNC_SOURCE_ROOT, out, out, out), 0);
+}
+
+/* train_mlp (the folder of test_mlp_train, the data of test_train_program)
+ * with dynamic loss scaling from 1024, doubling after every good update: the
+ * scale in the log and in the checkpoint, so that a resumed run ends in the
+ * same checkpoint. */
+static void test_train_program_scaled(void **state) {
+  char m[512], log[600];
+  snprintf(m, sizeof m, "%s/mlp_train", work);
+  const char *run = "./train_mlp --data ../cls.safetensors --batch 16 --threads 2 --json --dynamic-scale "
+                    "--loss-scale 1024 --scale-window 1";
+  assert_int_equal(sh("cd %s && %s --steps 4 --save sa.st > sa.log && %s --steps 2 --save sb.st > /dev/null && "
+                      "%s --steps 4 --resume sb.st --save sb.st > sb.log && cmp sa.st sb.st", m, run, run, run), 0);
+  snprintf(log, sizeof log, "%s/sa.log", m);
+  assert_true(file_has(log, "\"loss_scale\": 1024, \"skipped\": false, \"skipped_total\": 0}"));
+  assert_true(last_json(log, "\"loss_scale\": ") == 8192);
+  snprintf(log, sizeof log, "%s/sb.log", m);
+  assert_true(last_json(log, "\"loss_scale\": ") == 8192);
+  /* the flags' errors */
+  assert_int_equal(sh("cd %s && ./train_mlp --data ../cls.safetensors --loss-scale -2 > bad.log 2>&1", m), 2);
+  snprintf(log, sizeof log, "%s/bad.log", m);
+  assert_true(file_has(log, "expected --loss-scale > 0"));
+}
+
 static void test_embedding_loss_train(void **state) {
   build_and_check_as("tests/ops/embedding_loss.lua", "embedding_loss", "embedding_loss_train", true, NULL, 0,
                      "-d B=3 -d T=7");
@@ -513,6 +544,8 @@ int main(void) {
     cmocka_unit_test(test_attention_train),
     cmocka_unit_test(test_mlp_train_step),
     cmocka_unit_test(test_train_program),
+    cmocka_unit_test(test_mlp_loss_scale),
+    cmocka_unit_test(test_train_program_scaled),
     cmocka_unit_test(test_op_elementwise),
     cmocka_unit_test(test_op_masks),
     cmocka_unit_test(test_op_softmax_axis),

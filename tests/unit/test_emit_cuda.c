@@ -377,6 +377,14 @@ static void test_train(void **state) {
   assert_true(file_has(p, "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"));
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
   assert_false(file_has(p, "m->master + train_table[i].at, data"));
+  /* loss scaling: the scale reaches the device as the input loss_scale;
+   * dynamic from 2^15 under f16, a fixed 1 otherwise */
+  build_train("models/gpt2.lua", "gpt2", "cuda-sm80", "f16", gpt2, 5);
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f16/gpt2.cu", work);
+  assert_true(file_has(p, "#define TRAIN_LOSS_SCALE 32768.0f\n#define TRAIN_SCALE_MAX 32768.0f\n#define TRAIN_DYNAMIC_DEFAULT 1\n"));
+  assert_true(file_has(p, "  if (!rc) rc = stage_inputs(m, d, &sin, &din);\n"));
+  snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_bf16/gpt2.cu", work);
+  assert_true(file_has(p, "#define TRAIN_LOSS_SCALE 1.0f\n#define TRAIN_SCALE_MAX 16777216.0f\n#define TRAIN_DYNAMIC_DEFAULT 0\n"));
   if (sh("nvidia-smi -L > /dev/null 2>&1") != 0) {
     /* no GPU: train_gpt2 stops at create with the device's message */
     assert_int_equal(sh("cd %s/gpt2_train_cuda-sm80_bf16 && ./train_gpt2 --check > train.log 2>&1", work), 1);

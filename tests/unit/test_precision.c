@@ -261,6 +261,45 @@ static int teardown(void **state) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
+/* --train's loss scale multiplies the backward's seed, in the loss's dtype:
+ * a cross-entropy's loss is f32, so the scale stays f32 (no cast: 1e9 stays
+ * finite there, the f16 gradients overflow); a mean of narrow values is
+ * narrow, so the scale is cast to it like any input. */
+static void test_loss_scale(void **state) {
+  (void)state;
+  static const struct {
+    const char *model;
+    nnc_dtype want;
+  } cases[] = {{"tests/ops/embedding_loss.lua", NNC_F32}, {"tests/ops/attention_loss.lua", NNC_F16}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char path[512];
+    snprintf(path, sizeof path, NNC_SOURCE_ROOT "/%s", cases[c].model);
+    nnc_frontend_opts fo = {.path = path};
+    nnc_error err = {0};
+    nnc_precision p;
+    nnc_graph g;
+    nnc_graph_init(&g);
+    assert_int_equal(nnc_frontend_load(&fo, &g, &err), NNC_OK);
+    assert_int_equal(nnc_pass_check(&g, &err), NNC_OK);
+    assert_int_equal(nnc_pass_autodiff(&g, NULL, &err), NNC_OK);
+    assert_int_equal(nnc_precision_parse("f16", &p, &err), NNC_OK);
+    if (nnc_pass_precision(&g, &p, &err)) fail_msg("%s: %s", cases[c].model, err.msg);
+    int scale = g.inputs[g.ninputs - 1], readers = 0;
+    assert_string_equal(g.tensors[scale].name, "loss_scale");
+    assert_int_equal(g.tensors[scale].dtype, NNC_F32);
+    for (int n = 0; n < g.nnodes; n++) {
+      const nnc_node *x = &g.nodes[n];
+      if (x->dead || x->nin < 1 || x->in[0] != scale) continue;
+      readers++;
+      /* the one reader: the seed's reshape, or a cast to the loss's dtype */
+      assert_int_equal(x->op, cases[c].want == NNC_F32 ? NNC_OP_RESHAPE : NNC_OP_CAST);
+      assert_int_equal(g.tensors[x->out[0]].dtype, cases[c].want);
+    }
+    assert_int_equal(readers, 1);
+    nnc_graph_free(&g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_outputs_parse),
@@ -268,6 +307,7 @@ int main(void) {
     cmocka_unit_test(test_same_values),
     cmocka_unit_test(test_kernels),
     cmocka_unit_test(test_edges),
+    cmocka_unit_test(test_loss_scale),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -55,7 +55,7 @@ static void test_checkpoint(void **state) {
   float v0[6] = {1e-9f, 2, 3, 4, 5, 6}, v1[3] = {3, 2, 1};
   void *w[2] = {w0, w1};
   float *mom[2] = {m0, m1}, *vel[2] = {v0, v1};
-  nnrt_ckpt c = {2, man, w, mom, vel, 41};
+  nnrt_ckpt c = {2, man, w, mom, vel, 41, {0, 0, 0}};
   nnrt_error err = {0};
   assert_int_equal(nnrt_ckpt_save(path, &c, &err), NNRT_OK);
 
@@ -63,7 +63,7 @@ static void test_checkpoint(void **state) {
   assert_int_equal(nnrt_st_open(path, &st, &err), NNRT_OK);
   float rm0[6], rm1[3], rv0[6], rv1[3];
   float *rmom[2] = {rm0, rm1}, *rvel[2] = {rv0, rv1};
-  nnrt_ckpt r = {2, man, w, rmom, rvel, 0};
+  nnrt_ckpt r = {2, man, w, rmom, rvel, 0, {0, 0, 0}};
   int64_t step = -1;
   assert_int_equal(nnrt_ckpt_load_state(st, path, &r, &step, &err), NNRT_OK);
   assert_int_equal(step, 41);
@@ -75,7 +75,22 @@ static void test_checkpoint(void **state) {
   const nnrt_st_tensor *t;
   assert_int_equal(nnrt_st_find(st, "b", &t, &err), NNRT_OK);
   assert_memory_equal(t->data, w1, sizeof w1);
+  /* no loss scale saved: zeros */
+  nnrt_scale_state sc = {5, 5, 5};
+  assert_int_equal(nnrt_ckpt_load_scale(st, path, &sc, &err), NNRT_OK);
+  assert_true(sc.scale == 0 && sc.good == 0 && sc.skipped == 0);
   nnrt_st_close(st);
+
+  /* the loss scaling's state comes back as saved */
+  c.scale = (nnrt_scale_state){1024, 7, 3};
+  assert_int_equal(nnrt_ckpt_save(path, &c, &err), NNRT_OK);
+  assert_int_equal(nnrt_st_open(path, &st, &err), NNRT_OK);
+  assert_int_equal(nnrt_ckpt_load_state(st, path, &r, &step, &err), NNRT_OK);
+  assert_int_equal(step, 41);
+  assert_int_equal(nnrt_ckpt_load_scale(st, path, &sc, &err), NNRT_OK);
+  assert_true(sc.scale == 1024 && sc.good == 7 && sc.skipped == 3);
+  nnrt_st_close(st);
+  c.scale = (nnrt_scale_state){0, 0, 0};
 
   /* weights alone: a fresh optimizer */
   const void *data[2] = {w0, w1};
@@ -95,6 +110,16 @@ static void test_checkpoint(void **state) {
   assert_int_equal(nnrt_st_open(path, &st, &err), NNRT_OK);
   assert_int_equal(nnrt_ckpt_load_state(st, path, &r, &step, &err), NNRT_E_FORMAT);
   assert_non_null(strstr(err.msg, "optim.v.w: expected F32 with 6 values"));
+  nnrt_st_close(st);
+  /* a loss scale without its counts, or not > 0 */
+  float bad_scale = -1;
+  const nnrt_st_desc lone[1] = {{"optim.loss_scale", NNRT_F32, 1, {1}}};
+  const void *ldata[1] = {&bad_scale};
+  assert_int_equal(nnrt_st_write(path, 1, lone, ldata, &err), NNRT_OK);
+  assert_int_equal(nnrt_st_open(path, &st, &err), NNRT_OK);
+  nnrt_scale_state sc2;
+  assert_int_equal(nnrt_ckpt_load_scale(st, path, &sc2, &err), NNRT_E_FORMAT);
+  assert_non_null(strstr(err.msg, "optim.scale_counts I64 [2]"));
   nnrt_st_close(st);
   /* a failed save (no such folder) leaves nothing behind */
   assert_int_not_equal(nnrt_ckpt_save("/nonexistent_dir/ckpt.safetensors", &c, &err), NNRT_OK);

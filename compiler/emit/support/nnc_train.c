@@ -15,6 +15,7 @@ typedef struct options {
   const char *data, *val, *weights, *save, *resume;
   int64_t steps, batch, seq, accumulate, eval_every, eval_batches, save_every;
   int threads, json, check, shuffle, no_peaks;
+  float loss_scale;        /* --loss-scale; 0: the model's (or the checkpoint's) */
   uint64_t seed;
   nnc_train_opts t;
 } options;
@@ -43,6 +44,11 @@ static void usage(const nnc_train_model *md, FILE *f) {
     "                    (comma-separated, '*' wildcards; default: the weights of rank 1)\n"
     "  --beta1 X --beta2 X --eps X   AdamW (default 0.9, 0.999, 1e-8); --sgd: SGD, momentum beta1\n"
     "  --clip X          largest global gradient norm (default 0: none)\n"
+    "  --loss-scale X    the first loss scale: the gradients are computed times X (default 32768\n"
+    "                    under f16 storage, else 1; a checkpoint's own when resuming)\n"
+    "  --dynamic-scale   skip an update whose gradient is not finite and halve the scale, double it\n"
+    "                    after --scale-window N good updates (default 2000); the default under f16\n"
+    "  --fixed-scale     a non-finite gradient stops training, the scale stays\n"
     "  --weights FILE    initial weights (default: random from --seed)\n"
     "  --resume FILE     a checkpoint of --save: weights, optimizer state, updates taken\n"
     "  --save FILE       checkpoint at the end (and every --save-every N updates)\n"
@@ -83,7 +89,7 @@ static int parse_value(options *o, const char *k, const char *v) {
     {"--seq", offsetof(options, seq), 1}, {"--accumulate", offsetof(options, accumulate), 1},
     {"--eval-every", offsetof(options, eval_every), 0}, {"--eval-batches", offsetof(options, eval_batches), 1},
     {"--save-every", offsetof(options, save_every), 0}, {"--warmup", offsetof(options, t.warmup), 0},
-    {"--decay-steps", offsetof(options, t.decay), 0},
+    {"--decay-steps", offsetof(options, t.decay), 0}, {"--scale-window", offsetof(options, t.scale_window), 1},
   };
   static const struct {
     const char *name;
@@ -92,7 +98,7 @@ static int parse_value(options *o, const char *k, const char *v) {
     {"--lr", offsetof(options, t.lr)}, {"--min-lr-ratio", offsetof(options, t.min_ratio)},
     {"--wd", offsetof(options, t.weight_decay)}, {"--beta1", offsetof(options, t.beta1)},
     {"--beta2", offsetof(options, t.beta2)}, {"--eps", offsetof(options, t.eps)},
-    {"--clip", offsetof(options, t.clip)},
+    {"--clip", offsetof(options, t.clip)}, {"--loss-scale", offsetof(options, loss_scale)},
   };
   static const struct {
     const char *name;
@@ -147,6 +153,8 @@ static int parse(const nnc_train_model *md, int argc, char **argv, options *o) {
     else if (strcmp(k, "--sgd") == 0) o->t.sgd = 1;
     else if (strcmp(k, "--shuffle") == 0) o->shuffle = 1;
     else if (strcmp(k, "--no-peaks") == 0) o->no_peaks = 1;
+    else if (strcmp(k, "--dynamic-scale") == 0) o->t.dynamic_scale = 1;
+    else if (strcmp(k, "--fixed-scale") == 0) o->t.dynamic_scale = -1;
     else {
       int rc = i + 1 < argc ? parse_value(o, k, argv[i + 1]) : 1;
       if (rc) {
@@ -169,6 +177,10 @@ static int parse(const nnc_train_model *md, int argc, char **argv, options *o) {
     fprintf(stderr, "train_%s: expected --lr > 0, --beta1 and --beta2 in [0, 1), --min-lr-ratio in [0, 1] and "
             "--eps, --wd, --clip >= 0; found lr %g, betas %g and %g, min-lr-ratio %g, eps %g, wd %g, clip %g\n",
             md->name, o->t.lr, o->t.beta1, o->t.beta2, o->t.min_ratio, o->t.eps, o->t.weight_decay, o->t.clip);
+    return 2;
+  }
+  if (o->loss_scale < 0) {
+    fprintf(stderr, "train_%s: expected --loss-scale > 0, found %g\n", md->name, o->loss_scale);
     return 2;
   }
   if (!o->check && !o->data) {
@@ -347,15 +359,20 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
   const double work = rc ? 0 : flops_per_update(md, &bt, o);
   const char *unit = md->kind == NNC_TRAIN_TOKENS ? "tokens" : "samples";
   int64_t step = rc ? 0 : md->steps(m);
+  /* the scale is shown when it can change or was asked for */
+  const int scaled = o->t.dynamic_scale > 0 || (o->t.dynamic_scale == 0 && md->dynamic_default) || md->scale(m) != 1;
   if (!rc && !o->json)
     printf("train_%s: %s, %lld %s; %lld updates of %lld x %lld %s from update %lld; peak %.0f GFLOP/s\n", md->name,
            o->data, (long long)data.n, unit, (long long)o->steps, (long long)o->accumulate, (long long)bt.items, unit,
            (long long)step, peak);
-  for (; !rc && step < o->steps; step++) {
+  while (!rc && step < o->steps) {
     uint64_t t0 = nnrt_now_ns();
+    /* the batches' position counts the skipped updates too, so that a resumed
+     * run reads what an uninterrupted one does */
+    const int64_t at = step + md->skipped(m);
     double loss = 0;
     for (int64_t k = 0; !rc && k < o->accumulate; k++) {
-      nnc_train_batch(&data, step * o->accumulate + k, o->batch, o->seq, o->shuffle, o->seed, bt.a, bt.b);
+      nnc_train_batch(&data, at * o->accumulate + k, o->batch, o->seq, o->shuffle, o->seed, bt.a, bt.b);
       float l = 0;
       rc = md->accumulate(m, bt.sym, bt.a, bt.b, &l) ? fail(md, m, "accumulate") : 0;
       loss += l;
@@ -367,19 +384,41 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
               md->name, (long long)step + 1, loss, (long long)step);
       rc = 1;
     }
+    const float scale = md->scale(m);
+    const int64_t skipped = md->skipped(m);
     if (!rc && md->update(m, &o->t, &lr, &norm)) rc = fail(md, m, "update");
     if (rc) break;
+    const int skip = md->skipped(m) > skipped;
     const double ms = (double)(nnrt_now_ns() - t0) * 1e-6;
     const double per_s = (double)bt.items * (double)o->accumulate / (ms * 1e-3);
     const double mfu = peak > 0 ? work / (ms * 1e-3) / (peak * 1e9) : 0;
-    if (o->json)
-      printf("{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"ms\": %.3f, \"%s_per_s\": %.1f, "
-             "\"mfu\": %.4f}\n", (long long)step + 1, loss, (double)lr, (double)norm, ms, unit, per_s, mfu);
-    else
-      printf("step %6lld  loss %.6f  lr %.3e  grad norm %.4f  %8.2f ms  %10.0f %s/s  MFU %5.1f%%\n",
+    if (o->json) {
+      /* a skipped update's norm is not finite: null, as JSON has no inf or nan */
+      char gn[32] = "null";
+      if (isfinite(norm)) snprintf(gn, sizeof gn, "%.9g", (double)norm);
+      printf("{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %s, \"ms\": %.3f, \"%s_per_s\": %.1f, "
+             "\"mfu\": %.4f", (long long)step + 1, loss, (double)lr, gn, ms, unit, per_s, mfu);
+      if (scaled)
+        printf(", \"loss_scale\": %.9g, \"skipped\": %s, \"skipped_total\": %lld", (double)scale, skip ? "true" : "false",
+               (long long)md->skipped(m));
+      printf("}\n");
+    } else if (skip) {
+      printf("step %6lld  loss %.6f  skipped: gradient norm %g at loss scale %g (now %g; %lld skipped)\n",
+             (long long)step + 1, loss, (double)norm, (double)scale, (double)md->scale(m), (long long)md->skipped(m));
+    } else {
+      printf("step %6lld  loss %.6f  lr %.3e  grad norm %.4f  %8.2f ms  %10.0f %s/s  MFU %5.1f%%",
              (long long)step + 1, loss, (double)lr, (double)norm, ms, per_s, unit, 100 * mfu);
+      if (scaled) printf("  scale %g", (double)scale);
+      printf("\n");
+    }
     fflush(stdout);
-    const int64_t done = step + 1;
+    if (skip && !(scale > 1)) {
+      fprintf(stderr, "train_%s: update %lld: the gradient is not finite at loss scale %g; stopping\n", md->name,
+              (long long)step + 1, (double)scale);
+      rc = 1;
+    }
+    if (skip || rc) continue;
+    const int64_t done = ++step;
     if (o->val && o->eval_every > 0 && done % o->eval_every == 0 && done < o->steps) {
       double vl, acc;
       rc = evaluate(md, m, o, &val, &bt, &vl, &acc);
@@ -548,6 +587,7 @@ static int check_updates(const nnc_train_model *md, const options *o) {
   ref_state r = {calloc((size_t)md->nparams + 1, sizeof(double *)), calloc((size_t)md->nparams + 1, sizeof(double *)),
                  calloc((size_t)md->nparams + 1, sizeof(double *))};
   int rc = random_weights(md, m, o->seed);
+  if (!rc && o->loss_scale > 0 && md->set_scale(m, o->loss_scale)) rc = fail(md, m, "--loss-scale");
   if (!rc) rc = batch_init(md, o, &bt);
   else memset(&bt, 0, sizeof bt);
   if (!rc && !(r.w && r.mom && r.vel)) rc = 1;
@@ -578,7 +618,9 @@ static int check_updates(const nnc_train_model *md, const options *o) {
   nnrt_st_close(st);
   uint64_t s = o->seed + 99;
   double worst = 0;
+  int retries = 0;
   for (int64_t t = 1; !rc && t <= 2; t++) {
+    const uint64_t batch_seed = s;
     for (int64_t k = 0; k < bt.items; k++) {
       bt.b[k] = (int32_t)(nnc_train_splitmix64(&s) % (uint64_t)md->classes);
       if (md->kind == NNC_TRAIN_TOKENS)
@@ -589,12 +631,28 @@ static int check_updates(const nnc_train_model *md, const options *o) {
     float loss = 0, lr = 0, norm = 0;
     if (md->accumulate(m, bt.sym, bt.a, bt.b, &loss)) rc = fail(md, m, "accumulate");
     if (!rc && t == 1) rc = check_eval(md, m, &bt, loss);
+    /* the gradients come times the loss scale; an update skipped for an
+     * overflow (dynamic scaling) is tried again on the same batch at half
+     * the scale */
+    const double ls = md->scale(m);
+    const int64_t skipped = md->skipped(m);
+    if (!rc && md->update(m, &o->t, &lr, &norm)) rc = fail(md, m, "update");
+    if (!rc && md->skipped(m) > skipped) {
+      printf("  update %lld: skipped at loss scale %g (the gradient is not finite), again at %g\n", (long long)t, ls,
+             (double)md->scale(m));
+      if (++retries > 24) rc = fail(md, m, "--check: every update skipped");
+      s = batch_seed;
+      t--;
+      continue;
+    }
+    /* the reference from the gradients the update used */
     double ss = 0;
     for (int i = 0; !rc && i < md->nparams; i++) {
       const float *g = md->gradient(m, md->manifest[i].name);
       for (int64_t k = 0; g && k < numel(&md->manifest[i]); k++) ss += (double)g[k] * g[k];
     }
-    const double gnorm = sqrt(ss), scale = o->t.clip > 0 && gnorm > o->t.clip ? o->t.clip / gnorm : 1;
+    const double gnorm = sqrt(ss) / ls;
+    const double scale = (o->t.clip > 0 && gnorm > o->t.clip ? o->t.clip / gnorm : 1) / ls;
     const double rlr = reference_lr(&o->t, t);
     for (int i = 0; !rc && i < md->nparams; i++) {
       const nnrt_st_desc *d = &md->manifest[i];
@@ -602,12 +660,11 @@ static int check_updates(const nnc_train_model *md, const options *o) {
       reference_update(&o->t, t, rlr, scale, decay, md->gradient(m, d->name), r.w[i], r.mom[i], r.vel[i],
                        numel(d));
     }
-    if (!rc && md->update(m, &o->t, &lr, &norm)) rc = fail(md, m, "update");
     double err = fabs(lr - rlr) / rlr + fabs(norm - gnorm) / fmax(gnorm, 1e-30);
     if (!rc) rc = compare_checkpoint(md, m, path, &r, &err);
     if (!rc)
-      printf("  update %lld: loss %.6f, lr %.4g, gradient norm %.6g; weights and moments against float64: max "
-             "relative error %.3g %s\n", (long long)t, loss, lr, norm, err, err <= 1e-5 ? "ok" : "FAILED");
+      printf("  update %lld: loss %.6f, lr %.4g, gradient norm %.6g, loss scale %g; weights and moments against "
+             "float64: max relative error %.3g %s\n", (long long)t, loss, lr, norm, ls, err, err <= 1e-5 ? "ok" : "FAILED");
     worst = fmax(worst, err);
   }
   remove(path);
@@ -646,6 +703,8 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
   if (o.resume) rc = md->load(m, o.resume) ? fail(md, m, o.resume) : 0;
   else if (o.weights) rc = md->load(m, o.weights) ? fail(md, m, o.weights) : 0;
   else rc = random_weights(md, m, o.seed);
+  /* the first scale: a resumed run goes on with its checkpoint's */
+  if (!rc && o.loss_scale > 0 && !o.resume) rc = md->set_scale(m, o.loss_scale) ? fail(md, m, "--loss-scale") : 0;
   if (!rc) rc = train(md, m, &o);
   md->destroy(m);
   return rc;

@@ -26,6 +26,8 @@ typedef struct nnc_train_opts {
   float min_ratio, beta1, beta2, eps, weight_decay;
   const char *no_decay;
   float clip;
+  int dynamic_scale;       /* loss scaling: 1 dynamic, -1 fixed, 0 the model's default */
+  int64_t scale_window;
 } nnc_train_opts;
 
 typedef struct nnc_train_model {
@@ -56,6 +58,12 @@ typedef struct nnc_train_model {
   const void *(*output)(const void *m, const char *name);
   /* the benchmark's description of the same model, for --check's gradients */
   const nnc_bench_model *bench;
+  /* loss scaling: the gradients are times the scale (_train_set_loss_scale,
+   * _train_loss_scale, _train_skipped) */
+  int (*set_scale)(void *m, float scale);
+  float (*scale)(const void *m);
+  int64_t (*skipped)(const void *m);
+  int dynamic_default;     /* dynamic unless asked otherwise (f16 storage) */
 } nnc_train_model;
 
 /* The whole program; returns the process exit code (0 ok, 1 a failure or a
