@@ -16,6 +16,7 @@
  * launched comes from the target (ec_loop_target in emit_c.h), and so may
  * each element access, where the target's nnc_ld and nnc_st cannot take
  * every type (ec_ctx.loop_load). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -343,6 +344,29 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     }
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
     unravel(x, n->out[0], "e", loop.buf, &body, 4);
+  } else if (n->op == NNC_OP_IM2COL) {
+    /* output (b, oh, ow, ch, i*KW + j) reads the image at (oh*SH - PH + i*DH, ow*SW - PW + j*DW) */
+    const nnc_window *w = &n->attrs.win;
+    const nnc_tensor *in = &g->tensors[n->in[0]], *o = &g->tensors[n->out[0]];
+    char z[ACCESS];
+    long long C = in->shape[w->nhwc ? 3 : 1].k, H = in->shape[w->nhwc ? 1 : 2].k, W = in->shape[w->nhwc ? 2 : 3].k;
+    ec_elems(x, n->out[0], n_expr, sizeof n_expr);
+    lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+    lt->pointer(lt->self, &body, "", "y", n->out[0]);
+    nnc_sb_printf(&body, "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d over a %s image */\n"
+                         "  const int C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n",
+                  w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", C, H, W,
+                  (long long)o->shape[1].k, (long long)o->shape[2].k);
+    nnc_sb_printf(&loop, "    const int kk = e %% %d, ch = e / %d %% C, r = e / %d / C;\n"
+                         "    const int b = r / (OH * OW), ih = r / OW %% OH * %d - %d + kk / %d * %d,\n"
+                         "              iw = r %% OW * %d - %d + kk %% %d * %d;\n"
+                         "    if (ih >= 0 && ih < H && iw >= 0 && iw < W) %s;\n    else %s;\n",
+                  w->kh * w->kw, w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw,
+                  cp(lt, n->out[0], "y", "e", "x",
+                     w->nhwc ? "((b * H + ih) * W + iw) * C + ch" : "((b * C + ch) * H + ih) * W + iw", c, sizeof c),
+                  st(lt, n->out[0], "y", "e", isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY")
+                                                                     : "0.0f", z, sizeof z));
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else {
     /* slice, concat, split: (outer o, position l along the axis, inner i) */
     int axis = n->attrs.axis;

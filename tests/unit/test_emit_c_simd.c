@@ -281,6 +281,13 @@ OP_TEST(embedding_loss, "-d B=3 -d T=17")
 OP_TEST(matmul, "-d B=3 -d T=17")
 OP_TEST(norms, "-d B=3 -d T=17")
 OP_TEST(attention, "-d B=3 -d T=17")
+OP_TEST(conv, "-d B=3")
+
+/* The MNIST CNN at a small odd size (convolutions, max pooling, flatten). */
+static void test_mnist_cnn(void **state) {
+  const char *d[] = {"size=13", "conv1=5", "conv2=7", "hidden=9", "batch=8"};
+  build_and_check("models/mnist_cnn.lua", "mnist_cnn", d, 5, "-d B=3");
+}
 
 /* The edge sizes: every dim at 1 and at its maximum. */
 static void test_edge_sizes(void **state) {
@@ -555,6 +562,8 @@ int main(void) {
     cmocka_unit_test(test_op_matmul),
     cmocka_unit_test(test_op_norms),
     cmocka_unit_test(test_op_attention),
+    cmocka_unit_test(test_op_conv),
+    cmocka_unit_test(test_mnist_cnn),
     cmocka_unit_test(test_edge_sizes),
     cmocka_unit_test(test_api_misuse),
   };

@@ -163,6 +163,8 @@ static void test_models(void **state) {
   build("models/bert.lua", "bert", "cuda-sm80", "tf32", bert, 2);
   build("models/bert.lua", "bert", "cuda-sm90", "bf16", bert, 2);
   build("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", gpt2, 3);
+  const char *cnn[] = {"size=13", "conv1=5", "conv2=7", "hidden=9"};
+  build("models/mnist_cnn.lua", "mnist_cnn", "cuda-sm90a", "bf16", cnn, 4);
   char p[512];
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_bf16/gpt2.cu", work);
   assert_true(file_has(p, "precision bf16"));
@@ -261,7 +263,7 @@ static void test_ops(void **state) {
     return;
   }
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention"};
+                              "matmul", "norms", "attention", "conv"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);

@@ -234,6 +234,8 @@ static void test_models(void **state) {
   assert_true(roof > 0 && isfinite(roof));
   check("models/bert.lua", "bert", bert, 2, "-d B=3 -d T=17");
   check("models/gpt2.lua", "gpt2", gpt2, 3, "-d B=3 -d T=17");
+  const char *cnn[] = {"size=13", "conv1=5", "conv2=7", "hidden=9"};
+  check("models/mnist_cnn.lua", "mnist_cnn", cnn, 4, "-d B=3");
   /* the same binaries on a device seen as small: every list takes small sizes */
   run_check("mlp", "-d B=3", SMALL_DEVICE);
   run_check("bert", "-d B=3 -d T=17", SMALL_DEVICE);
@@ -714,7 +716,7 @@ static void test_ops(void **state) {
     return;
   }
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention"};
+                              "matmul", "norms", "attention", "conv"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
@@ -798,7 +800,7 @@ static void narrow_models(const char *precision) {
 /* Every op family of tests/ops/ with storage precision. */
 static void narrow_ops(const char *precision) {
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention"};
+                              "matmul", "norms", "attention", "conv"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], dir[128];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "passes/passes.h"
 #include "ref/ref.h"
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -409,6 +410,43 @@ static void test_moves(void **state) {
     assert_true(r.val[s0][row * 2] == xv[row * 5] && r.val[s0][row * 2 + 1] == xv[row * 5 + 1]);
     for (int k = 0; k < 3; k++) assert_true(r.val[s1][row * 3 + k] == xv[row * 5 + 2 + k]);
   }
+  nnc_ref_free(&r);
+  nnc_graph_free(&g);
+}
+
+/* im2col by hand on a 3x3 image holding 1..9: plain 2x2 windows, padded and
+ * strided windows of -inf (max pooling's), dilated ones, and NHWC with two
+ * channels; the shape rule agrees with the hand-made output shapes. */
+static void test_im2col(void **state) {
+  nnc_graph g;
+  nnc_error err;
+  nnc_graph_init(&g);
+  int x = input(&g, "x", NNC_F32, 4, DIMS(1, 1, 3, 3));
+  int xh = input(&g, "xh", NNC_F32, 4, DIMS(1, 2, 1, 2));   /* NHWC: H 2, W 1, C 2 */
+  nnc_window plain = {2, 2, 1, 1, 0, 0, 1, 1, false}, padded = {2, 2, 2, 2, 1, 1, 1, 1, false};
+  nnc_window dilated = {2, 2, 1, 1, 0, 0, 2, 2, false}, nhwc = {2, 1, 1, 1, 1, 0, 1, 1, true};
+  int a = op(&g, NNC_OP_IM2COL, 1, IDS(x), &(nnc_attrs){.win = plain}, 5, DIMS(1, 2, 2, 1, 4));
+  int b = op(&g, NNC_OP_IM2COL, 1, IDS(x), &(nnc_attrs){.win = padded, .scalar = -INFINITY}, 5, DIMS(1, 2, 2, 1, 4));
+  int c = op(&g, NNC_OP_IM2COL, 1, IDS(x), &(nnc_attrs){.win = dilated}, 5, DIMS(1, 1, 1, 1, 4));
+  int d = op(&g, NNC_OP_IM2COL, 1, IDS(xh), &(nnc_attrs){.win = nhwc}, 5, DIMS(1, 3, 1, 2, 2));
+  for (int n = 0; n < g.nnodes; n++) {
+    nnc_tensor want = g.tensors[g.nodes[n].out[0]];
+    assert_int_equal(nnc_infer_node(&g, n, &err), NNC_OK);
+    const nnc_tensor *got = &g.tensors[g.nodes[n].out[0]];
+    assert_int_equal(got->rank, want.rank);
+    for (int i = 0; i < want.rank; i++) assert_true(nnc_dim_eq(got->shape[i], want.shape[i]));
+  }
+  nnc_ref r;
+  assert_int_equal(nnc_ref_init(&r, &g, NULL, &err), NNC_OK);
+  set(&r, x, VALS(1, 2, 3, 4, 5, 6, 7, 8, 9));
+  set(&r, xh, VALS(1, 2, 3, 4));   /* (h 0: c 1, 2), (h 1: c 3, 4) */
+  run_graph_ok(&r);
+  expect_values(&r, a, VALS(1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9), 16, 0);
+  const double I = -INFINITY;
+  expect_values(&r, b, VALS(I, I, I, 1, I, I, 2, 3, I, 4, I, 7, 5, 6, 8, 9), 16, 0);
+  expect_values(&r, c, VALS(1, 3, 7, 9), 4, 0);
+  /* rows oh = 0, 1, 2 read h = oh - 1 and oh; per channel the two rows */
+  expect_values(&r, d, VALS(0, 1, 0, 2, 1, 3, 2, 4, 3, 0, 4, 0), 12, 0);
   nnc_ref_free(&r);
   nnc_graph_free(&g);
 }
@@ -963,6 +1001,7 @@ int main(void) {
     cmocka_unit_test(test_softmax_norms),
     cmocka_unit_test(test_reductions),
     cmocka_unit_test(test_moves),
+    cmocka_unit_test(test_im2col),
     cmocka_unit_test(test_embedding),
     cmocka_unit_test(test_cross_entropy),
     cmocka_unit_test(test_missing_and_bad_sizes),
