@@ -112,12 +112,13 @@ static void want_image(lua_State *L, int x, int argi, const char *fn, bool nhwc)
               "sizes), found %s", fn, fe_describe(L, argi, d, sizeof d));
 }
 
-static int im2col(lua_State *L, int x, const nnc_window *w, double pad) {
+/* The windows, labelled with the op that reads them (its messages name it). */
+static int im2col(lua_State *L, int x, const nnc_window *w, double pad, const char *fn) {
   nnc_attrs at;
   memset(&at, 0, sizeof at);
   at.win = *w;
   at.scalar = pad;
-  return node_out(L, NNC_OP_IM2COL, 1, &x, &at, NULL, NULL);
+  return node_out(L, NNC_OP_IM2COL, 1, &x, &at, fn, NULL);
 }
 
 /* The [N, OH, OW, O] result as the model's layout. */
@@ -130,7 +131,7 @@ static int to_layout(lua_State *L, int y, bool nhwc) {
  * shape with those elements: conv1d's [O, C/groups, K]) and an optional bias. */
 static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_t groups, int weight, int bias,
                      const char *label, const char *fn) {
-  int cols = im2col(L, x, w, 0.0);
+  int cols = im2col(L, x, w, 0.0, fn);
   const nnc_tensor *ct = tensor(L, cols);
   nnc_dim N = ct->shape[0], OH = ct->shape[1], OW = ct->shape[2];
   int64_t C = ct->shape[3].k, KK = ct->shape[4].k, Cg = C / groups, Og = O / groups;
@@ -284,7 +285,7 @@ static int pool(lua_State *L, nnc_op reduce, const char *fn) {
     return fe_fail(L, NNC_E_SHAPE, "%s: expected padding at most half the kernel, found padding %dx%d for a kernel "
                    "%dx%d", fn, p[0], p[1], k[0], k[1]);
   nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc};
-  int cols = im2col(L, x, &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0);
+  int cols = im2col(L, x, &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
   at.axis = 4;
@@ -314,7 +315,7 @@ static int l_adaptive_avgpool2d(lua_State *L) {
                    "found %dx%d", (long long)H, (long long)W, o[0], o[1]);
   int kh = (int)(H / o[0]), kw = (int)(W / o[1]);
   nnc_window w = {kh, kw, kh, kw, 0, 0, 1, 1, nhwc};
-  int cols = im2col(L, x, &w, 0.0);
+  int cols = im2col(L, x, &w, 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
   at.axis = 4;

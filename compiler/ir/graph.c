@@ -112,9 +112,24 @@ static nnc_status check_shape(const nnc_graph *g, const char *what, const char *
   return NNC_OK;
 }
 
+/* Names go into the generated sources' comments and strings: one that could
+ * end either (a quote, a backslash, a control character, a comment's start
+ * or end) is refused rather than escaped, so that the name the user reads
+ * in the folder is the one written in the model. */
+static nnc_status check_name(const char *what, const char *name, nnc_srcloc loc, nnc_error *err) {
+  for (const char *p = name; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\' || *p == 0x7f || (p[0] == '/' && p[1] == '*') ||
+        (p[0] == '*' && p[1] == '/'))
+      return nnc_errorf(err, NNC_E_MODEL, loc, "%s \"%.200s\": expected a name without quotes, backslashes, control "
+                        "characters, \"/*\" or \"*/\" (it is written into the generated C sources)", what, name);
+  return name[0] ? NNC_OK : nnc_errorf(err, NNC_E_MODEL, loc, "%s: expected a name, found \"\"", what);
+}
+
 nnc_status nnc_graph_add_input(nnc_graph *g, const char *name, nnc_dtype dtype,
                                int rank, const nnc_dim *shape, nnc_srcloc loc,
                                int *id, nnc_error *err) {
+  nnc_status nst = check_name("input", name, loc, err);
+  if (nst) return nst;
   for (int i = 0; i < g->ninputs; i++) {
     const nnc_tensor *o = &g->tensors[g->inputs[i]];
     if (strcmp(o->name, name) == 0)
@@ -133,6 +148,8 @@ nnc_status nnc_graph_add_input(nnc_graph *g, const char *name, nnc_dtype dtype,
 nnc_status nnc_graph_add_param(nnc_graph *g, const char *name, nnc_dtype dtype,
                                int rank, const nnc_dim *shape, nnc_srcloc loc,
                                int *id, nnc_error *err) {
+  nnc_status nst = check_name("parameter", name, loc, err);
+  if (nst) return nst;
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *o = &g->tensors[g->params[i]];
     if (strcmp(o->name, name) != 0) continue;
@@ -234,6 +251,8 @@ nnc_status nnc_graph_add_output(nnc_graph *g, const char *name, int tensor,
                                 nnc_srcloc loc, nnc_error *err) {
   if (tensor < 0 || tensor >= g->ntensors)
     return nnc_errorf(err, NNC_E_INTERNAL, loc, "output %s: not a tensor id (%d)", name, tensor);
+  nnc_status nst = check_name("output", name, loc, err);
+  if (nst) return nst;
   for (int i = 0; i < g->noutputs; i++)
     if (strcmp(g->outputs[i].name, name) == 0)
       return nnc_errorf(err, NNC_E_MODEL, loc, "output \"%s\": already declared at %s:%d", name,

@@ -198,7 +198,9 @@ nnc_status nnc_infer_node(nnc_graph *g, int node, nnc_error *err) {
   const nnc_node *n = &g->nodes[node];
   if (n->op <= NNC_OP_NONE || n->op >= NNC_OP_COUNT)
     return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "infer: node %d has no op (%d)", node, (int)n->op);
-  nnc_infer_ctx c = {g, n, nnc_op_info_of(n->op)->name, err};
+  /* im2col is written by conv2d, the pools, ...: its messages name that op (its label) */
+  const char *name = n->op == NNC_OP_IM2COL && n->label ? n->label : nnc_op_info_of(n->op)->name;
+  nnc_infer_ctx c = {g, n, name, err};
   nnc_status st = check_node(&c);
   if (!st) st = dispatch(&c);
   if (!st) st = check_outputs(&c);

@@ -1,3 +1,3 @@
--- conv2d is not an op of the language: calling it calls nil.
+-- fft2d is not an op of the language: calling it calls nil.
 local x = input("x", f32, { 1, 3, 9, 9 })
-output("y", conv2d(x, 8, param("conv")))
+output("y", fft2d(x, 8, param("fft")))

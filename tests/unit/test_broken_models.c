@@ -37,7 +37,7 @@ typedef struct broken_case {
 static const broken_case cases[] = {
     /* Lua itself */
     {"syntax.lua", NULL, NNC_E_MODEL, B "syntax.lua:4: 'then' expected near 'output'"},
-    {"unknown_op.lua", NULL, NNC_E_MODEL, B "unknown_op.lua:3: attempt to call a nil value (global 'conv2d')"},
+    {"unknown_op.lua", NULL, NNC_E_MODEL, B "unknown_op.lua:3: attempt to call a nil value (global 'fft2d')"},
     {"model_error.lua", NULL, NNC_E_MODEL, B "model_error.lua:4: heads (3) must divide d (10)"},
     {"error_value.lua", NULL, NNC_E_MODEL,
      B "error_value.lua:3: error: expected a message string, found a table value"},
@@ -86,6 +86,33 @@ static const broken_case cases[] = {
      B "causal_rank1.lua:3: causal_mask: expected scores of rank >= 2 [..., T, S], found s f32[9]"},
     {"padding_mask_shape.lua", NULL, NNC_E_SHAPE,
      B "padding_mask_shape.lua:5: padding_mask: expected a mask [B,6] for scores s [B,4,6,6], found m [B,7]"},
+
+    /* names the generated sources could not hold */
+    {"param_comment.lua", NULL, NNC_E_MODEL,
+     B "param_comment.lua:3: parameter \"fc*/x.weight\": expected a name without quotes, backslashes, control "
+       "characters, \"/*\" or \"*/\" (it is written into the generated C sources)"},
+    {"input_quote.lua", NULL, NNC_E_MODEL,
+     B "input_quote.lua:2: input \"x\"y\": expected a name without quotes, backslashes, control characters, "
+       "\"/*\" or \"*/\" (it is written into the generated C sources)"},
+
+    /* convolution and pooling */
+    {"conv_rank.lua", NULL, NNC_E_SHAPE,
+     B "conv_rank.lua:3: conv2d: expected an image of rank 4 ([N, C, H, W]), found tensor x f32[3,20]"},
+    {"conv_groups.lua", NULL, NNC_E_SHAPE,
+     B "conv_groups.lua:3: conv2d: expected input channels divisible by groups 4, found 6 channels"},
+    {"conv_padding.lua", NULL, NNC_E_SHAPE,
+     B "conv_padding.lua:3: conv2d: expected padding smaller than the kernel, found padding 3x3 for a kernel 3x3 "
+       "(dilation 1x1)"},
+    {"conv_too_small.lua", NULL, NNC_E_SHAPE,
+     B "conv_too_small.lua:3: conv2d: expected an image at least as large as the kernel 5x5 (dilation 1x1, padding "
+       "0x0), found x f32[2,3,4,4]"},
+    {"conv_weight.lua", NULL, NNC_E_SHAPE,
+     B "conv_weight.lua:4: parameter conv1.weight: expected f32[8,3,3,3] as declared at " B "conv_weight.lua:3, "
+       "found f32[8,4,3,3]"},
+    {"pool_padding.lua", NULL, NNC_E_SHAPE,
+     B "pool_padding.lua:3: maxpool2d: expected padding at most half the kernel, found padding 2x2 for a kernel 2x2"},
+    {"adaptive_size.lua", NULL, NNC_E_SHAPE,
+     B "adaptive_size.lua:3: adaptive_avgpool2d: expected an output size that divides the image's 9x9, found 4x4"},
 
     /* the sandbox and its budgets */
     {"runaway_loop.lua", NULL, NNC_E_LIMIT,
