@@ -307,10 +307,11 @@ static void test_graphs(void **state) {
   snprintf(p, sizeof p, "%s/gpt2.cu", out);
   assert_true(file_has(p, "  o->cuda_graphs = 1;   /* nnc was given --cuda-graphs */\n"));
   assert_true(file_has(p, "  m->graphs = o->cuda_graphs != 0;\n"));
-  assert_true(file_has(p, "  return gs->d.B == c.d.B &&\n         gs->d.T == c.d.T &&\n"
+  assert_true(file_has(p, "  return gs->kernels == kernels &&\n         gs->d.B == c.d.B &&\n         gs->d.T == c.d.T &&\n"
                           "         gs->in.ids == c.in.ids &&\n         gs->out.logits == c.out.logits;\n"));
   assert_true(file_has(p, "cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal)"));
-  assert_true(file_has(p, "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, s) : forward(m, c, s);\n"));
+  assert_true(file_has(p, "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, kernels, s) : kernels(m, c, s);\n"));
+  assert_true(file_has(p, "  return run_kernels(m, d, in, out, s, forward);\n"));
   assert_true(file_has(p, "    if (m->graph[i].exec) cudaGraphExecDestroy(m->graph[i].exec);\n"));
   snprintf(p, sizeof p, "%s/bench_gpt2.c", out);
   assert_true(file_has(p, "    NULL, b_cuda_graphs,\n"));
@@ -371,6 +372,10 @@ static void test_train(void **state) {
   assert_true(file_has(p, "  a.delta = (float *)((unsigned char *)m->ws + pad_offset((size_t)mask_n * sizeof(*mask)));\n"));
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_f32/gpt2.cu", work);
   assert_true(file_has(p, "  a.lse = (float *)("));
+  /* evaluation runs the forward alone: forward_only(), through the graph cache too */
+  assert_true(file_has(p, "static int forward_only(gpt2_model *m, const run_args &c, cudaStream_t s) {\n"));
+  assert_true(file_has(p, "  return rc ? rc : run_kernels(m, d, &din, dout, m->stream, forward_only);\n"));
+  assert_true(file_has(p, ": not needed by the loss or the kept outputs */\n"));
   /* the training API on the device: one update launch over every weight,
    * f32 master weights where the storage is narrow, and train_<model> */
   snprintf(p, sizeof p, "%s/gpt2_train_cuda-sm80_bf16/gpt2.cu", work);
