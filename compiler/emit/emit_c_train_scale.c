@@ -60,9 +60,9 @@ void ec_train_scale_common(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p;
   const bool f16 = x->r->precision.storage == NNC_F16;
   nnc_sb_printf(b,
-    "/* Loss scaling: the first scale, the largest a doubling reaches (f16's\n"
-    " * largest power of two, 65504 being its largest value), and whether it is\n"
-    " * dynamic unless the options say. */\n"
+    "/* Loss scaling: the first scale, the largest a doubling reaches (under\n"
+    " * f16 storage 2^15: f16's largest value is 65504), whether it is dynamic\n"
+    " * unless the options say, and the good updates before it doubles. */\n"
     "#define TRAIN_LOSS_SCALE %s\n#define TRAIN_SCALE_MAX %s\n#define TRAIN_DYNAMIC_DEFAULT %d\n"
     "#define TRAIN_SCALE_WINDOW 2000\n\n"
     "static int dynamic_scale(const %s_train_options *o) {\n"
