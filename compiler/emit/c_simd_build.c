@@ -45,7 +45,11 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
     "# them, with -Wno-unused-parameter).\n\n",
     p, x->r->target->name, x->isa, p, p, p, x->cflags, x->cflags);
   nnc_sb_printf(&b, "CC ?= cc\nCFLAGS ?= -O2 %s\nLDFLAGS ?=\n", x->cflags);
-  nnc_sb_printf(&b, "WARN = -std=c11 -Wall -Wextra -Werror\n");
+  nnc_sb_printf(&b, "# GCC 12.2 (Debian 12's) miscompiles textually identical functions at -O2:\n"
+    "# its identical-code folding can leave one of them an empty function. Off\n"
+    "# wherever the compiler knows the flag (clang does not, and needs it not).\n"
+    "NO_ICF := $(shell $(CC) -fno-ipa-icf -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fno-ipa-icf)\n"
+                   "WARN = -std=c11 -Wall -Wextra -Werror $(NO_ICF)\n");
   nnc_sb_printf(&b, "# GEMM blocking chosen by nnc's tuner for this target (kernels/gemm_tiles.h)\nTILES = %s\n", x->tile_defs);
   nnc_sb_printf(&b, "LDLIBS = -lm -lpthread\nOBJ = obj\n\n");
   nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c support/nnc_weights.c", p);
@@ -105,7 +109,8 @@ static nnc_status write_meson(const ec_ctx *x, const char *dir, nnc_error *err) 
     "cc = meson.get_compiler('c')\nm_dep = cc.find_library('m')\nthread_dep = dependency('threads')\n"
     "target_args = [", p, p);
   meson_args(&b, x->cflags);
-  nnc_sb_printf(&b, "]\ntile_args = [");
+  nnc_sb_printf(&b, "] + cc.get_supported_arguments('-fno-ipa-icf')   # GCC 12.2 folds identical functions wrongly\n"
+                    "tile_args = [");
   meson_args(&b, x->tile_defs);
   nnc_sb_printf(&b, "]\n\nlib_src = files(\n  '%s.c',\n  'support/nnc_glue.c',\n  'support/nnc_weights.c',\n", p);
   list_meson(&b, "runtime/");

@@ -37,7 +37,11 @@ static nnc_status write_makefile(const ocl_ctx *o, const char *dir, nnc_error *e
     "#   make          lib%s.a, lib%s.so and bench_%s\n#   make clean\n\n", p, o->x.r->target->name,
     o->x.r->precision.name, p, p, p);
   nnc_sb_printf(&b, "CC ?= cc\nCFLAGS ?= -O2\nCPPFLAGS = -I. -Iruntime -Iruntime/opencl -DCL_TARGET_OPENCL_VERSION=120 -DNNC_BENCH_DEVICE\n"
-                    "WARN = -Wall -Wextra -Werror -Wno-unused-parameter\nLDLIBS = -lOpenCL -lm -lpthread\nOBJ = obj\n\n");
+                    "# GCC 12.2 (Debian 12's) miscompiles textually identical functions at -O2:\n"
+                    "# its identical-code folding can leave one of them an empty function. Off\n"
+                    "# wherever the compiler knows the flag (clang does not, and needs it not).\n"
+                    "NO_ICF := $(shell $(CC) -fno-ipa-icf -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fno-ipa-icf)\n"
+                    "WARN = -Wall -Wextra -Werror -Wno-unused-parameter $(NO_ICF)\nLDLIBS = -lOpenCL -lm -lpthread\nOBJ = obj\n\n");
   nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_weights.c", p);
   list_sources(&b, "runtime/");
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark links it\nCHECK_SRC = %s_graph.c bench_%s.c support/nnc_bench.c", p, p);

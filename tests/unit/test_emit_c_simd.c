@@ -289,6 +289,17 @@ static void test_mnist_cnn(void **state) {
   build_and_check("models/mnist_cnn.lua", "mnist_cnn", d, 5, "-d B=3");
 }
 
+/* ResNet-18 at 33x33 with 4 channels, NCHW and NHWC: strided 7x7 and 1x1
+ * convolutions, padded max pooling, batch norm, residual adds, global
+ * pooling. NCHW repeats identical transposes, whose kernels GCC 12.2 folds
+ * wrongly unless the Makefile turns its identical-code folding off. */
+static void test_resnet18(void **state) {
+  const char *nchw[] = {"size=33", "width=4", "classes=7", "batch=4"};
+  const char *nhwc[] = {"size=33", "width=4", "classes=7", "batch=4", "layout=nhwc"};
+  build_and_check_as("models/resnet18.lua", "resnet18", "resnet18", false, nchw, 4, "-d B=3");
+  build_and_check_as("models/resnet18.lua", "resnet18", "resnet18_nhwc", false, nhwc, 5, "-d B=3");
+}
+
 /* The edge sizes: every dim at 1 and at its maximum. */
 static void test_edge_sizes(void **state) {
   char out[512];
@@ -564,6 +575,7 @@ int main(void) {
     cmocka_unit_test(test_op_attention),
     cmocka_unit_test(test_op_conv),
     cmocka_unit_test(test_mnist_cnn),
+    cmocka_unit_test(test_resnet18),
     cmocka_unit_test(test_edge_sizes),
     cmocka_unit_test(test_api_misuse),
   };

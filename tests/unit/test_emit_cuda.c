@@ -165,6 +165,8 @@ static void test_models(void **state) {
   build("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", gpt2, 3);
   const char *cnn[] = {"size=13", "conv1=5", "conv2=7", "hidden=9"};
   build("models/mnist_cnn.lua", "mnist_cnn", "cuda-sm90a", "bf16", cnn, 4);
+  const char *resnet[] = {"size=33", "width=4", "classes=7"};
+  build("models/resnet18.lua", "resnet18", "cuda-sm80", "f32", resnet, 3);
   char p[512];
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm80_bf16/gpt2.cu", work);
   assert_true(file_has(p, "precision bf16"));

@@ -236,6 +236,8 @@ static void test_models(void **state) {
   check("models/gpt2.lua", "gpt2", gpt2, 3, "-d B=3 -d T=17");
   const char *cnn[] = {"size=13", "conv1=5", "conv2=7", "hidden=9"};
   check("models/mnist_cnn.lua", "mnist_cnn", cnn, 4, "-d B=3");
+  const char *resnet[] = {"size=33", "width=4", "classes=7", "batch=4"};
+  check("models/resnet18.lua", "resnet18", resnet, 4, "-d B=3");
   /* the same binaries on a device seen as small: every list takes small sizes */
   run_check("mlp", "-d B=3", SMALL_DEVICE);
   run_check("bert", "-d B=3 -d T=17", SMALL_DEVICE);
