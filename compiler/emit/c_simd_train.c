@@ -86,6 +86,10 @@ static void write_pass(const ec_ctx *x, nnc_sb *b) {
 static void write_hooks(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p;
   nnc_sb_printf(b,
+    "/* The block of one micro-batch's gradients (allocated with the others). */\n"
+    "static int train_part(%s_model *m, float **part) {\n"
+    "  *part = m->part;\n"
+    "  return 0;\n}\n\n"
     "static int train_add_part(%s_model *m) {\n"
     "  for (int64_t i = 0; i < TRAIN_NUMEL; i++) m->grad[i] += m->part[i];\n"
     "  return 0;\n}\n\n"
@@ -109,7 +113,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "    nnc_glue_rows(&m->pool, nnc_weights_numel(&manifest[j]), 1, update_rows, &u);\n"
     "  }\n"
     "  return 0;\n}\n\n",
-    p, p, p, p, p);
+    p, p, p, p, p, p);
 }
 
 /* _save, _load, and the accessors of the state. */

@@ -42,15 +42,17 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   const nnc_graph *g = x->g;
   nnc_sb_printf(b,
-    "/* The gradient, micro-batch and moment blocks (zeroed), the update's table\n"
-    " * and the host copies, allocated by the first call that needs them. */\n"
+    "/* The gradient and moment blocks (zeroed), the update's table and the host\n"
+    " * copies, allocated by the first call that needs them; the micro-batch\n"
+    " * block only when one is needed (train_part): a step without accumulation\n"
+    " * or evaluation goes without its bytes. */\n"
     "static int train_state(%s_model *m) {\n"
     "  if (m->grad) return 0;\n"
     "  nnrt_error e = {};\n"
     "  const size_t bytes = (size_t)TRAIN_NUMEL * sizeof(float);\n"
-    "  float *blk[4] = {NULL, NULL, NULL, NULL};\n"
+    "  float *blk[3] = {NULL, NULL, NULL};\n"
     "  int rc = 0;\n"
-    "  for (int i = 0; !rc && i < 4; i++) {\n"
+    "  for (int i = 0; !rc && i < 3; i++) {\n"
     "    rc = nnrt_cuda_malloc(m->alloc, bytes, (void **)&blk[i], &e);\n"
     "    if (!rc && cudaMemsetAsync(blk[i], 0, bytes, m->stream) != cudaSuccess) rc = %s_E_DEVICE;\n"
     "  }\n"
@@ -67,10 +69,10 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b,
     "  if (rc) {\n"
     "    (void)cudaGetLastError();\n"
-    "    return fail(m, rc, \"%s: allocating the gradients and the optimizer state (4 blocks of %%lld floats)%%s%%s\",\n"
+    "    return fail(m, rc, \"%s: allocating the gradients and the optimizer state (3 blocks of %%lld floats)%%s%%s\",\n"
     "                (long long)TRAIN_NUMEL, e.msg[0] ? \": \" : \"\", e.msg);\n"
     "  }\n"
-    "  m->grad = blk[0];\n  m->part = blk[1];\n  m->mom = blk[2];\n  m->vel = blk[3];\n"
+    "  m->grad = blk[0];\n  m->mom = blk[1];\n  m->vel = blk[2];\n"
     "  m->nacc = 0;\n"
     "  m->loss_scale = TRAIN_LOSS_SCALE;\n"
     "  return 0;\n}\n\n", p);
@@ -115,6 +117,16 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "static int train_launched(%s_model *m, const char *what) {\n"
     "  cudaError_t ce = cudaGetLastError();\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: %%s: %%s\", what, cudaGetErrorString(ce));\n}\n\n"
+    "/* The block of one micro-batch's gradients, allocated on first need. */\n"
+    "static int train_part(%s_model *m, float **part) {\n"
+    "  nnrt_error e = {};\n"
+    "  *part = NULL;\n"
+    "  if (!m->part && nnrt_cuda_malloc(m->alloc, (size_t)TRAIN_NUMEL * sizeof(float), (void **)&m->part, &e)) {\n"
+    "    (void)cudaGetLastError();\n"
+    "    return fail(m, %s_E_DEVICE, \"%s: allocating a micro-batch's gradients (%%lld floats): %%s\", (long long)TRAIN_NUMEL, e.msg);\n"
+    "  }\n"
+    "  *part = m->part;\n"
+    "  return 0;\n}\n\n"
     "static int train_add_part(%s_model *m) {\n"
     "  nnc_optim_accumulate<<<1024, 256, 0, m->stream>>>(m->grad, m->part, TRAIN_NUMEL);\n"
     "  return train_launched(m, \"adding a micro-batch's gradients\");\n}\n\n"
@@ -126,7 +138,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  cudaError_t ce = cudaMemcpyAsync(ss, m->partial, sizeof *ss, cudaMemcpyDeviceToHost, m->stream);\n"
     "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n}\n\n",
-    p, P, p, p, p, P, p);
+    p, P, p, p, P, p, p, p, P, p);
   /* every weight's place, size and storage are the compiler's: only the
    * decay, which the options choose, is filled in per update */
   const nnc_graph *g = x->g;
@@ -296,10 +308,13 @@ static void write_forward(const ec_ctx *x, nnc_sb *b) {
     "static int forward_pass(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_outputs *out, %s_outputs *dout) {\n"
     "  m->err[0] = 0;\n"
     "  %s_outputs o = *out;\n"
-    "  /* the gradients: the micro-batch block, scratch (check_run wants every buffer) */\n", p, p, p, p, p, p);
+    "  /* the gradients: the micro-batch block, scratch (check_run wants every buffer) */\n"
+    "  float *part = NULL;\n"
+    "  int prc = train_part(m, &part);\n"
+    "  if (prc) return prc;\n", p, p, p, p, p, p);
   for (int i = 0; i < g->noutputs; i++) {
     int j = ec_train_param_of_output(x, i);
-    if (j >= 0) nnc_sb_printf(b, "  o.%s = m->part + train_table[%d].at;\n", x->out_name[i], j);
+    if (j >= 0) nnc_sb_printf(b, "  o.%s = part + train_table[%d].at;\n", x->out_name[i], j);
   }
   nnc_sb_printf(b, "  *dout = o;\n");
   for (int i = 0; i < g->noutputs; i++)
