@@ -8,7 +8,8 @@
 #
 # `run` builds each folder, trains STEPS updates on random tokens at B, T
 # while nvidia-smi samples memory.used every 100 ms, and prints one row per
-# setting: the peak sampled less the GPU's use before the run, and the
+# setting: the peak sampled less the GPU's use before the run (and the
+# peak as sampled, which llm.c's row gives; the baseline is printed), and the
 # median ms per update after the third. llm.c's rows come from
 # bench/gpu_train_peers.sh (MODES="" so PyTorch does not run), which needs
 # build/llmc (a `git archive` of karpathy/llm.c). nnc's folders and llm.c
@@ -48,7 +49,7 @@ h = np.zeros(256, np.int32); h[:3] = (20240520, 1, n)
 with open(sys.argv[1], "wb") as f:
     f.write(h.tobytes()); f.write(np.random.default_rng(0).integers(0, 50257, n).astype(np.uint16).tobytes())
 EOF
-  printf '%-8s %12s %10s %10s  %s\n' "nnc" "peak MiB" "ms/update" "tokens/s" "loss" > "$t"
+  printf '%-8s %12s %14s %10s %10s  %s\n' "nnc" "peak MiB" "(nvidia-smi)" "ms/update" "tokens/s" "loss" > "$t"
   for r in $SETTINGS; do
     local base
     base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
@@ -66,7 +67,8 @@ m = [int(x) for x in open(mem).read().split() if x.isdigit()]
 if len(r) < 4:
     print(f"{name:<8} {'-':>12} {'-':>10} {'-':>10}  too few steps"); sys.exit()
 ms = statistics.median(x["ms"] for x in r[3:])
-print(f"{name:<8} {max(m) - base if m else 0:>12} {ms:>10.1f} {B * T / ms * 1e3:>10,.0f}  {r[0]['loss']:.3f} -> {r[-1]['loss']:.3f}")
+peak = max(m) if m else 0
+print(f"{name:<8} {peak - base:>12} {peak:>14} {ms:>10.1f} {B * T / ms * 1e3:>10,.0f}  {r[0]['loss']:.3f} -> {r[-1]['loss']:.3f}")
 EOF
   done
   cat "$t"
@@ -74,6 +76,7 @@ EOF
     OUT=$out/peers MODES="" LLMC_VARIANTS="-r 0;-r 1;-r 2" B=$B T=$T STEPS=$STEPS DEADLINE=240 \
       bash "$ROOT/bench/gpu_train_peers.sh" > "$out/peers.log" 2>&1 || status=1
     grep -E 'llm.c' "$out/peers/table.txt" 2>/dev/null | tee -a "$t" || tail -20 "$out/peers.log"
+    grep -m1 'baseline' "$out/peers.log" | tee -a "$t"
   fi
   [ -z "${OUT:-}" ] || cp "$t" "$OUT/memory_table.txt"
   return $status
