@@ -36,6 +36,8 @@ static const rcase CASES[] = {
     {3, 1000, 77, false, true},   {2, 513, 65, false, true},    {1, 511, 64, false, true},
     {5, 9, 33, false, true},      {1, 0, 5, false, true},       {2, 700, 130, true, true},
     {1, 4096, 3072, false, false},  {2, 520, 24, false, true},
+    /* short rows, a thread each: max pooling's windows (len 9, a NaN among them), the 16 at the limit */
+    {100003, 9, 1, false, true},  {4099, 9, 1, true, true},     {517, 16, 1, false, true},  {3, 1, 1, false, true},
 };
 
 static std::mt19937 rng(7);
