@@ -288,15 +288,17 @@ static nnc_status emit_norm_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   ec_assign(x, &body, 2, "const float *x", n->in[0]);
   ec_assign(x, &body, 2, "const float *gamma", n->in[1]);
   ec_assign(x, &body, 2, "const float *dy", n->in[2]);
+  if (n->nin == 4) ec_assign(x, &body, 2, "const float *dres", n->in[3]);   /* the residual's gradient, added */
   ec_assign(x, &body, 2, "float *dx", n->out[0]);
   ec_assign(x, &body, 2, "float *dgamma", n->out[1]);
   if (layer) ec_assign(x, &body, 2, "float *dbeta", n->out[2]);
   nnc_sb_printf(&body, "  int rc = ensure_ws(c->m, nnc_simd_norm_bwd_workspace_bytes(rows, cols, c->m->par.nthreads));\n"
                        "  if (rc) return rc;\n  nnc_simd_error e;\n"
-                       "  if (nnc_simd_norm_bwd(rows, cols, %d, %s, x, cols, dy, cols, gamma, dx, cols, dgamma, %s,\n"
-                       "                        &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
+                       "  if (nnc_simd_norm_bwd_res(rows, cols, %d, %s, x, cols, dy, cols, %s, cols, gamma, dx, cols, dgamma,\n"
+                       "                            %s, &c->m->par, c->m->ws, c->m->ws_size, &e))\n"
                        "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
-                layer ? 0 : 1, ec_literal(n->attrs.eps, false, lit, sizeof lit), layer ? "dbeta" : "NULL", ki);
+                layer ? 0 : 1, ec_literal(n->attrs.eps, false, lit, sizeof lit), n->nin == 4 ? "dres" : "NULL",
+                layer ? "dbeta" : "NULL", ki);
   char head[64];
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, b, head, NULL, "c->d", &body);

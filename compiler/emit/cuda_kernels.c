@@ -741,9 +741,10 @@ static nnc_status emit_norm_grad(const ec_ctx *x, int ki, nnc_sb *b) {
   ec_assign(x, &body, 2, "a.gamma", n->in[1]);
   ec_assign(x, &body, 2, "a.dy", n->in[2]);
   ec_assign(x, &body, 2, "a.dx", n->out[0]);
+  if (n->nin == 4) ec_assign(x, &body, 2, "a.dres", n->in[3]);   /* the residual's gradient, added to dx */
   ec_assign(x, &body, 2, "a.dgamma", n->out[1]);
   if (layer) ec_assign(x, &body, 2, "a.dbeta", n->out[2]);
-  nnc_sb_printf(&body, "  a.ldx = a.lddy = a.lddx = a.cols;\n  a.work = (float *)m->ws;\n"
+  nnc_sb_printf(&body, "  a.ldx = a.lddy = a.lddx = a.lddres = a.cols;\n  a.work = (float *)m->ws;\n"
                        "  nnc_cuda_error e;\n  if (nnc_cuda_norm_bwd(a, s, &e))\n");
   template_call(x, ki, b, &body);
   return NNC_OK;

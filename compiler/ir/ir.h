@@ -128,8 +128,9 @@ typedef enum nnc_op {
   NNC_OP_CROSS_ENTROPY_GRAD, /* in: logits [..., V], targets i32 [...], dloss []; out: d loss / d logits,
                                 (softmax(logits) - onehot(targets)) * dloss / rows */
   NNC_OP_ATTENTION_GRAD, /* in: q, k, v, o, lse, do, [mask] of an attention; attrs as its; out: dq, dk, dv */
-  NNC_OP_LAYERNORM_GRAD, /* in: x, gamma, dy; attrs.eps; out: dx, dgamma, dbeta (the row statistics recomputed) */
-  NNC_OP_RMSNORM_GRAD,   /* in: x, gamma, dy; attrs.eps; out: dx, dgamma */
+  NNC_OP_LAYERNORM_GRAD, /* in: x, gamma, dy, [dres]; attrs.eps; out: dx (plus dres: the residual stream's
+                            gradient, added in the same pass), dgamma, dbeta (the row statistics recomputed) */
+  NNC_OP_RMSNORM_GRAD,   /* in: x, gamma, dy, [dres]; attrs.eps; out: dx (plus dres), dgamma */
   /* windows of an image: what convolution (a GEMM after it) and pooling (a
    * reduction after it) read */
   NNC_OP_IM2COL,        /* in: x [N, C, H, W] ([N, H, W, C] when attrs.win.nhwc); out [N, OH, OW, C, KH*KW]:

@@ -49,8 +49,8 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   [NNC_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", NNC_CLASS_LOSS, 3, 3, 1},
   [NNC_OP_ATTENTION] = {"attention", NNC_CLASS_ATTENTION, 3, 4, 2},
   [NNC_OP_ATTENTION_GRAD] = {"attention_grad", NNC_CLASS_ATTENTION, 6, 7, 3},
-  [NNC_OP_LAYERNORM_GRAD] = {"layernorm_grad", NNC_CLASS_ROW, 3, 3, 3},
-  [NNC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", NNC_CLASS_ROW, 3, 3, 2},
+  [NNC_OP_LAYERNORM_GRAD] = {"layernorm_grad", NNC_CLASS_ROW, 3, 4, 3},
+  [NNC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", NNC_CLASS_ROW, 3, 4, 2},
   [NNC_OP_IM2COL] = {"im2col", NNC_CLASS_MOVE, 1, 1, 1},
 };
 

@@ -312,6 +312,8 @@ nnc_status nnc_pass_autodiff(nnc_graph *g, const nnc_autodiff_opts *o, nnc_error
     if (!x->dead && on_path) st = backward_node(&s, n, err);
   }
   if (!st) st = add_grad_outputs(&s, loss, &loss_out, inputs, err);
+  int joined = 0;
+  if (!st) st = nnc_pass_norm_residual(g, &joined, err);
   free(loss_name);
   state_free(&s);
   return st;

@@ -93,6 +93,12 @@ const char *nnc_recompute_name(nnc_recompute r);
  * graph after nnc_pass_autodiff and nnc_pass_precision. */
 nnc_status nnc_pass_recompute(nnc_graph *g, nnc_recompute mode, int *ncopies, nnc_error *err);
 
+/* The residual add of a norm gradient's dx (the gradient of a pre-norm
+ * block's input) as the norm gradient's fourth input, dres, added in its
+ * kernel (norm_residual.c); *joined counts them. Run by nnc_pass_autodiff
+ * last. */
+nnc_status nnc_pass_norm_residual(nnc_graph *g, int *joined, nnc_error *err);
+
 /* The sdpa pattern (the fusion's) as one attention node with the rows'
  * log-sum-exp as a second output; *replaced counts them. Run by
  * nnc_pass_autodiff first, so that attention's gradient is one

@@ -98,17 +98,25 @@ nnc_status nnc_ref_op_norm(nnc_ref *r, const nnc_node *n, nnc_error *err) {
 
 /* layernorm_grad / rmsnorm_grad: per row, xhat and rstd from x, then
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma
- * (rms: no mean(g)); dgamma and dbeta sum dy * xhat and dy over the rows. */
+ * (rms: no mean(g)), plus dres when given; dgamma and dbeta sum dy * xhat
+ * and dy over the rows. */
 nnc_status nnc_ref_op_norm_grad(nnc_ref *r, const nnc_node *n, nnc_error *err) {
-  const double *x, *gamma, *dy;
+  const double *x, *gamma, *dy, *dres = NULL;
   double *dx, *dgamma, *dbeta = NULL;
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC];
   bool layer = n->op == NNC_OP_LAYERNORM_GRAD;
   nnc_status st = nnc_ref_need(r, n, n->in[0], &x, err);
   if (!st) st = nnc_ref_need(r, n, n->in[1], &gamma, err);
   if (!st) st = nnc_ref_need(r, n, n->in[2], &dy, err);
+  if (!st && n->nin == 4) st = nnc_ref_need(r, n, n->in[3], &dres, err);
   if (st) return st;
   nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[0]), sd = nnc_ref_shape_of(r, n->in[2]);
+  if (dres) {
+    nnc_ref_shape sr = nnc_ref_shape_of(r, n->in[3]);
+    if (!nnc_ref_shape_eq(&sx, &sr))
+      return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected the residual's gradient like x, found %s",
+                               nnc_ref_desc(r, n->in[3], d1));
+  }
   int64_t C = sx.rank ? sx.d[sx.rank - 1] : 0;
   if (sx.rank < 1 || !nnc_ref_shape_eq(&sx, &sd) || nnc_ref_elems(r, n->in[1]) != C)
     return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected x [...,C], gamma [C] and dy like x, found %s, %s",
@@ -135,7 +143,7 @@ nnc_status nnc_ref_op_norm_grad(nnc_ref *r, const nnc_node *n, nnc_error *err) {
     mg = layer ? mg / (double)C : 0.0;
     mgx /= (double)C;
     for (int64_t c = 0; c < C; c++)
-      dx[row * C + c] = rstd * (dyr[c] * gamma[c] - mg - (xr[c] - mean) * rstd * mgx);
+      dx[row * C + c] = rstd * (dyr[c] * gamma[c] - mg - (xr[c] - mean) * rstd * mgx) + (dres ? dres[row * C + c] : 0.0);
   }
   return NNC_OK;
 }

@@ -146,6 +146,13 @@ nnc_simd_status nnc_simd_norm_bwd(int rows, int cols, int rms, float eps, const 
                                   const float *gamma, float *dx, ptrdiff_t lddx, float *dgamma,
                                   float *dbeta, const nnc_simd_par *par, void *workspace,
                                   size_t workspace_bytes, nnc_simd_error *err);
+/* The same with dres (ld lddres) added to dx: the residual stream's
+ * gradient joins the norm's in one pass. dres may be dx. */
+nnc_simd_status nnc_simd_norm_bwd_res(int rows, int cols, int rms, float eps, const float *x,
+                                      ptrdiff_t ldx, const float *dy, ptrdiff_t lddy, const float *dres,
+                                      ptrdiff_t lddres, const float *gamma, float *dx, ptrdiff_t lddx,
+                                      float *dgamma, float *dbeta, const nnc_simd_par *par, void *workspace,
+                                      size_t workspace_bytes, nnc_simd_error *err);
 
 /* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma may be NULL. */
 nnc_simd_status nnc_simd_rmsnorm(int rows, int cols, const float *x, ptrdiff_t ldx,

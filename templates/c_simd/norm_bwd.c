@@ -35,6 +35,8 @@ typedef struct nb_job {
   ptrdiff_t ldx;
   const float *dy;
   ptrdiff_t lddy;
+  const float *dres;     /* the residual stream's gradient, added to dx; NULL: none */
+  ptrdiff_t lddres;
   const float *gamma;
   float *dx;
   ptrdiff_t lddx;
@@ -96,6 +98,7 @@ static void row_bwd(const nb_job *jb, int r, float *pg, float *pb) {
   const float *x = jb->x + (ptrdiff_t)r * jb->ldx, *dy = jb->dy + (ptrdiff_t)r * jb->lddy;
   const float *gamma = jb->gamma;
   float *dx = jb->dx + (ptrdiff_t)r * jb->lddx;
+  const float *res = jb->dres ? jb->dres + (ptrdiff_t)r * jb->lddres : NULL;
   int n = jb->cols;
   float mean = 0.0f, rstd, sg, sgd;
   if (jb->rms) rstd = nnc_simd_row_rms_inv(x, n, jb->eps);
@@ -109,13 +112,14 @@ static void row_bwd(const nb_job *jb, int r, float *pg, float *pb) {
     nnc_vf d = nnc_vload(dy + j);
     nnc_vf xh = nnc_vmul(nnc_vsub(nnc_vload(x + j), vm), vr);
     nnc_vf g = gamma ? nnc_vmul(d, nnc_vload(gamma + j)) : d;
-    nnc_vstore(dx + j, nnc_vmul(vr, nnc_vsub(g, nnc_vfma(xh, vmgx, vmg))));
+    nnc_vf v = nnc_vmul(vr, nnc_vsub(g, nnc_vfma(xh, vmgx, vmg)));
+    nnc_vstore(dx + j, res ? nnc_vadd(v, nnc_vload(res + j)) : v);
     if (pg) nnc_vstore(pg + j, nnc_vfma(d, xh, nnc_vload(pg + j)));
     if (pb) nnc_vstore(pb + j, nnc_vadd(nnc_vload(pb + j), d));
   }
   for (; j < n; ++j) {
     float d = dy[j], xh = (x[j] - mean) * rstd, g = gamma ? d * gamma[j] : d;
-    dx[j] = rstd * (g - fmaf(xh, mgx, mg));
+    dx[j] = rstd * (g - fmaf(xh, mgx, mg)) + (res ? res[j] : 0.0f);
     if (pg) pg[j] = fmaf(d, xh, pg[j]);
     if (pb) pb[j] += d;
   }
@@ -162,6 +166,15 @@ nnc_simd_status nnc_simd_norm_bwd(int rows, int cols, int rms, float eps, const 
                                   const float *gamma, float *dx, ptrdiff_t lddx, float *dgamma,
                                   float *dbeta, const nnc_simd_par *par, void *workspace,
                                   size_t workspace_bytes, nnc_simd_error *err) {
+  return nnc_simd_norm_bwd_res(rows, cols, rms, eps, x, ldx, dy, lddy, NULL, 0, gamma, dx, lddx, dgamma, dbeta,
+                               par, workspace, workspace_bytes, err);
+}
+
+nnc_simd_status nnc_simd_norm_bwd_res(int rows, int cols, int rms, float eps, const float *x,
+                                      ptrdiff_t ldx, const float *dy, ptrdiff_t lddy, const float *dres,
+                                      ptrdiff_t lddres, const float *gamma, float *dx, ptrdiff_t lddx,
+                                      float *dgamma, float *dbeta, const nnc_simd_par *par, void *workspace,
+                                      size_t workspace_bytes, nnc_simd_error *err) {
   if (rows < 0 || cols < 0)
     return nnc_simd_fail(err, KERNEL, "expected rows, cols >= 0, found rows=%d cols=%d",
                          rows, cols);
@@ -179,15 +192,15 @@ nnc_simd_status nnc_simd_norm_bwd(int rows, int cols, int rms, float eps, const 
   if (!x || !dy || !dx)
     return nnc_simd_fail(err, KERNEL, "expected x, dy and dx, found x=%p dy=%p dx=%p",
                          (const void *)x, (const void *)dy, (void *)dx);
-  if (ldx < cols || lddy < cols || lddx < cols)
-    return nnc_simd_fail(err, KERNEL, "expected ldx, lddy, lddx >= cols=%d, found ldx=%td "
-                         "lddy=%td lddx=%td", cols, ldx, lddy, lddx);
+  if (ldx < cols || lddy < cols || lddx < cols || (dres && lddres < cols))
+    return nnc_simd_fail(err, KERNEL, "expected ldx, lddy, lddx (and lddres) >= cols=%d, found ldx=%td "
+                         "lddy=%td lddx=%td lddres=%td", cols, ldx, lddy, lddx, lddres);
   int nthreads = nnc_simd_threads(par);
   size_t need = nnc_simd_norm_bwd_workspace_bytes(rows, cols, nthreads);
   if ((dgamma || dbeta) && (!workspace || workspace_bytes < need))
     return nnc_simd_fail(err, KERNEL, "expected a workspace of %zu bytes, found %zu at %p", need,
                          workspace ? workspace_bytes : 0, workspace);
-  nb_job jb = {rows, cols, rms, eps, x, ldx, dy, lddy, gamma, dx, lddx, dgamma, dbeta,
+  nb_job jb = {rows, cols, rms, eps, x, ldx, dy, lddy, dres, lddres, gamma, dx, lddx, dgamma, dbeta,
                NULL, NULL, partial_ld(cols), (rows + NB_CHUNK - 1) / NB_CHUNK};
   if (dgamma || dbeta) {
     float *ws = nnc_simd_align_ptr(workspace);

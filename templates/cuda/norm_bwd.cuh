@@ -61,6 +61,8 @@ template <typename E> struct nnc_cuda_norm_bwd_args {
   const E *gamma; /* may be NULL */
   E *dx;
   long long lddx;
+  const E *dres; /* may be NULL: the residual stream's gradient, added to dx (may be dx) */
+  long long lddres;
   E *dgamma; /* may be NULL */
   E *dbeta;  /* may be NULL; ignored for rms */
   float *work; /* nnc_cuda_norm_bwd_workspace_bytes(rows, cols) bytes */
@@ -191,10 +193,12 @@ __global__ void __launch_bounds__(NNC_NORM_BWD_THREADS, 2) nnc_norm_bwd_rows_ker
       const int col = (i * TPR + lane) * VEC;
       if (i * TPR + lane >= nvec) continue;
       float out[VEC];
+      uint4 rv = {0u, 0u, 0u, 0u};
+      if (a.dres) rv = *reinterpret_cast<const uint4 *>(a.dres + r * a.lddres + col);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const float d = nnc_norm_bwd_at<E>(dv[i], j), xh = (nnc_norm_bwd_at<E>(xv[i], j) - k.mean) * k.rstd;
-        out[j] = k.rstd * (d * gam[i][j] - fmaf(xh, k.mgx, k.mg));
+        out[j] = k.rstd * (d * gam[i][j] - fmaf(xh, k.mgx, k.mg)) + (a.dres ? nnc_norm_bwd_at<E>(rv, j) : 0.0f);
         dg[i][j] = fmaf(d, xh, dg[i][j]);
         db[i][j] += d;
       }
@@ -287,7 +291,8 @@ __global__ void __launch_bounds__(NNC_NORM_BWD_THREADS) nnc_norm_bwd_cols_kernel
       const float *k = stats + 4 * r;
       const float d = nnc_dtype<E>::load(a.dy[r * a.lddy + c]);
       const float xh = (nnc_dtype<E>::load(a.x[r * a.ldx + c]) - k[0]) * k[1];
-      a.dx[r * a.lddx + c] = nnc_dtype<E>::store(k[1] * (d * gam - fmaf(xh, k[3], k[2])));
+      const float res = a.dres ? nnc_dtype<E>::load(a.dres[r * a.lddres + c]) : 0.0f;
+      a.dx[r * a.lddx + c] = nnc_dtype<E>::store(k[1] * (d * gam - fmaf(xh, k[3], k[2])) + res);
       dg = fmaf(d, xh, dg);
       db += d;
     }
@@ -376,10 +381,10 @@ nnc_cuda_status nnc_cuda_norm_bwd(const nnc_cuda_norm_bwd_args<E> &args, cudaStr
     const char *name;
     bool need;
     size_t align;
-  } ptrs[7] = {{a.x, "x", has_rows, sizeof(E)},      {a.dy, "dy", has_rows, sizeof(E)},
+  } ptrs[8] = {{a.x, "x", has_rows, sizeof(E)},      {a.dy, "dy", has_rows, sizeof(E)},
                {a.dx, "dx", has_rows, sizeof(E)},    {a.work, "work", has_rows, 16},
                {a.gamma, "gamma", false, sizeof(E)}, {a.dgamma, "dgamma", false, sizeof(E)},
-               {a.dbeta, "dbeta", false, sizeof(E)}};
+               {a.dbeta, "dbeta", false, sizeof(E)}, {a.dres, "dres", false, sizeof(E)}};
   for (const auto &p : ptrs) {
     if (p.need && !p.p)
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a device pointer for %s, found NULL", p.name);
@@ -387,9 +392,9 @@ nnc_cuda_status nnc_cuda_norm_bwd(const nnc_cuda_norm_bwd_args<E> &args, cudaStr
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected %s aligned to %zu bytes, found %p", p.name, p.align,
                            p.p);
   }
-  if (has_rows && (a.ldx < a.cols || a.lddy < a.cols || a.lddx < a.cols))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected ldx, lddy, lddx >= cols=%d, found %lld, %lld, %lld",
-                         a.cols, a.ldx, a.lddy, a.lddx);
+  if (has_rows && (a.ldx < a.cols || a.lddy < a.cols || a.lddx < a.cols || (a.dres && a.lddres < a.cols)))
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected ldx, lddy, lddx (and lddres) >= cols=%d, found %lld, "
+                         "%lld, %lld, %lld", a.cols, a.ldx, a.lddy, a.lddx, a.lddres);
   const long long chunks = nnc_norm_bwd_chunks(a.rows);
   if (has_rows) {
     constexpr int VEC = nnc_dtype<E>::VEC;
@@ -397,7 +402,8 @@ nnc_cuda_status nnc_cuda_norm_bwd(const nnc_cuda_norm_bwd_args<E> &args, cudaStr
     const auto rows16 = [&](const void *p, long long ld) {
       return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (a.rows == 1 || ld * (long long)sizeof(E) % 16 == 0);
     };
-    const bool vec = a.cols % VEC == 0 && rows16(a.x, a.ldx) && rows16(a.dy, a.lddy) && rows16(a.dx, a.lddx);
+    const bool vec = a.cols % VEC == 0 && rows16(a.x, a.ldx) && rows16(a.dy, a.lddy) && rows16(a.dx, a.lddx) &&
+                     (!a.dres || rows16(a.dres, a.lddres));
     if (!vec || !nnc_norm_bwd_launch_rows(a.cols / VEC, a, (unsigned)chunks, s)) {
       float *stats = a.work + 2 * chunks * a.cols;
       nnc_norm_bwd_stats_kernel<E><<<(unsigned)a.rows, NNC_NORM_BWD_THREADS, 0, s>>>(a, stats);

@@ -29,13 +29,16 @@ struct tcase {
   int rows, cols, pad; /* pad: added to every ld (rows off the 16-byte grid) */
   bool inplace;        /* dx over dy */
   bool small;
+  bool res;            /* a residual gradient dres added to dx */
 };
 
 static const tcase CASES[] = {
-    {0, 13, 0, false, true},     {1, 13, 0, false, true},      {37, 13, 0, false, true},
-    {300, 768, 0, false, true},  {5, 3000, 0, false, true},    {130, 64, 0, false, false},
-    {65, 2048, 0, false, false}, {40, 768, 3, false, true},    {69, 768, 0, true, true},
-    {3, 50257, 0, false, false},
+    {0, 13, 0, false, true, false},     {1, 13, 0, false, true, false},      {37, 13, 0, false, true, false},
+    {300, 768, 0, false, true, false},  {5, 3000, 0, false, true, false},    {130, 64, 0, false, false, false},
+    {65, 2048, 0, false, false, false}, {40, 768, 3, false, true, false},    {69, 768, 0, true, true, false},
+    {3, 50257, 0, false, false, false},
+    /* with dres: the rows path, the generic one (padded rows), in place */
+    {300, 768, 0, false, true, true},   {40, 768, 3, false, true, true},     {69, 768, 0, true, true, true},
 };
 
 static std::mt19937 rng(2024);
@@ -81,7 +84,9 @@ static void run_case(const tcase &c, int rms, bool affine, bool with_db, const c
   std::vector<T> hx = random<T>(nx, -1.5f, 2.5f); /* a mean away from 0 */
   std::vector<T> hdy = random<T>(ndy, -1.0f, 1.0f);
   std::vector<T> hg = random<T>((size_t)C, 0.5f, 1.5f);
-  T *x = upload(hx), *dy = upload(hdy), *g = upload(hg);
+  const long long lddres = C + c.pad;
+  std::vector<T> hres = random<T>(c.res ? (size_t)R * lddres : 0, -1.0f, 1.0f);
+  T *x = upload(hx), *dy = upload(hdy), *g = upload(hg), *res = c.res ? upload(hres) : nullptr;
   T *dx = c.inplace ? dy : nullptr, *dg = nullptr, *db = nullptr;
   if (!c.inplace) CK(cudaMalloc(&dx, std::max<size_t>(ndx, 1) * sizeof(T)));
   CK(cudaMalloc(&dg, (size_t)C * sizeof(T)));
@@ -93,6 +98,7 @@ static void run_case(const tcase &c, int rms, bool affine, bool with_db, const c
   a.rows = R, a.cols = C, a.rms = rms, a.eps = 1e-5f;
   a.x = x, a.ldx = ldx, a.dy = dy, a.lddy = lddy, a.gamma = affine ? g : nullptr;
   a.dx = dx, a.lddx = lddx, a.dgamma = dg, a.dbeta = with_db ? db : nullptr, a.work = work;
+  a.dres = res, a.lddres = lddres;
   std::vector<T> out[2][3];
   for (int rep = 0; rep < 2; ++rep) {
     if (c.inplace) CK(cudaMemcpy(dy, hdy.data(), ndy * sizeof(T), cudaMemcpyHostToDevice));
@@ -134,7 +140,8 @@ static void run_case(const tcase &c, int rms, bool affine, bool with_db, const c
     }
     for (int j = 0; j < C; ++j) {
       const double gj = h_to(dr[j]) * (affine ? h_to(hg[j]) : 1.0);
-      edx.add(h_to(out[0][0][r * lddx + j]), rstd * (gj - (rms ? 0.0 : mg) - xh[j] * mgx));
+      edx.add(h_to(out[0][0][r * lddx + j]),
+              rstd * (gj - (rms ? 0.0 : mg) - xh[j] * mgx) + (c.res ? h_to(hres[r * lddres + j]) : 0.0));
       rdg[j] += h_to(dr[j]) * xh[j];
       rdb[j] += h_to(dr[j]);
     }
@@ -151,14 +158,15 @@ static void run_case(const tcase &c, int rms, bool affine, bool with_db, const c
     for (long long j = C; j < lddx; ++j) untouched = untouched && std::isnan(h_to(out[0][0][r * lddx + j]));
   const double worst = std::max({edx.rel(), edg.rel(), edb.rel()});
   const bool ok = worst <= tol && same && untouched;
-  std::printf("%s %-4s rows=%-5d cols=%-5d pad=%d inplace=%d %-9s gamma=%d dbeta=%d  rel err dx %.1e dgamma %.1e "
+  std::printf("%s %-4s rows=%-5d cols=%-5d pad=%d inplace=%d dres=%d %-9s gamma=%d dbeta=%d  rel err dx %.1e dgamma %.1e "
               "dbeta %.1e%s%s\n",
-              ok ? "PASS" : "FAIL", tname, R, C, c.pad, (int)c.inplace, rms ? "rmsnorm" : "layernorm", (int)affine,
+              ok ? "PASS" : "FAIL", tname, R, C, c.pad, (int)c.inplace, (int)c.res, rms ? "rmsnorm" : "layernorm", (int)affine,
               (int)with_db, edx.rel(), edg.rel(), edb.rel(), same ? "" : " (runs differ)",
               untouched ? "" : " (wrote where it should not)");
   if (!ok) ++failures;
   for (T *p : {x, g, dg, db}) CK(cudaFree(p));
   CK(cudaFree(dy));
+  if (res) CK(cudaFree(res));
   if (!c.inplace) CK(cudaFree(dx));
   CK(cudaFree(work));
 }

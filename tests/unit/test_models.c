@@ -541,6 +541,22 @@ static void test_gpt2_train_gelu(void **state) {
     }
     assert_int_equal(save, plain ? 0 : 2);
     assert_int_equal(grad, plain ? 0 : 2);
+    /* each block's two layernorm gradients add the residual's (norm_residual.c); ln_f's has none */
+    int joined = 0, norms = 0;
+    for (int n = 0; n < m.g.nnodes; n++) {
+      const nnc_node *x = &m.g.nodes[n];
+      if (x->dead || x->op != NNC_OP_LAYERNORM_GRAD) continue;
+      norms++;
+      joined += x->nin == 4;
+    }
+    assert_int_equal(norms, 5);
+    assert_int_equal(joined, 4);
+    for (int n = 0; n < m.g.nnodes; n++)   /* no add of a norm gradient's dx is left */
+      if (!m.g.nodes[n].dead && m.g.nodes[n].op == NNC_OP_ADD)
+        for (int i = 0; i < 2; i++) {
+          int p = m.g.tensors[m.g.nodes[n].in[i]].producer;
+          assert_false(p >= 0 && m.g.nodes[p].op == NNC_OP_LAYERNORM_GRAD);
+        }
     assert_int_equal(elementwise, plain ? 4 : 0);
     check_schedule(&m, 3, 17);
     model_free(&m);

@@ -186,12 +186,61 @@ static void test_errors(void **state) {
   free(ws);
 }
 
+/* nnc_simd_norm_bwd_res: dx is nnc_simd_norm_bwd's plus dres, to the bit
+ * (the same float expression, then one add), padded dres rows, dres == dx,
+ * and an lddres below cols refused. */
+static void test_residual(void **state) {
+  (void)state;
+  const int rows = 37, cols = 45;
+  const ptrdiff_t ld = cols + 3;
+  float *x = trandom((size_t)rows * (size_t)ld, -2, 2), *dy = trandom((size_t)rows * (size_t)ld, -1, 1);
+  float *g = trandom((size_t)cols, 0.5f, 1.5f), *res = trandom((size_t)rows * (size_t)ld, -1, 1);
+  float *dx = malloc(sizeof(float) * (size_t)rows * (size_t)ld), *dxr = malloc(sizeof(float) * (size_t)rows * (size_t)ld);
+  float dg[45], db[45], dg2[45], db2[45];
+  size_t wb = nnc_simd_norm_bwd_workspace_bytes(rows, cols, 1);
+  void *ws = malloc(wb);
+  assert_true(dx && dxr && ws);
+  nnc_simd_error err = {0};
+  for (int rms = 0; rms < 2; ++rms) {
+    assert_int_equal(nnc_simd_norm_bwd(rows, cols, rms, 1e-5f, x, ld, dy, ld, g, dx, ld, dg, db, NULL, ws, wb, &err),
+                     NNC_SIMD_OK);
+    assert_int_equal(nnc_simd_norm_bwd_res(rows, cols, rms, 1e-5f, x, ld, dy, ld, res, ld, g, dxr, ld, dg2, db2, NULL,
+                                           ws, wb, &err), NNC_SIMD_OK);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j) {
+        float want = dx[r * ld + j] + res[r * ld + j];
+        assert_memory_equal(&dxr[r * ld + j], &want, sizeof want);
+      }
+    assert_memory_equal(dg, dg2, sizeof(float) * cols);
+    /* in place over dres */
+    memcpy(dxr, res, sizeof(float) * (size_t)rows * (size_t)ld);
+    assert_int_equal(nnc_simd_norm_bwd_res(rows, cols, rms, 1e-5f, x, ld, dy, ld, dxr, ld, g, dxr, ld, dg2, db2, NULL,
+                                           ws, wb, &err), NNC_SIMD_OK);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j) {
+        float want = dx[r * ld + j] + res[r * ld + j];
+        assert_memory_equal(&dxr[r * ld + j], &want, sizeof want);
+      }
+  }
+  assert_int_equal(nnc_simd_norm_bwd_res(rows, cols, 0, 1e-5f, x, ld, dy, ld, res, cols - 1, g, dxr, ld, dg2, db2,
+                                         NULL, ws, wb, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "lddres"));
+  free(x);
+  free(dy);
+  free(g);
+  free(res);
+  free(dx);
+  free(dxr);
+  free(ws);
+}
+
 int main(void) {
   trng_seed(7);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shapes),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_residual),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
