@@ -8,7 +8,8 @@
 #
 # run builds every folder, checks each against the float64 reference with
 # poisoned outputs (tests/ops/conv.lua in f32 and bf16, the MNIST CNN, a
-# small ResNet-18 in both layouts; `bench_<model> --check`), runs
+# small ResNet-18 in both layouts; the MNIST CNN's training step in f32, whose
+# gradients go through col2im; `bench_<model> --check`), runs
 # compute-sanitizer memcheck on the ops, then times ResNet-18 at B, 224x224,
 # bf16 (NCHW and NHWC: the harness's median after warm-up) and PyTorch's
 # (bench/gpu_resnet_torch.py: eager and torch.compile MODES, channels_last)
@@ -23,6 +24,7 @@ SMALL="-D size=33 -D width=4 -D classes=7 -D batch=4"
 CASES="conv_f32 tests/ops/conv f32
 conv_bf16 tests/ops/conv bf16
 mnist_bf16 models/mnist_cnn bf16
+mnist_train_f32 models/mnist_cnn f32 --train
 resnet_small_f32 models/resnet18 f32 $SMALL
 resnet_small_nhwc_bf16 models/resnet18 bf16 $SMALL -D layout=nhwc
 resnet_nchw models/resnet18 bf16 -D batch=$B

@@ -332,6 +332,43 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }
+  if (n->op == NNC_OP_COL2IM) {
+    /* a task writes whole image rows; each pixel gathers the window entries
+     * that read it, in a fixed order (no scatter, no atomics) */
+    const nnc_window *w = &n->attrs.win;
+    const nnc_tensor *o = &g->tensors[n->out[0]], *in = &g->tensors[n->in[0]];
+    char rows[EXPR], cols[EXPR];
+    ec_dims_product(x, n->out[0], 0, 3, rows, sizeof rows);
+    ec_dims_product(x, n->out[0], 3, 4, cols, sizeof cols);
+    snprintf(v, sizeof v, "const %s *x", ty);
+    ec_assign(x, &body, 2, v, n->in[0]);
+    snprintf(v, sizeof v, "%s *y", ty);
+    ec_assign(x, &body, 2, v, n->out[0]);
+    int64_t C = o->shape[w->nhwc ? 3 : 1].k, H = o->shape[w->nhwc ? 1 : 2].k, W = o->shape[w->nhwc ? 2 : 3].k;
+    nnc_sb_printf(&body,
+      "  /* im2col's gradient: windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d, a %s image */\n"
+      "  const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld, last = %lld;\n"
+      "  for (int64_t r = r0; r < r1; r++)\n"
+      "    for (int64_t q = 0; q < last; q++) {\n"
+      "      const int64_t e = r * last + q;\n"
+      "      const int64_t %s;\n"
+      "      %s acc = 0;\n"
+      "      for (int64_t i = 0; i < %d; i++) {\n"
+      "        const int64_t th = h + %d - i * %d;\n"
+      "        if (th < 0 || th %% %d || th / %d >= OH) continue;\n"
+      "        for (int64_t j = 0; j < %d; j++) {\n"
+      "          const int64_t tw = w + %d - j * %d;\n"
+      "          if (tw < 0 || tw %% %d || tw / %d >= OW) continue;\n"
+      "          acc += x[(((b * OH + th / %d) * OW + tw / %d) * C + ch) * %d + i * %d + j];\n"
+      "        }\n      }\n      y[e] = acc;\n    }\n",
+      w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", (long long)C, (long long)H,
+      (long long)W, (long long)in->shape[1].k, (long long)in->shape[2].k, (long long)o->shape[3].k,
+      w->nhwc ? "ch = e % C, w = e / C % W, h = e / (C * W) % H, b = e / (C * W * H)"
+              : "w = e % W, h = e / W % H, ch = e / (W * H) % C, b = e / (W * H * C)",
+      ty, w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw, w->sh, w->sw, w->kh * w->kw, w->kw);
+    rows_fns(x, ki, rows, cols, &body, b);
+    return NNC_OK;
+  }
   if (n->op == NNC_OP_TRANSPOSE && swaps_last_two(n, g->tensors[n->in[0]].rank)) {
     /* the swap of the last two axes in tiles: a task writes TILE rows of y
      * (TILE columns of x) of one matrix, a TILE x TILE tile at a time, so

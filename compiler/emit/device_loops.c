@@ -367,6 +367,36 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                   st(lt, n->out[0], "y", "e", isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY")
                                                                      : "0.0f", z, sizeof z));
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
+  } else if (n->op == NNC_OP_COL2IM) {
+    /* im2col's gradient: each pixel gathers the window entries that read it,
+     * in a fixed order (no atomics: the same bits every run) */
+    const nnc_window *w = &n->attrs.win;
+    const nnc_tensor *in = &g->tensors[n->in[0]], *o = &g->tensors[n->out[0]];
+    char z[ACCESS], a[ACCESS];
+    long long C = o->shape[w->nhwc ? 3 : 1].k, H = o->shape[w->nhwc ? 1 : 2].k, W = o->shape[w->nhwc ? 2 : 3].k;
+    ec_elems(x, n->out[0], n_expr, sizeof n_expr);
+    lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+    lt->pointer(lt->self, &body, "", "y", n->out[0]);
+    nnc_sb_printf(&body, "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d, a %s image */\n"
+                         "  const int C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n",
+                  w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", C, H, W,
+                  (long long)in->shape[1].k, (long long)in->shape[2].k);
+    nnc_sb_printf(&loop, "    const int %s;\n"
+                         "    float acc = 0.0f;\n"
+                         "    for (int i = 0; i < %d; i++) {\n"
+                         "      const int th = h + %d - i * %d;\n"
+                         "      if (th < 0 || th %% %d || th / %d >= OH) continue;\n"
+                         "      for (int j = 0; j < %d; j++) {\n"
+                         "        const int tw = w + %d - j * %d;\n"
+                         "        if (tw < 0 || tw %% %d || tw / %d >= OW) continue;\n"
+                         "        acc += %s;\n      }\n    }\n    %s;\n",
+                  w->nhwc ? "ch = e % C, w = e / C % W, h = e / (C * W) % H, b = e / (C * W * H)"
+                          : "w = e % W, h = e / W % H, ch = e / (W * H) % C, b = e / (W * H * C)",
+                  w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw,
+                  ld(lt, n->in[0], "x", "(((b * OH + th / SH_) * OW + tw / SW_) * C + ch) * KK_ + i * KW_ + j", a, sizeof a),
+                  st(lt, n->out[0], "y", "e", "acc", z, sizeof z));
+    nnc_sb_printf(&body, "  const int SH_ = %d, SW_ = %d, KK_ = %d, KW_ = %d;\n", w->sh, w->sw, w->kh * w->kw, w->kw);
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else {
     /* slice, concat, split: (outer o, position l along the axis, inner i) */
     int axis = n->attrs.axis;

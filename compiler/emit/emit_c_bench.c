@@ -114,7 +114,7 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     if (a->act) nnc_sb_printf(&b, ", .act = %d", (int)a->act);
     if (a->mask_zero) nnc_sb_printf(&b, ", .mask_zero = 1");
     if (a->causal) nnc_sb_printf(&b, ", .causal = 1");
-    if (n->op == NNC_OP_IM2COL)
+    if (n->op == NNC_OP_IM2COL || n->op == NNC_OP_COL2IM)
       nnc_sb_printf(&b, ", .win = {%d, %d, %d, %d, %d, %d, %d, %d, %d}", a->win.kh, a->win.kw, a->win.sh, a->win.sw,
                     a->win.ph, a->win.pw, a->win.dh, a->win.dw, a->win.nhwc ? 1 : 0);
     nnc_sb_printf(&b, "},\n");

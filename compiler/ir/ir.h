@@ -136,6 +136,9 @@ typedef enum nnc_op {
   NNC_OP_IM2COL,        /* in: x [N, C, H, W] ([N, H, W, C] when attrs.win.nhwc); out [N, OH, OW, C, KH*KW]:
                            (n, oh, ow, c, i*KW + j) is x[n, c, oh*SH - PH + i*DH, ow*SW - PW + j*DW],
                            attrs.scalar outside the image (0, or -inf for max pooling) */
+  NNC_OP_COL2IM,        /* in: windows [N, OH, OW, C, KH*KW]; out: the image, its shape set by the caller: each
+                           pixel the sum of the window entries im2col (the same attrs.win) read it into; im2col's
+                           gradient */
   NNC_OP_COUNT
 } nnc_op;
 

@@ -52,6 +52,7 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   [NNC_OP_LAYERNORM_GRAD] = {"layernorm_grad", NNC_CLASS_ROW, 3, 4, 3},
   [NNC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", NNC_CLASS_ROW, 3, 4, 2},
   [NNC_OP_IM2COL] = {"im2col", NNC_CLASS_MOVE, 1, 1, 1},
+  [NNC_OP_COL2IM] = {"col2im", NNC_CLASS_MOVE, 1, 1, 1},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

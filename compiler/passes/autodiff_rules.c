@@ -370,6 +370,15 @@ static nnc_status vjp_slice(ad_ctx *c, ad_vjp *v) {
   return ad_shaped(c, NNC_OP_PAD, 1, &v->dy[0], &a, rank, shape, &v->dx[0]);
 }
 
+/* im2col: each window entry's gradient back to the pixel it was read from */
+static nnc_status vjp_im2col(ad_ctx *c, ad_vjp *v) {
+  const nnc_tensor *x = T(c, v->n->in[0]);
+  nnc_attrs a = {.win = v->n->attrs.win};
+  nnc_dim shape[NNC_MAX_RANK];
+  memcpy(shape, x->shape, sizeof shape);
+  return ad_shaped(c, NNC_OP_COL2IM, 1, &v->dy[0], &a, x->rank, shape, &v->dx[0]);
+}
+
 /* a + b as one dim: a constant sum, or multiples of the same symbols */
 static bool dim_add(nnc_dim a, nnc_dim b, nnc_dim *out) {
   if (a.k == 0 || b.k == 0) {
@@ -460,6 +469,7 @@ static const ad_rule rules[NNC_OP_COUNT] = {
   [NNC_OP_SLICE] = vjp_slice,          [NNC_OP_CONCAT] = vjp_concat,       [NNC_OP_SPLIT] = vjp_split,
   [NNC_OP_EMBEDDING] = vjp_embedding,  [NNC_OP_CROSS_ENTROPY] = vjp_cross_entropy,
   [NNC_OP_EXPAND] = vjp_expand,          [NNC_OP_ATTENTION] = vjp_attention,
+  [NNC_OP_IM2COL] = vjp_im2col,
 };
 
 ad_rule nnc_ad_rule_of(nnc_op op) { return op > NNC_OP_NONE && op < NNC_OP_COUNT ? rules[op] : NULL; }

@@ -41,3 +41,25 @@ nnc_status nnc_infer_im2col(const nnc_infer_ctx *c) {
   nnc_infer_set(c, 0, x->dtype, 5, out);
   return NNC_OK;
 }
+
+/* The image shape is the caller's (set on the output before inference):
+ * im2col of it must give the windows' shape. */
+nnc_status nnc_infer_col2im(const nnc_infer_ctx *c) {
+  const nnc_tensor *cols = nnc_in(c, 0), *img = &c->g->tensors[c->n->out[0]];
+  const nnc_window *w = &c->n->attrs.win;
+  char d1[NNC_DESC_LEN], d2[NNC_DESC_LEN];
+  nnc_status st = nnc_infer_want_float(c, 0, "windows");
+  if (st) return st;
+  int ha = w->nhwc ? 1 : 2, wa = w->nhwc ? 2 : 3, ca = w->nhwc ? 3 : 1;
+  bool ok = cols->rank == 5 && img->rank == 4 && w->sh >= 1 && w->sw >= 1;
+  for (int i = 1; ok && i < 4; i++) ok = nnc_dim_is_const(img->shape[i]);
+  ok = ok && nnc_dim_eq(cols->shape[0], img->shape[0]) && nnc_dim_eq(cols->shape[3], img->shape[ca]) &&
+       nnc_dim_eq_const(cols->shape[4], (int64_t)w->kh * w->kw) &&
+       nnc_dim_eq_const(cols->shape[1], out_len(img->shape[ha].k, w->kh, w->sh, w->ph, w->dh)) &&
+       nnc_dim_eq_const(cols->shape[2], out_len(img->shape[wa].k, w->kw, w->sw, w->pw, w->dw));
+  if (!ok)
+    return nnc_infer_fail(c, NNC_E_SHAPE, "expected windows %s to be im2col's of an image %s", nnc_infer_desc(c, cols, d1),
+                          nnc_infer_desc(c, img, d2));
+  nnc_infer_set(c, 0, cols->dtype, 4, img->shape);
+  return NNC_OK;
+}

@@ -152,6 +152,8 @@ static void test_move(void **state) { (void)state; check_op_file("tests/ops/move
 static void test_softmax_axis(void **state) { (void)state; check_op_file("tests/ops/softmax_axis.lua"); }
 static void test_attention(void **state) { (void)state; check_op_file("tests/ops/attention.lua"); }
 static void test_embedding_loss(void **state) { (void)state; check_op_file("tests/ops/embedding_loss.lua"); }
+/* convolutions and pools: im2col's gradient is col2im */
+static void test_conv(void **state) { (void)state; check_op_file("tests/ops/conv.lua"); }
 
 /* The models train with their own loss (declared when `training` is true). */
 static void test_mlp_train(void **state) {
@@ -309,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_elementwise), cmocka_unit_test(test_masks),      cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_norms),       cmocka_unit_test(test_reduce),     cmocka_unit_test(test_move),
       cmocka_unit_test(test_softmax_axis), cmocka_unit_test(test_attention), cmocka_unit_test(test_embedding_loss),
+      cmocka_unit_test(test_conv),
       cmocka_unit_test(test_mlp_train),   cmocka_unit_test(test_gpt2_train), cmocka_unit_test(test_bert_probe),
       cmocka_unit_test(test_errors),      cmocka_unit_test(test_outputs),    cmocka_unit_test(test_fused_grads),
       cmocka_unit_test(test_no_loss_scale),

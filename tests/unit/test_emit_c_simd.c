@@ -287,6 +287,8 @@ OP_TEST(conv, "-d B=3")
 static void test_mnist_cnn(void **state) {
   const char *d[] = {"size=13", "conv1=5", "conv2=7", "hidden=9", "batch=8"};
   build_and_check("models/mnist_cnn.lua", "mnist_cnn", d, 5, "-d B=3");
+  /* its training step: im2col's gradient (col2im), max pooling's, the convolutions' weights */
+  build_and_check_as("models/mnist_cnn.lua", "mnist_cnn", "mnist_cnn_train", true, d, 5, "-d B=3");
 }
 
 /* ResNet-18 at 33x33 with 4 channels, NCHW and NHWC: strided 7x7 and 1x1

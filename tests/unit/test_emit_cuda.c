@@ -365,6 +365,8 @@ static void test_train(void **state) {
   build_train("tests/ops/embedding_loss.lua", "embedding_loss", "cuda-sm80", "f32", NULL, 0);
   build_train("models/gpt2.lua", "gpt2", "cuda-sm80", "bf16", gpt2, 5);
   build_train("tests/ops/attention_loss.lua", "attention_loss", "cuda-sm90a", "bf16", NULL, 0);
+  const char *cnn[] = {"size=13", "conv1=5", "conv2=7", "hidden=9"};
+  build_train("models/mnist_cnn.lua", "mnist_cnn", "cuda-sm90a", "bf16", cnn, 4);
   char p[512];
   /* attention trains as one op: the forward saves each row's log-sum-exp,
    * the backward is the flash-attention backward (and its padding mask,
