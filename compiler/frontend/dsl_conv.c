@@ -42,46 +42,44 @@ static nnc_dim mul(lua_State *L, nnc_dim a, nnc_dim b, const char *fn) {
   return r;
 }
 
-/* Option key of the opts table at idx: a number n (n, n) or a pair {h, w};
- * dflt when absent. */
+/* The value at idx as a size pair: an integer n (n, n) or a pair {h, w};
+ * false for anything else. */
+static bool to_pair(lua_State *L, int idx, const char *fn, const char *what, int *out) {
+  char d[256];
+  idx = lua_absindex(L, idx);
+  if (lua_isinteger(L, idx)) {
+    out[0] = out[1] = (int)lua_tointeger(L, idx);
+    return true;
+  }
+  if (!lua_istable(L, idx) || luaL_len(L, idx) != 2) return false;
+  for (int i = 0; i < 2; i++) {
+    lua_geti(L, idx, i + 1);
+    if (!lua_isinteger(L, -1)) fe_fail(L, NNC_E_MODEL, "%s: expected integers in %s, found %s", fn, what, fe_describe(L, -1, d, sizeof d));
+    out[i] = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  return true;
+}
+
+/* Option key of the opts table at idx as a pair; dflt when absent. */
 static void opt_pair(lua_State *L, int idx, const char *fn, const char *key, const int *dflt, int *out) {
   char d[256];
   out[0] = dflt[0];
   out[1] = dflt[1];
   if (!lua_istable(L, idx)) return;
   lua_getfield(L, idx, key);
-  if (lua_isinteger(L, -1)) {
-    out[0] = out[1] = (int)lua_tointeger(L, -1);
-  } else if (lua_istable(L, -1) && luaL_len(L, -1) == 2) {
-    for (int i = 0; i < 2; i++) {
-      lua_geti(L, -1, i + 1);
-      if (!lua_isinteger(L, -1)) fe_fail(L, NNC_E_MODEL, "%s: expected integers in %s, found %s", fn, key, fe_describe(L, -1, d, sizeof d));
-      out[i] = (int)lua_tointeger(L, -1);
-      lua_pop(L, 1);
-    }
-  } else if (!lua_isnil(L, -1)) {
+  if (!lua_isnil(L, -1) && !to_pair(L, -1, fn, key, out))
     fe_fail(L, NNC_E_MODEL, "%s: expected an integer or a pair {h, w} for %s, found %s", fn, key,
             fe_describe(L, -1, d, sizeof d));
-  }
   lua_pop(L, 1);
 }
 
-/* A positional size argument: an integer n (n, n) or a pair {h, w}. */
+/* A positional size argument as a pair. */
 static void arg_pair(lua_State *L, int idx, const char *fn, const char *what, int *out) {
   char d[256];
-  if (lua_isinteger(L, idx)) {
-    out[0] = out[1] = (int)lua_tointeger(L, idx);
-  } else if (lua_istable(L, idx) && luaL_len(L, idx) == 2) {
-    for (int i = 0; i < 2; i++) {
-      lua_geti(L, idx, i + 1);
-      if (!lua_isinteger(L, -1)) fe_fail(L, NNC_E_MODEL, "%s: expected integers in the %s, found %s", fn, what, fe_describe(L, -1, d, sizeof d));
-      out[i] = (int)lua_tointeger(L, -1);
-      lua_pop(L, 1);
-    }
-  } else {
+  if (!to_pair(L, idx, fn, what, out))
     fe_fail(L, NNC_E_MODEL, "%s: expected the %s as an integer or a pair {h, w}, found %s", fn, what,
             fe_describe(L, idx, d, sizeof d));
-  }
 }
 
 /* layout = "nchw" (default) or "nhwc"; ncl/nlc for conv1d. */
@@ -178,22 +176,6 @@ static const char *conv_args(lua_State *L, const char *fn, lua_Integer *O, int64
   return prefix;
 }
 
-static int make_param(lua_State *L, const char *prefix, const char *suffix, nnc_dtype t, int rank,
-                      const int64_t *dims) {
-  fe_state *fe = fe_get(L);
-  nnc_dim shape[NNC_MAX_RANK];
-  for (int i = 0; i < rank; i++) shape[i] = nnc_dim_const(dims[i]);
-  lua_pushfstring(L, "%s.%s", prefix, suffix);
-  int id = -1;
-  fe_check(L, nnc_graph_add_param(fe->g, lua_tostring(L, -1), t, rank, shape, fe_loc(L), &id, &fe->err));
-  lua_pop(L, 1);
-  return id;
-}
-
-static nnc_dtype float_of(lua_State *L, int x) {
-  nnc_dtype t = tensor(L, x)->dtype;
-  return nnc_dtype_is_float(t) ? t : NNC_F32;
-}
 
 /* conv2d(x, n_out, kernel, p, {stride, padding, dilation, groups, bias, layout}) */
 static int l_conv2d(lua_State *L) {
@@ -215,10 +197,10 @@ static int l_conv2d(lua_State *L) {
   opt_pair(L, 5, fn, "padding", (const int[]){0, 0}, p);
   opt_pair(L, 5, fn, "dilation", (const int[]){1, 1}, dl);
   nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc};
-  nnc_dtype t = float_of(L, x);
+  nnc_dtype t = fe_param_dtype(L, x);
   int64_t wd[4] = {O, C / groups, k[0] > 0 ? k[0] : 1, k[1] > 0 ? k[1] : 1};
-  int weight = make_param(L, prefix, "weight", t, 4, wd);
-  int bias = with_bias ? make_param(L, prefix, "bias", t, 1, &wd[0]) : -1;
+  int weight = fe_make_param(L, prefix, "weight", t, 4, wd);
+  int bias = with_bias ? fe_make_param(L, prefix, "bias", t, 1, &wd[0]) : -1;
   int y = conv_core(L, x, &w, O, groups, weight, bias, prefix, fn);
   fe_push_tensor(L, to_layout(L, y, nhwc));
   return 1;
@@ -252,10 +234,10 @@ static int l_conv1d(lua_State *L) {
   /* one image row: [N, C, 1, L] or [N, 1, L, C] */
   nnc_dim one = nnc_dim_const(1);
   int x4 = reshape(L, x, 4, nlc ? (nnc_dim[]){N, one, A, B} : (nnc_dim[]){N, A, one, B});
-  nnc_dtype dt = float_of(L, x);
+  nnc_dtype dt = fe_param_dtype(L, x);
   int64_t wd[3] = {O, C / groups, k > 0 ? k : 1};
-  int weight = make_param(L, prefix, "weight", dt, 3, wd);
-  int bias = with_bias ? make_param(L, prefix, "bias", dt, 1, &wd[0]) : -1;
+  int weight = fe_make_param(L, prefix, "weight", dt, 3, wd);
+  int bias = with_bias ? fe_make_param(L, prefix, "bias", dt, 1, &wd[0]) : -1;
   int y = conv_core(L, x4, &w, O, groups, weight, bias, prefix, fn);   /* [N, 1, OL, O] */
   const nnc_tensor *yt = tensor(L, y);
   nnc_dim OL = yt->shape[2];
@@ -352,9 +334,9 @@ static int l_batchnorm(lua_State *L) {
                    fe_describe(L, 1, d, sizeof d));
   int64_t C = t->shape[axis].k;
   int rank = t->rank;
-  nnc_dtype dt = float_of(L, x);
-  int gamma = make_param(L, prefix, "weight", dt, 1, &C), beta = make_param(L, prefix, "bias", dt, 1, &C);
-  int mean = make_param(L, prefix, "running_mean", dt, 1, &C), var = make_param(L, prefix, "running_var", dt, 1, &C);
+  nnc_dtype dt = fe_param_dtype(L, x);
+  int gamma = fe_make_param(L, prefix, "weight", dt, 1, &C), beta = fe_make_param(L, prefix, "bias", dt, 1, &C);
+  int mean = fe_make_param(L, prefix, "running_mean", dt, 1, &C), var = fe_make_param(L, prefix, "running_var", dt, 1, &C);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
   at.scalar = eps;

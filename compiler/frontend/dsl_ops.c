@@ -99,15 +99,13 @@ static int l_cast(lua_State *L) {
 
 /* ------------------------------------------------------------ parameters */
 
-/* The dtype of parameters an op creates for input x: x's when it is a float. */
-static nnc_dtype param_dtype(lua_State *L, int x) {
+nnc_dtype fe_param_dtype(lua_State *L, int x) {
   nnc_dtype t = fe_get(L)->g->tensors[x].dtype;
   return nnc_dtype_is_float(t) ? t : NNC_F32;
 }
 
-/* Creates parameter prefix.suffix with the given shape; returns its id. */
-static int make_param(lua_State *L, const char *prefix, const char *suffix, nnc_dtype t, int rank,
-                      const int64_t *dims) {
+int fe_make_param(lua_State *L, const char *prefix, const char *suffix, nnc_dtype t, int rank,
+                  const int64_t *dims) {
   fe_state *fe = fe_get(L);
   nnc_dim shape[NNC_MAX_RANK];
   for (int i = 0; i < rank; i++) shape[i] = nnc_dim_const(dims[i]);
@@ -162,9 +160,9 @@ static int l_linear(lua_State *L) {
                      fe_describe(L, bias_idx, d, sizeof d));
     int64_t k = features(L, x, "linear");
     int64_t wd[2] = {at.weight_in_out ? k : n, at.weight_in_out ? n : k};
-    nnc_dtype t = param_dtype(L, x);
-    in[1] = make_param(L, prefix, "weight", t, 2, wd);
-    if (lua_isnil(L, bias_idx) || lua_toboolean(L, bias_idx)) in[nin++] = make_param(L, prefix, "bias", t, 1, &wd[at.weight_in_out ? 1 : 0]);
+    nnc_dtype t = fe_param_dtype(L, x);
+    in[1] = fe_make_param(L, prefix, "weight", t, 2, wd);
+    if (lua_isnil(L, bias_idx) || lua_toboolean(L, bias_idx)) in[nin++] = fe_make_param(L, prefix, "bias", t, 1, &wd[at.weight_in_out ? 1 : 0]);
     return push1(L, fe_add_node(L, NNC_OP_LINEAR, nin, in, &at, 1, prefix, NULL));
   }
   in[1] = fe_tensor_at(L, 3);
@@ -205,9 +203,9 @@ static int norm(lua_State *L, nnc_op op, const char *fn, double eps, bool with_b
   memset(&at, 0, sizeof at);
   at.eps = fe_opt_number(L, 3, fn, "eps", eps);
   int64_t c = features(L, x, fn);
-  nnc_dtype t = param_dtype(L, x);
-  int in[3] = {x, make_param(L, prefix, "weight", t, 1, &c), -1};
-  if (with_bias) in[2] = make_param(L, prefix, "bias", t, 1, &c);
+  nnc_dtype t = fe_param_dtype(L, x);
+  int in[3] = {x, fe_make_param(L, prefix, "weight", t, 1, &c), -1};
+  if (with_bias) in[2] = fe_make_param(L, prefix, "bias", t, 1, &c);
   return push1(L, fe_add_node(L, op, with_bias ? 3 : 2, in, &at, 1, prefix, NULL));
 }
 
@@ -225,7 +223,7 @@ static int l_embedding(lua_State *L) {
     if (dims[0] < 1 || dims[1] < 1)
       return fe_fail(L, NNC_E_SHAPE, "embedding: expected rows and columns >= 1, found %lld and %lld",
                      (long long)dims[0], (long long)dims[1]);
-    in[0] = make_param(L, prefix, "weight", NNC_F32, 2, dims);
+    in[0] = fe_make_param(L, prefix, "weight", NNC_F32, 2, dims);
   } else if (in[0] < 0) {
     return fe_fail(L, NNC_E_MODEL, "embedding: expected a scope or a table tensor, found %s",
                    fe_describe(L, 2, d, sizeof d));

@@ -156,7 +156,11 @@ int fe_l_mul(lua_State *L);
 int fe_l_div(lua_State *L);
 int fe_l_unm(lua_State *L);
 int fe_l_pow(lua_State *L);
-void fe_ops_register(lua_State *L);   /* sets the op globals */
+void fe_ops_register(lua_State *L);
+/* The dtype of parameters an op creates for input x: x's when it is a float. */
+nnc_dtype fe_param_dtype(lua_State *L, int x);
+/* Creates parameter prefix.suffix with the given constant shape; returns its id. */
+int fe_make_param(lua_State *L, const char *prefix, const char *suffix, nnc_dtype t, int rank, const int64_t *dims);   /* sets the op globals */
 
 /* dsl_move.c */
 int fe_l_reshape(lua_State *L);
