@@ -108,29 +108,11 @@ static void output_copies(const ec_ctx *x, nnc_sb *b, bool fwd) {
 /* A training build's forward_only(): the kernels of forward() that the loss
  * and the kept outputs depend on (emit_c_launches.c), for evaluation. */
 static void model_forward_only(const ec_ctx *x, nnc_sb *b) {
-  bool *only = calloc((size_t)(x->s->nk ? x->s->nk : 1), sizeof *only);
-  const int n = only ? ec_train_forward_kernels(x, only) : -1;
-  if (n < 0) {
-    b->oom = true;
-    free(only);
+  if (!ec_emit_forward_only(x, b, "c->m->profile", "c->m->ns[i_] = 0", "static int forward_only(const run_ctx *c) {\n",
+                            launch_one))
     return;
-  }
-  nnc_sb_printf(b,
-    "/* The forward alone, for evaluation (_train_eval, _forward): the %d of the\n"
-    " * %d kernels above that the loss and the kept outputs depend on, in the\n"
-    " * same order at the same arena offsets; the gradients are not written.\n"
-    " * A fused kernel that also writes a backward value runs whole (a little\n"
-    " * extra work). A skipped kernel's profiled time is 0. */\n"
-    "#define NKERNELS_FORWARD %d\n"
-    "#define SKIP(first, last) do { \\\n"
-    "    if (c->m->profile) \\\n"
-    "      for (int i_ = (first); i_ <= (last); i_++) c->m->ns[i_] = 0; \\\n"
-    "  } while (0)\n\n"
-    "static int forward_only(const run_ctx *c) {\n", n, x->s->nk, n);
-  ec_emit_launches(x, b, only, launch_one);
   output_copies(x, b, true);
   nnc_sb_printf(b, "  return 0;\n}\n\n");
-  free(only);
 }
 
 static void model_forward(const ec_ctx *x, nnc_sb *b) {

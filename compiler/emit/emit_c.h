@@ -115,6 +115,13 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
  * kernels k with only[k]; each run of the others becomes `SKIP(first,
  * last);`, a macro of the target's (emit_c_launches.c). */
 void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
+/* A training build's forward_only() up to its launches: the comment,
+ * NKERNELS_FORWARD, SKIP (when `profiling`, each skipped kernel i_ does
+ * `skipped`), the function's first line `head`, then the launches of the
+ * kernels the loss and the kept outputs need; the target closes it. false
+ * (b->oom set) when out of memory. */
+bool ec_emit_forward_only(const ec_ctx *x, nnc_sb *b, const char *profiling, const char *skipped, const char *head,
+                          void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
 
 /* `static void kernel_cost(int k, const <p>_dims *d, double *flops, double
  * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */

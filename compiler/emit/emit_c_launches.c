@@ -54,3 +54,29 @@ void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only,
     launch(x, b, k);
   }
 }
+
+bool ec_emit_forward_only(const ec_ctx *x, nnc_sb *b, const char *profiling, const char *skipped, const char *head,
+                          void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
+  bool *only = calloc((size_t)(x->s->nk ? x->s->nk : 1), sizeof *only);
+  const int n = only ? ec_train_forward_kernels(x, only) : -1;
+  if (n < 0) {
+    b->oom = true;
+    free(only);
+    return false;
+  }
+  nnc_sb_printf(b,
+    "/* The forward alone, for evaluation (_train_eval, _forward): the %d of the\n"
+    " * %d kernels above that the loss and the kept outputs depend on, in the\n"
+    " * same order at the same arena offsets; the gradients are not written.\n"
+    " * A fused kernel that also writes a backward value runs whole (a little\n"
+    " * extra work). A skipped kernel's profiled time is 0. */\n"
+    "#define NKERNELS_FORWARD %d\n"
+    "#define SKIP(first, last) do { \\\n"
+    "    if (%s) \\\n"
+    "      for (int i_ = (first); i_ <= (last); i_++) %s; \\\n"
+    "  } while (0)\n\n"
+    "%s", n, x->s->nk, n, profiling, skipped, head);
+  ec_emit_launches(x, b, only, launch);
+  free(only);
+  return true;
+}

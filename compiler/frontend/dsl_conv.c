@@ -160,6 +160,13 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
   return reshape(L, y, 4, (nnc_dim[]){N, OH, OW, nnc_dim_const(O)});
 }
 
+/* The input's C channels split into the groups. */
+static void want_groups(lua_State *L, const char *fn, int64_t C, int64_t groups) {
+  if (C % groups != 0)
+    fe_fail(L, NNC_E_SHAPE, "%s: expected input channels divisible by groups %lld, found %lld channels", fn,
+            (long long)groups, (long long)C);
+}
+
 /* Reads conv's common arguments: n_out, the scope and the options. */
 static const char *conv_args(lua_State *L, const char *fn, lua_Integer *O, int64_t *groups, bool *bias) {
   static const char *const keys[] = {"stride", "padding", "dilation", "groups", "bias", "layout", NULL};
@@ -188,9 +195,7 @@ static int l_conv2d(lua_State *L) {
   bool nhwc = opt_channels_last(L, 5, fn, "nchw", "nhwc");
   want_image(L, x, 1, fn, nhwc);
   int64_t C = tensor(L, x)->shape[nhwc ? 3 : 1].k;
-  if (C % groups != 0)
-    return fe_fail(L, NNC_E_SHAPE, "conv2d: expected input channels divisible by groups %lld, found %lld channels",
-                   (long long)groups, (long long)C);
+  want_groups(L, fn, C, groups);
   int k[2], s[2], p[2], dl[2];
   arg_pair(L, 3, fn, "kernel size", k);
   opt_pair(L, 5, fn, "stride", (const int[]){1, 1}, s);
@@ -222,9 +227,7 @@ static int l_conv1d(lua_State *L) {
                    "found %s", nlc ? "[N, L, C]" : "[N, C, L]", fe_describe(L, 1, d, sizeof d));
   nnc_dim N = t->shape[0], A = t->shape[1], B = t->shape[2];
   int64_t C = (nlc ? B : A).k;
-  if (C % groups != 0)
-    return fe_fail(L, NNC_E_SHAPE, "conv1d: expected input channels divisible by groups %lld, found %lld channels",
-                   (long long)groups, (long long)C);
+  want_groups(L, fn, C, groups);
   lua_Integer k = fe_arg_int(L, 3, fn, "kernel size");
   int s[2], p[2], dl[2];
   opt_pair(L, 5, fn, "stride", (const int[]){1, 1}, s);
