@@ -196,6 +196,23 @@ typedef struct ec_loop_target {
   void (*finish)(void *self, int ki, const char *n, nnc_sb *body);
 } ec_loop_target;
 
+/* How the recurrent steps (emit_recurrent.c) reach an element of tensor t
+ * through pointer name: into buf, the text reading element idx as a float,
+ * and the statement (no `;`) storing the float v there. */
+typedef struct ec_access {
+  const ec_ctx *x;
+  char *(*ld)(const struct ec_access *a, int t, const char *name, const char *idx, char *buf, size_t n);
+  char *(*st)(const struct ec_access *a, int t, const char *name, const char *idx, const char *v, char *buf,
+              size_t n);
+} ec_access;
+/* The steps of batch row b of lstm_scan or gru_scan node n, each line
+ * indented by ind, with indices of C type I; the text around declares b, T
+ * and H and the pointers xw, w, bias, [h0, c0], y, hn, [cn]. */
+void ec_emit_recurrent_row(const ec_ctx *x, const nnc_node *n, const ec_access *a, const char *I, const char *ind,
+                           nnc_sb *b);
+/* A scan's kernel on a device target: a work-item a batch row. */
+nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error *err);
+
 /* The kernel of an elementwise, move, gather, reduce, loss or non-last-axis
  * softmax kernel ki. */
 nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err);

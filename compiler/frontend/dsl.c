@@ -14,4 +14,5 @@ void fe_dsl_open(lua_State *L) {
   fe_move_register(L);
   fe_attn_register(L);
   fe_conv_register(L);
+  fe_recurrent_register(L);
 }

@@ -172,5 +172,7 @@ void fe_move_register(lua_State *L);
 void fe_attn_register(lua_State *L);
 /* conv2d, conv1d, pooling, batchnorm, flatten (dsl_conv.c) */
 void fe_conv_register(lua_State *L);
+/* lstm, gru (dsl_recurrent.c) */
+void fe_recurrent_register(lua_State *L);
 
 #endif

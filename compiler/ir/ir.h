@@ -139,6 +139,12 @@ typedef enum nnc_op {
   NNC_OP_COL2IM,        /* in: windows [N, OH, OW, C, KH*KW]; out: the image, its shape set by the caller: each
                            pixel the sum of the window entries im2col (the same attrs.win) read it into; im2col's
                            gradient */
+  /* recurrent layers, one direction of one layer each: the input projection for every step is a linear
+   * before it (one GEMM); these run the steps in order. Time runs backwards when attrs.reverse. */
+  NNC_OP_LSTM_SCAN,     /* in: xw [B, T, 4H] (x W_ih^T + b_ih, gates i, f, g, o as PyTorch), w_hh [4H, H], b_hh [4H],
+                           [h0 [B, H], c0 [B, H]] (zeros when absent); out: y [B, T, H], h_n [B, H], c_n [B, H] */
+  NNC_OP_GRU_SCAN,      /* in: xw [B, T, 3H] (gates r, z, n), w_hh [3H, H], b_hh [3H], [h0 [B, H]];
+                           out: y [B, T, H], h_n [B, H]; n = tanh(xw_n + r * (W_hn h + b_hn)) as PyTorch */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -194,6 +200,7 @@ typedef struct nnc_attrs {
   bool mask_zero;            /* masks: masked entries become 0, not -inf (a mask's gradient) */
   bool causal;               /* attention, attention_grad */
   nnc_window win;            /* im2col */
+  bool reverse;              /* lstm_scan, gru_scan: from the last step to the first */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */

@@ -53,6 +53,9 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   [NNC_OP_RMSNORM_GRAD] = {"rmsnorm_grad", NNC_CLASS_ROW, 3, 4, 2},
   [NNC_OP_IM2COL] = {"im2col", NNC_CLASS_MOVE, 1, 1, 1},
   [NNC_OP_COL2IM] = {"col2im", NNC_CLASS_MOVE, 1, 1, 1},
+  /* the scans run as a loop kernel of their own, the way the moves do (a MOVE kernel) */
+  [NNC_OP_LSTM_SCAN] = {"lstm_scan", NNC_CLASS_MOVE, 3, 5, 3},
+  [NNC_OP_GRU_SCAN] = {"gru_scan", NNC_CLASS_MOVE, 3, 4, 2},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

@@ -232,6 +232,7 @@ static void cse_compares_fields_not_bytes(void **state) {
     p->mask_zero = false;
     p->causal = false;
     p->win = (nnc_window){0, 0, 0, 0, 0, 0, 0, 0, false};
+    p->reverse = false;
   }
   int n0 = node(NNC_OP_SOFTMAX, INS(x), &a);
   int n1 = node(NNC_OP_SOFTMAX, INS(x), &b);

@@ -1,0 +1,186 @@
+/* compiler/emit/emit_recurrent.c — the steps of lstm_scan and gru_scan as
+ * plain loops, the same text for the C SIMD target (a task takes whole batch
+ * rows) and the device loops (a work-item a batch row): the steps of one row
+ * depend on each other, the rows do not. A step is the recurrent product
+ * W_hh h for every gate of a unit at once, then that unit's gate math, so
+ * no gate value is stored. h of the previous step is read back from y (the
+ * initial one from h_n, which is written last); c lives in c_n. */
+#include <stdio.h>
+
+#include "c_simd.h"
+
+/* Room for the text of one element access. */
+#define ACCESS (EC_EXPR * 3)
+
+void ec_emit_recurrent_row(const ec_ctx *x, const nnc_node *n, const ec_access *a, const char *I, const char *ind,
+                           nnc_sb *b) {
+  bool lstm = n->op == NNC_OP_LSTM_SCAN, rev = n->attrs.reverse;
+  int G = lstm ? 4 : 3;
+  int h0 = n->nin > 3 ? n->in[3] : -1, c0 = n->nin > 4 ? n->in[4] : -1;
+  int y = n->out[0], hn = n->out[1], cn = lstm ? n->out[2] : -1;
+  char l1[ACCESS], l2[ACCESS], s1[ACCESS], idx[EC_EXPR];
+  nnc_sb_printf(b, "%s/* %s, %s in time; the state: h_n holds the initial h until the last step's is copied there%s */\n",
+                ind, lstm ? "LSTM" : "GRU", rev ? "backwards" : "forwards", lstm ? ", c_n holds c" : "");
+  nnc_sb_printf(b, "%sfor (%s j = 0; j < H; j++) {\n", ind, I);
+  nnc_sb_printf(b, "%s  %s;\n", ind, a->st(a, hn, "hn", "b * H + j", h0 >= 0 ? a->ld(a, h0, "h0", "b * H + j", l1, sizeof l1)
+                                                                          : "0.0f", s1, sizeof s1));
+  if (lstm)
+    nnc_sb_printf(b, "%s  %s;\n", ind, a->st(a, cn, "cn", "b * H + j", c0 >= 0 ? a->ld(a, c0, "c0", "b * H + j", l1, sizeof l1)
+                                                                            : "0.0f", s1, sizeof s1));
+  nnc_sb_printf(b, "%s}\n", ind);
+  nnc_sb_printf(b, "%sfor (%s s = 0; s < T; s++) {\n", ind, I);
+  nnc_sb_printf(b, "%s  const %s t = %s, prev = %s;   /* prev: the step whose h this one reads, -1: the initial */\n",
+                ind, I, rev ? "T - 1 - s" : "s", rev ? "s == 0 ? -1 : t + 1" : "t - 1");
+  nnc_sb_printf(b, "%s  const %s xr = (b * T + t) * %d * H, yr = (b * T + t) * H;\n", ind, I, G);
+  nnc_sb_printf(b, "%s  for (%s j = 0; j < H; j++) {\n", ind, I);
+  /* the recurrent product of the unit's G gates */
+  nnc_sb_printf(b, "%s    float", ind);
+  for (int k = 0; k < G; k++) {
+    snprintf(idx, sizeof idx, k ? "%d * H + j" : "j", k);
+    nnc_sb_printf(b, "%s a%d = %s", k ? "," : "", k, a->ld(a, n->in[2], "bias", idx, l1, sizeof l1));
+  }
+  nnc_sb_printf(b, ";\n%s    for (%s k = 0; k < H; k++) {\n", ind, I);
+  nnc_sb_printf(b, "%s      const float hk = prev < 0 ? %s : %s;\n", ind, a->ld(a, hn, "hn", "b * H + k", l1, sizeof l1),
+                a->ld(a, y, "y", "(b * T + prev) * H + k", l2, sizeof l2));
+  for (int k = 0; k < G; k++) {
+    snprintf(idx, sizeof idx, k ? "(%d * H + j) * H + k" : "j * H + k", k);
+    nnc_sb_printf(b, "%s      a%d += %s * hk;\n", ind, k, a->ld(a, n->in[1], "w", idx, l1, sizeof l1));
+  }
+  nnc_sb_printf(b, "%s    }\n", ind);
+  char xv[4][ACCESS];
+  for (int k = 0; k < G; k++) {
+    snprintf(idx, sizeof idx, k ? "xr + %d * H + j" : "xr + j", k);
+    a->ld(a, n->in[0], "xw", idx, xv[k], sizeof xv[k]);
+  }
+  if (lstm) {
+    nnc_sb_printf(b, "%s    const float ig = 1.0f / (1.0f + expf(-(%s + a0))), fg = 1.0f / (1.0f + expf(-(%s + a1)));\n",
+                  ind, xv[0], xv[1]);
+    nnc_sb_printf(b, "%s    const float gg = tanhf(%s + a2), og = 1.0f / (1.0f + expf(-(%s + a3)));\n", ind, xv[2], xv[3]);
+    nnc_sb_printf(b, "%s    const float cj = fg * %s + ig * gg;\n", ind, a->ld(a, cn, "cn", "b * H + j", l1, sizeof l1));
+    nnc_sb_printf(b, "%s    %s;\n", ind, a->st(a, cn, "cn", "b * H + j", "cj", s1, sizeof s1));
+    nnc_sb_printf(b, "%s    %s;\n", ind, a->st(a, y, "y", "yr + j", "og * tanhf(cj)", s1, sizeof s1));
+  } else {
+    nnc_sb_printf(b, "%s    const float rg = 1.0f / (1.0f + expf(-(%s + a0))), zg = 1.0f / (1.0f + expf(-(%s + a1)));\n",
+                  ind, xv[0], xv[1]);
+    nnc_sb_printf(b, "%s    const float ng = tanhf(%s + rg * a2);\n", ind, xv[2]);
+    nnc_sb_printf(b, "%s    const float hj = prev < 0 ? %s : %s;\n", ind, a->ld(a, hn, "hn", "b * H + j", l1, sizeof l1),
+                  a->ld(a, y, "y", "(b * T + prev) * H + j", l2, sizeof l2));
+    nnc_sb_printf(b, "%s    %s;\n", ind, a->st(a, y, "y", "yr + j", "(1.0f - zg) * ng + zg * hj", s1, sizeof s1));
+  }
+  nnc_sb_printf(b, "%s  }\n%s}\n", ind, ind);
+  nnc_sb_printf(b, "%sif (T > 0)\n%s  for (%s j = 0; j < H; j++) %s;\n", ind, ind, I,
+                a->st(a, hn, "hn", "b * H + j", a->ld(a, y, "y", rev ? "b * T * H + j" : "(b * T + T - 1) * H + j", l1,
+                                                      sizeof l1), s1, sizeof s1));
+}
+
+/* ------------------------------------------------------------------ C SIMD */
+
+static char *cs_ld(const ec_access *a, int t, const char *name, const char *idx, char *buf, size_t n) {
+  (void)a;
+  (void)t;
+  snprintf(buf, n, "%s[%s]", name, idx);
+  return buf;
+}
+
+static char *cs_st(const ec_access *a, int t, const char *name, const char *idx, const char *v, char *buf, size_t n) {
+  (void)a;
+  (void)t;
+  snprintf(buf, n, "%s[%s] = %s", name, idx, v);
+  return buf;
+}
+
+/* The tensors of scan n as the names the steps use, through declare. */
+static void operands(const nnc_node *n, void (*declare)(void *self, bool out, const char *name, int t), void *self) {
+  static const char *const in_names[5] = {"xw", "w", "bias", "h0", "c0"};
+  static const char *const out_names[3] = {"y", "hn", "cn"};
+  for (int i = 0; i < n->nin; i++) declare(self, false, in_names[i], n->in[i]);
+  for (int i = 0; i < n->nout; i++) declare(self, true, out_names[i], n->out[i]);
+}
+
+typedef struct cs_decl {
+  const ec_ctx *x;
+  nnc_sb *b;
+} cs_decl;
+
+static void cs_declare(void *self, bool out, const char *name, int t) {
+  cs_decl *d = self;
+  char lhs[64];
+  snprintf(lhs, sizeof lhs, "%sfloat *%s", out ? "" : "const ", name);
+  ec_assign(d->x, d->b, 2, lhs, t);
+}
+
+/* k<ki>_rows, a task's batch rows, and k<ki>, which spreads the rows over
+ * the model's threads. */
+nnc_status cs_emit_recurrent(const ec_ctx *x, int ki, nnc_sb *out) {
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  const nnc_tensor *xw = &x->g->tensors[n->in[0]];
+  char B[EC_EXPR], T[EC_EXPR], work[EC_EXPR], per[64], head[96];
+  nnc_emit_dim_expr(x->g, xw->shape[0], "d->", B, sizeof B);
+  nnc_emit_dim_expr(x->g, xw->shape[1], "d->", T, sizeof T);
+  long long H = x->g->tensors[n->in[1]].shape[1].k;
+  nnc_sb body;
+  nnc_sb_init(&body);
+  cs_decl d = {x, &body};
+  operands(n, cs_declare, &d);
+  nnc_sb_printf(&body, "  const int64_t T = %s, H = %lld;\n  for (int64_t b = r0; b < r1; b++) {\n", T, H);
+  const ec_access a = {x, cs_ld, cs_st};
+  ec_emit_recurrent_row(x, n, &a, "int64_t", "    ", &body);
+  nnc_sb_printf(&body, "  }\n");
+  snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
+  ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
+  /* a row's work: T steps of G*H*H multiply-adds */
+  snprintf(per, sizeof per, "%lld", (long long)xw->shape[2].k * H);
+  ec_mul(T, per, work, sizeof work);
+  nnc_sb call;
+  nnc_sb_init(&call);
+  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", B, work, ki);
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, out, head, NULL, "c->d", &call);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------ device loops */
+
+static char *dev_ld(const ec_access *a, int t, const char *name, const char *idx, char *buf, size_t n) {
+  if (a->x->loop_load) a->x->loop_load(a->x, t, name, idx, buf, n);
+  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
+  return buf;
+}
+
+static char *dev_st(const ec_access *a, int t, const char *name, const char *idx, const char *v, char *buf,
+                    size_t n) {
+  if (a->x->loop_store) a->x->loop_store(a->x, t, name, idx, v, buf, n);
+  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
+  return buf;
+}
+
+typedef struct dev_decl {
+  const ec_loop_target *lt;
+  nnc_sb *b;
+} dev_decl;
+
+static void dev_declare(void *self, bool out, const char *name, int t) {
+  dev_decl *d = self;
+  d->lt->pointer(d->lt->self, d->b, out ? "" : "const ", name, t);
+}
+
+nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error *err) {
+  (void)err;
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  const nnc_tensor *xw = &x->g->tensors[n->in[0]];
+  char B[EC_EXPR], T[EC_EXPR];
+  nnc_emit_dim_expr(x->g, xw->shape[0], "d->", B, sizeof B);
+  nnc_emit_dim_expr(x->g, xw->shape[1], "d->", T, sizeof T);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  dev_decl d = {lt, &body};
+  operands(n, dev_declare, &d);
+  nnc_sb_printf(&body, "  const int T = (int)(%s), H = %lld;\n  NNC_LOOP(b, %s) {\n", T,
+                (long long)x->g->tensors[n->in[1]].shape[1].k, B);
+  const ec_access a = {x, dev_ld, dev_st};
+  ec_emit_recurrent_row(x, n, &a, "int", "    ", &body);
+  nnc_sb_printf(&body, "  }\n");
+  lt->finish(lt->self, ki, B, &body);
+  return NNC_OK;
+}
