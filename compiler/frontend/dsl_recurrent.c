@@ -77,6 +77,30 @@ static int opt_state(lua_State *L, int idx, const char *fn, const char *key, int
   return t;
 }
 
+/* Parameter prefix.name of shape dims [n, k]: one already declared (tied,
+ * or given by hand) with another shape is an error that says which hidden
+ * size and input width this layer needs it for. */
+static int weight(lua_State *L, const char *fn, const char *prefix, const char *name, nnc_dtype dt, int rank,
+                  const int64_t *dims, int64_t H, int64_t in) {
+  const nnc_graph *g = fe_get(L)->g;
+  char full[256], want[64], had[64];
+  snprintf(full, sizeof full, "%s.%s", prefix, name);
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_tensor *t = &g->tensors[g->params[i]];
+    if (strcmp(t->name, full) != 0) continue;
+    bool same = t->rank == rank && t->dtype == dt;
+    for (int k = 0; same && k < rank; k++) same = nnc_dim_eq_const(t->shape[k], dims[k]);
+    if (same) break;
+    nnc_dim w[2] = {nnc_dim_const(dims[0]), nnc_dim_const(rank > 1 ? dims[1] : 0)};
+    return fe_fail(L, NNC_E_SHAPE, "%s: hidden size %lld over %lld input features needs %s %s%s, found %s%s declared "
+                   "at %s:%d", fn, (long long)H, (long long)in, full, nnc_dtype_name(dt),
+                   nnc_shape_format(g, rank, w, want, sizeof want), nnc_dtype_name(t->dtype),
+                   nnc_shape_format(g, t->rank, t->shape, had, sizeof had), t->loc.file ? t->loc.file : "?",
+                   t->loc.line);
+  }
+  return fe_make_param(L, prefix, name, dt, rank, dims);
+}
+
 /* lstm / gru(x, hidden, p, {layers = 1, bidirectional = false, batch_first = false, h0, c0})
  *   -> output [T, B, D*H] ([B, T, D*H] batch first), h_n [L*D, B, H] (, c_n) */
 static int rnn(lua_State *L, bool lstm) {
@@ -119,13 +143,13 @@ static int rnn(lua_State *L, bool lstm) {
       const char *sfx = r ? "_reverse" : "";
       int64_t wi[2] = {G * H, in}, wh[2] = {G * H, H};
       snprintf(name, sizeof name, "weight_ih_l%d%s", l, sfx);
-      int w_ih = fe_make_param(L, prefix, name, dt, 2, wi);
+      int w_ih = weight(L, fn, prefix, name, dt, 2, wi, H, in);
       snprintf(name, sizeof name, "weight_hh_l%d%s", l, sfx);
-      int w_hh = fe_make_param(L, prefix, name, dt, 2, wh);
+      int w_hh = weight(L, fn, prefix, name, dt, 2, wh, H, in);
       snprintf(name, sizeof name, "bias_ih_l%d%s", l, sfx);
-      int b_ih = fe_make_param(L, prefix, name, dt, 1, wi);
+      int b_ih = weight(L, fn, prefix, name, dt, 1, wi, H, in);
       snprintf(name, sizeof name, "bias_hh_l%d%s", l, sfx);
-      int b_hh = fe_make_param(L, prefix, name, dt, 1, wh);
+      int b_hh = weight(L, fn, prefix, name, dt, 1, wh, H, in);
       snprintf(label, sizeof label, "%.120s.l%d%s", prefix, l, sfx);
       nnc_attrs at;
       memset(&at, 0, sizeof at);

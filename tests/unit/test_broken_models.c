@@ -114,6 +114,19 @@ static const broken_case cases[] = {
     {"adaptive_size.lua", NULL, NNC_E_SHAPE,
      B "adaptive_size.lua:3: adaptive_avgpool2d: expected an output size that divides the image's 9x9, found 4x4"},
 
+    /* recurrent layers */
+    {"rnn_hidden.lua", NULL, NNC_E_SHAPE,
+     B "rnn_hidden.lua:4: lstm: hidden size 6 over 3 input features needs lstm.weight_hh_l0 f32[24,6], found "
+       "f32[20,5] declared at " B "rnn_hidden.lua:3"},
+    {"rnn_state_shape.lua", NULL, NNC_E_SHAPE,
+     B "rnn_state_shape.lua:4: gru: expected h0 f32[2,2,6] ([layers * directions, batch, hidden]), found tensor h0 "
+       "f32[1,2,6]"},
+    {"rnn_rank.lua", NULL, NNC_E_SHAPE,
+     B "rnn_rank.lua:3: lstm: expected an input of rank 3 ([T, B, features]) with a constant number of features, "
+       "found tensor x f32[2,3]"},
+    {"rnn_h0_alone.lua", NULL, NNC_E_MODEL,
+     B "rnn_h0_alone.lua:4: lstm: expected both initial states h0 and c0 or neither, found h0 alone"},
+
     /* the sandbox and its budgets */
     {"runaway_loop.lua", NULL, NNC_E_LIMIT,
      B "runaway_loop.lua:3: instruction budget of 200000000 exceeded (an endless loop?)"},

@@ -282,6 +282,7 @@ OP_TEST(matmul, "-d B=3 -d T=17")
 OP_TEST(norms, "-d B=3 -d T=17")
 OP_TEST(attention, "-d B=3 -d T=17")
 OP_TEST(conv, "-d B=3")
+OP_TEST(recurrent, "-d B=3 -d T=4")
 
 /* The MNIST CNN at a small odd size (convolutions, max pooling, flatten). */
 static void test_mnist_cnn(void **state) {
@@ -300,6 +301,16 @@ static void test_resnet18(void **state) {
   const char *nhwc[] = {"size=33", "width=4", "classes=7", "batch=4", "layout=nhwc"};
   build_and_check_as("models/resnet18.lua", "resnet18", "resnet18", false, nchw, 4, "-d B=3");
   build_and_check_as("models/resnet18.lua", "resnet18", "resnet18_nhwc", false, nhwc, 5, "-d B=3");
+}
+
+/* The recurrent models at odd sizes: the LSTM forecaster (2 layers, batch
+ * first, its last state through a slice) and the bidirectional GRU
+ * classifier (embedding, mean over time), at a shorter T than compiled. */
+static void test_rnn_models(void **state) {
+  const char *lstm[] = {"batch=4", "window=11", "features=5", "hidden=13", "horizon=3"};
+  build_and_check("models/lstm_forecast.lua", "lstm_forecast", lstm, 5, "-d B=3 -d T=7");
+  const char *gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
+  build_and_check("models/gru.lua", "gru", gru, 6, "-d B=3 -d T=7");
 }
 
 /* The edge sizes: every dim at 1 and at its maximum. */
@@ -576,6 +587,8 @@ int main(void) {
     cmocka_unit_test(test_op_norms),
     cmocka_unit_test(test_op_attention),
     cmocka_unit_test(test_op_conv),
+    cmocka_unit_test(test_op_recurrent),
+    cmocka_unit_test(test_rnn_models),
     cmocka_unit_test(test_mnist_cnn),
     cmocka_unit_test(test_resnet18),
     cmocka_unit_test(test_edge_sizes),

@@ -238,6 +238,10 @@ static void test_models(void **state) {
   check("models/mnist_cnn.lua", "mnist_cnn", cnn, 4, "-d B=3");
   const char *resnet[] = {"size=33", "width=4", "classes=7", "batch=4"};
   check("models/resnet18.lua", "resnet18", resnet, 4, "-d B=3");
+  const char *lstm[] = {"batch=4", "window=11", "features=5", "hidden=13", "horizon=3"};
+  check("models/lstm_forecast.lua", "lstm_forecast", lstm, 5, "-d B=3 -d T=7");
+  const char *gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
+  check("models/gru.lua", "gru", gru, 6, "-d B=3 -d T=7");
   /* the same binaries on a device seen as small: every list takes small sizes */
   run_check("mlp", "-d B=3", SMALL_DEVICE);
   run_check("bert", "-d B=3 -d T=17", SMALL_DEVICE);
@@ -710,7 +714,8 @@ static void test_create_and_run_device(void **state) {
 
 /* Every op family of tests/ops/ at its odd sizes: broadcasting chains,
  * masks, axis softmax, reductions, moves, embedding and loss, batched
- * matmuls with broadcast batch dims, norms, attention. */
+ * matmuls with broadcast batch dims, norms, attention, convolutions and
+ * the recurrent layers. */
 static void test_ops(void **state) {
   (void)state;
   if (have_device == 0) {
@@ -718,7 +723,7 @@ static void test_ops(void **state) {
     return;
   }
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention", "conv"};
+                              "matmul", "norms", "attention", "conv", "recurrent"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
@@ -802,7 +807,7 @@ static void narrow_models(const char *precision) {
 /* Every op family of tests/ops/ with storage precision. */
 static void narrow_ops(const char *precision) {
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention", "conv"};
+                              "matmul", "norms", "attention", "conv", "recurrent"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], dir[128];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
