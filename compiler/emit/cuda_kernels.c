@@ -53,7 +53,7 @@ typedef struct gemm_plan {
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
   bool wg;             /* nnc's wgmma GEMM (templates/cuda/gemm_wgmma.cuh), after the norm kernel if pre_norm */
-  char why[200];
+  char why[320];
 } gemm_plan;
 
 /* cuBLASLt's heuristic results after the first that --tune=measure tries:
@@ -71,7 +71,7 @@ static bool constant(const char *e) { return strspn(e, "0123456789") == strlen(e
  * they need no padding or cannot have it (N not a constant, a residual on
  * cuBLASLt's C operand, which would need the same padding). */
 static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s, bool lt_residual) {
-  if (!constant(s->N) || lt_residual || d->aux_kind != NNC_AUX_NONE) return 0;
+  if (!constant(s->N) || lt_residual || d->aux_kind != NNC_AUX_NONE || d->bgrad >= 0) return 0;
   long long n = atoll(s->N), align = 16 / nnc_dtype_size(x->g->tensors[d->a].dtype);
   return n % align ? (int)((n + align - 1) / align * align) : 0;
 }
@@ -151,7 +151,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
              x->g->tensors[d->out].dtype == x->g->tensors[d->a].dtype;
   p->pre_norm = d->prologue != NNC_NORM_NONE;
   p->post = !lt_act || act_res;
-  p->lt_epi = p->post || d->act == NNC_OP_NONE ? "NNRT_EPI_NONE"
+  p->lt_epi = d->bgrad >= 0                       ? (d->bgrad_of_b ? "NNRT_EPI_BGRAD_B" : "NNRT_EPI_BGRAD_A")
+              : p->post || d->act == NNC_OP_NONE ? "NNRT_EPI_NONE"
               : d->aux_kind == NNC_AUX_SAVE     ? "NNRT_EPI_GELU_TANH_AUX"
               : d->aux_kind == NNC_AUX_ACT_GRAD ? "NNRT_EPI_DGELU_TANH"
               : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
@@ -194,7 +195,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   }
   char algo[48] = "";
   if (p->algo) snprintf(algo, sizeof algo, ", the heuristic's algorithm %d%s", p->algo, p->split_n ? " in the first call" : "");
-  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+           d->bgrad >= 0 ? ", the bias gradient (dy's column sums) in its epilogue" : "",
            p->split_n ? " in two calls (N a multiple of 64, then the rest)" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
            algo, p->post ? ", then an epilogue kernel" : "", how);
@@ -244,13 +246,14 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
   const nnc_tensor *a = &x->g->tensors[d->a], *o = &x->g->tensors[d->out];
   int64_t rows = 1;
   for (int i = 0; i < o->rank - 1; i++) rows *= nnc_dim_eval(o->shape[i], max);
-  snprintf(v->key, sizeof v->key, "gemm rows=%lld N=%lld K=%lld ab=%s out=%s%s%s%s%s%s%s%s%s",
+  snprintf(v->key, sizeof v->key, "gemm rows=%lld N=%lld K=%lld ab=%s out=%s%s%s%s%s%s%s%s%s%s",
            (long long)rows, (long long)nnc_dim_eval(o->shape[o->rank - 1], max),
            (long long)nnc_dim_eval(a->shape[a->rank - (d->a_trans ? 2 : 1)], max), nnc_dtype_name(a->dtype),
            nnc_dtype_name(o->dtype), d->a_trans ? " a_trans" : "", d->b_trans ? " b_trans" : "", x->r->precision.tf32 ? " tf32" : "",
            d->prologue == NNC_NORM_LAYER ? " layernorm" : d->prologue == NNC_NORM_RMS ? " rmsnorm" : "",
            d->bias >= 0 ? " bias" : "", d->act == NNC_OP_NONE ? "" : d->gelu_tanh ? " gelu_tanh" : " ",
-           d->act == NNC_OP_NONE || d->gelu_tanh ? "" : nnc_op_info_of(d->act)->name, d->residual >= 0 ? " residual" : "");
+           d->act == NNC_OP_NONE || d->gelu_tanh ? "" : nnc_op_info_of(d->act)->name, d->residual >= 0 ? " residual" : "",
+           d->bgrad >= 0 ? " bgrad" : "");
   free(max);
 }
 
@@ -454,6 +457,10 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "  g.ldb = %s;\n  g.b_trans = %s;\n", d->b_trans ? "K" : "N", d->b_trans ? "true" : "false");
       if (sb) nnc_sb_printf(&body, "  g.stride_b = (long long)K * N;\n");
       if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
+      if (d->bgrad >= 0) {
+        ec_assign(x, &body, 2, "g.bgrad", d->bgrad);
+        nnc_sb_printf(&body, "  /* written: the bias gradient, the column sums of dy (%s) */\n", d->bgrad_of_b ? "B" : "A^T");
+      }
       if (p.lt_residual) {
         ec_assign(x, &body, 2, "g.residual", d->residual);
         nnc_sb_printf(&body, "  g.stride_r = (long long)M * N;\n");

@@ -47,6 +47,9 @@ typedef struct nnc_emitter {
    * activation's derivative (nnc_gemm_desc.aux_kind); without, an activation
    * with a gradient and the gradient stay elementwise kernels. */
   bool gemm_aux;
+  /* Whether its GEMMs write a weight gradient's bias gradient
+   * (nnc_gemm_desc.bgrad); without, it stays a reduction kernel. */
+  bool gemm_bgrad;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -54,6 +57,8 @@ typedef struct nnc_emitter {
 bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op);
 /* Whether the emitter of family f writes GEMMs with an aux (nnc_emitter.gemm_aux). */
 bool nnc_emit_has_gemm_aux(nnc_target_family f);
+/* Whether the emitter of family f writes GEMMs with a bias gradient (nnc_emitter.gemm_bgrad). */
+bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 
 /* The variants of every kernel of r (out holds r->s->nk entries; all n = 0
  * on a target without choices). */

@@ -148,16 +148,29 @@ out:
   return rc;
 }
 
+/* A GEMM's outputs: its product, then the saved aux and the bias gradient
+ * when it writes them; the count. */
+static int gemm_outputs(const nnc_gemm_desc *d, int *out) {
+  int n = 0;
+  out[n++] = d->out;
+  if (d->aux_kind == NNC_AUX_SAVE) out[n++] = d->aux;
+  if (d->bgrad >= 0) out[n++] = d->bgrad;
+  return n;
+}
+
 /* Every tensor written by a node other than the group's last is read only
- * inside the group and is not a graph output (but a GEMM's saved aux). */
+ * inside the group and is not a graph output (but a GEMM's outputs). */
 static nnc_status check_outputs(const fuse_state *st, const fuse_group *gr, nnc_error *err) {
   const nnc_graph *g = st->c.g;
   int gi = st->owner[gr->nodes[0]];
+  int gout[3], ngout = gr->kind == NNC_KERNEL_GEMM ? gemm_outputs(&gr->gemm, gout) : 0;
   for (int i = 0; i + 1 < gr->nnodes; i++) {
     const nnc_node *n = &g->nodes[gr->nodes[i]];
     for (int j = 0; j < n->nout; j++) {
       int t = n->out[j];
-      if (gr->kind == NNC_KERNEL_GEMM && gr->gemm.aux_kind == NNC_AUX_SAVE && gr->gemm.aux == t) continue;
+      bool declared = false;
+      for (int q = 0; q < ngout; q++) declared |= gout[q] == t;
+      if (declared) continue;
       bool escapes = nnc_graph_is_output(g, t);
       for (int u = st->c.uses.start[t]; u < st->c.uses.start[t + 1] && !escapes; u++)
         escapes = st->owner[st->c.uses.node[u]] != gi;
@@ -190,11 +203,13 @@ static nnc_status fill_io(const fuse_state *st, nnc_kernel *k, nnc_error *err) {
       k->in[k->nin++] = t;
     }
   }
+  if (k->kind == NNC_KERNEL_GEMM) {
+    k->nout = gemm_outputs(&k->d.gemm, k->out);
+    return NNC_OK;
+  }
   const nnc_node *last = &g->nodes[k->nodes[k->nnodes - 1]];
   k->nout = last->nout;
   memcpy(k->out, last->out, (size_t)last->nout * sizeof *last->out);
-  /* a GEMM that saves its activation's input writes it too */
-  if (k->kind == NNC_KERNEL_GEMM && k->d.gemm.aux_kind == NNC_AUX_SAVE) k->out[k->nout++] = k->d.gemm.aux;
   return NNC_OK;
 }
 
@@ -234,6 +249,7 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   memset(&st, 0, sizeof st);
   st.c.g = g;
   st.c.gemm_aux = !o || !o->no_gemm_aux;
+  st.c.gemm_bgrad = !o || !o->no_gemm_bgrad;
   nnc_status rc = nnc_uses_build(g, &st.c.uses, err);
   if (rc) return rc;
   size_t n = (size_t)(g->nnodes ? g->nnodes : 1);

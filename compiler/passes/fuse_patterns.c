@@ -192,6 +192,35 @@ static int act_with_grad(const fuse_ctx *c, int cur) {
   return a;
 }
 
+/* A free sum over axis 0 of the rank-2 operand t into a vector of d's
+ * output type, or -1. */
+static int column_sum_of(const fuse_ctx *c, const nnc_gemm_desc *d, int t) {
+  if (tensor_of(c, t)->rank != 2) return -1;
+  for (int u = c->uses.start[t]; u < c->uses.start[t + 1]; u++) {
+    int r = c->uses.node[u];
+    const nnc_node *n = node_of(c, r);
+    if (n->op == NNC_OP_SUM && !n->dead && !n->recompute && c->owner[r] < 0 && n->attrs.axis == 0 &&
+        !n->attrs.keepdim && tensor_of(c, n->out[0])->dtype == tensor_of(c, d->out)->dtype)
+      return r;
+  }
+  return -1;
+}
+
+/* The bias gradient beside a weight gradient: the sum over the rows of dy
+ * when dy is an operand stored with the GEMM's k along its rows (A folded
+ * transposed: dW = dy^T x; or B as it is: dW = x^T dy), which the GEMM can
+ * write from the dy it reads anyway. -1 when there is none or d has a
+ * fusion that excludes it; *of_b says which operand. */
+static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b) {
+  if (!c->gemm_bgrad || !d->a_trans || d->alpha != 1.0 || d->bias >= 0 || d->act != NNC_OP_NONE ||
+      d->aux_kind != NNC_AUX_NONE || tensor_of(c, d->out)->rank != 2)
+    return -1;
+  int r = column_sum_of(c, d, d->a);
+  *of_b = r < 0;
+  if (r < 0 && !d->b_trans) r = column_sum_of(c, d, d->b);
+  return r;
+}
+
 /* linear / matmul with an optional norm prologue on A, a folded transpose of
  * a rank-2 A (a weight gradient's x^T: no copy of the activations) or B, and
  * the epilogue alpha, bias, activation, residual, widening
@@ -202,7 +231,7 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   nnc_gemm_desc d = {.a = mm->in[0], .b = mm->in[1], .bias = -1, .residual = -1, .out = -1,
                      .b_trans = false, .prologue = NNC_NORM_NONE, .norm_gamma = -1,
                      .norm_beta = -1, .norm_eps = 0, .act = NNC_OP_NONE, .gelu_tanh = false,
-                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1};
+                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1, .bgrad = -1};
   gr->nnodes = 0;
   take(gr, anchor);
   if (mm->op == NNC_OP_LINEAR) {
@@ -311,6 +340,11 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     cur = node_of(c, r)->out[0];
   }
   d.out = cur;
+  int bg = bias_grad_of(c, &d, &d.bgrad_of_b);
+  if (bg >= 0) {
+    d.bgrad = node_of(c, bg)->out[0];
+    take(gr, bg);
+  }
   gr->kind = NNC_KERNEL_GEMM;
   gr->main = anchor;   /* the linear or matmul */
   gr->gemm = d;

@@ -68,6 +68,10 @@ static const char *epilogue_name(int e) {
   case NNRT_EPI_RELU: return "relu";
   case NNRT_EPI_GELU_TANH: return "gelu_tanh";
   case NNRT_EPI_GELU_ERF: return "gelu_erf";
+  case NNRT_EPI_GELU_TANH_AUX: return "gelu_tanh_aux";
+  case NNRT_EPI_DGELU_TANH: return "dgelu_tanh";
+  case NNRT_EPI_BGRAD_A: return "bgrad_a";
+  case NNRT_EPI_BGRAD_B: return "bgrad_b";
   }
   return "?";
 }
@@ -108,12 +112,13 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
     return no(reason, reason_size, "a size (M, N, K or batch) is negative");
   if (!valid_dtype((int)g->ab) || !valid_dtype((int)g->out))
     return no(reason, reason_size, "the A/B or output type is not f32, bf16 or f16");
-  if (g->epilogue < NNRT_EPI_NONE || g->epilogue > NNRT_EPI_DGELU_TANH)
+  if (g->epilogue < NNRT_EPI_NONE || g->epilogue > NNRT_EPI_BGRAD_B)
     return no(reason, reason_size, "the epilogue is not one of nnrt_cuda_epilogue");
   if (g->epilogue == NNRT_EPI_GELU_ERF)
     return no(reason, reason_size,
               "GELU in its erf form is not a cuBLASLt epilogue (only the tanh form is)");
-  if (g->residual && g->epilogue != NNRT_EPI_NONE)
+  bool bgrad = g->epilogue == NNRT_EPI_BGRAD_A || g->epilogue == NNRT_EPI_BGRAD_B;
+  if (g->residual && g->epilogue != NNRT_EPI_NONE && !bgrad)
     return no(reason, reason_size,
               "an activation with a residual: cuBLASLt adds the residual before the activation");
   bool aux = g->epilogue == NNRT_EPI_GELU_TANH_AUX || g->epilogue == NNRT_EPI_DGELU_TANH;
@@ -127,6 +132,17 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
               "the A/B type");
   if (g->epilogue == NNRT_EPI_DGELU_TANH && g->bias)
     return no(reason, reason_size, "DGELU multiplies the product by gelu'(aux): no bias");
+  if (bgrad != (g->bgrad != NULL))
+    return no(reason, reason_size, bgrad ? "the BGRAD epilogues need bgrad (the bias gradient they write), found NULL"
+                                         : "bgrad is set but the epilogue is not BGRAD_A or BGRAD_B");
+  if (bgrad && (g->bias || g->batch > 1))
+    return no(reason, reason_size, "BGRAD_A and BGRAD_B take no bias and one batch item");
+  /* measured (CUDA 12, H100/H200, every type pair): cuBLASLt plans them only
+   * when the summed operand is stored with k along its rows */
+  if (g->epilogue == NNRT_EPI_BGRAD_A && !g->a_trans)
+    return no(reason, reason_size, "BGRAD_A needs A transposed (stored [K,M], as a weight gradient's dy^T)");
+  if (g->epilogue == NNRT_EPI_BGRAD_B && g->b_trans)
+    return no(reason, reason_size, "BGRAD_B needs B stored [K,N], not transposed (as a weight gradient's dy)");
   if (g->ab == NNRT_DT_F32 && g->out != NNRT_DT_F32)
     return no(reason, reason_size, "f32 inputs must give an f32 output");
   if (g->ab != NNRT_DT_F32 && g->out != g->ab && g->out != NNRT_DT_F32)
@@ -222,10 +238,13 @@ static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error 
                          "%s: the residual is D itself, so stride_r must equal stride_d = %lld, "
                          "found %lld", name_of(d), g->stride_d, g->stride_r);
   }
+  if (g->bgrad && g->alpha != 1.0f)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: BGRAD sums its operand unscaled, so alpha must be 1, found %g", name_of(d),
+                       (double)g->alpha);
   size_t ea = dtype_size(g->ab), eo = dtype_size(g->out);
   const struct { const void *p; size_t size; const char *name; } ptrs[] = {
       {g->A, ea, "A"}, {g->B, ea, "B"}, {g->D, eo, "D"}, {g->bias, eo, "bias"},
-      {g->residual, eo, "residual"}};
+      {g->residual, eo, "residual"}, {g->bgrad, eo, "bgrad"}};
   for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
     if ((uintptr_t)ptrs[i].p % ptrs[i].size != 0)
       return nnrt_errorf(err, NNRT_E_ARG, "%s: %s (%p) is not aligned to its %zu-byte elements",
@@ -242,7 +261,7 @@ void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *k) {
                           batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
                           align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
                           align_of(g->bias), g->algo, g->a_trans, g->aux != NULL, g->ldaux,
-                          align_of(g->aux)};
+                          align_of(g->aux), align_of(g->bgrad)};
   memcpy(k, v, sizeof v);
 }
 
@@ -253,6 +272,10 @@ static cublasLtEpilogue_t lt_epilogue(const nnrt_cuda_gemm *g) {
   case NNRT_EPI_GELU_TANH: return b ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   case NNRT_EPI_GELU_TANH_AUX: return b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
   case NNRT_EPI_DGELU_TANH: return CUBLASLT_EPILOGUE_DGELU;
+  /* our A is cuBLASLt's B, summed over k into one value per column of its D
+   * (our rows); our B is its A, summed into one per row of its D */
+  case NNRT_EPI_BGRAD_A: return CUBLASLT_EPILOGUE_BGRADB;
+  case NNRT_EPI_BGRAD_B: return CUBLASLT_EPILOGUE_BGRADA;
   default: return b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
@@ -288,7 +311,9 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  if (g->bias) {
+  /* BGRAD's output rides the bias pointer */
+  const void *bias = g->bgrad ? g->bgrad : g->bias;
+  if (bias) {
     int32_t bt = (int32_t)tout;
     int64_t bstride = 0; /* one bias for every batch item */
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
@@ -296,8 +321,7 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
                                           &bstride, sizeof bstride));
     /* The heuristic reads the bias pointer's alignment. */
-    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-                                          sizeof g->bias));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
   if (g->aux) {
     int64_t ld = g->ldaux, stride = batched ? g->stride_aux : 0;
@@ -412,9 +436,8 @@ nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaS
   plan *p = NULL;
   if ((st = plan_for(h, g, d, &p, err)) != NNRT_OK) return st;
   cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
-  if (g->bias)
-    bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-                                        sizeof g->bias);
+  const void *bias = g->bgrad ? g->bgrad : g->bias;
+  if (bias) bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
   if (g->aux && bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
                                         sizeof g->aux);

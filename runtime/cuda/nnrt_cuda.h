@@ -168,14 +168,20 @@ typedef enum { NNRT_DT_F32, NNRT_DT_BF16, NNRT_DT_F16 } nnrt_cuda_dtype;
  *   GELU_TANH_AUX: aux = alpha A.op(B) + bias too (the GELU's input, kept
  *                  for its gradient), D = gelu(aux);
  *   DGELU_TANH:    D = alpha A.op(B) * gelu'(aux) (the gradient through the
- *                  GELU: aux is its input), no bias. */
+ *                  GELU: aux is its input), no bias.
+ * BGRAD_A and BGRAD_B write bgrad (below) besides D: a weight gradient's
+ * bias gradient, the sums of its dy over the rows, from the operand the GEMM
+ * reads anyway: A (dW = dy^T x, cuBLASLt's BGRADB) or B (dW = x^T dy, its
+ * BGRADA). */
 typedef enum {
   NNRT_EPI_NONE,
   NNRT_EPI_RELU,
   NNRT_EPI_GELU_TANH,
   NNRT_EPI_GELU_ERF,
   NNRT_EPI_GELU_TANH_AUX,
-  NNRT_EPI_DGELU_TANH
+  NNRT_EPI_DGELU_TANH,
+  NNRT_EPI_BGRAD_A,
+  NNRT_EPI_BGRAD_B
 } nnrt_cuda_epilogue;
 
 /* One (batched) product, row-major:
@@ -189,7 +195,7 @@ typedef enum {
  * residual has D's shape and leading dimension ldd, batch stride stride_r,
  * and may be D itself (then stride_r must equal stride_d).
  * An activation together with a residual is unsupported (cuBLASLt would
- * apply the activation after adding it); so is K == 0.
+ * apply the activation after adding it); so is K == 0. BGRAD_* take a residual.
  * Strides may be 0 for A and B (one matrix for every batch item), not for D. */
 typedef struct nnrt_cuda_gemm {
   int M, N, K, batch;            /* out[M,N] per batch item, row-major */
@@ -206,6 +212,11 @@ typedef struct nnrt_cuda_gemm {
   int epilogue;                  /* nnrt_cuda_epilogue */
   void *aux; long long ldaux, stride_aux;  /* D-shaped, of the out type, ldaux a multiple of 8: the
                                               *_AUX and D* epilogues' (written or read), else NULL */
+  void *bgrad;                   /* BGRAD_A: [M] of the out type, bgrad[m] = sum over k of A[m][k] (the
+                                    column sums of A stored [K,M]: a_trans); BGRAD_B: [N], bgrad[n] =
+                                    sum over k of B[k][n] (B stored [K,N]: not b_trans); else NULL.
+                                    Not scaled by alpha; no bias, no batch; other layouts of the
+                                    summed operand are unsupported (cuBLASLt has no kernel) */
   int algo;                      /* which of cuBLASLt's heuristic results runs it (below) */
 } nnrt_cuda_gemm;
 

@@ -518,6 +518,101 @@ static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool q
            COMBOS[ci].tol);
 }
 
+/* BGRAD_A / BGRAD_B: a weight gradient D = A.B and its bias gradient, the
+ * sums over k of A (bgrad[m]: dW = dy^T x) or of B (bgrad[n]: dW = x^T dy),
+ * both against float64 sums of the stored values, bgrad poisoned with NaN
+ * first; with and without an in-place residual (an accumulated gradient);
+ * every type pair and every layout. The summed operand stored with k along
+ * its rows (A [K,M] for BGRAD_A, B [K,N] for BGRAD_B) must run; the other
+ * layouts, for which cuBLASLt has no kernel, must be refused as unsupported. */
+static void bgrad_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, int epi, int tr, bool res) {
+  const combo *c = &COMBOS[ci];
+  const bool b_trans = tr & 1, a_trans = (tr & 2) != 0, of_a = epi == NNRT_EPI_BGRAD_A;
+  const int M = sh.M, N = sh.N, K = sh.K, L = of_a ? M : N;
+  char label[160];
+  snprintf(label, sizeof label, "%s %dx%dx%d %s %s %s%s", of_a ? "bgrad_a" : "bgrad_b", M, N, K, c->name,
+           a_trans ? "A^T" : "A", b_trans ? "B^T" : "B", res ? " +residual" : "");
+  buf A = {0}, Bm = {0}, D = {0}, G = {0};
+  void *R = NULL, *dout = NULL, *gout = NULL;
+  size_t nA = (size_t)M * K, nB = (size_t)K * N, nD = (size_t)M * N;
+  if (buf_make(a, &A, c->ab, nA, true) || buf_make(a, &Bm, c->ab, nB, true) ||
+      buf_make(a, &D, c->out, nD, res) || buf_make(a, &G, c->out, (size_t)L, false)) {
+    FAIL("%s: buffers: %s", label, err.msg);
+    goto done;
+  }
+  if (res) {   /* D holds the residual before the call */
+    R = malloc(nD * esize(c->out));
+    memcpy(R, D.h, nD * esize(c->out));
+  }
+  nnrt_cuda_gemm g = {.M = M, .N = N, .K = K, .batch = 1, .ab = c->ab, .out = c->out, .tf32 = c->tf32,
+                      .A = A.d, .lda = a_trans ? M : K, .a_trans = a_trans, .B = Bm.d, .ldb = b_trans ? K : N,
+                      .b_trans = b_trans, .residual = res ? D.d : NULL, .D = D.d, .ldd = N, .alpha = 1,
+                      .epilogue = epi, .bgrad = G.d};
+  nnrt_status st = nnrt_cuda_gemm_run(h, &g, NULL, &err);
+  if (of_a ? !a_trans : b_trans) {
+    EXPECT(st == NNRT_E_ARG && strstr(err.msg, "unsupported"), "%s: ran: %s", label, err.msg);
+    goto done;
+  }
+  if (st != NNRT_OK) {
+    FAIL("%s: %s", label, err.msg);
+    goto done;
+  }
+  dout = malloc(nD * esize(c->out));
+  gout = malloc((size_t)L * esize(c->out));
+  if (nnrt_cuda_check(cudaMemcpy(dout, D.d, nD * esize(c->out), cudaMemcpyDeviceToHost), "download D", &err) ||
+      nnrt_cuda_check(cudaMemcpy(gout, G.d, (size_t)L * esize(c->out), cudaMemcpyDeviceToHost), "download bgrad",
+                      &err)) {
+    FAIL("%s: %s", label, err.msg);
+    goto done;
+  }
+  double dmax = 0, ddiff = 0, gmax = 0, gdiff = 0;
+  long bad = 0;
+  for (int l = 0; l < L; l++) {
+    double sum = 0;
+    for (int k = 0; k < K; k++)
+      sum += of_a ? get(c->ab, A.h, a_trans ? (size_t)k * M + l : (size_t)l * K + k)
+                  : get(c->ab, Bm.h, b_trans ? (size_t)l * K + k : (size_t)k * N + l);
+    double o = get(c->out, gout, (size_t)l);
+    if (!isfinite(o)) bad++;
+    else if (fabs(o - sum) > gdiff) gdiff = fabs(o - sum);
+    if (fabs(sum) > gmax) gmax = fabs(sum);
+  }
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      double acc = res ? get(c->out, R, (size_t)m * N + n) : 0;
+      for (int k = 0; k < K; k++)
+        acc += get(c->ab, A.h, a_trans ? (size_t)k * M + m : (size_t)m * K + k) *
+               get(c->ab, Bm.h, b_trans ? (size_t)n * K + k : (size_t)k * N + n);
+      double v = get(c->out, dout, (size_t)m * N + n);
+      if (!isfinite(v)) bad++;
+      else if (fabs(v - acc) > ddiff) ddiff = fabs(v - acc);
+      if (fabs(acc) > dmax) dmax = fabs(acc);
+    }
+  double drel = ddiff / (dmax > 0 ? dmax : 1), grel = gdiff / (gmax > 0 ? gmax : 1);
+  printf("  %-52s D max rel err %.2e, bgrad %.2e\n", label, drel, grel);
+  EXPECT(bad == 0 && drel <= c->tol && grel <= c->tol, "%s: D %.3e, bgrad %.3e (tol %.0e), %ld non-finite",
+         label, drel, grel, c->tol, bad);
+done:
+  free(R);
+  free(dout);
+  free(gout);
+  buf_free(a, &A);
+  buf_free(a, &Bm);
+  buf_free(a, &D);
+  buf_free(a, &G);
+}
+
+static void test_gemm_bgrad(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool quick) {
+  const shape shapes[] = {{13, 7, 17, 1, 0, false}, {1, 1, 1, 1, 0, false}, {200, 96, 1031, 1, 0, false},
+                          {96, 200, 4099, 1, 0, false}};
+  size_t nshapes = quick ? 1 : sizeof shapes / sizeof shapes[0];
+  for (size_t si = 0; si < nshapes; si++)
+    for (int ci = 0; ci < NCOMBOS; ci++)
+      for (int epi = NNRT_EPI_BGRAD_A; epi <= NNRT_EPI_BGRAD_B; epi++)
+        for (int tr = 0; tr < 4; tr++)
+          for (int res = 0; res < 2; res++) bgrad_case(h, a, shapes[si], ci, epi, tr, res);
+}
+
 /* cuBLASLt's 2nd to 4th heuristic results on every type pair, both A and both B
  * layouts and the three ways the emitter fuses (nothing; bias + GELU; bias
  * + residual), at odd sizes and at one model-like size whose heuristic
@@ -758,6 +853,7 @@ int main(int argc, char **argv) {
     test_gemm_cache_and_args(h, a);
     test_gemm_combinations(h, a, quick);
     test_gemm_algos(h, a, quick);
+    test_gemm_bgrad(h, a, quick);
   }
   if (cudaDeviceSynchronize() != cudaSuccess) FAIL("device faulted");
   nnrt_cuda_blas_destroy(h);

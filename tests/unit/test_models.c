@@ -563,6 +563,47 @@ static void test_gpt2_train_gelu(void **state) {
   }
 }
 
+/* Each linear's bias gradient rides its weight gradient's GEMM (cuBLASLt's
+ * BGRADB on CUDA): dW = dy^T x also writes db = dy's column sums, so no
+ * reduction kernel is left for the 4 linears of each block; for a target
+ * without (c-simd, opencl) they stay reductions. Both schedules compute what
+ * the graph does. */
+static void test_gpt2_train_bias_grad(void **state) {
+  (void)state;
+  const char *d[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=32", "batch=3"};
+  for (int plain = 0; plain < 2; plain++) {
+    model m;
+    nnc_compile_opts co = {.no_gemm_bgrad = plain};
+    load_model_as(&m, "gpt2", d, 6, true, &co);
+    int fused = 0, sums = 0;
+    for (int k = 0; k < m.s.nk; k++) {
+      const nnc_kernel *kn = &m.s.k[k];
+      if (kn->kind == NNC_KERNEL_GEMM && kn->d.gemm.bgrad >= 0) {
+        const nnc_gemm_desc *g = &kn->d.gemm;
+        fused++;
+        /* GPT-2's Conv1D weights are [in, out]: dW = x^T dy, dy is B [rows, N] */
+        assert_true(g->a_trans && g->bgrad_of_b && !g->b_trans);
+        assert_int_equal(kn->nout, 2);   /* dW and db */
+        assert_int_equal(kn->out[1], g->bgrad);
+        const nnc_tensor *db = &m.g.tensors[g->bgrad], *b = &m.g.tensors[g->b];
+        assert_int_equal(db->rank, 1);
+        assert_true(nnc_dim_eq(db->shape[0], b->shape[1]));
+      }
+      for (int j = 0; j < kn->nnodes; j++) {
+        const nnc_node *n = &m.g.nodes[kn->nodes[j]];
+        /* the linears' bias gradients, named grad.h.<i>.{attn,mlp}.<linear> (the
+         * other sum, grad.add, is wpe's over the batch) */
+        sums += kn->kind != NNC_KERNEL_GEMM && n->op == NNC_OP_SUM &&
+                strncmp(m.g.tensors[n->out[0]].name, "grad.h.", 7) == 0;
+      }
+    }
+    assert_int_equal(fused, plain ? 0 : 8);
+    assert_int_equal(sums, plain ? 8 : 0);
+    check_schedule(&m, 3, 17);
+    model_free(&m);
+  }
+}
+
 /* --recompute: each level's schedule gives the outputs (loss, every
  * gradient) of the graph without recomputation, holds fewer bytes at its
  * peak than the level below, and copies only what its level names. */
@@ -829,6 +870,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_small),
       cmocka_unit_test(test_gpt2_train_folded),
       cmocka_unit_test(test_gpt2_train_gelu),
+      cmocka_unit_test(test_gpt2_train_bias_grad),
       cmocka_unit_test(test_gpt2_train_recompute),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
       cmocka_unit_test(test_bert_default_params),

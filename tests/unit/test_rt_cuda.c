@@ -242,6 +242,35 @@ static void test_gemm_supported(void **state) {
   g.aux = &dummy;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   assert_non_null(strstr(why, "does not use it"));
+  /* BGRAD_A/B: bgrad required and refused elsewhere; no bias, one batch
+   * item; a residual (an accumulated weight gradient) is fine. */
+  for (int e = NNRT_EPI_BGRAD_A; e <= NNRT_EPI_BGRAD_B; e++) {
+    g = base_gemm();
+    g.batch = 1;
+    g.epilogue = e;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    assert_non_null(strstr(why, "need bgrad"));
+    g.bgrad = &dummy;
+    g.residual = &dummy;
+    /* the summed operand must have k along its stored rows */
+    g.a_trans = e == NNRT_EPI_BGRAD_B;
+    g.b_trans = e == NNRT_EPI_BGRAD_B;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    assert_non_null(strstr(why, e == NNRT_EPI_BGRAD_A ? "A transposed" : "not transposed"));
+    g.a_trans = e == NNRT_EPI_BGRAD_A;
+    g.b_trans = e == NNRT_EPI_BGRAD_A;
+    assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    g.bias = &dummy;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+    assert_non_null(strstr(why, "no bias"));
+    g.bias = NULL;
+    g.batch = 2;
+    assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  }
+  g = base_gemm();
+  g.bgrad = &dummy;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "not BGRAD"));
   g = base_gemm();
   g.K = 0;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
@@ -253,7 +282,7 @@ static void test_gemm_supported(void **state) {
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   assert_non_null(strstr(why, "negative"));
   g = base_gemm();
-  g.epilogue = 7;
+  g.epilogue = 8;
   assert_false(nnrt_cuda_gemm_supported(&g, NULL, 0));
   g = base_gemm();
   g.ab = (nnrt_cuda_dtype)5;
