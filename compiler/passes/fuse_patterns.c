@@ -193,15 +193,25 @@ static int act_with_grad(const fuse_ctx *c, int cur) {
 }
 
 /* A free sum over axis 0 of the rank-2 operand t into a vector of d's
- * output type, or -1. */
-static int column_sum_of(const fuse_ctx *c, const nnc_gemm_desc *d, int t) {
+ * output type, or -1. *cast gets the widening cast after it that --precision
+ * puts before an f32 gradient when d writes f32 (its own cast folded), else
+ * -1. */
+static int column_sum_of(const fuse_ctx *c, const nnc_gemm_desc *d, int t, int *cast) {
+  *cast = -1;
   if (tensor_of(c, t)->rank != 2) return -1;
+  nnc_dtype want = tensor_of(c, d->out)->dtype;
   for (int u = c->uses.start[t]; u < c->uses.start[t + 1]; u++) {
     int r = c->uses.node[u];
     const nnc_node *n = node_of(c, r);
-    if (n->op == NNC_OP_SUM && !n->dead && !n->recompute && c->owner[r] < 0 && n->attrs.axis == 0 &&
-        !n->attrs.keepdim && tensor_of(c, n->out[0])->dtype == tensor_of(c, d->out)->dtype)
+    if (n->op != NNC_OP_SUM || n->dead || n->recompute || c->owner[r] >= 0 || n->attrs.axis != 0 ||
+        n->attrs.keepdim)
+      continue;
+    if (tensor_of(c, n->out[0])->dtype == want) return r;
+    int w = foldable_consumer(c, n->out[0]);
+    if (w >= 0 && node_of(c, w)->op == NNC_OP_CAST && tensor_of(c, node_of(c, w)->out[0])->dtype == want) {
+      *cast = w;
       return r;
+    }
   }
   return -1;
 }
@@ -210,14 +220,16 @@ static int column_sum_of(const fuse_ctx *c, const nnc_gemm_desc *d, int t) {
  * when dy is an operand stored with the GEMM's k along its rows (A folded
  * transposed: dW = dy^T x; or B as it is: dW = x^T dy), which the GEMM can
  * write from the dy it reads anyway. -1 when there is none or d has a
- * fusion that excludes it; *of_b says which operand. */
-static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b) {
+ * fusion that excludes it; *of_b says which operand, *cast is the sum's
+ * widening cast or -1. */
+static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, int *cast) {
+  *cast = -1;
   if (!c->gemm_bgrad || !d->a_trans || d->alpha != 1.0 || d->bias >= 0 || d->act != NNC_OP_NONE ||
       d->aux_kind != NNC_AUX_NONE || tensor_of(c, d->out)->rank != 2)
     return -1;
-  int r = column_sum_of(c, d, d->a);
+  int r = column_sum_of(c, d, d->a, cast);
   *of_b = r < 0;
-  if (r < 0 && !d->b_trans) r = column_sum_of(c, d, d->b);
+  if (r < 0 && !d->b_trans) r = column_sum_of(c, d, d->b, cast);
   return r;
 }
 
@@ -340,10 +352,11 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     cur = node_of(c, r)->out[0];
   }
   d.out = cur;
-  int bg = bias_grad_of(c, &d, &d.bgrad_of_b);
+  int bcast, bg = bias_grad_of(c, &d, &d.bgrad_of_b, &bcast);
   if (bg >= 0) {
-    d.bgrad = node_of(c, bg)->out[0];
+    d.bgrad = node_of(c, bcast >= 0 ? bcast : bg)->out[0];
     take(gr, bg);
+    if (bcast >= 0) take(gr, bcast);
   }
   gr->kind = NNC_KERNEL_GEMM;
   gr->main = anchor;   /* the linear or matmul */
