@@ -8,7 +8,8 @@
 #
 # run builds every folder, checks each against the float64 reference with
 # poisoned outputs (tests/ops/recurrent.lua in f32 and bf16, both models at
-# odd sizes; `bench_<model> --check`), runs compute-sanitizer memcheck on the
+# odd sizes and their training steps, backward through time;
+# `bench_<model> --check`), runs compute-sanitizer memcheck on the
 # ops, then times models/lstm_forecast.lua at its full size (B=64, T=48,
 # hidden 64, 2 layers; f32: the harness's median after warm-up) and
 # bench/gpu_rnn_torch.py (eager and torch.compile MODES) in the same call.
@@ -26,6 +27,8 @@ rnn_bf16 tests/ops/recurrent bf16 -d_B=3
 lstm_small_f32 models/lstm_forecast f32 -d_B=3_-d_T=7 $LSTM_SMALL
 gru_small_f32 models/gru f32 -d_B=3_-d_T=7 $GRU_SMALL
 gru_small_bf16 models/gru bf16 -d_B=3 $GRU_SMALL
+lstm_train_f32 models/lstm_forecast f32 -d_B=3_-d_T=7 $LSTM_SMALL --train
+gru_train_f32 models/gru f32 -d_B=3_-d_T=7 $GRU_SMALL --train
 lstm_full models/lstm_forecast f32 - -D batch=$B"
 
 generate() {

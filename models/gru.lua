@@ -19,4 +19,10 @@ local ids = input("ids", i32, { B, T })
 
 local x = embedding(ids, param("embed"), cfg.vocab, cfg.embed)
 local y = gru(x, cfg.hidden, param("gru"), { layers = cfg.layers, bidirectional = true, batch_first = true })
-output("logits", linear(mean(y, 2), cfg.classes, param("fc")))
+local logits = linear(mean(y, 2), cfg.classes, param("fc"))
+output("logits", logits)
+
+-- nnc --train: the loss to minimise, against each sequence's class
+if training then
+  output("loss", cross_entropy(logits, input("labels", i32, { B })))
+end

@@ -23,4 +23,11 @@ local x = input("window", f32, { B, T, cfg.features })
 
 local _, h_n = lstm(x, cfg.hidden, param("lstm"), { layers = cfg.layers, batch_first = true })
 local last = reshape(slice(h_n, 1, cfg.layers, cfg.layers), { B, cfg.hidden })   -- the top layer's state
-output("forecast", linear(last, cfg.horizon, param("head")))
+local forecast = linear(last, cfg.horizon, param("head"))
+output("forecast", forecast)
+
+-- nnc --train: the mean squared error against the series' next values
+if training then
+  local err = forecast - input("target", f32, { B, cfg.horizon })
+  output("loss", mean(mean(err * err, 2), 1))
+end

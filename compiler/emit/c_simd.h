@@ -19,7 +19,7 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* The plain C loop of an elementwise, reduce, move, loss or non-last-axis
  * softmax kernel. */
 nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
-/* An lstm_scan or gru_scan kernel: a task takes whole batch rows (emit_recurrent.c). */
+/* An lstm_scan or gru_scan kernel, or its gradient's: a task takes whole batch rows (emit_recurrent.c). */
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that
  * raise `need` (GEMM and attention only). */

@@ -288,7 +288,9 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   const nnc_graph *g = x->g;
   char v[64], e[EXPR], f[EXPR];
   const char *ty = ec_ctype(g, n->in[0]);
-  if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN) return cs_emit_recurrent(x, ki, b);
+  if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN || n->op == NNC_OP_LSTM_SCAN_GRAD ||
+      n->op == NNC_OP_GRU_SCAN_GRAD)
+    return cs_emit_recurrent(x, ki, b);
   nnc_sb body;
   nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {

@@ -317,7 +317,9 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
   const ec_ctx *x = lt->x;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_graph *g = x->g;
-  if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN) return ec_emit_device_recurrent(lt, ki, err);
+  if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN || n->op == NNC_OP_LSTM_SCAN_GRAD ||
+      n->op == NNC_OP_GRU_SCAN_GRAD)
+    return ec_emit_device_recurrent(lt, ki, err);
   char e[EXPR], f[EXPR], stride[EXPR], n_expr[EXPR], c[ACCESS];
   nnc_sb body, loop;
   nnc_sb_init(&body);

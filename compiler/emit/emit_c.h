@@ -210,7 +210,11 @@ typedef struct ec_access {
  * and H and the pointers xw, w, bias, [h0, c0], y, hn, [cn]. */
 void ec_emit_recurrent_row(const ec_ctx *x, const nnc_node *n, const ec_access *a, const char *I, const char *ind,
                            nnc_sb *b);
-/* A scan's kernel on a device target: a work-item a batch row. */
+/* The same for lstm_scan_grad or gru_scan_grad (emit_recurrent_grad.c), the
+ * pointers named as ir.h names their operands (dxw, da, dh0, dc0, hprev, saved). */
+void ec_emit_recurrent_grad_row(const ec_ctx *x, const nnc_node *n, const ec_access *a, const char *I,
+                                const char *ind, nnc_sb *b);
+/* A scan's (or its gradient's) kernel on a device target: a work-item a batch row. */
 nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error *err);
 
 /* The kernel of an elementwise, move, gather, reduce, loss or non-last-axis

@@ -89,12 +89,23 @@ static char *cs_st(const ec_access *a, int t, const char *name, const char *idx,
   return buf;
 }
 
-/* The tensors of scan n as the names the steps use, through declare. */
+/* The tensors of scan (or scan gradient) n as the names its steps use, through declare. */
 static void operands(const nnc_node *n, void (*declare)(void *self, bool out, const char *name, int t), void *self) {
-  static const char *const in_names[5] = {"xw", "w", "bias", "h0", "c0"};
-  static const char *const out_names[3] = {"y", "hn", "cn"};
-  for (int i = 0; i < n->nin; i++) declare(self, false, in_names[i], n->in[i]);
-  for (int i = 0; i < n->nout; i++) declare(self, true, out_names[i], n->out[i]);
+  static const char *const scan_in[9] = {"xw", "w", "bias", "h0", "c0"}, *const scan_out[5] = {"y", "hn", "cn"};
+  static const char *const lstm_in[9] = {"xw", "w", "bias", "h0", "c0", "y", "dy", "dhn", "dcn"};
+  static const char *const lstm_out[5] = {"dxw", "dh0", "dc0", "hprev", "saved"};
+  static const char *const gru_in[9] = {"xw", "w", "bias", "h0", "y", "dy", "dhn"};
+  static const char *const gru_out[5] = {"dxw", "da", "dh0", "hprev", "saved"};
+  bool lg = n->op == NNC_OP_LSTM_SCAN_GRAD, gg = n->op == NNC_OP_GRU_SCAN_GRAD;
+  const char *const *in = lg ? lstm_in : gg ? gru_in : scan_in, *const *out = lg ? lstm_out : gg ? gru_out : scan_out;
+  for (int i = 0; i < n->nin; i++) declare(self, false, in[i], n->in[i]);
+  for (int i = 0; i < n->nout; i++) declare(self, true, out[i], n->out[i]);
+}
+
+/* The steps of one batch row of a scan or its gradient. */
+static void row(const ec_ctx *x, const nnc_node *n, const ec_access *a, const char *I, const char *ind, nnc_sb *b) {
+  if (n->op == NNC_OP_LSTM_SCAN_GRAD || n->op == NNC_OP_GRU_SCAN_GRAD) ec_emit_recurrent_grad_row(x, n, a, I, ind, b);
+  else ec_emit_recurrent_row(x, n, a, I, ind, b);
 }
 
 typedef struct cs_decl {
@@ -124,12 +135,12 @@ nnc_status cs_emit_recurrent(const ec_ctx *x, int ki, nnc_sb *out) {
   operands(n, cs_declare, &d);
   nnc_sb_printf(&body, "  const int64_t T = %s, H = %lld;\n  for (int64_t b = r0; b < r1; b++) {\n", T, H);
   const ec_access a = {x, cs_ld, cs_st};
-  ec_emit_recurrent_row(x, n, &a, "int64_t", "    ", &body);
+  row(x, n, &a, "int64_t", "    ", &body);
   nnc_sb_printf(&body, "  }\n");
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
   ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
-  /* a row's work: T steps of G*H*H multiply-adds */
-  snprintf(per, sizeof per, "%lld", (long long)xw->shape[2].k * H);
+  /* a row's work: T steps of G*H*H multiply-adds (three of them for a gradient) */
+  snprintf(per, sizeof per, "%lld", (long long)xw->shape[2].k * H * (n->nout == 5 ? 3 : 1));
   ec_mul(T, per, work, sizeof work);
   nnc_sb call;
   nnc_sb_init(&call);
@@ -179,7 +190,7 @@ nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error 
   nnc_sb_printf(&body, "  const int T = (int)(%s), H = %lld;\n  NNC_LOOP(b, %s) {\n", T,
                 (long long)x->g->tensors[n->in[1]].shape[1].k, B);
   const ec_access a = {x, dev_ld, dev_st};
-  ec_emit_recurrent_row(x, n, &a, "int", "    ", &body);
+  row(x, n, &a, "int", "    ", &body);
   nnc_sb_printf(&body, "  }\n");
   lt->finish(lt->self, ki, B, &body);
   return NNC_OK;

@@ -145,6 +145,15 @@ typedef enum nnc_op {
                            [h0 [B, H], c0 [B, H]] (zeros when absent); out: y [B, T, H], h_n [B, H], c_n [B, H] */
   NNC_OP_GRU_SCAN,      /* in: xw [B, T, 3H] (gates r, z, n), w_hh [3H, H], b_hh [3H], [h0 [B, H]];
                            out: y [B, T, H], h_n [B, H]; n = tanh(xw_n + r * (W_hn h + b_hn)) as PyTorch */
+  /* their gradients, backward through time: a first pass recomputes each step's gates (into `saved`, which
+   * nothing else reads) and the h each step read (hprev), a second walks the steps back. The recurrent
+   * weight's gradient is then one GEMM outside, da^T hprev over all B*T rows, and its bias's a column sum */
+  NNC_OP_LSTM_SCAN_GRAD, /* in: xw, w_hh, b_hh, h0, c0, y, dy, dh_n, dc_n (zeros for what the forward lacked or
+                            nothing read); out: dxw [B, T, 4H] (also da: the same), dh0, dc0 [B, H], hprev [B, T, H],
+                            saved [B, T, 5H] (i, f, g, o, c) */
+  NNC_OP_GRU_SCAN_GRAD,  /* in: xw, w_hh, b_hh, h0, y, dy, dh_n; out: dxw [B, T, 3H], da [B, T, 3H] (d(W_hh h + b_hh):
+                            dxw but for the n gate, times r), dh0 [B, H], hprev [B, T, H], saved [B, T, 4H]
+                            (r, z, n, W_hn h + b_hn) */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -200,7 +209,7 @@ typedef struct nnc_attrs {
   bool mask_zero;            /* masks: masked entries become 0, not -inf (a mask's gradient) */
   bool causal;               /* attention, attention_grad */
   nnc_window win;            /* im2col */
-  bool reverse;              /* lstm_scan, gru_scan: from the last step to the first */
+  bool reverse;              /* lstm_scan, gru_scan and their gradients: from the last step to the first */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */

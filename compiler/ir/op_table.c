@@ -56,6 +56,8 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   /* the scans run as a loop kernel of their own, the way the moves do (a MOVE kernel) */
   [NNC_OP_LSTM_SCAN] = {"lstm_scan", NNC_CLASS_MOVE, 3, 5, 3},
   [NNC_OP_GRU_SCAN] = {"gru_scan", NNC_CLASS_MOVE, 3, 4, 2},
+  [NNC_OP_LSTM_SCAN_GRAD] = {"lstm_scan_grad", NNC_CLASS_MOVE, 9, 9, 5},
+  [NNC_OP_GRU_SCAN_GRAD] = {"gru_scan_grad", NNC_CLASS_MOVE, 7, 7, 5},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

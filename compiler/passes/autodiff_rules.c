@@ -452,6 +452,49 @@ static nnc_status vjp_attention(ad_ctx *c, ad_vjp *v) {
   return NNC_OK;
 }
 
+/* lstm_scan, gru_scan: backward through time in one node (lstm_scan_grad,
+ * gru_scan_grad), then the recurrent weight's gradient as one GEMM over the
+ * steps of every row, da^T hprev, and its bias's as da's column sums. States
+ * the forward started from zeros and outputs nothing read get zeros. */
+static nnc_status vjp_scan(ad_ctx *c, ad_vjp *v) {
+  const nnc_node *n = v->n;
+  bool lstm = n->op == NNC_OP_LSTM_SCAN;
+  int ns = lstm ? 2 : 1, in[9], k = 0;
+  for (int i = 0; i < 3; i++) in[k++] = n->in[i];
+  for (int i = 0; i < ns; i++) {
+    if (n->nin > 3 + i) in[k++] = n->in[3 + i];
+    else TRY(ad_zeros_like(c, n->out[1], &in[k++]));
+  }
+  in[k++] = n->out[0];
+  for (int i = 0; i <= ns; i++) {
+    in[k] = v->dy[i];
+    if (in[k] < 0) TRY(ad_zeros_like(c, n->out[i], &in[k]));
+    k++;
+  }
+  nnc_attrs a = {.reverse = n->attrs.reverse};
+  int node;
+  TRY(nnc_graph_add_node(c->g, lstm ? NNC_OP_LSTM_SCAN_GRAD : NNC_OP_GRU_SCAN_GRAD, k, in, &a, 5, c->loc, c->label,
+                         &node, c->err));
+  TRY(nnc_infer_node(c->g, node, c->err));
+  const nnc_node *gn = &c->g->nodes[node];
+  int dxw = gn->out[0], da = gn->out[lstm ? 0 : 1], dh0 = gn->out[lstm ? 1 : 2], dc0 = lstm ? gn->out[2] : -1,
+      hprev = gn->out[3];
+  if (v->want[0]) v->dx[0] = dxw;
+  if (n->nin > 3 && v->want[3]) v->dx[3] = dh0;
+  if (n->nin > 4 && v->want[4]) v->dx[4] = dc0;
+  if (!v->want[1] && !v->want[2]) return NNC_OK;
+  int da2;
+  TRY(as_matrix(c, da, &da2));
+  if (v->want[1]) {
+    int h2, t;
+    TRY(as_matrix(c, hprev, &h2));
+    TRY(ad_transpose_last(c, da2, &t));
+    TRY(ad_binary(c, NNC_OP_MATMUL, t, h2, &v->dx[1]));
+  }
+  if (v->want[2]) TRY(ad_reduce(c, NNC_OP_SUM, da2, 0, false, &v->dx[2]));
+  return NNC_OK;
+}
+
 /* The table: an op without a rule (the gradient ops themselves) cannot be
  * differentiated, and the pass says so at its line. */
 static const ad_rule rules[NNC_OP_COUNT] = {
@@ -469,7 +512,7 @@ static const ad_rule rules[NNC_OP_COUNT] = {
   [NNC_OP_SLICE] = vjp_slice,          [NNC_OP_CONCAT] = vjp_concat,       [NNC_OP_SPLIT] = vjp_split,
   [NNC_OP_EMBEDDING] = vjp_embedding,  [NNC_OP_CROSS_ENTROPY] = vjp_cross_entropy,
   [NNC_OP_EXPAND] = vjp_expand,          [NNC_OP_ATTENTION] = vjp_attention,
-  [NNC_OP_IM2COL] = vjp_im2col,
+  [NNC_OP_IM2COL] = vjp_im2col,          [NNC_OP_LSTM_SCAN] = vjp_scan,     [NNC_OP_GRU_SCAN] = vjp_scan,
 };
 
 ad_rule nnc_ad_rule_of(nnc_op op) { return op > NNC_OP_NONE && op < NNC_OP_COUNT ? rules[op] : NULL; }

@@ -154,6 +154,8 @@ static void test_attention(void **state) { (void)state; check_op_file("tests/ops
 static void test_embedding_loss(void **state) { (void)state; check_op_file("tests/ops/embedding_loss.lua"); }
 /* convolutions and pools: im2col's gradient is col2im */
 static void test_conv(void **state) { (void)state; check_op_file("tests/ops/conv.lua"); }
+/* the recurrent layers: backward through time (lstm_scan_grad, gru_scan_grad), the initial states' gradients */
+static void test_recurrent(void **state) { (void)state; check_op_file("tests/ops/recurrent.lua"); }
 
 /* The models train with their own loss (declared when `training` is true). */
 static void test_mlp_train(void **state) {
@@ -312,6 +314,7 @@ int main(void) {
       cmocka_unit_test(test_norms),       cmocka_unit_test(test_reduce),     cmocka_unit_test(test_move),
       cmocka_unit_test(test_softmax_axis), cmocka_unit_test(test_attention), cmocka_unit_test(test_embedding_loss),
       cmocka_unit_test(test_conv),
+      cmocka_unit_test(test_recurrent),
       cmocka_unit_test(test_mlp_train),   cmocka_unit_test(test_gpt2_train), cmocka_unit_test(test_bert_probe),
       cmocka_unit_test(test_errors),      cmocka_unit_test(test_outputs),    cmocka_unit_test(test_fused_grads),
       cmocka_unit_test(test_no_loss_scale),

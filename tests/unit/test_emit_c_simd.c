@@ -305,12 +305,17 @@ static void test_resnet18(void **state) {
 
 /* The recurrent models at odd sizes: the LSTM forecaster (2 layers, batch
  * first, its last state through a slice) and the bidirectional GRU
- * classifier (embedding, mean over time), at a shorter T than compiled. */
+ * classifier (embedding, mean over time), at a shorter T than compiled;
+ * their training steps (backward through time: lstm_scan_grad,
+ * gru_scan_grad). */
 static void test_rnn_models(void **state) {
   const char *lstm[] = {"batch=4", "window=11", "features=5", "hidden=13", "horizon=3"};
   build_and_check("models/lstm_forecast.lua", "lstm_forecast", lstm, 5, "-d B=3 -d T=7");
+  build_and_check_as("models/lstm_forecast.lua", "lstm_forecast", "lstm_forecast_train", true, lstm, 5,
+                     "-d B=3 -d T=7");
   const char *gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
   build_and_check("models/gru.lua", "gru", gru, 6, "-d B=3 -d T=7");
+  build_and_check_as("models/gru.lua", "gru", "gru_train", true, gru, 6, "-d B=3 -d T=7");
 }
 
 /* The edge sizes: every dim at 1 and at its maximum. */

@@ -742,7 +742,8 @@ static void test_ops(void **state) {
  * odd sizes (at two sequence lengths) and the embedding with its loss
  * against the float64 reference, in f32. The backward's pad, scatter-add,
  * cross-entropy gradient, act_grad and zero-filling masks are the device
- * loops that the CUDA target runs too (device_loops.c). */
+ * loops that the CUDA target runs too (device_loops.c), and so are the
+ * recurrent models' backward through time. */
 static void test_train(void **state) {
   (void)state;
   if (have_device == 0) {
@@ -759,6 +760,11 @@ static void test_train(void **state) {
   run_in("gpt2_train", "gpt2", "-d B=3 -d T=5", "");
   check_at("tests/ops/embedding_loss.lua", "embedding_loss_train", "embedding_loss", "f32", true, NULL, 0,
            "-d B=3 -d T=17", 1e-5);
+  static const char *const lstm[] = {"batch=4", "window=11", "features=5", "hidden=13", "horizon=3"};
+  check_at("models/lstm_forecast.lua", "lstm_forecast_train", "lstm_forecast", "f32", true, lstm, 5, "-d B=3 -d T=7",
+           1e-5);
+  static const char *const gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
+  check_at("models/gru.lua", "gru_train", "gru", "f32", true, gru, 6, "-d B=3 -d T=7", 1e-5);
   char p[600];
   snprintf(p, sizeof p, "%s/gpt2_train/gpt2.cl", work);
   assert_true(file_has(p, "if (id >= v0 && id < v1)"));   /* the scatter-add of the embedding's gradient */
