@@ -204,6 +204,10 @@ typedef struct ec_access {
   char *(*ld)(const struct ec_access *a, int t, const char *name, const char *idx, char *buf, size_t n);
   char *(*st)(const struct ec_access *a, int t, const char *name, const char *idx, const char *v, char *buf,
               size_t n);
+  /* A function dot(const float *a, const float *b, n) of the generated file
+   * for the recurrent products on raw f32 pointers (C SIMD), or NULL: loops
+   * through ld. */
+  const char *dot;
 } ec_access;
 /* The steps of batch row b of lstm_scan or gru_scan node n, each line
  * indented by ind, with indices of C type I; the text around declares b, T

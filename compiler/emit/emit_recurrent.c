@@ -34,19 +34,30 @@ void ec_emit_recurrent_row(const ec_ctx *x, const nnc_node *n, const ec_access *
   nnc_sb_printf(b, "%s  const %s xr = (b * T + t) * %d * H, yr = (b * T + t) * H;\n", ind, I, G);
   nnc_sb_printf(b, "%s  for (%s j = 0; j < H; j++) {\n", ind, I);
   /* the recurrent product of the unit's G gates */
-  nnc_sb_printf(b, "%s    float", ind);
-  for (int k = 0; k < G; k++) {
+  if (a->dot) {
+    nnc_sb_printf(b, "%s    const float *hp = prev < 0 ? hn + b * H : y + (b * T + prev) * H;\n", ind);
+    for (int k = 0; k < G; k++) {
+      char wr[32];
+      snprintf(idx, sizeof idx, k ? "%d * H + j" : "j", k);
+      snprintf(wr, sizeof wr, k ? "(%d * H + j) * H" : "j * H", k);
+      nnc_sb_printf(b, "%s    const float a%d = bias[%s] + %s(w + %s, hp, H);\n", ind, k, idx, a->dot, wr);
+    }
+  }
+  if (!a->dot) nnc_sb_printf(b, "%s    float", ind);
+  for (int k = 0; k < G && !a->dot; k++) {
     snprintf(idx, sizeof idx, k ? "%d * H + j" : "j", k);
     nnc_sb_printf(b, "%s a%d = %s", k ? "," : "", k, a->ld(a, n->in[2], "bias", idx, l1, sizeof l1));
   }
-  nnc_sb_printf(b, ";\n%s    for (%s k = 0; k < H; k++) {\n", ind, I);
-  nnc_sb_printf(b, "%s      const float hk = prev < 0 ? %s : %s;\n", ind, a->ld(a, hn, "hn", "b * H + k", l1, sizeof l1),
-                a->ld(a, y, "y", "(b * T + prev) * H + k", l2, sizeof l2));
-  for (int k = 0; k < G; k++) {
-    snprintf(idx, sizeof idx, k ? "(%d * H + j) * H + k" : "j * H + k", k);
-    nnc_sb_printf(b, "%s      a%d += %s * hk;\n", ind, k, a->ld(a, n->in[1], "w", idx, l1, sizeof l1));
+  if (!a->dot) {
+    nnc_sb_printf(b, ";\n%s    for (%s k = 0; k < H; k++) {\n", ind, I);
+    nnc_sb_printf(b, "%s      const float hk = prev < 0 ? %s : %s;\n", ind,
+                  a->ld(a, hn, "hn", "b * H + k", l1, sizeof l1), a->ld(a, y, "y", "(b * T + prev) * H + k", l2, sizeof l2));
+    for (int k = 0; k < G; k++) {
+      snprintf(idx, sizeof idx, k ? "(%d * H + j) * H + k" : "j * H + k", k);
+      nnc_sb_printf(b, "%s      a%d += %s * hk;\n", ind, k, a->ld(a, n->in[1], "w", idx, l1, sizeof l1));
+    }
+    nnc_sb_printf(b, "%s    }\n", ind);
   }
-  nnc_sb_printf(b, "%s    }\n", ind);
   char xv[4][ACCESS];
   for (int k = 0; k < G; k++) {
     snprintf(idx, sizeof idx, k ? "xr + %d * H + j" : "xr + j", k);
@@ -134,9 +145,17 @@ nnc_status cs_emit_recurrent(const ec_ctx *x, int ki, nnc_sb *out) {
   cs_decl d = {x, &body};
   operands(n, cs_declare, &d);
   nnc_sb_printf(&body, "  const int64_t T = %s, H = %lld;\n  for (int64_t b = r0; b < r1; b++) {\n", T, H);
-  const ec_access a = {x, cs_ld, cs_st};
+  const ec_access a = {x, cs_ld, cs_st, "nnc_rnn_dot"};
   row(x, n, &a, "int64_t", "    ", &body);
   nnc_sb_printf(&body, "  }\n");
+  nnc_sb_printf(out, "#ifndef NNC_RNN_DOT\n#define NNC_RNN_DOT\n"
+    "/* a . b over n floats in 8 partial sums, which the compiler keeps in one\n"
+    " * vector register (a single sum is a chain it may not reorder) */\n"
+    "static inline float nnc_rnn_dot(const float *a, const float *b, int64_t n) {\n"
+    "  float s[8] = {0}, t = 0;\n  const int64_t n8 = n - n %% 8;\n"
+    "  for (int64_t k = 0; k < n8; k += 8)\n    for (int i = 0; i < 8; i++) s[i] += a[k + i] * b[k + i];\n"
+    "  for (int64_t k = n8; k < n; k++) t += a[k] * b[k];\n"
+    "  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + t;\n}\n#endif\n\n");
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
   ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
   /* a row's work: T steps of G*H*H multiply-adds (three of them for a gradient) */
@@ -189,7 +208,7 @@ nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error 
   operands(n, dev_declare, &d);
   nnc_sb_printf(&body, "  const int T = (int)(%s), H = %lld;\n  NNC_LOOP(b, %s) {\n", T,
                 (long long)x->g->tensors[n->in[1]].shape[1].k, B);
-  const ec_access a = {x, dev_ld, dev_st};
+  const ec_access a = {x, dev_ld, dev_st, NULL};
   row(x, n, &a, "int", "    ", &body);
   nnc_sb_printf(&body, "  }\n");
   lt->finish(lt->self, ki, B, &body);

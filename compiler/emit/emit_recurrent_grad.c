@@ -42,20 +42,33 @@ static void forward(const grad_row *r, const char *I, const char *ind) {
   snprintf(v, sizeof v, "prev < 0 ? %s : %s", ld(r, r->h0, "h0", "b * H + j", l1),
            ld(r, r->y, "y", "(b * T + prev) * H + j", l2));
   st(r, in3, r->hprev, "hprev", "hr + j", v);
-  nnc_sb_printf(b, "%sfor (%s j = 0; j < H; j++) {\n%s  float", in2, I, in2);
-  for (int k = 0; k < G; k++) {
+  if (r->a->dot) {
+    /* raw f32 pointers: each gate's product as one dot */
+    nnc_sb_printf(b, "%sfor (%s j = 0; j < H; j++) {\n", in2, I);
+    for (int k = 0; k < G; k++) {
+      char bi[32], wr[32];
+      snprintf(bi, sizeof bi, k ? "%d * H + j" : "j", k);
+      snprintf(wr, sizeof wr, k ? "(%d * H + j) * H" : "j * H", k);
+      nnc_sb_printf(b, "%s  const float a%d = bias[%s] + %s(w + %s, hprev + hr, H);\n", in2, k, bi, r->a->dot, wr);
+    }
+  } else {
+    nnc_sb_printf(b, "%sfor (%s j = 0; j < H; j++) {\n%s  float", in2, I, in2);
+  }
+  for (int k = 0; k < G && !r->a->dot; k++) {
     char idx[32];
     snprintf(idx, sizeof idx, "%d * H + j", k);
     nnc_sb_printf(b, "%s a%d = %s", k ? "," : "", k, ld(r, r->bias, "bias", idx, l1));
   }
-  nnc_sb_printf(b, ";\n%s  for (%s k = 0; k < H; k++) {\n%s    const float hk = %s;\n", in2, I, in2,
-                ld(r, r->hprev, "hprev", "hr + k", l1));
-  for (int k = 0; k < G; k++) {
-    char idx[32];
-    snprintf(idx, sizeof idx, "(%d * H + j) * H + k", k);
-    nnc_sb_printf(b, "%s    a%d += %s * hk;\n", in2, k, ld(r, r->w, "w", idx, l1));
+  if (!r->a->dot) {
+    nnc_sb_printf(b, ";\n%s  for (%s k = 0; k < H; k++) {\n%s    const float hk = %s;\n", in2, I, in2,
+                  ld(r, r->hprev, "hprev", "hr + k", l1));
+    for (int k = 0; k < G; k++) {
+      char idx[32];
+      snprintf(idx, sizeof idx, "(%d * H + j) * H + k", k);
+      nnc_sb_printf(b, "%s    a%d += %s * hk;\n", in2, k, ld(r, r->w, "w", idx, l1));
+    }
+    nnc_sb_printf(b, "%s  }\n", in2);
   }
-  nnc_sb_printf(b, "%s  }\n", in2);
   if (r->lstm) {
     nnc_sb_printf(b, "%s  const float ig = 1.0f / (1.0f + expf(-(%s + a0))), fg = 1.0f / (1.0f + expf(-(%s + a1)));\n",
                   in2, ld(r, r->xw, "xw", "xr + j", l1), ld(r, r->xw, "xw", "xr + H + j", l2));
@@ -120,7 +133,19 @@ static void backward(const grad_row *r, const char *I, const char *ind) {
     st(r, in3, r->da, "da", "xr + 2 * H + j", "dnp * rg");
   }
   nnc_sb_printf(b, "%s}\n", in2);
-  /* dh of the step before: W_hh^T da, plus the GRU's direct path z * dh */
+  /* dh of the step before: W_hh^T da, plus the GRU's direct path z * dh; on
+   * raw f32 pointers as a sum of W_hh's rows (contiguous, so it vectorizes),
+   * else summed in a register and stored once (a narrow dh0 would round
+   * every term) */
+  if (r->a->dot) {
+    if (r->lstm) nnc_sb_printf(b, "%sfor (%s k = 0; k < H; k++) dh0[b * H + k] = 0.0f;\n", in2, I);
+    else nnc_sb_printf(b, "%sfor (%s k = 0; k < H; k++) dh0[b * H + k] = (dh0[b * H + k] + dy[hr + k]) * saved[sr + H + k];\n",
+                       in2, I);
+    nnc_sb_printf(b, "%sfor (%s q = 0; q < %d * H; q++) {\n%s  const float dq = %s[xr + q];\n"
+                     "%s  for (%s k = 0; k < H; k++) dh0[b * H + k] += w[q * H + k] * dq;\n%s}\n",
+                  in2, I, r->lstm ? 4 : 3, in2, r->lstm ? "dxw" : "da", in2, I, in2);
+    return;
+  }
   nnc_sb_printf(b, "%sfor (%s k = 0; k < H; k++) {\n", in2, I);
   if (r->lstm)
     nnc_sb_printf(b, "%s  float acc = 0.0f;\n", in2);
