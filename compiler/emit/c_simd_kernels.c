@@ -87,7 +87,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   const int ops[] = {d->a, d->b, d->bias, d->residual, d->out, d->norm_gamma, d->norm_beta,
                      d->aux_kind != NNC_AUX_NONE ? d->aux : -1};
   const char *roles[] = {"A", "B", "bias", "residual", "output", "gamma", "beta", "aux"};
-  if (d->bgrad >= 0)   /* nnc_emitter.gemm_bgrad is off: the fusion leaves the sum apart */
+  if (d->bgrad_from != NNC_BGRAD_NONE)   /* nnc_emitter.gemm_bgrad is off: the fusion leaves the sum apart */
     return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: expected a GEMM without a bias gradient on %s, found "
                       "one", ki, x->r->target->name);
   for (int i = 0; i < 8; i++) {

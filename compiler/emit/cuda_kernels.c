@@ -71,7 +71,7 @@ static bool constant(const char *e) { return strspn(e, "0123456789") == strlen(e
  * they need no padding or cannot have it (N not a constant, a residual on
  * cuBLASLt's C operand, which would need the same padding). */
 static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s, bool lt_residual) {
-  if (!constant(s->N) || lt_residual || d->aux_kind != NNC_AUX_NONE || d->bgrad >= 0) return 0;
+  if (!constant(s->N) || lt_residual || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE) return 0;
   long long n = atoll(s->N), align = 16 / nnc_dtype_size(x->g->tensors[d->a].dtype);
   return n % align ? (int)((n + align - 1) / align * align) : 0;
 }
@@ -151,7 +151,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
              x->g->tensors[d->out].dtype == x->g->tensors[d->a].dtype;
   p->pre_norm = d->prologue != NNC_NORM_NONE;
   p->post = !lt_act || act_res;
-  p->lt_epi = d->bgrad >= 0                       ? (d->bgrad_of_b ? "NNRT_EPI_BGRAD_B" : "NNRT_EPI_BGRAD_A")
+  p->lt_epi = d->bgrad_from != NNC_BGRAD_NONE                       ? (d->bgrad_from == NNC_BGRAD_B ? "NNRT_EPI_BGRAD_B" : "NNRT_EPI_BGRAD_A")
               : p->post || d->act == NNC_OP_NONE ? "NNRT_EPI_NONE"
               : d->aux_kind == NNC_AUX_SAVE     ? "NNRT_EPI_GELU_TANH_AUX"
               : d->aux_kind == NNC_AUX_ACT_GRAD ? "NNRT_EPI_DGELU_TANH"
@@ -196,7 +196,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   char algo[48] = "";
   if (p->algo) snprintf(algo, sizeof algo, ", the heuristic's algorithm %d%s", p->algo, p->split_n ? " in the first call" : "");
   snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
-           d->bgrad >= 0 ? ", the bias gradient (dy's column sums) in its epilogue" : "",
+           d->bgrad_from != NNC_BGRAD_NONE ? ", the bias gradient (dy's column sums) in its epilogue" : "",
            p->split_n ? " in two calls (N a multiple of 64, then the rest)" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
            algo, p->post ? ", then an epilogue kernel" : "", how);
@@ -253,7 +253,7 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
            d->prologue == NNC_NORM_LAYER ? " layernorm" : d->prologue == NNC_NORM_RMS ? " rmsnorm" : "",
            d->bias >= 0 ? " bias" : "", d->act == NNC_OP_NONE ? "" : d->gelu_tanh ? " gelu_tanh" : " ",
            d->act == NNC_OP_NONE || d->gelu_tanh ? "" : nnc_op_info_of(d->act)->name, d->residual >= 0 ? " residual" : "",
-           d->bgrad >= 0 ? " bgrad" : "");
+           d->bgrad_from != NNC_BGRAD_NONE ? " bgrad" : "");
   free(max);
 }
 
@@ -457,9 +457,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "  g.ldb = %s;\n  g.b_trans = %s;\n", d->b_trans ? "K" : "N", d->b_trans ? "true" : "false");
       if (sb) nnc_sb_printf(&body, "  g.stride_b = (long long)K * N;\n");
       if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
-      if (d->bgrad >= 0) {
+      if (d->bgrad_from != NNC_BGRAD_NONE) {
         ec_assign(x, &body, 2, "g.bgrad", d->bgrad);
-        nnc_sb_printf(&body, "  /* written: the bias gradient, the column sums of dy (%s) */\n", d->bgrad_of_b ? "B" : "A^T");
+        nnc_sb_printf(&body, "  /* written: the bias gradient, the column sums of dy (%s) */\n", d->bgrad_from == NNC_BGRAD_B ? "B" : "A^T");
       }
       if (p.lt_residual) {
         ec_assign(x, &body, 2, "g.residual", d->residual);

@@ -48,7 +48,7 @@ typedef struct nnc_emitter {
    * with a gradient and the gradient stay elementwise kernels. */
   bool gemm_aux;
   /* Whether its GEMMs write a weight gradient's bias gradient
-   * (nnc_gemm_desc.bgrad); without, it stays a reduction kernel. */
+   * (nnc_gemm_desc.bgrad_from); without, it stays a reduction kernel. */
   bool gemm_bgrad;
 } nnc_emitter;
 

@@ -191,7 +191,7 @@ static nnc_status emit_gemm(ocl_ctx *o, int ki, nnc_error *err) {
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM %s an activation's input for its gradient (a "
                       "training step); training is not supported on this target", x->r->target->name,
                       d->aux_kind == NNC_AUX_SAVE ? "saves" : "multiplies by the derivative at");
-  if (d->bgrad >= 0)
+  if (d->bgrad_from != NNC_BGRAD_NONE)
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: the GEMM writes a bias gradient (a training step); training "
                       "is not supported on this target", x->r->target->name);
   ec_gemm_shape s;

@@ -48,6 +48,15 @@ typedef enum nnc_gemm_aux {
                          aux the activation's input; no bias, no residual */
 } nnc_gemm_aux;
 
+/* Whether a GEMM writes the bias gradient beside a weight gradient: the
+ * column sums of its dy, taken from the operand the product reads anyway.
+ * Then alpha is 1 and there is no batch, bias, aux or activation. */
+typedef enum nnc_gemm_bgrad {
+  NNC_BGRAD_NONE,
+  NNC_BGRAD_A,        /* dW = dy^T x (nn.Linear's [N, K] weight; A = dy^T, a_trans): bgrad[m] = sum over k of A[m, k] */
+  NNC_BGRAD_B         /* dW = x^T dy (a [K, N] weight; B = dy, not b_trans): bgrad[n] = sum over k of B[k, n] */
+} nnc_gemm_bgrad;
+
 /* out = act(alpha * (prologue(A) . B) + bias) + residual
  *   A [..., M, K], or [K, M] when a_trans (a folded transpose: rank 2, no
  *   prologue, e.g. x^T in a weight gradient);
@@ -55,12 +64,7 @@ typedef enum nnc_gemm_aux {
  *   batch dims of A and B broadcast (matmul); bias [N]; residual has out's
  *   shape. Absent operands are -1. aux_kind (above) says what aux is; with
  *   NNC_AUX_SAVE there is no residual.
- *   bgrad, when not -1, is written too: the bias gradient of a weight
- *   gradient, the column sums of its dy, taken from the operand the product
- *   reads anyway. For dW = dy^T x (nn.Linear's [N, K] weight; A = dy^T,
- *   a_trans) bgrad[m] = sum over k of A[m, k]; for dW = x^T dy (a [K, N]
- *   weight; B = dy, not b_trans; bgrad_of_b) bgrad[n] = sum over k of
- *   B[k, n]. Then alpha is 1, there is no batch, bias, aux or activation. */
+ *   bgrad_from (below) says whether bgrad is written too. */
 typedef struct nnc_gemm_desc {
   int a, b, bias, residual, out;
   bool a_trans, b_trans;
@@ -72,8 +76,8 @@ typedef struct nnc_gemm_desc {
   double alpha;                /* 1 unless a scalar multiply was folded in */
   nnc_gemm_aux aux_kind;
   int aux;                     /* unless aux_kind is NNC_AUX_NONE */
-  int bgrad;                   /* [M], or [N] when bgrad_of_b; or -1 */
-  bool bgrad_of_b;
+  nnc_gemm_bgrad bgrad_from;
+  int bgrad;                   /* unless bgrad_from is NNC_BGRAD_NONE */
 } nnc_gemm_desc;
 
 /* out[..., t, :] = softmax(scale * q[..., t, :] . k[..., s, :] + masks) . v

@@ -154,7 +154,7 @@ static int gemm_outputs(const nnc_gemm_desc *d, int *out) {
   int n = 0;
   out[n++] = d->out;
   if (d->aux_kind == NNC_AUX_SAVE) out[n++] = d->aux;
-  if (d->bgrad >= 0) out[n++] = d->bgrad;
+  if (d->bgrad_from != NNC_BGRAD_NONE) out[n++] = d->bgrad;
   return n;
 }
 

@@ -95,7 +95,9 @@ bool nnc_fuse_match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
   bool padded = false;
   while (p >= 0) {
     const nnc_node *m = node_of(c, p);
-    if (m->op == NNC_OP_CAUSAL_MASK && !d.causal) {
+    /* a grouped-query causal mask (G rows a position) is not what the
+     * attention kernels' causal means: it stays an elementwise kernel */
+    if (m->op == NNC_OP_CAUSAL_MASK && !d.causal && m->attrs.group <= 1) {
       d.causal = true;
     } else if (m->op == NNC_OP_PADDING_MASK && !padded && m->in[1] != m->in[0]) {
       padded = true;
@@ -243,7 +245,7 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   nnc_gemm_desc d = {.a = mm->in[0], .b = mm->in[1], .bias = -1, .residual = -1, .out = -1,
                      .b_trans = false, .prologue = NNC_NORM_NONE, .norm_gamma = -1,
                      .norm_beta = -1, .norm_eps = 0, .act = NNC_OP_NONE, .gelu_tanh = false,
-                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1, .bgrad = -1};
+                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1};
   gr->nnodes = 0;
   take(gr, anchor);
   if (mm->op == NNC_OP_LINEAR) {
@@ -352,8 +354,10 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     cur = node_of(c, r)->out[0];
   }
   d.out = cur;
-  int bcast, bg = bias_grad_of(c, &d, &d.bgrad_of_b, &bcast);
+  bool of_b;
+  int bcast, bg = bias_grad_of(c, &d, &of_b, &bcast);
   if (bg >= 0) {
+    d.bgrad_from = of_b ? NNC_BGRAD_B : NNC_BGRAD_A;
     d.bgrad = node_of(c, bcast >= 0 ? bcast : bg)->out[0];
     take(gr, bg);
     if (bcast >= 0) take(gr, bcast);

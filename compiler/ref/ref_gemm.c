@@ -129,17 +129,17 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
 
   /* the bias gradient: the sums over k of the operand stored [K, M] (A) or [K, N] (B) */
   double *bg = NULL;
-  if (d->bgrad >= 0) {
-    int64_t len = d->bgrad_of_b ? N : M;
+  if (d->bgrad_from != NNC_BGRAD_NONE) {
+    int64_t len = d->bgrad_from == NNC_BGRAD_B ? N : M;
     if (!nnc_ref_kernel_lists(k->out, k->nout, d->bgrad) || bias || d->aux_kind != NNC_AUX_NONE ||
-        d->act != NNC_OP_NONE || d->alpha != 1.0 || (d->bgrad_of_b ? d->b_trans : !d->a_trans) || bo.rank != 0 ||
+        d->act != NNC_OP_NONE || d->alpha != 1.0 || (d->bgrad_from == NNC_BGRAD_B ? d->b_trans : !d->a_trans) || bo.rank != 0 ||
         nnc_ref_elems(r, d->bgrad) != len)
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected a bias gradient of %lld values among the "
                                  "kernel's outputs, of a GEMM without batch, bias, activation or alpha whose %s is "
-                                 "stored [K, %s], found %s", (long long)len, d->bgrad_of_b ? "B" : "A",
-                                 d->bgrad_of_b ? "N" : "M", nnc_ref_desc(r, d->bgrad, d1));
+                                 "stored [K, %s], found %s", (long long)len, d->bgrad_from == NNC_BGRAD_B ? "B" : "A",
+                                 d->bgrad_from == NNC_BGRAD_B ? "N" : "M", nnc_ref_desc(r, d->bgrad, d1));
     if (!(bg = nnc_ref_alloc(r, d->bgrad))) return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
-    const double *src = d->bgrad_of_b ? b : a;
+    const double *src = d->bgrad_from == NNC_BGRAD_B ? b : a;
     for (int64_t j = 0; j < len; j++) bg[j] = 0;
     for (int64_t c = 0; c < K; c++)
       for (int64_t j = 0; j < len; j++) bg[j] += src[c * len + j];

@@ -604,11 +604,11 @@ static void test_gpt2_train_bias_grad(void **state) {
     int fused = 0, sums = 0;
     for (int k = 0; k < m.s.nk; k++) {
       const nnc_kernel *kn = &m.s.k[k];
-      if (kn->kind == NNC_KERNEL_GEMM && kn->d.gemm.bgrad >= 0) {
+      if (kn->kind == NNC_KERNEL_GEMM && kn->d.gemm.bgrad_from != NNC_BGRAD_NONE) {
         const nnc_gemm_desc *g = &kn->d.gemm;
         fused++;
         /* GPT-2's Conv1D weights are [in, out]: dW = x^T dy, dy is B [rows, N] */
-        assert_true(g->a_trans && g->bgrad_of_b && !g->b_trans);
+        assert_true(g->a_trans && g->bgrad_from == NNC_BGRAD_B && !g->b_trans);
         assert_int_equal(kn->nout, 2);   /* dW and db */
         assert_int_equal(kn->out[1], g->bgrad);
         const nnc_tensor *db = &m.g.tensors[g->bgrad], *b = &m.g.tensors[g->b];
