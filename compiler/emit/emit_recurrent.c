@@ -32,23 +32,22 @@ void ec_emit_recurrent_row(const ec_ctx *x, const nnc_node *n, const ec_access *
   nnc_sb_printf(b, "%s  const %s t = %s, prev = %s;   /* prev: the step whose h this one reads, -1: the initial */\n",
                 ind, I, rev ? "T - 1 - s" : "s", rev ? "s == 0 ? -1 : t + 1" : "t - 1");
   nnc_sb_printf(b, "%s  const %s xr = (b * T + t) * %d * H, yr = (b * T + t) * H;\n", ind, I, G);
-  nnc_sb_printf(b, "%s  for (%s j = 0; j < H; j++) {\n", ind, I);
-  /* the recurrent product of the unit's G gates */
+  /* the recurrent product of the unit's G gates: dots on raw pointers, or a loop through ld */
   if (a->dot) {
-    nnc_sb_printf(b, "%s    const float *hp = prev < 0 ? hn + b * H : y + (b * T + prev) * H;\n", ind);
+    nnc_sb_printf(b, "%s  const float *hp = prev < 0 ? hn + b * H : y + (b * T + prev) * H;\n", ind);
+    nnc_sb_printf(b, "%s  for (%s j = 0; j < H; j++) {\n", ind, I);
     for (int k = 0; k < G; k++) {
       char wr[32];
       snprintf(idx, sizeof idx, k ? "%d * H + j" : "j", k);
       snprintf(wr, sizeof wr, k ? "(%d * H + j) * H" : "j * H", k);
       nnc_sb_printf(b, "%s    const float a%d = bias[%s] + %s(w + %s, hp, H);\n", ind, k, idx, a->dot, wr);
     }
-  }
-  if (!a->dot) nnc_sb_printf(b, "%s    float", ind);
-  for (int k = 0; k < G && !a->dot; k++) {
-    snprintf(idx, sizeof idx, k ? "%d * H + j" : "j", k);
-    nnc_sb_printf(b, "%s a%d = %s", k ? "," : "", k, a->ld(a, n->in[2], "bias", idx, l1, sizeof l1));
-  }
-  if (!a->dot) {
+  } else {
+    nnc_sb_printf(b, "%s  for (%s j = 0; j < H; j++) {\n%s    float", ind, I, ind);
+    for (int k = 0; k < G; k++) {
+      snprintf(idx, sizeof idx, k ? "%d * H + j" : "j", k);
+      nnc_sb_printf(b, "%s a%d = %s", k ? "," : "", k, a->ld(a, n->in[2], "bias", idx, l1, sizeof l1));
+    }
     nnc_sb_printf(b, ";\n%s    for (%s k = 0; k < H; k++) {\n", ind, I);
     nnc_sb_printf(b, "%s      const float hk = prev < 0 ? %s : %s;\n", ind,
                   a->ld(a, hn, "hn", "b * H + k", l1, sizeof l1), a->ld(a, y, "y", "(b * T + prev) * H + k", l2, sizeof l2));
