@@ -291,6 +291,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN || n->op == NNC_OP_LSTM_SCAN_GRAD ||
       n->op == NNC_OP_GRU_SCAN_GRAD)
     return cs_emit_recurrent(x, ki, b);
+  if (n->op == NNC_OP_ROPE) return cs_emit_rope(x, ki, b);
   nnc_sb body;
   nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {
@@ -315,6 +316,27 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     snprintf(v, sizeof v, "%s *y", ty);
     ec_assign(x, &body, 2, v, n->out[0]);
     int64_t C = in->shape[w->nhwc ? 3 : 1].k, H = in->shape[w->nhwc ? 1 : 2].k, W = in->shape[w->nhwc ? 2 : 3].k;
+    if (w->tap_major) {
+      /* each tap is a run of C channels of one NHWC pixel: a copy */
+      nnc_sb_printf(&body,
+        "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d over an NHWC image, taps outer */\n"
+        "  const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n"
+        "  for (int64_t r = r0; r < r1; r++) {\n"
+        "    const int64_t b = r / (OH * OW), oh = r / OW %% OH, ow = r %% OW;\n"
+        "    %s *yr = y + r * C * %d;\n"
+        "    for (int64_t i = 0; i < %d; i++) {\n"
+        "      const int64_t ih = oh * %d - %d + i * %d;\n"
+        "      for (int64_t j = 0; j < %d; j++, yr += C) {\n"
+        "        const int64_t iw = ow * %d - %d + j * %d;\n"
+        "        if (ih >= 0 && ih < H && iw >= 0 && iw < W) memcpy(yr, x + ((b * H + ih) * W + iw) * C, (size_t)C * sizeof *yr);\n"
+        "        else for (int64_t ch = 0; ch < C; ch++) yr[ch] = %s;\n"
+        "      }\n    }\n  }\n",
+        w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, (long long)C, (long long)H, (long long)W,
+        (long long)o->shape[1].k, (long long)o->shape[2].k, ty, w->kh * w->kw, w->kh, w->sh, w->ph, w->dh, w->kw, w->sw,
+        w->pw, w->dw, isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY") : "0");
+      rows_fns(x, ki, rows, cols, &body, b);
+      return NNC_OK;
+    }
     nnc_sb_printf(&body,
       "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d over a %s image */\n"
       "  const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n"
@@ -348,6 +370,10 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     snprintf(v, sizeof v, "%s *y", ty);
     ec_assign(x, &body, 2, v, n->out[0]);
     int64_t C = o->shape[w->nhwc ? 3 : 1].k, H = o->shape[w->nhwc ? 1 : 2].k, W = o->shape[w->nhwc ? 2 : 3].k;
+    char at[256];   /* the window entry of tap (i, j) of position (th, tw) */
+    snprintf(at, sizeof at, w->tap_major ? "(((b * OH + th / %d) * OW + tw / %d) * %d + i * %d + j) * C + ch"
+                                         : "(((b * OH + th / %d) * OW + tw / %d) * C + ch) * %d + i * %d + j",
+             w->sh, w->sw, w->kh * w->kw, w->kw);
     nnc_sb_printf(&body,
       "  /* im2col's gradient: windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d, a %s image */\n"
       "  const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld, last = %lld;\n"
@@ -362,13 +388,13 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       "        for (int64_t j = 0; j < %d; j++) {\n"
       "          const int64_t tw = w + %d - j * %d;\n"
       "          if (tw < 0 || tw %% %d || tw / %d >= OW) continue;\n"
-      "          acc += x[(((b * OH + th / %d) * OW + tw / %d) * C + ch) * %d + i * %d + j];\n"
+      "          acc += x[%s];\n"
       "        }\n      }\n      y[e] = acc;\n    }\n",
       w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", (long long)C, (long long)H,
       (long long)W, (long long)in->shape[1].k, (long long)in->shape[2].k, (long long)o->shape[3].k,
       w->nhwc ? "ch = e % C, w = e / C % W, h = e / (C * W) % H, b = e / (C * W * H)"
               : "w = e % W, h = e / W % H, ch = e / (W * H) % C, b = e / (W * H * C)",
-      ty, w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw, w->sh, w->sw, w->kh * w->kw, w->kw);
+      ty, w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw, at);
     rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }

@@ -320,6 +320,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
   if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN || n->op == NNC_OP_LSTM_SCAN_GRAD ||
       n->op == NNC_OP_GRU_SCAN_GRAD)
     return ec_emit_device_recurrent(lt, ki, err);
+  if (n->op == NNC_OP_ROPE) return ec_emit_device_rope(lt, ki, err);
   char e[EXPR], f[EXPR], stride[EXPR], n_expr[EXPR], c[ACCESS];
   nnc_sb body, loop;
   nnc_sb_init(&body);
@@ -360,11 +361,16 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                          "  const int C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n",
                   w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", C, H, W,
                   (long long)o->shape[1].k, (long long)o->shape[2].k);
-    nnc_sb_printf(&loop, "    const int kk = e %% %d, ch = e / %d %% C, r = e / %d / C;\n"
-                         "    const int b = r / (OH * OW), ih = r / OW %% OH * %d - %d + kk / %d * %d,\n"
+    /* tap-major windows: channels fastest, so neighbouring threads read neighbouring channels */
+    if (w->tap_major)
+      nnc_sb_printf(&loop, "    const int ch = e %% C, kk = e / C %% %d, r = e / C / %d;\n", w->kh * w->kw, w->kh * w->kw);
+    else
+      nnc_sb_printf(&loop, "    const int kk = e %% %d, ch = e / %d %% C, r = e / %d / C;\n", w->kh * w->kw, w->kh * w->kw,
+                    w->kh * w->kw);
+    nnc_sb_printf(&loop, "    const int b = r / (OH * OW), ih = r / OW %% OH * %d - %d + kk / %d * %d,\n"
                          "              iw = r %% OW * %d - %d + kk %% %d * %d;\n"
                          "    if (ih >= 0 && ih < H && iw >= 0 && iw < W) %s;\n    else %s;\n",
-                  w->kh * w->kw, w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw,
+                  w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw,
                   cp(lt, n->out[0], "y", "e", "x",
                      w->nhwc ? "((b * H + ih) * W + iw) * C + ch" : "((b * C + ch) * H + ih) * W + iw", c, sizeof c),
                   st(lt, n->out[0], "y", "e", isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY")
@@ -396,7 +402,9 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                   w->nhwc ? "ch = e % C, w = e / C % W, h = e / (C * W) % H, b = e / (C * W * H)"
                           : "w = e % W, h = e / W % H, ch = e / (W * H) % C, b = e / (W * H * C)",
                   w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw,
-                  ld(lt, n->in[0], "x", "(((b * OH + th / SH_) * OW + tw / SW_) * C + ch) * KK_ + i * KW_ + j", a, sizeof a),
+                  ld(lt, n->in[0], "x", w->tap_major ? "(((b * OH + th / SH_) * OW + tw / SW_) * KK_ + i * KW_ + j) * C + ch"
+                                                     : "(((b * OH + th / SH_) * OW + tw / SW_) * C + ch) * KK_ + i * KW_ + j",
+                     a, sizeof a),
                   st(lt, n->out[0], "y", "e", "acc", z, sizeof z));
     nnc_sb_printf(&body, "  const int SH_ = %d, SW_ = %d, KK_ = %d, KW_ = %d;\n", w->sh, w->sw, w->kh * w->kw, w->kw);
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);

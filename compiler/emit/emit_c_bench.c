@@ -115,9 +115,11 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     if (a->mask_zero) nnc_sb_printf(&b, ", .mask_zero = 1");
     if (a->causal) nnc_sb_printf(&b, ", .causal = 1");
     if (n->op == NNC_OP_IM2COL || n->op == NNC_OP_COL2IM)
-      nnc_sb_printf(&b, ", .win = {%d, %d, %d, %d, %d, %d, %d, %d, %d}", a->win.kh, a->win.kw, a->win.sh, a->win.sw,
-                    a->win.ph, a->win.pw, a->win.dh, a->win.dw, a->win.nhwc ? 1 : 0);
-    if (a->reverse) nnc_sb_printf(&b, ", .reverse = 1");   /* the recurrent scans */
+      nnc_sb_printf(&b, ", .win = {%d, %d, %d, %d, %d, %d, %d, %d, %d, %d}", a->win.kh, a->win.kw, a->win.sh,
+                    a->win.sw, a->win.ph, a->win.pw, a->win.dh, a->win.dw, a->win.nhwc ? 1 : 0, a->win.tap_major ? 1 : 0);
+    if (a->reverse) nnc_sb_printf(&b, ", .reverse = 1");   /* the recurrent scans, rope's gradient */
+    if (a->rot_dims) nnc_sb_printf(&b, ", .rot_dims = %d", a->rot_dims);   /* rope */
+    if (a->group) nnc_sb_printf(&b, ", .group = %d", a->group);   /* a grouped-query causal mask */
     nnc_sb_printf(&b, "},\n");
     nnc_sb_printf(&b, "   \"%s\", %d},\n", nnc_emit_c_string(n->label ? n->label : "", s, sizeof s), n->loc.line);
   }

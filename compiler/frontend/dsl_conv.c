@@ -126,18 +126,28 @@ static int to_layout(lua_State *L, int y, bool nhwc) {
 }
 
 /* The convolution of a rank-4 image by weight [O, C/groups, KH, KW] (any
- * shape with those elements: conv1d's [O, C/groups, K]) and an optional bias. */
+ * shape with those elements: conv1d's [O, C/groups, K]) and an optional bias.
+ * An NHWC image without groups takes its windows tap-major, each tap's
+ * channels one contiguous run of the image (a copy, not a gather), and the
+ * weight as [O, KH*KW, C] to match. */
 static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_t groups, int weight, int bias,
                      const char *label, const char *fn) {
-  int cols = im2col(L, x, w, 0.0, fn);
+  nnc_window win = *w;
+  win.tap_major = w->nhwc && groups == 1;
+  int cols = im2col(L, x, &win, 0.0, fn);
   const nnc_tensor *ct = tensor(L, cols);
   nnc_dim N = ct->shape[0], OH = ct->shape[1], OW = ct->shape[2];
-  int64_t C = ct->shape[3].k, KK = ct->shape[4].k, Cg = C / groups, Og = O / groups;
+  int64_t C = ct->shape[win.tap_major ? 4 : 3].k, KK = ct->shape[win.tap_major ? 3 : 4].k, Cg = C / groups, Og = O / groups;
   nnc_dim rows = mul(L, mul(L, N, OH, fn), OW, fn);
   int y;
   if (groups == 1) {
     int a = reshape(L, cols, 2, (nnc_dim[]){rows, nnc_dim_const(C * KK)});
-    int wm = reshape(L, weight, 2, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C * KK)});
+    int wm = weight;
+    if (win.tap_major) {
+      wm = reshape(L, wm, 3, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C), nnc_dim_const(KK)});
+      wm = permute(L, wm, (const int[]){0, 2, 1});
+    }
+    wm = reshape(L, wm, 2, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C * KK)});
     nnc_attrs at;
     memset(&at, 0, sizeof at);
     int in[3] = {a, wm, bias};
@@ -201,7 +211,7 @@ static int l_conv2d(lua_State *L) {
   opt_pair(L, 5, fn, "stride", (const int[]){1, 1}, s);
   opt_pair(L, 5, fn, "padding", (const int[]){0, 0}, p);
   opt_pair(L, 5, fn, "dilation", (const int[]){1, 1}, dl);
-  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc};
+  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc, false};
   nnc_dtype t = fe_param_dtype(L, x);
   int64_t wd[4] = {O, C / groups, k[0] > 0 ? k[0] : 1, k[1] > 0 ? k[1] : 1};
   int weight = fe_make_param(L, prefix, "weight", t, 4, wd);
@@ -233,7 +243,7 @@ static int l_conv1d(lua_State *L) {
   opt_pair(L, 5, fn, "stride", (const int[]){1, 1}, s);
   opt_pair(L, 5, fn, "padding", (const int[]){0, 0}, p);
   opt_pair(L, 5, fn, "dilation", (const int[]){1, 1}, dl);
-  nnc_window w = {1, (int)k, 1, s[0], 0, p[0], 1, dl[0], nlc};
+  nnc_window w = {1, (int)k, 1, s[0], 0, p[0], 1, dl[0], nlc, false};
   /* one image row: [N, C, 1, L] or [N, 1, L, C] */
   nnc_dim one = nnc_dim_const(1);
   int x4 = reshape(L, x, 4, nlc ? (nnc_dim[]){N, one, A, B} : (nnc_dim[]){N, A, one, B});
@@ -269,7 +279,7 @@ static int pool(lua_State *L, nnc_op reduce, const char *fn) {
   if (2 * p[0] > (k[0] - 1) * dl[0] + 1 || 2 * p[1] > (k[1] - 1) * dl[1] + 1)
     return fe_fail(L, NNC_E_SHAPE, "%s: expected padding at most half the kernel, found padding %dx%d for a kernel "
                    "%dx%d", fn, p[0], p[1], k[0], k[1]);
-  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc};
+  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc, false};
   int cols = im2col(L, x, &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
@@ -299,7 +309,7 @@ static int l_adaptive_avgpool2d(lua_State *L) {
     return fe_fail(L, NNC_E_SHAPE, "adaptive_avgpool2d: expected an output size that divides the image's %lldx%lld, "
                    "found %dx%d", (long long)H, (long long)W, o[0], o[1]);
   int kh = (int)(H / o[0]), kw = (int)(W / o[1]);
-  nnc_window w = {kh, kw, kh, kw, 0, 0, 1, 1, nhwc};
+  nnc_window w = {kh, kw, kh, kw, 0, 0, 1, 1, nhwc, false};
   int cols = im2col(L, x, &w, 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);

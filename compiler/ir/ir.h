@@ -135,8 +135,9 @@ typedef enum nnc_op {
    * reduction after it) read */
   NNC_OP_IM2COL,        /* in: x [N, C, H, W] ([N, H, W, C] when attrs.win.nhwc); out [N, OH, OW, C, KH*KW]:
                            (n, oh, ow, c, i*KW + j) is x[n, c, oh*SH - PH + i*DH, ow*SW - PW + j*DW],
-                           attrs.scalar outside the image (0, or -inf for max pooling) */
-  NNC_OP_COL2IM,        /* in: windows [N, OH, OW, C, KH*KW]; out: the image, its shape set by the caller: each
+                           attrs.scalar outside the image (0, or -inf for max pooling); with
+                           attrs.win.tap_major, out [N, OH, OW, KH*KW, C] and (n, oh, ow, i*KW + j, c) */
+  NNC_OP_COL2IM,        /* in: windows [N, OH, OW, C, KH*KW] (or tap-major); out: the image, its shape set by the caller: each
                            pixel the sum of the window entries im2col (the same attrs.win) read it into; im2col's
                            gradient */
   /* recurrent layers, one direction of one layer each: the input projection for every step is a linear
@@ -154,6 +155,13 @@ typedef enum nnc_op {
   NNC_OP_GRU_SCAN_GRAD,  /* in: xw, w_hh, b_hh, h0, y, dy, dh_n; out: dxw [B, T, 3H], da [B, T, 3H] (d(W_hh h + b_hh):
                             dxw but for the n gate, times r), dh0 [B, H], hprev [B, T, H], saved [B, T, 4H]
                             (r, z, n, W_hn h + b_hn) */
+  /* rotary position embedding (LLaMA's, Hugging Face's rotate_half form): the first attrs.rot_dims entries
+   * of the last axis are two halves, entry i < rot_dims/2 paired with i + rot_dims/2 and the pair turned by
+   * theta = pos * attrs.scalar^(-2i/rot_dims) (attrs.scalar the base); the rest pass through. The position
+   * of an element is its index along axis attrs.axis (the time axis), or positions[t] ([T]) or
+   * positions[b, t] ([B, T], b the index along axis 0) when given. attrs.reverse turns by -theta (the
+   * gradient). A loop kernel of its own (a MOVE kernel), like im2col */
+  NNC_OP_ROPE,          /* in: x [..., D], [positions i32 [T] or [B, T]]; out: x's shape */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -191,6 +199,9 @@ typedef struct nnc_window {
   int ph, pw;                /* zero padding on each side */
   int dh, dw;                /* dilation */
   bool nhwc;                 /* the image is [N, H, W, C], not [N, C, H, W] */
+  bool tap_major;            /* im2col's windows are [N, OH, OW, KH*KW, C]: each tap's channels a
+                                contiguous run of an NHWC image (a convolution's, with its weight
+                                as [O, KH, KW, C]) */
 } nnc_window;
 
 /* Attributes of a node. One struct with named fields for every op; the
@@ -210,6 +221,11 @@ typedef struct nnc_attrs {
   bool causal;               /* attention, attention_grad */
   nnc_window win;            /* im2col */
   bool reverse;              /* lstm_scan, gru_scan and their gradients: from the last step to the first */
+                             /* rope: turn by -theta (its gradient) */
+  int rot_dims;              /* rope: how many leading entries of the last axis turn (even, >= 2) */
+  int group;                 /* causal_mask: query rows per position, 0 meaning 1 (grouped-query attention
+                                folds the G query heads that share a kv head into its rows: row r is
+                                position r / G, so key j is masked when j > r / G + (S - T / G)) */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */

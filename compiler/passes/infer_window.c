@@ -26,6 +26,9 @@ nnc_status nnc_infer_im2col(const nnc_infer_ctx *c) {
   if (w->ph > (w->kh - 1) * w->dh || w->pw > (w->kw - 1) * w->dw)
     return nnc_infer_fail(c, NNC_E_SHAPE, "expected padding smaller than the kernel, found padding %dx%d for a "
                           "kernel %dx%d (dilation %dx%d)", w->ph, w->pw, w->kh, w->kw, w->dh, w->dw);
+  if (w->tap_major && !w->nhwc)
+    return nnc_infer_fail(c, NNC_E_SHAPE, "expected an NHWC image for tap-major windows, found %s",
+                          nnc_infer_desc(c, x, d));
   int ha = w->nhwc ? 1 : 2, wa = w->nhwc ? 2 : 3, ca = w->nhwc ? 3 : 1;
   if (!nnc_dim_is_const(x->shape[ha]) || !nnc_dim_is_const(x->shape[wa]) || !nnc_dim_is_const(x->shape[ca]))
     return nnc_infer_fail(c, NNC_E_SHAPE, "expected constant channels, height and width, found %s",
@@ -36,8 +39,9 @@ nnc_status nnc_infer_im2col(const nnc_infer_ctx *c) {
     return nnc_infer_fail(c, NNC_E_SHAPE, "expected an image at least as large as the kernel %dx%d (dilation "
                           "%dx%d, padding %dx%d), found %s", w->kh, w->kw, w->dh, w->dw, w->ph, w->pw,
                           nnc_infer_desc(c, x, d));
-  nnc_dim out[5] = {x->shape[0], nnc_dim_const(oh), nnc_dim_const(ow), x->shape[ca],
-                    nnc_dim_const((int64_t)w->kh * w->kw)};
+  nnc_dim taps = nnc_dim_const((int64_t)w->kh * w->kw);
+  nnc_dim out[5] = {x->shape[0], nnc_dim_const(oh), nnc_dim_const(ow), w->tap_major ? taps : x->shape[ca],
+                    w->tap_major ? x->shape[ca] : taps};
   nnc_infer_set(c, 0, x->dtype, 5, out);
   return NNC_OK;
 }
@@ -53,8 +57,9 @@ nnc_status nnc_infer_col2im(const nnc_infer_ctx *c) {
   int ha = w->nhwc ? 1 : 2, wa = w->nhwc ? 2 : 3, ca = w->nhwc ? 3 : 1;
   bool ok = cols->rank == 5 && img->rank == 4 && w->sh >= 1 && w->sw >= 1;
   for (int i = 1; ok && i < 4; i++) ok = nnc_dim_is_const(img->shape[i]);
-  ok = ok && nnc_dim_eq(cols->shape[0], img->shape[0]) && nnc_dim_eq(cols->shape[3], img->shape[ca]) &&
-       nnc_dim_eq_const(cols->shape[4], (int64_t)w->kh * w->kw) &&
+  int chan = w->tap_major ? 4 : 3;   /* the windows' channel axis; the taps are the other */
+  ok = ok && nnc_dim_eq(cols->shape[0], img->shape[0]) && nnc_dim_eq(cols->shape[chan], img->shape[ca]) &&
+       nnc_dim_eq_const(cols->shape[7 - chan], (int64_t)w->kh * w->kw) &&
        nnc_dim_eq_const(cols->shape[1], out_len(img->shape[ha].k, w->kh, w->sh, w->ph, w->dh)) &&
        nnc_dim_eq_const(cols->shape[2], out_len(img->shape[wa].k, w->kw, w->sw, w->pw, w->dw));
   if (!ok)

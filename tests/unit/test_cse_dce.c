@@ -231,8 +231,10 @@ static void cse_compares_fields_not_bytes(void **state) {
     p->act = NNC_OP_NONE;
     p->mask_zero = false;
     p->causal = false;
-    p->win = (nnc_window){0, 0, 0, 0, 0, 0, 0, 0, false};
+    p->win = (nnc_window){0, 0, 0, 0, 0, 0, 0, 0, false, false};
     p->reverse = false;
+    p->rot_dims = 0;
+    p->group = 0;
   }
   int n0 = node(NNC_OP_SOFTMAX, INS(x), &a);
   int n1 = node(NNC_OP_SOFTMAX, INS(x), &b);

@@ -416,19 +416,24 @@ static void test_moves(void **state) {
 
 /* im2col by hand on a 3x3 image holding 1..9: plain 2x2 windows, padded and
  * strided windows of -inf (max pooling's), dilated ones, and NHWC with two
- * channels; the shape rule agrees with the hand-made output shapes. */
+ * channels, channel-major and tap-major, and col2im of the tap-major ones;
+ * the shape rule agrees with the hand-made output shapes. */
 static void test_im2col(void **state) {
   nnc_graph g;
   nnc_error err;
   nnc_graph_init(&g);
   int x = input(&g, "x", NNC_F32, 4, DIMS(1, 1, 3, 3));
   int xh = input(&g, "xh", NNC_F32, 4, DIMS(1, 2, 1, 2));   /* NHWC: H 2, W 1, C 2 */
-  nnc_window plain = {2, 2, 1, 1, 0, 0, 1, 1, false}, padded = {2, 2, 2, 2, 1, 1, 1, 1, false};
-  nnc_window dilated = {2, 2, 1, 1, 0, 0, 2, 2, false}, nhwc = {2, 1, 1, 1, 1, 0, 1, 1, true};
+  nnc_window plain = {2, 2, 1, 1, 0, 0, 1, 1, false, false}, padded = {2, 2, 2, 2, 1, 1, 1, 1, false, false};
+  nnc_window dilated = {2, 2, 1, 1, 0, 0, 2, 2, false, false}, nhwc = {2, 1, 1, 1, 1, 0, 1, 1, true, false};
+  nnc_window taps = nhwc;
+  taps.tap_major = true;
   int a = op(&g, NNC_OP_IM2COL, 1, IDS(x), &(nnc_attrs){.win = plain}, 5, DIMS(1, 2, 2, 1, 4));
   int b = op(&g, NNC_OP_IM2COL, 1, IDS(x), &(nnc_attrs){.win = padded, .scalar = -INFINITY}, 5, DIMS(1, 2, 2, 1, 4));
   int c = op(&g, NNC_OP_IM2COL, 1, IDS(x), &(nnc_attrs){.win = dilated}, 5, DIMS(1, 1, 1, 1, 4));
   int d = op(&g, NNC_OP_IM2COL, 1, IDS(xh), &(nnc_attrs){.win = nhwc}, 5, DIMS(1, 3, 1, 2, 2));
+  int e = op(&g, NNC_OP_IM2COL, 1, IDS(xh), &(nnc_attrs){.win = taps}, 5, DIMS(1, 3, 1, 2, 2));
+  int f = op(&g, NNC_OP_COL2IM, 1, IDS(e), &(nnc_attrs){.win = taps}, 4, DIMS(1, 2, 1, 2));
   for (int n = 0; n < g.nnodes; n++) {
     nnc_tensor want = g.tensors[g.nodes[n].out[0]];
     assert_int_equal(nnc_infer_node(&g, n, &err), NNC_OK);
@@ -447,6 +452,10 @@ static void test_im2col(void **state) {
   expect_values(&r, c, VALS(1, 3, 7, 9), 4, 0);
   /* rows oh = 0, 1, 2 read h = oh - 1 and oh; per channel the two rows */
   expect_values(&r, d, VALS(0, 1, 0, 2, 1, 3, 2, 4, 3, 0, 4, 0), 12, 0);
+  /* the same windows per tap: its two channels together */
+  expect_values(&r, e, VALS(0, 0, 1, 2, 1, 2, 3, 4, 3, 4, 0, 0), 12, 0);
+  /* each pixel is read by two windows */
+  expect_values(&r, f, VALS(2, 4, 6, 8), 4, 0);
   nnc_ref_free(&r);
   nnc_graph_free(&g);
 }
