@@ -21,6 +21,8 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* An lstm_scan or gru_scan kernel, or its gradient's: a task takes whole batch rows (emit_recurrent.c). */
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
+/* A rope kernel: a task takes whole rows (emit_rope.c). */
+nnc_status cs_emit_rope(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that
  * raise `need` (GEMM and attention only). */
 void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);

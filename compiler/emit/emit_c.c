@@ -246,7 +246,10 @@ void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char 
     const char *fill = n->attrs.mask_zero ? zero : "-INFINITY";
     nnc_emit_dim_expr(x->g, o->shape[o->rank - 2], "d->", T, sizeof T);
     nnc_emit_dim_expr(x->g, o->shape[o->rank - 1], "d->", S, sizeof S);
-    if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? %s : %s)", o->rank - 2, fill, a);
+    int G = n->attrs.group;
+    /* grouped-query rows: G rows a position (ir.h) */
+    if (G > 1) snprintf(buf, len, "(j > i%d / %d + ((%s) - (%s) / %d) ? %s : %s)", o->rank - 2, G, S, T, G, fill, a);
+    else if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? %s : %s)", o->rank - 2, fill, a);
     else snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? %s : %s)", o->rank - 2, S, T, fill, a);
     return;
   }

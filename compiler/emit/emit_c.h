@@ -221,6 +221,9 @@ void ec_emit_recurrent_grad_row(const ec_ctx *x, const nnc_node *n, const ec_acc
 /* A scan's (or its gradient's) kernel on a device target: a work-item a batch row. */
 nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error *err);
 
+/* A rope kernel on a device target: a work-item a rotated pair or a passed entry (emit_rope.c). */
+nnc_status ec_emit_device_rope(const ec_loop_target *lt, int ki, nnc_error *err);
+
 /* The kernel of an elementwise, move, gather, reduce, loss or non-last-axis
  * softmax kernel ki. */
 nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err);

@@ -15,4 +15,5 @@ void fe_dsl_open(lua_State *L) {
   fe_attn_register(L);
   fe_conv_register(L);
   fe_recurrent_register(L);
+  fe_rope_register(L);
 }

@@ -174,5 +174,7 @@ void fe_attn_register(lua_State *L);
 void fe_conv_register(lua_State *L);
 /* lstm, gru (dsl_recurrent.c) */
 void fe_recurrent_register(lua_State *L);
+/* rope (dsl_rope.c) */
+void fe_rope_register(lua_State *L);
 
 #endif

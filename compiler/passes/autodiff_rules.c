@@ -379,6 +379,15 @@ static nnc_status vjp_im2col(ad_ctx *c, ad_vjp *v) {
   return ad_shaped(c, NNC_OP_COL2IM, 1, &v->dy[0], &a, x->rank, shape, &v->dx[0]);
 }
 
+/* rope: a rotation's transpose is the rotation back (by -theta); the
+ * positions are integers, with no gradient */
+static nnc_status vjp_rope(ad_ctx *c, ad_vjp *v) {
+  nnc_attrs a = v->n->attrs;
+  a.reverse = !a.reverse;
+  int in[2] = {v->dy[0], v->n->nin > 1 ? v->n->in[1] : -1};
+  return ad_node(c, NNC_OP_ROPE, v->n->nin, in, &a, &v->dx[0]);
+}
+
 /* a + b as one dim: a constant sum, or multiples of the same symbols */
 static bool dim_add(nnc_dim a, nnc_dim b, nnc_dim *out) {
   if (a.k == 0 || b.k == 0) {
@@ -513,6 +522,7 @@ static const ad_rule rules[NNC_OP_COUNT] = {
   [NNC_OP_EMBEDDING] = vjp_embedding,  [NNC_OP_CROSS_ENTROPY] = vjp_cross_entropy,
   [NNC_OP_EXPAND] = vjp_expand,          [NNC_OP_ATTENTION] = vjp_attention,
   [NNC_OP_IM2COL] = vjp_im2col,          [NNC_OP_LSTM_SCAN] = vjp_scan,     [NNC_OP_GRU_SCAN] = vjp_scan,
+  [NNC_OP_ROPE] = vjp_rope,
 };
 
 ad_rule nnc_ad_rule_of(nnc_op op) { return op > NNC_OP_NONE && op < NNC_OP_COUNT ? rules[op] : NULL; }

@@ -156,6 +156,10 @@ static void test_embedding_loss(void **state) { (void)state; check_op_file("test
 static void test_conv(void **state) { (void)state; check_op_file("tests/ops/conv.lua"); }
 /* the recurrent layers: backward through time (lstm_scan_grad, gru_scan_grad), the initial states' gradients */
 static void test_recurrent(void **state) { (void)state; check_op_file("tests/ops/recurrent.lua"); }
+/* rope's gradient is the turn back (rope with -theta); grouped-query attention's, through the folded rows: dk and
+ * dv summed over each group's query heads */
+static void test_rope(void **state) { (void)state; check_op_file("tests/ops/rope.lua"); }
+static void test_gqa(void **state) { (void)state; check_op_file("tests/ops/gqa.lua"); }
 
 /* The models train with their own loss (declared when `training` is true). */
 static void test_mlp_train(void **state) {
@@ -315,6 +319,8 @@ int main(void) {
       cmocka_unit_test(test_softmax_axis), cmocka_unit_test(test_attention), cmocka_unit_test(test_embedding_loss),
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_recurrent),
+    cmocka_unit_test(test_rope),
+    cmocka_unit_test(test_gqa),
       cmocka_unit_test(test_mlp_train),   cmocka_unit_test(test_gpt2_train), cmocka_unit_test(test_bert_probe),
       cmocka_unit_test(test_errors),      cmocka_unit_test(test_outputs),    cmocka_unit_test(test_fused_grads),
       cmocka_unit_test(test_no_loss_scale),

@@ -127,6 +127,18 @@ static const broken_case cases[] = {
     {"rnn_h0_alone.lua", NULL, NNC_E_MODEL,
      B "rnn_h0_alone.lua:4: lstm: expected both initial states h0 and c0 or neither, found h0 alone"},
 
+    /* LLaMA-family ops: grouped-query attention, rotary embeddings */
+    {"gqa_heads.lua", NULL, NNC_E_SHAPE,
+     B "gqa_heads.lua:4: sdpa: expected q's heads (dim 2) to be a multiple of k's (grouped-query attention), found "
+       "tensor q f32[2,6,5,8] and tensor k f32[2,4,5,8]"},
+    {"rope_dims_odd.lua", NULL, NNC_E_SHAPE,
+     B "rope_dims_odd.lua:3: rope: expected dims even, >= 2 and at most the last dim 8 of x f32[2,4,5,8], found 5"},
+    {"rope_dims_big.lua", NULL, NNC_E_SHAPE,
+     B "rope_dims_big.lua:3: rope: expected dims even, >= 2 and at most the last dim 8 of x f32[2,4,5,8], found 10"},
+    {"rope_positions.lua", NULL, NNC_E_SHAPE,
+     B "rope_positions.lua:4: rope: expected positions i32[5] or i32[2,5] for x f32[2,4,5,8] (time axis 3), found "
+       "pos i32[6]"},
+
     /* the sandbox and its budgets */
     {"runaway_loop.lua", NULL, NNC_E_LIMIT,
      B "runaway_loop.lua:3: instruction budget of 200000000 exceeded (an endless loop?)"},

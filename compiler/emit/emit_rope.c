@@ -1,0 +1,140 @@
+/* compiler/emit/emit_rope.c — rope's loops: the C SIMD target's (a task
+ * takes whole rows of the last axis) and the device loops' (a work-item a
+ * pair of rotated entries, or one entry past the rotated width). Angles are
+ * computed in double, as the reference does: theta = pos * base^(-2i/dims)
+ * reaches hundreds of radians at long positions, where a float's rounding
+ * alone would be 1e-5 of the result. */
+#include <stdio.h>
+
+#include "c_simd.h"
+
+#define ACCESS (EC_EXPR * 3)
+
+/* The sizes both targets name: D, the row count, the rows between two time
+ * steps (inner), the time length T and the rows a batch entry spans. */
+typedef struct rope_sizes {
+  long long D;
+  int half;
+  char rows[EC_EXPR], inner[EC_EXPR], T[EC_EXPR], per_b[EC_EXPR], base[64], pos[EC_EXPR * 4];
+} rope_sizes;
+
+static void sizes(const ec_ctx *x, const nnc_node *n, const char *t, rope_sizes *s) {
+  const nnc_tensor *in = &x->g->tensors[n->in[0]];
+  int r = in->rank, axis = n->attrs.axis;
+  s->D = in->shape[r - 1].k;
+  s->half = n->attrs.rot_dims / 2;
+  ec_dims_product(x, n->in[0], 0, r - 1, s->rows, sizeof s->rows);
+  ec_dims_product(x, n->in[0], axis + 1, r - 1, s->inner, sizeof s->inner);
+  ec_dims_product(x, n->in[0], axis, axis + 1, s->T, sizeof s->T);
+  ec_dims_product(x, n->in[0], 1, r - 1, s->per_b, sizeof s->per_b);
+  ec_literal(n->attrs.scalar, true, s->base, sizeof s->base);
+  /* the position of row r: its time index t, or positions[t] or positions[b, t] */
+  if (n->nin < 2) snprintf(s->pos, sizeof s->pos, "%s", t);
+  else if (x->g->tensors[n->in[1]].rank == 1) snprintf(s->pos, sizeof s->pos, "pos[%s]", t);
+  else snprintf(s->pos, sizeof s->pos, "pos[r / (%s) * (%s) + %s]", s->per_b, s->T, t);
+}
+
+static void comment(const nnc_node *n, const rope_sizes *s, nnc_sb *b) {
+  nnc_sb_printf(b, "  /* rope: entry i < %d of each row paired with i + %d and turned by %stheta, theta = pos * %s^(-2i/%d);"
+                   " entries %d..%lld pass through */\n", s->half, s->half, n->attrs.reverse ? "-" : "", s->base,
+                n->attrs.rot_dims, 2 * s->half, s->D - 1);
+}
+
+/* ------------------------------------------------------------------ C SIMD */
+
+nnc_status cs_emit_rope(const ec_ctx *x, int ki, nnc_sb *out) {
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  rope_sizes s;
+  sizes(x, n, "t", &s);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  ec_assign(x, &body, 2, "const float *x", n->in[0]);
+  if (n->nin > 1) ec_assign(x, &body, 2, "const int32_t *pos", n->in[1]);
+  ec_assign(x, &body, 2, "float *y", n->out[0]);
+  comment(n, &s, &body);
+  nnc_sb_printf(&body,
+    "  const int64_t D = %lld, T = %s, inner = %s;\n"
+    "  double inv_freq[%d];\n"
+    "  for (int i = 0; i < %d; i++) inv_freq[i] = pow(%s, -2.0 * i / %d);\n"
+    "  for (int64_t r = r0; r < r1; r++) {\n"
+    "    const int64_t t = r / inner %% T;\n"
+    "    const double p = (double)(%s);\n"
+    "    const float *xr = x + r * D;\n"
+    "    float *yr = y + r * D;\n"
+    "    for (int i = 0; i < %d; i++) {\n"
+    "      const float c = (float)cos(p * inv_freq[i]), s = %s(float)sin(p * inv_freq[i]);\n"
+    "      const float a = xr[i], b = xr[i + %d];\n"
+    "      yr[i] = a * c - b * s;\n"
+    "      yr[i + %d] = b * c + a * s;\n"
+    "    }\n"
+    "    for (int64_t k = %d; k < D; k++) yr[k] = xr[k];\n"
+    "  }\n",
+    s.D, s.T, s.inner, s.half, s.half, s.base, n->attrs.rot_dims, s.pos, s.half, n->attrs.reverse ? "-" : "", s.half,
+    s.half, 2 * s.half);
+  char head[96], work[EC_EXPR];
+  snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
+  ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
+  snprintf(work, sizeof work, "%lld", s.D * 4);
+  nnc_sb call;
+  nnc_sb_init(&call);
+  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", s.rows, work, ki);
+  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
+  ec_emit_function(x, out, head, NULL, "c->d", &call);
+  return NNC_OK;
+}
+
+/* ------------------------------------------------------------ device loops */
+
+static char *ld(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n) {
+  if (x->loop_load) x->loop_load(x, t, name, idx, buf, n);
+  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
+  return buf;
+}
+
+static char *st(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n) {
+  if (x->loop_store) x->loop_store(x, t, name, idx, v, buf, n);
+  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
+  return buf;
+}
+
+nnc_status ec_emit_device_rope(const ec_loop_target *lt, int ki, nnc_error *err) {
+  (void)err;
+  const ec_ctx *x = lt->x;
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  rope_sizes s;
+  sizes(x, n, "t", &s);
+  nnc_sb body;
+  nnc_sb_init(&body);
+  /* HALF as a name keeps the index texts below one shape for every use */
+  nnc_sb_printf(&body, "  const int HALF = %d;\n", s.half);
+  lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+  if (n->nin > 1) lt->pointer(lt->self, &body, "const ", "pos", n->in[1]);
+  lt->pointer(lt->self, &body, "", "y", n->out[0]);
+  comment(n, &s, &body);
+  char cnt[EC_EXPR * 2 + 8], width[32], a[ACCESS], b[ACCESS], k[ACCESS], s1[ACCESS * 2], s2[ACCESS * 2], s3[ACCESS * 2];
+  snprintf(width, sizeof width, "%lld", s.D - s.half);
+  ec_mul(s.rows, width, cnt, sizeof cnt);
+  /* a row's D - half work-items: the pairs first, then the entries past the rotated width */
+  nnc_sb_printf(&body,
+    "  const int W = %lld, T = (int)(%s), inner = (int)(%s);\n"
+    "  NNC_LOOP(e, %s) {\n"
+    "    const int r = e / W, i = e %% W, t = r / inner %% T;\n"
+    "    if (i < %d) {\n"
+    "      const double th = (double)(%s) * pow(%s, -2.0 * i / %d);\n"
+    "      const float c = (float)cos(th), s = %s(float)sin(th);\n"
+    "      const float a = %s, b = %s;\n"
+    "      %s;\n"
+    "      %s;\n"
+    "    } else {\n"
+    "      %s;\n"
+    "    }\n"
+    "  }\n",
+    s.D - s.half, s.T, s.inner, cnt, s.half, s.pos, s.base, n->attrs.rot_dims, n->attrs.reverse ? "-" : "",
+    ld(x, n->in[0], "x", "r * (W + HALF) + i", a, sizeof a), ld(x, n->in[0], "x", "r * (W + HALF) + i + HALF", b, sizeof b),
+    st(x, n->out[0], "y", "r * (W + HALF) + i", "a * c - b * s", s1, sizeof s1),
+    st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", "b * c + a * s", s2, sizeof s2),
+    st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", ld(x, n->in[0], "x", "r * (W + HALF) + i + HALF", k, sizeof k), s3,
+       sizeof s3));
+  lt->finish(lt->self, ki, cnt, &body);
+  return NNC_OK;
+}
