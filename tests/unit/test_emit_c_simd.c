@@ -283,6 +283,8 @@ OP_TEST(norms, "-d B=3 -d T=17")
 OP_TEST(attention, "-d B=3 -d T=17")
 OP_TEST(conv, "-d B=3")
 OP_TEST(recurrent, "-d B=3 -d T=4")
+OP_TEST(rope, "-d B=3 -d T=17")
+OP_TEST(gqa, "-d B=3 -d T=11")
 
 /* The MNIST CNN at a small odd size (convolutions, max pooling, flatten). */
 static void test_mnist_cnn(void **state) {
@@ -316,6 +318,19 @@ static void test_rnn_models(void **state) {
   const char *gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
   build_and_check("models/gru.lua", "gru", gru, 6, "-d B=3 -d T=7");
   build_and_check_as("models/gru.lua", "gru", "gru_train", true, gru, 6, "-d B=3 -d T=7");
+}
+
+/* LLaMA at odd sizes (6 query heads over 2 kv heads, head size 8, ffn 37):
+ * rope, grouped-query causal attention, SwiGLU, RMSNorm; its training step
+ * (rope's gradient is the turn back; dk and dv summed over each group). */
+static void test_llama(void **state) {
+  const char *d[] = {"layers=2", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=64", "batch=4"};
+  build_and_check("models/llama.lua", "llama", d, 8, "-d B=3 -d T=17");
+  build_and_check_as("models/llama.lua", "llama", "llama_train", true, d, 8, "-d B=3 -d T=17");
+  /* multi-query (one kv head), not grouped: the fused attention kernel when the mask is not causal is
+   * tests/ops/gqa.lua's */
+  const char *mq[] = {"layers=1", "d=40", "heads=5", "kv_heads=1", "ffn=23", "vocab=53", "ctx=32", "batch=4"};
+  build_and_check_as("models/llama.lua", "llama", "llama_mqa", false, mq, 8, "-d B=2 -d T=9");
 }
 
 /* The edge sizes: every dim at 1 and at its maximum. */
@@ -594,6 +609,9 @@ int main(void) {
     cmocka_unit_test(test_op_conv),
     cmocka_unit_test(test_op_recurrent),
     cmocka_unit_test(test_rnn_models),
+    cmocka_unit_test(test_op_rope),
+    cmocka_unit_test(test_op_gqa),
+    cmocka_unit_test(test_llama),
     cmocka_unit_test(test_mnist_cnn),
     cmocka_unit_test(test_resnet18),
     cmocka_unit_test(test_edge_sizes),

@@ -242,6 +242,8 @@ static void test_models(void **state) {
   check("models/lstm_forecast.lua", "lstm_forecast", lstm, 5, "-d B=3 -d T=7");
   const char *gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
   check("models/gru.lua", "gru", gru, 6, "-d B=3 -d T=7");
+  const char *llama[] = {"layers=2", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=64", "batch=4"};
+  check("models/llama.lua", "llama", llama, 8, "-d B=3 -d T=17");
   /* the same binaries on a device seen as small: every list takes small sizes */
   run_check("mlp", "-d B=3", SMALL_DEVICE);
   run_check("bert", "-d B=3 -d T=17", SMALL_DEVICE);
@@ -723,7 +725,7 @@ static void test_ops(void **state) {
     return;
   }
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention", "conv", "recurrent"};
+                              "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
@@ -765,6 +767,9 @@ static void test_train(void **state) {
            1e-5);
   static const char *const gru[] = {"batch=4", "seq=11", "vocab=37", "embed=9", "hidden=7", "classes=3"};
   check_at("models/gru.lua", "gru_train", "gru", "f32", true, gru, 6, "-d B=3 -d T=7", 1e-5);
+  static const char *const llama[] = {"layers=2", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101",
+                                      "ctx=64", "batch=4"};
+  check_at("models/llama.lua", "llama_train", "llama", "f32", true, llama, 8, "-d B=3 -d T=17", 1e-5);
   char p[600];
   snprintf(p, sizeof p, "%s/gpt2_train/gpt2.cl", work);
   assert_true(file_has(p, "if (id >= v0 && id < v1)"));   /* the scatter-add of the embedding's gradient */
@@ -813,7 +818,7 @@ static void narrow_models(const char *precision) {
 /* Every op family of tests/ops/ with storage precision. */
 static void narrow_ops(const char *precision) {
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
-                              "matmul", "norms", "attention", "conv", "recurrent"};
+                              "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], dir[128];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
