@@ -155,6 +155,13 @@ typedef enum nnc_op {
   NNC_OP_GRU_SCAN_GRAD,  /* in: xw, w_hh, b_hh, h0, y, dy, dh_n; out: dxw [B, T, 3H], da [B, T, 3H] (d(W_hh h + b_hh):
                             dxw but for the n gate, times r), dh0 [B, H], hprev [B, T, H], saved [B, T, 4H]
                             (r, z, n, W_hn h + b_hn) */
+  /* rotary position embedding (LLaMA's, Hugging Face's rotate_half form): the first attrs.rot_dims entries
+   * of the last axis are two halves, entry i < rot_dims/2 paired with i + rot_dims/2 and the pair turned by
+   * theta = pos * attrs.scalar^(-2i/rot_dims) (attrs.scalar the base); the rest pass through. The position
+   * of an element is its index along axis attrs.axis (the time axis), or positions[t] ([T]) or
+   * positions[b, t] ([B, T], b the index along axis 0) when given. attrs.reverse turns by -theta (the
+   * gradient). A loop kernel of its own (a MOVE kernel), like im2col */
+  NNC_OP_ROPE,          /* in: x [..., D], [positions i32 [T] or [B, T]]; out: x's shape */
   NNC_OP_COUNT
 } nnc_op;
 
