@@ -760,6 +760,61 @@ static void test_gpt2_one_layer_by_hand(void **state) {
   model_free(&m);
 }
 
+/* -------------------------------------------------------------- llama */
+
+/* The default config: LlamaForCausalLM's names and shapes (d 768, 12 layers,
+ * 12 query heads over 4 kv heads of 64, ffn 2048, vocab 32000, no biases,
+ * an untied head), 124,668,672 parameters; rope on q and k, and each
+ * attention's k and v read by its 3 query heads without a copy (no kernel
+ * writes a [B, 12, T, 64] k or v). */
+static void test_llama_default_params(void **state) {
+  (void)state;
+  model m;
+  load_model(&m, "llama", NULL, 0);
+  assert_int_equal(m.g.nparams, 2 + 12 * 9 + 1);
+  int64_t total = 0;
+  for (int i = 0; i < m.g.nparams; i++) total += nnc_tensor_max_elems(&m.g, &m.g.tensors[m.g.params[i]]);
+  assert_int_equal(total, 124668672);
+  static const struct {
+    const char *name;
+    int64_t rows, cols;
+  } want[] = {{"model.embed_tokens.weight", 32000, 768},
+              {"model.layers.0.self_attn.q_proj.weight", 768, 768},
+              {"model.layers.11.self_attn.k_proj.weight", 256, 768},
+              {"model.layers.11.self_attn.v_proj.weight", 256, 768},
+              {"model.layers.5.self_attn.o_proj.weight", 768, 768},
+              {"model.layers.3.mlp.gate_proj.weight", 2048, 768},
+              {"model.layers.3.mlp.up_proj.weight", 2048, 768},
+              {"model.layers.3.mlp.down_proj.weight", 768, 2048},
+              {"model.layers.7.input_layernorm.weight", 768, 0},
+              {"model.layers.7.post_attention_layernorm.weight", 768, 0},
+              {"model.norm.weight", 768, 0},
+              {"lm_head.weight", 32000, 768}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    int t = find_tensor(&m.g, m.g.params, m.g.nparams, want[i].name);
+    if (t < 0) fail_msg("no parameter %s", want[i].name);
+    const nnc_tensor *x = &m.g.tensors[t];
+    assert_int_equal(x->rank, want[i].cols ? 2 : 1);
+    assert_true(nnc_dim_eq_const(x->shape[0], want[i].rows));
+    if (want[i].cols) assert_true(nnc_dim_eq_const(x->shape[1], want[i].cols));
+  }
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 3, (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 32000}});
+  int ropes = 0;
+  for (int n = 0; n < m.g.nnodes; n++) {
+    const nnc_node *nd = &m.g.nodes[n];
+    if (nd->dead) continue;
+    ropes += nd->op == NNC_OP_ROPE;
+    for (int o = 0; o < nd->nout; o++) {
+      const nnc_tensor *y = &m.g.tensors[nd->out[o]];
+      bool heads12 = y->rank == 4 && nnc_dim_eq_const(y->shape[1], 12) && nnc_dim_eq_const(y->shape[3], 64);
+      if (heads12 && nd->op != NNC_OP_ROPE && nd->op != NNC_OP_TRANSPOSE && nd->op != NNC_OP_RESHAPE)
+        fail_msg("node %d (%s) writes a 12-head tensor", n, nnc_op_info_of(nd->op)->name);
+    }
+  }
+  assert_int_equal(ropes, 2 * 12);
+  model_free(&m);
+}
+
 /* --------------------------------------------------------------- bert */
 
 static const char *const bert_small[] = {"layers=2", "hidden=15", "heads=3", "intermediate=37",
@@ -903,6 +958,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_train_bias_grad),
       cmocka_unit_test(test_gpt2_train_recompute),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
+      cmocka_unit_test(test_llama_default_params),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
       cmocka_unit_test(test_bert_one_layer_by_hand),
