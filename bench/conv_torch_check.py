@@ -83,6 +83,9 @@ def main():
         "batchnorm": bn(x, "bn"),
         "batchnorm1d": bn(x.flatten(1), "bn1", 1e-3),
         "flatten": x.flatten(2),
+        "conv_bn": F.relu(bn(F.conv2d(x, w["c9.weight"], None, padding=1), "bn2")),
+        "conv_bn_nhwc": F.relu(bn(F.conv2d(nchw(xh), w["c10.weight"], w["c10.bias"], padding=1), "bn3")
+                               + nchw(xh)).permute(0, 2, 3, 1),
     }
     bufs = {n: np.full(tuple(want[n].shape), np.nan, np.float32) for n in outs}
     out = Outputs(*[bufs[n].ctypes.data_as(P) for n in outs])

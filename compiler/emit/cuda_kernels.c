@@ -90,7 +90,8 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
   nnc_dtype t = x->g->tensors[d->a].dtype;
   bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
   /* its pipeline is sm_80's: cp.async, ldmatrix and m16n8k16 products */
-  return x->r->target->cuda.cp_async && !d->a_trans && d->aux_kind == NNC_AUX_NONE && (t == NNC_BF16 || t == NNC_F16) &&
+  return x->r->target->cuda.cp_async && !d->a_trans && d->aux_kind == NNC_AUX_NONE && !d->act_last &&
+         (t == NNC_BF16 || t == NNC_F16) &&
          x->g->tensors[d->out].dtype == t &&
          s->first_inner == 0 && constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 &&
          act;
@@ -145,7 +146,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   ec_gemm_shape_of(x, k, &p->s);
   bool gelu_tanh = d->act == NNC_OP_GELU && d->gelu_tanh;
   bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || gelu_tanh;
-  bool act_res = d->act != NNC_OP_NONE && d->residual >= 0;
+  bool act_res = d->act != NNC_OP_NONE && d->residual >= 0 && !d->act_last;
   if (d->aux_kind != NNC_AUX_NONE)   /* cuBLASLt's GELU aux epilogues: aux rows of 8s, in the output's type */
     lt_act = gelu_tanh && constant(p->s.N) && atoll(p->s.N) % 8 == 0 &&
              x->g->tensors[d->out].dtype == x->g->tensors[d->a].dtype;
@@ -157,7 +158,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
               : d->aux_kind == NNC_AUX_ACT_GRAD ? "NNRT_EPI_DGELU_TANH"
               : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
                                                : "NNRT_EPI_GELU_TANH";
-  p->lt_residual = d->residual >= 0 && !p->post;
+  /* act_last: cuBLASLt adds the residual (its C) before its epilogue, or before the epilogue kernel's activation */
+  p->lt_residual = d->residual >= 0 && (!p->post || d->act_last);
   int pad = pad_of(x, d, &p->s, p->lt_residual);
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
@@ -253,7 +255,7 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
            d->prologue == NNC_NORM_LAYER ? " layernorm" : d->prologue == NNC_NORM_RMS ? " rmsnorm" : "",
            d->bias >= 0 ? " bias" : "", d->act == NNC_OP_NONE ? "" : d->gelu_tanh ? " gelu_tanh" : " ",
            d->act == NNC_OP_NONE || d->gelu_tanh ? "" : nnc_op_info_of(d->act)->name, d->residual >= 0 ? " residual" : "",
-           d->bgrad_from != NNC_BGRAD_NONE ? " bgrad" : "");
+           d->bgrad_from != NNC_BGRAD_NONE ? " bgrad" : d->act_last ? " act_last" : "");
   free(max);
 }
 
@@ -306,10 +308,11 @@ static void emit_post_kernel(const ec_ctx *x, int ki, const char *fn, nnc_sb *b)
   }
   ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
   const char *ty = cu_stype(x, d->out);
-  nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, d->residual >= 0 ? " and residual" : "");
+  bool res = d->residual >= 0 && !d->act_last;   /* act_last: cuBLASLt added it */
+  nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, res ? " and residual" : "");
   nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *r, long long n) {\n", fn, ty, ty);
   nnc_sb_printf(b, "  NNC_LOOP(e, n) {\n    const float v = nnc_ld(y[e]);\n");
-  nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex, d->residual >= 0 ? " + nnc_ld(r[e])" : "");
+  nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex, res ? " + nnc_ld(r[e])" : "");
 }
 
 /* Batch dims [0, first_inner) of the output broadcast differently in A and B
@@ -464,6 +467,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       if (p.lt_residual) {
         ec_assign(x, &body, 2, "g.residual", d->residual);
         nnc_sb_printf(&body, "  g.stride_r = (long long)M * N;\n");
+        if (d->act_last && !p.post)
+          nnc_sb_printf(&body, "  g.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
       }
       if (p.pad_n) {
         nnc_sb_printf(&body, "  const int ldp = %d;   /* N rounded up to 16 bytes */\n"
@@ -511,7 +516,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       if (p.post) {
         emit_post_kernel(x, ki, name, b);
         char pr[256] = "nullptr", pout[256];
-        if (d->residual >= 0) ec_ptr(x, d->residual, pr, sizeof pr);
+        if (d->residual >= 0 && !d->act_last) ec_ptr(x, d->residual, pr, sizeof pr);
         if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
         nnc_sb_printf(&body, "  const long long n = (long long)M * N%s;\n"
                              "  %s_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"

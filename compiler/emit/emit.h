@@ -50,6 +50,9 @@ typedef struct nnc_emitter {
   /* Whether its GEMMs write a weight gradient's bias gradient
    * (nnc_gemm_desc.bgrad_from); without, it stays a reduction kernel. */
   bool gemm_bgrad;
+  /* Whether its GEMMs apply an activation after the residual
+   * (nnc_gemm_desc.act_last); without, it is an elementwise kernel. */
+  bool gemm_act_last;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -59,6 +62,8 @@ bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op);
 bool nnc_emit_has_gemm_aux(nnc_target_family f);
 /* Whether the emitter of family f writes GEMMs with a bias gradient (nnc_emitter.gemm_bgrad). */
 bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
+/* Whether the emitter of family f applies a GEMM's activation after its residual (nnc_emitter.gemm_act_last). */
+bool nnc_emit_has_gemm_act_last(nnc_target_family f);
 
 /* The variants of every kernel of r (out holds r->s->nk entries; all n = 0
  * on a target without choices). */

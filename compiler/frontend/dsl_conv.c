@@ -141,7 +141,9 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
   nnc_dim rows = mul(L, mul(L, N, OH, fn), OW, fn);
   int y;
   if (groups == 1) {
-    int a = reshape(L, cols, 2, (nnc_dim[]){rows, nnc_dim_const(C * KK)});
+    /* the windows as [N, OH, OW, C*KK]: the product is the [N, OH, OW, O] result itself, so
+     * what follows (an activation, a residual) can join the GEMM's epilogue */
+    int a = reshape(L, cols, 4, (nnc_dim[]){N, OH, OW, nnc_dim_const(C * KK)});
     int wm = weight;
     if (win.tap_major) {
       wm = reshape(L, wm, 3, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C), nnc_dim_const(KK)});
@@ -151,7 +153,7 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
     nnc_attrs at;
     memset(&at, 0, sizeof at);
     int in[3] = {a, wm, bias};
-    y = node_out(L, NNC_OP_LINEAR, bias >= 0 ? 3 : 2, in, &at, label, NULL);
+    return node_out(L, NNC_OP_LINEAR, bias >= 0 ? 3 : 2, in, &at, label, NULL);
   } else {
     /* per group: [groups, rows, Cg*KK] x [groups, Cg*KK, Og] */
     int a = reshape(L, cols, 3, (nnc_dim[]){rows, nnc_dim_const(groups), nnc_dim_const(Cg * KK)});
@@ -319,8 +321,49 @@ static int l_adaptive_avgpool2d(lua_State *L) {
   return 1;
 }
 
+/* The product of the conv2d that made x, when x is that conv2d's result as
+ * it left conv2d (ungrouped: one linear over the windows, then the NCHW
+ * transpose unless NHWC) and `axis` its channel axis: the linear node, else -1. */
+static int conv_product_of(lua_State *L, int x, int axis) {
+  const nnc_graph *g = fe_get(L)->g;
+  int p = g->tensors[x].producer;
+  if (p < 0) return -1;
+  const nnc_node *n = &g->nodes[p];
+  if (n->op == NNC_OP_TRANSPOSE && axis == 1 && n->attrs.perm[0] == 0 && n->attrs.perm[1] == 3 &&
+      n->attrs.perm[2] == 1 && n->attrs.perm[3] == 2) {
+    p = g->tensors[n->in[0]].producer;
+    if (p < 0) return -1;
+    n = &g->nodes[p];
+  } else if (axis != g->tensors[x].rank - 1) {
+    return -1;
+  }
+  if (n->op != NNC_OP_LINEAR || n->attrs.weight_in_out || g->tensors[n->out[0]].rank != 4) return -1;
+  int a = g->tensors[n->in[0]].producer;
+  if (a < 0 || g->nodes[a].op != NNC_OP_RESHAPE) return -1;
+  int w = g->tensors[g->nodes[a].in[0]].producer;
+  return w >= 0 && g->nodes[w].op == NNC_OP_IM2COL ? p : -1;
+}
+
+/* The convolution `lin` again with batch norm folded into it: its weight
+ * rows times scale, its bias times scale plus shift; the result in x's
+ * layout. The first product stays for any other reader of it (else dead). */
+static int fold_into_conv(lua_State *L, int lin, int x, int scale, int shift, int64_t C, const char *prefix) {
+  const nnc_graph *g = fe_get(L)->g;
+  nnc_node n = g->nodes[lin];
+  int sc = reshape(L, scale, 2, (nnc_dim[]){nnc_dim_const(C), nnc_dim_const(1)});
+  int wm = node_out(L, NNC_OP_MUL, 2, (const int[]){n.in[1], sc}, NULL, prefix, NULL);
+  int b = shift;
+  if (n.nin == 3) {
+    int bs = node_out(L, NNC_OP_MUL, 2, (const int[]){n.in[2], scale}, NULL, prefix, NULL);
+    b = node_out(L, NNC_OP_ADD, 2, (const int[]){bs, shift}, NULL, prefix, NULL);
+  }
+  int y = node_out(L, NNC_OP_LINEAR, 3, (const int[]){n.in[0], wm, b}, &n.attrs, n.label, NULL);
+  return g->tensors[x].producer == lin ? y : to_layout(L, y, false);
+}
+
 /* batchnorm(x, p, {eps = 1e-5, layout}): y = (x - running_mean) / sqrt(running_var + eps) * weight + bias
- * per channel (axis 2, or the last with layout "nhwc"/"nlc"/"nc"). */
+ * per channel (axis 2, or the last with layout "nhwc"/"nlc"/"nc"). Right after a conv2d, it is
+ * folded into the convolution's weight and bias: one GEMM with a bias, no pass over the result. */
 static int l_batchnorm(lua_State *L) {
   static const char *const keys[] = {"eps", "layout", NULL};
   const char *fn = "batchnorm";
@@ -358,6 +401,11 @@ static int l_batchnorm(lua_State *L) {
   int scale = node_out(L, NNC_OP_DIV, 2, (const int[]){gamma, v}, NULL, prefix, NULL);
   int ms = node_out(L, NNC_OP_MUL, 2, (const int[]){mean, scale}, NULL, prefix, NULL);
   int shift = node_out(L, NNC_OP_SUB, 2, (const int[]){beta, ms}, NULL, prefix, NULL);
+  int lin = conv_product_of(L, x, axis);
+  if (lin >= 0) {
+    fe_push_tensor(L, fold_into_conv(L, lin, x, scale, shift, C, prefix));
+    return 1;
+  }
   /* [C, 1, ..., 1] against the axes after the channels */
   nnc_dim pd[NNC_MAX_RANK];
   int pr = rank - axis;

@@ -73,6 +73,8 @@ typedef struct nnc_gemm_desc {
   double norm_eps;
   nnc_op act;                  /* NNC_OP_NONE or an activation op */
   bool gelu_tanh;
+  bool act_last;               /* out = act(alpha * A.B + bias + residual): the residual before the
+                                  activation (ResNet's relu(conv + shortcut)) */
   double alpha;                /* 1 unless a scalar multiply was folded in */
   nnc_gemm_aux aux_kind;
   int aux;                     /* unless aux_kind is NNC_AUX_NONE */

@@ -342,6 +342,15 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     take(gr, r);
     cur = node_of(c, r)->out[0];
     r = foldable_consumer(c, cur);
+    /* an activation of the sum (ResNet's relu(conv + shortcut)) */
+    if (c->gemm_act_last && d.act == NNC_OP_NONE && r >= 0 && nnc_op_is_activation(node_of(c, r)->op)) {
+      d.act = node_of(c, r)->op;
+      d.gelu_tanh = d.act == NNC_OP_GELU && node_of(c, r)->attrs.gelu_tanh;
+      d.act_last = true;
+      take(gr, r);
+      cur = node_of(c, r)->out[0];
+      r = foldable_consumer(c, cur);
+    }
   }
   /* the cast of a narrow result to f32 that --precision puts before a model
    * output (the GPT-2 logits): the GEMM writes f32 itself, from its f32

@@ -111,6 +111,7 @@ typedef struct nnc_compile_opts {
   bool no_gemm_aux;   /* GEMMs neither save an activation's input nor multiply by its
                          derivative (nnc_gemm_desc.aux_kind): both stay elementwise kernels */
   bool no_gemm_bgrad; /* GEMMs write no bias gradient (nnc_gemm_desc.bgrad_from): it stays a reduction */
+  bool no_gemm_act_last; /* GEMMs apply no activation after their residual (nnc_gemm_desc.act_last) */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may

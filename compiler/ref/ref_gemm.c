@@ -186,7 +186,7 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
           int64_t oi[NNC_MAX_RANK], off = 0;
           nnc_ref_unravel(&so0, e, oi);
           for (int i = 0; i < so0.rank; i++) off += oi[i] * str[i];
-          v += res[off];
+          v = d->act_last ? nnc_ref_activation(d->act, d->gelu_tanh, pre + res[off]) : v + res[off];
         }
         y[e] = v;
       }

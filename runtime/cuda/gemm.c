@@ -118,9 +118,11 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
     return no(reason, reason_size,
               "GELU in its erf form is not a cuBLASLt epilogue (only the tanh form is)");
   bool bgrad = g->epilogue == NNRT_EPI_BGRAD_A || g->epilogue == NNRT_EPI_BGRAD_B;
-  if (g->residual && g->epilogue != NNRT_EPI_NONE && !bgrad)
+  bool act = g->epilogue == NNRT_EPI_RELU || g->epilogue == NNRT_EPI_GELU_TANH;
+  if (g->residual && g->epilogue != NNRT_EPI_NONE && !bgrad && !(act && g->act_after_residual))
     return no(reason, reason_size,
-              "an activation with a residual: cuBLASLt adds the residual before the activation");
+              "an activation with a residual: cuBLASLt adds the residual before the activation (act_after_residual "
+              "says that is wanted)");
   bool aux = g->epilogue == NNRT_EPI_GELU_TANH_AUX || g->epilogue == NNRT_EPI_DGELU_TANH;
   if (aux != (g->aux != NULL))
     return no(reason, reason_size, aux ? "the epilogue needs aux (the GELU's input), found NULL"
@@ -261,7 +263,7 @@ void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *k) {
                           batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
                           align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
                           align_of(g->bias), g->algo, g->a_trans, g->aux != NULL, g->ldaux,
-                          align_of(g->aux), align_of(g->bgrad)};
+                          align_of(g->aux), align_of(g->bgrad), g->act_after_residual};
   memcpy(k, v, sizeof v);
 }
 

@@ -194,8 +194,9 @@ typedef enum {
  * bias is [N] of the out type, the same for every batch item.
  * residual has D's shape and leading dimension ldd, batch stride stride_r,
  * and may be D itself (then stride_r must equal stride_d).
- * An activation together with a residual is unsupported (cuBLASLt would
- * apply the activation after adding it); so is K == 0. BGRAD_* take a residual.
+ * An activation together with a residual needs act_after_residual (cuBLASLt
+ * applies the activation after adding it: D = act(alpha A.op(B) + bias +
+ * residual)); K == 0 is unsupported. BGRAD_* take a residual.
  * Strides may be 0 for A and B (one matrix for every batch item), not for D. */
 typedef struct nnrt_cuda_gemm {
   int M, N, K, batch;            /* out[M,N] per batch item, row-major */
@@ -207,6 +208,7 @@ typedef struct nnrt_cuda_gemm {
   bool b_trans;
   const void *bias;              /* [N] of the out type, or NULL */
   const void *residual; long long stride_r;  /* out-shaped, added (beta = 1), or NULL; may equal D */
+  bool act_after_residual;       /* with a residual and an activation: act(... + residual) (above) */
   void *D; long long ldd, stride_d;
   float alpha;
   int epilogue;                  /* nnrt_cuda_epilogue */

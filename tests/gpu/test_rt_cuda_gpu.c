@@ -343,6 +343,8 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.alpha = 0.75f;
   g.epilogue = epi;
   g.algo = algo;
+  /* ReLU and GELU with a residual: of the sum (cuBLASLt's order), what ResNet's relu(conv + shortcut) uses */
+  g.act_after_residual = res != RES_NONE && (epi == NNRT_EPI_RELU || epi == NNRT_EPI_GELU_TANH);
   /* the GELU's input, D-shaped: written by GELU_TANH_AUX, read by DGELU_TANH */
   const bool aux = epi == NNRT_EPI_GELU_TANH_AUX || epi == NNRT_EPI_DGELU_TANH;
   g.ldaux = (N + 7) / 8 * 8 + (sh.pad ? 8 : 0);
@@ -398,7 +400,7 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.D = D.d;
   g.aux = aux ? X.d : NULL;
 
-  bool want = epi != NNRT_EPI_GELU_ERF && (res == RES_NONE || epi == NNRT_EPI_NONE) &&
+  bool want = epi != NNRT_EPI_GELU_ERF && (res == RES_NONE || epi == NNRT_EPI_NONE || g.act_after_residual) &&
               (!aux || c->out == c->ab) && !(epi == NNRT_EPI_DGELU_TANH && bias);
   char why[160];
   bool sup = nnrt_cuda_gemm_supported(&g, why, sizeof why);
@@ -457,13 +459,15 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
           else if (fabs(o - v) > max_diff) max_diff = fabs(o - v);
           if (fabs(v) > max_ref) max_ref = fabs(v);
         }
+        size_t di = (size_t)(b * g.stride_d + (long long)m * g.ldd + n);
+        double r = res == RES_SEPARATE ? get(c->out, R.h, (size_t)(b * g.stride_r + (long long)m * g.ldd + n))
+                   : res == RES_IN_PLACE ? get(c->out, R.h, di)
+                                         : 0.0;
+        if (g.act_after_residual) v += r;
         if (epi == NNRT_EPI_RELU) v = v > 0 ? v : 0;
         if (epi == NNRT_EPI_GELU_TANH || epi == NNRT_EPI_GELU_TANH_AUX) v = gelu_tanh(v);
         if (epi == NNRT_EPI_DGELU_TANH) v *= dgelu_tanh(get(c->out, X.h, xi));
-        size_t di = (size_t)(b * g.stride_d + (long long)m * g.ldd + n);
-        if (res == RES_SEPARATE)
-          v += get(c->out, R.h, (size_t)(b * g.stride_r + (long long)m * g.ldd + n));
-        if (res == RES_IN_PLACE) v += get(c->out, R.h, di);
+        if (!g.act_after_residual) v += r;
         double o = get(c->out, out, di);
         touched[di] = 1;
         if (!isfinite(o)) bad++;

@@ -1,7 +1,8 @@
 -- The image ops at odd sizes: conv2d with every stride, padding, dilation
 -- and groups combination that PyTorch allows here, NCHW and NHWC, conv1d,
 -- the pools (padding, dilation, count_include_pad), adaptive average
--- pooling, batch norm and flatten.
+-- pooling, batch norm (alone, and folded into the convolution before it, NCHW
+-- and NHWC with a residual) and flatten.
 local B = dim("B", 4)
 local x = input("x", f32, { B, 6, 11, 9 })        -- NCHW: 6 channels, 11 x 9
 local xh = input("xh", f32, { B, 10, 7, 6 })      -- NHWC: 10 x 7, 6 channels
@@ -22,3 +23,6 @@ output("adaptive", adaptive_avgpool2d(x, { 1, 3 }))
 output("batchnorm", batchnorm(x, param("bn")))
 output("batchnorm1d", batchnorm(flatten(x), param("bn1"), { eps = 1e-3 }))
 output("flatten", flatten(x, 3))
+output("conv_bn", relu(batchnorm(conv2d(x, 5, 3, param("c9"), { padding = 1, bias = false }), param("bn2"))))
+local yh = conv2d(xh, 6, 3, param("c10"), { padding = 1, layout = "nhwc" })
+output("conv_bn_nhwc", relu(batchnorm(yh, param("bn3"), { layout = "nhwc" }) + xh))

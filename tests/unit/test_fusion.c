@@ -444,6 +444,41 @@ static void test_gemm_prologue_epilogue(void **state) {
   done(&b, &s);
 }
 
+/* relu(linear + bias + residual), ResNet's block end: one GEMM whose
+ * activation comes after the residual (act_last); for a target without
+ * (nnc_compile_opts.no_gemm_act_last) the relu is a kernel of its own. Both
+ * compute what the graph does. */
+static void test_gemm_act_after_residual(void **state) {
+  (void)state;
+  for (int plain = 0; plain < 2; plain++) {
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 3);
+    int x = input(&b, "x", NNC_F32, 4, (nnc_dim[]){S(B), K(5), K(7), K(11)});
+    int r = input(&b, "r", NNC_F32, 4, (nnc_dim[]){S(B), K(5), K(7), K(13)});
+    int w = param(&b, "conv.weight", 2, (nnc_dim[]){K(13), K(11)});
+    int bias = param(&b, "conv.bias", 1, (nnc_dim[]){K(13)});
+    int y = op1(&b, NNC_OP_RELU, op2(&b, NNC_OP_ADD, linear(&b, x, w, bias, false), r));
+    output(&b, "y", y);
+    nnc_error err = {0};
+    nnc_compile_opts co = {.no_gemm_act_last = plain};
+    nnc_schedule_init(&s, &b.g);
+    if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+    check_structure(&s);
+    assert_int_equal(s.nk, plain ? 2 : 1);
+    const nnc_gemm_desc *d = &s.k[0].d.gemm;
+    assert_int_equal(s.k[0].kind, NNC_KERNEL_GEMM);
+    assert_int_equal(d->residual, r);
+    assert_int_equal(d->bias, bias);
+    assert_int_equal(d->act, plain ? NNC_OP_NONE : NNC_OP_RELU);
+    assert_int_equal(d->act_last, !plain);
+    assert_int_equal(kernel_of_tensor(&s, y)->kind, plain ? NNC_KERNEL_ELEMENTWISE : NNC_KERNEL_GEMM);
+    check_equivalent(&s, 10);
+    done(&b, &s);
+  }
+}
+
 /* linear with a [K,N] weight and no bias, then alpha, bias add, relu,
  * residual; and rmsnorm; and a matmul with a folded rank-2 transpose. */
 static void test_gemm_alpha_bias_rms_transpose(void **state) {
@@ -898,6 +933,7 @@ int main(void) {
     cmocka_unit_test(test_attention_div_and_bare),
     cmocka_unit_test(test_attention_not_fused),
     cmocka_unit_test(test_gemm_prologue_epilogue),
+    cmocka_unit_test(test_gemm_act_after_residual),
     cmocka_unit_test(test_gemm_alpha_bias_rms_transpose),
     cmocka_unit_test(test_gemm_not_fused),
     cmocka_unit_test(test_elementwise_chain),

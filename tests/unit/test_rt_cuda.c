@@ -216,6 +216,9 @@ static void test_gemm_supported(void **state) {
         assert_int_equal(nnrt_cuda_gemm_supported(&g, why, sizeof why), want);
         if (e == NNRT_EPI_GELU_ERF) assert_non_null(strstr(why, "erf"));
         else if (!want) assert_non_null(strstr(why, "residual"));
+        /* the activation of the sum, when asked for */
+        g.act_after_residual = true;
+        assert_int_equal(nnrt_cuda_gemm_supported(&g, why, sizeof why), e != NNRT_EPI_GELU_ERF);
       }
   /* The GELU aux epilogues: aux required (and refused elsewhere), rows of
    * 8s, the output in the A/B type, DGELU without a bias. */
