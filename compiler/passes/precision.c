@@ -7,13 +7,15 @@
  * f32, so the API's inputs and outputs keep the dtypes the model declares.
  * With --outputs=storage the outputs stay narrow instead: a caller that
  * wants bf16 logits saves the widening copy and half the bytes.
- * The casts are ordinary elementwise nodes: fusion folds them into their
- * neighbours where a pattern allows. --train's loss scale is cast to the
+ * Arithmetic on weights alone (a batch norm folded into a convolution) stays
+ * f32 (precision_weights.c). The casts are ordinary elementwise nodes:
+ * fusion folds them into their neighbours where a pattern allows. --train's loss scale is cast to the
  * loss's dtype instead, the dtype of the backward's seed it multiplies. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
+#include "precision_internal.h"
 
 /* Moves the nodes appended from index `from` on to the front of the node
  * array: the casts of inputs must run before every reader. Node ids live only
@@ -55,7 +57,7 @@ nnc_status nnc_outputs_parse(const char *name, nnc_precision *p, nnc_error *err)
   return NNC_OK;
 }
 
-static nnc_status add_cast(nnc_graph *g, int t, nnc_dtype to, const char *label, int *out, nnc_error *err) {
+nnc_status nnc_precision_add_cast(nnc_graph *g, int t, nnc_dtype to, const char *label, int *out, nnc_error *err) {
   nnc_attrs a;
   memset(&a, 0, sizeof a);
   a.to = to;
@@ -94,7 +96,7 @@ static nnc_status cast_loss_scale(nnc_graph *g, int mul, int scale, nnc_error *e
   nnc_dtype want = g->tensors[g->nodes[mul].in[0]].dtype;
   if (st || want == NNC_F32) return st;
   int first_new = g->nnodes, cast;
-  st = add_cast(g, scale, want, g->tensors[scale].name, &cast, err);
+  st = nnc_precision_add_cast(g, scale, want, g->tensors[scale].name, &cast, err);
   for (int n = 0; !st && n < first_new; n++)
     for (int j = 0; j < g->nodes[n].nin; j++)
       if (g->nodes[n].in[j] == scale) g->nodes[n].in[j] = cast;
@@ -107,10 +109,8 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
   if (storage != NNC_BF16 && storage != NNC_F16)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "precision: expected a storage dtype f32, bf16 or f16, found %s",
                       nnc_dtype_name(storage));
-  for (int i = 0; i < g->nparams; i++) {
-    nnc_tensor *t = &g->tensors[g->params[i]];
-    if (t->dtype == NNC_F32) t->dtype = storage;
-  }
+  nnc_status wst = nnc_precision_keep_weight_math(g, storage, err);
+  if (wst) return wst;
   /* a model's own cast to f32 means "to float": the storage dtype */
   for (int n = 0; n < g->nnodes; n++)
     if (g->nodes[n].op == NNC_OP_CAST && g->nodes[n].attrs.to == NNC_F32) g->nodes[n].attrs.to = storage;
@@ -124,7 +124,7 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
       for (int j = 0; j < g->nodes[n].nin; j++) readers += g->nodes[n].in[j] == in;
     if (!readers) continue;
     int cast;
-    nnc_status st = add_cast(g, in, storage, g->tensors[in].name, &cast, err);
+    nnc_status st = nnc_precision_add_cast(g, in, storage, g->tensors[in].name, &cast, err);
     if (st) return st;
     for (int n = 0; n < first_new; n++)
       for (int j = 0; j < g->nodes[n].nin; j++)
@@ -141,7 +141,7 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
     /* an input declared narrow and returned as it is stays what it was */
     if (g->tensors[t].kind == NNC_TENSOR_INPUT) continue;
     int cast;
-    st = add_cast(g, t, NNC_F32, g->outputs[i].name, &cast, err);
+    st = nnc_precision_add_cast(g, t, NNC_F32, g->outputs[i].name, &cast, err);
     if (st) break;
     /* every output naming the same tensor shares the cast */
     for (int j = i; j < g->noutputs; j++)

@@ -268,10 +268,11 @@ typedef struct shape { int M, N, K, batch, pad; bool shared_b; } shape;
 
 typedef struct combo { nnrt_cuda_dtype ab, out; bool tf32; const char *name; double tol; } combo;
 
-/* f32: cuBLASLt's GELU epilogue on its transposed-A kernels lands at
- * 1.002e-5 of a 3x1x1 product (H100, CUDA 12), just past 1e-5 */
+/* f32: cuBLASLt's GELU epilogue is an approximation: 1.002e-5 of a 3x1x1
+ * product on its transposed-A kernels, 2.52e-5 with a residual added before
+ * it (H100 and H200, CUDA 12) */
 static const combo COMBOS[] = {
-    {NNRT_DT_F32, NNRT_DT_F32, false, "f32->f32", 2e-5},
+    {NNRT_DT_F32, NNRT_DT_F32, false, "f32->f32", 5e-5},
     {NNRT_DT_F32, NNRT_DT_F32, true, "f32->f32 tf32", 5e-3},
     {NNRT_DT_BF16, NNRT_DT_BF16, false, "bf16->bf16", 1e-2},
     {NNRT_DT_BF16, NNRT_DT_F32, false, "bf16->f32", 1e-2},

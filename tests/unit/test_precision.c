@@ -205,6 +205,49 @@ static void test_kernels(void **state) {
   assert_int_equal(ds, NNC_BF16);   /* the LM head writes the bf16 logits */
 }
 
+/* A batch norm folded into its convolution computes the GEMM's weight and
+ * bias from the weights alone: those weights stay f32, the arithmetic runs
+ * in f32 and each result reaches the GEMM through one cast to bf16; the
+ * GEMMs still read bf16 operands. A model without such arithmetic (GPT-2,
+ * whose wpe slice is weight-only but no arithmetic) keeps every weight bf16. */
+static void test_weight_math_f32(void **state) {
+  (void)state;
+  static const char *resnet[] = {"size=33", "width=4", "classes=7", "batch=2", "layout=nhwc"};
+  nnc_graph g;
+  load("models/resnet18.lua", resnet, 5, "bf16", NULL, &g);
+  int f32 = 0, linears = 0;
+  for (int i = 0; i < g.nparams; i++) {
+    const nnc_tensor *t = &g.tensors[g.params[i]];
+    bool folded = strstr(t->name, "conv") || strstr(t->name, "bn") || strstr(t->name, "downsample");
+    assert_int_equal(t->dtype, folded ? NNC_F32 : NNC_BF16);   /* fc stays bf16 */
+    f32 += folded;
+  }
+  assert_int_equal(f32, 20 + 20 * 4);   /* 20 convolutions, 20 batch norms */
+  /* the convolutions before folding are left for DCE */
+  nnc_error err = {0};
+  int removed = 0;
+  assert_int_equal(nnc_pass_dce(&g, &removed, &err), NNC_OK);
+  for (int n = 0; n < g.nnodes; n++) {
+    const nnc_node *x = &g.nodes[n];
+    if (x->dead || x->op != NNC_OP_LINEAR) continue;
+    linears++;
+    for (int j = 0; j < x->nin; j++) {
+      int t = x->in[j], p = g.tensors[t].producer;
+      assert_int_equal(g.tensors[t].dtype, NNC_BF16);
+      /* a folded weight or bias: rounded once, by a cast of its f32 value */
+      if (j > 0 && p >= 0) {
+        assert_int_equal(g.nodes[p].op, NNC_OP_CAST);
+        assert_int_equal(g.tensors[g.nodes[p].in[0]].dtype, NNC_F32);
+      }
+    }
+  }
+  assert_int_equal(linears, 20 + 1);
+  nnc_graph_free(&g);
+  load("models/gpt2.lua", gpt2_small, 5, "bf16", NULL, &g);
+  for (int i = 0; i < g.nparams; i++) assert_int_equal(g.tensors[g.params[i]].dtype, NNC_BF16);
+  nnc_graph_free(&g);
+}
+
 /* An i32 output stays i32, and two outputs of one tensor share one cast by
  * default and none under storage. */
 static void test_edges(void **state) {
@@ -306,6 +349,7 @@ int main(void) {
     cmocka_unit_test(test_mlp_casts),
     cmocka_unit_test(test_same_values),
     cmocka_unit_test(test_kernels),
+    cmocka_unit_test(test_weight_math_f32),
     cmocka_unit_test(test_edges),
     cmocka_unit_test(test_loss_scale),
   };
