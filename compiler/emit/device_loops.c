@@ -311,6 +311,17 @@ static nnc_status emit_softmax_axis(const ec_loop_target *lt, int ki, nnc_error 
   return NNC_OK;
 }
 
+/* How many elements a work-item of im2col node n copies at once: the
+ * elements of 16 bytes when the target has a 16-byte type, the windows are
+ * tap-major, a tap's channels fill whole 16-byte units and the padding is
+ * zero; else 0 (element by element). */
+static long long im2col_vec(const ec_loop_target *lt, const nnc_node *n) {
+  const nnc_tensor *in = &lt->x->g->tensors[n->in[0]];
+  long long es = (long long)nnc_dtype_size(in->dtype);
+  if (!lt->vec16 || !n->attrs.win.tap_major || n->attrs.scalar != 0 || 16 % es) return 0;
+  return in->shape[3].k * es % 16 == 0 ? 16 / es : 0;
+}
+
 /* ------------------------------------------------------------------ moves */
 
 static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
@@ -348,6 +359,28 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     }
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
     unravel(x, n->out[0], "e", loop.buf, &body, 4);
+  } else if (n->op == NNC_OP_IM2COL && im2col_vec(lt, n) > 0) {
+    /* tap-major windows, 16 bytes a work-item: V channels of one tap, copied whole */
+    const nnc_window *w = &n->attrs.win;
+    const nnc_tensor *in = &g->tensors[n->in[0]], *o = &g->tensors[n->out[0]];
+    long long V = im2col_vec(lt, n), C = in->shape[3].k, H = in->shape[1].k, W = in->shape[2].k;
+    char all[EXPR];
+    ec_elems(x, n->out[0], all, sizeof all);
+    snprintf(n_expr, sizeof n_expr, "(%.*s) / %lld", (int)sizeof n_expr - 32, all, V);
+    lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+    lt->pointer(lt->self, &body, "", "y", n->out[0]);
+    nnc_sb_printf(&body, "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d over an NHWC image, taps outer,\n"
+                         "     %lld channels (16 bytes) a work-item */\n"
+                         "  const int CV = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n"
+                         "  const %s *xv = (const %s *)x;\n  %s *yv = (%s *)y;\n",
+                  w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, V, C / V, H, W, (long long)o->shape[1].k,
+                  (long long)o->shape[2].k, lt->vec16, lt->vec16, lt->vec16, lt->vec16);
+    nnc_sb_printf(&loop, "    const int cv = e %% CV, kk = e / CV %% %d, r = e / CV / %d;\n"
+                         "    const int b = r / (OH * OW), ih = r / OW %% OH * %d - %d + kk / %d * %d,\n"
+                         "              iw = r %% OW * %d - %d + kk %% %d * %d;\n"
+                         "    yv[e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? xv[((b * H + ih) * W + iw) * CV + cv] : %s;\n",
+                  w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw, lt->vec16_zero);
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else if (n->op == NNC_OP_IM2COL) {
     /* output (b, oh, ow, ch, i*KW + j) reads the image at (oh*SH - PH + i*DH, ow*SW - PW + j*DW) */
     const nnc_window *w = &n->attrs.win;
