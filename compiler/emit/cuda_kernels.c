@@ -651,7 +651,22 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
   nnc_sb_printf(&body, "  nnc_cuda_attn%s_args<%s> a = {};\n", grad ? "_bwd" : "", ty);
-  if (r >= 3) {
+  if (ec_attn_grouped(x->g, a)) {
+    /* grouped-query: the dims before the group are the batch, the group the heads; k and v repeat over it */
+    char bt[EXPR], hd[EXPR], bi[EXPR], hi[EXPR];
+    ec_dims_product(x, a->q, 0, r - 3, bt, sizeof bt);
+    dim_of(x, a->q, r - 3, hd, sizeof hd);
+    nnc_sb_printf(&body, "  const int heads = %s;\n", as_int(hd, hi, sizeof hi));
+    nnc_sb_printf(&body, "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n",
+                  as_int(bt, bi, sizeof bi));
+    for (int i = 0; i < n; i++) {
+      const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
+      nnc_sb_printf(&body, "  a.%s_st = %s;\n", p, w);
+      if (o[i].keys) nnc_sb_printf(&body, "  a.%s_sh = 0;\n  a.%s_sb = (long long)%s * %s;\n", p, p, rows, w);
+      else nnc_sb_printf(&body, "  a.%s_sh = (long long)%s * %s;\n  a.%s_sb = (long long)heads * %s * %s;\n", p, rows,
+                         w, p, rows, w);
+    }
+  } else if (r >= 3) {
     char bt[EXPR], hd[EXPR], bi[EXPR], hi[EXPR];
     dim_of(x, a->q, 0, bt, sizeof bt);
     ec_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);

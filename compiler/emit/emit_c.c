@@ -246,10 +246,7 @@ void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char 
     const char *fill = n->attrs.mask_zero ? zero : "-INFINITY";
     nnc_emit_dim_expr(x->g, o->shape[o->rank - 2], "d->", T, sizeof T);
     nnc_emit_dim_expr(x->g, o->shape[o->rank - 1], "d->", S, sizeof S);
-    int G = n->attrs.group;
-    /* grouped-query rows: G rows a position (ir.h) */
-    if (G > 1) snprintf(buf, len, "(j > i%d / %d + ((%s) - (%s) / %d) ? %s : %s)", o->rank - 2, G, S, T, G, fill, a);
-    else if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? %s : %s)", o->rank - 2, fill, a);
+    if (strcmp(S, T) == 0) snprintf(buf, len, "(j > i%d ? %s : %s)", o->rank - 2, fill, a);
     else snprintf(buf, len, "(j > i%d + ((%s) - (%s)) ? %s : %s)", o->rank - 2, S, T, fill, a);
     return;
   }
@@ -636,6 +633,13 @@ nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
 
 const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k) {
   return k->kind == NNC_KERNEL_ATTENTION_GRAD ? &k->d.attn_grad.fwd : &k->d.attn;
+}
+
+bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a) {
+  const nnc_tensor *q = &g->tensors[a->q], *k = &g->tensors[a->k], *v = &g->tensors[a->v];
+  int r = q->rank;
+  return r >= 4 && nnc_dim_eq_const(k->shape[r - 3], 1) && nnc_dim_eq_const(v->shape[r - 3], 1) &&
+         !nnc_dim_eq_const(q->shape[r - 3], 1);
 }
 
 int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o) {

@@ -182,6 +182,10 @@ typedef struct ec_attn_operand {
 int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o);
 /* The forward's descriptor of an attention or attention_grad kernel. */
 const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k);
+/* Grouped-query attention as sdpa writes it (dsl_attn.c): q [..., G, T, D] with k and v [..., 1, S, D]. The
+ * kernels then take the dims before the group as their batch and the group as their heads, k and v with a
+ * head stride of 0: the G query heads read the same k and v. */
+bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a);
 
 /* How a GPU target turns the loop kernels of device_loops.c into its own
  * code: pointer declares tensor t as `name` for the kernel (a line of body

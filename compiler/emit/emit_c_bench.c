@@ -119,7 +119,6 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
                     a->win.sw, a->win.ph, a->win.pw, a->win.dh, a->win.dw, a->win.nhwc ? 1 : 0, a->win.tap_major ? 1 : 0);
     if (a->reverse) nnc_sb_printf(&b, ", .reverse = 1");   /* the recurrent scans, rope's gradient */
     if (a->rot_dims) nnc_sb_printf(&b, ", .rot_dims = %d", a->rot_dims);   /* rope */
-    if (a->group) nnc_sb_printf(&b, ", .group = %d", a->group);   /* a grouped-query causal mask */
     nnc_sb_printf(&b, "},\n");
     nnc_sb_printf(&b, "   \"%s\", %d},\n", nnc_emit_c_string(n->label ? n->label : "", s, sizeof s), n->loc.line);
   }

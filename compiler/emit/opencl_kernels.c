@@ -352,7 +352,16 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
                 dmax, dvmax, ki);
   char qs[3][EXPR], ks[3][EXPR], vs[3][EXPR], os[3][EXPR], batch[EXPR], heads[EXPR] = "1";
   /* sb, sh, st of q, k, v and out */
-  if (r >= 3) {
+  if (ec_attn_grouped(g, a)) {
+    /* grouped-query: the dims before the group are the batch, the group the heads; k and v repeat over it */
+    ec_dims_product(x, a->q, 0, r - 3, batch, sizeof batch);
+    dim_of(x, a->q, r - 3, heads, sizeof heads);
+    snprintf(qs[0], EXPR, "H * T * D"); snprintf(qs[1], EXPR, "T * D"); snprintf(qs[2], EXPR, "D");
+    snprintf(ks[0], EXPR, "S * D"); snprintf(ks[1], EXPR, "0"); snprintf(ks[2], EXPR, "D");
+    snprintf(vs[0], EXPR, "S * Dv"); snprintf(vs[1], EXPR, "0"); snprintf(vs[2], EXPR, "Dv");
+    snprintf(os[0], EXPR, "H * T * Dv"); snprintf(os[1], EXPR, "T * Dv"); snprintf(os[2], EXPR, "Dv");
+    nnc_sb_printf(h, "  const long long B = %s, H = %s, Tq = T, mask_sb = S;\n", batch, heads);
+  } else if (r >= 3) {
     dim_of(x, a->q, 0, batch, sizeof batch);
     ec_dims_product(x, a->q, 1, r - 2, heads, sizeof heads);
     bool kb = !nnc_dim_eq_const(g->tensors[a->k].shape[0], 1) || nnc_dim_eq_const(q->shape[0], 1);

@@ -4,14 +4,14 @@
  *   [padding_mask(s, mask)], p = softmax(s, last), out = matmul(p, v).
  *
  * Grouped-query attention (q [..., Hq, T, D], k and v [..., Hkv, S, D], G =
- * Hq / Hkv query heads a kv head) folds each group's query heads into the
- * rows of one head: q becomes [..., Hkv, G*T, D], so k and v are read once
- * for the G heads that share them, never copied, and the whole (with its
- * gradient: dk, dv summed over the group's rows) is plain attention. The
- * causal mask then needs each row's position: the rows are put in position
- * order (row t*G + g, a transpose of q and back of the output) and the mask
- * told G rows share a position (attrs.group). Without it, a reshape is
- * enough. */
+ * Hq / Hkv query heads a kv head; multi-query when Hkv is 1) gives each
+ * group an axis of its own: q becomes [..., Hkv, G, T, D] and k, v
+ * [..., Hkv, 1, S, D], reshapes that copy nothing, and the products
+ * broadcast k and v over the group. So k and v are read once for the G
+ * query heads that share them, never repeated; the masks see each head's
+ * own [T, S] scores; and the gradient of a broadcast (a sum) adds dk and dv
+ * over the group. The attention kernels take such operands with a head
+ * stride of 0 for k and v (passes/fuse_patterns.c, the emitters). */
 #include <math.h>
 #include <string.h>
 
@@ -24,49 +24,29 @@ static int reshape_to(lua_State *L, int t, int r, const nnc_dim *dims) {
   return fe_out(L, fe_add_node(L, NNC_OP_RESHAPE, 1, &t, NULL, 1, NULL, &sh));
 }
 
-/* Swaps axes a and a + 1 of t (rank r). */
-static int swap_next(lua_State *L, int t, int r, int a) {
-  nnc_attrs at;
-  memset(&at, 0, sizeof at);
-  for (int i = 0; i < r; i++) at.perm[i] = i;
-  at.perm[a] = a + 1;
-  at.perm[a + 1] = a;
-  return fe_out(L, fe_add_node(L, NNC_OP_TRANSPOSE, 1, &t, &at, 1, NULL, NULL));
+/* t [..., H, R, C] -> [..., Hkv, H / Hkv, R, C]: its heads as groups of H / Hkv. */
+static int group_heads(lua_State *L, int t, int64_t Hkv) {
+  const nnc_tensor *x = &fe_get(L)->g->tensors[t];
+  int r = x->rank;
+  nnc_dim s[NNC_MAX_RANK];
+  for (int i = 0; i < r - 3; i++) s[i] = x->shape[i];
+  s[r - 3] = nnc_dim_const(Hkv);
+  s[r - 2] = nnc_dim_const(x->shape[r - 3].k / Hkv);
+  s[r - 1] = x->shape[r - 2];
+  s[r] = x->shape[r - 1];
+  return reshape_to(L, t, r + 1, s);
 }
 
-/* q [..., Hkv*G, T, D] -> [..., Hkv, G*T, D] (rows g*T + t), or with
- * ordered, [..., Hkv, T*G, D] (rows t*G + g). */
-static int fold_group(lua_State *L, int q, int G, bool ordered) {
-  const nnc_tensor *t = &fe_get(L)->g->tensors[q];
-  int r = t->rank;
-  nnc_dim s[NNC_MAX_RANK + 1], Hkv;
-  nnc_dim_div(t->shape[r - 3], nnc_dim_const(G), &Hkv);
-  for (int i = 0; i < r - 3; i++) s[i] = t->shape[i];
-  nnc_dim T = t->shape[r - 2], D = t->shape[r - 1], GT;
-  if (!nnc_dim_mul(T, nnc_dim_const(G), &GT))
-    return fe_fail(L, NNC_E_SHAPE, "sdpa: %d query heads a kv head times the query length is too large a dim", G);
-  if (!ordered) {
-    s[r - 3] = Hkv, s[r - 2] = GT, s[r - 1] = D;
-    return reshape_to(L, q, r, s);
-  }
-  s[r - 3] = Hkv, s[r - 2] = nnc_dim_const(G), s[r - 1] = T, s[r] = D;
-  q = swap_next(L, reshape_to(L, q, r + 1, s), r + 1, r - 2);
-  s[r - 2] = GT, s[r - 1] = D;
-  return reshape_to(L, q, r, s);
-}
-
-/* The inverse of fold_group for the output o [..., Hkv, G*T, Dv]. */
-static int unfold_group(lua_State *L, int o, int G, bool ordered, nnc_dim Hq, nnc_dim T) {
-  const nnc_tensor *t = &fe_get(L)->g->tensors[o];
-  int r = t->rank;
-  nnc_dim s[NNC_MAX_RANK + 1], Dv = t->shape[r - 1];
-  for (int i = 0; i < r - 2; i++) s[i] = t->shape[i];
-  if (ordered) {
-    s[r - 2] = T, s[r - 1] = nnc_dim_const(G), s[r] = Dv;
-    o = swap_next(L, reshape_to(L, o, r + 1, s), r + 1, r - 2);
-  }
-  s[r - 3] = Hq, s[r - 2] = T, s[r - 1] = Dv;
-  return reshape_to(L, o, r, s);
+/* o [..., Hkv, G, T, Dv] -> [..., Hkv*G, T, Dv] */
+static int merge_groups(lua_State *L, int o) {
+  const nnc_tensor *x = &fe_get(L)->g->tensors[o];
+  int r = x->rank;
+  nnc_dim s[NNC_MAX_RANK];
+  for (int i = 0; i < r - 4; i++) s[i] = x->shape[i];
+  s[r - 4] = nnc_dim_const(x->shape[r - 4].k * x->shape[r - 3].k);
+  s[r - 3] = x->shape[r - 2];
+  s[r - 2] = x->shape[r - 1];
+  return reshape_to(L, o, r - 1, s);
 }
 
 static int l_sdpa(lua_State *L) {
@@ -99,8 +79,7 @@ static int l_sdpa(lua_State *L) {
     scale = 1.0 / sqrt((double)dd.k);
   }
   /* grouped-query (or multi-query) attention: fewer kv heads than query heads */
-  int G = 1;
-  nnc_dim Hq = {0}, T = {0};
+  bool grouped = false;
   const nnc_tensor *v = &fe->g->tensors[qkv[2]];
   if (q->rank >= 3 && k->rank == q->rank && !nnc_dim_eq(q->shape[q->rank - 3], k->shape[k->rank - 3])) {
     int r = q->rank;
@@ -112,10 +91,11 @@ static int l_sdpa(lua_State *L) {
     if (v->rank != r || !nnc_dim_eq(v->shape[r - 3], hk))
       return fe_fail(L, NNC_E_SHAPE, "sdpa: expected v with k's %lld heads, found %s", (long long)hk.k,
                      fe_describe(L, 3, d, sizeof d));
-    G = (int)(hq.k / hk.k);
-    Hq = hq;
-    T = q->shape[r - 2];
-    qkv[0] = fold_group(L, qkv[0], G, causal);
+    if (r + 1 > NNC_MAX_RANK)
+      return fe_fail(L, NNC_E_SHAPE, "sdpa: grouped-query attention needs q of rank at most %d, found %s",
+                     NNC_MAX_RANK - 1, fe_describe(L, 1, d, sizeof d));
+    grouped = true;
+    for (int i = 0; i < 3; i++) qkv[i] = group_heads(L, qkv[i], hk.k);
     k = &fe->g->tensors[qkv[1]];
   }
   nnc_attrs at;
@@ -131,11 +111,7 @@ static int l_sdpa(lua_State *L) {
   memset(&at, 0, sizeof at);
   at.scalar = scale;
   s = fe_out(L, fe_add_node(L, NNC_OP_MUL_S, 1, &s, &at, 1, NULL, NULL));
-  if (causal) {
-    memset(&at, 0, sizeof at);
-    at.group = G > 1 ? G : 0;
-    s = fe_out(L, fe_add_node(L, NNC_OP_CAUSAL_MASK, 1, &s, &at, 1, NULL, NULL));
-  }
+  if (causal) s = fe_out(L, fe_add_node(L, NNC_OP_CAUSAL_MASK, 1, &s, NULL, 1, NULL, NULL));
   if (mask >= 0) {
     int pm[2] = {s, mask};
     s = fe_out(L, fe_add_node(L, NNC_OP_PADDING_MASK, 2, pm, NULL, 1, NULL, NULL));
@@ -145,8 +121,7 @@ static int l_sdpa(lua_State *L) {
   int p = fe_out(L, fe_add_node(L, NNC_OP_SOFTMAX, 1, &s, &at, 1, NULL, NULL));
   int pv[2] = {p, qkv[2]};
   int o = fe_out(L, fe_add_node(L, NNC_OP_MATMUL, 2, pv, NULL, 1, NULL, NULL));
-  if (G > 1) o = unfold_group(L, o, G, causal, Hq, T);
-  fe_push_tensor(L, o);
+  fe_push_tensor(L, grouped ? merge_groups(L, o) : o);
   return 1;
 }
 

@@ -223,9 +223,6 @@ typedef struct nnc_attrs {
   bool reverse;              /* lstm_scan, gru_scan and their gradients: from the last step to the first */
                              /* rope: turn by -theta (its gradient) */
   int rot_dims;              /* rope: how many leading entries of the last axis turn (even, >= 2) */
-  int group;                 /* causal_mask: query rows per position, 0 meaning 1 (grouped-query attention
-                                folds the G query heads that share a kv head into its rows: row r is
-                                position r / G, so key j is masked when j > r / G + (S - T / G)) */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */

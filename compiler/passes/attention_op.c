@@ -34,6 +34,14 @@ nnc_status nnc_pass_attention_op(nnc_graph *g, int *replaced, nnc_error *err) {
     /* rank-2 scores with a padding mask: each query row has its own mask
      * row, which the op's [B, S] mask cannot say; it stays primitive */
     if (d->mask >= 0 && g->tensors[d->q].rank < 3) continue;
+    /* grouped-query attention (k and v broadcast over a group of query
+     * heads): the op's gradient would have to sum dk and dv over the group;
+     * the primitive ops' gradients do */
+    bool grouped = false;
+    for (int i = 0; i < g->tensors[d->q].rank - 2; i++)
+      grouped |= !nnc_dim_eq(g->tensors[d->q].shape[i], g->tensors[d->k].shape[i]) ||
+                 !nnc_dim_eq(g->tensors[d->q].shape[i], g->tensors[d->v].shape[i]);
+    if (grouped) continue;
     int pv = -1;
     for (int i = 0; i < gr.nnodes; i++) {
       owner[gr.nodes[i]] = n;

@@ -26,7 +26,7 @@ static bool same_attrs(const nnc_attrs *a, const nnc_attrs *b) {
   if (a->axis != b->axis || a->keepdim != b->keepdim || a->gelu_tanh != b->gelu_tanh ||
       a->weight_in_out != b->weight_in_out || a->to != b->to || a->act != b->act ||
       a->mask_zero != b->mask_zero || a->causal != b->causal || !same_window(&a->win, &b->win) ||
-      a->reverse != b->reverse || a->rot_dims != b->rot_dims || a->group != b->group)
+      a->reverse != b->reverse || a->rot_dims != b->rot_dims)
     return false;
   for (int i = 0; i < NNC_MAX_RANK; i++)
     if (a->perm[i] != b->perm[i]) return false;

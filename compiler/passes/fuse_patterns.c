@@ -66,12 +66,22 @@ static bool swaps_last_two(const nnc_node *n, int rank) {
   return n->attrs.perm[rank - 2] == rank - 1 && n->attrs.perm[rank - 1] == rank - 2;
 }
 
-/* q, k and v of an attention kernel: one rank, the same batch dims. */
-static bool attention_operands_agree(const fuse_ctx *c, int q, int k, int v) {
+/* q, k and v of an attention kernel: one rank, the same batch dims, but
+ * for grouped-query attention as sdpa writes it (dsl_attn.c): q
+ * [..., G, T, D] with k and v [..., 1, S, D], which the kernels read with a
+ * head stride of 0, taking the dims before the group as their batch. A
+ * padding mask's row is then that batch entry, so with a mask no dim may
+ * lie between the first and the group. */
+static bool attention_operands_agree(const fuse_ctx *c, int q, int k, int v, int mask) {
   const nnc_tensor *tq = tensor_of(c, q), *tk = tensor_of(c, k), *tv = tensor_of(c, v);
-  if (tq->rank < 2 || tk->rank != tq->rank || tv->rank != tq->rank) return false;
-  for (int i = 0; i < tq->rank - 2; i++)
-    if (!nnc_dim_eq(tq->shape[i], tk->shape[i]) || !nnc_dim_eq(tq->shape[i], tv->shape[i])) return false;
+  int r = tq->rank;
+  if (r < 2 || tk->rank != r || tv->rank != r) return false;
+  for (int i = 0; i < r - 2; i++) {
+    if (nnc_dim_eq(tq->shape[i], tk->shape[i]) && nnc_dim_eq(tq->shape[i], tv->shape[i])) continue;
+    if (i != r - 3 || i < 1 || !nnc_dim_eq_const(tk->shape[i], 1) || !nnc_dim_eq_const(tv->shape[i], 1)) return false;
+    for (int j = 1; mask >= 0 && j < i; j++)
+      if (!nnc_dim_eq_const(tq->shape[j], 1)) return false;
+  }
   return true;
 }
 
@@ -95,9 +105,7 @@ bool nnc_fuse_match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
   bool padded = false;
   while (p >= 0) {
     const nnc_node *m = node_of(c, p);
-    /* a grouped-query causal mask (G rows a position) is not what the
-     * attention kernels' causal means: it stays an elementwise kernel */
-    if (m->op == NNC_OP_CAUSAL_MASK && !d.causal && m->attrs.group <= 1) {
+    if (m->op == NNC_OP_CAUSAL_MASK && !d.causal) {
       d.causal = true;
     } else if (m->op == NNC_OP_PADDING_MASK && !padded && m->in[1] != m->in[0]) {
       padded = true;
@@ -124,7 +132,7 @@ bool nnc_fuse_match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
   if (tr < 0 || !swaps_last_two(node_of(c, tr), tensor_of(c, node_of(c, tr)->in[0])->rank)) return false;
   d.q = qk->in[0];
   d.k = node_of(c, tr)->in[0];
-  if (!attention_operands_agree(c, d.q, d.k, d.v)) return false;
+  if (!attention_operands_agree(c, d.q, d.k, d.v, d.mask)) return false;
   take(gr, p);
   take(gr, tr);
   gr->kind = NNC_KERNEL_ATTENTION;

@@ -46,13 +46,6 @@ nnc_status nnc_infer_mask(const nnc_infer_ctx *c) {
     return nnc_infer_fail(c, NNC_E_SHAPE, "expected scores of rank >= 2 [..., T, S], found %s",
                           nnc_infer_desc(c, s, d));
   }
-  /* grouped-query rows: G rows a position, so the rows must be a multiple of G */
-  nnc_dim rows_per = nnc_dim_const(c->n->attrs.group > 1 ? c->n->attrs.group : 1), pos;
-  if (c->n->op == NNC_OP_CAUSAL_MASK && !nnc_dim_div(s->shape[s->rank - 2], rows_per, &pos)) {
-    char d[NNC_DESC_LEN];
-    return nnc_infer_fail(c, NNC_E_SHAPE, "expected scores [..., T*%d, S] (%d query rows a position), found %s",
-                          c->n->attrs.group, c->n->attrs.group, nnc_infer_desc(c, s, d));
-  }
   if (c->n->op == NNC_OP_PADDING_MASK) {
     const nnc_tensor *m = nnc_in(c, 1);
     char ds[NNC_DESC_LEN], dm[NNC_DESC_LEN];

@@ -180,7 +180,6 @@ nnc_status nnc_ref_op_mask(nnc_ref *r, const nnc_node *n, nnc_error *err) {
                              nnc_ref_desc(r, n->in[0], d1), nnc_ref_desc(r, n->out[0], d2));
   int64_t T = sx.d[sx.rank - 2], S = sx.d[sx.rank - 1], count = nnc_ref_shape_elems(&sx);
   int64_t per_batch = sx.d[0] ? count / sx.d[0] : 0;
-  int64_t G = n->attrs.group > 1 ? n->attrs.group : 1;   /* causal: query rows a position */
   if (m) {
     nnc_ref_shape sm = nnc_ref_shape_of(r, n->in[1]);
     if (sm.rank != 2 || sm.d[0] != sx.d[0] || sm.d[1] != S)
@@ -193,7 +192,7 @@ nnc_status nnc_ref_op_mask(nnc_ref *r, const nnc_node *n, nnc_error *err) {
     int64_t j = e % S;
     bool masked;
     if (m) masked = m[(e / per_batch) * S + j] == 0;
-    else masked = j > (e / S) % T / G + (S - T / G);
+    else masked = j > (e / S) % T + (S - T);
     y[e] = masked ? (n->attrs.mask_zero ? 0.0 : -INFINITY) : x[e];
   }
   return NNC_OK;

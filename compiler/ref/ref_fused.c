@@ -102,8 +102,7 @@ static double eval(const fused_node *f, const nnc_ref_shape *dom, const int64_t 
     int64_t T = f->shape.d[rn - 2], S = f->shape.d[rn - 1];
     int64_t i = T == 1 ? 0 : idx[lead + rn - 2], j = S == 1 ? 0 : idx[lead + rn - 1];
     int64_t b = f->shape.d[0] == 1 ? 0 : idx[lead];
-    int64_t G = n->attrs.group > 1 ? n->attrs.group : 1;   /* query rows a position */
-    bool masked = n->op == NNC_OP_CAUSAL_MASK ? j > i / G + (S - T / G) : f->mask[b * S + j] == 0;
+    bool masked = n->op == NNC_OP_CAUSAL_MASK ? j > i + (S - T) : f->mask[b * S + j] == 0;
     return masked ? (n->attrs.mask_zero ? 0.0 : -INFINITY) : in[0];
   }
   default: return nnc_ref_store(f->dtype, nnc_ref_unary(n, in[0]));

@@ -234,7 +234,6 @@ static void cse_compares_fields_not_bytes(void **state) {
     p->win = (nnc_window){0, 0, 0, 0, 0, 0, 0, 0, false, false};
     p->reverse = false;
     p->rot_dims = 0;
-    p->group = 0;
   }
   int n0 = node(NNC_OP_SOFTMAX, INS(x), &a);
   int n1 = node(NNC_OP_SOFTMAX, INS(x), &b);

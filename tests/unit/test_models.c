@@ -766,7 +766,7 @@ static void test_gpt2_one_layer_by_hand(void **state) {
  * 12 query heads over 4 kv heads of 64, ffn 2048, vocab 32000, no biases,
  * an untied head), 124,668,672 parameters; rope on q and k, and each
  * attention's k and v read by its 3 query heads without a copy (no kernel
- * writes a [B, 12, T, 64] k or v). */
+ * writes a [B, 12, T, 64] k or v), in one attention kernel. */
 static void test_llama_default_params(void **state) {
   (void)state;
   model m;
@@ -812,6 +812,10 @@ static void test_llama_default_params(void **state) {
     }
   }
   assert_int_equal(ropes, 2 * 12);
+  /* causal grouped-query attention is one attention kernel a layer (k and v read with head stride 0) */
+  int attn = 0;
+  for (int k = 0; k < m.s.nk; k++) attn += m.s.k[k].kind == NNC_KERNEL_ATTENTION;
+  assert_int_equal(attn, 12);
   model_free(&m);
 }
 
