@@ -311,14 +311,27 @@ static nnc_status emit_softmax_axis(const ec_loop_target *lt, int ki, nnc_error 
   return NNC_OK;
 }
 
+/* The 32-bit word of two bf16/f16 (or one f32) paddings of im2col node n:
+ * 0 or -inf (max pooling's); NULL for any other. */
+static const char *pad_word(const nnc_graph *g, const nnc_node *n) {
+  if (n->attrs.scalar == 0) return "0u";
+  if (!(isinf(n->attrs.scalar) && n->attrs.scalar < 0)) return NULL;
+  switch (g->tensors[n->in[0]].dtype) {
+  case NNC_BF16: return "0xff80ff80u";
+  case NNC_F16: return "0xfc00fc00u";
+  case NNC_F32: return "0xff800000u";
+  default: return NULL;
+  }
+}
+
 /* How many elements a work-item of im2col node n copies at once: the
  * elements of 16 bytes when the target has a 16-byte type, the windows are
- * tap-major, a tap's channels fill whole 16-byte units and the padding is
- * zero; else 0 (element by element). */
+ * tap-major, a tap's channels fill whole 16-byte units and the padding is 0
+ * or -inf; else 0 (element by element). */
 static long long im2col_vec(const ec_loop_target *lt, const nnc_node *n) {
   const nnc_tensor *in = &lt->x->g->tensors[n->in[0]];
   long long es = (long long)nnc_dtype_size(in->dtype);
-  if (!lt->vec16 || !n->attrs.win.tap_major || n->attrs.scalar != 0 || 16 % es) return 0;
+  if (!lt->vec16 || !n->attrs.win.tap_major || !pad_word(lt->x->g, n) || 16 % es) return 0;
   return in->shape[3].k * es % 16 == 0 ? 16 / es : 0;
 }
 
@@ -378,8 +391,10 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     nnc_sb_printf(&loop, "    const int cv = e %% CV, kk = e / CV %% %d, r = e / CV / %d;\n"
                          "    const int b = r / (OH * OW), ih = r / OW %% OH * %d - %d + kk / %d * %d,\n"
                          "              iw = r %% OW * %d - %d + kk %% %d * %d;\n"
-                         "    yv[e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? xv[((b * H + ih) * W + iw) * CV + cv] : %s;\n",
-                  w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw, lt->vec16_zero);
+                         "    yv[e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? xv[((b * H + ih) * W + iw) * CV + cv]\n"
+                         "                                                : %s(%s, %s, %s, %s);\n",
+                  w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw, lt->vec16_make,
+                  pad_word(g, n), pad_word(g, n), pad_word(g, n), pad_word(g, n));
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else if (n->op == NNC_OP_IM2COL) {
     /* output (b, oh, ow, ch, i*KW + j) reads the image at (oh*SH - PH + i*DH, ow*SW - PW + j*DW) */

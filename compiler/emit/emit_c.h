@@ -198,9 +198,9 @@ typedef struct ec_loop_target {
   void *self;
   void (*pointer)(void *self, nnc_sb *body, const char *cnst, const char *name, int t);
   void (*finish)(void *self, int ki, const char *n, nnc_sb *body);
-  /* A 16-byte type the kernels may copy through and its zero (CUDA's uint4),
-   * or NULL: element by element */
-  const char *vec16, *vec16_zero;
+  /* A 16-byte type the kernels may copy through and the function making one
+   * of four 32-bit words (CUDA's uint4, make_uint4), or NULL: element by element */
+  const char *vec16, *vec16_make;
 } ec_loop_target;
 
 /* How the recurrent steps (emit_recurrent.c) reach an element of tensor t

@@ -281,11 +281,12 @@ static int pool(lua_State *L, nnc_op reduce, const char *fn) {
   if (2 * p[0] > (k[0] - 1) * dl[0] + 1 || 2 * p[1] > (k[1] - 1) * dl[1] + 1)
     return fe_fail(L, NNC_E_SHAPE, "%s: expected padding at most half the kernel, found padding %dx%d for a kernel "
                    "%dx%d", fn, p[0], p[1], k[0], k[1]);
-  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc, false};
+  /* NHWC: tap-major windows (each tap's channels copied whole), reduced over the taps */
+  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc, nhwc};
   int cols = im2col(L, x, &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
-  at.axis = 4;
+  at.axis = nhwc ? 3 : 4;
   int y = node_out(L, reduce, 1, &cols, &at, NULL, NULL);
   fe_push_tensor(L, to_layout(L, y, nhwc));
   return 1;
