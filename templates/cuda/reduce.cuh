@@ -12,6 +12,8 @@
  *   inner == 1 and len <= NNC_REDUCE_SHORT_LEN (max pooling's windows,
  *               9 wide): a thread per row, in order; a warp per row left
  *               23 of 32 lanes idle and took 0.67 ms of ResNet-18's 3;
+ *   inner > 1 and len <= NNC_REDUCE_SHORT_LEN (NHWC pooling's taps): a
+ *               thread per output;
  *   inner > 1:  a block of 32 warps per 32 neighbouring outputs, lanes
  *               across the columns, warps striding down len, then the 32
  *               warps' partials added in a fixed order;
@@ -70,6 +72,20 @@ __global__ void nnc_reduce_short_rows(const T *__restrict__ x, U *__restrict__ y
     double acc = nnc_reduce_init<OP>();
     for (int l = 0; l < len; l++) acc = nnc_reduce_combine<OP>(acc, (double)nnc_ld(p[l]));
     nnc_st(&y[r], nnc_reduce_finish<OP>(acc, len));
+  }
+}
+
+/* inner > 1 and at most NNC_REDUCE_SHORT_LEN rows (NHWC pooling's taps):
+ * a thread per output, neighbouring threads on neighbouring columns. */
+template <class T, class U, int OP>
+__global__ void nnc_reduce_short_cols(const T *__restrict__ x, U *__restrict__ y, long long outer, int len, int inner) {
+  const long long n = outer * inner, step = (long long)gridDim.x * blockDim.x;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
+    const long long o = e / inner, i = e % inner;
+    const T *p = x + o * len * inner + i;
+    double acc = nnc_reduce_init<OP>();
+    for (int l = 0; l < len; l++) acc = nnc_reduce_combine<OP>(acc, (double)nnc_ld(p[(long long)l * inner]));
+    nnc_st(&y[e], nnc_reduce_finish<OP>(acc, len));
   }
 }
 
@@ -209,6 +225,10 @@ inline nnc_cuda_status nnc_cuda_reduce_op(int outer, int len, int inner, const T
   } else if (inner == 1 && len <= NNC_REDUCE_SHORT_LEN) {
     const long long blocks = ((long long)outer + 255) / 256;
     nnc_reduce_short_rows<T, U, OP><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 256, 0, s>>>(x, y, outer, len);
+  } else if (len <= NNC_REDUCE_SHORT_LEN) {
+    const long long blocks = ((long long)outer * inner + 255) / 256;
+    nnc_reduce_short_cols<T, U, OP><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 256, 0, s>>>(x, y, outer, len,
+                                                                                                      inner);
   } else if (inner == 1) {
     const long long blocks = ((long long)outer * 32 + 255) / 256;
     nnc_reduce_rows<T, U, OP><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(x, y, outer, len);

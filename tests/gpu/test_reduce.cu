@@ -38,6 +38,8 @@ static const rcase CASES[] = {
     {1, 4096, 3072, false, false},  {2, 520, 24, false, true},
     /* short rows, a thread each: max pooling's windows (len 9, a NaN among them), the 16 at the limit */
     {100003, 9, 1, false, true},  {4099, 9, 1, true, true},     {517, 16, 1, false, true},  {3, 1, 1, false, true},
+    /* short columns, a thread each: NHWC pooling's taps (len 9 over 64 channels), a NaN, 16 at the limit */
+    {10007, 9, 64, false, true},  {517, 9, 3, true, true},      {7, 16, 33, false, true},
 };
 
 static std::mt19937 rng(7);
