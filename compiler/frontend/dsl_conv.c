@@ -119,6 +119,25 @@ static int im2col(lua_State *L, int x, const nnc_window *w, double pad, const ch
   return node_out(L, NNC_OP_IM2COL, 1, &x, &at, fn, NULL);
 }
 
+/* Channels of an NHWC image the tap-major windows round up to: 8 of them fill
+ * 16 bytes in bf16, what the CUDA copies move at once (an RGB image's 3 would
+ * be copied element by element, and its GEMM's K of 7*7*3 is not 16-byte
+ * aligned either). */
+#define CHANNEL_RUN 8
+
+/* t with zeros after its C channels along axis, up to a multiple of CHANNEL_RUN. */
+static int pad_channels(lua_State *L, int t, int axis, int64_t C) {
+  const nnc_tensor *x = tensor(L, t);
+  fe_shape s = {x->rank, {{0}}};
+  memcpy(s.dim, x->shape, (size_t)x->rank * sizeof *x->shape);
+  s.dim[axis] = nnc_dim_const((C + CHANNEL_RUN - 1) / CHANNEL_RUN * CHANNEL_RUN);
+  nnc_attrs at;
+  memset(&at, 0, sizeof at);
+  at.axis = axis;
+  at.start = nnc_dim_const(0);
+  return node_out(L, NNC_OP_PAD, 1, &t, &at, NULL, &s);
+}
+
 /* The [N, OH, OW, O] result as the model's layout. */
 static int to_layout(lua_State *L, int y, bool nhwc) {
   static const int to_nchw[4] = {0, 3, 1, 2};
@@ -134,6 +153,8 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
                      const char *label, const char *fn) {
   nnc_window win = *w;
   win.tap_major = w->nhwc && groups == 1;
+  int64_t C0 = tensor(L, x)->shape[3].k;
+  if (win.tap_major && C0 % CHANNEL_RUN) x = pad_channels(L, x, 3, C0);
   int cols = im2col(L, x, &win, 0.0, fn);
   const nnc_tensor *ct = tensor(L, cols);
   nnc_dim N = ct->shape[0], OH = ct->shape[1], OW = ct->shape[2];
@@ -146,8 +167,9 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
     int a = reshape(L, cols, 4, (nnc_dim[]){N, OH, OW, nnc_dim_const(C * KK)});
     int wm = weight;
     if (win.tap_major) {
-      wm = reshape(L, wm, 3, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C), nnc_dim_const(KK)});
+      wm = reshape(L, wm, 3, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C0), nnc_dim_const(KK)});
       wm = permute(L, wm, (const int[]){0, 2, 1});
+      if (C0 != C) wm = pad_channels(L, wm, 2, C0);
     }
     wm = reshape(L, wm, 2, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C * KK)});
     nnc_attrs at;

@@ -370,6 +370,20 @@ static nnc_status vjp_slice(ad_ctx *c, ad_vjp *v) {
   return ad_shaped(c, NNC_OP_PAD, 1, &v->dy[0], &a, rank, shape, &v->dx[0]);
 }
 
+/* pad: the gradient of the part that was x, a slice of dy */
+static nnc_status vjp_pad(ad_ctx *c, ad_vjp *v) {
+  const nnc_tensor *x = T(c, v->n->in[0]);
+  int axis = v->n->attrs.axis;
+  nnc_attrs a = {.axis = axis, .start = v->n->attrs.start};
+  /* the pads the front-end makes (a convolution's channels) have constant sizes */
+  if (!nnc_dim_is_const(a.start) || !nnc_dim_is_const(x->shape[axis]))
+    return nnc_errorf(c->err, NNC_E_INTERNAL, c->loc, "--train: expected a pad of constant size and offset");
+  a.stop = nnc_dim_const(a.start.k + x->shape[axis].k);
+  nnc_dim shape[NNC_MAX_RANK];
+  memcpy(shape, x->shape, sizeof shape);
+  return ad_shaped(c, NNC_OP_SLICE, 1, &v->dy[0], &a, x->rank, shape, &v->dx[0]);
+}
+
 /* im2col: each window entry's gradient back to the pixel it was read from */
 static nnc_status vjp_im2col(ad_ctx *c, ad_vjp *v) {
   const nnc_tensor *x = T(c, v->n->in[0]);
@@ -521,7 +535,7 @@ static const ad_rule rules[NNC_OP_COUNT] = {
   [NNC_OP_SLICE] = vjp_slice,          [NNC_OP_CONCAT] = vjp_concat,       [NNC_OP_SPLIT] = vjp_split,
   [NNC_OP_EMBEDDING] = vjp_embedding,  [NNC_OP_CROSS_ENTROPY] = vjp_cross_entropy,
   [NNC_OP_EXPAND] = vjp_expand,          [NNC_OP_ATTENTION] = vjp_attention,
-  [NNC_OP_IM2COL] = vjp_im2col,          [NNC_OP_LSTM_SCAN] = vjp_scan,     [NNC_OP_GRU_SCAN] = vjp_scan,
+  [NNC_OP_IM2COL] = vjp_im2col,          [NNC_OP_PAD] = vjp_pad,          [NNC_OP_LSTM_SCAN] = vjp_scan,     [NNC_OP_GRU_SCAN] = vjp_scan,
   [NNC_OP_ROPE] = vjp_rope,
 };
 
