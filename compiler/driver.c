@@ -48,6 +48,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step keeps "
                     "activations for a backward)", nnc_recompute_name(rc));
   if (!st) st = nnc_outputs_parse(o->outputs, &prec, err);
+  prec.f32_weight_math = nnc_emit_has_f32_weights(t.family);
   /* the OpenCL emitter writes f32 outputs only: refused here, the one place
    * that knows both the option and the target */
   if (!st && prec.storage_outputs && t.family == NNC_FAMILY_OPENCL)

@@ -228,6 +228,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
   int copies = 0;
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
   if (!st) st = nnc_outputs_parse(c->weights ? NULL : c->outputs, &prec, err);
+  prec.f32_weight_math = true;   /* the views show every capability, as nnc_compile_graph's fusion does */
   if (!st) st = nnc_recompute_parse(c->recompute, &rc, err);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && c->train) st = nnc_pass_check(&g, err);

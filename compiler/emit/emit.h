@@ -53,6 +53,10 @@ typedef struct nnc_emitter {
   /* Whether its GEMMs apply an activation after the residual
    * (nnc_gemm_desc.act_last); without, it is an elementwise kernel. */
   bool gemm_act_last;
+  /* Whether its weights may be of mixed dtypes under narrow storage: f32
+   * ones for arithmetic on weights alone (nnc_precision.f32_weight_math);
+   * without, every weight has the storage dtype. */
+  bool f32_weights;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -64,6 +68,8 @@ bool nnc_emit_has_gemm_aux(nnc_target_family f);
 bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 /* Whether the emitter of family f applies a GEMM's activation after its residual (nnc_emitter.gemm_act_last). */
 bool nnc_emit_has_gemm_act_last(nnc_target_family f);
+/* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
+bool nnc_emit_has_f32_weights(nnc_target_family f);
 
 /* The variants of every kernel of r (out holds r->s->nk entries; all n = 0
  * on a target without choices). */

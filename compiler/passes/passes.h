@@ -41,9 +41,11 @@ typedef struct nnc_precision {
   nnc_dtype storage;    /* of floats in memory: f32, bf16 or f16 */
   bool tf32;            /* f32 matmuls on tf32 tensor cores */
   bool storage_outputs; /* --outputs=storage: float outputs keep the storage dtype */
+  bool f32_weight_math; /* arithmetic on weights alone stays f32 (precision_weights.c): for a target
+                           whose weights may be of mixed dtypes (nnc_emitter.f32_weights) */
 } nnc_precision;
 
-/* A --precision name (NULL: f32); storage_outputs comes out false. */
+/* A --precision name (NULL: f32); storage_outputs and f32_weight_math come out false. */
 nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err);
 
 /* An --outputs name, "f32" or "storage" (NULL: f32), into p->storage_outputs. */

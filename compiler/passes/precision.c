@@ -39,8 +39,8 @@ static nnc_status move_to_front(nnc_graph *g, int from, nnc_error *err) {
 
 nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err) {
   static const nnc_precision known[] = {
-    {"f32", NNC_F32, false, false}, {"tf32", NNC_F32, true, false}, {"bf16", NNC_BF16, false, false},
-    {"f16", NNC_F16, false, false}};
+    {"f32", NNC_F32, false, false, false}, {"tf32", NNC_F32, true, false, false},
+    {"bf16", NNC_BF16, false, false, false}, {"f16", NNC_F16, false, false, false}};
   if (!name) name = "f32";
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strcmp(known[i].name, name) == 0) {
@@ -109,8 +109,15 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
   if (storage != NNC_BF16 && storage != NNC_F16)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "precision: expected a storage dtype f32, bf16 or f16, found %s",
                       nnc_dtype_name(storage));
-  nnc_status wst = nnc_precision_keep_weight_math(g, storage, err);
-  if (wst) return wst;
+  if (p->f32_weight_math) {
+    nnc_status wst = nnc_precision_keep_weight_math(g, storage, err);
+    if (wst) return wst;
+  } else {
+    for (int i = 0; i < g->nparams; i++) {
+      nnc_tensor *t = &g->tensors[g->params[i]];
+      if (t->dtype == NNC_F32) t->dtype = storage;
+    }
+  }
   /* a model's own cast to f32 means "to float": the storage dtype */
   for (int n = 0; n < g->nnodes; n++)
     if (g->nodes[n].op == NNC_OP_CAST && g->nodes[n].attrs.to == NNC_F32) g->nodes[n].attrs.to = storage;

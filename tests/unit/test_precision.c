@@ -26,6 +26,9 @@ static char work[256];
 static const char *gpt2_small[] = {"layers=2", "d=48", "heads=4", "vocab=101", "ctx=64"};
 static const char *mlp_small[] = {"batch=37", "hidden1=129", "hidden2=33"};
 
+/* Whether load() asks for f32 arithmetic on weights alone, as for CUDA. */
+static bool weight_math = true;
+
 /* Loads model (under the source root when relative) and runs the precision
  * pass with --precision=prec --outputs=outputs; asserts each step. */
 static void load(const char *model, const char *const *defs, int nd, const char *prec, const char *outputs,
@@ -39,6 +42,7 @@ static void load(const char *model, const char *const *defs, int nd, const char 
   nnc_status st = nnc_frontend_load(&fo, g, &err);
   if (!st) st = nnc_precision_parse(prec, &p, &err);
   if (!st) st = nnc_outputs_parse(outputs, &p, &err);
+  p.f32_weight_math = weight_math;
   if (!st) st = nnc_pass_precision(g, &p, &err);
   if (st) fail_msg("%s: %s", model, err.msg);
 }
@@ -206,7 +210,8 @@ static void test_kernels(void **state) {
 }
 
 /* A batch norm folded into its convolution computes the GEMM's weight and
- * bias from the weights alone: those weights stay f32, the arithmetic runs
+ * bias from the weights alone: on a target that takes weights of mixed
+ * dtypes (CUDA) those weights stay f32, the arithmetic runs
  * in f32 and each result reaches the GEMM through one cast to bf16; the
  * GEMMs still read bf16 operands. A model without such arithmetic (GPT-2,
  * whose wpe slice is weight-only but no arithmetic) keeps every weight bf16. */
@@ -244,6 +249,12 @@ static void test_weight_math_f32(void **state) {
   assert_int_equal(linears, 20 + 1);
   nnc_graph_free(&g);
   load("models/gpt2.lua", gpt2_small, 5, "bf16", NULL, &g);
+  for (int i = 0; i < g.nparams; i++) assert_int_equal(g.tensors[g.params[i]].dtype, NNC_BF16);
+  nnc_graph_free(&g);
+  /* a target whose weights all have the storage dtype (OpenCL): every weight bf16 */
+  weight_math = false;
+  load("models/resnet18.lua", resnet, 5, "bf16", NULL, &g);
+  weight_math = true;
   for (int i = 0; i < g.nparams; i++) assert_int_equal(g.tensors[g.params[i]].dtype, NNC_BF16);
   nnc_graph_free(&g);
 }
