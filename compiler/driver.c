@@ -29,7 +29,8 @@ static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p)
 }
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
-  nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines, .training = o->train};
+  nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines, .training = o->train,
+                          .generating = o->generate};
   nnc_autodiff_opts ad = {.loss = o->loss};
   nnc_graph g;
   nnc_graph_init(&g);

@@ -22,6 +22,7 @@ typedef struct nnc_build_opts {
   bool measure;                    /* --tune=measure: time the implementations on the GPU */
   const char *tune_file;           /* --tune-file; NULL: the default path */
   bool train;                      /* --train: the training step (loss and gradients) */
+  bool generate;                   /* --generate: a decoder with kv caches, and generate_<model> */
   const char *loss;                /* --loss: the loss output's name; NULL: "loss" */
   const char *recompute;           /* --recompute: none, gelu, norm or block; NULL: none */
 } nnc_build_opts;

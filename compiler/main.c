@@ -33,6 +33,7 @@ typedef struct cli {
   bool explain;
   bool cuda_graphs;
   bool train;            /* --train */
+  bool generate;         /* --generate */
   const char *loss;      /* --loss=NAME */
   const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
@@ -46,7 +47,7 @@ static void usage(FILE *f) {
     "usage: nnc MODEL.lua [--target=T] [--precision=P] [--outputs=f32|storage] [-o PATH]\n"
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
-    "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]]\n"
+    "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -79,6 +80,9 @@ static void usage(FILE *f) {
     "                    and must declare a scalar output \"loss\"; the outputs become\n"
     "                    the loss and grad.<param> for every float parameter\n"
     "  --loss=NAME       the loss output's name under --train (default loss)\n"
+    "  --generate        compile a decoder for generation: the model runs with\n"
+    "                    `generating` true and keeps its keys and values in kv_cache\n"
+    "                    states; the folder gains generate_<model> (prompt in, tokens out)\n"
     "  --recompute=R     under --train, activations the backward makes again instead of\n"
     "                    keeping them from the forward (gradient checkpointing): none\n"
     "                    (default); gelu, the activations' outputs; norm, those and the\n"
@@ -121,6 +125,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--explain") == 0) c->explain = true;
     else if (strcmp(a, "--cuda-graphs") == 0) c->cuda_graphs = true;
     else if (strcmp(a, "--train") == 0) c->train = true;
+    else if (strcmp(a, "--generate") == 0) c->generate = true;
     else if (strncmp(a, "--recompute=", 12) == 0) c->recompute = a + 12;
     else if (strncmp(a, "--loss=", 7) == 0) {
       c->loss = a + 7;
@@ -157,6 +162,8 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     }
   }
   if (!c->model) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "expected a model file (see nnc --help)");
+  if (c->generate && c->train)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--generate: expected no --train (generation runs a forward)");
   if (c->recompute && !c->train)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step "
                       "keeps activations for a backward)", c->recompute);
@@ -212,12 +219,12 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .precision = c->precision, .outputs = c->outputs,
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
-                         .recompute = c->recompute,
+                         .generate = c->generate, .recompute = c->recompute,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
   nnc_frontend_opts fo = {.path = c->model, .defines = c->defines, .ndefines = c->ndefines,
-                          .training = c->train};
+                          .training = c->train, .generating = c->generate};
   nnc_autodiff_opts ad = {.loss = c->loss};
   nnc_graph g;
   nnc_graph_init(&g);

@@ -19,6 +19,16 @@ local B = dim("B", cfg.batch)
 local T = dim("T", cfg.ctx)
 local ids = input("ids", i32, { B, T })
 
+-- nnc --generate: a call reads only its new tokens (a prompt, or one token a
+-- sequence) and attends to the keys and values of the earlier ones, kept in
+-- kv_cache states. Prompts of different lengths are padded on the left.
+local S, pos, keep
+if generating then
+  S = dim("S", cfg.ctx)                  -- keys after this call: cached + new
+  pos = input("pos", i32, { B, T })      -- each new token's position
+  keep = input("mask", i32, { B, S })    -- 1: a token, 0: left padding
+end
+
 -- GPT-2's Conv1D is a linear layer whose weight is stored [in, out].
 local function conv1d(x, n_out, p)
   return linear(x, n_out, p, { layout = "in_out" })
@@ -37,9 +47,14 @@ local function merge_heads(x)
   return x:permute { 1, 3, 2, 4 }:reshape { B, T, cfg.d }
 end
 
-local function attention(x, p)
+local function attention(x, p, i)
   local q, k, v = split(conv1d(x, 3 * cfg.d, p.c_attn), 3, -1)
-  local y = sdpa(split_heads(q), split_heads(k), split_heads(v), { causal = true })
+  q, k, v = split_heads(q), split_heads(k), split_heads(v)
+  if generating then
+    k = kv_cache(("cache.%d.k"):format(i), k, S)
+    v = kv_cache(("cache.%d.v"):format(i), v, S)
+  end
+  local y = sdpa(q, k, v, { causal = true, mask = keep })
   return conv1d(merge_heads(y), cfg.d, p.c_proj)
 end
 
@@ -49,20 +64,21 @@ local function mlp(x, p)
 end
 
 -- Pre-norm residual block.
-local function block(x, p)
-  x = x + attention(norm(x, p.ln_1), p.attn)
+local function block(x, p, i)
+  x = x + attention(norm(x, p.ln_1), p.attn, i)
   return x + mlp(norm(x, p.ln_2), p.mlp)
 end
 
 local wte = param("wte.weight", { cfg.vocab, cfg.d })
 local wpe = param("wpe.weight", { cfg.ctx, cfg.d })
 
--- Token embeddings plus the first T rows of the position table, broadcast over B.
-local x = embedding(ids, wte) + slice(wpe, 1, 1, T)
+-- Token embeddings plus the first T rows of the position table, broadcast over
+-- B (generating: the rows of the tokens' positions).
+local x = embedding(ids, wte) + (generating and embedding(pos, wpe) or slice(wpe, 1, 1, T))
 
 local h = param("h")
 for i = 0, cfg.layers - 1 do
-  x = block(x, h[i])
+  x = block(x, h[i], i)
 end
 x = norm(x, param("ln_f"))
 

@@ -23,6 +23,7 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
 /* A rope kernel: a task takes whole rows (emit_rope.c). */
 nnc_status cs_emit_rope(const ec_ctx *x, int k, nnc_sb *b);
+nnc_status cs_emit_kv_append(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that
  * raise `need` (GEMM and attention only). */
 void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);

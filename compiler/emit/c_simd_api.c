@@ -189,7 +189,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc) rc = nnrt_aligned_alloc(wbytes, 64, &m->weights, &e);\n"
     "  if (!rc) {\n"
     "    m->par = nnc_glue_par(&m->pool);\n"
-    "    m->arena = nnrt_arena_base(m->arena_handle);\n"
+    "    m->arena = nnrt_arena_base(m->arena_handle);\n%s"
     "    size_t off = 0;\n"
     "    for (int i = 0; i < NPARAMS; i++) {\n"
     "      m->w[i] = (unsigned char *)m->weights + off;\n"
@@ -203,7 +203,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg[0] ? e.msg : \"out of memory\");\n"
     "    %s_destroy(m);\n    return rc;\n  }\n"
     "  *out = m;\n  return 0;\n}\n\n",
-    p, p, P, p, p);
+    p, p, P, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "", p, p);
   nnc_sb_printf(b,
     "void %s_destroy(%s_model *m) {\n"
     "  if (!m) return;\n"

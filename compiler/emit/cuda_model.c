@@ -367,6 +367,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   if (cu_train_master(x))
     nnc_sb_printf(b, "  /* training: the f32 master weights, written by upload() */\n"
                      "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, (size_t)TRAIN_NUMEL * 4, (void **)&m->master, &e);\n");
+  if (g->nstates)
+    nnc_sb_printf(b, "  /* the kv caches start empty */\n"
+                     "  if (!rc) rc = nnrt_cuda_check(cudaMemset(m->arena, 0, arena_need(max)), \"zeroing the kv caches\", &e);\n");
   nnc_sb_printf(b,
     "  for (int i = 0; !rc && i < NINPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&m->dmax, 1, i), &m->in_dev[i], &e);\n"
     "  for (int i = 0; !rc && i < NOUTPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&m->dmax, 0, i), &m->out_dev[i], &e);\n"

@@ -345,6 +345,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
       n->op == NNC_OP_GRU_SCAN_GRAD)
     return ec_emit_device_recurrent(lt, ki, err);
   if (n->op == NNC_OP_ROPE) return ec_emit_device_rope(lt, ki, err);
+  if (n->op == NNC_OP_KV_APPEND) return ec_emit_device_kv_append(lt, ki, err);
   char e[EXPR], f[EXPR], stride[EXPR], n_expr[EXPR], c[ACCESS];
   nnc_sb body, loop;
   nnc_sb_init(&body);

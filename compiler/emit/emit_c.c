@@ -492,6 +492,24 @@ void ec_emit_check_run(const ec_ctx *x, nnc_sb *b) {
       "      return fail(m, %s_E_SIZE, \"%s_run: %%s = %%lld: expected 1 to %%lld (the maximum the model was created for)\",\n"
       "                  sym_names[i], (long long)v[i], (long long)m->max[i]);\n", P, p);
   }
+  /* a kv cache holds the S keys a call attends to, this call's T among them */
+  nnc_sb kv;
+  nnc_sb_init(&kv);
+  for (int n = 0; n < g->nnodes; n++) {
+    const nnc_node *nd = &g->nodes[n];
+    if (nd->dead || nd->op != NNC_OP_KV_APPEND) continue;
+    const nnc_tensor *xt = &g->tensors[nd->in[1]];
+    char S[256], T[256], line[2048];
+    nnc_emit_dim_expr(g, nd->attrs.stop, "d->", S, sizeof S);
+    nnc_emit_dim_expr(g, xt->shape[xt->rank - 2], "d->", T, sizeof T);
+    snprintf(line, sizeof line,
+             "  if (%s < %s)\n    return fail(m, %s_E_SIZE, \"%s_run: %s = %%lld: expected at least %s = %%lld (the cache holds "
+             "this call's keys too)\", (long long)%s, (long long)%s);\n", S, T, P, p, S + 3, T + 3, S, T);
+    if (!kv.buf || !strstr(kv.buf, line)) nnc_sb_puts(&kv, line);
+  }
+  if (kv.buf) nnc_sb_puts(b, kv.buf);
+  if (kv.oom) b->oom = true;
+  nnc_sb_free(&kv);
   for (int i = 0; i < g->ninputs; i++)
     nnc_sb_printf(b, "  if (!in->%s) return fail(m, %s_E_ARG, \"%s_run: input %s is NULL\");\n", x->in_name[i], P, p,
                   x->in_name[i]);

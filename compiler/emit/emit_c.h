@@ -230,6 +230,7 @@ nnc_status ec_emit_device_recurrent(const ec_loop_target *lt, int ki, nnc_error 
 
 /* A rope kernel on a device target: a work-item a rotated pair or a passed entry (emit_rope.c). */
 nnc_status ec_emit_device_rope(const ec_loop_target *lt, int ki, nnc_error *err);
+nnc_status ec_emit_device_kv_append(const ec_loop_target *lt, int ki, nnc_error *err);
 
 /* The kernel of an elementwise, move, gather, reduce, loss or non-last-axis
  * softmax kernel ki. */

@@ -85,6 +85,11 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b, "};\n\nstatic const src_tensor params[%d] = {\n", g->nparams ? g->nparams : 1);
   for (int i = 0; i < g->nparams; i++) tensor_row(&b, &g->tensors[g->params[i]], g->params[i]);
   if (!g->nparams) nnc_sb_printf(&b, "  {0, \"\", NNC_F32, 0, {{0, 0, {0, 0, 0, 0}}}, 0},\n");
+  if (g->nstates) {
+    nnc_sb_printf(&b, "};\n\n/* the kv caches, zero when the model is created */\nstatic const src_tensor states[%d] = {\n",
+                  g->nstates);
+    for (int i = 0; i < g->nstates; i++) tensor_row(&b, &g->tensors[g->states[i]], g->states[i]);
+  }
   nnc_sb_printf(&b, "};\n\nstatic const src_node nodes[] = {\n");
   int nlive = 0;
   for (int ni = 0; ni < g->nnodes; ni++) {
@@ -150,6 +155,7 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  for (int i = 0; !st && i < nparams; i++)\n"
     "    st = nnc_graph_add_param(g, params[i].name, params[i].dtype, params[i].rank, params[i].shape,\n"
     "                             (nnc_srcloc){file, params[i].line}, &map[params[i].id], err);\n"
+    "%s"
     "  for (int i = 0; !st && i < nnodes; i++) {\n"
     "    const src_node *n = &nodes[i];\n"
     "    int in[NNC_MAX_IO], nid;\n"
@@ -168,7 +174,11 @@ nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  free(map);\n"
     "  return st;\n}\n",
     x->p, g->ntensors, g->nsyms, g->ninputs, g->nparams, nlive, g->noutputs, nnc_emit_c_string(mf, file, sizeof file),
-    strlen(x->p) + 1, x->p, strlen(x->p) + 1);
+    strlen(x->p) + 1, x->p, strlen(x->p) + 1,
+    g->nstates ? "  for (int i = 0; !st && i < (int)(sizeof states / sizeof *states); i++)\n"
+                 "    st = nnc_graph_add_state(g, states[i].name, states[i].dtype, states[i].rank, states[i].shape,\n"
+                 "                             (nnc_srcloc){file, states[i].line}, &map[states[i].id], err);\n"
+               : "");
   char name[128];
   snprintf(name, sizeof name, "%s_graph.c", x->p);
   nnc_status st = nnc_emit_write_sb(dir, name, &b, err);

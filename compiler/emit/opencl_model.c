@@ -467,6 +467,11 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
     p, p, P, p);
   nnc_sb_printf(b, "  %s_dims dmax;\n  memset(&dmax, 0, sizeof dmax);\n", p);
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  dmax.%s = max[%d];\n", x->sym[i], i);
+  if (x->g->nstates)
+    nnc_sb_printf(b, "  /* the kv caches start empty */\n"
+                     "  const cl_uchar zero = 0;\n"
+                     "  if (!rc) rc = nnrt_cl_check(clEnqueueFillBuffer(nnrt_cl_queue(m->cl), m->arena, &zero, 1, 0, arena_bytes, 0, NULL, NULL),\n"
+                     "                              \"zeroing the kv caches\", &e);\n");
   nnc_sb_printf(b,
     "  for (int i = 0; !rc && i < NINPUTS; i++) rc = nnrt_cl_buffer_create(m->cl, io_bytes(&dmax, 1, i), &m->in_dev[i], &e);\n"
     "  for (int i = 0; !rc && i < NOUTPUTS; i++) rc = nnrt_cl_buffer_create(m->cl, io_bytes(&dmax, 0, i), &m->out_dev[i], &e);\n"

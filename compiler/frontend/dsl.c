@@ -16,4 +16,5 @@ void fe_dsl_open(lua_State *L) {
   fe_conv_register(L);
   fe_recurrent_register(L);
   fe_rope_register(L);
+  fe_kv_register(L);
 }

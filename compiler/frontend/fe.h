@@ -43,6 +43,7 @@ typedef struct fe_state {
   int ndefines;
   FILE *print_to;
   bool training;                 /* the global `training` */
+  bool generating;               /* the global `generating` */
   /* budgets (sandbox.c) */
   uint64_t max_instructions, instructions;
   int hook_every, hook_normal;   /* instructions between hook calls: now, usually */
@@ -176,5 +177,6 @@ void fe_conv_register(lua_State *L);
 void fe_recurrent_register(lua_State *L);
 /* rope (dsl_rope.c) */
 void fe_rope_register(lua_State *L);
+void fe_kv_register(lua_State *L);
 
 #endif

@@ -16,6 +16,10 @@ static int run_model(lua_State *L) {
    * needs) only then, so inference keeps its plain inputs */
   lua_pushboolean(L, fe->training);
   lua_setglobal(L, "training");
+  /* true under nnc --generate: a decoder reads this call's tokens only and
+   * keeps its keys and values in kv_cache states */
+  lua_pushboolean(L, fe->generating);
+  lua_setglobal(L, "generating");
   fe_load_file(L, fe->path, false);
   lua_call(L, 0, 0);
   fe_check_defines(L);
@@ -70,6 +74,7 @@ nnc_status nnc_frontend_load(const nnc_frontend_opts *o, nnc_graph *g, nnc_error
   fe->path = o->path;
   fe->print_to = o->print_to ? o->print_to : stdout;
   fe->training = o->training;
+  fe->generating = o->generating;
   fe->max_instructions = o->max_instructions ? o->max_instructions : FE_DEFAULT_INSTRUCTIONS;
   fe->max_memory = o->max_memory ? o->max_memory : FE_DEFAULT_MEMORY;
   nnc_status st = set_name(g, o->path, err);

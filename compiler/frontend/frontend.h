@@ -22,6 +22,7 @@ typedef struct nnc_frontend_opts {
   size_t max_memory;            /* bytes; 0: the default (512 MiB) */
   FILE *print_to;               /* where the model's print() writes; NULL: stdout */
   bool training;                /* the model's global `training` (nnc --train) */
+  bool generating;              /* the model's global `generating` (nnc --generate) */
 } nnc_frontend_opts;
 
 /* Runs the model and fills g (initialised by the caller; g->name is set from

@@ -29,7 +29,7 @@ void nnc_graph_free(nnc_graph *g) {
   for (int i = 0; i < g->noutputs; i++) free(g->outputs[i].name);
   for (int i = 0; i < g->nstrings; i++) free(g->strings[i]);
   free(g->tensors); free(g->nodes); free(g->syms); free(g->inputs);
-  free(g->params); free(g->outputs); free(g->strings); free(g->name);
+  free(g->params); free(g->states); free(g->outputs); free(g->strings); free(g->name);
   memset(g, 0, sizeof *g);
 }
 
@@ -180,6 +180,26 @@ nnc_status nnc_graph_add_param(nnc_graph *g, const char *name, nnc_dtype dtype,
   return NNC_OK;
 }
 
+nnc_status nnc_graph_add_state(nnc_graph *g, const char *name, nnc_dtype dtype,
+                               int rank, const nnc_dim *shape, nnc_srcloc loc,
+                               int *id, nnc_error *err) {
+  nnc_status st = check_name("state", name, loc, err);
+  if (st) return st;
+  for (int i = 0; i < g->nstates; i++) {
+    const nnc_tensor *o = &g->tensors[g->states[i]];
+    if (strcmp(o->name, name) == 0)
+      return nnc_errorf(err, NNC_E_MODEL, loc, "state \"%s\": already declared at %s:%d",
+                        name, o->loc.file ? o->loc.file : "?", o->loc.line);
+  }
+  st = check_shape(g, "state", name, rank, shape, loc, err);
+  if (st) return st;
+  if (!GROW(g->states, g->cap_states, g->nstates + 1)) return oom(err);
+  st = add_tensor(g, name, NNC_TENSOR_STATE, dtype, rank, shape, loc, id, err);
+  if (st) return st;
+  g->states[g->nstates++] = *id;
+  return NNC_OK;
+}
+
 nnc_status nnc_graph_add_node(nnc_graph *g, nnc_op op, int nin, const int *in,
                               const nnc_attrs *attrs, int nout, nnc_srcloc loc,
                               const char *label, int *node_id, nnc_error *err) {
@@ -260,7 +280,9 @@ nnc_status nnc_graph_add_output(nnc_graph *g, const char *name, int tensor,
   if (g->tensors[tensor].kind != NNC_TENSOR_VALUE)
     return nnc_errorf(err, NNC_E_MODEL, loc,
                       "output \"%s\": expected a computed value, found %s %s (outputs must be computed by the model)",
-                      name, g->tensors[tensor].kind == NNC_TENSOR_INPUT ? "input" : "parameter",
+                      name, g->tensors[tensor].kind == NNC_TENSOR_INPUT   ? "input"
+                            : g->tensors[tensor].kind == NNC_TENSOR_STATE ? "state"
+                                                                          : "parameter",
                       g->tensors[tensor].name);
   if (!GROW(g->outputs, g->cap_outputs, g->noutputs + 1)) return oom(err);
   char *c = strdup(name);

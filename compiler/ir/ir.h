@@ -162,6 +162,13 @@ typedef enum nnc_op {
    * positions[b, t] ([B, T], b the index along axis 0) when given. attrs.reverse turns by -theta (the
    * gradient). A loop kernel of its own (a MOVE kernel), like im2col */
   NNC_OP_ROPE,          /* in: x [..., D], [positions i32 [T] or [B, T]]; out: x's shape */
+  /* a key/value cache for generation: the one op that writes a state tensor. x's T rows (the keys or
+   * values of this call's tokens) go to rows S - T .. S - 1 of the cache, which then holds every key
+   * the call attends to; S (a symbol: the keys after this call) >= T is checked when a call starts.
+   * The output is the cache's first S rows. The attention reading it reads the cache in place
+   * (passes/fold_heads.c) and the output is then never stored */
+  NNC_OP_KV_APPEND,     /* in: cache [..., C, D] (a state; C its capacity, S's maximum), x [..., T, D];
+                           out: [..., S, D] */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -230,7 +237,9 @@ typedef struct nnc_attrs {
 typedef enum nnc_tensor_kind {
   NNC_TENSOR_INPUT,   /* given per call */
   NNC_TENSOR_PARAM,   /* loaded from the weights file under its name */
-  NNC_TENSOR_VALUE    /* computed by node `producer` */
+  NNC_TENSOR_VALUE,   /* computed by node `producer` */
+  NNC_TENSOR_STATE    /* held by the model instance from one call to the next (a kv cache), zero when the
+                         instance is created; only kv_append writes it, in place */
 } nnc_tensor_kind;
 
 typedef struct nnc_tensor {
@@ -272,6 +281,7 @@ typedef struct nnc_graph {
   nnc_symbol *syms;    int nsyms, cap_syms;
   int *inputs;         int ninputs, cap_inputs;    /* tensor ids, declaration order */
   int *params;         int nparams, cap_params;    /* tensor ids, declaration order */
+  int *states;         int nstates, cap_states;    /* tensor ids, declaration order */
   nnc_output *outputs; int noutputs, cap_outputs;
   char **strings;      int nstrings, cap_strings;  /* interned file names and labels */
   char *name;          /* model name, from the file name ("gpt2") */
@@ -302,6 +312,10 @@ nnc_status nnc_graph_add_param(nnc_graph *g, const char *name, nnc_dtype dtype,
 /* Adds a node and `nout` value tensors for its outputs, named after the label
  * (with "#i" when there are several). Output dtypes and shapes are left for
  * shape inference (passes/infer.h) to fill; *node_id receives the node. */
+/* A state tensor (NNC_TENSOR_STATE); names are unique among states. */
+nnc_status nnc_graph_add_state(nnc_graph *g, const char *name, nnc_dtype dtype,
+                               int rank, const nnc_dim *shape, nnc_srcloc loc,
+                               int *id, nnc_error *err);
 nnc_status nnc_graph_add_node(nnc_graph *g, nnc_op op, int nin, const int *in,
                               const nnc_attrs *attrs, int nout, nnc_srcloc loc,
                               const char *label, int *node_id, nnc_error *err);

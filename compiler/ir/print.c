@@ -175,6 +175,11 @@ nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
     const nnc_tensor *x = &g->tensors[g->params[i]];
     fprintf(f, "param  t%d %s %s\n", g->params[i], x->name, type_str(g, g->params[i], t));
   }
+  for (int i = 0; i < g->nstates; i++) {
+    const nnc_tensor *x = &g->tensors[g->states[i]];
+    fprintf(f, "state  t%d %s %s  %s:%d\n", g->states[i], x->name, type_str(g, g->states[i], t), file_of(x->loc),
+            x->loc.line);
+  }
   for (int i = 0; i < g->noutputs; i++)
     fprintf(f, "output %s = t%d %s  %s:%d\n", g->outputs[i].name, g->outputs[i].tensor,
             type_str(g, g->outputs[i].tensor, t), file_of(g->outputs[i].loc), g->outputs[i].loc.line);
@@ -286,6 +291,14 @@ nnc_status nnc_print_plan(FILE *f, const nnc_schedule *s, nnc_error *err) {
       wname = (int)strlen(g->tensors[i].name);
   if (wname > 60) wname = 60;
   fprintf(f, "%-7s %-*s %12s %12s  %-11s %s\n", "tensor", wname, "name", "offset", "size", "kernels", "type");
+  /* the states first: they live through every call */
+  for (int i = 0; i < g->nstates; i++) {
+    int x = g->states[i];
+    char id[16];
+    snprintf(id, sizeof id, "t%d", x);
+    fprintf(f, "%-7s %-*s %12lld %12lld  %-11s %s  state, kept from call to call\n", id, wname, g->tensors[x].name,
+            (long long)p->buf[x].offset, (long long)p->buf[x].size, "all", type_str(g, x, t));
+  }
   /* in kernel order, so a run's memory reads top to bottom */
   for (int k = 0; k < s->nk; k++)
     for (int j = 0; j < s->k[k].nout; j++) {

@@ -5,14 +5,14 @@
 #include "passes.h"
 
 /* Tensor t may be read by node `reader` (or by the graph outputs when reader
- * is g->nnodes): an input, a parameter, or computed by an earlier live node. */
+ * is g->nnodes): an input, a parameter, a state, or computed by an earlier live node. */
 static nnc_status check_readable(const nnc_graph *g, int t, int reader, const char *what,
                                  nnc_srcloc loc, nnc_error *err) {
   if (t < 0 || t >= g->ntensors)
     return nnc_errorf(err, NNC_E_INTERNAL, loc, "%s: tensor id %d is out of range (the graph has %d)", what, t,
                       g->ntensors);
   const nnc_tensor *x = &g->tensors[t];
-  if (x->kind == NNC_TENSOR_INPUT || x->kind == NNC_TENSOR_PARAM) return NNC_OK;
+  if (x->kind != NNC_TENSOR_VALUE) return NNC_OK;
   int p = x->producer;
   if (p < 0 || p >= reader)
     return nnc_errorf(err, NNC_E_INTERNAL, loc, "%s: reads %s before it is computed (producer %d)", what,
@@ -58,6 +58,7 @@ static nnc_status check_leaves(const nnc_graph *g, const int *ids, int n, nnc_te
 nnc_status nnc_pass_check(nnc_graph *g, nnc_error *err) {
   nnc_status st = check_leaves(g, g->inputs, g->ninputs, NNC_TENSOR_INPUT, "input", err);
   if (!st) st = check_leaves(g, g->params, g->nparams, NNC_TENSOR_PARAM, "parameter", err);
+  if (!st) st = check_leaves(g, g->states, g->nstates, NNC_TENSOR_STATE, "state", err);
   for (int n = 0; !st && n < g->nnodes; n++)
     if (!g->nodes[n].dead) st = check_node(g, n, err);
   for (int i = 0; !st && i < g->noutputs; i++)

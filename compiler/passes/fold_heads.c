@@ -13,7 +13,10 @@
  * gradient, a transpose of [B, T, H*D]; dq, dk and dv go back through
  * transposes into the concat that is the split's gradient). Runs after
  * fusion and before memory planning, so the plan sees the projection alive
- * until the last attention kernel reads it. */
+ * until the last attention kernel reads it. Under generation k and v are
+ * the first S rows of kv caches (kv_append's outputs): attention reads the
+ * caches in place, with their capacity as the head stride, and the
+ * kv_append kernels only write the new rows. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +79,15 @@ static bool input_view(const fold_ctx *c, int x, int kb, nnc_attn_view *v, int *
   const nnc_graph *g = graph(c);
   *kt = *kr = *ksplit = *piece = -1;
   if (g->tensors[x].rank != 4 || reader_besides(c, x, kb) < 0) return false;
+  if (kb < 0 && single_producer(c, x, NNC_KERNEL_MOVE, NNC_OP_KV_APPEND) >= 0) {
+    const nnc_tensor *cache = &g->tensors[g->nodes[g->tensors[x].producer].in[0]];
+    bool ok = true;
+    *v = (nnc_attn_view){.on = true, .base = g->nodes[g->tensors[x].producer].in[0], .offset = nnc_dim_const(0),
+                         .si = cache->shape[3]};
+    v->sh = mul(cache->shape[2], cache->shape[3], &ok);
+    v->sb = mul(cache->shape[1], v->sh, &ok);
+    return ok;
+  }
   *kt = single_producer(c, x, NNC_KERNEL_MOVE, NNC_OP_TRANSPOSE);
   if (*kt < 0) return false;
   const nnc_node *tr = &g->nodes[g->tensors[x].producer];
@@ -285,16 +297,20 @@ static nnc_status fold_one(fold_ctx *c, int ki, nnc_error *err) {
   fold_plan p = {.kg = grad_of(c, d->lse), .dst = -1, .kcat = -1};
   for (int i = 0; i < 3; i++)
     if (!input_view(c, ops[i], p.kg, &p.v[i], &p.kt[i], &p.kr[i], &p.ks[i], &p.piece[i])) return NNC_OK;
-  /* q, k and v from three different projections or pieces */
-  if (p.kt[0] == p.kt[1] || p.kt[1] == p.kt[2] || p.kt[0] == p.kt[2]) return NNC_OK;
+  /* q, k and v from three different projections or pieces (a cache has none) */
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      if (p.kt[i] >= 0 && p.kt[i] == p.kt[j]) return NNC_OK;
   if (!output_view(c, d->out, p.kg, &p.v[3], &p.kt[3], &p.kr[3], &p.dst)) return NNC_OK;
   /* the backward reads q, k, v and out: both fold, or neither */
   if (p.kg >= 0 && !grad_views(c, &p)) return NNC_OK;
   nnc_status st = NNC_OK;
   for (int i = 0; i < 3 && !st; i++) {
-    st = absorb(s, ki, p.kt[i], true, err);
-    if (!st) st = absorb(s, ki, p.kr[i], true, err);
-    c->drop[p.kt[i]] = c->drop[p.kr[i]] = true;
+    if (p.kt[i] >= 0) {
+      st = absorb(s, ki, p.kt[i], true, err);
+      if (!st) st = absorb(s, ki, p.kr[i], true, err);
+      c->drop[p.kt[i]] = c->drop[p.kr[i]] = true;
+    }
     replace_id(s->k[ki].in, &s->k[ki].nin, ops[i], p.v[i].base);
   }
   /* a split whose every piece is now read by attention leaves too; one

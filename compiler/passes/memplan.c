@@ -8,7 +8,10 @@
  * Such chains share one slot; the slots are then placed largest first at the
  * lowest aligned offset that no slot alive at the same time occupies.
  * Sizes are at every symbol's maximum and rounded up to the alignment, in the
- * placement as in `unplanned`, so peak <= unplanned always holds. */
+ * placement as in `unplanned`, so peak <= unplanned always holds. A state
+ * (a kv cache) has a slot alive through every kernel, so it keeps its
+ * contents from one call to the next; a kv_append output that nothing reads
+ * (its attention reads the cache in place) is never stored. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,7 +76,23 @@ static nnc_status classify(const nnc_schedule *s, nnc_buffer *buf, nnc_error *er
       b->first = b->last = i;
     }
   }
+  for (int i = 0; i < g->nstates; i++) {
+    nnc_buffer *b = &buf[g->states[i]];
+    b->storage = NNC_STORE_ARENA;
+    b->first = 0;
+    b->last = s->nk;
+  }
   return NNC_OK;
+}
+
+/* kv_append outputs that no kernel reads and no output names. */
+static void drop_unread_caches(const nnc_schedule *s, nnc_buffer *buf) {
+  const nnc_graph *g = s->g;
+  for (int t = 0; t < g->ntensors; t++) {
+    int p = g->tensors[t].producer;
+    if (p >= 0 && g->nodes[p].op == NNC_OP_KV_APPEND && buf[t].storage == NNC_STORE_ARENA && buf[t].last == buf[t].first)
+      buf[t].storage = NNC_STORE_NONE;
+  }
 }
 
 /* Last reader of every tensor; a view's readers keep its root alive. */
@@ -159,10 +178,17 @@ nnc_status nnc_pass_memplan(nnc_schedule *s, nnc_error *err) {
     return rc;
   }
   lifetimes(s, buf);
+  drop_unread_caches(s, buf);
 
+
+  int nslots = 0;
+  for (int i = 0; i < g->nstates; i++) {
+    int t = g->states[i];
+    s->plan.unplanned += align_up(buf[t].size);
+    slots[nslots++] = (slot){.tensor = t, .first = 0, .last = s->nk, .size = align_up(buf[t].size), .offset = 0};
+  }
   /* one slot per chain of in-place tensors, in kernel order; from[t] is
    * the tensor whose slot t took, or -1 */
-  int nslots = 0;
   for (int i = 0; i < s->nk; i++) {
     int src = in_place_source(s, buf, i);
     for (int j = 0; j < s->k[i].nout; j++) {

@@ -109,6 +109,11 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
   if (storage != NNC_BF16 && storage != NNC_F16)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "precision: expected a storage dtype f32, bf16 or f16, found %s",
                       nnc_dtype_name(storage));
+  /* a kv cache holds what its writer computes: values of the storage dtype */
+  for (int i = 0; i < g->nstates; i++) {
+    nnc_tensor *t = &g->tensors[g->states[i]];
+    if (t->dtype == NNC_F32) t->dtype = storage;
+  }
   if (p->f32_weight_math) {
     nnc_status wst = nnc_precision_keep_weight_math(g, storage, err);
     if (wst) return wst;

@@ -74,6 +74,7 @@ nnc_status nnc_ref_op_pad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_im2col(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_col2im(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_rope(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_kv_append(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_recurrent(nnc_ref *r, const nnc_node *n, nnc_error *err);   /* lstm_scan, gru_scan */
 nnc_status nnc_ref_op_recurrent_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);

@@ -32,6 +32,7 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
     case NNC_OP_IM2COL: return nnc_ref_op_im2col(r, n, err);
     case NNC_OP_COL2IM: return nnc_ref_op_col2im(r, n, err);
     case NNC_OP_ROPE: return nnc_ref_op_rope(r, n, err);
+    case NNC_OP_KV_APPEND: return nnc_ref_op_kv_append(r, n, err);
     case NNC_OP_LSTM_SCAN: case NNC_OP_GRU_SCAN: return nnc_ref_op_recurrent(r, n, err);
     case NNC_OP_LSTM_SCAN_GRAD: case NNC_OP_GRU_SCAN_GRAD: return nnc_ref_op_recurrent_grad(r, n, err);
     default: return nnc_ref_op_split(r, n, err);
