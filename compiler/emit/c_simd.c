@@ -111,6 +111,7 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st) st = ec_write_graph(&x, dir, err);
   if (!st) st = ec_write_bench(&x, dir, err);
   if (!st && r->train) st = ec_write_train_main(&x, dir, &x.train_main, err);
+  if (!st) st = ec_write_gen_main(&x, dir, err);
   if (!st) st = cs_write_build(&x, dir, err);
   if (!st) st = copy_embedded(dir, err);
   /* a code-generation bug stops here, with its kernel, not in the user's build */

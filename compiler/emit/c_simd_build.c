@@ -61,7 +61,10 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "\n\nLIB_OBJ = $(LIB_SRC:%%.c=$(OBJ)/%%.o)\nCHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n");
   if (x->train_main)
     nnc_sb_printf(&b, "TRAIN_OBJ = $(OBJ)/train_%s.o $(OBJ)/support/nnc_train.o $(OBJ)/support/nnc_train_data.o\n", p);
-  nnc_sb_printf(&b, "\nall: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, x->train_main ? " train_" : "", x->train_main ? p : "");
+  if (x->gen_main)
+    nnc_sb_printf(&b, "GEN_OBJ = $(OBJ)/generate_%s.o $(OBJ)/support/nnc_generate.o\n", p);
+  const char *prog = x->train_main ? " train_" : x->gen_main ? " generate_" : "";
+  nnc_sb_printf(&b, "\nall: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, prog, *prog ? p : "");
   nnc_sb_printf(&b, "lib%s.a: $(LIB_OBJ)\n\trm -f $@\n\t$(AR) rcs $@ $(LIB_OBJ)\n\n", p);
   nnc_sb_printf(&b, "lib%s.so: $(LIB_OBJ)\n\t$(CC) $(CFLAGS) -shared -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)\n\n", p);
   nnc_sb_printf(&b, "bench_%s: $(OBJ)/bench_%s.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
@@ -72,6 +75,12 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
       "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -DNNC_BENCH_LIBRARY -I. -c $< -o $@\n\n"
       "train_%s: $(TRAIN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
       p, p, p, p, p, p);
+  if (x->gen_main)
+    nnc_sb_printf(&b,
+      "# generate_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -DNNC_BENCH_LIBRARY -I. -c $< -o $@\n\n"
+      "generate_%s: $(GEN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
+      p, p, p, p, p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/kernels/%%.o: kernels/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter $(TILES) -fPIC -I. -c $< -o $@\n\n"
     "$(OBJ)/runtime/%%.o: runtime/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter -fPIC -I. -c $< -o $@\n\n"
@@ -79,9 +88,9 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
     "$(OBJ)/support/nnc_bench.o: support/nnc_bench.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -D_GNU_SOURCE -I. -c $< -o $@\n\n"
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -fPIC -I. -c $< -o $@\n\n");
   nnc_sb_printf(&b, "$(LIB_OBJ) $(CHECK_OBJ)%s: $(wildcard *.h kernels/*.h runtime/*.h support/*.h check/*/*.h)\n\n",
-                x->train_main ? " $(TRAIN_OBJ)" : "");
+                x->train_main ? " $(TRAIN_OBJ)" : x->gen_main ? " $(GEN_OBJ)" : "");
   nnc_sb_printf(&b, "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n", p, p, p,
-                x->train_main ? " train_" : "", x->train_main ? p : "");
+                prog, *prog ? p : "");
   nnc_status st = nnc_emit_write_sb(dir, "Makefile", &b, err);
   nnc_sb_free(&b);
   return st;

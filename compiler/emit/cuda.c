@@ -106,6 +106,7 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   if (!st) st = ec_write_bench(&x, dir, err);
   if (!st) st = ec_write_manifest(&x, dir, err);
   if (!st && r->train) st = ec_write_train_main(&x, dir, &x.train_main, err);
+  if (!st) st = ec_write_gen_main(&x, dir, err);
   if (!st) st = cu_write_build(&x, dir, err);
   if (!st) st = copy_embedded(dir, err);
   /* the C files (the harness includes the CUDA runtime's header: nvcc's part) */

@@ -67,7 +67,10 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
                     "CHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n");
   if (x->train_main)
     nnc_sb_printf(&b, "TRAIN_OBJ = $(OBJ)/train_%s.o $(OBJ)/support/nnc_train.o $(OBJ)/support/nnc_train_data.o\n", p);
-  nnc_sb_printf(&b, "\nall: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, x->train_main ? " train_" : "", x->train_main ? p : "");
+  if (x->gen_main)
+    nnc_sb_printf(&b, "GEN_OBJ = $(OBJ)/generate_%s.o $(OBJ)/support/nnc_generate.o\n", p);
+  const char *prog = x->train_main ? " train_" : x->gen_main ? " generate_" : "";
+  nnc_sb_printf(&b, "\nall: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, prog, *prog ? p : "");
   nnc_sb_printf(&b, "lib%s.a: $(CU_OBJ) $(LIB_OBJ)\n\trm -f $@\n\t$(AR) rcs $@ $(CU_OBJ) $(LIB_OBJ)\n\n", p);
   nnc_sb_printf(&b, "lib%s.so: $(CU_OBJ) $(LIB_OBJ)\n\t$(NVCC) $(ARCH) -shared -o $@ $(CU_OBJ) $(LIB_OBJ) $(LDLIBS)\n\n", p);
   nnc_sb_printf(&b, "bench_%s: $(OBJ)/bench_%s.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n", p, p, p);
@@ -78,13 +81,19 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
       "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNC_BENCH_LIBRARY -c $< -o $@\n\n"
       "train_%s: $(TRAIN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n",
       p, p, p, p, p, p);
+  if (x->gen_main)
+    nnc_sb_printf(&b,
+      "# generate_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNC_BENCH_LIBRARY -c $< -o $@\n\n"
+      "generate_%s: $(GEN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n",
+      p, p, p, p, p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/%%.o: %%.cu\n\t@mkdir -p $(dir $@)\n"
     "\t$(NVCC) -std=c++17 $(ARCH) $(NVCCFLAGS) $(NVCC_DEFS) $(CPPFLAGS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings -c $< -o $@\n\n"
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n"
     "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@\n\n"
     "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n", p, p, p,
-    x->train_main ? " train_" : "", x->train_main ? p : "");
+    prog, *prog ? p : "");
   nnc_status st = nnc_emit_write_sb(dir, "Makefile", &b, err);
   nnc_sb_free(&b);
   return st;

@@ -40,6 +40,7 @@ typedef struct ec_ctx {
   const char *api_options; /* fields of <p>_options (NULL: threads) */
   const char *api_extra;   /* declarations the target adds to <p>.h, or NULL */
   bool train_main;         /* --train: train_<p>.c was written (emit_c_train_main.c) */
+  bool gen_main;           /* --generate: generate_<p>.c was written (ec_write_gen_main) */
   /* How the loop kernels of device_loops.c reach an element where the
    * target's nnc_ld and nnc_st cannot take every type (OpenCL C has no
    * overloads): into buf, the text that reads element idx of tensor t

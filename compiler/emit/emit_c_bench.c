@@ -356,7 +356,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   if (x->device) device_adapters(x, &b);
   else if (ocl) ocl_bench_adapters(x, &b);
   /* --train: train_<p> --check runs the same check, through the description */
-  if (x->r->train)
+  /* --generate: generate_<p> runs the model through the same description */
+  bool library = x->r->train || g->nstates;
+  if (library)
     nnc_sb_printf(&b, "const nnc_bench_model %s_bench_model = {\n", p);
   else
     nnc_sb_printf(&b, "int main(int argc, char **argv) {\n  static const nnc_bench_model md = {\n");
@@ -376,9 +378,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
                                           : "\n    0, b_stage, b_run_staged, b_peaks, 0,",
     !x->device ? "" : x->r->probe ? "\n    b_tune, b_cuda_graphs," : "\n    NULL, b_cuda_graphs,",
-    x->r->train ? "};\n\n#ifndef NNC_BENCH_LIBRARY\n"
+    library ? "};\n\n#ifndef NNC_BENCH_LIBRARY\n"
                   "int main(int argc, char **argv) { return nnc_bench_main(&" : "  };\n  return nnc_bench_main(&md, argc, argv);\n}\n");
-  if (x->r->train) nnc_sb_printf(&b, "%s_bench_model, argc, argv); }\n#endif\n", p);
+  if (library) nnc_sb_printf(&b, "%s_bench_model, argc, argv); }\n#endif\n", p);
   nnc_uses_free(&u);
   char name[128];
   snprintf(name, sizeof name, "bench_%s.c", p);

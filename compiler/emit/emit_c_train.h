@@ -62,5 +62,7 @@ void ec_train_scale_api(const ec_ctx *x, nnc_sb *b);
  * nothing when the model's inputs are neither a language model's nor a
  * classifier's; *written says which. */
 nnc_status ec_write_train_main(const ec_ctx *x, const char *dir, bool *written, nnc_error *err);
+/* generate_<p>.c for a model with kv caches (sets x->gen_main); nothing for others. */
+nnc_status ec_write_gen_main(ec_ctx *x, const char *dir, nnc_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "embedded.h"
+#include "emit_c_train.h"
 #include "emit_targets.h"
 #include "opencl.h"
 #include "validate.h"
@@ -105,7 +106,7 @@ static nnc_status copy_embedded(const char *dir, nnc_error *err) {
       snprintf(out, sizeof out, "runtime/opencl/%s", path + strlen("opencl/runtime/"));
       path = out;
     } else if (!starts(path, "runtime/") && !starts(path, "check/") && !starts(path, "support/nnc_weights") &&
-               !starts(path, "support/nnc_bench")) {
+               !starts(path, "support/nnc_bench") && !starts(path, "support/nnc_generate")) {
       continue;
     } else if (starts(path, "runtime/cuda/")) {
       continue;
@@ -170,6 +171,7 @@ nnc_status nnc_emit_opencl(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st) st = ocl_write_model(o, dir, err);
   if (!st) st = ec_write_graph(&o->x, dir, err);
   if (!st) st = ec_write_bench(&o->x, dir, err);
+  if (!st) st = ec_write_gen_main(&o->x, dir, err);
   if (!st) st = ec_write_manifest(&o->x, dir, err);
   if (!st) st = ocl_write_build(o, dir, err);
   if (!st) st = copy_embedded(dir, err);

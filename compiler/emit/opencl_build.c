@@ -47,14 +47,24 @@ static nnc_status write_makefile(const ocl_ctx *o, const char *dir, nnc_error *e
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark links it\nCHECK_SRC = %s_graph.c bench_%s.c support/nnc_bench.c", p, p);
   list_sources(&b, "check/");
   nnc_sb_printf(&b, "\n\nLIB_OBJ = $(LIB_SRC:%%.c=$(OBJ)/%%.o)\nCHECK_OBJ = $(CHECK_SRC:%%.c=$(OBJ)/%%.o)\n\n");
-  nnc_sb_printf(&b, "all: lib%s.a lib%s.so bench_%s\n\n", p, p, p);
+  if (o->x.gen_main)
+    nnc_sb_printf(&b, "GEN_OBJ = $(OBJ)/generate_%s.o $(OBJ)/support/nnc_generate.o $(OBJ)/bench_%s_desc.o\n\n", p, p);
+  const char *prog = o->x.gen_main ? " generate_" : "";
+  nnc_sb_printf(&b, "all: lib%s.a lib%s.so bench_%s%s%s\n\n", p, p, p, prog, *prog ? p : "");
   nnc_sb_printf(&b, "lib%s.a: $(LIB_OBJ)\n\trm -f $@\n\t$(AR) rcs $@ $(LIB_OBJ)\n\n", p);
   nnc_sb_printf(&b, "lib%s.so: $(LIB_OBJ)\n\t$(CC) -shared -o $@ $(LIB_OBJ) $(LDLIBS)\n\n", p);
   nnc_sb_printf(&b, "bench_%s: $(CHECK_OBJ) lib%s.a\n\t$(CC) -o $@ $(CHECK_OBJ) lib%s.a $(LDLIBS)\n\n", p, p, p);
+  if (o->x.gen_main)
+    nnc_sb_printf(&b,
+      "# generate_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n"
+      "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNC_BENCH_LIBRARY -c $< -o $@\n\n"
+      "generate_%s: $(GEN_OBJ) $(filter-out $(OBJ)/bench_%s.o,$(CHECK_OBJ)) lib%s.a\n\t$(CC) -o $@ $^ $(LDLIBS)\n\n",
+      p, p, p, p, p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n"
     "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@\n\n"
-    "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s\n\n.PHONY: all clean\n", p, p, p);
+    "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n", p, p, p, prog, *prog ? p : "");
   nnc_status st = nnc_emit_write_sb(dir, "Makefile", &b, err);
   nnc_sb_free(&b);
   return st;

@@ -316,6 +316,19 @@ static int fill_weights(state *s) {
   return 0;
 }
 
+float **nnc_bench_weights(const nnc_bench_model *md, void *m, const char *path) {
+  state s;
+  memset(&s, 0, sizeof s);
+  s.md = md;
+  s.m = m;
+  s.o.weights = path;
+  s.o.check = 1;
+  if (!fill_weights(&s)) return s.weights;
+  for (int i = 0; s.weights && i < md->nparams; i++) free(s.weights[i]);
+  free(s.weights);
+  return NULL;
+}
+
 static int fill_inputs(state *s) {
   const nnc_bench_model *md = s->md;
   int n = md->ninputs, k = md->noutputs;
@@ -399,6 +412,11 @@ static const char *output_dtype_name(const nnc_bench_model *md, int i) {
 /* A float weight as the device holds it. */
 static double stored(const nnc_bench_model *md, float w) {
   return md->weight_storage == NNRT_BF16 ? nnrt_bf16_to_f32(nnrt_f32_to_bf16(w)) : nnrt_f16_to_f32(nnrt_f32_to_f16(w));
+}
+
+double nnc_bench_weight_value(const nnc_bench_model *md, int i, float w) {
+  bool round = md->manifest[i].dtype != NNRT_I32 && (md->weight_storage == NNRT_BF16 || md->weight_storage == NNRT_F16);
+  return round ? stored(md, w) : w;
 }
 
 /* Runs the model once on poisoned outputs and the reference on the same
