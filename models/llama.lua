@@ -33,6 +33,16 @@ local B = dim("B", cfg.batch)
 local T = dim("T", cfg.ctx)
 local ids = input("input_ids", i32, { B, T })
 
+-- nnc --generate: a call reads only its new tokens and attends to the keys
+-- and values of the earlier ones, kept in kv_cache states; prompts of
+-- different lengths are padded on the left.
+local S, pos, keep
+if generating then
+  S = dim("S", cfg.ctx)                          -- keys after this call: cached + new
+  pos = input("position_ids", i32, { B, T })
+  keep = input("attention_mask", i32, { B, S })  -- 1: a token, 0: left padding
+end
+
 local function proj(x, n_out, p)
   return linear(x, n_out, p, { bias = false })
 end
@@ -50,12 +60,16 @@ local function merge_heads(x)
   return x:permute { 1, 3, 2, 4 }:reshape { B, T, cfg.d }
 end
 
-local function attention(x, p)
-  -- positions 0..T-1 (position_ids' default): rope's time index
-  local q = rope(split_heads(proj(x, cfg.heads * hd, p.q_proj), cfg.heads), nil, { base = cfg.theta })
-  local k = rope(split_heads(proj(x, cfg.kv_heads * hd, p.k_proj), cfg.kv_heads), nil, { base = cfg.theta })
+local function attention(x, p, i)
+  -- positions 0..T-1 (position_ids' default) are rope's time index
+  local q = rope(split_heads(proj(x, cfg.heads * hd, p.q_proj), cfg.heads), pos, { base = cfg.theta })
+  local k = rope(split_heads(proj(x, cfg.kv_heads * hd, p.k_proj), cfg.kv_heads), pos, { base = cfg.theta })
   local v = split_heads(proj(x, cfg.kv_heads * hd, p.v_proj), cfg.kv_heads)
-  local y = sdpa(q, k, v, { causal = true })
+  if generating then
+    k = kv_cache(("cache.%d.k"):format(i), k, S)
+    v = kv_cache(("cache.%d.v"):format(i), v, S)
+  end
+  local y = sdpa(q, k, v, { causal = true, mask = keep })
   return proj(merge_heads(y), cfg.d, p.o_proj)
 end
 
@@ -64,8 +78,8 @@ local function mlp(x, p)
   return proj(silu(proj(x, cfg.ffn, p.gate_proj)) * proj(x, cfg.ffn, p.up_proj), cfg.d, p.down_proj)
 end
 
-local function block(x, p)
-  x = x + attention(norm(x, p.input_layernorm), p.self_attn)
+local function block(x, p, i)
+  x = x + attention(norm(x, p.input_layernorm), p.self_attn, i)
   return x + mlp(norm(x, p.post_attention_layernorm), p.mlp)
 end
 
@@ -73,7 +87,7 @@ local model = param("model")
 local embed = param("model.embed_tokens.weight", { cfg.vocab, cfg.d })
 local x = embedding(ids, embed)
 for i = 0, cfg.layers - 1 do
-  x = block(x, model.layers[i])
+  x = block(x, model.layers[i], i)
 end
 x = norm(x, model.norm)
 

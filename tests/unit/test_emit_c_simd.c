@@ -36,6 +36,19 @@ static nnc_status emit_model_train(const char *model, const char *target, const 
   return nnc_build(&o, err);
 }
 
+/* nnc --generate: a decoder with kv caches and generate_<model>. */
+static void emit_generate(const char *model, const char *dir, const char *const *defs, int nd) {
+  char path[512], out[512];
+  nnc_error err = {0};
+  snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
+  snprintf(out, sizeof out, "%s/%s", work, dir);
+  nnc_build_opts o = {.model = path, .target = "c-simd", .defines = defs, .ndefines = nd, .out_dir = out, .generate = true};
+  nnc_status st = nnc_build(&o, &err);
+  if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
+  assert_int_equal(st, NNC_OK);
+  assert_int_equal(sh("make -s -C %s -j2 CFLAGS='-O1 -march=native' > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
+}
+
 static nnc_status emit_model(const char *model, const char *target, const char *const *defs, int nd,
                              const char *out, nnc_error *err) {
   return emit_model_train(model, target, defs, nd, out, false, err);
@@ -333,6 +346,30 @@ static void test_llama(void **state) {
   build_and_check_as("models/llama.lua", "llama", "llama_mqa", false, mq, 8, "-d B=2 -d T=9");
 }
 
+/* Generation: one call with older keys in the cache (zero ones: a fresh
+ * model) against the reference, then generate_<model> --check, every
+ * decode step's logits against the reference's full forward over the
+ * sequence so far, with prompts of different lengths in one batch; and the
+ * refusals: S < T, a prompt longer than the cache, a token id past the
+ * vocabulary. */
+static void test_generate(void **state) {
+  const char *g[] = {"layers=2", "d=64", "heads=4", "vocab=101", "ctx=24", "batch=4"};
+  emit_generate("models/gpt2.lua", "gpt2_gen", g, 6);
+  char out[512];
+  snprintf(out, sizeof out, "%s/gpt2_gen", work);
+  assert_int_equal(sh("cd %s && ./bench_gpt2 --check -d B=3 -d T=5 -d S=11 --runs 1 --warmup 0 | grep -q 'relative error.* ok'", out), 0);
+  assert_int_equal(sh("cd %s && ./generate_gpt2 --check --prompt '1,2,3;4,5,6,7,8,9,10;11' --steps 9 > gen.log 2>&1; r=$?; cat gen.log; exit $r", out), 0);
+  assert_int_equal(sh("cd %s && ./generate_gpt2 --prompt '5,6' --steps 5 --temperature 0.9 --top-k 7 --top-p 0.8 --seed 3 | grep -q '^sequence 0: 5 6 |'", out), 0);
+  assert_int_equal(sh("cd %s && ./bench_gpt2 -d T=5 -d S=3 --runs 1 2>&1 | grep -q 'S = 3: expected at least T = 5'", out), 0);
+  assert_int_equal(sh("cd %s && ./generate_gpt2 --prompt '1,2,3' --steps 23 2>&1 | grep -q 'more than the cache'", out), 0);
+  assert_int_equal(sh("cd %s && ./generate_gpt2 --prompt '1,101' 2>&1 | grep -q 'expected token ids 0 to 100'", out), 0);
+  /* LLaMA: grouped-query attention over the caches, rope at each token's position */
+  const char *l[] = {"layers=2", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
+  emit_generate("models/llama.lua", "llama_gen", l, 8);
+  snprintf(out, sizeof out, "%s/llama_gen", work);
+  assert_int_equal(sh("cd %s && ./generate_llama --check --prompt '3,1,4,1,5;9,2' --steps 7 > gen.log 2>&1; r=$?; cat gen.log; exit $r", out), 0);
+}
+
 /* The edge sizes: every dim at 1 and at its maximum. */
 static void test_edge_sizes(void **state) {
   char out[512];
@@ -612,6 +649,7 @@ int main(void) {
     cmocka_unit_test(test_op_rope),
     cmocka_unit_test(test_op_gqa),
     cmocka_unit_test(test_llama),
+    cmocka_unit_test(test_generate),
     cmocka_unit_test(test_mnist_cnn),
     cmocka_unit_test(test_resnet18),
     cmocka_unit_test(test_edge_sizes),

@@ -242,9 +242,13 @@ static int parse(gen *g, int argc, char **argv) {
  * logits' size at one token. */
 static int bind(gen *g) {
   const nnc_bench_model *md = g->md;
+  /* nnc's names, or Hugging Face's */
   g->ids = find(md->input_names, md->ninputs, "ids");
   g->pos = find(md->input_names, md->ninputs, "pos");
   g->mask = find(md->input_names, md->ninputs, "mask");
+  if (g->ids < 0) g->ids = find(md->input_names, md->ninputs, "input_ids");
+  if (g->pos < 0) g->pos = find(md->input_names, md->ninputs, "position_ids");
+  if (g->mask < 0) g->mask = find(md->input_names, md->ninputs, "attention_mask");
   g->logits = find(md->output_names, md->noutputs, "logits");
   g->sB = find(md->sym_names, md->nsyms, "B");
   g->sT = find(md->sym_names, md->nsyms, "T");

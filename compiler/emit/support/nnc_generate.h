@@ -4,7 +4,8 @@
  * prefill call reads the prompts (padded on the left to one length) and
  * fills the kv caches, then a decode call a step reads one new token a
  * sequence and appends to the caches. The model must read inputs ids and
- * pos [B, T] and mask [B, S], and write logits [B, T, V]. */
+ * pos [B, T] and mask [B, S] (Hugging Face's input_ids, position_ids and
+ * attention_mask too), and write logits [B, T, V]. */
 #ifndef NNC_GENERATE_H
 #define NNC_GENERATE_H
 
