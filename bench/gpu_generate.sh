@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# KV-cache generation on the GPU (issue 16 part 4): the CUDA target's
+# kv_append and attention over the caches, checked and timed, in one call.
+#
+#   NNC=build/lead/compiler/nnc bash bench/gpu_generate.sh generate   # here: the folders
+#   bash bench/gpu_generate.sh run                                     # on the GPU machine
+#
+# run builds every folder; at small sizes (f32 and bf16, GPT-2 and LLaMA)
+# `bench_<model> --check` with older keys in the cache and
+# `generate_<model> --check`: every decode step's logits against the float64
+# reference of a full forward, prompts of three lengths in one batch; one
+# folder under compute-sanitizer memcheck; then GPT-2 124M bf16 (random
+# weights): a prompt of PROMPT tokens and STEPS new ones at B=1 and B=64,
+# prefill ms and decode ms a token (generate_gpt2's median). One table at
+# the end, also in $OUT.
+# ctx is 640 there: 64 x 640 logits rows of 50257 fit the kernels' int indices.
+# Environment: NNC, ARCH (sm_90a), PROMPT (512), STEPS (64)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+G=$ROOT/build/gpu_generate
+ARCH=${ARCH:-sm_90a} PROMPT=${PROMPT:-512} STEPS=${STEPS:-64}
+GSMALL="-D layers=2 -D d=64 -D heads=4 -D vocab=101 -D ctx=40 -D batch=4"
+LSMALL="-D layers=2 -D d=48 -D heads=6 -D kv_heads=2 -D ffn=37 -D vocab=101 -D ctx=40 -D batch=4"
+# name model precision defines
+CASES="gpt2_f32 models/gpt2 f32 $GSMALL
+gpt2_bf16 models/gpt2 bf16 $GSMALL
+llama_f32 models/llama f32 $LSMALL
+llama_bf16 models/llama bf16 $LSMALL
+gpt2_full_bf16 models/gpt2 bf16 -D batch=64 -D ctx=640"
+
+generate() {
+  local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
+  rm -rf "$G" && mkdir -p "$G"
+  while read -r c model p defs; do
+    # shellcheck disable=SC2086  # defs: several -D words
+    "$nnc" "$ROOT/$model.lua" --generate $defs --target=cuda-${ARCH/_/} --precision="$p" -o "$G/$c" || exit 1
+  done <<< "$CASES"
+  echo "generated: $(ls "$G" | tr '\n' ' ')"
+}
+
+# A file of $2 prompts (a line each) of $1 token ids below 50000: 64 of 512
+# are more than one command-line argument may hold.
+prompts() {
+  python3 -c 'import sys; n, b = int(sys.argv[1]), int(sys.argv[2]); p = " ".join(str((i * 7919) % 50000) for i in range(n)); print("\n".join([p] * b))' "$1" "$2" > "$3"
+}
+
+run() {
+  local out=$G/out sm=${ARCH#sm_} t=$G/out/table.txt status=0
+  rm -rf "$out" && mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$t" 2>&1
+  while read -r c _; do
+    make -C "$G/$c" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$c.log" 2>&1 &
+  done <<< "$CASES"
+  wait
+  while read -r c model _; do
+    local m=${model#models/}
+    [ -x "$G/$c/generate_$m" ] || { echo "$c: build failed: $(grep -m1 -i error "$out/make_$c.log")" >> "$t"; status=1; continue; }
+    case $c in *full*) continue ;; esac
+    (cd "$G/$c" && "./bench_$m" --check -d B=3 -d T=5 -d S=11 --runs 1 --warmup 0 > "$out/check_$c.log" 2>&1) || status=1
+    echo "$c bench --check (T=5, S=11): $(grep -m1 'relative error' "$out/check_$c.log")" >> "$t"
+    (cd "$G/$c" && "./generate_$m" --check --prompt '1,2,3;4,5,6,7,8,9,10;11' --steps 12 > "$out/gen_$c.log" 2>&1) || status=1
+    echo "$c generate --check: $(grep -m1 '^check' "$out/gen_$c.log")" >> "$t"
+  done <<< "$CASES"
+  (cd "$G/gpt2_bf16" && timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./generate_gpt2 --check \
+     --prompt '1,2,3;4,5,6,7,8' --steps 4 > "$out/memcheck.log" 2>&1)
+  echo "memcheck generate_gpt2 (bf16): rc $? $(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")" >> "$t"
+  for b in 1 64; do
+    prompts "$PROMPT" "$b" "$out/prompts_b$b.txt"
+    (cd "$G/gpt2_full_bf16" && ./generate_gpt2 --prompt-file "$out/prompts_b$b.txt" --steps "$STEPS" > "$out/time_b$b.log" 2>&1)
+    echo "gpt2 124M bf16 B=$b prompt $PROMPT, $STEPS new: $(grep -m1 '^prefill' "$out/time_b$b.log")" >> "$t"
+  done
+  cat "$t"
+  [ -n "${OUT:-}" ] && cp -r "$out" "$OUT/"
+  return $status
+}
+
+case ${1:-} in
+  generate) generate ;;
+  run) run ;;
+  *) echo "usage: $0 generate|run" >&2; exit 2 ;;
+esac
