@@ -12,9 +12,12 @@
 # folder under compute-sanitizer memcheck; then GPT-2 124M bf16 (random
 # weights): a prompt of PROMPT tokens and STEPS new ones at B=1 and B=64,
 # prefill ms and decode ms a token (generate_gpt2's median). One table at
-# the end, also in $OUT.
+# the end, also in $OUT. Then one decode step at S = PROMPT + STEPS/2 on
+# staged device buffers (bench_gpt2's median, CUDA graphs off and on) with
+# its kernel breakdown, and bench/gpt2_decode_torch.py (a static cache,
+# eager and torch.compile MODES) at B=1 and B=64 in the same call.
 # ctx is 640 there: 64 x 640 logits rows of 50257 fit the kernels' int indices.
-# Environment: NNC, ARCH (sm_90a), PROMPT (512), STEPS (64)
+# Environment: NNC, ARCH (sm_90a), PROMPT (512), STEPS (64), MODES (eager,default,reduce-overhead)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu_generate
@@ -68,6 +71,20 @@ run() {
     prompts "$PROMPT" "$b" "$out/prompts_b$b.txt"
     (cd "$G/gpt2_full_bf16" && ./generate_gpt2 --prompt-file "$out/prompts_b$b.txt" --steps "$STEPS" > "$out/time_b$b.log" 2>&1)
     echo "gpt2 124M bf16 B=$b prompt $PROMPT, $STEPS new: $(grep -m1 '^prefill' "$out/time_b$b.log")" >> "$t"
+  done
+  # one decode step on staged device buffers (the harness's median), with
+  # and without CUDA graphs, and its kernels; then the PyTorch peer
+  local S=$((PROMPT + STEPS / 2))
+  for b in 1 64; do
+    for gr in off on; do
+      (cd "$G/gpt2_full_bf16" && ./bench_gpt2 -d B=$b -d T=1 -d S=$S --runs 50 --warmup 10 --cuda-graphs $gr --json \
+         > "$out/step_b${b}_$gr.json" 2> "$out/step_b${b}_$gr.err")
+      echo "gpt2 124M bf16 decode step B=$b S=$S graphs $gr: $(python3 -c 'import json,sys; print("%.4f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/step_b${b}_$gr.json" 2>&1 | tail -1)" >> "$t"
+    done
+    python3 "$ROOT/bench/kernel_breakdown.py" --top 5 "$out/step_b${b}_off.json" > "$out/breakdown_b$b.txt" 2>&1
+    timeout 400 python3 "$ROOT/bench/gpt2_decode_torch.py" --batch $b --prompt "$PROMPT" --steps "$STEPS" \
+      --modes "${MODES:-eager,default,reduce-overhead}" > "$out/torch_b$b.txt" 2> "$out/torch_b$b.err"
+    sed "s/^/torch B=$b: /" "$out/torch_b$b.txt" >> "$t"
   done
   cat "$t"
   [ -n "${OUT:-}" ] && cp -r "$out" "$OUT/"
