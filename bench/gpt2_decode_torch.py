@@ -41,6 +41,11 @@ class GPT2:
         self.lnf = (torch.ones(d, device=dev, dtype=dtype), torch.zeros(d, device=dev, dtype=dtype))
         self.k = torch.zeros(layers, batch, heads, ctx, self.hd, device=dev, dtype=dtype)
         self.v = torch.zeros_like(self.k)
+        # the caches keep one address, so the CUDA graphs of reduce-overhead
+        # may write them in place (transformers' StaticCache does the same)
+        if hasattr(torch, "_dynamo"):
+            torch._dynamo.mark_static_address(self.k)
+            torch._dynamo.mark_static_address(self.v)
         self.ctx = ctx
 
     def forward(self, ids, pos):

@@ -26,6 +26,9 @@
  * 0 launch nothing; S == 0 writes zeros. Never synchronizes.
  *
  * Dispatch:
+ * - at most 4 query rows (a decode step) with D == Dv == 64, 16-byte rows
+ *   and no lse: attention_decode.cuh, a block a query row with its keys
+ *   dealt out to the block's threads;
  * - built for cuda-sm90a (NNC_CUDA_SM90A: every device pass sm_90a) on a
  *   compute capability 9.0 GPU, bf16/f16 with D == Dv == 64 and the mma
  *   conditions below, with q, k, v the copy engine can walk (tma_fits: no
@@ -122,6 +125,8 @@ template <typename T> bool strides16(const nnc_cuda_attn_args<T> &a) {
 }
 
 }  // namespace nnc_attn
+
+#include "attention_decode.cuh"
 
 /* Launches the tensor-core kernel with the tiles given (the arguments must
  * already satisfy the mma conditions above and D == this D). */
@@ -231,6 +236,7 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return nnc_attn::runtime_fail(err, e, "querying the device");
 
+  if (nnc_cuda_attention_uses_decode(a)) return nnc_cuda_attention_decode(a, stream, err);
 #ifdef NNC_CUDA_SM90A
   if constexpr (!std::is_same<T, float>::value)
     if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a)) {

@@ -65,6 +65,14 @@ static const tcase CASES[] = {
      * below) */
     {"d64_grid528_fused_qkv_causal", 4, 12, 704, 704, 64, 64, 1, NO_MASK, FUSED_QKV, false, true},
     {"d64_grid528_T704_S300_mask", 6, 8, 704, 300, 64, 64, 0, MASK, PAD8, false, true},
+    /* a decode step (attention_decode.cuh): 1 to 4 query rows over a cache */
+    {"decode_T1_S544_mask", 3, 12, 1, 544, 64, 64, 1, MASK, CONTIG, true, true},
+    {"decode_T3_S300_causal_pad8", 2, 5, 3, 300, 64, 64, 1, MASK, PAD8, false, true},
+    {"decode_T4_S4_causal", 2, 3, 4, 4, 64, 64, 1, NO_MASK, CONTIG, false, true},
+    {"decode_T1_S1", 2, 3, 1, 1, 64, 64, 0, NO_MASK, CONTIG, false, true},
+    {"decode_T2_S0", 2, 3, 2, 0, 64, 64, 0, NO_MASK, CONTIG, false, true},
+    {"decode_bcast_kv_T1_S77", 3, 5, 1, 77, 64, 64, 0, MASK_BCAST, BCAST, false, true},
+    {"decode_fused_qkv_T1_S1", 3, 12, 1, 1, 64, 64, 1, NO_MASK, FUSED_QKV, false, true},
 };
 
 struct view {

@@ -1,0 +1,132 @@
+/* templates/cuda/attention_decode.cuh — attention for a few query rows over
+ * many keys: a decode step, one new token a sequence attending to its kv
+ * cache (split-K attention, "flash-decoding", inside one block).
+ *
+ * The flash kernels give a block 64 query rows and walk the keys one tile
+ * after the other. With one row a block, GPT-2 at B=1 runs 12 blocks, each
+ * a chain of dependent tiles: 27 us for 544 keys (H200, session 16), where
+ * the 1.7 MB they read take about 1 us. Here a block takes one query row
+ * and deals its keys out to its threads: thread t owns keys t, t + 32*NW,
+ * ..., keeps its own running maximum, sum and Dv accumulators in
+ * registers, and the block merges the 32*NW partial softmaxes at the end
+ * (warp shuffles, then shared memory). No workspace, one launch.
+ *
+ * For D == Dv == 64 (GPT-2's and LLaMA-7B-like heads are 64 or 128; 128
+ * would hold 256 floats a thread), rows 16-byte aligned (q, k, v, out and
+ * every stride), no lse (inference). Same results as attention.cuh's
+ * kernels up to the order of the sums; all arithmetic in f32. */
+#ifndef NNC_CUDA_ATTENTION_DECODE_CUH
+#define NNC_CUDA_ATTENTION_DECODE_CUH
+
+namespace nnc_attn {
+
+/* Merges the partial softmax (m2, l2, acc2) into (m, l, acc): both with
+ * maxima in the log2 domain, -inf for one that saw no key. */
+template <int D> __device__ __forceinline__ void merge_partial(float &m, float &l, float *acc, float m2, float l2,
+                                                               const float *acc2) {
+  const float mn = fmaxf(m, m2);
+  const float c1 = mn == -INFINITY ? 0.0f : exp2f(m - mn), c2 = mn == -INFINITY ? 0.0f : exp2f(m2 - mn);
+  l = l * c1 + l2 * c2;
+#pragma unroll
+  for (int d = 0; d < D; d++) acc[d] = acc[d] * c1 + acc2[d] * c2;
+  m = mn;
+}
+
+}  // namespace nnc_attn
+
+template <typename E, int D, int NW>
+__global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda_attn_args<E> a) {
+  constexpr int N = nnc_dtype<E>::VEC; /* elements in 16 bytes */
+  __shared__ float part[NW][D + 2];
+  const int row = blockIdx.x; /* (b * heads + h) * T + i */
+  const int i = row % a.T, bh = row / a.T, h = bh % a.heads, b = bh / a.heads;
+  const E *q = a.q + b * a.q_sb + h * a.q_sh + (long long)i * a.q_st;
+  const E *k = a.k + b * a.k_sb + h * a.k_sh;
+  const E *v = a.v + b * a.v_sb + h * a.v_sh;
+  E *o = a.out + b * a.o_sb + h * a.o_sh + (long long)i * a.o_st;
+  const E *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
+  /* keys 0 .. last (causal: the cache's older rows and this call's up to i) */
+  const int last = a.causal ? min(a.S - 1, i + (a.S - a.T)) : a.S - 1;
+  float qf[D], acc[D];
+  const float qs = a.scale * 1.4426950408889634f; /* exponents in base 2 */
+#pragma unroll
+  for (int d = 0; d < D; d += N) {
+    float x[N];
+    nnc_load_vec(q + d, x);
+#pragma unroll
+    for (int u = 0; u < N; u++) qf[d + u] = x[u] * qs;
+  }
+#pragma unroll
+  for (int d = 0; d < D; d++) acc[d] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int j = threadIdx.x; j <= last; j += NW * 32) {
+    if (mrow && nnc_dtype<E>::load(mrow[j]) == 0.0f) continue;
+    const E *kr = k + (long long)j * a.k_st;
+    float s = 0.0f;
+#pragma unroll
+    for (int d = 0; d < D; d += N) {
+      float kv[N];
+      nnc_load_vec(kr + d, kv);
+#pragma unroll
+      for (int u = 0; u < N; u++) s += qf[d + u] * kv[u];
+    }
+    const float mn = fmaxf(m, s), c = exp2f(m - mn), p = exp2f(s - mn);
+    l = l * c + p;
+    const E *vr = v + (long long)j * a.v_st;
+#pragma unroll
+    for (int d = 0; d < D; d += N) {
+      float vv[N];
+      nnc_load_vec(vr + d, vv);
+#pragma unroll
+      for (int u = 0; u < N; u++) acc[d + u] = acc[d + u] * c + p * vv[u];
+    }
+    m = mn;
+  }
+  /* the warp's 32 partials into lane 0, then the warps' through shared memory */
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    float acc2[D];
+#pragma unroll
+    for (int d = 0; d < D; d++) acc2[d] = __shfl_xor_sync(0xffffffffu, acc[d], off);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off);
+    nnc_attn::merge_partial<D>(m, l, acc, m2, l2, acc2);
+  }
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) {
+    part[w][D] = m;
+    part[w][D + 1] = l;
+#pragma unroll
+    for (int d = 0; d < D; d++) part[w][d] = acc[d];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += NW * 32) {
+    float M = -INFINITY;
+    for (int x = 0; x < NW; x++) M = fmaxf(M, part[x][D]);
+    float L = 0.0f, sum = 0.0f;
+    for (int x = 0; x < NW; x++) {
+      const float c = M == -INFINITY ? 0.0f : exp2f(part[x][D] - M);
+      L += part[x][D + 1] * c;
+      sum += part[x][d] * c;
+    }
+    o[d] = nnc_dtype<E>::store(L > 0.0f ? sum / L : 0.0f); /* every key masked: zeros */
+  }
+}
+
+/* Whether nnc_cuda_attention takes the decode kernel: few query rows, heads
+ * of 64, 16-byte rows, no lse. */
+template <typename T> bool nnc_cuda_attention_uses_decode(const nnc_cuda_attn_args<T> &a) {
+  return a.T <= 4 && a.D == 64 && a.Dv == 64 && !a.lse && nnc_attn::aligned16(a.q) && nnc_attn::aligned16(a.k) &&
+         nnc_attn::aligned16(a.v) && nnc_attn::aligned16(a.out) && nnc_attn::strides16(a);
+}
+
+template <typename T>
+nnc_cuda_status nnc_cuda_attention_decode(const nnc_cuda_attn_args<T> &a, cudaStream_t stream, nnc_cuda_error *err) {
+  constexpr int NW = 4;
+  const long long rows = (long long)a.batch * a.heads * a.T;
+  if (rows > 0x7fffffffLL)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL, "expected batch * heads * T < 2^31, found %lld", rows);
+  nnc_attn_decode_kernel<T, 64, NW><<<(unsigned)rows, NW * 32, 0, stream>>>(a);
+  return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
+}
+
+#endif
