@@ -53,6 +53,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
     "  atomic_int busy;\n"
     "  char err[512];\n", p, g->nparams ? g->nparams : 1, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
     s->nk ? s->nk : 1, p);
+  if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;               /* prepare() has run on these weights */\n");
   if (x->r->train) cs_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -124,8 +125,9 @@ static void model_forward(const ec_ctx *x, nnc_sb *b) {
     "    if (rc_) return rc_; \\\n"
     "    if (c->m->profile) c->m->ns[i] = nnrt_now_ns() - t0_; \\\n"
     "  } while (0)\n\n");
+  ec_emit_prepare(x, b, "c->m->profile", "c->m->ns[i_] = 0", "static int prepare(const run_ctx *c) {\n", launch_one);
   nnc_sb_printf(b, "static int forward(const run_ctx *c) {\n");
-  ec_emit_launches(x, b, NULL, launch_one);
+  ec_emit_forward_launches(x, b, launch_one);
   output_copies(x, b, false);
   nnc_sb_printf(b, "  return 0;\n}\n\n");
   if (x->r->train) model_forward_only(x, b);
@@ -222,8 +224,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  int rc = nnc_weights_load(st, manifest, NPARAMS, m->w, e);\n"
     "  if (rc) return fail(m, rc, \"%%s\", e->msg);\n"
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
-    "  m->nloaded = NPARAMS;\n"
-    "  return 0;\n}\n\n", p);
+    "  m->nloaded = NPARAMS;\n%s"
+    "  return 0;\n}\n\n", p, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
@@ -240,11 +242,11 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "      for (size_t k = 0; k < n; k++) ((int32_t *)m->w[i])[k] = to_i32(data[k]);\n"
     "    }\n"
     "    if (!m->loaded[i]) m->nloaded++;\n"
-    "    m->loaded[i] = 1;\n"
+    "    m->loaded[i] = 1;\n%s"
     "    return 0;\n"
     "  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
-    p, p, P, P, p, P, p, P, p);
+    p, p, P, P, p, P, p, ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
     "/* Runs kernels (forward, or a training build's forward_only) on m. */\n"
@@ -257,15 +259,16 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  m->err[0] = 0;\n"
     "  int rc = check_run(m, d, in, out);\n"
     "  if (!rc) {\n"
-    "    run_ctx c = {m, d, in, out};\n"
-    "    rc = kernels(&c);\n"
+    "    run_ctx c = {m, d, in, out};\n%s%s"
     "    if (!rc) {\n      m->last = *d;\n      m->has_run = 1;\n    }\n"
     "  }\n"
     "  atomic_store(&m->busy, 0);\n"
     "  return rc;\n}\n\n"
     "int %s_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
     "  return run_kernels(m, d, in, out, forward);\n}\n\n",
-    p, p, p, p, P, P, p, p, p, p, p);
+    p, p, p, p, P, P,
+    ec_load_kernels(x) ? "    if (!m->prepared) {\n      rc = prepare(&c);\n      m->prepared = !rc;\n    }\n" : "",
+    ec_load_kernels(x) ? "    if (!rc) rc = kernels(&c);\n" : "    rc = kernels(&c);\n", p, p, p, p, p);
   nnc_sb_printf(b,
     "int %s_profile(%s_model *m, int on) {\n"
     "  if (!m) return %s_E_ARG;\n"

@@ -106,6 +106,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  uint64_t graph_clock;         /* counts graph launches, for eviction */\n"
     "  char err[512];\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, p, g->nparams ? g->nparams : 1,
     g->nsyms ? g->nsyms : 1, s->nk ? s->nk : 1, p, p, p);
+  if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;                 /* prepare() has run on these weights */\n");
   if (x->r->train) cu_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -170,8 +171,11 @@ static void forward(const ec_ctx *x, nnc_sb *b) {
     "    int rc_ = (call); \\\n"
     "    if (rc_) return rc_; \\\n"
     "  } while (0)\n\n");
+  char head[160];
+  snprintf(head, sizeof head, "static int prepare(%s_model *m, const run_args &c, cudaStream_t s) {\n", x->p);
+  ec_emit_prepare(x, b, "m->profile", "cudaEventRecord(m->ev[i_], s)", head, launch_one);
   nnc_sb_printf(b, "static int forward(%s_model *m, const run_args &c, cudaStream_t s) {\n", x->p);
-  ec_emit_launches(x, b, NULL, launch_one);
+  ec_emit_forward_launches(x, b, launch_one);
   output_copies(x, b, false);
   if (x->r->train) forward_only(x, b);
 }
@@ -435,8 +439,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n"
     "  if (rc) return rc;\n"
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
-    "  m->nloaded = NPARAMS;\n"
-    "  return 0;\n}\n\n", p, P);
+    "  m->nloaded = NPARAMS;\n%s"
+    "  return 0;\n}\n\n", p, P, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
@@ -450,11 +454,11 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "    int rc = upload(m, i, data, n);\n"
     "    if (rc) return rc;\n"
     "    if (!m->loaded[i]) m->nloaded++;\n"
-    "    m->loaded[i] = 1;\n"
+    "    m->loaded[i] = 1;\n%s"
     "    return 0;\n"
     "  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
-    p, p, P, P, p, P, p, P, p);
+    p, p, P, P, p, P, p, ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
     "/* Runs kernels (forward, or a training build's forward_only) on device\n"
@@ -462,12 +466,15 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     " * while profiling: the graph would not record the events) one by one. */\n"
     "static int run_kernels(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s,\n"
     "                       kernels_fn kernels) {\n"
-    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n"
+    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n%s"
     "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, kernels, s) : kernels(m, c, s);\n"
     "  if (!rc) {\n    m->last = *d;\n    m->has_run = 1;\n  }\n"
     "  return rc;\n}\n\n"
     "static int launch(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s) {\n"
-    "  return run_kernels(m, d, in, out, s, forward);\n}\n\n", p, p, p, p, p, p, p, p);
+    "  return run_kernels(m, d, in, out, s, forward);\n}\n\n", p, p, p, p,
+    ec_load_kernels(x) ? "  /* the kernels of weights alone, once: never part of a captured graph */\n"
+                         "  if (!m->prepared) {\n    int rc = prepare(m, c, s);\n    if (rc) return rc;\n    m->prepared = 1;\n  }\n"
+                       : "", p, p, p, p);
   nnc_sb_printf(b,
     "int %s_run_device(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, void *stream) {\n"
     "  if (!m) return %s_E_ARG;\n"

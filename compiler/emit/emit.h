@@ -57,6 +57,9 @@ typedef struct nnc_emitter {
    * ones for arithmetic on weights alone (nnc_precision.f32_weight_math);
    * without, every weight has the storage dtype. */
   bool f32_weights;
+  /* Whether it runs the kernels of weights alone once the weights are
+   * loaded (nnc_kernel.at_load, its prepare()); without, they run every run. */
+  bool hoist_weights;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -64,6 +67,8 @@ typedef struct nnc_emitter {
 bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op);
 /* Whether the emitter of family f writes GEMMs with an aux (nnc_emitter.gemm_aux). */
 bool nnc_emit_has_gemm_aux(nnc_target_family f);
+/* Whether the emitter of family f runs weight-only kernels at load (nnc_emitter.hoist_weights). */
+bool nnc_emit_has_hoist_weights(nnc_target_family f);
 /* Whether the emitter of family f writes GEMMs with a bias gradient (nnc_emitter.gemm_bgrad). */
 bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 /* Whether the emitter of family f applies a GEMM's activation after its residual (nnc_emitter.gemm_act_last). */

@@ -114,8 +114,18 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
  * kernel a comment (Lua line, name, fused ops, number, kind), then the
  * target's statement, which launch writes. With only (not NULL), just the
  * kernels k with only[k]; each run of the others becomes `SKIP(first,
- * last);`, a macro of the target's (emit_c_launches.c). */
-void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
+ * last);`, a macro of the target's (emit_c_launches.c), commented with why. */
+void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, const char *why,
+                      void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
+/* How many kernels run at load (nnc_kernel.at_load). */
+int ec_load_kernels(const ec_ctx *x);
+/* forward()'s launches: every kernel but those run at load (SKIP lines). */
+void ec_emit_forward_launches(const ec_ctx *x, nnc_sb *b, void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
+/* prepare(): head, then the kernels run at load, and the SKIP macro forward()
+ * uses for them (profiling: the condition to zero a skipped kernel's time,
+ * skipped: the statement for kernel i_); nothing when there are none. */
+void ec_emit_prepare(const ec_ctx *x, nnc_sb *b, const char *profiling, const char *skipped, const char *head,
+                     void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
 /* A training build's forward_only() up to its launches: the comment,
  * NKERNELS_FORWARD, SKIP (when `profiling`, each skipped kernel i_ does
  * `skipped`), the function's first line `head`, then the launches of the

@@ -32,17 +32,15 @@ int ec_train_forward_kernels(const ec_ctx *x, bool *in) {
   return n;
 }
 
-void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only,
+void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, const char *why,
                       void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
   const nnc_schedule *s = x->s;
   for (int k = 0; k < s->nk; k++) {
     if (only && !only[k]) {
       int last = k;
       while (last + 1 < s->nk && !only[last + 1]) last++;
-      if (last == k) nnc_sb_printf(b, "  SKIP(%d, %d);   /* kernel %d: not needed by the loss or the kept outputs */\n",
-                                   k, last, k);
-      else nnc_sb_printf(b, "  SKIP(%d, %d);   /* kernels %d to %d: not needed by the loss or the kept outputs */\n",
-                         k, last, k, last);
+      if (last == k) nnc_sb_printf(b, "  SKIP(%d, %d);   /* kernel %d: %s */\n", k, last, k, why);
+      else nnc_sb_printf(b, "  SKIP(%d, %d);   /* kernels %d to %d: %s */\n", k, last, k, last, why);
       k = last;
       continue;
     }
@@ -76,7 +74,52 @@ bool ec_emit_forward_only(const ec_ctx *x, nnc_sb *b, const char *profiling, con
     "      for (int i_ = (first); i_ <= (last); i_++) %s; \\\n"
     "  } while (0)\n\n"
     "%s", n, x->s->nk, n, profiling, skipped, head);
-  ec_emit_launches(x, b, only, launch);
+  ec_emit_launches(x, b, only, "not needed by the loss or the kept outputs", launch);
   free(only);
   return true;
+}
+
+int ec_load_kernels(const ec_ctx *x) {
+  int n = 0;
+  for (int k = 0; k < x->s->nk; k++) n += x->s->k[k].at_load;
+  return n;
+}
+
+void ec_emit_forward_launches(const ec_ctx *x, nnc_sb *b, void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
+  const nnc_schedule *s = x->s;
+  bool *run = calloc((size_t)(s->nk ? s->nk : 1), sizeof *run);
+  if (!run) {
+    b->oom = true;
+    return;
+  }
+  for (int k = 0; k < s->nk; k++) run[k] = !s->k[k].at_load;
+  ec_emit_launches(x, b, ec_load_kernels(x) ? run : NULL, "made once the weights are loaded (prepare)", launch);
+  free(run);
+}
+
+void ec_emit_prepare(const ec_ctx *x, nnc_sb *b, const char *profiling, const char *skipped, const char *head,
+                     void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
+  const nnc_schedule *s = x->s;
+  int n = ec_load_kernels(x);
+  if (!n) return;
+  nnc_sb_printf(b,
+    "/* The %d kernels that read weights alone (a batch norm folded into its\n"
+    " * convolution, a weight padded or transposed): run once the weights are\n"
+    " * loaded, before the first run after any change to them; what they write\n"
+    " * stays in the arena for every run. forward() skips them. */\n"
+    "#define SKIP(first, last) do { \\\n"
+    "    if (%s) \\\n"
+    "      for (int i_ = (first); i_ <= (last); i_++) %s; \\\n"
+    "  } while (0)\n\n"
+    "%s", n, profiling, skipped, head);
+  for (int k = 0; k < s->nk; k++) {
+    if (!s->k[k].at_load) continue;
+    char where[300], ops[600], name[300];
+    ec_where(s->k[k].loc, where, sizeof where);
+    ec_kernel_ops(x, k, ops, sizeof ops);
+    nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
+    nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
+    launch(x, b, k);
+  }
+  nnc_sb_printf(b, "  return 0;\n}\n\n");
 }

@@ -134,6 +134,9 @@ typedef struct nnc_kernel {
   int nin, in[NNC_MAX_IO];     /* tensors read from outside the kernel */
   int nout, out[NNC_MAX_IO];   /* tensors it writes */
   nnc_srcloc loc;              /* the Lua line of its main node */
+  bool at_load;                /* it reads weights alone (batch norm folded into a convolution, a weight's
+                                  transpose or padding): inference runs it once the weights are loaded,
+                                  not every run (passes/hoist_weights.c) */
   union {
     nnc_gemm_desc gemm;
     nnc_attention_desc attn;

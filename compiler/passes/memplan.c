@@ -10,8 +10,9 @@
  * Sizes are at every symbol's maximum and rounded up to the alignment, in the
  * placement as in `unplanned`, so peak <= unplanned always holds. A state
  * (a kv cache) has a slot alive through every kernel, so it keeps its
- * contents from one call to the next; a kv_append output that nothing reads
- * (its attention reads the cache in place) is never stored. */
+ * contents from one call to the next, and so does what a kernel run at load
+ * leaves for the forward (nnc_kernel.at_load); a kv_append output that
+ * nothing reads (its attention reads the cache in place) is never stored. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,10 @@ static void lifetimes(const nnc_schedule *s, nnc_buffer *buf) {
       int t = k->in[j], r = root_of(buf, t);
       if (buf[t].last < i) buf[t].last = i;
       if (buf[r].last < i) buf[r].last = i;
+      /* what a kernel run at load leaves for the forward lives through every run */
+      int w = buf[r].first;
+      if (!k->at_load && w >= 0 && s->k[w].at_load && buf[r].storage == NNC_STORE_ARENA)
+        buf[t].last = buf[r].last = s->nk;
     }
   }
 }
@@ -205,6 +210,8 @@ nnc_status nnc_pass_memplan(nnc_schedule *s, nnc_error *err) {
       }
       slot *sl = &slots[slot_of[t]];
       if (buf[t].last > sl->last) sl->last = buf[t].last;
+      /* a tensor made at load (alive to the end) is alive from the start too */
+      if (buf[t].last == s->nk) sl->first = 0;
       if (align_up(buf[t].size) > sl->size) sl->size = align_up(buf[t].size);
     }
   }

@@ -114,6 +114,8 @@ typedef struct nnc_compile_opts {
                          derivative (nnc_gemm_desc.aux_kind): both stay elementwise kernels */
   bool no_gemm_bgrad; /* GEMMs write no bias gradient (nnc_gemm_desc.bgrad_from): it stays a reduction */
   bool no_gemm_act_last; /* GEMMs apply no activation after their residual (nnc_gemm_desc.act_last) */
+  bool hoist_weights;    /* kernels of weights alone run once the weights are loaded (nnc_kernel.at_load):
+                            inference on a target that runs them apart from the forward */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may
@@ -125,6 +127,10 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
  * into the attention's operand views; the folded kernels leave the schedule.
  * Runs between fusion and memory planning. */
 nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err);
+
+/* Marks the kernels that read weights alone, directly or through other
+ * such kernels, and write no graph output (nnc_kernel.at_load). */
+nnc_status nnc_pass_hoist_weights(nnc_schedule *s, nnc_error *err);
 
 /* Liveness over the kernel order gives every intermediate an arena offset,
  * reusing memory of dead tensors (in place where an elementwise kernel's input
