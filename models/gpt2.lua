@@ -26,7 +26,8 @@ local S, pos, keep
 if generating then
   S = dim("S", cfg.ctx)                  -- keys after this call: cached + new
   pos = input("pos", i32, { B, T })      -- each new token's position
-  keep = input("mask", i32, { B, S })    -- 1: a token, 0: left padding
+  -- 1: a token, 0: left padding; cast once, not by each attention
+  keep = cast(input("mask", i32, { B, S }), f32)
 end
 
 -- GPT-2's Conv1D is a linear layer whose weight is stored [in, out].

@@ -40,7 +40,8 @@ local S, pos, keep
 if generating then
   S = dim("S", cfg.ctx)                          -- keys after this call: cached + new
   pos = input("position_ids", i32, { B, T })
-  keep = input("attention_mask", i32, { B, S })  -- 1: a token, 0: left padding
+  -- 1: a token, 0: left padding; cast once, not by each attention
+  keep = cast(input("attention_mask", i32, { B, S }), f32)
 end
 
 local function proj(x, n_out, p)

@@ -16,7 +16,9 @@
  * until the last attention kernel reads it. Under generation k and v are
  * the first S rows of kv caches (kv_append's outputs): attention reads the
  * caches in place, with their capacity as the head stride, and the
- * kv_append kernels only write the new rows. */
+ * kv_append kernels only write the new rows, which they read from the
+ * projection through the same kind of view (the head split folds into
+ * them too). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +81,8 @@ static bool input_view(const fold_ctx *c, int x, int kb, nnc_attn_view *v, int *
   const nnc_graph *g = graph(c);
   *kt = *kr = *ksplit = *piece = -1;
   if (g->tensors[x].rank != 4 || reader_besides(c, x, kb) < 0) return false;
-  if (kb < 0 && single_producer(c, x, NNC_KERNEL_MOVE, NNC_OP_KV_APPEND) >= 0) {
+  int p = g->tensors[x].producer;
+  if (kb < 0 && p >= 0 && g->nodes[p].op == NNC_OP_KV_APPEND && c->s->kernel_of_node[p] >= 0) {
     const nnc_tensor *cache = &g->tensors[g->nodes[g->tensors[x].producer].in[0]];
     bool ok = true;
     *v = (nnc_attn_view){.on = true, .base = g->nodes[g->tensors[x].producer].in[0], .offset = nnc_dim_const(0),
@@ -290,7 +293,7 @@ static nnc_status fold_grad(fold_ctx *c, const fold_plan *p, nnc_error *err) {
   return NNC_OK;
 }
 
-static nnc_status fold_one(fold_ctx *c, int ki, nnc_error *err) {
+static nnc_status fold_one(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
   nnc_schedule *s = c->s;
   nnc_attention_desc *d = &s->k[ki].d.attn;
   const int ops[3] = {d->q, d->k, d->v};
@@ -325,6 +328,8 @@ static nnc_status fold_one(fold_ctx *c, int ki, nnc_error *err) {
     st = absorb(s, ki, p.ks[i], true, err);
     c->drop[p.ks[i]] = true;
   }
+  for (int i = 0; i < 3; i++)
+    if (p.piece[i] >= 0) folded_piece[p.piece[i]] = true;
   if (!st) st = absorb(s, ki, p.kt[3], false, err);
   if (!st) st = absorb(s, ki, p.kr[3], false, err);
   if (st) return st;
@@ -333,6 +338,51 @@ static nnc_status fold_one(fold_ctx *c, int ki, nnc_error *err) {
   replace_id(k->out, &k->nout, d->out, p.dst);
   for (int i = 0; i < 4; i++) d->view[i] = p.v[i];
   return p.kg >= 0 ? fold_grad(c, &p, err) : NNC_OK;
+}
+
+/* A kv_append reading x = transpose(reshape(piece of the qkv projection))
+ * reads the projection through a view; the split leaves later when all its
+ * pieces are folded (drop_split). */
+static nnc_status fold_kv(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
+  nnc_schedule *s = c->s;
+  nnc_kernel *k = &s->k[ki];
+  if (k->nnodes != 1) return NNC_OK;
+  const nnc_node *n = &s->g->nodes[k->nodes[0]];
+  if (n->op != NNC_OP_KV_APPEND) return NNC_OK;
+  nnc_attn_view v;
+  int kt, kr, ks, piece;
+  if (!input_view(c, n->in[1], -1, &v, &kt, &kr, &ks, &piece) || kt < 0) return NNC_OK;
+  nnc_status st = absorb(s, ki, kt, true, err);
+  if (!st) st = absorb(s, ki, kr, true, err);
+  if (st) return st;
+  c->drop[kt] = c->drop[kr] = true;
+  k = &s->k[ki];
+  replace_id(k->in, &k->nin, n->in[1], v.base);
+  k->d.src = v;
+  if (piece >= 0) folded_piece[piece] = true;
+  return NNC_OK;
+}
+
+/* A split whose every piece some kernel reads through a view leaves the
+ * schedule (its node goes with the last kernel that read a piece). */
+static nnc_status drop_split(fold_ctx *c, int ks, const bool *folded_piece, nnc_error *err) {
+  nnc_schedule *s = c->s;
+  if (c->drop[ks] || s->k[ks].kind != NNC_KERNEL_MOVE || s->k[ks].nnodes != 1) return NNC_OK;
+  const nnc_node *sp = &s->g->nodes[s->k[ks].nodes[0]];
+  if (sp->op != NNC_OP_SPLIT) return NNC_OK;
+  int last = -1;
+  for (int j = 0; j < sp->nout; j++) {
+    int t = sp->out[j];
+    if (!folded_piece[t] || nnc_graph_is_output(s->g, t)) return NNC_OK;
+    for (int i = c->u.start[t]; i < c->u.start[t + 1]; i++) {
+      int kn = s->kernel_of_node[c->u.node[i]];
+      if (kn > last) last = kn;
+    }
+  }
+  if (last < 0) return NNC_OK;
+  nnc_status st = absorb(s, last, ks, true, err);
+  if (!st) c->drop[ks] = true;
+  return st;
 }
 
 nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {
@@ -344,8 +394,14 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {
     nnc_uses_free(&c.u);
     return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_heads: out of memory");
   }
+  bool *folded_piece = calloc((size_t)s->g->ntensors + 1, sizeof *folded_piece);
+  if (!folded_piece) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_heads: out of memory");
   for (int k = 0; k < s->nk && !st; k++)
-    if (s->k[k].kind == NNC_KERNEL_ATTENTION) st = fold_one(&c, k, err);
+    if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_kv(&c, k, folded_piece, err);
+  for (int k = 0; k < s->nk && !st; k++)
+    if (s->k[k].kind == NNC_KERNEL_ATTENTION) st = fold_one(&c, k, folded_piece, err);
+  for (int k = 0; k < s->nk && !st; k++) st = drop_split(&c, k, folded_piece, err);
+  free(folded_piece);
   /* the schedule without the dropped kernels, in the same order */
   int n = 0;
   int *map = malloc((size_t)(s->nk + 1) * sizeof *map);
