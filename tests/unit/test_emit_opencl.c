@@ -775,6 +775,35 @@ static void test_train(void **state) {
   assert_true(file_has(p, "if (id >= v0 && id < v1)"));   /* the scatter-add of the embedding's gradient */
 }
 
+/* nnc --generate: a call over older cached keys against the reference, and
+ * generate_gpt2 --check (every decode step against a full forward) with
+ * prompts of three lengths, in f32 and bf16 storage. */
+static void test_generate(void **state) {
+  (void)state;
+  if (!have_device) {
+    skip();
+    return;
+  }
+  static const char *const gpt2[] = {"layers=2", "d=64", "heads=4", "vocab=101", "ctx=24", "batch=4"};
+  const char *prec[2] = {"f32", "bf16"};
+  for (int i = 0; i < 2; i++) {
+    char path[512], out[512];
+    nnc_error err = {0};
+    snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);
+    snprintf(out, sizeof out, "%s/gpt2_gen_%s", work, prec[i]);
+    nnc_build_opts o = {.model = path, .target = "opencl-cpu", .defines = gpt2, .ndefines = 6,
+                        .precision = prec[i], .out_dir = out, .generate = true};
+    nnc_status st = nnc_build(&o, &err);
+    if (st) fprintf(stderr, "gpt2 --generate: %s\n", err.msg);
+    assert_int_equal(st, NNC_OK);
+    assert_int_equal(sh("make -s -C %s -j2 > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
+    assert_int_equal(sh("cd %s && ./bench_gpt2 --check -d B=3 -d T=5 -d S=11 --runs 1 --warmup 0 | grep -q 'relative error.* ok'",
+                        out), 0);
+    assert_int_equal(sh("cd %s && ./generate_gpt2 --check --prompt '1,2,3;4,5,6,7,8,9,10;11' --steps 6 > gen.log 2>&1; "
+                        "r=$?; cat gen.log; exit $r", out), 0);
+  }
+}
+
 /* tf32 (no tensor-core products in OpenCL C) and a narrow input at the API
  * are refused, naming the target and what it takes, and leave no folder. */
 static void test_emitter_errors(void **state) {
@@ -933,6 +962,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_gpu_way),
     cmocka_unit_test(test_create_and_run_device),
     cmocka_unit_test(test_train),
+    cmocka_unit_test(test_generate),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
