@@ -316,6 +316,38 @@ static void test_resnet18(void **state) {
   const char *nhwc[] = {"size=33", "width=4", "classes=7", "batch=4", "layout=nhwc"};
   build_and_check_as("models/resnet18.lua", "resnet18", "resnet18", false, nchw, 4, "-d B=3");
   build_and_check_as("models/resnet18.lua", "resnet18", "resnet18_nhwc", false, nhwc, 5, "-d B=3");
+  /* batch norm is folded into the convolutions once the weights are loaded
+   * (prepare()): a weight set after a run must be folded again. A model
+   * given bn1.weight after a run must answer as one given it before. */
+  char out[512];
+  snprintf(out, sizeof out, "%s/resnet18_nhwc", work);
+  assert_true(sh("grep -q 'static int prepare' %s/resnet18.c", out) == 0);
+  static const char driver[] =
+    "#include <stdio.h>\n#include <string.h>\n#include \"resnet18.h\"\n"
+    "static float img[3 * 33 * 33 * 3], o1[3 * 7], o2[3 * 7], o3[3 * 7];\n"
+    "static int run(resnet18_model *m, float *o) {\n"
+    "  resnet18_dims d = {3};\n  resnet18_inputs in = {img};\n  resnet18_outputs out = {o};\n"
+    "  return resnet18_run(m, &d, &in, &out);\n}\n"
+    "int main(void) {\n"
+    "  for (int i = 0; i < (int)(sizeof img / sizeof *img); i++) img[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;\n"
+    "  const float g[4] = {2.0f, -1.0f, 0.5f, 3.0f};\n"
+    "  resnet18_model *a, *b;\n"
+    "  if (resnet18_create(NULL, &a) || resnet18_create(NULL, &b)) return 2;\n"
+    "  if (resnet18_load_weights_file(a, \"w.safetensors\") || resnet18_load_weights_file(b, \"w.safetensors\")) return 3;\n"
+    "  if (run(a, o1) || resnet18_set_weight(a, \"bn1.weight\", g, 4) || run(a, o2)) return 4;\n"
+    "  if (resnet18_set_weight(b, \"bn1.weight\", g, 4) || run(b, o3)) return 5;\n"
+    "  if (!memcmp(o1, o2, sizeof o1)) return 6;   /* the new weight changed nothing */\n"
+    "  if (memcmp(o2, o3, sizeof o2)) return 7;    /* a stale fold */\n"
+    "  resnet18_destroy(a);\n  resnet18_destroy(b);\n  return 0;\n}\n";
+  char path[600];
+  snprintf(path, sizeof path, "%s/refold.c", out);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(driver, f);
+  fclose(f);
+  assert_int_equal(sh("cd %s && %s/compiler/nnc weights %s/models/resnet18.lua -D size=33 -D width=4 -D classes=7 "
+                      "-D batch=4 -D layout=nhwc -o w.safetensors && cc -O1 -I. refold.c libresnet18.a -lm -lpthread "
+                      "-o refold && ./refold", out, NNC_BUILD_ROOT, NNC_SOURCE_ROOT), 0);
 }
 
 /* The recurrent models at odd sizes: the LSTM forecaster (2 layers, batch
