@@ -139,6 +139,15 @@ static const broken_case cases[] = {
      B "rope_positions.lua:4: rope: expected positions i32[5] or i32[2,5] for x f32[2,4,5,8] (time axis 3), found "
        "pos i32[6]"},
 
+    /* generation's kv caches */
+    {"kv_cache_const_s.lua", NULL, NNC_E_MODEL,
+     B "kv_cache_const_s.lua:4: kv_cache: expected a symbolic dim S (the keys after this call) as argument 3, found 16"},
+    {"kv_cache_short.lua", NULL, NNC_E_SHAPE,
+     B "kv_cache_short.lua:5: kv_cache: expected x's rows (at most 32) to fit in S (at most 16), found "
+       "k f32[2,3,T,4]"},
+    {"kv_cache_twice.lua", NULL, NNC_E_MODEL,
+     B "kv_cache_twice.lua:6: state \"cache.k\": already declared at tests/broken/kv_cache_twice.lua:5"},
+
     /* the sandbox and its budgets */
     {"runaway_loop.lua", NULL, NNC_E_LIMIT,
      B "runaway_loop.lua:3: instruction budget of 200000000 exceeded (an endless loop?)"},
