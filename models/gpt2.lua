@@ -81,6 +81,11 @@ local h = param("h")
 for i = 0, cfg.layers - 1 do
   x = block(x, h[i], i)
 end
+-- Generating, a call returns the logits of one token a sequence, row last[b]
+-- of the B*T rows (its last token): [B, vocab], not [B, T, vocab].
+if generating then
+  x = embedding(input("last", i32, { B }), x:reshape { B * T, cfg.d })
+end
 x = norm(x, param("ln_f"))
 
 -- The language-model head is tied to the token embeddings.

@@ -90,6 +90,11 @@ local x = embedding(ids, embed)
 for i = 0, cfg.layers - 1 do
   x = block(x, model.layers[i], i)
 end
+-- Generating, a call returns the logits of one token a sequence, row last[b]
+-- of the B*T rows (its last token): [B, vocab], not [B, T, vocab].
+if generating then
+  x = embedding(input("last", i32, { B }), x:reshape { B * T, cfg.d })
+end
 x = norm(x, model.norm)
 
 local head = cfg.tied and embed or param("lm_head.weight", { cfg.vocab, cfg.d })

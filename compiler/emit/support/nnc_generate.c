@@ -21,7 +21,7 @@ typedef struct gen {
   const nnc_bench_model *md;
   void *m;
   float **weights;
-  int ids, pos, mask, logits;        /* input and output indices */
+  int ids, pos, mask, last, logits;  /* input and output indices; last: -1 when the model has none */
   int sB, sT, sS;                    /* symbol indices */
   int64_t V, smax;
   /* options */
@@ -127,9 +127,13 @@ static int call(gen *g, int64_t T, int64_t S, int32_t *ids, int32_t *pos, int32_
   sym[g->sT] = T;
   sym[g->sS] = S;
   void *in[64] = {0}, *out[64] = {0};
+  int32_t last[4096];
+  /* every sequence's last token is row T - 1: the prompts are padded on the left */
+  for (int b = 0; b < g->B; b++) last[b] = (int32_t)(b * T + T - 1);
   in[g->ids] = ids;
   in[g->pos] = pos;
   in[g->mask] = mask;
+  if (g->last >= 0) in[g->last] = last;
   out[g->logits] = logits;
   if (md->run(g->m, sym, in, out)) {
     fprintf(stderr, "generate_%s: run: %s\n", md->name, md->last_error(g->m));
@@ -188,7 +192,9 @@ static int check_row(gen *g, const nnc_graph *gr, int b, int n, const float *got
       st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
       break;
     }
-    for (int k = 0; k < n; k++) v[k] = i == g->ids ? g->tok[b][k] : i == g->pos ? k : 1;
+    if (i == g->last) v[0] = n - 1;
+    else
+      for (int k = 0; k < n; k++) v[k] = i == g->ids ? g->tok[b][k] : i == g->pos ? k : 1;
   }
   for (int i = 0; !st && i < md->nparams; i++) {
     double *v = nnc_ref_alloc(&r, gr->params[i]);
@@ -202,7 +208,7 @@ static int check_row(gen *g, const nnc_graph *gr, int b, int n, const float *got
   }
   if (!st) st = nnc_ref_run_graph(&r, &err);
   if (!st) {
-    const double *want = r.val[gr->outputs[g->logits].tensor] + (int64_t)(n - 1) * g->V;
+    const double *want = r.val[gr->outputs[g->logits].tensor] + (g->last >= 0 ? 0 : (int64_t)(n - 1) * g->V);
     double *have = malloc((size_t)g->V * sizeof *have);
     if (!have) st = nnc_errorf(&err, NNC_E_NOMEM, NNC_NOLOC, "out of memory");
     for (int64_t v = 0; have && v < g->V; v++) have[v] = got[v];
@@ -249,14 +255,15 @@ static int bind(gen *g) {
   if (g->ids < 0) g->ids = find(md->input_names, md->ninputs, "input_ids");
   if (g->pos < 0) g->pos = find(md->input_names, md->ninputs, "position_ids");
   if (g->mask < 0) g->mask = find(md->input_names, md->ninputs, "attention_mask");
+  g->last = find(md->input_names, md->ninputs, "last");
   g->logits = find(md->output_names, md->noutputs, "logits");
   g->sB = find(md->sym_names, md->nsyms, "B");
   g->sT = find(md->sym_names, md->nsyms, "T");
   g->sS = find(md->sym_names, md->nsyms, "S");
   if (g->ids < 0 || g->pos < 0 || g->mask < 0 || g->logits < 0 || g->sB < 0 || g->sT < 0 || g->sS < 0 ||
-      md->ninputs != 3 || md->nsyms > 64 || md->output_dtype[g->logits] != NNRT_F32)
-    return fprintf(stderr, "generate_%s: expected a model with inputs ids, pos [B, T] and mask [B, S] and an f32 "
-                   "output logits [B, T, V] (nnc --generate)\n", md->name), 1;
+      md->ninputs != 3 + (g->last >= 0) || md->nsyms > 64 || md->output_dtype[g->logits] != NNRT_F32)
+    return fprintf(stderr, "generate_%s: expected a model with inputs ids, pos [B, T], mask [B, S] (and last [B]) and "
+                   "an f32 output logits [B, T, V] (or [B, V] with last) (nnc --generate)\n", md->name), 1;
   int64_t sym[64], in_n[64], out_n[64];
   for (int i = 0; i < md->nsyms; i++) sym[i] = 1;
   md->elems(sym, in_n, out_n);
@@ -278,7 +285,7 @@ static int generate(gen *g) {
   const nnc_bench_model *md = g->md;
   int B = g->B, L = 0;
   for (int b = 0; b < B; b++) L = g->len[b] > L ? g->len[b] : L;
-  if (B > md->sym_max[g->sB])
+  if (B > md->sym_max[g->sB] || B > 4096)
     return fprintf(stderr, "generate_%s: %d prompts: the model takes at most %lld sequences a call\n", md->name, B,
                    (long long)md->sym_max[g->sB]), 1;
   if (L + g->steps - 1 > g->smax)
@@ -287,7 +294,7 @@ static int generate(gen *g) {
   size_t tv = (size_t)B * (size_t)L;
   int32_t *ids = calloc(tv, sizeof *ids), *pos = calloc(tv, sizeof *pos);
   int32_t *mask = calloc((size_t)B * (size_t)(L + g->steps), sizeof *mask);
-  float *logits = malloc(tv * (size_t)g->V * sizeof *logits);
+  float *logits = malloc((g->last >= 0 ? (size_t)B : tv) * (size_t)g->V * sizeof *logits);
   cand *c = malloc((size_t)g->V * sizeof *c);
   double *decode_ms = calloc((size_t)g->steps + 1, sizeof *decode_ms), prefill_ms = 0, worst = 0;
   nnc_graph gr;
@@ -319,7 +326,8 @@ static int generate(gen *g) {
     if (step == 0) prefill_ms = ms;
     else decode_ms[step - 1] = ms;
     for (int b = 0; !rc && b < B; b++) {
-      const float *row = logits + ((size_t)b * (size_t)T + (size_t)T - 1) * (size_t)g->V;
+      /* the logits of its last token: [B, V] (an input last), or row T - 1 of [B, T, V] */
+      const float *row = logits + (g->last >= 0 ? (size_t)b : (size_t)b * (size_t)T + (size_t)T - 1) * (size_t)g->V;
       int n = g->len[b];
       if (g->check) {
         double rel = 0;

@@ -5,7 +5,8 @@
  * fills the kv caches, then a decode call a step reads one new token a
  * sequence and appends to the caches. The model must read inputs ids and
  * pos [B, T] and mask [B, S] (Hugging Face's input_ids, position_ids and
- * attention_mask too), and write logits [B, T, V]. */
+ * attention_mask too), and write logits [B, T, V]; or, given an input last
+ * [B] (each sequence's last token among the B*T rows), logits [B, V]. */
 #ifndef NNC_GENERATE_H
 #define NNC_GENERATE_H
 
