@@ -69,18 +69,13 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "lib%s.so: $(LIB_OBJ)\n\t$(CC) $(CFLAGS) -shared -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)\n\n", p);
   nnc_sb_printf(&b, "bench_%s: $(OBJ)/bench_%s.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
                 p, p, p);
-  if (x->train_main)
+  /* train_<p> (--train) or generate_<p> (--generate) */
+  if (*prog)
     nnc_sb_printf(&b,
-      "# train_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "# %s%s links the benchmark's description of the model (for --check), not its main()\n"
       "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -DNNC_BENCH_LIBRARY -I. -c $< -o $@\n\n"
-      "train_%s: $(TRAIN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
-      p, p, p, p, p, p);
-  if (x->gen_main)
-    nnc_sb_printf(&b,
-      "# generate_%s links the benchmark's description of the model (for --check), not its main()\n"
-      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -DNNC_BENCH_LIBRARY -I. -c $< -o $@\n\n"
-      "generate_%s: $(GEN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
-      p, p, p, p, p, p);
+      "%s%s: %s $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)\n\n",
+      prog + 1, p, p, p, prog + 1, p, x->train_main ? "$(TRAIN_OBJ)" : "$(GEN_OBJ)", p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/kernels/%%.o: kernels/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter $(TILES) -fPIC -I. -c $< -o $@\n\n"
     "$(OBJ)/runtime/%%.o: runtime/%%.c\n\t@mkdir -p $(dir $@)\n\t$(CC) $(CFLAGS) $(WARN) -Wno-unused-parameter -fPIC -I. -c $< -o $@\n\n"

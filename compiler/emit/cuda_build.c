@@ -74,19 +74,14 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "lib%s.a: $(CU_OBJ) $(LIB_OBJ)\n\trm -f $@\n\t$(AR) rcs $@ $(CU_OBJ) $(LIB_OBJ)\n\n", p);
   nnc_sb_printf(&b, "lib%s.so: $(CU_OBJ) $(LIB_OBJ)\n\t$(NVCC) $(ARCH) -shared -o $@ $(CU_OBJ) $(LIB_OBJ) $(LDLIBS)\n\n", p);
   nnc_sb_printf(&b, "bench_%s: $(OBJ)/bench_%s.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n", p, p, p);
-  if (x->train_main)
+  /* train_<p> (--train) or generate_<p> (--generate) */
+  if (*prog)
     nnc_sb_printf(&b,
-      "# train_%s links the benchmark's description of the model (for --check), not its main()\n"
+      "# %s%s links the benchmark's description of the model (for --check), not its main()\n"
       "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n"
       "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNC_BENCH_LIBRARY -c $< -o $@\n\n"
-      "train_%s: $(TRAIN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n",
-      p, p, p, p, p, p);
-  if (x->gen_main)
-    nnc_sb_printf(&b,
-      "# generate_%s links the benchmark's description of the model (for --check), not its main()\n"
-      "$(OBJ)/bench_%s_desc.o: bench_%s.c\n\t@mkdir -p $(dir $@)\n\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNC_BENCH_LIBRARY -c $< -o $@\n\n"
-      "generate_%s: $(GEN_OBJ) $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n",
-      p, p, p, p, p, p);
+      "%s%s: %s $(OBJ)/bench_%s_desc.o $(CHECK_OBJ) lib%s.a\n\t$(NVCC) $(ARCH) -o $@ $^ $(LDLIBS)\n\n",
+      prog + 1, p, p, p, prog + 1, p, x->train_main ? "$(TRAIN_OBJ)" : "$(GEN_OBJ)", p, p);
   nnc_sb_printf(&b,
     "$(OBJ)/%%.o: %%.cu\n\t@mkdir -p $(dir $@)\n"
     "\t$(NVCC) -std=c++17 $(ARCH) $(NVCCFLAGS) $(NVCC_DEFS) $(CPPFLAGS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings -c $< -o $@\n\n"

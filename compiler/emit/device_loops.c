@@ -42,17 +42,13 @@ static char *as_index(const char *e, char *buf, size_t n) {
 /* Element idx of tensor t through pointer name, as a float (the target's
  * ec_ctx.loop_load, loop_store and loop_copy, or nnc_ld and nnc_st). */
 static char *ld(const ec_loop_target *lt, int t, const char *name, const char *idx, char *buf, size_t n) {
-  if (lt->x->loop_load) lt->x->loop_load(lt->x, t, name, idx, buf, n);
-  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
-  return buf;
+  return ec_loop_ld(lt->x, t, name, idx, buf, n);
 }
 
 /* The statement (without `;`) storing the float v into element idx. */
 static char *st(const ec_loop_target *lt, int t, const char *name, const char *idx, const char *v, char *buf,
                 size_t n) {
-  if (lt->x->loop_store) lt->x->loop_store(lt->x, t, name, idx, v, buf, n);
-  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
-  return buf;
+  return ec_loop_st(lt->x, t, name, idx, v, buf, n);
 }
 
 /* The statement (without `;`) copying element sidx of src into element idx. */

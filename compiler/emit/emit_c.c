@@ -676,3 +676,15 @@ int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o) {
   }
   return n;
 }
+
+char *ec_loop_ld(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n) {
+  if (x->loop_load) x->loop_load(x, t, name, idx, buf, n);
+  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
+  return buf;
+}
+
+char *ec_loop_st(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n) {
+  if (x->loop_store) x->loop_store(x, t, name, idx, v, buf, n);
+  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
+  return buf;
+}

@@ -115,6 +115,12 @@ void ec_gemm_shape_of(const ec_ctx *x, const nnc_kernel *k, ec_gemm_shape *s);
  * target's statement, which launch writes. With only (not NULL), just the
  * kernels k with only[k]; each run of the others becomes `SKIP(first,
  * last);`, a macro of the target's (emit_c_launches.c), commented with why. */
+/* Element idx of tensor t through pointer name, as a float, in a device
+ * loop (the target's ec_ctx.loop_load, or nnc_ld); and the statement
+ * (without `;`) storing the float v there (loop_store, or nnc_st). */
+char *ec_loop_ld(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n);
+char *ec_loop_st(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n);
+
 void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, const char *why,
                       void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
 /* How many kernels run at load (nnc_kernel.at_load). */

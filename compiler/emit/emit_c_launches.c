@@ -32,6 +32,17 @@ int ec_train_forward_kernels(const ec_ctx *x, bool *in) {
   return n;
 }
 
+/* Kernel k's launch, after a comment: Lua line, name, fused ops, number, kind. */
+static void launch_commented(const ec_ctx *x, nnc_sb *b, int k, void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
+  const nnc_schedule *s = x->s;
+  char where[300], ops[600], name[300];
+  ec_where(s->k[k].loc, where, sizeof where);
+  ec_kernel_ops(x, k, ops, sizeof ops);
+  nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
+  nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
+  launch(x, b, k);
+}
+
 void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, const char *why,
                       void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
   const nnc_schedule *s = x->s;
@@ -44,12 +55,7 @@ void ec_emit_launches(const ec_ctx *x, nnc_sb *b, const bool *only, const char *
       k = last;
       continue;
     }
-    char where[300], ops[600], name[300];
-    ec_where(s->k[k].loc, where, sizeof where);
-    ec_kernel_ops(x, k, ops, sizeof ops);
-    nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
-    nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
-    launch(x, b, k);
+    launch_commented(x, b, k, launch);
   }
 }
 
@@ -114,12 +120,7 @@ void ec_emit_prepare(const ec_ctx *x, nnc_sb *b, const char *profiling, const ch
     "%s", n, profiling, skipped, head);
   for (int k = 0; k < s->nk; k++) {
     if (!s->k[k].at_load) continue;
-    char where[300], ops[600], name[300];
-    ec_where(s->k[k].loc, where, sizeof where);
-    ec_kernel_ops(x, k, ops, sizeof ops);
-    nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
-    nnc_sb_printf(b, "  /* %s  %s: %s  (kernel %d, %s) */\n", where, name, ops, k, nnc_kernel_kind_name(s->k[k].kind));
-    launch(x, b, k);
+    launch_commented(x, b, k, launch);
   }
   nnc_sb_printf(b, "  return 0;\n}\n\n");
 }

@@ -105,18 +105,6 @@ nnc_status cs_emit_kv_append(const ec_ctx *x, int ki, nnc_sb *out) {
 
 /* ------------------------------------------------------------ device loops */
 
-static char *ld(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n) {
-  if (x->loop_load) x->loop_load(x, t, name, idx, buf, n);
-  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
-  return buf;
-}
-
-static char *st(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n) {
-  if (x->loop_store) x->loop_store(x, t, name, idx, v, buf, n);
-  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
-  return buf;
-}
-
 nnc_status ec_emit_device_kv_append(const ec_loop_target *lt, int ki, nnc_error *err) {
   (void)err;
   const ec_ctx *x = lt->x;
@@ -148,16 +136,16 @@ nnc_status ec_emit_device_kv_append(const ec_loop_target *lt, int ki, nnc_error 
       "      %s;\n"
       "    }\n"
       "  }\n",
-      cnt, ld(x, x_tensor(k, n), "x", xi, a, sizeof a),
-      st(x, n->in[0], "cache", "(o * C + s) * D + i", "v", s1, sizeof s1), st(x, n->out[0], "y", "e", "v", s2, sizeof s2),
-      st(x, n->out[0], "y", "e", ld(x, n->in[0], "cache", "(o * C + s) * D + i", a, sizeof a), s3, sizeof s3));
+      cnt, ec_loop_ld(x, x_tensor(k, n), "x", xi, a, sizeof a),
+      ec_loop_st(x, n->in[0], "cache", "(o * C + s) * D + i", "v", s1, sizeof s1), ec_loop_st(x, n->out[0], "y", "e", "v", s2, sizeof s2),
+      ec_loop_st(x, n->out[0], "y", "e", ec_loop_ld(x, n->in[0], "cache", "(o * C + s) * D + i", a, sizeof a), s3, sizeof s3));
   else
     nnc_sb_printf(&body,
       "  NNC_LOOP(e, %s) {\n"
       "    const int i = e %% D, o = e / D / T, t = e / D %% T;\n"
       "    %s;\n"
       "  }\n",
-      cnt, st(x, n->in[0], "cache", "(o * C + S - T + t) * D + i", ld(x, x_tensor(k, n), "x", xi, a, sizeof a), s1,
+      cnt, ec_loop_st(x, n->in[0], "cache", "(o * C + S - T + t) * D + i", ec_loop_ld(x, x_tensor(k, n), "x", xi, a, sizeof a), s1,
               sizeof s1));
   lt->finish(lt->self, ki, cnt, &body);
   return NNC_OK;

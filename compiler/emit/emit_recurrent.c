@@ -171,16 +171,12 @@ nnc_status cs_emit_recurrent(const ec_ctx *x, int ki, nnc_sb *out) {
 /* ------------------------------------------------------------ device loops */
 
 static char *dev_ld(const ec_access *a, int t, const char *name, const char *idx, char *buf, size_t n) {
-  if (a->x->loop_load) a->x->loop_load(a->x, t, name, idx, buf, n);
-  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
-  return buf;
+  return ec_loop_ld(a->x, t, name, idx, buf, n);
 }
 
 static char *dev_st(const ec_access *a, int t, const char *name, const char *idx, const char *v, char *buf,
                     size_t n) {
-  if (a->x->loop_store) a->x->loop_store(a->x, t, name, idx, v, buf, n);
-  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
-  return buf;
+  return ec_loop_st(a->x, t, name, idx, v, buf, n);
 }
 
 typedef struct dev_decl {

@@ -85,18 +85,6 @@ nnc_status cs_emit_rope(const ec_ctx *x, int ki, nnc_sb *out) {
 
 /* ------------------------------------------------------------ device loops */
 
-static char *ld(const ec_ctx *x, int t, const char *name, const char *idx, char *buf, size_t n) {
-  if (x->loop_load) x->loop_load(x, t, name, idx, buf, n);
-  else snprintf(buf, n, "nnc_ld(%s[%s])", name, idx);
-  return buf;
-}
-
-static char *st(const ec_ctx *x, int t, const char *name, const char *idx, const char *v, char *buf, size_t n) {
-  if (x->loop_store) x->loop_store(x, t, name, idx, v, buf, n);
-  else snprintf(buf, n, "nnc_st(&%s[%s], %s)", name, idx, v);
-  return buf;
-}
-
 nnc_status ec_emit_device_rope(const ec_loop_target *lt, int ki, nnc_error *err) {
   (void)err;
   const ec_ctx *x = lt->x;
@@ -130,10 +118,11 @@ nnc_status ec_emit_device_rope(const ec_loop_target *lt, int ki, nnc_error *err)
     "    }\n"
     "  }\n",
     s.D - s.half, s.T, s.inner, cnt, s.half, s.pos, s.base, n->attrs.rot_dims, n->attrs.reverse ? "-" : "",
-    ld(x, n->in[0], "x", "r * (W + HALF) + i", a, sizeof a), ld(x, n->in[0], "x", "r * (W + HALF) + i + HALF", b, sizeof b),
-    st(x, n->out[0], "y", "r * (W + HALF) + i", "a * c - b * s", s1, sizeof s1),
-    st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", "b * c + a * s", s2, sizeof s2),
-    st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", ld(x, n->in[0], "x", "r * (W + HALF) + i + HALF", k, sizeof k), s3,
+    ec_loop_ld(x, n->in[0], "x", "r * (W + HALF) + i", a, sizeof a),
+    ec_loop_ld(x, n->in[0], "x", "r * (W + HALF) + i + HALF", b, sizeof b),
+    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i", "a * c - b * s", s1, sizeof s1),
+    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", "b * c + a * s", s2, sizeof s2),
+    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", ec_loop_ld(x, n->in[0], "x", "r * (W + HALF) + i + HALF", k, sizeof k), s3,
        sizeof s3));
   lt->finish(lt->self, ki, cnt, &body);
   return NNC_OK;
