@@ -25,7 +25,8 @@ nnc_status nnc_pass_hoist_weights(nnc_schedule *s, nnc_error *err) {
     for (int i = 0; ok && i < kn->nin; i++) ok = weight[kn->in[i]];
     for (int i = 0; ok && i < kn->nout; i++) ok = !nnc_graph_is_output(g, kn->out[i]);
     for (int i = 0; ok && i < kn->nnodes; i++) ok = g->nodes[kn->nodes[i]].op != NNC_OP_KV_APPEND;
-    kn->at_load = ok;
+    /* a view of a weight runs nothing: it passes the mark on but is no work at load */
+    kn->at_load = ok && kn->kind != NNC_KERNEL_VIEW;
     for (int i = 0; ok && i < kn->nout; i++) weight[kn->out[i]] = true;
   }
   free(weight);
