@@ -193,10 +193,10 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
     "  int profile;\n"
     "  uint64_t ns[%d];\n"
     "  %s_dims last;\n"
-    "  int has_run;\n"
+    "  int has_run;\n%s"
     "  char err[512];\n"
     "};\n\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
-    s->nk ? s->nk : 1, p);
+    s->nk ? s->nk : 1, p, ec_load_kernels(&o->x) ? "  int prepared;                 /* prepare() has run on these weights */\n" : "");
   nnc_sb_printf(b,
     "static int fail(%s_model *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));\n"
     "static int fail(%s_model *m, int code, const char *fmt, ...) {\n"
@@ -239,18 +239,39 @@ static void front(const ocl_ctx *o, nnc_sb *b) {
   nnc_sb_printf(b, " } while (0)\n\n");
 }
 
-static void forward(const ocl_ctx *o, nnc_sb *b) {
+/* The launches of the kernels k with at_load == load: prepare() (run once
+ * the weights are loaded: the kernels of weights alone) or forward(). */
+static void launches(const ocl_ctx *o, nnc_sb *b, bool load) {
   const ec_ctx *x = &o->x;
   const nnc_schedule *s = x->s;
-  const nnc_graph *g = x->g;
-  nnc_sb_printf(b, "static int forward(%s_model *m, const %s_dims *d) {\n  int rc = 0;\n", x->p, x->p);
   for (int k = 0; k < s->nk; k++) {
     char where[300], name[300];
     ec_where(s->k[k].loc, where, sizeof where);
     nnc_emit_comment(ec_kernel_name(x, k), name, sizeof name);
-    if (s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  /* %s  %s: a view, nothing to run (kernel %d) */\n", where, name, k);
-    else nnc_sb_printf(b, "  if ((rc = k%d(m, d))) return rc;   /* %s  %s */\n", k, where, name);
+    if (s->k[k].at_load != load) {
+      if (!load) nnc_sb_printf(b, "  /* %s  %s: made once the weights are loaded (prepare, kernel %d) */\n", where, name, k);
+    } else if (s->k[k].kind == NNC_KERNEL_VIEW) {
+      nnc_sb_printf(b, "  /* %s  %s: a view, nothing to run (kernel %d) */\n", where, name, k);
+    } else {
+      nnc_sb_printf(b, "  if ((rc = k%d(m, d))) return rc;   /* %s  %s */\n", k, where, name);
+    }
   }
+}
+
+static void forward(const ocl_ctx *o, nnc_sb *b) {
+  const ec_ctx *x = &o->x;
+  const nnc_graph *g = x->g;
+  if (ec_load_kernels(x)) {
+    nnc_sb_printf(b, "/* The %d kernels that read weights alone (a batch norm folded into its\n"
+                     " * convolution, a weight padded or transposed): run once the weights are\n"
+                     " * loaded, before the first run after any change to them; what they write\n"
+                     " * stays in the arena for every run. forward() skips them. */\n"
+                     "static int prepare(%s_model *m, const %s_dims *d) {\n  int rc = 0;\n", ec_load_kernels(x), x->p, x->p);
+    launches(o, b, true);
+    nnc_sb_printf(b, "  return rc;\n}\n\n");
+  }
+  nnc_sb_printf(b, "static int forward(%s_model *m, const %s_dims *d) {\n  int rc = 0;\n", x->p, x->p);
+  launches(o, b, false);
   for (int i = 0; i < g->noutputs; i++) {
     int first = x->output_of[g->outputs[i].tensor];
     if (first == i) continue;
@@ -307,8 +328,10 @@ static void run_fns(const ocl_ctx *o, nnc_sb *b) {
     "static int run_on(%s_model *m, const %s_dims *d, const cl_mem *in, const cl_mem *out) {\n"
     "  memset(m->ns, 0, sizeof m->ns);\n"
     "  for (int i = 0; i < NSLOTS; i++)\n"
-    "    if (slots[i].where >= 2) m->slot[i] = slots[i].where == 2 ? in[slots[i].at] : out[slots[i].at];\n"
-    "  int rc = forward(m, d);\n  if (rc) return rc;\n", p, p);
+    "    if (slots[i].where >= 2) m->slot[i] = slots[i].where == 2 ? in[slots[i].at] : out[slots[i].at];\n%s"
+    "  int rc = forward(m, d);\n  if (rc) return rc;\n", p, p,
+    ec_load_kernels(x) ? "  if (!m->prepared) {\n    int rc = prepare(m, d);\n    if (rc) return rc;\n    m->prepared = 1;\n  }\n"
+                       : "");
   for (int i = 0; i < g->noutputs; i++) {
     int first = x->output_of[g->outputs[i].tensor];
     if (first == i) continue;
@@ -534,7 +557,8 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
     "  if (!rc && nnc_weights_load(st, manifest, NPARAMS, host, e)) rc = fail(m, e->code, \"%%s\", e->msg);\n"
     "  for (int i = 0; !rc && i < NPARAMS; i++) rc = upload(m, i, host[i], (size_t)nnc_weights_numel(&manifest[i]));\n"
     "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n  if (rc) return rc;\n"
-    "  memset(m->loaded, 1, sizeof m->loaded);\n  m->nloaded = NPARAMS;\n  return 0;\n}\n\n", p, P);
+    "  memset(m->loaded, 1, sizeof m->loaded);\n  m->nloaded = NPARAMS;\n%s  return 0;\n}\n\n", p, P,
+    ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
@@ -551,9 +575,10 @@ static void api(const ocl_ctx *o, nnc_sb *b) {
     "      for (size_t k = 0; k < n; k++) tmp[k] = (int32_t)data[k];\n"
     "      rc = upload(m, i, tmp, n);\n      free(tmp);\n"
     "    } else {\n      rc = upload(m, i, data, n);\n    }\n"
-    "    if (rc) return rc;\n    if (!m->loaded[i]) m->nloaded++;\n    m->loaded[i] = 1;\n    return 0;\n  }\n"
+    "    if (rc) return rc;\n    if (!m->loaded[i]) m->nloaded++;\n    m->loaded[i] = 1;\n%s    return 0;\n  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
-    p, p, P, P, p, P, p, P, P, p);
+    p, p, P, P, p, P, p, P, ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "",
+    P, p);
   ec_emit_check_run(x, b);
   run_fns(o, b);
   nnc_sb_printf(b,
