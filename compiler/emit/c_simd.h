@@ -22,6 +22,9 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
 /* An lstm_scan or gru_scan kernel, or its gradient's: a task takes whole batch rows (emit_recurrent.c). */
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
 /* A rope kernel: a task takes whole rows (emit_rope.c). */
+/* k<ki>_rows, whose body reads the run context c, then k<ki>, which runs it
+ * over `rows` rows of `cols` elements on the model's threads; frees body. */
+void cs_emit_rows_fns(const ec_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b);
 nnc_status cs_emit_rope(const ec_ctx *x, int k, nnc_sb *b);
 nnc_status cs_emit_kv_append(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that

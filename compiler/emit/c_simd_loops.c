@@ -30,7 +30,7 @@ static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
 
 /* k<ki>_rows, whose body reads the run context c, then k<ki>, which runs it
  * over `rows` rows of `cols` elements on the model's threads; frees body. */
-static void rows_fns(const ec_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b) {
+void cs_emit_rows_fns(const ec_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b) {
   char head[96];
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
   ec_emit_function(x, b, head, "  const run_ctx *c = p;\n", "c->d", body);
@@ -177,7 +177,7 @@ static nnc_status emit_elementwise(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_e
   if (row.buf) nnc_sb_puts(&body, row.buf);
   if (row.oom) body.oom = true;
   nnc_sb_free(&row);
-  rows_fns(x, ki, rows, cols, &body, out_b);
+  cs_emit_rows_fns(x, ki, rows, cols, &body, out_b);
   return NNC_OK;
 }
 
@@ -232,7 +232,7 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error 
     char tasks[EXPR * 3], cols[EXPR + 16];
     snprintf(tasks, sizeof tasks, "(%s) * (((%s) + %d) / %d)", outer, inner, RED_BLOCK - 1, RED_BLOCK);
     snprintf(cols, sizeof cols, "(%s) * %d", len, RED_BLOCK);
-    rows_fns(x, ki, tasks, cols, &body, out_b);
+    cs_emit_rows_fns(x, ki, tasks, cols, &body, out_b);
     return NNC_OK;
   }
   nnc_sb_printf(b, "  const int64_t len = %s, inner = %s;\n", len, inner);
@@ -246,7 +246,7 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error 
   if (i32) nnc_sb_printf(b, "      y[o * inner + i] = to_i32(%s);\n    }\n", val);
   else nnc_sb_printf(b, "      y[o * inner + i] = (float)(%s);\n    }\n", val);
   char cols[EXPR * 2 + 8];
-  rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, out_b);
+  cs_emit_rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, out_b);
   return NNC_OK;
 }
 
@@ -277,7 +277,7 @@ static nnc_status emit_softmax_axis(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_
     "      for (int64_t l = 0; l < len; l++) yr[l * inner] = (float)(exp((double)xr[l * inner] - max) / sum);\n"
     "    }\n", len, inner);
   char cols[EXPR * 2 + 8];
-  rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, out_b);
+  cs_emit_rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, out_b);
   return NNC_OK;
 }
 
@@ -337,7 +337,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
         w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, (long long)C, (long long)H, (long long)W,
         (long long)o->shape[1].k, (long long)o->shape[2].k, ty, w->kh * w->kw, w->kh, w->sh, w->ph, w->dh, w->kw, w->sw,
         w->pw, w->dw, isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY") : "0");
-      rows_fns(x, ki, rows, cols, &body, b);
+      cs_emit_rows_fns(x, ki, rows, cols, &body, b);
       return NNC_OK;
     }
     nnc_sb_printf(&body,
@@ -357,7 +357,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       (long long)W, (long long)o->shape[1].k, (long long)o->shape[2].k, ty, w->kh * w->kw, w->kh, w->sh, w->ph, w->dh,
       w->kw, w->sw, w->pw, w->dw, w->nhwc ? "((b * H + ih) * W + iw) * C + ch" : "((b * C + ch) * H + ih) * W + iw",
       isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY") : "0");
-    rows_fns(x, ki, rows, cols, &body, b);
+    cs_emit_rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }
   if (n->op == NNC_OP_COL2IM) {
@@ -398,7 +398,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       w->nhwc ? "ch = e % C, w = e / C % W, h = e / (C * W) % H, b = e / (C * W * H)"
               : "w = e % W, h = e / W % H, ch = e / (W * H) % C, b = e / (W * H * C)",
       ty, w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw, at);
-    rows_fns(x, ki, rows, cols, &body, b);
+    cs_emit_rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }
   if (n->op == NNC_OP_TRANSPOSE && swaps_last_two(n, g->tensors[n->in[0]].rank)) {
@@ -428,7 +428,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       rows, cols, TILE - 1, TILE, TILE, TILE, TILE, ty, ty, TILE, TILE, TILE);
     snprintf(tasks, sizeof tasks, "(%s) * (((%s) + %d) / %d)", batch, cols, TILE - 1, TILE);
     snprintf(work, sizeof work, "(%s) * %d", rows, TILE);
-    rows_fns(x, ki, tasks, work, &body, b);
+    cs_emit_rows_fns(x, ki, tasks, work, &body, b);
     return NNC_OK;
   }
   if (n->op == NNC_OP_TRANSPOSE) {
@@ -458,7 +458,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     if (row.buf) nnc_sb_puts(&body, row.buf);
     if (row.oom) body.oom = true;
     nnc_sb_free(&row);
-    rows_fns(x, ki, rows, cols, &body, b);
+    cs_emit_rows_fns(x, ki, rows, cols, &body, b);
     return NNC_OK;
   }
   /* slice, concat, split: per outer index, contiguous chunks along the axis */
@@ -530,7 +530,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     nnc_sb_printf(&body, "  }\n");
   }
   char cols[EXPR * 2 + 8];
-  rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, b);
+  cs_emit_rows_fns(x, ki, outer, ec_mul(len, inner, cols, sizeof cols), &body, b);
   return NNC_OK;
 }
 

@@ -90,16 +90,10 @@ nnc_status cs_emit_kv_append(const ec_ctx *x, int ki, nnc_sb *out) {
       "    const int64_t o = r / T, t = r %% T;\n"
       "    memcpy(cache + (o * C + S - T + t) * D, x + %s, (size_t)D * sizeof *x);\n"
       "  }\n", s.xrow);
-  char head[96], rows[EC_EXPR * 2 + 8], work[32];
-  snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
-  ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
+  char rows[EC_EXPR * 2 + 8], work[32];
   ec_mul(s.outer, s.out ? s.S : s.T, rows, sizeof rows);
   snprintf(work, sizeof work, "%lld", s.D);
-  nnc_sb call;
-  nnc_sb_init(&call);
-  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", rows, work, ki);
-  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  ec_emit_function(x, out, head, NULL, "c->d", &call);
+  cs_emit_rows_fns(x, ki, rows, work, &body, out);
   return NNC_OK;
 }
 

@@ -135,7 +135,7 @@ static void cs_declare(void *self, bool out, const char *name, int t) {
 nnc_status cs_emit_recurrent(const ec_ctx *x, int ki, nnc_sb *out) {
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   const nnc_tensor *xw = &x->g->tensors[n->in[0]];
-  char B[EC_EXPR], T[EC_EXPR], work[EC_EXPR], per[64], head[96];
+  char B[EC_EXPR], T[EC_EXPR], work[EC_EXPR], per[64];
   nnc_emit_dim_expr(x->g, xw->shape[0], "d->", B, sizeof B);
   nnc_emit_dim_expr(x->g, xw->shape[1], "d->", T, sizeof T);
   long long H = x->g->tensors[n->in[1]].shape[1].k;
@@ -155,16 +155,10 @@ nnc_status cs_emit_recurrent(const ec_ctx *x, int ki, nnc_sb *out) {
     "  for (int64_t k = 0; k < n8; k += 8)\n    for (int i = 0; i < 8; i++) s[i] += a[k + i] * b[k + i];\n"
     "  for (int64_t k = n8; k < n; k++) t += a[k] * b[k];\n"
     "  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + t;\n}\n#endif\n\n");
-  snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
-  ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
   /* a row's work: T steps of G*H*H multiply-adds (three of them for a gradient) */
   snprintf(per, sizeof per, "%lld", (long long)xw->shape[2].k * H * (n->nout == 5 ? 3 : 1));
   ec_mul(T, per, work, sizeof work);
-  nnc_sb call;
-  nnc_sb_init(&call);
-  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", B, work, ki);
-  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  ec_emit_function(x, out, head, NULL, "c->d", &call);
+  cs_emit_rows_fns(x, ki, B, work, &body, out);
   return NNC_OK;
 }
 

@@ -71,15 +71,9 @@ nnc_status cs_emit_rope(const ec_ctx *x, int ki, nnc_sb *out) {
     "  }\n",
     s.D, s.T, s.inner, s.half, s.half, s.base, n->attrs.rot_dims, s.pos, s.half, n->attrs.reverse ? "-" : "", s.half,
     s.half, 2 * s.half);
-  char head[96], work[EC_EXPR];
-  snprintf(head, sizeof head, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
-  ec_emit_function(x, out, head, "  const run_ctx *c = p;\n", "c->d", &body);
+  char work[EC_EXPR];
   snprintf(work, sizeof work, "%lld", s.D * 4);
-  nnc_sb call;
-  nnc_sb_init(&call);
-  nnc_sb_printf(&call, "  nnc_glue_rows(&c->m->pool, %s, %s, k%d_rows, (void *)c);\n  return 0;\n", s.rows, work, ki);
-  snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
-  ec_emit_function(x, out, head, NULL, "c->d", &call);
+  cs_emit_rows_fns(x, ki, s.rows, work, &body, out);
   return NNC_OK;
 }
 

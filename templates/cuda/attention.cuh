@@ -229,6 +229,8 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected mask aligned to %zu bytes, found %p",
                          sizeof(T), (const void *)a.mask);
 
+  /* a decode step needs none of the device's attributes: no host queries on its path */
+  if (nnc_cuda_attention_uses_decode(a)) return nnc_cuda_attention_decode(a, stream, err);
   int dev = 0, cc = 0, optin = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
@@ -236,7 +238,6 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return nnc_attn::runtime_fail(err, e, "querying the device");
 
-  if (nnc_cuda_attention_uses_decode(a)) return nnc_cuda_attention_decode(a, stream, err);
 #ifdef NNC_CUDA_SM90A
   if constexpr (!std::is_same<T, float>::value)
     if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a)) {
