@@ -42,7 +42,12 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_precision prec;
   nnc_recompute rc = NNC_RECOMPUTE_NONE;
   int copies = 0;
+  nnc_parallel par;
+  nnc_graph whole;   /* under a parallel plan: the graph without it, for bench --check */
+  nnc_graph_init(&whole);
   nnc_status st = nnc_target_describe(o->target, &t, err);
+  if (!st) st = nnc_parallel_parse(o->parallel, &par, err);
+  if (!st) st = nnc_parallel_supported(&par, o->train, o->generate, t.name, nnc_emit_has_collectives(t.family), err);
   if (!st) st = nnc_precision_parse(o->precision, &prec, err);
   if (!st) st = nnc_recompute_parse(o->recompute, &rc, err);
   if (!st && rc != NNC_RECOMPUTE_NONE && !o->train)
@@ -71,6 +76,12 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     ad.primitive_norms = !nnc_emit_has_grad_op(t.family, NNC_OP_LAYERNORM_GRAD);
   }
   if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
+  if (!st && par.tp > 1) {
+    st = nnc_frontend_load(&fo, &whole, err);
+    if (!st) st = nnc_pass_check(&whole, err);
+    if (!st) st = nnc_pass_precision(&whole, &prec, err);
+    if (!st) st = nnc_pass_parallel(&g, &par, err);
+  }
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && o->train) st = nnc_pass_recompute(&g, rc, &copies, err);
   nnc_compile_opts co = {.no_gemm_aux = !nnc_emit_has_gemm_aux(t.family),
@@ -87,7 +98,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--tune=measure: expected a cuda-* target, found %s "
                     "(the other targets have one implementation per kernel)", t.name);
   if (!st && o->measure) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, false};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, false, NULL};
     st = nnc_measure(&r, tiles, o->tune_file, stderr, err);
   }
   if (!st && o->explain && copies)
@@ -98,11 +109,13 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     explain_outputs(o->explain, &g, &prec);
   }
   if (!st && o->out_dir) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, o->train};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, o->train,
+                          par.tp > 1 ? &whole : NULL};
     st = nnc_emit(&r, err);
   }
   free(tiles);
   nnc_schedule_free(&s);
   nnc_graph_free(&g);
+  nnc_graph_free(&whole);
   return st;
 }

@@ -36,6 +36,7 @@ typedef struct cli {
   bool generate;         /* --generate */
   const char *loss;      /* --loss=NAME */
   const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
+  const char *parallel;  /* --parallel=tp:N; NULL: one process */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -48,6 +49,7 @@ static void usage(FILE *f) {
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
+    "                     [--parallel=tp:N]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -88,6 +90,12 @@ static void usage(FILE *f) {
     "                    (default); gelu, the activations' outputs; norm, those and the\n"
     "                    layernorm/rmsnorm outputs; block, everything inside the blocks,\n"
     "                    from the residual stream. --emit=plan shows each one's peak\n"
+    );
+  fprintf(f,
+    "  --parallel=tp:N   tensor parallelism over N processes (c-simd: launched by\n"
+    "                    mpirun -np N): linear layers split by columns then rows, one\n"
+    "                    all_reduce after each pair; each rank loads its slices of the\n"
+    "                    one weights file. --emit=ir shows the plan\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"
@@ -127,6 +135,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--train") == 0) c->train = true;
     else if (strcmp(a, "--generate") == 0) c->generate = true;
     else if (strncmp(a, "--recompute=", 12) == 0) c->recompute = a + 12;
+    else if (strncmp(a, "--parallel=", 11) == 0) c->parallel = a + 11;
     else if (strncmp(a, "--loss=", 7) == 0) {
       c->loss = a + 7;
       if (!c->loss[0]) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--loss: expected an output name, found \"\"");
@@ -219,7 +228,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .precision = c->precision, .outputs = c->outputs,
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
-                         .generate = c->generate, .recompute = c->recompute,
+                         .generate = c->generate, .recompute = c->recompute, .parallel = c->parallel,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
@@ -232,14 +241,19 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_schedule_init(&s, &g);
   nnc_precision prec;
   nnc_recompute rc = NNC_RECOMPUTE_NONE;
+  nnc_parallel par;
   int copies = 0;
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
+  /* nnc weights writes the whole tensors, whatever the plan */
+  if (!st) st = nnc_parallel_parse(c->weights ? NULL : c->parallel, &par, err);
+  if (!st) st = nnc_parallel_supported(&par, c->train, c->generate, "(any)", true, err);
   if (!st) st = nnc_outputs_parse(c->weights ? NULL : c->outputs, &prec, err);
   prec.f32_weight_math = true;   /* the views show every capability, as nnc_compile_graph's fusion does */
   if (!st) st = nnc_recompute_parse(c->recompute, &rc, err);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && c->train) st = nnc_pass_check(&g, err);
   if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
+  if (!st) st = nnc_pass_parallel(&g, &par, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && c->train) st = nnc_pass_recompute(&g, rc, &copies, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);

@@ -37,7 +37,8 @@ typedef enum nnrt_status {
   NNRT_E_FORMAT = 5,   /* a bad weights file: corrupt, lying, or not the model's */
   NNRT_E_NOMEM = 6,    /* out of memory (or of threads) */
   NNRT_E_DEVICE = 7,   /* the device or its driver failed */
-  NNRT_E_INTERNAL = 8  /* a bug in libnnrt */
+  NNRT_E_INTERNAL = 8, /* a bug in libnnrt */
+  NNRT_E_COMM = 9      /* a collective failed, or a rank did not answer within the timeout */
 } nnrt_status;
 
 typedef struct nnrt_error {

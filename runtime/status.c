@@ -25,6 +25,7 @@ const char *nnrt_status_name(nnrt_status s) {
   case NNRT_E_NOMEM: return "out of memory";
   case NNRT_E_DEVICE: return "device error";
   case NNRT_E_INTERNAL: return "internal error";
+  case NNRT_E_COMM: return "communication error";
   }
   return "unknown status";
 }

@@ -24,6 +24,8 @@ typedef struct nnc_emit_request {
   bool probe;                     /* nnc --tune=measure's probe: every implementation of the
                                      kernels that have several, and the harness's --tune */
   bool train;                     /* --train: the graph is the training step (C SIMD adds train_step) */
+  const nnc_graph *whole;         /* a parallel plan's graph before the plan (every weight whole): the
+                                     graph bench --check evaluates; NULL: the schedule's graph */
 } nnc_emit_request;
 
 /* The implementations a target has for one kernel, for --tune=measure. */
@@ -60,6 +62,9 @@ typedef struct nnc_emitter {
   /* Whether it runs the kernels of weights alone once the weights are
    * loaded (nnc_kernel.at_load, its prepare()); without, they run every run. */
   bool hoist_weights;
+  /* Whether it writes collectives (all_reduce) as calls to the runtime's
+   * communicator, so a parallel plan (--parallel) can run on it. */
+  bool collectives;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -69,6 +74,8 @@ bool nnc_emit_has_grad_op(nnc_target_family f, nnc_op op);
 bool nnc_emit_has_gemm_aux(nnc_target_family f);
 /* Whether the emitter of family f runs weight-only kernels at load (nnc_emitter.hoist_weights). */
 bool nnc_emit_has_hoist_weights(nnc_target_family f);
+/* Whether the emitter of family f writes collectives (nnc_emitter.collectives). */
+bool nnc_emit_has_collectives(nnc_target_family f);
 /* Whether the emitter of family f writes GEMMs with a bias gradient (nnc_emitter.gemm_bgrad). */
 bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 /* Whether the emitter of family f applies a GEMM's activation after its residual (nnc_emitter.gemm_act_last). */

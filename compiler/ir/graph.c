@@ -364,3 +364,17 @@ bool nnc_name_is_variance(const char *name) {
   size_t n = strlen(name);
   return n >= 11 && strcmp(name + n - 11, "running_var") == 0;
 }
+
+nnc_status nnc_graph_move_node(nnc_graph *g, int from, int to, nnc_error *err) {
+  if (from < 0 || from >= g->nnodes || to < 0 || to > from)
+    return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "move_node: node %d to %d of %d", from, to, g->nnodes);
+  nnc_node n = g->nodes[from];
+  memmove(&g->nodes[to + 1], &g->nodes[to], (size_t)(from - to) * sizeof *g->nodes);
+  g->nodes[to] = n;
+  for (int t = 0; t < g->ntensors; t++) {
+    int p = g->tensors[t].producer;
+    if (p == from) g->tensors[t].producer = to;
+    else if (p >= to && p < from) g->tensors[t].producer = p + 1;
+  }
+  return NNC_OK;
+}

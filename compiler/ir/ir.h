@@ -169,6 +169,9 @@ typedef enum nnc_op {
    * (passes/fold_heads.c) and the output is then never stored */
   NNC_OP_KV_APPEND,     /* in: cache [..., C, D] (a state; C its capacity, S's maximum), x [..., T, D];
                            out: [..., S, D] */
+  NNC_OP_ALL_REDUCE,    /* in: x; out: x's shape, the sum over the attrs.ranks ranks of a parallel plan of
+                           their x, times attrs.scalar (passes/parallel.c inserts it; the runtime's
+                           communicator runs it) */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -230,6 +233,7 @@ typedef struct nnc_attrs {
   bool reverse;              /* lstm_scan, gru_scan and their gradients: from the last step to the first */
                              /* rope: turn by -theta (its gradient) */
   int rot_dims;              /* rope: how many leading entries of the last axis turn (even, >= 2) */
+  int ranks;                 /* all_reduce: the ranks it spans */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */
@@ -242,6 +246,17 @@ typedef enum nnc_tensor_kind {
                          instance is created; only kv_append writes it, in place */
 } nnc_tensor_kind;
 
+/* A parameter under a parallel plan: the weights file holds the whole
+ * tensor; each of `parts` ranks holds one slice of it along `axis`. Seen as
+ * groups x parts x chunk along that axis, rank r holds [:, r, :]: a fused
+ * q|k|v projection (groups 3) gives each rank its heads of each of the three.
+ * parts 0: the rank holds the whole tensor. */
+typedef struct nnc_shard {
+  int axis;
+  int parts;
+  int groups;
+} nnc_shard;
+
 typedef struct nnc_tensor {
   char *name;            /* input name, safetensors key, or a label such as "h.3.mlp.c_fc" */
   nnc_tensor_kind kind;
@@ -250,6 +265,7 @@ typedef struct nnc_tensor {
   nnc_dim shape[NNC_MAX_RANK];   /* row-major, contiguous */
   int producer;          /* node id for values, -1 otherwise */
   nnc_srcloc loc;        /* where it was declared or computed */
+  nnc_shard shard;       /* parameters: this rank's slice of the file's tensor (shape is the slice's) */
 } nnc_tensor;
 
 /* ----------------------------------------------------------------- nodes */
@@ -285,6 +301,7 @@ typedef struct nnc_graph {
   nnc_output *outputs; int noutputs, cap_outputs;
   char **strings;      int nstrings, cap_strings;  /* interned file names and labels */
   char *name;          /* model name, from the file name ("gpt2") */
+  int ranks;           /* processes one call spans under a parallel plan (--parallel); 0 or 1: one */
 } nnc_graph;
 
 void nnc_graph_init(nnc_graph *g);
@@ -327,6 +344,11 @@ nnc_status nnc_graph_add_output(nnc_graph *g, const char *name, int tensor,
  * so the node order stays topological. */
 nnc_status nnc_graph_rewrite_node(nnc_graph *g, int node, nnc_op op, int nin, const int *in,
                                   const nnc_attrs *attrs, int extra, nnc_error *err);
+
+/* Moves node `from` to index `to` (<= from), the nodes between one place
+ * later, their outputs' producer ids following: a pass inserts a node into
+ * the order by adding it, then moving it. */
+nnc_status nnc_graph_move_node(nnc_graph *g, int from, int to, nnc_error *err);
 
 /* Number of elements of a tensor with every symbol at its maximum. */
 int64_t nnc_tensor_max_elems(const nnc_graph *g, const nnc_tensor *t);

@@ -109,6 +109,22 @@ nnc_status nnc_pass_attention_op(nnc_graph *g, int *replaced, nnc_error *err);
 
 /* What the target's kernels can do, where the passes choose between ways
  * (zeroed: everything). */
+/* --parallel=tp:N,dp:M: the ranks of each kind of parallelism (1: none). */
+typedef struct nnc_parallel {
+  int tp, dp;
+} nnc_parallel;
+nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err);
+/* Refuses what no plan does yet, naming the option: dp, tp with --train or
+ * --generate, a target whose emitter writes no collectives. */
+nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool generate, const char *target,
+                                  bool collectives, nnc_error *err);
+
+/* The tensor-parallel plan (parallel.c): linear layers split by columns,
+ * then by rows, an all_reduce after each pair; parameters sliced
+ * (nnc_tensor.shard), g->ranks set. Runs on the checked graph, before
+ * nnc_pass_precision. */
+nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err);
+
 typedef struct nnc_compile_opts {
   bool no_gemm_aux;   /* GEMMs neither save an activation's input nor multiply by its
                          derivative (nnc_gemm_desc.aux_kind): both stay elementwise kernels */

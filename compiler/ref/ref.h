@@ -41,6 +41,16 @@ nnc_status nnc_ref_run_graph(nnc_ref *r, nnc_error *err);
  * a kernel uncomputed. Its outputs must equal nnc_ref_run_graph's. */
 nnc_status nnc_ref_run_schedule(nnc_ref *r, const nnc_schedule *s, nnc_error *err);
 
+/* A parallel plan's graph (passes/parallel.c) for its n ranks: rs[r] holds
+ * rank r's inputs and parameter slices (all rs over one graph); each node
+ * runs on every rank in turn, and an all_reduce sums the ranks' inputs into
+ * each rank's output. A single evaluator refuses collectives. */
+nnc_status nnc_ref_run_ranks(nnc_ref *rs, int n, nnc_error *err);
+/* Rank `rank`'s slice (sh) of a parameter whose whole value full has shape
+ * full_shape (rank_dims dims), into dst (the slice's elements). */
+void nnc_ref_shard_slice(const double *full, int rank_dims, const int64_t *full_shape, const nnc_shard *sh, int rank,
+                         double *dst);
+
 /* max |a - b| / max(max |b|, tiny) over n elements; +inf if any is NaN. */
 double nnc_ref_rel_error(const double *a, const double *b, int64_t n);
 
