@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages nnc needs to build and test, when missing.
 set -euo pipefail
 pkgs=(gcc make meson ninja-build pkg-config liblua5.4-dev lua5.4 libcmocka-dev
-      ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclang-14-dev clang-19)
+      ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclang-14-dev clang-19
+      openmpi-bin libopenmpi-dev)
 missing=()
 # pip fetches the CUDA 12 pieces of the Volta check (tests/volta_toolchain.sh)
 python3 -m pip --version > /dev/null 2>&1 || pkgs+=(python3-pip)
