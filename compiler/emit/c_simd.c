@@ -79,14 +79,16 @@ static void pick_isa(ec_ctx *x) {
   else snprintf(x->cflags, sizeof x->cflags, "-DNNC_ISA_GENERIC");
 }
 
-static nnc_status copy_embedded(const char *dir, nnc_error *err) {
+static nnc_status copy_embedded(const char *dir, bool mpi, nnc_error *err) {
   for (int i = 0; i < nnc_embedded_count; i++) {
     const nnc_embedded_file *f = &nnc_embedded_files[i];
     /* the GPU targets' kernels and runtime backends */
     if (strncmp(f->path, "cuda/", 5) == 0 || strncmp(f->path, "runtime/cuda/", 13) == 0 ||
-        strncmp(f->path, "opencl/", 7) == 0)
+        strncmp(f->path, "opencl/", 7) == 0 || (!mpi && strncmp(f->path, "mpi/", 4) == 0))
       continue;
-    nnc_status st = nnc_emit_write_file(dir, f->path, f->data, f->size, err);
+    /* a parallel plan's MPI communicator joins the runtime */
+    const char *path = strncmp(f->path, "mpi/", 4) == 0 ? f->path + 4 : f->path;
+    nnc_status st = nnc_emit_write_file(dir, path, f->data, f->size, err);
     if (st) return st;
   }
   return NNC_OK;
@@ -113,7 +115,7 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st && r->train) st = ec_write_train_main(&x, dir, &x.train_main, err);
   if (!st) st = ec_write_gen_main(&x, dir, err);
   if (!st) st = cs_write_build(&x, dir, err);
-  if (!st) st = copy_embedded(dir, err);
+  if (!st) st = copy_embedded(dir, r->s->g->ranks > 1, err);
   /* a code-generation bug stops here, with its kernel, not in the user's build */
   char src[80];
   snprintf(src, sizeof src, "%s.c", x.p);

@@ -27,6 +27,8 @@ nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
 void cs_emit_rows_fns(const ec_ctx *x, int ki, const char *rows, const char *cols, nnc_sb *body, nnc_sb *b);
 nnc_status cs_emit_rope(const ec_ctx *x, int k, nnc_sb *b);
 nnc_status cs_emit_kv_append(const ec_ctx *x, int k, nnc_sb *b);
+/* An all_reduce kernel: a call to the model's communicator (emit_collective.c). */
+nnc_status cs_emit_all_reduce(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that
  * raise `need` (GEMM and attention only). */
 void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);

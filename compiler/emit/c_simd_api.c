@@ -25,7 +25,8 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
     p, p, model, x->r->target->name, x->isa, s->nk, (long long)s->plan.peak);
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdatomic.h>\n#include <stdio.h>\n"
                    "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s.h\"\n#include \"kernels/nnc_simd.h\"\n"
-                   "#include \"runtime/nnrt.h\"\n#include \"support/nnc_glue.h\"\n\n", p);
+                   "#include \"runtime/nnrt.h\"\n%s#include \"support/nnc_glue.h\"\n\n", p,
+                g->ranks > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n\n", g->nparams, s->nk, g->nsyms);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
                    " * (also in weights_manifest.json). */\n");
@@ -54,6 +55,9 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
     "  char err[512];\n", p, g->nparams ? g->nparams : 1, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
     s->nk ? s->nk : 1, p);
   if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;               /* prepare() has run on these weights */\n");
+  if (g->ranks > 1)
+    nnc_sb_printf(b, "  nnrt_comm *comm;            /* this rank's place among the plan's %d */\n"
+                     "  int own_comm;               /* made by create(), not given in the options */\n", g->ranks);
   if (x->r->train) cs_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -158,6 +162,20 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   if (ws.oom) b->oom = true;
   nnc_sb_free(&ws);
 
+  bool tp = g->ranks > 1;
+  const char *numel = tp ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
+  char comm_create[1024] = "";
+  if (tp)
+    snprintf(comm_create, sizeof comm_create,
+      "  /* the plan's ranks: the caller's communicator, else the launch's (mpirun) */\n"
+      "  m->comm = o->comm;\n"
+      "  if (!rc && !m->comm) {\n"
+      "    rc = nnrt_comm_mpi_create(&m->comm, &e);\n"
+      "    m->own_comm = !rc;\n"
+      "  }\n"
+      "  if (!rc && m->comm->world != %d)\n"
+      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=tp:%d), launched with %%d (mpirun -np %d)\",\n"
+      "                     m->comm->world);\n", g->ranks, g->ranks, g->ranks, g->ranks);
   nnc_sb_printf(b,
     "int %s_create(const %s_options *o, %s_model **out) {\n"
     "  %s_options def;\n"
@@ -185,8 +203,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  atomic_init(&m->busy, 0);\n"
     "  nnrt_error e = {0};\n"
     "  size_t wbytes = 0;\n"
-    "  for (int i = 0; i < NPARAMS; i++) wbytes += ((size_t)nnc_weights_numel(&manifest[i]) * 4 + 63) / 64 * 64;\n"
+    "  for (int i = 0; i < NPARAMS; i++) wbytes += ((size_t)%s * 4 + 63) / 64 * 64;\n"
     "  int rc = nnc_glue_pool_create(o->threads, &m->pool, &e);\n"
+    "%s"
     "  if (!rc) rc = nnrt_arena_create(arena_need(max), 256, &m->arena_handle, &e);\n"
     "  if (!rc) rc = nnrt_aligned_alloc(wbytes, 64, &m->weights, &e);\n"
     "  if (!rc) {\n"
@@ -195,7 +214,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    size_t off = 0;\n"
     "    for (int i = 0; i < NPARAMS; i++) {\n"
     "      m->w[i] = (unsigned char *)m->weights + off;\n"
-    "      off += ((size_t)nnc_weights_numel(&manifest[i]) * 4 + 63) / 64 * 64;\n"
+    "      off += ((size_t)%s * 4 + 63) / 64 * 64;\n"
     "    }\n"
     "    size_t ws = workspace_need(max, m->pool.nthreads);\n"
     "    if (ws && nnrt_aligned_alloc(ws, 64, &m->ws, &e)) rc = e.code;\n"
@@ -205,7 +224,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg[0] ? e.msg : \"out of memory\");\n"
     "    %s_destroy(m);\n    return rc;\n  }\n"
     "  *out = m;\n  return 0;\n}\n\n",
-    p, p, P, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "", p, p);
+    p, p, P, numel, comm_create, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "",
+    numel, p, p);
   nnc_sb_printf(b,
     "void %s_destroy(%s_model *m) {\n"
     "  if (!m) return;\n"
@@ -213,6 +233,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_arena_destroy(m->arena_handle);\n"
     "  nnrt_aligned_free(m->weights);\n"
     "  nnrt_aligned_free(m->ws);\n", p, p);
+  if (g->ranks > 1) nnc_sb_printf(b, "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n");
   if (x->r->train) cs_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b,
@@ -221,11 +242,14 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
     "  memset(m->loaded, 0, sizeof m->loaded);\n"
-    "  int rc = nnc_weights_load(st, manifest, NPARAMS, m->w, e);\n"
+    "  int rc = %s;\n"
     "  if (rc) return fail(m, rc, \"%%s\", e->msg);\n"
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
-    "  return 0;\n}\n\n", p, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
+    "  return 0;\n}\n\n", p,
+    tp ? "nnc_weights_load_shards(st, manifest, shards, m->comm->rank, NPARAMS, m->w, e)"
+       : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
+    ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
@@ -236,8 +260,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    if (strcmp(manifest[i].name, name) != 0) continue;\n"
     "    size_t n = (size_t)nnc_weights_numel(&manifest[i]);\n"
     "    if (count != n) return fail(m, %s_E_SIZE, \"%s_set_weight: %%s: expected %%zu values, found %%zu\", name, n, count);\n"
-    "    if (manifest[i].dtype == NNRT_F32) {\n"
-    "      if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
+    "    if (manifest[i].dtype == NNRT_F32) {\n%s"
     "    } else {\n"
     "      for (size_t k = 0; k < n; k++) ((int32_t *)m->w[i])[k] = to_i32(data[k]);\n"
     "    }\n"
@@ -246,7 +269,12 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    return 0;\n"
     "  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
-    p, p, P, P, p, P, p, ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
+    p, p, P, P, p, P, p,
+    tp ? "      /* the whole tensor given: this rank keeps its slice */\n"
+         "      if (shards[i].parts) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->comm->rank, m->w[i]);\n"
+         "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
+       : "      if (n) memcpy(m->w[i], data, n * sizeof *data);\n",
+    ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
     "/* Runs kernels (forward, or a training build's forward_only) on m. */\n"

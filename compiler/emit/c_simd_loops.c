@@ -295,6 +295,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
       n->op == NNC_OP_GRU_SCAN_GRAD)
     return cs_emit_recurrent(x, ki, b);
   if (n->op == NNC_OP_ROPE) return cs_emit_rope(x, ki, b);
+  if (n->op == NNC_OP_ALL_REDUCE) return cs_emit_all_reduce(x, ki, b);
   nnc_sb body;
   nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {

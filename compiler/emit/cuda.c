@@ -41,7 +41,8 @@ static nnc_status copy_embedded(const char *dir, nnc_error *err) {
   for (int i = 0; i < nnc_embedded_count; i++) {
     const nnc_embedded_file *f = &nnc_embedded_files[i];
     const char *path = f->path;
-    if (starts(path, "kernels/") || starts(path, "support/nnc_glue") || starts(path, "opencl/")) continue;
+    if (starts(path, "kernels/") || starts(path, "support/nnc_glue") || starts(path, "opencl/") || starts(path, "mpi/"))
+      continue;
     if (starts(path, "cuda/")) path += 5;
     nnc_status st = nnc_emit_write_file(dir, path, f->data, f->size, err);
     if (st) return st;

@@ -8,6 +8,8 @@ The destination comes from where the file lives in the nnc tree:
   templates/cuda/X     -> cuda/kernels/X (the CUDA emitter drops "cuda/")
   templates/opencl/X   -> opencl/kernels/X (pasted into <model>.cl)
   runtime/opencl/X     -> opencl/runtime/X (the OpenCL emitter writes runtime/opencl/X)
+  runtime/comm_mpi.c   -> mpi/runtime/comm_mpi.c (only a parallel plan's folder writes
+                          it, as runtime/comm_mpi.c: it needs mpi.h)
   runtime/X            -> runtime/X
   compiler/ir/X        -> check/ir/X
   compiler/ref/X       -> check/ref/X
@@ -19,6 +21,7 @@ import sys
 ROOTS = [
     ("templates/opencl/", "opencl/kernels/"),
     ("runtime/opencl/", "opencl/runtime/"),
+    ("runtime/comm_mpi.c", "mpi/runtime/comm_mpi.c"),
     ("templates/cuda/", "cuda/kernels/"),
     ("templates/c_simd/", "kernels/"),
     ("compiler/emit/support/", "support/"),
@@ -33,7 +36,7 @@ def destination(path):
     for marker, dest in ROOTS:
         i = p.rfind("/" + marker)
         if i >= 0:
-            return dest + p[i + 1 + len(marker):]
+            return dest + ("" if marker.endswith(".c") else p[i + 1 + len(marker):])
     sys.exit("embed_gen.py: %s is under none of %s" % (path, ", ".join(m for m, _ in ROOTS)))
 
 

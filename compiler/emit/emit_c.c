@@ -457,7 +457,7 @@ nnc_status ec_write_manifest(const ec_ctx *x, const char *dir, nnc_error *err) {
       else nnc_sb_printf(&b, "%c", *c);
     }
     nnc_sb_printf(&b, "\", \"dtype\": \"%s\", \"shape\": [", t->dtype == NNC_I32 ? "I32" : "F32");
-    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
+    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)ec_file_dim(t, d));
     nnc_sb_printf(&b, "]}%s\n", i + 1 < g->nparams ? "," : "");
   }
   nnc_sb_printf(&b, "  ]\n}\n");

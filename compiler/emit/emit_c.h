@@ -163,6 +163,9 @@ void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b);
  * writes its comment first), sym_names and compiled_max (nothing when the
  * model has no symbolic dims), and kernel_table (name, where, kind, ops). */
 void ec_emit_manifest(const ec_ctx *x, nnc_sb *b);
+/* Dim d of parameter t as the weights file holds it: the whole tensor's,
+ * for a parallel plan's slice too. */
+int64_t ec_file_dim(const nnc_tensor *t, int d);
 void ec_emit_sym_tables(const ec_ctx *x, nnc_sb *b);
 void ec_emit_kernel_table(const ec_ctx *x, nnc_sb *b);
 

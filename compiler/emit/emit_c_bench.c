@@ -56,7 +56,8 @@ static void tensor_row(nnc_sb *b, const nnc_tensor *t, int id) {
 }
 
 nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
-  const nnc_graph *g = x->g;
+  /* a parallel plan is checked against the model without it: whole weights, one process */
+  const nnc_graph *g = x->r->whole ? x->r->whole : x->g;
   nnc_sb b;
   nnc_sb_init(&b);
   char s[600], file[512];
@@ -292,7 +293,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     const nnc_tensor *t = &g->tensors[g->params[i]];
     nnc_sb_printf(&b, "  {\"%s\", %s, %d, {", nnc_emit_c_string(t->name, s, sizeof s), t->dtype == NNC_I32 ? "NNRT_I32" : "NNRT_F32",
                   t->rank);
-    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
+    for (int d = 0; d < t->rank; d++) nnc_sb_printf(&b, "%s%lld", d ? ", " : "", (long long)ec_file_dim(t, d));
     nnc_sb_printf(&b, "}},\n");
   }
   if (!g->nparams) nnc_sb_printf(&b, "  {\"\", NNRT_F32, 0, {0}},\n");

@@ -66,11 +66,15 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  %s_E_FORMAT = 5,   /* the weights do not fit the model (see weights_manifest.json) */\n"
     "  %s_E_NOMEM = 6,    /* out of memory or threads */\n"
     "  %s_E_DEVICE = 7,   /* the GPU or its driver failed, or there is no GPU */\n"
-    "  %s_E_INTERNAL = 8  /* a bug in the generated code: please report it */\n"
-    "};\n\n", P, P, P, P, P, P, P, P, P);
+    "  %s_E_INTERNAL = 8, /* a bug in the generated code: please report it */\n"
+    "  %s_E_COMM = 9      /* a parallel plan's ranks: a collective failed or a rank did not answer */\n"
+    "};\n\n", P, P, P, P, P, P, P, P, P, P);
   nnc_sb_printf(&b, "/* The model: an opaque handle. */\ntypedef struct %s_model %s_model;\n\n", p, p);
   nnc_sb_printf(&b, "/* Creation options. */\ntypedef struct %s_options {\n%s", p,
                 x->api_options ? x->api_options : "  int threads;   /* worker threads; 0: one per online CPU */\n");
+  if (g->ranks > 1)
+    nnc_sb_printf(&b, "  void *comm;    /* this rank's nnrt_comm (runtime/nnrt_comm.h) for the %d ranks of the plan;\n"
+                      "                    NULL: the model joins the launch's ranks itself (mpirun) */\n", g->ranks);
   for (int i = 0; i < g->nsyms; i++)
     nnc_sb_printf(&b, "  int64_t max_%s;   /* largest %s of any run, 1..%lld; 0: %lld */\n", x->sym[i], x->sym[i],
                   (long long)g->syms[i].max, (long long)g->syms[i].max);

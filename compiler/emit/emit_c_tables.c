@@ -15,11 +15,26 @@ void ec_emit_manifest(const ec_ctx *x, nnc_sb *b) {
     char name[600];
     nnc_sb_printf(b, "  {\"%s\", %s, %d, {", nnc_emit_c_string(t->name, name, sizeof name), ec_nnrt_dtype(t->dtype),
                   t->rank);
-    for (int d = 0; d < t->rank; d++) nnc_sb_printf(b, "%s%lld", d ? ", " : "", (long long)t->shape[d].k);
+    for (int d = 0; d < t->rank; d++) nnc_sb_printf(b, "%s%lld", d ? ", " : "", (long long)ec_file_dim(t, d));
     nnc_sb_printf(b, "}},\n");
   }
   if (!g->nparams) nnc_sb_printf(b, "  {\"\", NNRT_F32, 0, {0}},\n");
   nnc_sb_printf(b, "};\n");
+  if (g->ranks <= 1) return;
+  nnc_sb_printf(b, "\n/* Each weight's slice on this rank of the %d (the file holds them whole): along\n"
+                   " * axis, seen as groups x parts x chunk, rank r holds [:, r, :]; parts 0: whole. */\n"
+                   "static const nnc_weights_shard shards[%d] = {\n", g->ranks, g->nparams ? g->nparams : 1);
+  for (int i = 0; i < g->nparams; i++) {
+    const nnc_shard *sh = &g->tensors[g->params[i]].shard;
+    char name[600];
+    nnc_sb_printf(b, "  {%d, %d, %d},   /* %s */\n", sh->axis, sh->parts, sh->parts ? sh->groups : 0,
+                  nnc_emit_comment(g->tensors[g->params[i]].name, name, sizeof name));
+  }
+  nnc_sb_printf(b, "};\n");
+}
+
+int64_t ec_file_dim(const nnc_tensor *t, int d) {
+  return t->shape[d].k * (t->shard.parts && d == t->shard.axis ? t->shard.parts : 1);
 }
 
 void ec_emit_sym_tables(const ec_ctx *x, nnc_sb *b) {

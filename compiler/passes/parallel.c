@@ -27,6 +27,7 @@ enum { REPL, SPLIT, PARTIAL };
 typedef struct place {
   int kind;
   int axis, groups;   /* SPLIT */
+  int origin;         /* SPLIT: the linear node whose column split made it */
 } place;
 
 typedef struct plan_ctx {
@@ -36,7 +37,7 @@ typedef struct plan_ctx {
   place *pl;          /* per tensor */
 } plan_ctx;
 
-static const place repl = {REPL, 0, 1};
+static const place repl = {REPL, 0, 1, -1};
 
 static bool same(place a, place b) { return a.kind == b.kind && (a.kind != SPLIT || (a.axis == b.axis && a.groups == b.groups)); }
 
@@ -172,13 +173,13 @@ static bool propagate(const plan_ctx *c, const nnc_node *n, const place *pl, pla
     if (nsplit != 1 || pl[n->in[0]].kind != SPLIT) return false;
     if (n->op == NNC_OP_TRANSPOSE) {
       for (int i = 0; i < y->rank; i++)
-        if (n->attrs.perm[i] == s.axis) out[0] = (place){SPLIT, i, s.groups};
+        if (n->attrs.perm[i] == s.axis) out[0] = (place){SPLIT, i, s.groups, s.origin};
       return true;
     }
     if (n->op == NNC_OP_RESHAPE) {
       int b = reshape_axis(c, x, y, s);
       if (b < 0) return false;
-      out[0] = (place){SPLIT, b, s.groups};
+      out[0] = (place){SPLIT, b, s.groups, s.origin};
       return true;
     }
     if (n->op == NNC_OP_SPLIT) {
@@ -189,7 +190,7 @@ static bool propagate(const plan_ctx *c, const nnc_node *n, const place *pl, pla
       if (s.groups % n->nout != 0) return false;
       for (int i = 0; i < n->nout; i++) {
         if (!nnc_dim_eq(g->tensors[n->out[i]].shape[s.axis], g->tensors[n->out[0]].shape[s.axis])) return false;
-        out[i] = (place){SPLIT, s.axis, s.groups / n->nout};
+        out[i] = (place){SPLIT, s.axis, s.groups / n->nout, s.origin};
       }
       return true;
     }
@@ -199,36 +200,49 @@ static bool propagate(const plan_ctx *c, const nnc_node *n, const place *pl, pla
   }
 }
 
-/* Whether the column split of linear node `ln` (its output split along the
- * last axis in `groups`) reaches nothing but ops that take slices, up to
- * row-split linear layers, and no graph output. */
-static bool columns_fit(const plan_ctx *c, int ln, int groups) {
-  const nnc_graph *g = c->g;
-  const nnc_node *n = &g->nodes[ln];
+/* Whether linear node n can split its weight by output columns in
+ * `groups`: its weight and bias are its own and the columns divide. */
+static bool columns_divide(const plan_ctx *c, const nnc_node *n, int groups) {
   int64_t cols;
   int col, row;
   weight_axes(n, &col, &row);
-  if (!own_param(c, n->in[1]) || (n->nin > 2 && !own_param(c, n->in[2])) ||
-      !const_dim(&g->tensors[n->in[1]], col, &cols) || cols % ((int64_t)groups * c->n) != 0)
-    return false;
-  place *pl = calloc((size_t)g->ntensors, sizeof *pl);
-  if (!pl) return false;
-  pl[n->out[0]] = (place){SPLIT, g->tensors[n->out[0]].rank - 1, groups};
-  bool ok = true;
-  for (int ni = ln + 1; ok && ni < g->nnodes; ni++) {
-    const nnc_node *u = &g->nodes[ni];
-    bool reads = false, row_split = false;
-    for (int i = 0; i < u->nin; i++) reads = reads || pl[u->in[i]].kind != REPL;
-    if (u->dead || !reads) continue;
+  return own_param(c, n->in[1]) && (n->nin < 3 || own_param(c, n->in[2])) &&
+         const_dim(&c->g->tensors[n->in[1]], col, &cols) && cols % ((int64_t)groups * c->n) == 0;
+}
+
+/* One pass of the placements over the graph with the candidate column
+ * splits `cand`: returns how many candidates it had to drop (a split that
+ * reached an op that needs whole inputs, or a graph output). */
+static int place_all(plan_ctx *c, bool *cand, const int *groups) {
+  nnc_graph *g = c->g;
+  int dropped = 0;
+  for (int t = 0; t < g->ntensors; t++) c->pl[t] = repl;
+  for (int ni = 0; ni < g->nnodes; ni++) {
+    const nnc_node *n = &g->nodes[ni];
+    if (n->dead) continue;
     place out[NNC_MAX_IO];
-    ok = propagate(c, u, pl, out, &row_split);
-    for (int i = 0; ok && i < u->nout; i++) {
-      pl[u->out[i]] = out[i];
-      if (out[i].kind != REPL && nnc_graph_is_output(g, u->out[i])) ok = false;
+    bool row = false, whole_in = true;
+    for (int i = 0; i < n->nin; i++) whole_in = whole_in && c->pl[n->in[i]].kind == REPL;
+    if (cand[ni] && whole_in) {
+      out[0] = (place){SPLIT, g->tensors[n->out[0]].rank - 1, groups[ni], ni};
+    } else if (!propagate(c, n, c->pl, out, &row)) {
+      for (int i = 0; i < n->nin; i++)
+        if (c->pl[n->in[i]].kind == SPLIT && cand[c->pl[n->in[i]].origin]) {
+          cand[c->pl[n->in[i]].origin] = false;
+          dropped++;
+        }
+      for (int i = 0; i < n->nout; i++) out[i] = repl;
+    }
+    for (int i = 0; i < n->nout; i++) c->pl[n->out[i]] = out[i];
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    place q = c->pl[g->outputs[i].tensor];
+    if (q.kind == SPLIT && cand[q.origin]) {
+      cand[q.origin] = false;
+      dropped++;
     }
   }
-  free(pl);
-  return ok;
+  return dropped;
 }
 
 /* Replaces reads of tensor `from` by `to` in the nodes after node `after`
@@ -292,40 +306,34 @@ nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err
   plan_ctx c = {.g = g, .n = p->tp};
   nnc_status st = nnc_pass_check(g, err);
   if (!st) st = nnc_uses_build(g, &c.uses, err);
-  if (st) return st;
-  /* the tensors grow by the all_reduces and bias adds: room for two a node */
-  c.pl = calloc((size_t)(g->ntensors + 2 * g->nnodes + 1), sizeof *c.pl);
-  if (!c.pl) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "--parallel: out of memory");
-  int reduces = 0;
+  bool *cand = calloc((size_t)g->nnodes + 1, sizeof *cand);
+  int *groups = calloc((size_t)g->nnodes + 1, sizeof *groups);
+  int *rows = calloc((size_t)g->nnodes + 1, sizeof *rows);
+  c.pl = calloc((size_t)g->ntensors + 1, sizeof *c.pl);
+  if (!st && (!cand || !groups || !rows || !c.pl)) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "--parallel: out of memory");
+  /* every linear that could split by columns does, then those whose slices
+   * reach what needs whole tensors are dropped until none is */
+  for (int ni = 0; !st && ni < g->nnodes; ni++) {
+    const nnc_node *n = &g->nodes[ni];
+    if (n->dead || n->op != NNC_OP_LINEAR) continue;
+    groups[ni] = groups_of(&c, n->out[0]);
+    cand[ni] = columns_divide(&c, n, groups[ni]);
+  }
+  for (int round = 0; !st && round <= g->nnodes && place_all(&c, cand, groups); round++) {}
+  /* the plan: column splits slice their weights, row splits are listed */
+  int nrows = 0;
   for (int ni = 0; !st && ni < g->nnodes; ni++) {
     nnc_node *n = &g->nodes[ni];
-    if (n->dead) continue;
-    place out[NNC_MAX_IO];
-    bool row = false;
-    if (!propagate(&c, n, c.pl, out, &row)) {
-      st = nnc_errorf(err, NNC_E_INTERNAL, n->loc, "--parallel: %s (%s) cannot take the slices the plan gave it",
-                      nnc_op_info_of(n->op)->name, n->label);
-      break;
+    if (n->dead || n->op != NNC_OP_LINEAR) continue;
+    int col, row;
+    weight_axes(n, &col, &row);
+    place x = c.pl[n->in[0]], y = c.pl[n->out[0]];
+    if (y.kind == SPLIT && x.kind == REPL) {
+      st = shard_param(&c, n->in[1], col, groups[ni], err);
+      if (!st && n->nin > 2) st = shard_param(&c, n->in[2], 0, groups[ni], err);
+    } else if (x.kind == SPLIT) {
+      rows[nrows++] = ni;
     }
-    if (row) {
-      /* the nodes after it move: their uses are found again */
-      st = row_split(&c, &ni, err);
-      nnc_uses_free(&c.uses);
-      if (!st) st = nnc_uses_build(g, &c.uses, err);
-      reduces++;
-      continue;
-    }
-    bool whole_in = true;
-    for (int i = 0; i < n->nin; i++) whole_in = whole_in && c.pl[n->in[i]].kind == REPL;
-    int groups = n->op == NNC_OP_LINEAR && whole_in ? groups_of(&c, n->out[0]) : 1;
-    if (n->op == NNC_OP_LINEAR && whole_in && columns_fit(&c, ni, groups)) {
-      int col, rw;
-      weight_axes(n, &col, &rw);
-      st = shard_param(&c, n->in[1], col, groups, err);
-      if (!st && n->nin > 2) st = shard_param(&c, n->in[2], 0, groups, err);
-      out[0] = (place){SPLIT, g->tensors[n->out[0]].rank - 1, groups};
-    }
-    for (int i = 0; i < n->nout; i++) c.pl[n->out[i]] = out[i];
   }
   /* every split value's shape becomes its slice's */
   for (int t = 0; !st && t < g->ntensors; t++) {
@@ -337,12 +345,20 @@ nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err
                       c.pl[t].axis + 1);
     else x->shape[c.pl[t].axis] = nnc_dim_const(v / c.n);
   }
-  if (!st && !reduces)
+  /* the all_reduces, from the last: inserting one moves only the nodes after it */
+  for (int i = nrows - 1; !st && i >= 0; i--) {
+    int ln = rows[i];
+    st = row_split(&c, &ln, err);
+  }
+  if (!st && !nrows)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected linear layers to split (pairs whose "
                     "first one's output columns divide by %d), found none in %s", c.n, c.n, g->name ? g->name : "the model");
   if (!st) g->ranks = c.n;
   nnc_uses_free(&c.uses);
   free(c.pl);
+  free(cand);
+  free(groups);
+  free(rows);
   if (!st) st = nnc_pass_check(g, err);
   return st;
 }

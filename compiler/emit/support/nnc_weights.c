@@ -10,6 +10,23 @@ int64_t nnc_weights_numel(const nnrt_st_desc *d) {
   return n;
 }
 
+int64_t nnc_weights_shard_numel(const nnrt_st_desc *d, const nnc_weights_shard *s) {
+  return s->parts ? nnc_weights_numel(d) / s->parts : nnc_weights_numel(d);
+}
+
+void nnc_weights_slice(const void *full, size_t elem, const nnrt_st_desc *d, const nnc_weights_shard *s, int rank,
+                       void *dst) {
+  int64_t outer = 1, inner = 1, len = d->shape[s->axis];
+  for (int i = 0; i < s->axis; i++) outer *= d->shape[i];
+  for (int i = s->axis + 1; i < d->rank; i++) inner *= d->shape[i];
+  int64_t chunk = len / ((int64_t)s->groups * s->parts), run = chunk * inner;
+  const unsigned char *src = full;
+  unsigned char *out = dst;
+  for (int64_t o = 0; o < outer; o++)
+    for (int g = 0; g < s->groups; g++, out += (size_t)run * elem)
+      memcpy(out, src + (size_t)((o * len + ((int64_t)g * s->parts + rank) * chunk) * inner) * elem, (size_t)run * elem);
+}
+
 static int accepts(nnrt_dtype want, nnrt_dtype got) {
   return got == want || (want == NNRT_F32 && (got == NNRT_F16 || got == NNRT_BF16));
 }
@@ -37,6 +54,43 @@ nnrt_status nnc_weights_load(const nnrt_st *st, const nnrt_st_desc *manifest, in
       rc = nnrt_st_copy_f32(st, t, dst[i], count, err);
     else
       rc = nnrt_st_copy(st, t, dst[i], count * nnrt_dtype_size(manifest[i].dtype), err);
+  }
+  return rc;
+}
+
+/* safetensors files are little-endian: raw bytes are f32 values only on such a host */
+static int little_endian(void) {
+  const uint16_t one = 1;
+  return *(const unsigned char *)&one;
+}
+
+nnrt_status nnc_weights_load_shards(const nnrt_st *st, const nnrt_st_desc *manifest, const nnc_weights_shard *shards,
+                                    int rank, int n, void *const *dst, nnrt_error *err) {
+  /* the whole tensors are checked as nnc_weights_load checks them; tensors
+   * kept whole load through it, one at a time */
+  nnrt_status rc = NNRT_OK;
+  for (int i = 0; i < n && rc == NNRT_OK; i++) {
+    if (!shards[i].parts) {
+      rc = nnc_weights_load(st, &manifest[i], 1, &dst[i], err);
+      continue;
+    }
+    const nnrt_st_tensor *t = NULL;
+    rc = nnrt_st_find(st, manifest[i].name, &t, err);
+    if (rc) break;
+    nnrt_st_desc want = manifest[i];
+    if (accepts(manifest[i].dtype, t->dtype)) want.dtype = t->dtype;
+    rc = nnrt_st_check(st, &want, 1, NULL, 0, err);
+    if (rc) break;
+    if (t->dtype == manifest[i].dtype && little_endian()) {
+      nnc_weights_slice(t->data, (size_t)nnrt_dtype_size(t->dtype), &manifest[i], &shards[i], rank, dst[i]);
+      continue;
+    }
+    size_t count = (size_t)nnc_weights_numel(&manifest[i]);
+    float *whole = malloc(count * sizeof *whole + 1);
+    if (!whole) return nnrt_errorf(err, NNRT_E_NOMEM, "out of memory converting %s to f32", manifest[i].name);
+    rc = nnrt_st_copy_f32(st, t, whole, count, err);
+    if (!rc) nnc_weights_slice(whole, sizeof *whole, &manifest[i], &shards[i], rank, dst[i]);
+    free(whole);
   }
   return rc;
 }

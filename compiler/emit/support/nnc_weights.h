@@ -21,6 +21,25 @@ nnrt_status nnc_weights_load(const nnrt_st *st, const nnrt_st_desc *manifest, in
 /* Elements of one manifest entry. */
 int64_t nnc_weights_numel(const nnrt_st_desc *d);
 
+/* A parallel plan's slice of one weight (nnc_shard in nnc's IR): along
+ * `axis`, seen as groups x parts x chunk, rank r holds [:, r, :]; parts 0:
+ * the whole tensor. The manifest keeps the file's (whole) shapes. */
+typedef struct nnc_weights_shard {
+  int axis, parts, groups;
+} nnc_weights_shard;
+
+/* Elements of rank's slice of a manifest entry. */
+int64_t nnc_weights_shard_numel(const nnrt_st_desc *d, const nnc_weights_shard *s);
+/* Copies rank's slice of the whole tensor `full` (elements of elem bytes,
+ * shaped as d) to dst. */
+void nnc_weights_slice(const void *full, size_t elem, const nnrt_st_desc *d, const nnc_weights_shard *s, int rank,
+                       void *dst);
+/* nnc_weights_load for one rank of a parallel plan: dst[i] receives rank's
+ * slice of tensor i (as f32 for an F32 entry). An F32 tensor is sliced
+ * straight from the mapped file, so a rank reads only its own pages. */
+nnrt_status nnc_weights_load_shards(const nnrt_st *st, const nnrt_st_desc *manifest, const nnc_weights_shard *shards,
+                                    int rank, int n, void *const *dst, nnrt_error *err);
+
 #ifdef __cplusplus
 }
 #endif

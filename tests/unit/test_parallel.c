@@ -1,0 +1,199 @@
+/* tests/unit/test_parallel.c — the tensor-parallel plan (passes/parallel.c).
+ *
+ * Each model is loaded twice at odd sizes: whole, and under tp:N. The float64
+ * reference runs the whole graph once and the plan's graph for its N ranks
+ * together (each rank given its slices of the same random weights, the
+ * all_reduces summing across them); every output of every rank must equal
+ * the whole graph's. The plan's shape is checked too: which weights split,
+ * along which axis, and one all_reduce after each split pair. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "ref/ref.h"
+
+#ifndef NNC_SOURCE_ROOT
+#define NNC_SOURCE_ROOT "."
+#endif
+
+static void load(nnc_graph *g, const char *name, const char *const *defines, int ndefines, const char *parallel) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
+  nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines};
+  nnc_error err = {0};
+  nnc_parallel p;
+  nnc_graph_init(g);
+  nnc_status st = nnc_frontend_load(&o, g, &err);
+  if (!st) st = nnc_pass_check(g, &err);
+  if (!st) st = nnc_parallel_parse(parallel, &p, &err);
+  if (!st) st = nnc_pass_parallel(g, &p, &err);
+  if (st) fail_msg("%s under %s: %s", name, parallel ? parallel : "no plan", err.msg);
+}
+
+static int count_op(const nnc_graph *g, nnc_op op) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) n += !g->nodes[i].dead && g->nodes[i].op == op;
+  return n;
+}
+
+static const nnc_tensor *param(const nnc_graph *g, const char *name) {
+  for (int i = 0; i < g->nparams; i++)
+    if (strcmp(g->tensors[g->params[i]].name, name) == 0) return &g->tensors[g->params[i]];
+  fail_msg("no parameter %s", name);
+  return NULL;
+}
+
+/* The plan's ranks against the whole graph, on the same random values;
+ * returns the largest relative error over every rank's outputs. */
+static double ranks_vs_whole(const nnc_graph *whole, const nnc_graph *plan, int n, const int64_t *sym) {
+  nnc_error err = {0};
+  nnc_ref ref;
+  if (nnc_ref_init(&ref, whole, sym, &err) || nnc_ref_random_inputs(&ref, 7, &err) || nnc_ref_run_graph(&ref, &err))
+    fail_msg("whole graph: %s", err.msg);
+  nnc_ref *rs = calloc((size_t)n, sizeof *rs);
+  assert_non_null(rs);
+  assert_int_equal(whole->ninputs, plan->ninputs);
+  assert_int_equal(whole->nparams, plan->nparams);
+  for (int r = 0; r < n; r++) {
+    if (nnc_ref_init(&rs[r], plan, sym, &err)) fail_msg("rank %d: %s", r, err.msg);
+    for (int i = 0; i < plan->ninputs; i++) {
+      int64_t e = nnc_ref_elems(&ref, whole->inputs[i]);
+      double *dst = nnc_ref_alloc(&rs[r], plan->inputs[i]);
+      assert_non_null(dst);
+      memcpy(dst, ref.val[whole->inputs[i]], (size_t)e * sizeof *dst);
+    }
+    for (int i = 0; i < plan->nparams; i++) {
+      const nnc_tensor *wt = &whole->tensors[whole->params[i]], *pt = &plan->tensors[plan->params[i]];
+      assert_string_equal(wt->name, pt->name);
+      double *dst = nnc_ref_alloc(&rs[r], plan->params[i]);
+      assert_non_null(dst);
+      const double *src = ref.val[whole->params[i]];
+      if (!pt->shard.parts) {
+        memcpy(dst, src, (size_t)nnc_ref_elems(&ref, whole->params[i]) * sizeof *dst);
+        continue;
+      }
+      int64_t shape[NNC_MAX_RANK];
+      for (int d = 0; d < wt->rank; d++) shape[d] = nnc_dim_eval(wt->shape[d], sym);
+      nnc_ref_shard_slice(src, wt->rank, shape, &pt->shard, r, dst);
+    }
+  }
+  if (nnc_ref_run_ranks(rs, n, &err)) fail_msg("ranks: %s", err.msg);
+  double worst = 0;
+  for (int r = 0; r < n; r++)
+    for (int o = 0; o < plan->noutputs; o++) {
+      int64_t e = nnc_ref_elems(&ref, whole->outputs[o].tensor);
+      assert_int_equal(e, nnc_ref_elems(&rs[r], plan->outputs[o].tensor));
+      double d = nnc_ref_rel_error(rs[r].val[plan->outputs[o].tensor], ref.val[whole->outputs[o].tensor], e);
+      if (d > worst) worst = d;
+    }
+  for (int r = 0; r < n; r++) nnc_ref_free(&rs[r]);
+  free(rs);
+  nnc_ref_free(&ref);
+  return worst;
+}
+
+static void check_model(const char *name, const char *const *defines, int ndefines, const char *plan, int n,
+                        int want_reduces) {
+  nnc_graph whole, split;
+  load(&whole, name, defines, ndefines, NULL);
+  load(&split, name, defines, ndefines, plan);
+  assert_int_equal(split.ranks, n);
+  assert_int_equal(count_op(&split, NNC_OP_ALL_REDUCE), want_reduces);
+  int64_t sym[8];
+  for (int i = 0; i < split.nsyms; i++) sym[i] = split.syms[i].max > 3 ? 3 : split.syms[i].max;
+  double e = ranks_vs_whole(&whole, &split, n, sym);
+  if (e > 1e-12) fail_msg("%s %s: the ranks' outputs differ from the whole graph's by %g", name, plan, e);
+  nnc_graph_free(&whole);
+  nnc_graph_free(&split);
+}
+
+static void test_gpt2_tp(void **state) {
+  (void)state;
+  const char *d[] = {"layers=2", "d=36", "heads=6", "vocab=53", "ctx=9", "batch=3"};
+  check_model("gpt2", d, 6, "tp:2", 2, 4);
+  check_model("gpt2", d, 6, "tp:3", 3, 4);
+  check_model("gpt2", d, 6, "tp:6", 6, 4);
+  nnc_graph g;
+  load(&g, "gpt2", d, 6, "tp:3");
+  /* q|k|v split by heads within each of the three, c_proj by input rows, wte whole (tied to the head) */
+  const nnc_tensor *attn = param(&g, "h.0.attn.c_attn.weight"), *bias = param(&g, "h.0.attn.c_attn.bias");
+  assert_int_equal(attn->shard.axis, 1);
+  assert_int_equal(attn->shard.parts, 3);
+  assert_int_equal(attn->shard.groups, 3);
+  assert_true(nnc_dim_eq_const(attn->shape[1], 36));
+  assert_int_equal(bias->shard.groups, 3);
+  const nnc_tensor *proj = param(&g, "h.1.mlp.c_proj.weight");
+  assert_int_equal(proj->shard.axis, 0);
+  assert_int_equal(proj->shard.groups, 1);
+  assert_true(nnc_dim_eq_const(proj->shape[0], 48));
+  assert_int_equal(param(&g, "h.1.mlp.c_proj.bias")->shard.parts, 0);
+  assert_int_equal(param(&g, "wte.weight")->shard.parts, 0);
+  assert_int_equal(param(&g, "ln_f.weight")->shard.parts, 0);
+  nnc_graph_free(&g);
+}
+
+static void test_bert_tp(void **state) {
+  (void)state;
+  const char *d[] = {"layers=2", "hidden=20", "heads=4", "intermediate=28", "vocab=31", "positions=9", "seq=7",
+                     "batch=2"};
+  check_model("bert", d, 8, "tp:2", 2, 4);
+  check_model("bert", d, 8, "tp:4", 4, 4);
+}
+
+static void test_mlp_tp(void **state) {
+  (void)state;
+  /* three layers: the first two pair up; the last one's output is the
+   * graph's, so it stays whole */
+  const char *d[] = {"batch=3", "pixels=13", "hidden1=10", "hidden2=6", "classes=3"};
+  check_model("mlp", d, 5, "tp:2", 2, 1);
+}
+
+/* A plan that finds nothing to split, and bad option text. */
+static void test_refusals(void **state) {
+  (void)state;
+  nnc_parallel p;
+  nnc_error err = {0};
+  assert_int_equal(nnc_parallel_parse("tp:0", &p, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "tp:N"));
+  assert_int_equal(nnc_parallel_parse("tp:2,xx:3", &p, &err), NNC_E_USAGE);
+  assert_int_equal(nnc_parallel_parse("tp:", &p, &err), NNC_E_USAGE);
+  assert_int_equal(nnc_parallel_parse("tp:2,dp:4", &p, &err), NNC_OK);
+  assert_int_equal(p.tp, 2);
+  assert_int_equal(p.dp, 4);
+  assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
+  p.dp = 1;
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_int_equal(nnc_parallel_supported(&p, false, false, "opencl", false, &err), NNC_E_TARGET);
+  assert_non_null(strstr(err.msg, "opencl"));
+  /* width 7: neither q|k|v (3 x 7 columns) nor the MLP (28) split 3 ways, and the plan says so */
+  char path[512];
+  snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);
+  const char *d[] = {"layers=1", "d=7", "heads=1", "vocab=11", "ctx=4", "batch=1"};
+  nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = 6};
+  nnc_graph g;
+  nnc_graph_init(&g);
+  assert_int_equal(nnc_frontend_load(&o, &g, &err), NNC_OK);
+  p.tp = 3;
+  assert_int_equal(nnc_pass_parallel(&g, &p, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "found none"));
+  nnc_graph_free(&g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_gpt2_tp),
+    cmocka_unit_test(test_bert_tp),
+    cmocka_unit_test(test_mlp_tp),
+    cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
