@@ -173,7 +173,14 @@ nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
   }
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *x = &g->tensors[g->params[i]];
-    fprintf(f, "param  t%d %s %s\n", g->params[i], x->name, type_str(g, g->params[i], t));
+    fprintf(f, "param  t%d %s %s", g->params[i], x->name, type_str(g, g->params[i], t));
+    /* a parallel plan's slice: which part of the file's tensor this rank holds */
+    if (x->shard.parts && x->shard.groups > 1)
+      fprintf(f, "  (a rank's slice: 1/%d of dim %d in each of its %d groups)", x->shard.parts, x->shard.axis + 1,
+              x->shard.groups);
+    else if (x->shard.parts)
+      fprintf(f, "  (a rank's slice: 1/%d of dim %d)", x->shard.parts, x->shard.axis + 1);
+    fprintf(f, "\n");
   }
   for (int i = 0; i < g->nstates; i++) {
     const nnc_tensor *x = &g->tensors[g->states[i]];
