@@ -350,10 +350,22 @@ static nnrt_status setup(nnrt_comm *c, nnrt_error *err) {
   }
   char what[64];
   snprintf(what, sizeof what, "joining the NCCL communicator (GPU %d)", m->device);
-  s = settle(c, r, what, err);
-  /* every rank has read the id once all joined: a stale file would only
-   * mislead the next job */
-  if (s == NNRT_OK && c->rank == 0 && c->world > 1 && l.rendezvous[0] && !l.from_mpi) remove(l.rendezvous);
+  return settle(c, r, what, err);
+}
+
+/* setup, then rank 0 removes the rendezvous file it wrote: once all joined
+ * every rank has read it, and after a failure a stale file would only
+ * mislead the next job. */
+static nnrt_status setup_and_tidy(nnrt_comm *c, nnrt_error *err) {
+  nnrt_status s = setup(c, err);
+  const char *path = getenv("NNC_RENDEZVOUS");
+  bool used_file = c->rank == 0 && c->world > 1 && path && *path;
+#ifdef NNRT_COMM_WITH_MPI
+  nnrt_comm_launch l;
+  nnrt_error ignored;
+  if (nnrt_comm_launch_read(&l, &ignored) == NNRT_OK && l.from_mpi) used_file = false;
+#endif
+  if (used_file) remove(path);
   return s;
 }
 
@@ -370,7 +382,7 @@ nnrt_status nnrt_comm_nccl_create(nnrt_comm **out, nnrt_error *err) {
   c->ops = &nccl_ops;
   c->impl = m;
   c->world = 1;
-  nnrt_status s = setup(c, err);
+  nnrt_status s = setup_and_tidy(c, err);
   if (s != NNRT_OK) {
     /* a peer that failed us may never reach MPI_Finalize: do not wait */
     if (s == NNRT_E_COMM) m->broken = true;
