@@ -82,6 +82,10 @@ static void upload(nnrt_comm *c, nnrt_dtype t, bufs *b, void *dev, size_t n, int
     }                                                                                           \
   } while (0)
 
+/* The uploads and the poison go through the legacy default stream, which a
+ * non-blocking stream does not wait for: finish them before a collective. */
+static void ready(void) { CUDA(cudaDeviceSynchronize()); }
+
 static void call_ok(nnrt_status s, const nnrt_error *e, const char *what) {
   CHECK(s == NNRT_OK, "%s: %s: %s", what, nnrt_status_name(s), e->msg);
 }
@@ -94,21 +98,25 @@ static void check_all(nnrt_comm *c, cudaStream_t stream, bufs *b, nnrt_dtype t, 
     snprintf(what, sizeof what, "all_reduce %s %s n=%zu", nnrt_reduce_name((nnrt_reduce)op), nnrt_dtype_name(t), n);
     upload(c, t, b, b->dev_a, n, c->rank);
     CUDA(cudaMemset(b->dev_b, 0x7F, n * sz));
+    ready();
     call_ok(nnrt_comm_all_reduce(c, b->dev_a, b->dev_b, n, t, (nnrt_reduce)op, stream, &e), &e, what);
     EXPECT(what, b->dev_b, n, reduce((nnrt_reduce)op, c->world, i));
     /* in place */
+    ready();
     call_ok(nnrt_comm_all_reduce(c, b->dev_a, b->dev_a, n, t, (nnrt_reduce)op, stream, &e), &e, what);
     EXPECT(what, b->dev_a, n, reduce((nnrt_reduce)op, c->world, i));
 
     snprintf(what, sizeof what, "reduce_scatter %s %s n=%zu", nnrt_reduce_name((nnrt_reduce)op), nnrt_dtype_name(t), n);
     upload(c, t, b, b->dev_a, w * n, c->rank);
     CUDA(cudaMemset(b->dev_b, 0x7F, n * sz));
+    ready();
     call_ok(nnrt_comm_reduce_scatter(c, b->dev_a, b->dev_b, n, t, (nnrt_reduce)op, stream, &e), &e, what);
     EXPECT(what, b->dev_b, n, reduce((nnrt_reduce)op, c->world, r * n + i));
   }
   snprintf(what, sizeof what, "all_gather %s n=%zu", nnrt_dtype_name(t), n);
   upload(c, t, b, b->dev_a, n, c->rank);
   CUDA(cudaMemset(b->dev_b, 0x7F, w * n * sz));
+  ready();
   call_ok(nnrt_comm_all_gather(c, b->dev_a, b->dev_b, n, t, stream, &e), &e, what);
   EXPECT(what, b->dev_b, w * n, value((int)(i / n), i % n));
 
@@ -116,6 +124,7 @@ static void check_all(nnrt_comm *c, cudaStream_t stream, bufs *b, nnrt_dtype t, 
   snprintf(what, sizeof what, "broadcast %s n=%zu from %d", nnrt_dtype_name(t), n, root);
   if (c->rank == root) upload(c, t, b, b->dev_a, n, root);
   else CUDA(cudaMemset(b->dev_a, 0x7F, n * sz));
+  ready();
   call_ok(nnrt_comm_broadcast(c, b->dev_a, n, t, root, stream, &e), &e, what);
   EXPECT(what, b->dev_a, n, value(root, i));
 }
