@@ -115,7 +115,7 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (!st && r->train) st = ec_write_train_main(&x, dir, &x.train_main, err);
   if (!st) st = ec_write_gen_main(&x, dir, err);
   if (!st) st = cs_write_build(&x, dir, err);
-  if (!st) st = copy_embedded(dir, r->s->g->ranks > 1, err);
+  if (!st) st = copy_embedded(dir, x.world > 1, err);
   /* a code-generation bug stops here, with its kernel, not in the user's build */
   char src[80];
   snprintf(src, sizeof src, "%s.c", x.p);

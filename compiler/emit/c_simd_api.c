@@ -26,7 +26,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdatomic.h>\n#include <stdio.h>\n"
                    "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s.h\"\n#include \"kernels/nnc_simd.h\"\n"
                    "#include \"runtime/nnrt.h\"\n%s#include \"support/nnc_glue.h\"\n\n", p,
-                g->ranks > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "");
+                x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n\n", g->nparams, s->nk, g->nsyms);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
                    " * (also in weights_manifest.json). */\n");
@@ -55,9 +55,9 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
     "  char err[512];\n", p, g->nparams ? g->nparams : 1, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
     s->nk ? s->nk : 1, p);
   if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;               /* prepare() has run on these weights */\n");
-  if (g->ranks > 1)
+  if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;            /* this rank's place among the plan's %d */\n"
-                     "  int own_comm;               /* made by create(), not given in the options */\n", g->ranks);
+                     "  int own_comm;               /* made by create(), not given in the options */\n", x->world);
   if (x->r->train) cs_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -165,7 +165,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   bool tp = g->ranks > 1;
   const char *numel = tp ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
   char comm_create[1024] = "";
-  if (tp)
+  if (x->world > 1)
     snprintf(comm_create, sizeof comm_create,
       "  /* the plan's ranks: the caller's communicator, else the launch's (mpirun) */\n"
       "  m->comm = o->comm;\n"
@@ -174,8 +174,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
       "    m->own_comm = !rc;\n"
       "  }\n"
       "  if (!rc && m->comm->world != %d)\n"
-      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=tp:%d), launched with %%d (mpirun -np %d)\",\n"
-      "                     m->comm->world);\n", g->ranks, g->ranks, g->ranks, g->ranks);
+      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=%s:%d), launched with %%d (mpirun -np %d)\",\n"
+      "                     m->comm->world);\n", x->world, x->world, tp ? "tp" : "dp", x->world, x->world);
   nnc_sb_printf(b,
     "int %s_create(const %s_options *o, %s_model **out) {\n"
     "  %s_options def;\n"
@@ -233,7 +233,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_arena_destroy(m->arena_handle);\n"
     "  nnrt_aligned_free(m->weights);\n"
     "  nnrt_aligned_free(m->ws);\n", p, p);
-  if (g->ranks > 1) nnc_sb_printf(b, "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n");
+  if (x->world > 1) nnc_sb_printf(b, "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n");
   if (x->r->train) cs_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b,

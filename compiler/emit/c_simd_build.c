@@ -20,7 +20,7 @@ static void list_sources(const ec_ctx *x, nnc_sb *b, const char *folder, const c
     const char *p = nnc_embedded_files[i].path;
     if (starts(p, folder) && ends(p, ".c") && !starts(p, "runtime/cuda/")) nnc_sb_printf(b, "%s%s", sep, p);
   }
-  if (x->g->ranks > 1 && strcmp(folder, "runtime/") == 0) nnc_sb_printf(b, "%sruntime/comm_mpi.c", sep);
+  if (x->world > 1 && strcmp(folder, "runtime/") == 0) nnc_sb_printf(b, "%sruntime/comm_mpi.c", sep);
 }
 
 static void list_meson(const ec_ctx *x, nnc_sb *b, const char *folder) {
@@ -28,7 +28,7 @@ static void list_meson(const ec_ctx *x, nnc_sb *b, const char *folder) {
     const char *p = nnc_embedded_files[i].path;
     if (starts(p, folder) && ends(p, ".c") && !starts(p, "runtime/cuda/")) nnc_sb_printf(b, "  '%s',\n", p);
   }
-  if (x->g->ranks > 1 && strcmp(folder, "runtime/") == 0) nnc_sb_printf(b, "  'runtime/comm_mpi.c',\n");
+  if (x->world > 1 && strcmp(folder, "runtime/") == 0) nnc_sb_printf(b, "  'runtime/comm_mpi.c',\n");
 }
 
 static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *err) {
@@ -47,11 +47,11 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
     "# (kernels/, runtime/ and check/ are nnc's own sources, built as nnc builds\n"
     "# them, with -Wno-unused-parameter).\n\n",
     p, x->r->target->name, x->isa, p, p, p, x->cflags, x->cflags);
-  if (x->g->ranks > 1)
+  if (x->world > 1)
     nnc_sb_printf(&b, "# A parallel plan: the %d ranks talk over MPI (runtime/comm_mpi.c), so the\n"
                       "# compiler is MPI's wrapper (Debian: apt install libopenmpi-dev openmpi-bin);\n"
                       "# run with mpirun -np %d.\n"
-                      "ifeq ($(origin CC),default)\nCC = mpicc\nendif\n", x->g->ranks, x->g->ranks);
+                      "ifeq ($(origin CC),default)\nCC = mpicc\nendif\n", x->world, x->world);
   else
     nnc_sb_printf(&b, "CC ?= cc\n");
   nnc_sb_printf(&b, "CFLAGS ?= -O2 %s\nLDFLAGS ?=\n", x->cflags);
@@ -122,7 +122,7 @@ static nnc_status write_meson(const ec_ctx *x, const char *dir, nnc_error *err) 
     "project('%s', 'c', default_options : ['c_std=c11', 'warning_level=2', 'werror=true', 'buildtype=release'])\n\n"
     "cc = meson.get_compiler('c')\nm_dep = cc.find_library('m')\nthread_dep = dependency('threads')\n%s"
     "target_args = [", p, p,
-    x->g->ranks > 1 ? "# a parallel plan's ranks talk over MPI (runtime/comm_mpi.c)\n"
+    x->world > 1 ? "# a parallel plan's ranks talk over MPI (runtime/comm_mpi.c)\n"
                       "thread_dep = [thread_dep, dependency('mpi', language : 'c')]\n" : "");
   meson_args(&b, x->cflags);
   nnc_sb_printf(&b, "] + cc.get_supported_arguments('-fno-ipa-icf')   # GCC 12.2 folds identical functions wrongly\n"

@@ -114,6 +114,23 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  return 0;\n}\n\n",
     p, p, p, p, p, p);
+  if (x->world > 1)
+    nnc_sb_printf(b,
+      "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks, each\n"
+      " * rank's gradients summed into every rank's (in place), both over the\n"
+      " * model's communicator. */\n"
+      "static int train_mean_loss(%s_model *m, float *loss) {\n"
+      "  nnrt_error e = {0};\n"
+      "  if (nnrt_comm_all_reduce(m->comm, loss, loss, 1, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
+      "    return fail(m, %s_E_COMM, \"%s_train_accumulate: the loss over the ranks: %%s\", e.msg);\n"
+      "  *loss /= %d;\n"
+      "  return 0;\n}\n\n"
+      "static int train_all_reduce(%s_model *m) {\n"
+      "  nnrt_error e = {0};\n"
+      "  if (nnrt_comm_all_reduce(m->comm, m->grad, m->grad, (size_t)TRAIN_NUMEL, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
+      "    return fail(m, %s_E_COMM, \"%s_train_update: the gradients over the ranks: %%s\", e.msg);\n"
+      "  return 0;\n}\n\n",
+      x->world, p, x->P, p, x->world, p, x->P, p);
 }
 
 /* _save, _load, and the accessors of the state. */

@@ -26,6 +26,7 @@ typedef struct nnc_emit_request {
   bool train;                     /* --train: the graph is the training step (C SIMD adds train_step) */
   const nnc_graph *whole;         /* a parallel plan's graph before the plan (every weight whole): the
                                      graph bench --check evaluates; NULL: the schedule's graph */
+  int dp;                         /* --parallel=dp:M's M (training: the gradients summed over M ranks); 0 or 1: none */
 } nnc_emit_request;
 
 /* The implementations a target has for one kernel, for --tune=measure. */

@@ -72,9 +72,9 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_printf(&b, "/* The model: an opaque handle. */\ntypedef struct %s_model %s_model;\n\n", p, p);
   nnc_sb_printf(&b, "/* Creation options. */\ntypedef struct %s_options {\n%s", p,
                 x->api_options ? x->api_options : "  int threads;   /* worker threads; 0: one per online CPU */\n");
-  if (g->ranks > 1)
+  if (x->world > 1)
     nnc_sb_printf(&b, "  void *comm;    /* this rank's nnrt_comm (runtime/nnrt_comm.h) for the %d ranks of the plan;\n"
-                      "                    NULL: the model joins the launch's ranks itself (mpirun) */\n", g->ranks);
+                      "                    NULL: the model joins the launch's ranks itself (mpirun) */\n", x->world);
   for (int i = 0; i < g->nsyms; i++)
     nnc_sb_printf(&b, "  int64_t max_%s;   /* largest %s of any run, 1..%lld; 0: %lld */\n", x->sym[i], x->sym[i],
                   (long long)g->syms[i].max, (long long)g->syms[i].max);

@@ -165,13 +165,15 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
 
 void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
+  char nacc[64] = "nacc";
+  if (x->world > 1) snprintf(nacc, sizeof nacc, "(nacc * %d)", x->world);
   nnc_sb_printf(b,
     "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
     "  if (!m || !loss) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
     "  float *dst = m->grad;   /* the first micro-batch's gradients land in the sum */\n"
     "  if (!rc && m->nacc) rc = train_part(m, &dst);\n"
-    "  if (!rc) rc = train_pass(m, d, in, dst, loss);\n"
+    "  if (!rc) rc = train_pass(m, d, in, dst, loss);\n%s"
     "  if (!rc && m->nacc) rc = train_add_part(m);\n"
     "  /* a non-finite loss fails the update: no loss scale explains it */\n"
     "  if (!rc) m->bad_loss = (m->nacc && m->bad_loss) || !isfinite(*loss);\n"
@@ -181,7 +183,10 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  if (!m || !loss) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
     "  return rc ? rc : train_forward_pass(m, d, in, loss);\n}\n\n",
-    p, p, p, p, P, p, p, p, p, P);
+    p, p, p, p, P,
+    x->world > 1 ? "  /* every rank's loss, averaged: a rank's non-finite loss fails every rank's update */\n"
+                   "  if (!rc) rc = train_mean_loss(m, loss);\n" : "",
+    p, p, p, p, P);
   nnc_sb_printf(b,
     "int %s_train_update(%s_model *m, const %s_train_options *o, float *lr, float *grad_norm) {\n"
     "  if (!m || !o) return %s_E_ARG;\n"
@@ -191,19 +196,19 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "    return fail(m, %s_E_STATE, \"%s_train_update: no gradient since the last update (call %s_train_accumulate \"\n"
     "                \"first)\");\n"
     "  const int nacc = m->nacc;\n"
-    "  m->nacc = 0;\n"
+    "  m->nacc = 0;\n%s"
     "  double ss = 0;\n"
     "  rc = train_sum_squares(m, &ss);\n"
     "  if (rc) return rc;\n"
     "  if (m->bad_loss)\n"
     "    return fail(m, %s_E_ARG, \"%s_train_update: a micro-batch's loss was not finite; the weights are unchanged\");\n"
-    "  /* the norm of the mean over the micro-batches, the loss scale divided out */\n"
-    "  const double norm = sqrt(ss) / nacc / m->loss_scale;\n"
+    "  /* the norm of the mean over the micro-batches%s, the loss scale divided out */\n"
+    "  const double norm = sqrt(ss) / %s / m->loss_scale;\n"
     "  if (grad_norm) *grad_norm = (float)norm;\n"
     "  if (!isfinite(norm) && dynamic_scale(o)) return skip_update(m, lr);\n"
     "  if (!isfinite(norm))\n"
     "    return fail(m, %s_E_ARG, \"%s_train_update: the gradient norm is %%g; the weights are unchanged\", norm);\n"
-    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / nacc / m->loss_scale);\n"
+    "  const float scale = (float)((o->clip > 0 && norm > o->clip ? o->clip / norm : 1.0) / %s / m->loss_scale);\n"
     "  m->step++;\n"
     "  const float rate = %s_train_lr(o, m->step);\n"
     "  if (lr) *lr = rate;\n"
@@ -214,7 +219,10 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  rc = train_apply(m, &opt, scale, o);\n"
     "  if (!rc) scale_after_update(m, o);\n"
     "  return rc;\n}\n\n",
-    p, p, p, P, P, p, p, P, p, P, p, p);
+    p, p, p, P, P, p, p,
+    x->world > 1 ? "  /* the gradients summed over the plan's ranks: each one's own batch */\n"
+                   "  rc = train_all_reduce(m);\n  if (rc) return rc;\n" : "",
+    P, p, x->world > 1 ? " and the ranks" : "", nacc, P, p, nacc, p);
   nnc_sb_printf(b,
     "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
     "                  float *loss, float *grad_norm) {\n"

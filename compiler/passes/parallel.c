@@ -384,9 +384,16 @@ nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err) 
 nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool generate, const char *target,
                                   bool collectives, nnc_error *err) {
   if (p->tp <= 1 && p->dp <= 1) return NNC_OK;
-  if (p->dp > 1)
-    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=dp:%d: data parallelism is not built yet (it comes "
-                      "with the training step's gradient all_reduce); expected tp:N alone", p->dp);
+  if (p->dp > 1 && p->tp > 1)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d,dp:%d: expected tp:N or dp:M alone (the two "
+                      "together are not built yet)", p->tp, p->dp);
+  if (p->dp > 1 && !train)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=dp:%d: expected --train (data parallelism sums the "
+                      "gradients of a training step; an inference replica per process needs no plan)", p->dp);
+  if (p->dp > 1 && !collectives)
+    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=dp:%d: target %s does not run collectives yet; "
+                      "expected target c-simd (its ranks talk over MPI)", p->dp, target);
+  if (p->dp > 1) return NNC_OK;
   if (train || generate)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected an inference build; --%s with a "
                       "tensor-parallel plan is not built yet", p->tp, train ? "train" : "generate");

@@ -174,6 +174,13 @@ static void test_refusals(void **state) {
   assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_E_USAGE);
   assert_int_equal(nnc_parallel_supported(&p, false, false, "opencl", false, &err), NNC_E_TARGET);
   assert_non_null(strstr(err.msg, "opencl"));
+  /* data parallelism is for training */
+  p.tp = 1;
+  p.dp = 2;
+  assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "--train"));
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
+  p.dp = 1;
   /* width 7: neither q|k|v (3 x 7 columns) nor the MLP (28) split 3 ways, and the plan says so */
   char path[512];
   snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);

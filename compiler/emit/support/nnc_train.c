@@ -10,11 +10,13 @@
 #include <string.h>
 
 #include "nnc_train_data.h"
+#include "../runtime/nnrt_comm.h"
 
 typedef struct options {
   const char *data, *val, *weights, *save, *resume;
   int64_t steps, batch, seq, accumulate, eval_every, eval_batches, save_every;
   int threads, json, check, shuffle, no_peaks;
+  int rank, world;         /* --parallel=dp:M: this process's rank of the M, each training on its rows */
   float loss_scale;        /* --loss-scale; 0: the model's (or the checkpoint's) */
   uint64_t seed;
   nnc_train_opts t;
@@ -260,11 +262,12 @@ static void batch_free(batch *bt) {
   free(bt->b);
 }
 
-static int read_data(const nnc_train_model *md, const options *o, const char *path, nnc_train_data *d) {
+/* A data file with at least one batch of `world` ranks' rows. */
+static int read_data(const nnc_train_model *md, const options *o, const char *path, int world, nnc_train_data *d) {
   char err[512];
   int rc = md->kind == NNC_TRAIN_TOKENS
-               ? nnc_train_read_tokens(path, md->classes, o->batch * o->seq + 1, d, err)
-               : nnc_train_read_classes(path, md->features, md->classes, o->batch, d, err);
+               ? nnc_train_read_tokens(path, md->classes, o->batch * o->seq * world + 1, d, err)
+               : nnc_train_read_classes(path, md->features, md->classes, o->batch * world, d, err);
   if (rc) {
     fprintf(stderr, "train_%s: %s\n", md->name, err);
     return 1;
@@ -300,7 +303,7 @@ static int evaluate(const nnc_train_model *md, void *m, const options *o, nnc_tr
       memcpy(bt->a, val->x + i * o->batch * md->features, (size_t)(rows * md->features) * sizeof(float));
       memcpy(bt->b, val->y + i * o->batch, (size_t)rows * sizeof *bt->b);
     } else {
-      nnc_train_batch(val, i, o->batch, o->seq, 0, 0, bt->a, bt->b);
+      nnc_train_batch(val, i, o->batch, o->seq, 0, 0, 0, 1, bt->a, bt->b);
     }
     float l = 0;
     if (md->eval(m, sym, bt->a, bt->b, &l)) return fail(md, m, "eval");
@@ -347,8 +350,8 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
   nnc_train_data data, val;
   memset(&val, 0, sizeof val);
   batch bt;
-  if (read_data(md, o, o->data, &data)) return 1;
-  int rc = o->val ? read_data(md, o, o->val, &val) : 0;
+  if (read_data(md, o, o->data, o->world, &data)) return 1;
+  int rc = o->val ? read_data(md, o, o->val, 1, &val) : 0;
   if (!rc) rc = batch_init(md, o, &bt);
   else memset(&bt, 0, sizeof bt);
   /* the MFU's peak: the device's measured GEMM rate, or the CPU's FMA rate */
@@ -362,9 +365,9 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
   /* the scale is shown when it can change or was asked for */
   const int scaled = o->t.dynamic_scale > 0 || (o->t.dynamic_scale == 0 && md->dynamic_default) || md->scale(m) != 1;
   if (!rc && !o->json)
-    printf("train_%s: %s, %lld %s; %lld updates of %lld x %lld %s from update %lld; peak %.0f GFLOP/s\n", md->name,
-           o->data, (long long)data.n, unit, (long long)o->steps, (long long)o->accumulate, (long long)bt.items, unit,
-           (long long)step, peak);
+    printf("train_%s: %s, %lld %s; %lld updates of %lld x %lld %s%s from update %lld; peak %.0f GFLOP/s\n", md->name,
+           o->data, (long long)data.n, unit, (long long)o->steps, (long long)o->accumulate, (long long)bt.items * o->world,
+           unit, o->world > 1 ? " over the ranks" : "", (long long)step, peak);
   while (!rc && step < o->steps) {
     uint64_t t0 = nnrt_now_ns();
     /* the batches' position counts the skipped updates too, so that a resumed
@@ -372,7 +375,8 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     const int64_t at = step + md->skipped(m);
     double loss = 0;
     for (int64_t k = 0; !rc && k < o->accumulate; k++) {
-      nnc_train_batch(&data, at * o->accumulate + k, o->batch, o->seq, o->shuffle, o->seed, bt.a, bt.b);
+      nnc_train_batch(&data, at * o->accumulate + k, o->batch, o->seq, o->shuffle, o->seed, o->rank, o->world, bt.a,
+                      bt.b);
       float l = 0;
       rc = md->accumulate(m, bt.sym, bt.a, bt.b, &l) ? fail(md, m, "accumulate") : 0;
       loss += l;
@@ -390,7 +394,8 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     if (rc) break;
     const int skip = md->skipped(m) > skipped;
     const double ms = (double)(nnrt_now_ns() - t0) * 1e-6;
-    const double per_s = (double)bt.items * (double)o->accumulate / (ms * 1e-3);
+    /* every rank's rows: the ranks step together */
+    const double per_s = (double)bt.items * (double)o->accumulate * o->world / (ms * 1e-3);
     const double mfu = peak > 0 ? work / (ms * 1e-3) / (peak * 1e9) : 0;
     if (o->json) {
       /* a skipped update's norm is not finite: null, as JSON has no inf or nan */
@@ -424,7 +429,8 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
       rc = evaluate(md, m, o, &val, &bt, &vl, &acc);
       if (!rc) report_eval(o, done, vl, acc);
     }
-    if (!rc && o->save && o->save_every > 0 && done % o->save_every == 0 && done < o->steps)
+    /* the ranks hold the same weights: rank 0 writes them */
+    if (!rc && o->save && !o->rank && o->save_every > 0 && done % o->save_every == 0 && done < o->steps)
       rc = md->save(m, o->save) ? fail(md, m, "save") : 0;
   }
   if (!rc && o->val) {
@@ -432,7 +438,7 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     rc = evaluate(md, m, o, &val, &bt, &vl, &acc);
     if (!rc) report_eval(o, step, vl, acc);
   }
-  if (!rc && o->save) {
+  if (!rc && o->save && !o->rank) {
     rc = md->save(m, o->save) ? fail(md, m, "save") : 0;
     if (!rc && !o->json) printf("train_%s: saved %s (update %lld)\n", md->name, o->save, (long long)step);
   }
@@ -697,6 +703,25 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
   options o;
   int rc = parse(md, argc, argv, &o);
   if (rc) return rc < 0 ? 0 : rc;
+  o.world = md->world > 1 ? md->world : 1;
+  if (o.world > 1) {
+    /* the ranks of --parallel=dp:M, from the launch (mpirun); the model's
+     * communicator checks the same world when it is created */
+    nnrt_comm_launch l;
+    nnrt_error e = {0};
+    if (nnrt_comm_launch_read(&l, &e)) {
+      fprintf(stderr, "train_%s: %s\n", md->name, e.msg);
+      return 1;
+    }
+    o.rank = l.rank;
+    if (o.check) {
+      fprintf(stderr, "train_%s: --check runs in one process; a dp:%d build trains under mpirun -np %d\n", md->name,
+              o.world, o.world);
+      return 2;
+    }
+    /* rank 0 reports for all: the others print only their errors */
+    if (o.rank && !freopen("/dev/null", "w", stdout)) return 1;
+  }
   if (o.check) return check(md, &o);
   void *m = NULL;
   if (md->create(o.threads, &m)) return fail(md, NULL, "create");

@@ -64,6 +64,7 @@ typedef struct nnc_train_model {
   float (*scale)(const void *m);
   int64_t (*skipped)(const void *m);
   int dynamic_default;     /* dynamic unless asked otherwise (f16 storage) */
+  int world;               /* --parallel=dp:M's M: ranks under mpirun, each on its rows of a batch; 1: one */
 } nnc_train_model;
 
 /* The whole program; returns the process exit code (0 ok, 1 a failure or a

@@ -175,13 +175,13 @@ static int64_t sample_at(nnc_train_data *d, int64_t e, int64_t r, int shuffle, u
   return perm[r];
 }
 
-void nnc_train_batch(nnc_train_data *d, int64_t i, int64_t B, int64_t T, int shuffle, uint64_t seed, void *a,
-                     int32_t *b) {
+void nnc_train_batch(nnc_train_data *d, int64_t i, int64_t B, int64_t T, int shuffle, uint64_t seed, int rank,
+                     int world, void *a, int32_t *b) {
   if (d->kind == NNC_TRAIN_TOKENS) {
-    /* the batches that fit before the wrap, positions 0, span, ...: the
-     * last starts at most at n - 1 - span */
-    const int64_t span = B * T, fit = (d->n - 1) / span;
-    const int64_t p = (i % fit) * span;
+    /* the global batches (world x B rows) that fit before the wrap,
+     * positions 0, span, ...: the last starts at most at n - 1 - span */
+    const int64_t span = B * T, fit = (d->n - 1) / (span * world);
+    const int64_t p = (i % fit) * span * world + rank * span;
     int32_t *ids = a;
     for (int64_t k = 0; k < span; k++) {
       ids[k] = d->tokens[p + k];
@@ -189,10 +189,10 @@ void nnc_train_batch(nnc_train_data *d, int64_t i, int64_t B, int64_t T, int shu
     }
     return;
   }
-  const int64_t nb = d->n / B, pass = i / nb, j = i % nb;
+  const int64_t nb = d->n / (B * world), pass = i / nb, j = i % nb;
   float *x = a;
   for (int64_t r = 0; r < B; r++) {
-    int64_t s = sample_at(d, pass, j * B + r, shuffle, seed);
+    int64_t s = sample_at(d, pass, (j * world + rank) * B + r, shuffle, seed);
     memcpy(x + r * d->features, d->x + s * d->features, (size_t)d->features * sizeof *x);
     b[r] = d->y[s];
   }

@@ -37,13 +37,15 @@ void nnc_train_data_free(nnc_train_data *d);
  * weights and the check's batches). */
 uint64_t nnc_train_splitmix64(uint64_t *s);
 
-/* Micro-batch i of B rows (T tokens each): language models take B*T+1
- * consecutive tokens from a position that advances by B*T per micro-batch
- * and wraps to 0 where the next would not fit; classifiers take batch
- * i mod floor(N / B) of the samples, in file order or, with shuffle, in an
- * order drawn afresh for every pass over the data from seed. a gets ids or
- * samples, b targets or labels. */
-void nnc_train_batch(nnc_train_data *d, int64_t i, int64_t B, int64_t T, int shuffle, uint64_t seed,
-                     void *a, int32_t *b);
+/* Rank `rank`'s B rows (T tokens each) of micro-batch i, whose world x B
+ * rows are what one process would take with a batch of world x B (world 1:
+ * the whole micro-batch): language models take consecutive tokens from a
+ * position that advances by world*B*T per micro-batch and wraps to 0 where
+ * the next would not fit (B*T+1 each: the targets one token on); classifiers
+ * take batch i mod floor(N / (world*B)) of the samples, in file order or,
+ * with shuffle, in an order drawn afresh for every pass over the data from
+ * seed. a gets ids or samples, b targets or labels. */
+void nnc_train_batch(nnc_train_data *d, int64_t i, int64_t B, int64_t T, int shuffle, uint64_t seed, int rank,
+                     int world, void *a, int32_t *b);
 
 #endif
