@@ -84,7 +84,8 @@ static nnc_status copy_embedded(const char *dir, bool mpi, nnc_error *err) {
     const nnc_embedded_file *f = &nnc_embedded_files[i];
     /* the GPU targets' kernels and runtime backends */
     if (strncmp(f->path, "cuda/", 5) == 0 || strncmp(f->path, "runtime/cuda/", 13) == 0 ||
-        strncmp(f->path, "opencl/", 7) == 0 || (!mpi && strncmp(f->path, "mpi/", 4) == 0))
+        strncmp(f->path, "opencl/", 7) == 0 || strncmp(f->path, "nccl/", 5) == 0 ||
+        (!mpi && strncmp(f->path, "mpi/", 4) == 0))
       continue;
     /* a parallel plan's MPI communicator joins the runtime */
     const char *path = strncmp(f->path, "mpi/", 4) == 0 ? f->path + 4 : f->path;

@@ -37,13 +37,16 @@ static bool starts(const char *s, const char *prefix) { return strncmp(s, prefix
 
 /* The kernels (templates/cuda, embedded under cuda/kernels/), libnnrt with
  * its CUDA backend, weights loading, the harness and the reference. */
-static nnc_status copy_embedded(const char *dir, nnc_error *err) {
+static nnc_status copy_embedded(const char *dir, bool nccl, nnc_error *err) {
   for (int i = 0; i < nnc_embedded_count; i++) {
     const nnc_embedded_file *f = &nnc_embedded_files[i];
     const char *path = f->path;
-    if (starts(path, "kernels/") || starts(path, "support/nnc_glue") || starts(path, "opencl/") || starts(path, "mpi/"))
+    if (starts(path, "kernels/") || starts(path, "support/nnc_glue") || starts(path, "opencl/") || starts(path, "mpi/") ||
+        (!nccl && starts(path, "nccl/")))
       continue;
+    /* a parallel plan's NCCL communicator joins the CUDA runtime */
     if (starts(path, "cuda/")) path += 5;
+    else if (starts(path, "nccl/")) path += 5;
     nnc_status st = nnc_emit_write_file(dir, path, f->data, f->size, err);
     if (st) return st;
   }
@@ -109,7 +112,7 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   if (!st && r->train) st = ec_write_train_main(&x, dir, &x.train_main, err);
   if (!st) st = ec_write_gen_main(&x, dir, err);
   if (!st) st = cu_write_build(&x, dir, err);
-  if (!st) st = copy_embedded(dir, err);
+  if (!st) st = copy_embedded(dir, x.world > 1, err);
   /* the C files (the harness includes the CUDA runtime's header: nvcc's part) */
   if (!st) st = ec_validate_c(&x, dir, false, err);
   ec_ctx_free(&x);

@@ -25,6 +25,8 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* The CUDA kernel and launcher of an elementwise, move, reduce, gather or
  * non-last-axis softmax kernel. */
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
+/* An all_reduce kernel: the model's communicator (NCCL) on stream s (emit_collective.c). */
+nnc_status cu_emit_all_reduce(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
  * rows). */

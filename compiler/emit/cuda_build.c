@@ -58,8 +58,21 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b, "CPPFLAGS = -I. -Iruntime -I$(CUDA_HOME)/include -DNNC_BENCH_DEVICE\n");
   nnc_sb_printf(&b, "WARN = -Wall -Wextra -Werror -Wno-unused-parameter\n");
   nnc_sb_printf(&b, "LDLIBS = -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lm -lpthread\nOBJ = obj\n\n");
+  if (x->world > 1)
+    nnc_sb_printf(&b,
+      "# A parallel plan: the %d ranks' GPUs talk through NCCL (runtime/cuda/comm_nccl.c),\n"
+      "# which mpirun's ranks join through MPI (MPICC: the compiler wrapper; MPI_LIBS:\n"
+      "# what it links). NCCL_HOME: where include/nccl.h is; NCCL_LIBS: the library\n"
+      "# (PyTorch's pip NCCL: NCCL_HOME=.../nvidia/nccl NCCL_LIBS=\"-L$$NCCL_HOME/lib -l:libnccl.so.2\").\n"
+      "MPICC ?= mpicc\n"
+      "MPI_LIBS ?= $(shell $(MPICC) --showme:link 2>/dev/null)\n"
+      "NCCL_HOME ?= $(CUDA_HOME)\n"
+      "NCCL_LIBS ?= -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl\n"
+      "CPPFLAGS += -I$(NCCL_HOME)/include\n"
+      "LDLIBS += $(NCCL_LIBS) $(MPI_LIBS)\n\n", x->world);
   nnc_sb_printf(&b, "CU_SRC = %s.cu\nLIB_SRC = support/nnc_weights.c", p);
   list_sources(&b, "runtime/");
+  if (x->world > 1) nnc_sb_printf(&b, " \\\n  runtime/cuda/comm_nccl.c");
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",
                 x->train_main ? " and the training program link" : " links", p);
   list_sources(&b, "check/");
@@ -85,10 +98,15 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
   nnc_sb_printf(&b,
     "$(OBJ)/%%.o: %%.cu\n\t@mkdir -p $(dir $@)\n"
     "\t$(NVCC) -std=c++17 $(ARCH) $(NVCCFLAGS) $(NVCC_DEFS) $(CPPFLAGS) -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings -c $< -o $@\n\n"
+    "%s"
     "$(OBJ)/%%.o: %%.c\n\t@mkdir -p $(dir $@)\n"
     "\t$(CC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@\n\n"
-    "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n", p, p, p,
-    prog, *prog ? p : "");
+    "clean:\n\trm -rf $(OBJ) lib%s.a lib%s.so bench_%s%s%s\n\n.PHONY: all clean\n",
+    x->world > 1 ? "# NCCL's unique id goes from rank 0 to the others over MPI\n"
+                   "$(OBJ)/runtime/cuda/comm_nccl.o: runtime/cuda/comm_nccl.c\n\t@mkdir -p $(dir $@)\n"
+                   "\t$(MPICC) -std=c11 -D_GNU_SOURCE -fPIC $(CFLAGS) $(WARN) $(CPPFLAGS) -DNNRT_COMM_WITH_MPI -c $< -o $@\n\n"
+                 : "",
+    p, p, p, prog, *prog ? p : "");
   nnc_status st = nnc_emit_write_sb(dir, "Makefile", &b, err);
   nnc_sb_free(&b);
   return st;

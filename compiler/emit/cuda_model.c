@@ -46,10 +46,11 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     " * and buffers instead (replay(), after forward). */\n",
     p, p, model, x->r->target->name, x->isa, x->r->precision.name, narrow_outputs(x), s->nk, (long long)s->plan.peak);
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
-                   "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n"
+                   "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n%s"
                    "#include \"support/nnc_weights.h\"\n\n"
                    "#include \"kernels/attention.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
                    "#include \"kernels/loops.cuh\"\n#include \"kernels/reduce.cuh\"\n#include \"kernels/softmax.cuh\"\n#include \"kernels/transpose.cuh\"\n%s\n", p,
+                x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "",
                 x->r->train ? "#include \"kernels/attention_bwd.cuh\"\n#include \"kernels/norm_bwd.cuh\"\n#include \"kernels/optim.cuh\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);
@@ -107,6 +108,9 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  char err[512];\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, p, g->nparams ? g->nparams : 1,
     g->nsyms ? g->nsyms : 1, s->nk ? s->nk : 1, p, p, p);
   if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;                 /* prepare() has run on these weights */\n");
+  if (x->world > 1)
+    nnc_sb_printf(b, "  nnrt_comm *comm;               /* this rank's place among the plan's %d (NCCL) */\n"
+                     "  int own_comm;                  /* made by create(), not given in the options */\n", x->world);
   if (x->r->train) cu_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -332,7 +336,25 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   if (ws.oom) b->oom = true;
   nnc_sb_free(&ws);
   io_bytes(x, b);
-  /* create */
+  /* create: a plan's rank joins the others first (NCCL picks its GPU) */
+  char comm_create[1200];
+  const char *drop_comm = x->world > 1 ? "    if (own_comm) nnrt_comm_destroy(comm);\n" : "";
+  if (x->world > 1)
+    snprintf(comm_create, sizeof comm_create,
+      "  nnrt_comm *comm = (nnrt_comm *)o->comm;\n"
+      "  int own_comm = 0, rc = 0;\n"
+      "  if (!comm) {\n"
+      "    rc = nnrt_comm_nccl_create(&comm, &e);\n"
+      "    own_comm = !rc;\n"
+      "  }\n"
+      "  if (!rc && comm->world != %d)\n"
+      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=%s:%d), launched with %%d\", comm->world);\n"
+      "  /* the rank's GPU: the one its communicator was made on */\n"
+      "  if (!rc) rc = nnrt_cuda_check(cudaGetDevice(&dev), \"the rank's device\", &e);\n"
+      "  if (!rc) rc = nnrt_cuda_device_select(dev, &dev, &e);\n",
+      x->world, x->world, x->g->ranks > 1 ? "tp" : "dp", x->world);
+  else
+    snprintf(comm_create, sizeof comm_create, "  int rc = nnrt_cuda_device_select(o->device, &dev, &e);\n");
   nnc_sb_printf(b,
     "int %s_create(const %s_options *o, %s_model **out) {\n"
     "  %s_options def;\n"
@@ -352,12 +374,11 @@ static void api(const ec_ctx *x, nnc_sb *b) {
       i, x->sym[i], x->sym[i], i, i, i, i, p, x->sym[i], i, x->sym[i], P);
   nnc_sb_printf(b,
     "  nnrt_error e = {};\n"
-    "  int dev = -1;\n"
-    "  int rc = nnrt_cuda_device_select(o->device, &dev, &e);\n"
-    "  if (rc) {\n    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg);\n    return rc;\n  }\n"
+    "  int dev = -1;\n%s"
+    "  if (rc) {\n    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg);\n%s    return rc;\n  }\n"
     "  %s_model *m = (%s_model *)calloc(1, sizeof *m);\n"
-    "  if (!m) {\n    snprintf(create_error, sizeof create_error, \"%s_create: out of memory\");\n    return %s_E_NOMEM;\n  }\n"
-    "  m->device = dev;\n"
+    "  if (!m) {\n    snprintf(create_error, sizeof create_error, \"%s_create: out of memory\");\n%s    return %s_E_NOMEM;\n  }\n"
+    "  m->device = dev;\n%s"
     "  m->graphs = o->cuda_graphs != 0;\n"
     "  memcpy(m->max, max, sizeof m->max);\n"
     "  rc = nnrt_cuda_stream_create(&m->stream, &e);\n"
@@ -366,7 +387,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, arena_need(max), (void **)&m->arena, &e);\n"
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, WEIGHT_BYTES, (void **)&m->weights, &e);\n"
     "  if (!rc) {\n    m->ws_size = workspace_need(max);\n    rc = nnrt_cuda_malloc(m->alloc, m->ws_size, &m->ws, &e);\n  }\n",
-    p, p, p, p, P);
+    comm_create, p, drop_comm, p, p, p, drop_comm, P,
+    x->world > 1 ? "  m->comm = comm;\n  m->own_comm = own_comm;\n" : "");
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  m->dmax.%s = max[%d];\n", x->sym[i], i);
   if (cu_train_master(x))
     nnc_sb_printf(b, "  /* training: the f32 master weights, written by upload() */\n"
@@ -392,7 +414,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; i <= NKERNELS; i++) nnrt_cuda_event_destroy(m->ev[i]);\n"
     "  nnrt_cuda_blas_destroy(m->blas);\n"
     "  nnrt_cuda_alloc_destroy(m->alloc);\n"
-    "  nnrt_cuda_stream_destroy(m->stream);\n", p, p);
+    "  nnrt_cuda_stream_destroy(m->stream);\n%s", p, p, x->world > 1 ? "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n" : "");
   if (x->r->train) cu_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
@@ -417,6 +439,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     cu_train_master(x) ? "  /* training: the master copy, in f32 as given */\n"
                          "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"
                        : "", P);
+  /* a tensor-parallel plan's rank holds slices of the weights */
+  const bool sharded = x->g->ranks > 1;
+  const char *numel = sharded ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
   nnc_sb_printf(b,
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
@@ -425,12 +450,12 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  void *host[NPARAMS + 1] = {0};\n"
     "  int rc = 0;\n"
     "  for (int i = 0; !rc && i < NPARAMS; i++) {\n"
-    "    host[i] = malloc((size_t)nnc_weights_numel(&manifest[i]) * 4 + 1);\n"
+    "    host[i] = malloc((size_t)%s * 4 + 1);\n"
     "    if (!host[i]) rc = fail(m, %s_E_NOMEM, \"out of memory loading %%s\", manifest[i].name);\n"
     "  }\n"
-    "  if (!rc && nnc_weights_load(st, manifest, NPARAMS, host, e)) rc = fail(m, e->code, \"%%s\", e->msg);\n"
+    "  if (!rc && %s) rc = fail(m, e->code, \"%%s\", e->msg);\n"
     "  for (int i = 0; !rc && i < NPARAMS; i++) {\n"
-    "    size_t n = (size_t)nnc_weights_numel(&manifest[i]);\n"
+    "    size_t n = (size_t)%s;\n"
     "    if (manifest[i].dtype == NNRT_I32) {\n"
     "      for (size_t k = 0; k < n; k++) ((float *)host[i])[k] = (float)((int32_t *)host[i])[k];\n"
     "    }\n"
@@ -440,8 +465,19 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  if (rc) return rc;\n"
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
-    "  return 0;\n}\n\n", p, P, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
+    "  return 0;\n}\n\n", p, numel, P,
+    sharded ? "nnc_weights_load_shards(st, manifest, shards, m->comm->rank, NPARAMS, host, e)"
+            : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
+    numel, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
+  char slice_set[800];
+  snprintf(slice_set, sizeof slice_set,
+    "    /* the whole tensor given: this rank keeps its slice */\n"
+    "    float *part = shards[i].parts ? (float *)malloc(n / shards[i].parts * sizeof *part + 1) : NULL;\n"
+    "    if (shards[i].parts && !part) return fail(m, %s_E_NOMEM, \"out of memory slicing %%s\", name);\n"
+    "    if (part) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->comm->rank, part);\n"
+    "    int rc = part ? upload(m, i, part, n / shards[i].parts) : upload(m, i, data, n);\n"
+    "    free(part);\n", P);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
     "  if (!m) return %s_E_ARG;\n"
@@ -450,15 +486,16 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; i < NPARAMS; i++) {\n"
     "    if (strcmp(manifest[i].name, name) != 0) continue;\n"
     "    size_t n = (size_t)nnc_weights_numel(&manifest[i]);\n"
-    "    if (count != n) return fail(m, %s_E_SIZE, \"%s_set_weight: %%s: expected %%zu values, found %%zu\", name, n, count);\n"
-    "    int rc = upload(m, i, data, n);\n"
+    "    if (count != n) return fail(m, %s_E_SIZE, \"%s_set_weight: %%s: expected %%zu values, found %%zu\", name, n, count);\n%s"
     "    if (rc) return rc;\n"
     "    if (!m->loaded[i]) m->nloaded++;\n"
     "    m->loaded[i] = 1;\n%s"
     "    return 0;\n"
     "  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
-    p, p, P, P, p, P, p, ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
+    p, p, P, P, p, P, p,
+    sharded ? slice_set : "    int rc = upload(m, i, data, n);\n",
+    ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
     "/* Runs kernels (forward, or a training build's forward_only) on device\n"
@@ -513,21 +550,28 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     nnc_sb_printf(b, "  if (ce == cudaSuccess)\n"
                      "    ce = cudaMemcpyAsync(out->%s, m->out_dev[%d], io_bytes(d, 0, %d), cudaMemcpyDeviceToHost, m->stream);\n",
                   x->out_name[i], i, i);
-  nnc_sb_printf(b, "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
-                   "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s_run: %%s\", cudaGetErrorString(ce));\n"
+  nnc_sb_printf(b, "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s_run: %%s\", cudaGetErrorString(ce));\n"
                    "  return %s_sync(m);\n}\n\n", P, p, p);
+  char sync[600];
+  if (x->world > 1)
+    snprintf(sync, sizeof sync,
+      "  /* NCCL's errors (a rank that died) fail the wait instead of hanging it */\n"
+      "  nnrt_error e = {};\n"
+      "  if (nnrt_comm_nccl_wait(m->comm, m->stream, &e)) return fail(m, %s_E_COMM, \"%s_sync: %%s\", e.msg);\n", P, p);
+  else
+    snprintf(sync, sizeof sync,
+      "  cudaError_t ce = cudaStreamSynchronize(m->stream);\n"
+      "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s_sync: %%s\", cudaGetErrorString(ce));\n", P, p);
   nnc_sb_printf(b,
     "int %s_sync(%s_model *m) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  cudaError_t ce = cudaStreamSynchronize(m->stream);\n"
-    "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s_sync: %%s\", cudaGetErrorString(ce));\n"
+    "  if (!m) return %s_E_ARG;\n%s"
     "  if (m->profile && m->has_run) {\n"
     "    for (int i = 0; i < NKERNELS; i++) {\n"
     "      float ms = 0;\n"
     "      if (cudaEventElapsedTime(&ms, m->ev[i], m->ev[i + 1]) == cudaSuccess) m->ns[i] = (uint64_t)(ms * 1e6);\n"
     "    }\n"
     "  }\n"
-    "  return 0;\n}\n\n", p, p, P, P, p);
+    "  return 0;\n}\n\n", p, p, P, sync);
   nnc_sb_printf(b,
     "int %s_device_peaks(%s_model *m, double *gflops, double *gbps) {\n"
     "  if (!m || !gflops || !gbps) return %s_E_ARG;\n"

@@ -139,6 +139,28 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n}\n\n",
     p, P, p, p, P, p, p, p, P, p);
+  if (x->world > 1)
+    nnc_sb_printf(b,
+      "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks, each\n"
+      " * rank's gradients summed into every rank's (in place), both through\n"
+      " * NCCL on the model's stream. */\n"
+      "static int train_mean_loss(%s_model *m, float *loss) {\n"
+      "  nnrt_error e = {};\n"
+      "  float *dl = (float *)m->out_dev[%d];\n"
+      "  if (nnrt_comm_all_reduce(m->comm, dl, dl, 1, NNRT_F32, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
+      "      nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
+      "    return fail(m, %s_E_COMM, \"%s_train_accumulate: the loss over the ranks: %%s\", e.msg);\n"
+      "  if (cudaMemcpy(loss, dl, sizeof *loss, cudaMemcpyDeviceToHost) != cudaSuccess)\n"
+      "    return fail(m, %s_E_DEVICE, \"%s_train_accumulate: %%s\", cudaGetErrorString(cudaGetLastError()));\n"
+      "  *loss /= %d;\n"
+      "  return 0;\n}\n\n"
+      "static int train_all_reduce(%s_model *m) {\n"
+      "  nnrt_error e = {};\n"
+      "  if (nnrt_comm_all_reduce(m->comm, m->grad, m->grad, (size_t)TRAIN_NUMEL, NNRT_F32, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
+      "      nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
+      "    return fail(m, %s_E_COMM, \"%s_train_update: the gradients over the ranks: %%s\", e.msg);\n"
+      "  return 0;\n}\n\n",
+      x->world, p, ec_train_loss(x), P, p, P, p, x->world, p, P, p);
   /* every weight's place, size and storage are the compiler's: only the
    * decay, which the options choose, is filled in per update */
   const nnc_graph *g = x->g;

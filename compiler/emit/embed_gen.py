@@ -10,6 +10,7 @@ The destination comes from where the file lives in the nnc tree:
   runtime/opencl/X     -> opencl/runtime/X (the OpenCL emitter writes runtime/opencl/X)
   runtime/comm_mpi.c   -> mpi/runtime/comm_mpi.c (only a parallel plan's folder writes
                           it, as runtime/comm_mpi.c: it needs mpi.h)
+  runtime/cuda/comm_nccl.c -> nccl/runtime/cuda/comm_nccl.c (the same, for CUDA: nccl.h)
   runtime/X            -> runtime/X
   compiler/ir/X        -> check/ir/X
   compiler/ref/X       -> check/ref/X
@@ -22,6 +23,7 @@ ROOTS = [
     ("templates/opencl/", "opencl/kernels/"),
     ("runtime/opencl/", "opencl/runtime/"),
     ("runtime/comm_mpi.c", "mpi/runtime/comm_mpi.c"),
+    ("runtime/cuda/comm_nccl.c", "nccl/runtime/cuda/comm_nccl.c"),
     ("templates/cuda/", "cuda/kernels/"),
     ("templates/c_simd/", "kernels/"),
     ("compiler/emit/support/", "support/"),

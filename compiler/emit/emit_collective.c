@@ -1,9 +1,15 @@
 /* compiler/emit/emit_collective.c — a parallel plan's collectives: each one
  * a call to the runtime's communicator (runtime/nnrt_comm.h), which runs it
- * over the engine the ranks were launched with (MPI for C SIMD). */
+ * over the engine the ranks were launched with (MPI for C SIMD, NCCL on the
+ * model's stream for CUDA). */
 #include <stdio.h>
 
 #include "c_simd.h"
+#include "cuda.h"
+
+static const char *comm_dtype(nnc_dtype t) {
+  return t == NNC_BF16 ? "NNRT_BF16" : t == NNC_F16 ? "NNRT_F16" : "NNRT_F32";
+}
 
 nnc_status cs_emit_all_reduce(const ec_ctx *x, int ki, nnc_sb *out) {
   const nnc_kernel *k = &x->s->k[ki];
@@ -25,5 +31,28 @@ nnc_status cs_emit_all_reduce(const ec_ctx *x, int ki, nnc_sb *out) {
   nnc_sb_printf(&body, "  return 0;\n");
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, out, head, NULL, "c->d", &body);
+  return NNC_OK;
+}
+
+nnc_status cu_emit_all_reduce(const ec_ctx *x, int ki, nnc_sb *out, nnc_error *err) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  if (n->attrs.scalar != 1.0)
+    return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "kernel %d: expected an all_reduce of the plain sum, found a factor %g",
+                      ki, n->attrs.scalar);
+  char count[EC_EXPR], note[600], head[160], px[256], py[256];
+  nnc_sb body;
+  nnc_sb_init(&body);
+  nnc_sb_printf(&body, "  /* the sum over the %d ranks of each one's partial %s, on the model's stream */\n",
+                n->attrs.ranks, ec_note(x, n->in[0], note, sizeof note));
+  nnc_sb_printf(&body,
+    "  nnrt_error e = {};\n"
+    "  if (nnrt_comm_all_reduce(m->comm, %s, %s, (size_t)(%s), %s, NNRT_REDUCE_SUM, s, &e))\n"
+    "    return fail(m, %s_E_COMM, \"kernel %d (%%s, %%s): %%s\", kernel_table[%d].name, kernel_table[%d].where, e.msg);\n"
+    "  return 0;\n",
+    ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py), ec_elems(x, n->out[0], count, sizeof count),
+    comm_dtype(x->g->tensors[n->out[0]].dtype), x->P, ki, ki, ki);
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, out, head, NULL, "&c.d", &body);
   return NNC_OK;
 }

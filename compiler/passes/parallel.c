@@ -392,13 +392,13 @@ nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool genera
                       "gradients of a training step; an inference replica per process needs no plan)", p->dp);
   if (p->dp > 1 && !collectives)
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=dp:%d: target %s does not run collectives yet; "
-                      "expected target c-simd (its ranks talk over MPI)", p->dp, target);
+                      "expected target c-simd (its ranks talk over MPI) or a cuda-* target (NCCL)", p->dp, target);
   if (p->dp > 1) return NNC_OK;
   if (train || generate)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected an inference build; --%s with a "
                       "tensor-parallel plan is not built yet", p->tp, train ? "train" : "generate");
   if (!collectives)
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=tp:%d: target %s does not run collectives yet; "
-                      "expected target c-simd (its ranks talk over MPI)", p->tp, target);
+                      "expected target c-simd (its ranks talk over MPI) or a cuda-* target (NCCL)", p->tp, target);
   return NNC_OK;
 }
