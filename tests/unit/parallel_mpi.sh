@@ -27,7 +27,7 @@ for spec in "${models[@]}"; do
     || { echo "$out"; echo "FAIL: $model $plan"; exit 1; }
   oks=$(grep -c "max relative error .* ok" <<< "$out" || true)
   bad=$(grep -c "max relative error" <<< "$out" || true)
-  echo "$model $plan: $oks of $bad checked outputs ok over $n ranks"
+  echo "$model $plan over $n ranks: $oks of $bad outputs ok (rank 0 reports; every rank checks and fails the job on a miss)"
   grep "max relative error" <<< "$out" | sort -u
   [ "$oks" -gt 0 ] && [ "$oks" -eq "$bad" ] || { echo "$out"; echo "FAIL: $model $plan"; exit 1; }
 done

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Parallel plans on GPUs (issue 15): tensor and data parallelism through
+# NCCL, checked and timed on a machine of 2 GPUs, in one call.
+#
+#   NNC=build/lead/compiler/nnc bash bench/gpu_parallel.sh generate   # here: the folders
+#   bash bench/gpu_parallel.sh run                                     # there (carry .ompi where
+#                                                                      # the machine has no MPI)
+#
+# run builds every folder (comm_nccl.c with mpicc: NCCL's id over MPI), then
+#   - tp:2 at small sizes, f32 and bf16: every rank's bench --check against
+#     the float64 reference of the model without the plan;
+#   - dp:2 training at small sizes (bf16): 6 updates of 2 ranks x 2 rows
+#     against one process of 4 rows (loss and gradient norm);
+#   - latency of the GPT-2 XL shape (layers 48, d 1600, 25 heads; and 24
+#     heads of 64 at d 1536, whose attention splits too), B=1, T=128, bf16:
+#     tp:1 (no plan) and tp:2, medians of bench_gpt2 on staged buffers;
+#   - GPT-2 124M training, bf16, B=16 a rank, T=1024: one GPU against dp:2
+#     (tokens/s per GPU: the scaling efficiency);
+#   - all_reduce bus bandwidth: nnc's communicator (tests/gpu/run_comm_nccl.sh)
+#     beside torch.distributed (bench/allreduce_torch.py) at the same sizes.
+# One table at the end, also in $OUT/table.txt.
+# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+G=$ROOT/build/gpu_parallel
+ARCH=${ARCH:-sm_90a} STEPS=${STEPS:-8}
+SMALL="-D layers=2 -D d=48 -D heads=4 -D vocab=101 -D ctx=16 -D batch=4"
+XL="-D layers=48 -D d=1600 -D heads=25 -D batch=1 -D ctx=128"
+XL24="-D layers=48 -D d=1536 -D heads=24 -D batch=1 -D ctx=128"
+# name precision options
+CASES="tp2_f32 f32 --parallel=tp:2 $SMALL
+tp2_bf16 bf16 --parallel=tp:2 $SMALL
+train1 bf16 --train $SMALL
+train2 bf16 --train --parallel=dp:2 $SMALL
+xl_tp1 bf16 $XL
+xl_tp2 bf16 --parallel=tp:2 $XL
+xl24_tp1 bf16 $XL24
+xl24_tp2 bf16 --parallel=tp:2 $XL24
+big_dp1 bf16 --train -D batch=16
+big_dp2 bf16 --train --parallel=dp:2 -D batch=16"
+
+generate() {
+  local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
+  rm -rf "$G" && mkdir -p "$G"
+  while read -r c p opts; do
+    # shellcheck disable=SC2086  # opts: several words
+    "$nnc" "$ROOT/models/gpt2.lua" $opts --target=cuda-${ARCH/_/} --precision="$p" -o "$G/$c" || exit 1
+  done <<< "$CASES"
+  echo "generated: $(ls "$G" | tr '\n' ' ')"
+}
+
+# A token file of $2 random ids below $1 (llm.c's .bin format).
+tokens() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import random, struct, sys
+vocab, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+random.seed(3)
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *[random.randrange(vocab) for _ in range(n)]))
+PY
+}
+
+# The largest "median_ms" of the JSON lines in file $1 (one line a rank).
+median() { python3 -c 'import json,sys; print(max(json.loads(l)["median_ms"] for l in open(sys.argv[1]) if l.startswith("{")))' "$1"; }
+# tokens/s of the last JSON lines of a training run (the median over the updates after the first two).
+train_rate() {
+  python3 -c 'import json,sys; r=[json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]) if l.startswith("{")][2:]; r.sort(); print(r[len(r)//2] if r else 0)' "$1"
+}
+
+# Whether part $1 is one of PARTS (default: all).
+part() { [[ " ${PARTS:-check tp train comm} " == *" $1 "* ]]; }
+
+run() {
+  local out=$G/out sm=${ARCH#sm_} t=$G/out/table.txt status=0
+  rm -rf "$out" && mkdir -p "$out"
+  # MPI: the machine's, else the Open MPI carried in .ompi (its env.sh sets R and L)
+  if ! command -v mpirun > /dev/null && [ -f "$ROOT/.ompi/env.sh" ]; then
+    pushd "$ROOT" > /dev/null || exit 1
+    # shellcheck disable=SC1091
+    . .ompi/env.sh
+    popd > /dev/null || exit 1
+    export MPI_LIBS="-L$L/openmpi/lib -Wl,-rpath,$L/openmpi/lib -lmpi"
+  fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 NNC_COMM_TIMEOUT=${NNC_COMM_TIMEOUT:-60}
+  local nccl
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  local mk=(ARCH="-gencode arch=compute_$sm,code=sm_$sm")
+  # nvcc links: no -Wl, options; the library is found at run time through LD_LIBRARY_PATH
+  if [ -n "$nccl" ]; then
+    mk+=(NCCL_HOME="$nccl" NCCL_LIBS="-L$nccl/lib -l:libnccl.so.2")
+    export LD_LIBRARY_PATH=$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$t" 2>&1
+  while read -r c _; do
+    make -C "$G/$c" -j8 "${mk[@]}" > "$out/make_$c.log" 2>&1 &
+  done <<< "$CASES"
+  wait
+  while read -r c _; do
+    ls "$G/$c"/bench_gpt2 > /dev/null 2>&1 || { echo "$c: build failed: $(grep -m2 -i error "$out/make_$c.log")" >> "$t"; status=1; }
+  done <<< "$CASES"
+  local mpi=(mpirun -np 2 --oversubscribe -x LD_LIBRARY_PATH)
+  # correctness
+  if part check; then
+  for c in tp2_f32 tp2_bf16; do
+    timeout 300 "${mpi[@]}" "$G/$c/bench_gpt2" --check --runs 3 > "$out/$c.log" 2>&1 || status=1
+    echo "$c check: $(grep "max relative error" "$out/$c.log" | sort -u | tr -s ' ' | tr '\n' ';')" >> "$t"
+  done
+  tokens 101 4000 "$out/small.bin"
+  local a=(--data "$out/small.bin" --steps 6 --seq 16 --json)
+  timeout 300 "$G/train1/train_gpt2" "${a[@]}" --batch 4 > "$out/one.json" 2> "$out/one.err"
+  timeout 300 "${mpi[@]}" "$G/train2/train_gpt2" "${a[@]}" --batch 2 > "$out/two.json" 2> "$out/two.err"
+  python3 - "$out/one.json" "$out/two.json" >> "$t" <<'PY' || status=1
+import json, sys
+one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+two = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, two) for k in ("loss", "grad_norm")) if one and two else float("inf")
+print("dp:2 training (bf16, 6 updates of 2 x 2 rows) against one process of 4 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(two))))
+sys.exit(0 if len(one) == 6 and len(two) == 6 and w < 1e-2 else 1)
+PY
+  fi
+  # tensor-parallel latency, B=1 T=128
+  part tp && for s in xl xl24; do
+    timeout 600 "$G/${s}_tp1/bench_gpt2" -d B=1 -d T=128 --runs 50 --json --no-peaks > "$out/${s}_tp1.json" 2> "$out/${s}_tp1.err"
+    timeout 600 "${mpi[@]}" "$G/${s}_tp2/bench_gpt2" -d B=1 -d T=128 --runs 50 --json --no-peaks > "$out/${s}_tp2.json" 2> "$out/${s}_tp2.err"
+    local m1 m2
+    m1=$(median "$out/${s}_tp1.json" 2>/dev/null) m2=$(median "$out/${s}_tp2.json" 2>/dev/null)
+    echo "$s B=1 T=128 bf16: tp:1 ${m1:-?} ms, tp:2 ${m2:-?} ms, ratio $(python3 -c "print('%.3f' % ($m2 / $m1))" 2>/dev/null)" >> "$t"
+    [ -n "$m2" ] || { tail -n 4 "$out/${s}_tp2.err" "$out/${s}_tp2.json" >> "$t"; status=1; }
+  done
+  # data-parallel GPT-2 124M training
+  if part train; then
+  tokens 50257 2200000 "$out/big.bin"
+  local b=(--data "$out/big.bin" --steps "$STEPS" --batch 16 --seq 1024 --json --no-peaks)
+  timeout 600 "$G/big_dp1/train_gpt2" "${b[@]}" > "$out/big_dp1.json" 2> "$out/big_dp1.err"
+  timeout 600 "${mpi[@]}" "$G/big_dp2/train_gpt2" "${b[@]}" > "$out/big_dp2.json" 2> "$out/big_dp2.err"
+  local r1 r2
+  r1=$(train_rate "$out/big_dp1.json" 2>/dev/null) r2=$(train_rate "$out/big_dp2.json" 2>/dev/null)
+  [ -n "$r2" ] && [ "$r2" != 0 ] || { tail -n 4 "$out/big_dp2.err" >> "$t"; status=1; }
+  echo "gpt2 124M train bf16 B=16/GPU T=1024: 1 GPU ${r1:-?} tokens/s, dp:2 ${r2:-?} tokens/s, efficiency $(python3 -c "print('%.1f%%' % (100 * $r2 / 2 / $r1))" 2>/dev/null)" >> "$t"
+  fi
+  # all_reduce: ours and torch's
+  part comm && {
+  (cd "$ROOT" && OUT="$out/comm" timeout 300 bash tests/gpu/run_comm_nccl.sh > "$out/comm.log" 2>&1) || status=1
+  grep -E "busbw|MB " "$out/comm.log" | sed 's/^/nnc /' >> "$t"
+  timeout 300 torchrun --nproc_per_node=2 "$ROOT/bench/allreduce_torch.py" 1 16 64 256 > "$out/torch_ar.log" 2>&1
+  grep "torch all_reduce" "$out/torch_ar.log" >> "$t"
+  }
+  echo "== $t"
+  cat "$t"
+  return $status
+}
+
+case "${1:-}" in
+  generate) generate ;;
+  run) run ;;
+  *) echo "usage: bench/gpu_parallel.sh generate|run" >&2; exit 2 ;;
+esac
