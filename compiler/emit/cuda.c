@@ -71,6 +71,7 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   if (st) return st;
   x.device = true;
   x.isa = r->target->isa;
+  x.grads_summed_in_pass = cu_grad_buckets_on(&x);
   char options[1024];
   api_options(r, options, sizeof options);
   x.api_options = options;

@@ -44,6 +44,18 @@ nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
  * frees of them; the training API, after the model's API. */
 bool cu_train_master(const ec_ctx *x);
 void cu_train_struct(const ec_ctx *x, nnc_sb *b);
+/* --train --parallel=dp (cuda_grad_buckets.c): whether the gradients are
+ * summed over the ranks in buckets beside the backward, and the pieces of
+ * <model>.cu that do it: the model's fields, their creation (in
+ * train_state) and destruction, reduce_grads(), and after kernel k's launch
+ * the sums of the buckets final there (k == nk: the end of forward(), with
+ * the wait for the last sum). */
+bool cu_grad_buckets_on(const ec_ctx *x);
+void cu_grad_buckets_struct(const ec_ctx *x, nnc_sb *b);
+void cu_grad_buckets_create(const ec_ctx *x, nnc_sb *b);
+void cu_grad_buckets_destroy(const ec_ctx *x, nnc_sb *b);
+void cu_grad_buckets_functions(const ec_ctx *x, nnc_sb *b);
+void cu_grad_buckets_after(const ec_ctx *x, int k, nnc_sb *b);
 void cu_train_destroy(const ec_ctx *x, nnc_sb *b);
 nnc_status cu_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 nnc_status cu_write_build(const ec_ctx *x, const char *dir, nnc_error *err);

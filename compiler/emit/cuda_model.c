@@ -132,12 +132,14 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  if (e == cudaSuccess) return 0;\n"
     "  return kernel_failed(m, k, cudaGetErrorString(e));\n}\n\n",
     p, p, p, P, p);
+  cu_grad_buckets_functions(x, b);
 }
 
 /* Kernel k's statement in forward() and forward_only(). */
 static void launch_one(const ec_ctx *x, nnc_sb *b, int k) {
   if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  RUN(%d, 0);   /* a view: it aliases its input, nothing to run */\n", k);
   else nnc_sb_printf(b, "  RUN(%d, k%d(m, c, s));\n", k, k);
+  cu_grad_buckets_after(x, k, b);
 }
 
 /* The end of forward() or forward_only(): an output named twice is written
@@ -155,6 +157,7 @@ static void output_copies(const ec_ctx *x, nnc_sb *b, bool fwd) {
                   x->out_name[i], x->out_name[first], ec_elems(x, g->outputs[i].tensor, n, sizeof n), x->out_name[i], x->P,
                   x->out_name[i]);
   }
+  if (!fwd) cu_grad_buckets_after(x, x->s->nk, b);
   nnc_sb_printf(b, "  if (m->profile) cudaEventRecord(m->ev[NKERNELS], s);\n  return 0;\n}\n\n");
 }
 

@@ -28,11 +28,12 @@ void cu_train_struct(const ec_ctx *x, nnc_sb *b) {
     "  int nacc;                     /* micro-batches accumulated since the last update */\n"
     "  int64_t step;                 /* updates taken */\n",
     ec_train_nkept(x) ? ec_train_nkept(x) : 1);
+  cu_grad_buckets_struct(x, b);
   ec_train_scale_struct(x, b);
 }
 
 void cu_train_destroy(const ec_ctx *x, nnc_sb *b) {
-  (void)x;
+  cu_grad_buckets_destroy(x, b);
   nnc_sb_printf(b, "  free(m->grad_host);\n"
                    "  for (size_t i = 0; i < sizeof m->kept_host / sizeof m->kept_host[0]; i++) free(m->kept_host[i]);\n");
 }
@@ -66,6 +67,7 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
     nnc_sb_printf(b, "  if (!rc && !(m->kept_host[%d] = malloc(io_bytes(&m->dmax, 0, %d) + 4))) rc = %s_E_NOMEM;   /* %s */\n",
                   k++, i, P, g->outputs[i].name);
   }
+  cu_grad_buckets_create(x, b);
   nnc_sb_printf(b,
     "  if (rc) {\n"
     "    (void)cudaGetLastError();\n"
@@ -141,9 +143,8 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     p, P, p, p, P, p, p, p, P, p);
   if (x->world > 1)
     nnc_sb_printf(b,
-      "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks, each\n"
-      " * rank's gradients summed into every rank's (in place), both through\n"
-      " * NCCL on the model's stream. */\n"
+      "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks through\n"
+      " * NCCL (its gradients are summed in the pass, cuda_grad_buckets.c). */\n"
       "static int train_mean_loss(%s_model *m, float *loss) {\n"
       "  nnrt_error e = {};\n"
       "  float *dl = (float *)m->out_dev[%d];\n"
@@ -153,14 +154,8 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
       "  if (cudaMemcpy(loss, dl, sizeof *loss, cudaMemcpyDeviceToHost) != cudaSuccess)\n"
       "    return fail(m, %s_E_DEVICE, \"%s_train_accumulate: %%s\", cudaGetErrorString(cudaGetLastError()));\n"
       "  *loss /= %d;\n"
-      "  return 0;\n}\n\n"
-      "static int train_all_reduce(%s_model *m) {\n"
-      "  nnrt_error e = {};\n"
-      "  if (nnrt_comm_all_reduce(m->comm, m->grad, m->grad, (size_t)TRAIN_NUMEL, NNRT_F32, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
-      "      nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
-      "    return fail(m, %s_E_COMM, \"%s_train_update: the gradients over the ranks: %%s\", e.msg);\n"
       "  return 0;\n}\n\n",
-      x->world, p, ec_train_loss(x), P, p, P, p, x->world, p, P, p);
+      x->world, p, ec_train_loss(x), P, p, P, p, x->world);
   /* every weight's place, size and storage are the compiler's: only the
    * decay, which the options choose, is filled in per update */
   const nnc_graph *g = x->g;

@@ -30,6 +30,8 @@ typedef struct ec_ctx {
   int *output_of;          /* per tensor: first index into g->outputs, or -1 */
   const char *isa;         /* "avx2", ... for comments and flags */
   int world;               /* the ranks of a parallel plan (tp:N's N or dp:M's M); 1: one process */
+  bool grads_summed_in_pass; /* dp training: the pass sums the gradients over the ranks (CUDA's buckets),
+                                not _train_update */
   char cflags[256];        /* the target's flags for the Makefile */
   char tile_defs[256];     /* -DNNC_GEMM_MR=... from the tuner */
   /* A device target (CUDA) hands its kernels the run's buffers by value in

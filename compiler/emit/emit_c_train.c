@@ -220,8 +220,8 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc) scale_after_update(m, o);\n"
     "  return rc;\n}\n\n",
     p, p, p, P, P, p, p,
-    x->world > 1 ? "  /* the gradients summed over the plan's ranks: each one's own batch */\n"
-                   "  rc = train_all_reduce(m);\n  if (rc) return rc;\n" : "",
+    x->world > 1 && !x->grads_summed_in_pass ? "  /* the gradients summed over the plan's ranks: each one's own batch */\n"
+                                               "  rc = train_all_reduce(m);\n  if (rc) return rc;\n" : "",
     P, p, x->world > 1 ? " and the ranks" : "", nacc, P, p, nacc, p);
   nnc_sb_printf(b,
     "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"

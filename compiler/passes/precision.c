@@ -154,6 +154,11 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
     if (g->tensors[t].kind == NNC_TENSOR_INPUT) continue;
     int cast;
     st = nnc_precision_add_cast(g, t, NNC_F32, g->outputs[i].name, &cast, err);
+    /* right after what it reads, not at the end of the graph: the output is
+     * written as soon as it is known (a data-parallel step sums each
+     * gradient over the ranks from there, beside the rest of the backward) */
+    int p = g->tensors[t].producer;
+    if (!st && p >= 0 && p + 1 < g->nnodes - 1) st = nnc_graph_move_node(g, g->nnodes - 1, p + 1, err);
     if (st) break;
     /* every output naming the same tensor shares the cast */
     for (int j = i; j < g->noutputs; j++)
