@@ -37,6 +37,30 @@ out=$(timeout 120 "$mpirun" -np 3 --oversubscribe "$work/gpt2_2/bench_gpt2" --ru
 grep -q "compiled for 2 ranks (--parallel=tp:2), launched with 3" <<< "$out" || { echo "$out"; echo "FAIL: no clear message"; exit 1; }
 echo "a world of 3 for a plan of 2: refused"
 
+# One weights file: each rank reads its slices of it (F32 straight from the
+# mapped file) and checks against the reference that reads it whole.
+"$nnc" weights models/gpt2.lua -D layers=2 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=3 -o "$work/w.safetensors"
+out=$(timeout 300 "$mpirun" -np 2 --oversubscribe "$work/gpt2_2/bench_gpt2" --check --weights "$work/w.safetensors" \
+      --runs 1 --warmup 0 --threads 1 --no-peaks 2>&1) || { echo "$out"; echo "FAIL: tp:2 from a weights file"; exit 1; }
+grep "max relative error" <<< "$out"
+# a rank that cannot read the file: the job ends, promptly, naming the file
+cat > "$work/rank1_lost.sh" <<'SH'
+#!/bin/sh
+# rank 1 is given a path it cannot read; the others the real file
+w=$1
+shift
+[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && w=/nonexistent/w.safetensors
+exec "$@" --weights "$w"
+SH
+start=$(date +%s)
+out=$(timeout 120 "$mpirun" -np 2 --oversubscribe sh "$work/rank1_lost.sh" "$work/w.safetensors" \
+      "$work/gpt2_2/bench_gpt2" --runs 1 --warmup 0 --threads 1 --no-peaks 2>&1) && {
+  echo "$out"; echo "FAIL: a rank without its weights ran"; exit 1; }
+took=$(( $(date +%s) - start ))
+grep -q "/nonexistent/w.safetensors" <<< "$out" || { echo "$out"; echo "FAIL: no message naming the file"; exit 1; }
+[ "$took" -lt 60 ] || { echo "FAIL: the job took $took s to end"; exit 1; }
+echo "a rank that cannot read the weights: the job ends in ${took} s, naming the file"
+
 # Data parallelism: gpt2 trained by 2 ranks of 2 rows each takes the same
 # steps (loss, gradient norm) as one process with batches of 4 rows.
 python3 - "$work/tokens.bin" <<'PY'

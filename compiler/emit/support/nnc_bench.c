@@ -650,7 +650,8 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   /* under mpirun (a parallel plan's ranks) rank 0 reports for all: the
    * others print only their errors and a check that fails */
   nnrt_comm_launch launch;
-  if (nnrt_comm_launch_read(&launch, NULL) == NNRT_OK && launch.rank > 0 && !freopen("/dev/null", "w", stdout)) return 1;
+  if (nnrt_comm_launch_read(&launch, NULL) != NNRT_OK) launch.world = 1;
+  else if (launch.rank > 0 && !freopen("/dev/null", "w", stdout)) return 1;
   double *errs = calloc((size_t)md->noutputs + 1, sizeof *errs);
   timing t;
   memset(&t, 0, sizeof t);
@@ -696,6 +697,10 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   free(t.k);
   free(t.k_ms);
   free(errs);
+  /* a rank that failed leaves without the model's goodbye to the others
+   * (MPI_Finalize would wait for ranks still waiting for it): mpirun then
+   * ends the whole job at once */
+  if (rc && launch.world > 1) return rc;
   state_free(&s);
   return rc;
 }

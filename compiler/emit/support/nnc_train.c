@@ -731,6 +731,10 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
   /* the first scale: a resumed run goes on with its checkpoint's */
   if (!rc && o.loss_scale > 0 && !o.resume) rc = md->set_scale(m, o.loss_scale) ? fail(md, m, "--loss-scale") : 0;
   if (!rc) rc = train(md, m, &o);
+  /* a rank that failed leaves without the model's goodbye to the others
+   * (MPI_Finalize would wait for ranks still waiting for it): mpirun then
+   * ends the whole job at once */
+  if (rc && o.world > 1) return rc;
   md->destroy(m);
   return rc;
 }
