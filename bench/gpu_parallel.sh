@@ -120,13 +120,16 @@ sys.exit(0 if len(one) == 6 and len(two) == 6 and w < 1e-2 else 1)
 PY
   fi
   # tensor-parallel latency, B=1 T=128
+  # (CUDA graphs off, then on: one launch a forward, the all_reduces captured too)
   part tp && for s in xl xl24; do
-    timeout 600 "$G/${s}_tp1/bench_gpt2" -d B=1 -d T=128 --runs 50 --json --no-peaks > "$out/${s}_tp1.json" 2> "$out/${s}_tp1.err"
-    timeout 600 "${mpi[@]}" "$G/${s}_tp2/bench_gpt2" -d B=1 -d T=128 --runs 50 --json --no-peaks > "$out/${s}_tp2.json" 2> "$out/${s}_tp2.err"
-    local m1 m2
-    m1=$(median "$out/${s}_tp1.json" 2>/dev/null) m2=$(median "$out/${s}_tp2.json" 2>/dev/null)
-    echo "$s B=1 T=128 bf16: tp:1 ${m1:-?} ms, tp:2 ${m2:-?} ms, ratio $(python3 -c "print('%.3f' % ($m2 / $m1))" 2>/dev/null)" >> "$t"
-    [ -n "$m2" ] || { tail -n 4 "$out/${s}_tp2.err" "$out/${s}_tp2.json" >> "$t"; status=1; }
+    for gr in off on; do
+      timeout 600 "$G/${s}_tp1/bench_gpt2" -d B=1 -d T=128 --runs 50 --json --no-peaks --cuda-graphs $gr > "$out/${s}_tp1.json" 2> "$out/${s}_tp1.err"
+      timeout 600 "${mpi[@]}" "$G/${s}_tp2/bench_gpt2" -d B=1 -d T=128 --runs 50 --json --no-peaks --cuda-graphs $gr > "$out/${s}_tp2.json" 2> "$out/${s}_tp2.err"
+      local m1 m2
+      m1=$(median "$out/${s}_tp1.json" 2>/dev/null) m2=$(median "$out/${s}_tp2.json" 2>/dev/null)
+      echo "$s B=1 T=128 bf16, graphs $gr: tp:1 ${m1:-?} ms, tp:2 ${m2:-?} ms, ratio $(python3 -c "print('%.3f' % ($m2 / $m1))" 2>/dev/null)" >> "$t"
+      [ -n "$m2" ] || { tail -n 4 "$out/${s}_tp2.err" >> "$t"; status=1; }
+    done
   done
   # data-parallel GPT-2 124M training
   if part train; then
