@@ -19,8 +19,15 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* The plain C loop of an elementwise, reduce, move, loss or non-last-axis
  * softmax kernel. */
 nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
-/* An lstm_scan or gru_scan kernel, or its gradient's: a task takes whole batch rows (emit_recurrent.c). */
+/* An lstm_scan_grad or gru_scan_grad kernel: a task takes whole batch rows (emit_recurrent.c). */
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
+/* An lstm_scan or gru_scan kernel as a GEMM a step over every batch row, then
+ * the step's gate math over the rows (c_simd_scan.c); its workspace_need
+ * statements (the gates, then the GEMM's). */
+nnc_status cs_emit_scan(const ec_ctx *x, int k, nnc_sb *b);
+void cs_emit_scan_workspace(int k, nnc_sb *b);
+/* What the scans' kernels share, written once before the kernels: nnc_rnn_act. */
+void cs_emit_scan_helpers(nnc_sb *b);
 /* A rope kernel: a task takes whole rows (emit_rope.c). */
 /* k<ki>_rows, whose body reads the run context c, then k<ki>, which runs it
  * over `rows` rows of `cols` elements on the model's threads; frees body. */
@@ -30,7 +37,7 @@ nnc_status cs_emit_kv_append(const ec_ctx *x, int k, nnc_sb *b);
 /* An all_reduce kernel: a call to the model's communicator (emit_collective.c). */
 nnc_status cs_emit_all_reduce(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that
- * raise `need` (GEMM and attention only). */
+ * raise `need` (GEMM, attention, the norms' gradients and the scans). */
 void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
 nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);

@@ -8,7 +8,7 @@
 #include "c_simd.h"
 
 /* The manifest, the kernel table and the model handle. */
-static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb *b) {
+static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool uses_vmath, nnc_sb *b) {
   const nnc_graph *g = x->g;
   const nnc_schedule *s = x->s;
   const char *p = x->p, *P = x->P;
@@ -25,7 +25,8 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, nnc_sb 
     p, p, model, x->r->target->name, x->isa, s->nk, (long long)s->plan.peak);
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdatomic.h>\n#include <stdio.h>\n"
                    "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s.h\"\n#include \"kernels/nnc_simd.h\"\n"
-                   "#include \"runtime/nnrt.h\"\n%s#include \"support/nnc_glue.h\"\n\n", p,
+                   "%s#include \"runtime/nnrt.h\"\n%s#include \"support/nnc_glue.h\"\n\n", p,
+                uses_vmath ? "#include \"kernels/simd_math.h\"   /* the scans' gate math: vector sigmoid and tanh */\n" : "",
                 x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n\n", g->nparams, s->nk, g->nsyms);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
@@ -324,7 +325,9 @@ nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_init(&kb);
   /* the kernels first: the helpers before them are written only when used */
   nnc_status st = cs_emit_kernels(x, &kb, err);
-  model_front(x, ec_names(kb.buf, "kernel_failed"), ec_names(kb.buf, "ensure_ws"), &b);
+  bool scans = ec_names(kb.buf, "nnc_rnn_act");
+  model_front(x, ec_names(kb.buf, "kernel_failed"), ec_names(kb.buf, "ensure_ws"), scans, &b);
+  if (scans) cs_emit_scan_helpers(&b);
   if (kb.buf) nnc_sb_puts(&b, kb.buf);
   if (kb.oom) b.oom = true;
   nnc_sb_free(&kb);

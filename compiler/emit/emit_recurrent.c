@@ -1,6 +1,7 @@
 /* compiler/emit/emit_recurrent.c — the steps of lstm_scan and gru_scan as
- * plain loops, the same text for the C SIMD target (a task takes whole batch
- * rows) and the device loops (a work-item a batch row): the steps of one row
+ * plain loops, the same text for the device loops (a work-item a batch row)
+ * and the C SIMD target's gradients (a task takes whole batch rows; its
+ * forward scans are a GEMM a step, c_simd_scan.c): the steps of one row
  * depend on each other, the rows do not. A step is the recurrent product
  * W_hh h for every gate of a unit at once, then that unit's gate math, so
  * no gate value is stored. h of the previous step is read back from y (the
