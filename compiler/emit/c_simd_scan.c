@@ -2,10 +2,13 @@
  * forward of training) on the C SIMD target as PyTorch's CPU kernels run
  * them: each time step is one GEMM over every batch row,
  *   gates [B, G*H] = h [B, H] . W_hh^T + b_hh   (+ xw[:, t, :] for the LSTM),
- * through the nnc_simd_gemm template on the model's threads into a buffer
- * at the start of the workspace, then the step's gate math over the batch
- * rows on the model's threads (nnc_glue_rows), with the templates' vector
- * activations (kernels/simd_math.h).
+ * into a buffer at the start of the workspace, then the step's gate math,
+ * with the templates' vector activations (kernels/simd_math.h). A step is
+ * one parallel_for of the model's pool: a task per thread takes a block of
+ * batch rows, runs their part of the GEMM through the nnc_simd_gemm template
+ * on its own thread (in its slice of the workspace), then their gate math,
+ * so a step wakes the threads once (a GEMM on the pool, then the gate math
+ * through nnc_glue_rows, took two wake-ups a step and ~20% longer).
  *
  * The numerics are emit_recurrent.c's: PyTorch's gate order (i, f, g, o;
  * r, z, n) and the GRU's n gate tanh(xw_n + r (W_hn h + b_hn)), so for the
@@ -50,26 +53,42 @@ static void scan_sizes(const ec_ctx *x, int ki, const nnc_node *n, long long G, 
   nnc_sb_free(&body);
 }
 
-/* k<ki>_step, what the gate math of one step is told, and k<ki>_gates, the
- * gate math of a task's batch rows. */
-static void scan_gates(const ec_ctx *x, int ki, const nnc_node *n, long long H, nnc_sb *b) {
+/* k<ki>_step, what a task of one step is told, and k<ki>_rows, a task:
+ * its batch rows' GEMM on its thread, then their gate math. */
+static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, nnc_sb *b) {
   bool lstm = n->op == NNC_OP_LSTM_SCAN;
-  char T[EC_EXPR], pre[160], head[96];
+  char B[EC_EXPR], T[EC_EXPR], pre[160], head[96];
+  nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[0], "d->", B, sizeof B);
   nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[1], "d->", T, sizeof T);
-  nnc_sb_printf(b, "/* One step of kernel %d, as its gate math sees it. */\n"
-                   "typedef struct k%d_step {\n  const run_ctx *c;\n  int64_t t;      /* the time index */\n"
-                   "  float *gates;   /* [B, %d * H]: %s */\n",
-                ki, ki, lstm ? 4 : 3, lstm ? "the pre-activations of i, f, g, o" : "W_hh h + b_hh of r, z, n");
-  if (!lstm)
-    nnc_sb_printf(b, "  const float *h;   /* the previous h (the GEMM's A), rows ldh apart */\n  int64_t ldh;\n");
-  nnc_sb_printf(b, "} k%d_step;\n\n", ki);
+  nnc_sb_printf(b, "/* One step of kernel %d, as its tasks see it. */\n"
+                   "typedef struct k%d_step {\n  const run_ctx *c;\n"
+                   "  nnc_simd_gemm_args g;   /* the step's GEMM over every batch row (C: the gates, [B, %d * H]) */\n"
+                   "  int64_t t;              /* the time index */\n"
+                   "  int per;                /* batch rows a task takes */\n"
+                   "  unsigned char *ws;      /* per thread, `each` bytes of workspace for a task's GEMM */\n"
+                   "  size_t each;\n"
+                   "  atomic_int failed;      /* a task's GEMM refused its arguments; msg says why */\n"
+                   "  char msg[256];\n} k%d_step;\n\n",
+                ki, ki, lstm ? 4 : 3, ki);
   nnc_sb body;
   nnc_sb_init(&body);
   if (!lstm) ec_assign(x, &body, 2, "const float *xw", n->in[0]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   if (lstm) ec_assign(x, &body, 2, "float *cn", n->out[2]);
-  nnc_sb_printf(&body, "  const int64_t T = %s, H = %lld;\n  for (int64_t b = r0; b < r1; b++) {\n", T, H);
-  nnc_sb_printf(&body, "    float *a = s->gates + b * %d * H, *yr = y + (b * T + s->t) * H;\n", lstm ? 4 : 3);
+  nnc_sb_printf(&body, "  const int64_t B = %s, T = %s, H = %lld;\n", B, T, H);
+  nnc_sb_printf(&body,
+    "  const int64_t r0 = (int64_t)task * s->per, r1 = r0 + s->per < B ? r0 + s->per : B;\n"
+    "  /* the rows' part of the step's GEMM, on this thread alone */\n"
+    "  nnc_simd_gemm_args g = s->g;\n"
+    "  g.M = (int)(r1 - r0);\n  g.A += r0 * g.lda;\n  g.C += r0 * g.ldc;\n%s"
+    "  nnc_simd_error e;\n"
+    "  if (nnc_simd_gemm(&g, NULL, s->ws + (size_t)thread * s->each, s->each, &e)) {\n"
+    "    if (!atomic_exchange(&s->failed, 1)) memcpy(s->msg, e.msg, sizeof s->msg);\n"
+    "    return;\n  }\n",
+    lstm ? "  g.residual += r0 * g.ldr;\n" : "");
+  nnc_sb_printf(&body, "  /* their gate math, from the gates into %s */\n  for (int64_t b = r0; b < r1; b++) {\n",
+                lstm ? "c_n and y" : "y");
+  nnc_sb_printf(&body, "    float *a = s->g.C + b * %d * H, *yr = y + (b * T + s->t) * H;\n", lstm ? 4 : 3);
   if (lstm) {
     nnc_sb_printf(&body,
       "    float *cr = cn + b * H;\n"
@@ -83,7 +102,7 @@ static void scan_gates(const ec_ctx *x, int ki, const nnc_node *n, long long H, 
       "    for (int64_t j = 0; j < H; j++) yr[j] *= a[3 * H + j];   /* h = o tanh(c) */\n");
   } else {
     nnc_sb_printf(&body,
-      "    const float *xr = xw + (b * T + s->t) * 3 * H, *hp = s->h + b * s->ldh;\n"
+      "    const float *xr = xw + (b * T + s->t) * 3 * H, *hp = s->g.A + b * s->g.lda;\n"
       "    for (int64_t j = 0; j < 2 * H; j++) a[j] += xr[j];\n"
       "    nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a, 2 * H);   /* r, z */\n"
       "    for (int64_t j = 0; j < H; j++) a[2 * H + j] = xr[2 * H + j] + a[j] * a[2 * H + j];\n"
@@ -92,10 +111,9 @@ static void scan_gates(const ec_ctx *x, int ki, const nnc_node *n, long long H, 
       "/* h = (1 - z) n + z h */\n");
   }
   nnc_sb_printf(&body, "  }\n");
-  nnc_sb_printf(b, "/* The gate math of step s->t for batch rows [r0, r1): %s. */\n",
-                lstm ? "c = f c + i g, h = o tanh(c) into c_n and y" : "h = (1 - z) n + z h into y");
-  snprintf(pre, sizeof pre, "  const k%d_step *s = p;\n  const run_ctx *c = s->c;\n", ki);
-  snprintf(head, sizeof head, "static void k%d_gates(void *p, int64_t r0, int64_t r1)", ki);
+  nnc_sb_printf(b, "/* Task `task` of step s->t: batch rows [r0, r1). */\n");
+  snprintf(pre, sizeof pre, "  k%d_step *s = p;\n  const run_ctx *c = s->c;\n", ki);
+  snprintf(head, sizeof head, "static void k%d_rows(void *p, int task, int thread)", ki);
   ec_emit_function(x, b, head, pre, "c->d", &body);
 }
 
@@ -112,7 +130,21 @@ void cs_emit_scan_helpers(nnc_sb *b) {
     "    memcpy(tail, x + i, (size_t)(n - i) * sizeof *x);\n"
     "    nnc_vstore(tail, nnc_vact(act, nnc_vload(tail)));\n"
     "    memcpy(x + i, tail, (size_t)(n - i) * sizeof *x);\n"
-    "  }\n}\n\n");
+    "  }\n}\n\n"
+    "/* A scan's step over nthreads: *ntasks tasks of *per batch rows (one task when the\n"
+    " * step's GEMM g is too small to be worth waking a thread). Returns the workspace:\n"
+    " * *gates bytes for the gates [M, N], then *each bytes per thread for a task's GEMM\n"
+    " * (whole 64-byte lines). */\n"
+    "static size_t nnc_rnn_split(const nnc_simd_gemm_args *g, int nthreads, int *ntasks, int *per,\n"
+    "                            size_t *gates, size_t *each) {\n"
+    "  const double work = (double)g->M * g->N * g->K;\n"
+    "  *ntasks = work < 65536.0 || g->M < 2 ? 1 : g->M < nthreads ? g->M : nthreads;\n"
+    "  *per = (g->M + *ntasks - 1) / *ntasks;\n"
+    "  nnc_simd_gemm_args task = *g;\n"
+    "  task.M = *per;\n"
+    "  *gates = ((size_t)g->M * (size_t)g->N * sizeof(float) + 63) / 64 * 64;\n"
+    "  *each = (nnc_simd_gemm_workspace_bytes(&task, 1) + 63) / 64 * 64;\n"
+    "  return *gates + (size_t)nthreads * *each;\n}\n\n");
 }
 
 nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
@@ -121,7 +153,7 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   long long G = lstm ? 4 : 3, H = x->g->tensors[n->in[1]].shape[1].k;
   int h0 = n->nin > 3 ? n->in[3] : -1, c0 = n->nin > 4 ? n->in[4] : -1;
   scan_sizes(x, ki, n, G, H, b);
-  scan_gates(x, ki, n, H, b);
+  scan_rows(x, ki, n, H, b);
 
   const nnc_tensor *xw = &x->g->tensors[n->in[0]];
   char B[EC_EXPR], T[EC_EXPR];
@@ -138,32 +170,32 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   ec_assign(x, &body, 2, "float *hn", n->out[1]);
   if (lstm) ec_assign(x, &body, 2, "float *cn", n->out[2]);
   nnc_sb_printf(&body, "  const int64_t B = %s, T = %s, H = %lld;\n", B, T, H);
-  nnc_sb_printf(&body, "  nnc_simd_gemm_args g;\n  k%d_sizes(d, &g);\n  g.B = w;\n  g.bias = bias;\n", ki);
   nnc_sb_printf(&body,
-    "  /* the workspace: a step's gates (whole 64-byte lines), then the GEMM's */\n"
-    "  const size_t gates_bytes = ((size_t)g.M * (size_t)g.N * sizeof(float) + 63) / 64 * 64;\n"
-    "  int rc = ensure_ws(c->m, gates_bytes + nnc_simd_gemm_workspace_bytes(&g, c->m->par.nthreads));\n"
+    "  k%d_step st = {.c = c};\n"
+    "  k%d_sizes(d, &st.g);\n"
+    "  /* the workspace: the gates, then a slice per thread for a task's GEMM */\n"
+    "  int ntasks;\n  size_t gates;\n"
+    "  int rc = ensure_ws(c->m, nnc_rnn_split(&st.g, c->m->par.nthreads, &ntasks, &st.per, &gates, &st.each));\n"
     "  if (rc) return rc;\n"
-    "  void *ws = (unsigned char *)c->m->ws + gates_bytes;\n"
-    "  k%d_step st = {.c = c, .gates = c->m->ws};\n  g.C = st.gates;\n", ki);
+    "  st.g.B = w;\n  st.g.bias = bias;\n  st.g.C = c->m->ws;\n"
+    "  st.ws = (unsigned char *)c->m->ws + gates;\n"
+    "  atomic_init(&st.failed, 0);\n", ki, ki);
   nnc_sb_printf(&body, "  /* the initial state: h_n holds h until the last step's is copied there%s */\n",
                 lstm ? ", c_n holds c" : "");
   if (h0 >= 0) nnc_sb_printf(&body, "  memcpy(hn, h0, (size_t)(B * H) * sizeof *hn);\n");
   else nnc_sb_printf(&body, "  memset(hn, 0, (size_t)(B * H) * sizeof *hn);\n");
   if (lstm && c0 >= 0) nnc_sb_printf(&body, "  memcpy(cn, c0, (size_t)(B * H) * sizeof *cn);\n");
   else if (lstm) nnc_sb_printf(&body, "  memset(cn, 0, (size_t)(B * H) * sizeof *cn);\n");
-  nnc_sb_printf(&body, "  nnc_simd_error e;\n  for (int64_t s = 0; s < T; s++) {\n");
+  nnc_sb_printf(&body, "  for (int64_t s = 0; s < T; s++) {\n");
   nnc_sb_printf(&body, "    /* %s in time; h: the initial state at the first step, then the previous step's y */\n",
                 rev ? "backwards" : "forwards");
-  nnc_sb_printf(&body, "    st.t = %s;\n    g.A = s == 0 ? hn : y + (st.t %s 1) * H;\n    g.lda = s == 0 ? H : T * H;\n",
+  nnc_sb_printf(&body, "    st.t = %s;\n    st.g.A = s == 0 ? hn : y + (st.t %s 1) * H;\n    st.g.lda = s == 0 ? H : T * H;\n",
                 rev ? "T - 1 - s" : "s", rev ? "+" : "-");
-  if (lstm) nnc_sb_printf(&body, "    g.residual = xw + st.t * 4 * H;\n");
-  else nnc_sb_printf(&body, "    st.h = g.A;\n    st.ldh = g.lda;\n");
+  if (lstm) nnc_sb_printf(&body, "    st.g.residual = xw + st.t * 4 * H;\n");
   nnc_sb_printf(&body,
-    "    if (nnc_simd_gemm(&g, &c->m->par, ws, c->m->ws_size - gates_bytes, &e))\n"
-    "      return kernel_failed(c->m, %d, e.msg);\n"
-    "    /* the gate math, a unit's about as much work as 16 elements of a plain loop */\n"
-    "    nnc_glue_rows(&c->m->pool, B, 16 * H, k%d_gates, &st);\n  }\n", ki, ki);
+    "    if (ntasks > 1) c->m->par.parallel_for(c->m->par.pool, ntasks, k%d_rows, &st);\n"
+    "    else k%d_rows(&st, 0, 0);\n"
+    "    if (atomic_load(&st.failed)) return kernel_failed(c->m, %d, st.msg);\n  }\n", ki, ki, ki);
   nnc_sb_printf(&body, "  /* h_n: the last step's h */\n  if (T > 0)\n"
                        "    for (int64_t b = 0; b < B; b++) memcpy(hn + b * H, y + (b * T + %s) * H, H * sizeof *hn);\n"
                        "  return 0;\n", rev ? "0" : "T - 1");
@@ -174,9 +206,9 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
 }
 
 void cs_emit_scan_workspace(int ki, nnc_sb *b) {
-  nnc_sb_printf(b, "  {   /* kernel %d: a step's gates, then its GEMM's workspace */\n"
+  nnc_sb_printf(b, "  {   /* kernel %d: the gates, then a slice per thread for a task's GEMM */\n"
                    "    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"
-                   "    size_t w = ((size_t)g.M * (size_t)g.N * sizeof(float) + 63) / 64 * 64 +\n"
-                   "               nnc_simd_gemm_workspace_bytes(&g, nthreads);\n"
+                   "    int ntasks, per;\n    size_t gates, each;\n"
+                   "    size_t w = nnc_rnn_split(&g, nthreads, &ntasks, &per, &gates, &each);\n"
                    "    if (w > need) need = w;\n  }\n", ki, ki);
 }
