@@ -171,6 +171,12 @@ static bool propagate(const plan_ctx *c, const nnc_node *n, const place *pl, pla
     return true;
   case NNC_CLASS_MOVE:
     if (nsplit != 1 || pl[n->in[0]].kind != SPLIT) return false;
+    /* rope turns each head's last axis by its position: heads split where they are */
+    if (n->op == NNC_OP_ROPE) {
+      if (s.axis >= x->rank - 1) return false;
+      out[0] = s;
+      return true;
+    }
     if (n->op == NNC_OP_TRANSPOSE) {
       for (int i = 0; i < y->rank; i++)
         if (n->attrs.perm[i] == s.axis) out[0] = (place){SPLIT, i, s.groups, s.origin};

@@ -15,6 +15,7 @@ models=(
   "gpt2 tp:3 -D layers=1 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=3"
   "bert tp:4 -D layers=1 -D hidden=20 -D heads=4 -D intermediate=28 -D vocab=31 -D positions=9 -D seq=7 -D batch=2"
   "mlp tp:2 -D batch=5 -D pixels=13 -D hidden1=10 -D hidden2=6 -D classes=3"
+  "llama tp:2 -D layers=2 -D d=32 -D heads=4 -D kv_heads=2 -D ffn=24 -D vocab=37 -D ctx=7 -D batch=2"
 )
 for spec in "${models[@]}"; do
   read -r model plan defines <<< "$spec"

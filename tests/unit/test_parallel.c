@@ -149,6 +149,22 @@ static void test_bert_tp(void **state) {
   check_model("bert", d, 8, "tp:4", 4, 4);
 }
 
+/* LLaMA: rope on split heads, grouped-query attention (the kv heads split
+ * too), SwiGLU's two column splits meeting in a product. With 2 kv heads
+ * over 4 ranks the attention cannot split: only the MLP does. */
+static void test_llama_tp(void **state) {
+  (void)state;
+  const char *d[] = {"layers=2", "d=32", "heads=4", "kv_heads=2", "ffn=24", "vocab=37", "ctx=7", "batch=2"};
+  check_model("llama", d, 8, "tp:2", 2, 4);
+  check_model("llama", d, 8, "tp:4", 4, 2);
+  nnc_graph g;
+  load(&g, "llama", d, 8, "tp:2");
+  assert_int_equal(param(&g, "model.layers.1.self_attn.k_proj.weight")->shard.parts, 2);
+  assert_true(nnc_dim_eq_const(param(&g, "model.layers.1.self_attn.k_proj.weight")->shape[0], 8));
+  assert_int_equal(param(&g, "model.layers.1.mlp.down_proj.weight")->shard.axis, 1);
+  nnc_graph_free(&g);
+}
+
 static void test_mlp_tp(void **state) {
   (void)state;
   /* three layers: the first two pair up; the last one's output is the
@@ -199,6 +215,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_gpt2_tp),
     cmocka_unit_test(test_bert_tp),
+    cmocka_unit_test(test_llama_tp),
     cmocka_unit_test(test_mlp_tp),
     cmocka_unit_test(test_refusals),
   };
