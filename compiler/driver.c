@@ -28,6 +28,29 @@ static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p)
   }
 }
 
+/* --explain under a parallel plan: the weights each rank slices and every
+ * collective, with the bytes each rank sends at the maxima. */
+static void explain_plan(FILE *f, const nnc_graph *g) {
+  if (g->ranks <= 1) return;
+  int sliced = 0, reduces = 0;
+  double bytes = 0;
+  for (int i = 0; i < g->nparams; i++) sliced += g->tensors[g->params[i]].shard.parts > 0;
+  fprintf(f, "parallel plan: tp:%d, %d of %d weights sliced (--emit=ir shows which)\n", g->ranks, sliced, g->nparams);
+  for (int n = 0; n < g->nnodes; n++) {
+    const nnc_node *nd = &g->nodes[n];
+    if (nd->dead || nd->op != NNC_OP_ALL_REDUCE) continue;
+    const nnc_tensor *t = &g->tensors[nd->out[0]];
+    char sh[128];
+    double b = (double)nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
+    fprintf(f, "collective: all_reduce %s %s%s over %d ranks, %.3f MB a call at the maxima (%s:%d)\n", nd->label,
+            nnc_dtype_name(t->dtype), nnc_shape_format(g, t->rank, t->shape, sh, sizeof sh), nd->attrs.ranks, b / 1e6,
+            nd->loc.file ? nd->loc.file : "?", nd->loc.line);
+    bytes += b;
+    reduces++;
+  }
+  fprintf(f, "collectives: %d all_reduces, %.3f MB a run at the maxima\n", reduces, bytes / 1e6);
+}
+
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines, .training = o->train,
                           .generating = o->generate};
@@ -107,6 +130,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->explain) {
     nnc_tune_explain(o->explain, &t, &s, tiles);
     explain_outputs(o->explain, &g, &prec);
+    explain_plan(o->explain, &g);
   }
   if (!st && o->out_dir) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, o->train,

@@ -264,6 +264,25 @@ static void test_real_model_plan(void **state) {
   assert_non_null(strstr(out, "unplanned"));
 }
 
+/* --parallel: the plan in --explain (its collectives and their bytes) and
+ * in --emit=ir (each weight's slice); what no plan does yet is refused. */
+static void test_parallel_plan(void **state) {
+  char out[1 << 17];
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua -D layers=2 --parallel=tp:2 --explain", NNC_SOURCE_ROOT), 0);
+  assert_non_null(strstr(out, "parallel plan: tp:2, 12 of 28 weights sliced"));
+  assert_non_null(strstr(out, "collective: all_reduce h.1.mlp.c_proj.all_reduce f32[B,T,768] over 2 ranks, 25.166 MB"));
+  assert_non_null(strstr(out, "collectives: 4 all_reduces, 100.663 MB a run"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua -D layers=1 --parallel=tp:2 --emit=ir", NNC_SOURCE_ROOT), 0);
+  assert_non_null(strstr(out, "h.0.attn.c_attn.weight f32[768,1152]  (a rank's slice: 1/2 of dim 2 in each of its 3 groups)"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=tp:2 --target=opencl -o par_out", NNC_SOURCE_ROOT), 6);
+  assert_non_null(strstr(out, "target opencl does not run collectives yet"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=dp:2 -o par_out", NNC_SOURCE_ROOT), 1);
+  assert_non_null(strstr(out, "expected --train"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=pp:2 --emit=ir", NNC_SOURCE_ROOT), 1);
+  assert_non_null(strstr(out, "expected tp:N and/or dp:M"));
+  assert_false(exists("par_out"));
+}
+
 /* --recompute: a bad level or no --train is a usage error; each level's
  * plan of the training step peaks lower than the one before, and a folder
  * compiled with it leaves nothing behind when refused. */
@@ -299,6 +318,7 @@ int main(void) {
     cmocka_unit_test(test_random_weights),
     cmocka_unit_test(test_real_model_plan),
     cmocka_unit_test(test_recompute),
+    cmocka_unit_test(test_parallel_plan),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
