@@ -72,7 +72,7 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
                 ki, ki, lstm ? 4 : 3, ki);
   nnc_sb body;
   nnc_sb_init(&body);
-  if (!lstm) ec_assign(x, &body, 2, "const float *xw", n->in[0]);
+  ec_assign(x, &body, 2, "const float *xw", n->in[0]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   if (lstm) ec_assign(x, &body, 2, "float *cn", n->out[2]);
   nnc_sb_printf(&body, "  const int64_t B = %s, T = %s, H = %lld;\n", B, T, H);
@@ -86,8 +86,8 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
     "    if (!atomic_exchange(&s->failed, 1)) memcpy(s->msg, e.msg, sizeof s->msg);\n"
     "    return;\n  }\n",
     lstm ? "  g.residual += r0 * g.ldr;\n" : "");
-  nnc_sb_printf(&body, "  /* their gate math, from the gates into %s */\n  for (int64_t b = r0; b < r1; b++) {\n",
-                lstm ? "c_n and y" : "y");
+  nnc_sb_printf(&body, "  /* their gate math, from the gates into %s */\n  const int64_t next = s->t %s 1;\n"
+                       "  for (int64_t b = r0; b < r1; b++) {\n", lstm ? "c_n and y" : "y", n->attrs.reverse ? "-" : "+");
   nnc_sb_printf(&body, "    float *a = s->g.C + b * %d * H, *yr = y + (b * T + s->t) * H;\n", lstm ? 4 : 3);
   if (lstm) {
     nnc_sb_printf(&body,
@@ -110,7 +110,11 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
       "    for (int64_t j = 0; j < H; j++) yr[j] = (1.0f - a[H + j]) * a[2 * H + j] + a[H + j] * hp[j];   "
       "/* h = (1 - z) n + z h */\n");
   }
-  nnc_sb_printf(&body, "  }\n");
+  nnc_sb_printf(&body,
+    "    /* the row's xw at the next step, which %s reads: a miss (rows T * %d * H apart) taken now */\n"
+    "    if (next >= 0 && next < T)\n"
+    "      for (int64_t j = 0; j < %d * H; j += 16) __builtin_prefetch(xw + (b * T + next) * %d * H + j);\n  }\n",
+    lstm ? "its GEMM (the residual)" : "its gate math", lstm ? 4 : 3, lstm ? 4 : 3, lstm ? 4 : 3);
   nnc_sb_printf(b, "/* Task `task` of step s->t: batch rows [r0, r1). */\n");
   snprintf(pre, sizeof pre, "  k%d_step *s = p;\n  const run_ctx *c = s->c;\n", ki);
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int task, int thread)", ki);
