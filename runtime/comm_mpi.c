@@ -142,7 +142,7 @@ static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
 
 static nnrt_status mpi_all_reduce(nnrt_comm *c, const void *send, void *recv, size_t count, nnrt_dtype t,
                                   nnrt_reduce op, void *stream, nnrt_error *err) {
-  MPI_Datatype dt;
+  MPI_Datatype dt = MPI_DATATYPE_NULL;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "all_reduce", send, recv, count, 1, t, &dt, what, sizeof what, err);
   if (s == NNRT_OK) s = nnrt_comm_check_op(c, "all_reduce", op, err);
@@ -162,7 +162,7 @@ static nnrt_status mpi_all_reduce(nnrt_comm *c, const void *send, void *recv, si
 
 static nnrt_status mpi_all_gather(nnrt_comm *c, const void *send, void *recv, size_t count, nnrt_dtype t,
                                   void *stream, nnrt_error *err) {
-  MPI_Datatype dt;
+  MPI_Datatype dt = MPI_DATATYPE_NULL;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "all_gather", send, recv, count, (size_t)c->world, t, &dt, what, sizeof what, err);
   if (s != NNRT_OK) return s;
@@ -191,7 +191,7 @@ static nnrt_status mpi_all_gather(nnrt_comm *c, const void *send, void *recv, si
 
 static nnrt_status mpi_reduce_scatter(nnrt_comm *c, const void *send, void *recv, size_t count, nnrt_dtype t,
                                       nnrt_reduce op, void *stream, nnrt_error *err) {
-  MPI_Datatype dt;
+  MPI_Datatype dt = MPI_DATATYPE_NULL;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "reduce_scatter", send, recv, count, (size_t)c->world, t, &dt, what, sizeof what, err);
   if (s == NNRT_OK) s = nnrt_comm_check_op(c, "reduce_scatter", op, err);
@@ -221,7 +221,7 @@ static nnrt_status mpi_reduce_scatter(nnrt_comm *c, const void *send, void *recv
 
 static nnrt_status mpi_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dtype t, int root, void *stream,
                                  nnrt_error *err) {
-  MPI_Datatype dt;
+  MPI_Datatype dt = MPI_DATATYPE_NULL;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "broadcast", buf, buf, count, 1, t, &dt, what, sizeof what, err);
   if (s != NNRT_OK) return s;

@@ -148,7 +148,7 @@ static ncclRedOp_t nccl_op(nnrt_reduce op) { return op == NNRT_REDUCE_MAX ? nccl
 
 static nnrt_status nccl_all_reduce(nnrt_comm *c, const void *send, void *recv, size_t count, nnrt_dtype t,
                                    nnrt_reduce op, void *stream, nnrt_error *err) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "all_reduce", send, recv, count, 1, t, &dt, what, sizeof what, err);
   if (s == NNRT_OK) s = nnrt_comm_check_op(c, "all_reduce", op, err);
@@ -161,7 +161,7 @@ static nnrt_status nccl_all_reduce(nnrt_comm *c, const void *send, void *recv, s
 
 static nnrt_status nccl_all_gather(nnrt_comm *c, const void *send, void *recv, size_t count, nnrt_dtype t,
                                    void *stream, nnrt_error *err) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "all_gather", send, recv, count, (size_t)c->world, t, &dt, what, sizeof what, err);
   if (s != NNRT_OK) return s;
@@ -173,7 +173,7 @@ static nnrt_status nccl_all_gather(nnrt_comm *c, const void *send, void *recv, s
 
 static nnrt_status nccl_reduce_scatter(nnrt_comm *c, const void *send, void *recv, size_t count, nnrt_dtype t,
                                        nnrt_reduce op, void *stream, nnrt_error *err) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "reduce_scatter", send, recv, count, (size_t)c->world, t, &dt, what, sizeof what, err);
   if (s == NNRT_OK) s = nnrt_comm_check_op(c, "reduce_scatter", op, err);
@@ -186,7 +186,7 @@ static nnrt_status nccl_reduce_scatter(nnrt_comm *c, const void *send, void *rec
 
 static nnrt_status nccl_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dtype t, int root, void *stream,
                                   nnrt_error *err) {
-  ncclDataType_t dt;
+  ncclDataType_t dt = ncclFloat32;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "broadcast", buf, buf, count, 1, t, &dt, what, sizeof what, err);
   if (s != NNRT_OK) return s;
