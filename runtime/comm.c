@@ -29,6 +29,12 @@ nnrt_status nnrt_comm_check(const nnrt_comm *c, const char *what, const void *a,
   return NNRT_OK;
 }
 
+nnrt_status nnrt_comm_check_root(const nnrt_comm *c, const char *what, int root, nnrt_error *err) {
+  if (root >= 0 && root < c->world) return NNRT_OK;
+  return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected a root in 0..%d, found %d", c->rank, what, c->world - 1,
+                     root);
+}
+
 nnrt_status nnrt_comm_check_op(const nnrt_comm *c, const char *what, nnrt_reduce op, nnrt_error *err) {
   if (op == NNRT_REDUCE_SUM || op == NNRT_REDUCE_MAX) return NNRT_OK;
   return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected the reduction sum or max, found %d",

@@ -224,10 +224,8 @@ static nnrt_status mpi_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dty
   MPI_Datatype dt = MPI_DATATYPE_NULL;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "broadcast", buf, buf, count, 1, t, &dt, what, sizeof what, err);
+  if (s == NNRT_OK) s = nnrt_comm_check_root(c, what, root, err);
   if (s != NNRT_OK) return s;
-  if (root < 0 || root >= c->world)
-    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected a root in 0..%d, found %d", c->rank, what,
-                       c->world - 1, root);
   MPI_Request req;
   int rc = MPI_Ibcast(buf, (int)count, dt, root, ((mpi_state *)c->impl)->comm, &req);
   if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what, err);

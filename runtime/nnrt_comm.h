@@ -126,6 +126,8 @@ nnrt_status nnrt_comm_check(const nnrt_comm *c, const char *what, const void *a,
                             size_t count, size_t elems, nnrt_dtype t, nnrt_error *err);
 /* NNRT_E_ARG unless op is SUM or MAX. */
 nnrt_status nnrt_comm_check_op(const nnrt_comm *c, const char *what, nnrt_reduce op, nnrt_error *err);
+/* NNRT_E_ARG unless root is a rank of c (a broadcast's). */
+nnrt_status nnrt_comm_check_root(const nnrt_comm *c, const char *what, int root, nnrt_error *err);
 const char *nnrt_reduce_name(nnrt_reduce op);  /* "sum", "max" */
 
 static inline nnrt_status nnrt_comm_all_reduce(nnrt_comm *c, const void *send, void *recv, size_t count,

@@ -189,10 +189,8 @@ static nnrt_status nccl_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dt
   ncclDataType_t dt = ncclFloat32;   /* set by begin() when it succeeds */
   char what[96];
   nnrt_status s = begin(c, "broadcast", buf, buf, count, 1, t, &dt, what, sizeof what, err);
+  if (s == NNRT_OK) s = nnrt_comm_check_root(c, what, root, err);
   if (s != NNRT_OK) return s;
-  if (root < 0 || root >= c->world)
-    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected a root in 0..%d, found %d", c->rank, what,
-                       c->world - 1, root);
   nccl_state *m = c->impl;
   s = settle(c, ncclBroadcast(buf, buf, count, dt, root, m->comm, (cudaStream_t)stream), what, err);
   if (s == NNRT_OK && c->rank == root) c->bytes += count * nnrt_dtype_size(t);
