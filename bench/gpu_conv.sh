@@ -8,7 +8,9 @@
 #
 # run builds every folder, checks each against the float64 reference with
 # poisoned outputs (tests/ops/conv.lua in f32 and bf16, the MNIST CNN, a
-# small ResNet-18 in both layouts; the MNIST CNN's training step in f32, whose
+# small ResNet-18 in both layouts, tests/ops/conv_wide.lua and a small
+# ResNet-18 of full width, whose convolutions are implicit GEMMs on sm_90a;
+# the MNIST CNN's training step in f32, whose
 # gradients go through col2im; `bench_<model> --check`), runs
 # compute-sanitizer memcheck on the ops, then times ResNet-18 at B, 224x224,
 # bf16 (NCHW and NHWC: the harness's median after warm-up) and PyTorch's
@@ -23,6 +25,9 @@ SMALL="-D size=33 -D width=4 -D classes=7 -D batch=4"
 # name model precision defines
 CASES="conv_f32 tests/ops/conv f32
 conv_bf16 tests/ops/conv bf16
+conv_wide_bf16 tests/ops/conv_wide bf16
+conv_wide_f16 tests/ops/conv_wide f16
+resnet_w64_nhwc_bf16 models/resnet18 bf16 -D size=37 -D width=64 -D classes=7 -D batch=4 -D layout=nhwc
 mnist_bf16 models/mnist_cnn bf16
 mnist_train_f32 models/mnist_cnn f32 --train
 resnet_small_f32 models/resnet18 f32 $SMALL
@@ -59,10 +64,15 @@ run() {
   (cd "$G/conv_bf16" && timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./bench_conv --check -d B=3 \
      --runs 1 --warmup 0 --no-peaks > "$out/memcheck.log" 2>&1)
   echo "conv_bf16 memcheck: rc=$? $(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")" >> "$t"
+  (cd "$G/conv_wide_bf16" && timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./bench_conv_wide --check \
+     -d B=1 --runs 1 --warmup 0 --no-peaks > "$out/memcheck_wide.log" 2>&1)
+  echo "conv_wide_bf16 memcheck: rc=$? $(grep -m1 'ERROR SUMMARY' "$out/memcheck_wide.log")" >> "$t"
   for c in resnet_nchw resnet_nhwc; do
     (cd "$G/$c" && ./bench_resnet18 -d B="$B" --runs 50 --warmup 10 --json > "$out/$c.json" 2> "$out/$c.err") || status=1
     echo "$c B=$B: $(python3 -c 'import json, sys; print("%.3f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/$c.json" 2>&1 | tail -1)" >> "$t"
   done
+  (cd "$G/resnet_nhwc" && ./bench_resnet18 -d B="$B" --runs 50 --warmup 10 --cuda-graphs on --json > "$out/graphs.json" 2>&1)
+  echo "resnet_nhwc B=$B --cuda-graphs on: $(python3 -c 'import json, sys; print("%.3f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/graphs.json" 2>&1 | tail -1)" >> "$t"
   python3 "$ROOT/bench/gpu_resnet_torch.py" --batch "$B" --modes "$MODES" > "$out/torch.jsonl" 2> "$out/torch.err" || status=1
   python3 - "$out/torch.jsonl" >> "$t" <<'EOF2'
 import json, sys

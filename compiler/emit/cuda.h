@@ -22,6 +22,9 @@ const char *cu_stype(const ec_ctx *x, int t);
  * run_args &c, cudaStream_t s)` (and the __global__ functions nnc writes)
  * and the cost function. */
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
+/* The body of a windowed GEMM kernel's launcher (cuda_conv.c): one call of
+ * templates/cuda/conv_wgmma.cuh. */
+void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
 /* The CUDA kernel and launcher of an elementwise, move, reduce, gather or
  * non-last-axis softmax kernel. */
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);

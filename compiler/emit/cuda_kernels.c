@@ -145,6 +145,11 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     impl = base;
   }
   ec_gemm_shape_of(x, k, &p->s);
+  if (d->windowed) {
+    snprintf(p->why, sizeof p->why, "nnc's implicit-GEMM convolution on wgmma: the windows gathered from the image, "
+             "never stored");
+    return NNC_OK;
+  }
   bool gelu_tanh = d->act == NNC_OP_GELU && d->gelu_tanh;
   bool lt_act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || gelu_tanh;
   bool act_res = d->act != NNC_OP_NONE && d->residual >= 0 && !d->act_last;
@@ -221,7 +226,7 @@ static void gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_varia
   gemm_plan p;
   nnc_error e;
   memset(v, 0, sizeof *v);
-  if (plan_gemm(x, k, NULL, &p, &e)) return;
+  if (d->windowed || plan_gemm(x, k, NULL, &p, &e)) return;   /* a convolution has one implementation */
   int pad = pad_of(x, d, &p.s, p.lt_residual);
   /* the rule's choice first, then the other cuBLASLt ways */
   if (p.wg) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
@@ -419,7 +424,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  /* %s */\n", p.why);
-  if (p.own >= 0) {
+  if (d->windowed) {
+    cu_conv_body(x, ki, &body);
+  } else if (p.own >= 0) {
     own_gemm_body(x, ki, &p, &body);
   } else {
     char batch[EXPR], bi[EXPR], lit[64], pa[256];
@@ -987,11 +994,12 @@ static void emit_run_kernel(const ec_ctx *x, nnc_sb *b) {
 
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
-  bool own = false, wg = false;   /* which of nnc's GEMMs a kernel (or the probe) uses */
+  bool own = false, wg = false, conv = false;   /* which of nnc's GEMMs a kernel (or the probe) uses */
   for (int ki = 0; ki < x->s->nk; ki++) {
     gemm_plan p;
     nnc_error e;
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
+    conv |= x->s->k[ki].d.gemm.windowed;
     nnc_kernel_variants v;
     gemm_variants(x, &x->s->k[ki], &v);
     for (int i = 0; x->r->probe && i < v.n; i++) {
@@ -1005,7 +1013,8 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   }
   if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
   if (wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
-  if (own || wg) nnc_sb_printf(b, "\n");
+  if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
+  if (own || wg || conv) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
                      "static int probe_variant[NKERNELS];\n\n");

@@ -64,7 +64,8 @@ typedef enum nnc_gemm_bgrad {
  *   batch dims of A and B broadcast (matmul); bias [N]; residual has out's
  *   shape. Absent operands are -1. aux_kind (above) says what aux is; with
  *   NNC_AUX_SAVE there is no residual.
- *   bgrad_from (below) says whether bgrad is written too. */
+ *   bgrad_from (below) says whether bgrad is written too; windowed says
+ *   whether A is gathered from an image instead of read. */
 typedef struct nnc_gemm_desc {
   int a, b, bias, residual, out;
   bool a_trans, b_trans;
@@ -80,6 +81,11 @@ typedef struct nnc_gemm_desc {
   int aux;                     /* unless aux_kind is NNC_AUX_NONE */
   nnc_gemm_bgrad bgrad_from;
   int bgrad;                   /* unless bgrad_from is NNC_BGRAD_NONE */
+  bool windowed;               /* an implicit convolution: A (a, the [..., M, K] view of an im2col's
+                                  windows) is never stored; the GEMM gathers its rows from the image
+                                  that im2col node `window` reads (NHWC, tap-major windows, zero
+                                  padding), and that node and the view belong to the kernel */
+  int window;                  /* the im2col node, when windowed */
 } nnc_gemm_desc;
 
 /* out[..., t, :] = softmax(scale * q[..., t, :] . k[..., s, :] + masks) . v

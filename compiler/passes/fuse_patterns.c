@@ -243,6 +243,33 @@ static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, i
   return r;
 }
 
+/* Whether the gathering of A's rows from an image, instead of the windows
+ * tensor, fits the GEMM d of linear mm (nnc_compile_opts.gemm_windows): A
+ * the [..., M, K] view of a tap-major NHWC im2col with zero padding, read
+ * by mm alone; 16-bit image, weight, bias, residual and out of one type;
+ * channels a multiple of 64 (so a k step of 64 never spans two taps), N a
+ * multiple of 8. The im2col node, or -1; *view gets the reshape. */
+static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc *d, int *view) {
+  if (mm->op != NNC_OP_LINEAR || !d->b_trans || d->a_trans || d->prologue != NNC_NORM_NONE ||
+      d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE || reads(mm, d->a) != 1)
+    return -1;
+  if (d->act != NNC_OP_NONE && d->act != NNC_OP_RELU && d->act != NNC_OP_GELU && d->act != NNC_OP_SILU) return -1;
+  *view = foldable_producer(c, d->a);
+  if (*view < 0 || node_of(c, *view)->op != NNC_OP_RESHAPE) return -1;
+  int w = foldable_producer(c, node_of(c, *view)->in[0]);
+  if (w < 0) return -1;
+  const nnc_node *im = node_of(c, w);
+  const nnc_tensor *img = tensor_of(c, im->in[0]), *out = tensor_of(c, d->out);
+  nnc_dtype t = img->dtype;
+  if (im->op != NNC_OP_IM2COL || !im->attrs.win.nhwc || !im->attrs.win.tap_major || im->attrs.scalar != 0.0 ||
+      img->rank != 4 || (t != NNC_BF16 && t != NNC_F16) || tensor_of(c, d->b)->dtype != t || out->dtype != t ||
+      (d->bias >= 0 && tensor_of(c, d->bias)->dtype != t) || (d->residual >= 0 && tensor_of(c, d->residual)->dtype != t))
+    return -1;
+  nnc_dim ch = img->shape[3], n = out->shape[out->rank - 1];
+  if (!nnc_dim_is_const(ch) || ch.k % 64 || !nnc_dim_is_const(n) || n.k % 8) return -1;
+  return w;
+}
+
 /* linear / matmul with an optional norm prologue on A, a folded transpose of
  * a rank-2 A (a weight gradient's x^T: no copy of the activations) or B, and
  * the epilogue alpha, bias, activation, residual, widening
@@ -253,7 +280,7 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   nnc_gemm_desc d = {.a = mm->in[0], .b = mm->in[1], .bias = -1, .residual = -1, .out = -1,
                      .b_trans = false, .prologue = NNC_NORM_NONE, .norm_gamma = -1,
                      .norm_beta = -1, .norm_eps = 0, .act = NNC_OP_NONE, .gelu_tanh = false,
-                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1};
+                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1, .window = -1};
   gr->nnodes = 0;
   take(gr, anchor);
   if (mm->op == NNC_OP_LINEAR) {
@@ -371,6 +398,13 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     cur = node_of(c, r)->out[0];
   }
   d.out = cur;
+  int view, win = c->gemm_windows ? windows_of(c, mm, &d, &view) : -1;
+  if (win >= 0) {
+    d.windowed = true;
+    d.window = win;
+    take(gr, view);
+    take(gr, win);
+  }
   bool of_b;
   int bcast, bg = bias_grad_of(c, &d, &of_b, &bcast);
   if (bg >= 0) {

@@ -49,12 +49,34 @@ static void prologue(const nnc_gemm_desc *d, const double *x, int64_t xs, int64_
   for (int64_t c = 0; c < K; c++) row[c] = (x[c] - mean) * inv * gamma[c] + (beta ? beta[c] : 0.0);
 }
 
+/* A windowed GEMM's A: the kernel's im2col node and the view after it run
+ * as graph ops (ref_window.c's definition of the windows), which the
+ * targets' gathering loads must match. */
+static nnc_status windows(nnc_ref *r, const nnc_kernel *k, int ki, const nnc_gemm_desc *d, const double **a,
+                          nnc_error *err) {
+  int view = d->a >= 0 && d->a < r->g->ntensors ? r->g->tensors[d->a].producer : -1;
+  bool ok = d->window >= 0 && d->window < r->g->nnodes && view >= 0 && r->g->nodes[d->window].op == NNC_OP_IM2COL &&
+            r->g->nodes[view].nin >= 1 && r->g->nodes[view].in[0] == r->g->nodes[d->window].out[0];
+  bool has_w = false, has_v = false;
+  for (int i = 0; ok && i < k->nnodes; i++) {
+    has_w |= k->nodes[i] == d->window;
+    has_v |= k->nodes[i] == view;
+  }
+  if (!ok || !has_w || !has_v)
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected A made inside the kernel by its im2col "
+                               "(node %d) and a view of it", d->window);
+  nnc_status st = nnc_ref_eval_node(r, d->window, err);
+  if (!st) st = nnc_ref_eval_node(r, view, err);
+  *a = r->val[d->a];
+  return st;
+}
+
 nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
   const double *a, *b, *bias, *res, *gamma, *beta;
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
   bool norm = d->prologue != NNC_NORM_NONE, layer = d->prologue == NNC_NORM_LAYER;
-  nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->a, "A", &a, err);
+  nnc_status st = d->windowed ? windows(r, k, ki, d, &a, err) : nnc_ref_kernel_operand(r, k, ki, d->a, "A", &a, err);
   if (!st) st = nnc_ref_kernel_operand(r, k, ki, d->b, "B", &b, err);
   if (!st) st = optional(r, k, ki, d->bias, "bias", &bias, err);
   if (!st) st = optional(r, k, ki, d->residual, "residual", &res, err);
