@@ -6,8 +6,11 @@
  * Each is written in the graph's own ops around im2col: a convolution is the
  * windows as rows ([N*OH*OW, C*KH*KW]) times the weight flattened to
  * [O, C*KH*KW], a linear whose bias and activation the GEMM epilogue fuses,
- * which gives NHWC; an NCHW model gets one transpose after it. Pooling is a
- * max or mean over each window. Batch norm (inference: the running
+ * which gives NHWC. The image ops of an NCHW model are the NHWC ones between
+ * two transposes (to NHWC before, back after): one lowering, the fast one,
+ * and passes/layout.c cancels the transposes between consecutive image ops,
+ * moving them through the elementwise ops between. Pooling is a max or mean
+ * over each window. Batch norm (inference: the running
  * statistics) is one multiply-add per channel, the per-channel factors made
  * from the four weights by elementwise ops. */
 #include <math.h>
@@ -144,6 +147,12 @@ static int to_layout(lua_State *L, int y, bool nhwc) {
   return nhwc ? y : permute(L, y, to_nchw);
 }
 
+/* The model's image as NHWC, what the windows read. */
+static int from_layout(lua_State *L, int x, bool nhwc) {
+  static const int to_nhwc[4] = {0, 2, 3, 1};
+  return nhwc ? x : permute(L, x, to_nhwc);
+}
+
 /* The convolution of a rank-4 image by weight [O, C/groups, KH, KW] (any
  * shape with those elements: conv1d's [O, C/groups, K]) and an optional bias.
  * An NHWC image without groups takes its windows tap-major, each tap's
@@ -235,12 +244,12 @@ static int l_conv2d(lua_State *L) {
   opt_pair(L, 5, fn, "stride", (const int[]){1, 1}, s);
   opt_pair(L, 5, fn, "padding", (const int[]){0, 0}, p);
   opt_pair(L, 5, fn, "dilation", (const int[]){1, 1}, dl);
-  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc, false};
+  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], true, false};
   nnc_dtype t = fe_param_dtype(L, x);
   int64_t wd[4] = {O, C / groups, k[0] > 0 ? k[0] : 1, k[1] > 0 ? k[1] : 1};
   int weight = fe_make_param(L, prefix, "weight", t, 4, wd);
   int bias = with_bias ? fe_make_param(L, prefix, "bias", t, 1, &wd[0]) : -1;
-  int y = conv_core(L, x, &w, O, groups, weight, bias, prefix, fn);
+  int y = conv_core(L, from_layout(L, x, nhwc), &w, O, groups, weight, bias, prefix, fn);
   fe_push_tensor(L, to_layout(L, y, nhwc));
   return 1;
 }
@@ -304,11 +313,11 @@ static int pool(lua_State *L, nnc_op reduce, const char *fn) {
     return fe_fail(L, NNC_E_SHAPE, "%s: expected padding at most half the kernel, found padding %dx%d for a kernel "
                    "%dx%d", fn, p[0], p[1], k[0], k[1]);
   /* NHWC: tap-major windows (each tap's channels copied whole), reduced over the taps */
-  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], nhwc, nhwc};
-  int cols = im2col(L, x, &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0, fn);
+  nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], true, true};
+  int cols = im2col(L, from_layout(L, x, nhwc), &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
-  at.axis = nhwc ? 3 : 4;
+  at.axis = 3;
   int y = node_out(L, reduce, 1, &cols, &at, NULL, NULL);
   fe_push_tensor(L, to_layout(L, y, nhwc));
   return 1;
@@ -334,8 +343,8 @@ static int l_adaptive_avgpool2d(lua_State *L) {
     return fe_fail(L, NNC_E_SHAPE, "adaptive_avgpool2d: expected an output size that divides the image's %lldx%lld, "
                    "found %dx%d", (long long)H, (long long)W, o[0], o[1]);
   int kh = (int)(H / o[0]), kw = (int)(W / o[1]);
-  nnc_window w = {kh, kw, kh, kw, 0, 0, 1, 1, nhwc, false};
-  int cols = im2col(L, x, &w, 0.0, fn);
+  nnc_window w = {kh, kw, kh, kw, 0, 0, 1, 1, true, false};
+  int cols = im2col(L, from_layout(L, x, nhwc), &w, 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
   at.axis = 4;

@@ -2,7 +2,8 @@
  *
  * Order (see pipeline.c): the front-end calls nnc_infer_node as it adds each
  * node, so a shape error stops the model at its Lua line; then nnc_pass_check
- * re-checks the whole graph, nnc_pass_cse and nnc_pass_dce clean it up,
+ * re-checks the whole graph, nnc_pass_layout cancels the NCHW/NHWC
+ * transposes between image ops, nnc_pass_cse and nnc_pass_dce clean it up,
  * nnc_pass_fuse groups nodes into kernels by the pattern table in fuse.c, and
  * nnc_pass_memplan places every intermediate in one arena. */
 #ifndef NNC_PASSES_H
@@ -26,6 +27,15 @@ nnc_status nnc_pass_check(nnc_graph *g, nnc_error *err);
  * attributes as an earlier one is marked dead and its outputs' uses (graph
  * outputs included) are redirected to the earlier node's outputs. */
 nnc_status nnc_pass_cse(nnc_graph *g, int *merged, nnc_error *err);
+
+/* Image layouts (layout.c): the transposes between NCHW and NHWC that the
+ * front-end writes around each image op move down through the elementwise
+ * ops between image ops until they cancel, so an NCHW model runs NHWC inside
+ * with a transpose only where an NCHW tensor enters or leaves; a transpose
+ * that moves only axes of size 1 becomes a reshape. *cancelled counts the
+ * pairs that cancelled. Target-independent; runs on the checked graph,
+ * before nnc_pass_cse. */
+nnc_status nnc_pass_layout(nnc_graph *g, int *cancelled, nnc_error *err);
 
 /* Dead-code elimination: nodes none of whose outputs reach a graph output are
  * marked dead. */
