@@ -22,10 +22,11 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
 /* An lstm_scan_grad or gru_scan_grad kernel: a task takes whole batch rows (emit_recurrent.c). */
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
 /* An lstm_scan or gru_scan kernel as a GEMM a step over every batch row, then
- * the step's gate math, a block of rows a thread (c_simd_scan.c); its
- * workspace_need statements (the gates, then a GEMM workspace per thread). */
+ * the step's gate math, a block of rows a thread through every step
+ * (c_simd_scan.c); its workspace_need statements (W_hh packed, the gates,
+ * then a GEMM workspace per thread). */
 nnc_status cs_emit_scan(const ec_ctx *x, int k, nnc_sb *b);
-void cs_emit_scan_workspace(int k, nnc_sb *b);
+void cs_emit_scan_workspace(const ec_ctx *x, int k, nnc_sb *b);
 /* What the scans' kernels share, written once before the kernels: nnc_rnn_act. */
 void cs_emit_scan_helpers(nnc_sb *b);
 /* A rope kernel: a task takes whole rows (emit_rope.c). */

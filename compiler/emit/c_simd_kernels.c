@@ -334,7 +334,7 @@ void cs_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
                      "    if (w > need) need = w;\n  }\n", ki, rows, cols);
   } else if (k->kind == NNC_KERNEL_MOVE && (x->g->nodes[k->nodes[0]].op == NNC_OP_LSTM_SCAN ||
                                              x->g->nodes[k->nodes[0]].op == NNC_OP_GRU_SCAN)) {
-    cs_emit_scan_workspace(ki, b);
+    cs_emit_scan_workspace(x, ki, b);
   } else if (k->kind == NNC_KERNEL_GEMM) {
     nnc_sb_printf(b, "  {\n    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"
                      "    size_t w = nnc_simd_gemm_workspace_bytes(&g, nthreads);\n    if (w > need) need = w;\n  }\n", ki);

@@ -2,13 +2,15 @@
  * forward of training) on the C SIMD target as PyTorch's CPU kernels run
  * them: each time step is one GEMM over every batch row,
  *   gates [B, G*H] = h [B, H] . W_hh^T + b_hh   (+ xw[:, t, :] for the LSTM),
- * into a buffer at the start of the workspace, then the step's gate math,
- * with the templates' vector activations (kernels/simd_math.h). A step is
- * one parallel_for of the model's pool: a task per thread takes a block of
- * batch rows, runs their part of the GEMM through the nnc_simd_gemm template
+ * into a buffer in the workspace, then the step's gate math, with the
+ * templates' vector activations (kernels/simd_math.h). A batch row's h
+ * depends on its own h alone, so the scan is one parallel_for of the
+ * model's pool: a task per thread takes a block of batch rows through every
+ * step, each step their part of the GEMM through the nnc_simd_gemm template
  * on its own thread (in its slice of the workspace), then their gate math,
- * so a step wakes the threads once (a GEMM on the pool, then the gate math
- * through nnc_glue_rows, took two wake-ups a step and ~20% longer).
+ * with no barrier between steps. A parallel_for a step cost ~12 us on a
+ * 2-core VM, 96 of them a forward of the 2-layer forecaster. W_hh is packed
+ * into the micro-kernel's order once a scan (b_packed), not by every GEMM.
  *
  * The numerics are emit_recurrent.c's: PyTorch's gate order (i, f, g, o;
  * r, z, n) and the GRU's n gate tanh(xw_n + r (W_hn h + b_hn)), so for the
@@ -53,70 +55,82 @@ static void scan_sizes(const ec_ctx *x, int ki, const nnc_node *n, long long G, 
   nnc_sb_free(&body);
 }
 
-/* k<ki>_step, what a task of one step is told, and k<ki>_rows, a task:
- * its batch rows' GEMM on its thread, then their gate math. */
+/* k<ki>_scan, what the scan's tasks are told, and k<ki>_rows, a task: its
+ * batch rows through every time step, a step their GEMM on its thread, then
+ * their gate math. A row's h depends on its own h alone, so the tasks never
+ * wait for each other: the scan wakes the pool once. */
 static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, nnc_sb *b) {
-  bool lstm = n->op == NNC_OP_LSTM_SCAN;
+  bool lstm = n->op == NNC_OP_LSTM_SCAN, rev = n->attrs.reverse;
+  int G = lstm ? 4 : 3;
   char B[EC_EXPR], T[EC_EXPR], pre[160], head[96];
   nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[0], "d->", B, sizeof B);
   nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[1], "d->", T, sizeof T);
-  nnc_sb_printf(b, "/* One step of kernel %d, as its tasks see it. */\n"
-                   "typedef struct k%d_step {\n  const run_ctx *c;\n"
-                   "  nnc_simd_gemm_args g;   /* the step's GEMM over every batch row (C: the gates, [B, %d * H]) */\n"
-                   "  int64_t t;              /* the time index */\n"
+  nnc_sb_printf(b, "/* Kernel %d's scan, as its tasks see it. */\n"
+                   "typedef struct k%d_scan {\n  const run_ctx *c;\n"
+                   "  nnc_simd_gemm_args g;   /* a step's GEMM over every batch row (C: the gates, [B, %d * H]),\n"
+                   "                            W_hh packed once for the scan (b_packed) */\n"
                    "  int per;                /* batch rows a task takes */\n"
                    "  unsigned char *ws;      /* per thread, `each` bytes of workspace for a task's GEMM */\n"
                    "  size_t each;\n"
                    "  atomic_int failed;      /* a task's GEMM refused its arguments; msg says why */\n"
-                   "  char msg[256];\n} k%d_step;\n\n",
-                ki, ki, lstm ? 4 : 3, ki);
+                   "  char msg[256];\n} k%d_scan;\n\n",
+                ki, ki, G, ki);
   nnc_sb body;
   nnc_sb_init(&body);
   ec_assign(x, &body, 2, "const float *xw", n->in[0]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
+  ec_assign(x, &body, 2, "const float *hn", n->out[1]);
   if (lstm) ec_assign(x, &body, 2, "float *cn", n->out[2]);
   nnc_sb_printf(&body, "  const int64_t B = %s, T = %s, H = %lld;\n", B, T, H);
   nnc_sb_printf(&body,
     "  const int64_t r0 = (int64_t)task * s->per, r1 = r0 + s->per < B ? r0 + s->per : B;\n"
-    "  /* the rows' part of the step's GEMM, on this thread alone */\n"
+    "  if (r0 >= r1) return;\n"
+    "  /* the rows' part of each step's GEMM, on this thread alone */\n"
     "  nnc_simd_gemm_args g = s->g;\n"
-    "  g.M = (int)(r1 - r0);\n  g.A += r0 * g.lda;\n  g.C += r0 * g.ldc;\n%s"
-    "  nnc_simd_error e;\n"
-    "  if (nnc_simd_gemm(&g, NULL, s->ws + (size_t)thread * s->each, s->each, &e)) {\n"
-    "    if (!atomic_exchange(&s->failed, 1)) memcpy(s->msg, e.msg, sizeof s->msg);\n"
-    "    return;\n  }\n",
-    lstm ? "  g.residual += r0 * g.ldr;\n" : "");
-  nnc_sb_printf(&body, "  /* their gate math, from the gates into %s */\n  const int64_t next = s->t %s 1;\n"
-                       "  for (int64_t b = r0; b < r1; b++) {\n", lstm ? "c_n and y" : "y", n->attrs.reverse ? "-" : "+");
-  nnc_sb_printf(&body, "    float *a = s->g.C + b * %d * H, *yr = y + (b * T + s->t) * H;\n", lstm ? 4 : 3);
+    "  g.M = (int)(r1 - r0);\n  g.C += r0 * g.ldc;\n"
+    "  for (int64_t step = 0; step < T; step++) {\n"
+    "    const int64_t t = %s, next = t %s 1;\n"
+    "    /* h: the initial state (h_n) at the first step, then the previous step's y */\n"
+    "    g.A = step == 0 ? hn + r0 * H : y + (r0 * T + t %s 1) * H;\n"
+    "    g.lda = step == 0 ? H : T * H;\n",
+    rev ? "T - 1 - step" : "step", rev ? "-" : "+", rev ? "+" : "-");
+  if (lstm) nnc_sb_printf(&body, "    g.residual = xw + (r0 * T + t) * 4 * H;\n");
+  nnc_sb_printf(&body,
+    "    nnc_simd_error e;\n"
+    "    if (nnc_simd_gemm(&g, NULL, s->ws + (size_t)thread * s->each, s->each, &e)) {\n"
+    "      if (!atomic_exchange(&s->failed, 1)) memcpy(s->msg, e.msg, sizeof s->msg);\n"
+    "      return;\n    }\n");
+  nnc_sb_printf(&body, "    /* their gate math, from the gates into %s */\n"
+                       "    for (int64_t b = r0; b < r1; b++) {\n", lstm ? "c_n and y" : "y");
+  nnc_sb_printf(&body, "      float *a = s->g.C + b * %d * H, *yr = y + (b * T + t) * H;\n", G);
   if (lstm) {
     nnc_sb_printf(&body,
-      "    float *cr = cn + b * H;\n"
-      "    nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a, 2 * H);       /* i, f */\n"
-      "    nnc_rnn_act(NNC_SIMD_ACT_TANH, a + 2 * H, H);      /* g */\n"
-      "    nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a + 3 * H, H);   /* o */\n"
-      "    for (int64_t j = 0; j < H; j++) {\n"
-      "      cr[j] = a[H + j] * cr[j] + a[j] * a[2 * H + j];   /* c = f c + i g */\n"
-      "      yr[j] = cr[j];\n    }\n"
-      "    nnc_rnn_act(NNC_SIMD_ACT_TANH, yr, H);\n"
-      "    for (int64_t j = 0; j < H; j++) yr[j] *= a[3 * H + j];   /* h = o tanh(c) */\n");
+      "      float *cr = cn + b * H;\n"
+      "      nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a, 2 * H);       /* i, f */\n"
+      "      nnc_rnn_act(NNC_SIMD_ACT_TANH, a + 2 * H, H);      /* g */\n"
+      "      nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a + 3 * H, H);   /* o */\n"
+      "      for (int64_t j = 0; j < H; j++) {\n"
+      "        cr[j] = a[H + j] * cr[j] + a[j] * a[2 * H + j];   /* c = f c + i g */\n"
+      "        yr[j] = cr[j];\n      }\n"
+      "      nnc_rnn_act(NNC_SIMD_ACT_TANH, yr, H);\n"
+      "      for (int64_t j = 0; j < H; j++) yr[j] *= a[3 * H + j];   /* h = o tanh(c) */\n");
   } else {
     nnc_sb_printf(&body,
-      "    const float *xr = xw + (b * T + s->t) * 3 * H, *hp = s->g.A + b * s->g.lda;\n"
-      "    for (int64_t j = 0; j < 2 * H; j++) a[j] += xr[j];\n"
-      "    nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a, 2 * H);   /* r, z */\n"
-      "    for (int64_t j = 0; j < H; j++) a[2 * H + j] = xr[2 * H + j] + a[j] * a[2 * H + j];\n"
-      "    nnc_rnn_act(NNC_SIMD_ACT_TANH, a + 2 * H, H);   /* n = tanh(xw_n + r (W_hn h + b_hn)) */\n"
-      "    for (int64_t j = 0; j < H; j++) yr[j] = (1.0f - a[H + j]) * a[2 * H + j] + a[H + j] * hp[j];   "
+      "      const float *xr = xw + (b * T + t) * 3 * H, *hp = g.A + (b - r0) * g.lda;\n"
+      "      for (int64_t j = 0; j < 2 * H; j++) a[j] += xr[j];\n"
+      "      nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a, 2 * H);   /* r, z */\n"
+      "      for (int64_t j = 0; j < H; j++) a[2 * H + j] = xr[2 * H + j] + a[j] * a[2 * H + j];\n"
+      "      nnc_rnn_act(NNC_SIMD_ACT_TANH, a + 2 * H, H);   /* n = tanh(xw_n + r (W_hn h + b_hn)) */\n"
+      "      for (int64_t j = 0; j < H; j++) yr[j] = (1.0f - a[H + j]) * a[2 * H + j] + a[H + j] * hp[j];   "
       "/* h = (1 - z) n + z h */\n");
   }
   nnc_sb_printf(&body,
-    "    /* the row's xw at the next step, which %s reads: a miss (rows T * %d * H apart) taken now */\n"
-    "    if (next >= 0 && next < T)\n"
-    "      for (int64_t j = 0; j < %d * H; j += 16) __builtin_prefetch(xw + (b * T + next) * %d * H + j);\n  }\n",
-    lstm ? "its GEMM (the residual)" : "its gate math", lstm ? 4 : 3, lstm ? 4 : 3, lstm ? 4 : 3);
-  nnc_sb_printf(b, "/* Task `task` of step s->t: batch rows [r0, r1). */\n");
-  snprintf(pre, sizeof pre, "  k%d_step *s = p;\n  const run_ctx *c = s->c;\n", ki);
+    "      /* the row's xw at the next step, which %s reads: a miss (rows T * %d * H apart) taken now */\n"
+    "      if (next >= 0 && next < T)\n"
+    "        for (int64_t j = 0; j < %d * H; j += 16) __builtin_prefetch(xw + (b * T + next) * %d * H + j);\n    }\n  }\n",
+    lstm ? "its GEMM (the residual)" : "its gate math", G, G, G);
+  nnc_sb_printf(b, "/* Task `task` of the scan: batch rows [r0, r1), every step. */\n");
+  snprintf(pre, sizeof pre, "  k%d_scan *s = p;\n  const run_ctx *c = s->c;\n", ki);
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int task, int thread)", ki);
   ec_emit_function(x, b, head, pre, "c->d", &body);
 }
@@ -135,20 +149,21 @@ void cs_emit_scan_helpers(nnc_sb *b) {
     "    nnc_vstore(tail, nnc_vact(act, nnc_vload(tail)));\n"
     "    memcpy(x + i, tail, (size_t)(n - i) * sizeof *x);\n"
     "  }\n}\n\n"
-    "/* A scan's step over nthreads: *ntasks tasks of *per batch rows (one task when the\n"
-    " * step's GEMM g is too small to be worth waking a thread). Returns the workspace:\n"
-    " * *gates bytes for the gates [M, N], then *each bytes per thread for a task's GEMM\n"
-    " * (whole 64-byte lines). */\n"
-    "static size_t nnc_rnn_split(const nnc_simd_gemm_args *g, int nthreads, int *ntasks, int *per,\n"
-    "                            size_t *gates, size_t *each) {\n"
-    "  const double work = (double)g->M * g->N * g->K;\n"
+    "/* A scan over nthreads: *ntasks tasks of *per batch rows (one task when the scan's\n"
+    " * T GEMMs g are too small to be worth waking a thread). Returns the workspace:\n"
+    " * *packed bytes for W_hh packed, *gates bytes for the gates [M, N], then *each\n"
+    " * bytes per thread for a task's GEMM (whole 64-byte lines). */\n"
+    "static size_t nnc_rnn_split(const nnc_simd_gemm_args *g, int64_t T, int nthreads, int *ntasks,\n"
+    "                            int *per, size_t *packed, size_t *gates, size_t *each) {\n"
+    "  const double work = (double)g->M * g->N * g->K * (double)T;\n"
     "  *ntasks = work < 65536.0 || g->M < 2 ? 1 : g->M < nthreads ? g->M : nthreads;\n"
     "  *per = (g->M + *ntasks - 1) / *ntasks;\n"
     "  nnc_simd_gemm_args task = *g;\n"
     "  task.M = *per;\n"
+    "  *packed = (nnc_simd_gemm_packed_b_floats(g) * sizeof(float) + 63) / 64 * 64;\n"
     "  *gates = ((size_t)g->M * (size_t)g->N * sizeof(float) + 63) / 64 * 64;\n"
     "  *each = (nnc_simd_gemm_workspace_bytes(&task, 1) + 63) / 64 * 64;\n"
-    "  return *gates + (size_t)nthreads * *each;\n}\n\n");
+    "  return *packed + *gates + (size_t)nthreads * *each;\n}\n\n");
 }
 
 nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
@@ -165,7 +180,6 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   nnc_emit_dim_expr(x->g, xw->shape[1], "d->", T, sizeof T);
   nnc_sb body;
   nnc_sb_init(&body);
-  if (lstm) ec_assign(x, &body, 2, "const float *xw", n->in[0]);   /* the GRU's joins in the gate math */
   ec_assign(x, &body, 2, "const float *w", n->in[1]);
   ec_assign(x, &body, 2, "const float *bias", n->in[2]);
   if (h0 >= 0) ec_assign(x, &body, 2, "const float *h0", h0);
@@ -175,14 +189,17 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   if (lstm) ec_assign(x, &body, 2, "float *cn", n->out[2]);
   nnc_sb_printf(&body, "  const int64_t B = %s, T = %s, H = %lld;\n", B, T, H);
   nnc_sb_printf(&body,
-    "  k%d_step st = {.c = c};\n"
+    "  k%d_scan st = {.c = c};\n"
     "  k%d_sizes(d, &st.g);\n"
-    "  /* the workspace: the gates, then a slice per thread for a task's GEMM */\n"
-    "  int ntasks;\n  size_t gates;\n"
-    "  int rc = ensure_ws(c->m, nnc_rnn_split(&st.g, c->m->par.nthreads, &ntasks, &st.per, &gates, &st.each));\n"
+    "  /* the workspace: W_hh packed, the gates, then a slice per thread for a task's GEMM */\n"
+    "  int ntasks;\n  size_t packed, gates;\n"
+    "  int rc = ensure_ws(c->m, nnc_rnn_split(&st.g, T, c->m->par.nthreads, &ntasks, &st.per, &packed, &gates,\n"
+    "                                         &st.each));\n"
     "  if (rc) return rc;\n"
-    "  st.g.B = w;\n  st.g.bias = bias;\n  st.g.C = c->m->ws;\n"
-    "  st.ws = (unsigned char *)c->m->ws + gates;\n"
+    "  /* W_hh into the micro-kernel's order once: every step multiplies by it */\n"
+    "  st.g.B = w;\n  nnc_simd_gemm_pack_b(&st.g, c->m->ws);\n  st.g.b_packed = c->m->ws;\n"
+    "  st.g.bias = bias;\n  st.g.C = (float *)((unsigned char *)c->m->ws + packed);\n"
+    "  st.ws = (unsigned char *)c->m->ws + packed + gates;\n"
     "  atomic_init(&st.failed, 0);\n", ki, ki);
   nnc_sb_printf(&body, "  /* the initial state: h_n holds h until the last step's is copied there%s */\n",
                 lstm ? ", c_n holds c" : "");
@@ -190,16 +207,10 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   else nnc_sb_printf(&body, "  memset(hn, 0, (size_t)(B * H) * sizeof *hn);\n");
   if (lstm && c0 >= 0) nnc_sb_printf(&body, "  memcpy(cn, c0, (size_t)(B * H) * sizeof *cn);\n");
   else if (lstm) nnc_sb_printf(&body, "  memset(cn, 0, (size_t)(B * H) * sizeof *cn);\n");
-  nnc_sb_printf(&body, "  for (int64_t s = 0; s < T; s++) {\n");
-  nnc_sb_printf(&body, "    /* %s in time; h: the initial state at the first step, then the previous step's y */\n",
-                rev ? "backwards" : "forwards");
-  nnc_sb_printf(&body, "    st.t = %s;\n    st.g.A = s == 0 ? hn : y + (st.t %s 1) * H;\n    st.g.lda = s == 0 ? H : T * H;\n",
-                rev ? "T - 1 - s" : "s", rev ? "+" : "-");
-  if (lstm) nnc_sb_printf(&body, "    st.g.residual = xw + st.t * 4 * H;\n");
   nnc_sb_printf(&body,
-    "    if (ntasks > 1) c->m->par.parallel_for(c->m->par.pool, ntasks, k%d_rows, &st);\n"
-    "    else k%d_rows(&st, 0, 0);\n"
-    "    if (atomic_load(&st.failed)) return kernel_failed(c->m, %d, st.msg);\n  }\n", ki, ki, ki);
+    "  if (ntasks > 1) c->m->par.parallel_for(c->m->par.pool, ntasks, k%d_rows, &st);\n"
+    "  else k%d_rows(&st, 0, 0);\n"
+    "  if (atomic_load(&st.failed)) return kernel_failed(c->m, %d, st.msg);\n", ki, ki, ki);
   nnc_sb_printf(&body, "  /* h_n: the last step's h */\n  if (T > 0)\n"
                        "    for (int64_t b = 0; b < B; b++) memcpy(hn + b * H, y + (b * T + %s) * H, H * sizeof *hn);\n"
                        "  return 0;\n", rev ? "0" : "T - 1");
@@ -209,10 +220,13 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   return NNC_OK;
 }
 
-void cs_emit_scan_workspace(int ki, nnc_sb *b) {
-  nnc_sb_printf(b, "  {   /* kernel %d: the gates, then a slice per thread for a task's GEMM */\n"
+void cs_emit_scan_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
+  const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  char T[EC_EXPR];
+  nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[1], "d->", T, sizeof T);
+  nnc_sb_printf(b, "  {   /* kernel %d: W_hh packed, the gates, then a slice per thread for a task's GEMM */\n"
                    "    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"
-                   "    int ntasks, per;\n    size_t gates, each;\n"
-                   "    size_t w = nnc_rnn_split(&g, nthreads, &ntasks, &per, &gates, &each);\n"
-                   "    if (w > need) need = w;\n  }\n", ki, ki);
+                   "    int ntasks, per;\n    size_t packed, gates, each;\n"
+                   "    size_t w = nnc_rnn_split(&g, %s, nthreads, &ntasks, &per, &packed, &gates, &each);\n"
+                   "    if (w > need) need = w;\n  }\n", ki, ki, T);
 }

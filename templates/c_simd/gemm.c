@@ -11,8 +11,16 @@
  *  Tasks split N first (no B is packed twice), and M only when N alone
  *  gives too few tasks; about four tasks per thread balance the load.
  *
- * Workspace: [packed A: batch*Mp*K][per thread: a B panel KC x min(NC,
- * task width)], Mp = M rounded up to MR. */
+ * When every task spans all of N (tall, narrow C: a convolution's im2col
+ * rows, a scan's step) no row of A is used by two tasks, and phase 1 is
+ * skipped: each task packs its MC x KC blocks of A at the ic loop into its
+ * thread's buffer, which stays in L2 (a packed copy of all of A, written to
+ * memory and read back, cost a conv2d of MNIST a quarter of its GEMM).
+ * That needs no prologue (its statistics span all of K).
+ *
+ * Workspace: [packed A: batch*Mp*K, or nothing when packed by tasks][per
+ * thread: a B panel KC x min(NC, task width) (none with b_packed), then an
+ * MC x KC block of A when packed by tasks], Mp = M rounded up to MR. */
 #include "gemm_internal.h"
 
 #include <math.h>
@@ -21,23 +29,34 @@ static const char *const KERNEL = "nnc_simd_gemm";
 
 typedef struct plan {
   int mp;            /* M rounded up to MR */
-  int kc;            /* min(KC, K), at least 1 */
+  int kc;            /* the deepest pass (kc_at), at least 1 */
   int tn, tm;        /* column and row blocks per batch item */
   int nw, mw;        /* their widths: multiples of NR and of MR */
   int ntasks;
-  size_t packa_floats, bbuf_floats;  /* each rounded to 16 */
+  int local_a;       /* tasks pack their own blocks of A (tn == 1, no prologue) */
+  size_t packa_floats, bbuf_floats, abuf_floats;  /* each rounded to 16 */
 } plan;
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
 
+/* The depth of the pass that starts at pc: KC, or all that is left when that
+ * is at most a quarter more (K = 288, a 3 x 3 x 32 convolution's, in one
+ * pass of 288 rather than 256 + 32: the second pass reloads and stores
+ * every C tile for 32 steps, ~8% of that GEMM; a 288-deep B micro-panel,
+ * 18 KiB, still fits L1). */
+static int kc_at(int K, int pc) {
+  int rest = K - pc;
+  return rest <= NNC_GEMM_KC + NNC_GEMM_KC / 4 ? rest : NNC_GEMM_KC;
+}
+
 static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
   plan p;
   int batch = g->batch > 0 ? g->batch : 1;
   int M = imax(g->M, 0), N = imax(g->N, 0), K = imax(g->K, 0);
   p.mp = ceil_div(M, NNC_GEMM_MR) * NNC_GEMM_MR;
-  p.kc = imax(1, imin(NNC_GEMM_KC, K));
+  p.kc = imax(1, imin(NNC_GEMM_KC + NNC_GEMM_KC / 4, K));   /* the deepest kc_at */
   int target = nthreads > 1 ? 4 * nthreads : 1;
   int per_item = imax(1, ceil_div(target, batch));
   int nblk = imax(1, ceil_div(N, NNC_GEMM_NR));
@@ -50,8 +69,10 @@ static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
   p.mw = ceil_div(mblk, p.tm) * NNC_GEMM_MR;
   p.tm = imax(1, ceil_div(M, p.mw));
   p.ntasks = batch * p.tn * p.tm;
-  p.packa_floats = nnc_simd_round_up((size_t)batch * (size_t)p.mp * (size_t)K, 16);
-  p.bbuf_floats = nnc_simd_round_up((size_t)p.kc * (size_t)imin(NNC_GEMM_NC, p.nw), 16);
+  p.local_a = p.tn == 1 && g->prologue == NNC_SIMD_PRO_NONE;
+  p.packa_floats = p.local_a ? 0 : nnc_simd_round_up((size_t)batch * (size_t)p.mp * (size_t)K, 16);
+  p.bbuf_floats = g->b_packed ? 0 : nnc_simd_round_up((size_t)p.kc * (size_t)imin(NNC_GEMM_NC, p.nw), 16);
+  p.abuf_floats = p.local_a ? nnc_simd_round_up((size_t)imin(NNC_GEMM_MC, p.mp) * (size_t)p.kc, 16) : 0;
   return p;
 }
 
@@ -60,7 +81,18 @@ size_t nnc_simd_gemm_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads) 
   plan p = make_plan(g, nthreads > 0 ? nthreads : 1);
   size_t threads = (size_t)(nthreads > 0 ? nthreads : 1);
   return NNC_SIMD_ALIGN + sizeof(float) *
-         (p.packa_floats + threads * p.bbuf_floats);
+         (p.packa_floats + threads * (p.bbuf_floats + p.abuf_floats));
+}
+
+size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g) {
+  return (size_t)ceil_div(imax(g->N, 0), NNC_GEMM_NR) * NNC_GEMM_NR * (size_t)imax(g->K, 0);
+}
+
+/* All of B as one K x N block: NR-wide micro-panels of all of K, panel p at
+ * p*NR*K, so the KC-deep part of one starting at pc is contiguous at
+ * + pc*NR, as compute_task reads it. */
+void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst) {
+  if (g->N > 0 && g->K > 0) nnc_gemm_pack_b(g->B, g->ldb, g->b_trans, 0, g->K, 0, g->N, dst);
 }
 
 /* Last byte past the end of a batched [M, n] matrix, from its start. */
@@ -84,9 +116,11 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
   if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
   if (!g->C) return nnc_simd_fail(err, KERNEL, "expected an output C, found NULL");
-  if (g->K > 0 && (!g->A || !g->B))
+  if (g->K > 0 && (!g->A || !(g->B || g->b_packed)))
     return nnc_simd_fail(err, KERNEL, "expected inputs A and B for K=%d, found A=%p B=%p",
                          g->K, (const void *)g->A, (const void *)g->B);
+  if (g->b_packed && g->batch != 1)
+    return nnc_simd_fail(err, KERNEL, "expected batch 1 with a packed B, found %d", g->batch);
   if (g->K > 0 && g->lda < (g->a_trans ? g->M : g->K))
     return nnc_simd_fail(err, KERNEL, "expected lda >= %s=%d, found %td (A is %s)", g->a_trans ? "M" : "K",
                          g->a_trans ? g->M : g->K, g->lda, g->a_trans ? "[K,M]" : "[M,K]");
@@ -94,7 +128,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
     return nnc_simd_fail(err, KERNEL, "expected no prologue with a_trans (it normalises rows of A [M,K]), "
                          "found prologue %d", (int)g->prologue);
   ptrdiff_t brow = g->b_trans ? g->K : g->N;
-  if (g->K > 0 && g->ldb < brow)
+  if (g->K > 0 && !g->b_packed && g->ldb < brow)
     return nnc_simd_fail(err, KERNEL, "expected ldb >= %s=%td (B is %s), found %td",
                          g->b_trans ? "K" : "N", brow, g->b_trans ? "[N,K]" : "[K,N]", g->ldb);
   if (g->ldc < g->N)
@@ -147,8 +181,24 @@ typedef struct job {
   const nnc_simd_gemm_args *g;
   plan p;
   float *packa;
-  float *bbuf;    /* bbuf_floats per thread */
+  float *bbuf;    /* bbuf_floats + abuf_floats per thread */
 } job;
+
+/* Rows [r0, r1) of one batch item's A (a), columns [pc, pc + kc), into
+ * MR-row micro-panels from dst on; pro's statistics start at row r0. */
+static void pack_rows(const nnc_simd_gemm_args *g, const float *a, int r0, int r1, int pc, int kc,
+                      const nnc_gemm_pro *pro0, float *dst) {
+  nnc_gemm_pro pro = *pro0;
+  for (int r = r0; r < r1; r += NNC_GEMM_MR) {
+    if (pro.kind != NNC_SIMD_PRO_NONE) {
+      pro.mean = pro0->mean + (r - r0);
+      pro.rstd = pro0->rstd + (r - r0);
+    }
+    float *d = dst + (size_t)(r - r0) * (size_t)kc;
+    if (g->a_trans) nnc_gemm_pack_at(a + r, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, d);
+    else nnc_gemm_pack_a(a + (ptrdiff_t)r * g->lda, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, &pro, d);
+  }
+}
 
 /* Phase 1: rows [r0, r0 + MC) of one batch item. */
 static void pack_task(void *ctx, int task, int thread) {
@@ -173,15 +223,9 @@ static void pack_task(void *ctx, int task, int thread) {
       }
     }
   }
-  for (int pc = 0; pc < g->K; pc += NNC_GEMM_KC) {
-    int kc = imin(NNC_GEMM_KC, g->K - pc);
-    for (int r = r0; r < r1; r += NNC_GEMM_MR) {
-      pro.mean = mean + (r - r0);
-      pro.rstd = rstd + (r - r0);
-      float *dst = packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r * (size_t)kc;
-      if (g->a_trans) nnc_gemm_pack_at(a + r, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, dst);
-      else nnc_gemm_pack_a(a + (ptrdiff_t)r * g->lda, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, &pro, dst);
-    }
+  for (int pc = 0, kc; pc < g->K; pc += kc) {
+    kc = kc_at(g->K, pc);
+    pack_rows(g, a, r0, r1, pc, kc, &pro, packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r0 * (size_t)kc);
   }
 }
 
@@ -197,28 +241,35 @@ static void compute_task(void *ctx, int task, int thread) {
   float *c = g->C + (ptrdiff_t)bi * g->stride_c;
   const float *res = g->residual ? g->residual + (ptrdiff_t)bi * g->stride_r : NULL;
   float *aux = g->aux_mode != NNC_SIMD_AUX_NONE ? g->aux + (ptrdiff_t)bi * g->stride_x : NULL;
+  const float *a = g->A ? g->A + (ptrdiff_t)bi * g->stride_a : NULL;
   const float *packa = jb->packa + (size_t)bi * (size_t)p->mp * (size_t)g->K;
-  float *bbuf = jb->bbuf + (size_t)thread * p->bbuf_floats;
+  float *bbuf = jb->bbuf + (size_t)thread * (p->bbuf_floats + p->abuf_floats);
+  float *abuf = bbuf + p->bbuf_floats;
+  const nnc_gemm_pro none = {NNC_SIMD_PRO_NONE, NULL, NULL, NULL, NULL};
 
   for (int jc = n0; jc < n1; jc += NNC_GEMM_NC) {
     int nc = imin(NNC_GEMM_NC, n1 - jc);
     /* K == 0 still takes one pass (kc = 0) so that the epilogue runs. */
     int pc = 0;
     do {
-      int kc = imin(NNC_GEMM_KC, g->K - pc);
+      int kc = kc_at(g->K, pc);
       int first = pc == 0, last = pc + kc >= g->K;
-      if (kc > 0) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
-      const float *pa = packa + (size_t)pc * (size_t)p->mp;
+      if (kc > 0 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
       for (int ic = m0; ic < m1; ic += NNC_GEMM_MC) {
         int mc = imin(NNC_GEMM_MC, m1 - ic);
+        /* the block's packed rows: pa + ir * kc is the panel of row ic + ir */
+        const float *pa = abuf;
+        if (!p->local_a) pa = packa + (size_t)pc * (size_t)p->mp + (size_t)ic * (size_t)kc;
+        else if (kc > 0) pack_rows(g, a, ic, ic + mc, pc, kc, &none, abuf);
         for (int jr = 0; jr < nc; jr += NNC_GEMM_NR) {
           int nr = imin(NNC_GEMM_NR, nc - jr);
+          const float *pb = g->b_packed ? g->b_packed + (size_t)(jc + jr) * (size_t)g->K + (size_t)pc * NNC_GEMM_NR
+                                        : bbuf + (size_t)jr * (size_t)kc;
           for (int ir = 0; ir < mc; ir += NNC_GEMM_MR) {
             int mr = imin(NNC_GEMM_MR, mc - ir);
             int row = ic + ir, col = jc + jr;
             float *ct = c + (ptrdiff_t)row * g->ldc + col;
-            nnc_gemm_micro(kc, pa + (size_t)row * (size_t)kc, bbuf + (size_t)jr * (size_t)kc,
-                           ct, g->ldc, mr, nr, first);
+            nnc_gemm_micro(kc, pa + (size_t)ir * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
             if (last)
               nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,
@@ -241,7 +292,7 @@ nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *p
   jb.p = make_plan(g, nnc_simd_threads(par));
   jb.packa = nnc_simd_align_ptr(workspace);
   jb.bbuf = jb.packa + jb.p.packa_floats;
-  if (g->K > 0) nnc_simd_run(par, g->batch * ceil_div(g->M, NNC_GEMM_MC), pack_task, &jb);
+  if (g->K > 0 && !jb.p.local_a) nnc_simd_run(par, g->batch * ceil_div(g->M, NNC_GEMM_MC), pack_task, &jb);
   nnc_simd_run(par, jb.p.ntasks, compute_task, &jb);
   return NNC_SIMD_OK;
 }

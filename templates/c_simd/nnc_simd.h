@@ -106,6 +106,10 @@ typedef struct nnc_simd_gemm_args {
   nnc_simd_aux aux_mode;
   float *aux;                     /* written (SAVE) or read (ACT_GRAD) */
   ptrdiff_t ldx, stride_x;
+  /* B already in the micro-kernel's order (nnc_simd_gemm_pack_b), read
+   * instead of B: a caller that multiplies by the same B many times (a
+   * scan's W_hh at every step) packs it once. Batch 1 only. */
+  const float *b_packed;
 } nnc_simd_gemm_args;
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many
@@ -115,6 +119,11 @@ size_t nnc_simd_gemm_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads);
 nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *par,
                               void *workspace, size_t workspace_bytes,
                               nnc_simd_error *err);
+
+/* Floats of g's B (B, ldb, b_trans, N, K) packed for b_packed, and the
+ * packing itself into dst (64-byte aligned); batch item 0 only. */
+size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g);
+void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst);
 
 /* ------------------------------------------------------------ row kernels */
 
