@@ -295,6 +295,7 @@ OP_TEST(matmul, "-d B=3 -d T=17")
 OP_TEST(norms, "-d B=3 -d T=17")
 OP_TEST(attention, "-d B=3 -d T=17")
 OP_TEST(conv, "-d B=3")
+OP_TEST(layout, "-d B=2")
 OP_TEST(recurrent, "-d B=3 -d T=4")
 OP_TEST(rope, "-d B=3 -d T=17")
 OP_TEST(gqa, "-d B=3 -d T=11")
@@ -676,6 +677,7 @@ int main(void) {
     cmocka_unit_test(test_op_norms),
     cmocka_unit_test(test_op_attention),
     cmocka_unit_test(test_op_conv),
+    cmocka_unit_test(test_op_layout),
     cmocka_unit_test(test_op_recurrent),
     cmocka_unit_test(test_rnn_models),
     cmocka_unit_test(test_op_rope),
