@@ -2,13 +2,19 @@
  * convolution whose im2col joined its GEMM) as one call of
  * templates/cuda/conv_wgmma.cuh, which gathers the windows from the NHWC
  * image in its loads. The fusion pass makes such GEMMs only where
- * nnc_cuda_gemm_windows says the target runs them (wgmma: sm_90a) and the
- * template takes them (16-bit types, channels a multiple of 64). */
+ * nnc_cuda_gemm_windows says the target runs them (wgmma: sm_90a) and they
+ * pay, and the template takes them (16-bit types, channels a multiple of
+ * 64). */
 #include <stdio.h>
 
 #include "cuda.h"
 
-bool nnc_cuda_gemm_windows(const nnc_target_desc *t) { return t->cuda.wgmma_ok; }
+/* Up to 128 outputs: there the GEMM is bound by reading the windows, which
+ * gathering takes off the memory bus. Wider ones are bound by the tensor
+ * cores, where cuBLASLt's kernels beat this one's 140-210 TFLOP/s (an
+ * H200, ResNet-18's 256- and 512-channel layers: bench/NOTES.md) by more
+ * than the im2col copy costs. */
+int nnc_cuda_gemm_windows(const nnc_target_desc *t) { return t->cuda.wgmma_ok ? 128 : 0; }
 
 /* `int` of dim i of tensor t: its constant, or the expression cast. */
 static void dim_int(const ec_ctx *x, int t, int i, char *buf, size_t n) {

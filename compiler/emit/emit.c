@@ -62,9 +62,9 @@ bool nnc_emit_has_collectives(nnc_target_family f) {
   return e && e->collectives;
 }
 
-bool nnc_emit_has_gemm_windows(const nnc_target_desc *t) {
+int nnc_emit_gemm_windows(const nnc_target_desc *t) {
   const nnc_emitter *e = emitter_of(t->family);
-  return e && e->gemm_windows && e->gemm_windows(t);
+  return e && e->gemm_windows ? e->gemm_windows(t) : 0;
 }
 
 bool nnc_emit_has_f32_weights(nnc_target_family f) {

@@ -66,9 +66,10 @@ typedef struct nnc_emitter {
   /* Whether it writes collectives (all_reduce) as calls to the runtime's
    * communicator, so a parallel plan (--parallel) can run on it. */
   bool collectives;
-  /* Whether its GEMMs on target t gather A from an im2col's image
-   * (nnc_gemm_desc.windowed, an implicit convolution); NULL: never. */
-  bool (*gemm_windows)(const nnc_target_desc *t);
+  /* The most outputs (N) of a GEMM on target t that gathers A from an
+   * im2col's image (nnc_gemm_desc.windowed, an implicit convolution); 0 or
+   * NULL: never. */
+  int (*gemm_windows)(const nnc_target_desc *t);
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -84,8 +85,8 @@ bool nnc_emit_has_collectives(nnc_target_family f);
 bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 /* Whether the emitter of family f applies a GEMM's activation after its residual (nnc_emitter.gemm_act_last). */
 bool nnc_emit_has_gemm_act_last(nnc_target_family f);
-/* Whether the emitter of t's family gathers GEMM operands from windows on t (nnc_emitter.gemm_windows). */
-bool nnc_emit_has_gemm_windows(const nnc_target_desc *t);
+/* The most outputs of a GEMM that the emitter of t's family gathers from windows on t (nnc_emitter.gemm_windows). */
+int nnc_emit_gemm_windows(const nnc_target_desc *t);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

@@ -14,9 +14,9 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
 /* Its GEMMs' implementations: cuBLASLt (rows padded or not) and nnc's own
  * tensor-core GEMM at each tile configuration it fits. */
 nnc_status nnc_cuda_variants(const nnc_emit_request *r, nnc_kernel_variants *out, nnc_error *err);
-/* Whether its GEMMs gather A from an im2col's image on t (wgmma's implicit
- * convolution, sm_90a): see cuda_conv.c. */
-bool nnc_cuda_gemm_windows(const nnc_target_desc *t);
+/* The most outputs of a GEMM that gathers A from an im2col's image on t
+ * (wgmma's implicit convolution, sm_90a), 0 elsewhere: see cuda_conv.c. */
+int nnc_cuda_gemm_windows(const nnc_target_desc *t);
 
 /* OpenCL C 1.2 for any OpenCL device, PoCL included (opencl, opencl-gpu,
  * opencl-cpu): see opencl.c. */

@@ -248,7 +248,8 @@ static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, i
  * the [..., M, K] view of a tap-major NHWC im2col with zero padding, read
  * by mm alone; 16-bit image, weight, bias, residual and out of one type;
  * channels a multiple of 64 (so a k step of 64 never spans two taps), N a
- * multiple of 8. The im2col node, or -1; *view gets the reshape. */
+ * multiple of 8 and at most c->gemm_windows. The im2col node, or -1; *view
+ * gets the reshape. */
 static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc *d, int *view) {
   if (mm->op != NNC_OP_LINEAR || !d->b_trans || d->a_trans || d->prologue != NNC_NORM_NONE ||
       d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE || reads(mm, d->a) != 1)
@@ -266,7 +267,7 @@ static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc
       (d->bias >= 0 && tensor_of(c, d->bias)->dtype != t) || (d->residual >= 0 && tensor_of(c, d->residual)->dtype != t))
     return -1;
   nnc_dim ch = img->shape[3], n = out->shape[out->rank - 1];
-  if (!nnc_dim_is_const(ch) || ch.k % 64 || !nnc_dim_is_const(n) || n.k % 8) return -1;
+  if (!nnc_dim_is_const(ch) || ch.k % 64 || !nnc_dim_is_const(n) || n.k % 8 || n.k > c->gemm_windows) return -1;
   return w;
 }
 
@@ -398,7 +399,7 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     cur = node_of(c, r)->out[0];
   }
   d.out = cur;
-  int view, win = c->gemm_windows ? windows_of(c, mm, &d, &view) : -1;
+  int view, win = c->gemm_windows > 0 ? windows_of(c, mm, &d, &view) : -1;
   if (win >= 0) {
     d.windowed = true;
     d.window = win;

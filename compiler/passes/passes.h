@@ -142,9 +142,9 @@ typedef struct nnc_compile_opts {
   bool no_gemm_act_last; /* GEMMs apply no activation after their residual (nnc_gemm_desc.act_last) */
   bool hoist_weights;    /* kernels of weights alone run once the weights are loaded (nnc_kernel.at_load):
                             inference on a target that runs them apart from the forward */
-  bool gemm_windows;     /* a linear reading an im2col's windows alone gathers them from the image itself
-                            (nnc_gemm_desc.windowed) when the image is bf16/f16 with channels a multiple
-                            of 64: the windows are never stored */
+  int gemm_windows;      /* > 0: a linear of at most this many outputs (N) that alone reads an im2col's
+                            windows gathers them from the image itself (nnc_gemm_desc.windowed) when the
+                            image is bf16/f16 with channels a multiple of 64: the windows are never stored */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may

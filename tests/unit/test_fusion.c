@@ -479,6 +479,55 @@ static void test_gemm_act_after_residual(void **state) {
   }
 }
 
+/* A convolution, im2col + reshape + linear + bias + relu over a bf16 NHWC
+ * image with 64 channels (odd sizes, stride, padding and dilation): with
+ * nnc_compile_opts.gemm_windows at least its 24 outputs the windows join
+ * the GEMM (windowed) and the schedule computes what the graph does; not
+ * with a smaller bound, an f32 image, or windows that a second reader
+ * needs stored. */
+static void test_gemm_windows(void **state) {
+  (void)state;
+  for (int c = 0; c < 4; c++) {
+    bool f32 = c == 2, shared = c == 3;
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 2);
+    int x = input(&b, "x", f32 ? NNC_F32 : NNC_BF16, 4, (nnc_dim[]){S(B), K(7), K(6), K(64)});
+    nnc_attrs wa = {.win = {.kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 0, .dh = 1, .dw = 2, .nhwc = true,
+                            .tap_major = true}};
+    int cols = out0(&b, node(&b, NNC_OP_IM2COL, 1, &x, &wa, 1, 0, NULL));
+    const nnc_tensor *ct = &b.g.tensors[cols];
+    assert_int_equal(ct->rank, 5);
+    assert_true(nnc_dim_eq_const(ct->shape[1], 4) && nnc_dim_eq_const(ct->shape[2], 4));
+    int a = reshape(&b, cols, 4, (nnc_dim[]){S(B), K(4), K(4), K(384)});
+    int w = param(&b, "conv.weight", 2, (nnc_dim[]){K(24), K(384)});
+    int bias = param(&b, "conv.bias", 1, (nnc_dim[]){K(24)});
+    b.g.tensors[w].dtype = b.g.tensors[bias].dtype = b.g.tensors[x].dtype;
+    int y = op1(&b, NNC_OP_RELU, linear(&b, a, w, bias, false));
+    output(&b, "y", y);
+    if (shared) output(&b, "cols", op1(&b, NNC_OP_RELU, cols));
+    nnc_error err = {0};
+    nnc_compile_opts co = {.gemm_windows = c == 1 ? 16 : 128};
+    nnc_schedule_init(&s, &b.g);
+    if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+    check_structure(&s);
+    const nnc_kernel *k = kernel_of_tensor(&s, y);
+    assert_int_equal(k->kind, NNC_KERNEL_GEMM);
+    bool windowed = c == 0;
+    assert_int_equal(k->d.gemm.windowed, windowed);
+    assert_int_equal(kernel_of_tensor(&s, cols) == k, windowed);
+    if (windowed) {
+      assert_int_equal(s.nk, 1);
+      assert_int_equal(k->d.gemm.window, b.g.tensors[cols].producer);
+      assert_int_equal(k->nin, 3);   /* the image, the weight, the bias: never the windows */
+      assert_int_equal(k->in[0], x);
+    }
+    check_equivalent(&s, 5);
+    done(&b, &s);
+  }
+}
+
 /* linear with a [K,N] weight and no bias, then alpha, bias add, relu,
  * residual; and rmsnorm; and a matmul with a folded rank-2 transpose. */
 static void test_gemm_alpha_bias_rms_transpose(void **state) {
@@ -934,6 +983,7 @@ int main(void) {
     cmocka_unit_test(test_attention_not_fused),
     cmocka_unit_test(test_gemm_prologue_epilogue),
     cmocka_unit_test(test_gemm_act_after_residual),
+    cmocka_unit_test(test_gemm_windows),
     cmocka_unit_test(test_gemm_alpha_bias_rms_transpose),
     cmocka_unit_test(test_gemm_not_fused),
     cmocka_unit_test(test_elementwise_chain),
