@@ -275,6 +275,23 @@ static void test_ops(void **state) {
   }
 }
 
+/* Convolutions as implicit GEMMs (cuda-sm90a, bf16 NHWC images of 64 and
+ * 128 channels): every convolution of tests/ops/conv_wide.lua calls
+ * conv_wgmma.cuh, no im2col kernel is left, and the folder builds; they
+ * run against float64 on a GPU in bench/gpu_conv.sh. */
+static void test_conv_windows(void **state) {
+  (void)state;
+  if (!have_nvcc()) {
+    skip();
+    return;
+  }
+  build("tests/ops/conv_wide.lua", "conv_wide", "cuda-sm90a", "bf16", NULL, 0);
+  char p[600];
+  snprintf(p, sizeof p, "%s/conv_wide_cuda-sm90a_bf16/conv_wide.cu", work);
+  assert_true(file_has(p, "  if (nnc_cuda_conv_wgmma(g, s, &e)) return kernel_failed(m, "));
+  assert_false(file_has(p, ": im2col  (kernel "));
+}
+
 /* --cuda-graphs: GPT-2 with options.cuda_graphs on by default builds for
  * sm80 and sm90 and its benchmark takes --cuda-graphs on|off; the graph
  * cache is keyed on every dim and buffer; a folder without the flag
@@ -571,6 +588,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_models),
     cmocka_unit_test(test_storage_outputs),
     cmocka_unit_test(test_ops),
+    cmocka_unit_test(test_conv_windows),
     cmocka_unit_test(test_graphs),
     cmocka_unit_test(test_train),
   };
