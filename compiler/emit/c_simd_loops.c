@@ -190,6 +190,48 @@ static void around_axis(const ec_ctx *x, int t, int axis, char *outer, char *len
   ec_dims_product(x, t, axis + 1, x->g->tensors[t].rank, inner, EXPR);
 }
 
+/* The body of a max over len of floats, outer x len x inner: a max of
+ * floats is one of them, so float arithmetic gives the reference's double
+ * result. v > m ? v : m is one maxss (maxps over a block of inner), where the
+ * reference's `|| isnan(v)` made a branch per value that missed at random (a
+ * max pool's 4 values took ~25 ns an output); a NaN is noted on the side and
+ * wins at the end, the last one as in the reference. With inner > 1 a task
+ * takes one outer index and a block of RED_BLOCK outputs, the loads
+ * contiguous. */
+static void emit_max_f32(nnc_sb *b, bool blocked, const char *len, const char *inner) {
+  if (!blocked) {
+    nnc_sb_printf(b,
+      "  const int64_t len = %s;\n"
+      "  for (int64_t o = r0; o < r1; o++) {\n"
+      "    const float *xr = x + o * len;\n"
+      "    float acc = -INFINITY;\n    int nan = 0;\n"
+      "    for (int64_t l = 0; l < len; l++) {\n"
+      "      acc = xr[l] > acc ? xr[l] : acc;\n      nan |= xr[l] != xr[l];\n    }\n"
+      "    if (nan)   /* NaN wins, as in the reference: the last one */\n"
+      "      for (int64_t l = 0; l < len; l++)\n"
+      "        if (xr[l] != xr[l]) acc = xr[l];\n"
+      "    y[o] = acc;\n  }\n", len);
+    return;
+  }
+  nnc_sb_printf(b,
+    "  const int64_t len = %s, inner = %s, blocks = (inner + %d) / %d;\n"
+    "  for (int64_t r = r0; r < r1; r++) {\n"
+    "    const int64_t o = r / blocks, i0 = r %% blocks * %d, w = inner - i0 < %d ? inner - i0 : %d;\n"
+    "    const float *xo = x + o * len * inner + i0;\n"
+    "    float m[%d];\n    unsigned char nan[%d];\n"
+    "    for (int64_t i = 0; i < w; i++) {\n      m[i] = -INFINITY;\n      nan[i] = 0;\n    }\n"
+    "    for (int64_t l = 0; l < len; l++)\n"
+    "      for (int64_t i = 0; i < w; i++) {\n"
+    "        const float v = xo[l * inner + i];\n"
+    "        m[i] = v > m[i] ? v : m[i];\n        nan[i] |= v != v;\n      }\n"
+    "    for (int64_t i = 0; i < w; i++) {\n"
+    "      if (nan[i])   /* NaN wins, as in the reference: the last one */\n"
+    "        for (int64_t l = 0; l < len; l++)\n"
+    "          if (xo[l * inner + i] != xo[l * inner + i]) m[i] = xo[l * inner + i];\n"
+    "      y[o * inner + i0 + i] = m[i];\n    }\n  }\n",
+    len, inner, RED_BLOCK - 1, RED_BLOCK, RED_BLOCK, RED_BLOCK, RED_BLOCK, RED_BLOCK, RED_BLOCK);
+}
+
 static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
   nnc_sb *b = out_b;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
@@ -205,6 +247,19 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error 
   snprintf(p, sizeof p, "%s *y", ec_ctype(g, n->out[0]));
   ec_assign(x, b, 2, p, n->out[0]);
   const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
+  if (max && g->tensors[n->in[0]].dtype == NNC_F32 && !i32) {
+    emit_max_f32(b, strcmp(inner, "1") != 0, len, inner);
+    char tasks[EXPR * 3], cols[EXPR * 2 + 16];
+    if (strcmp(inner, "1") != 0) {
+      snprintf(tasks, sizeof tasks, "(%s) * (((%s) + %d) / %d)", outer, inner, RED_BLOCK - 1, RED_BLOCK);
+      snprintf(cols, sizeof cols, "(%s) * %d", len, RED_BLOCK);
+    } else {
+      snprintf(tasks, sizeof tasks, "%s", outer);
+      ec_mul(len, inner, cols, sizeof cols);
+    }
+    cs_emit_rows_fns(x, ki, tasks, cols, &body, out_b);
+    return NNC_OK;
+  }
   if (strcmp(inner, "1") != 0) {
     /* over a leading axis (a bias's gradient sums [B*T, N] over its rows):
      * a task takes one outer index and a block of neighbouring outputs and
@@ -337,6 +392,36 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
         w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, (long long)C, (long long)H, (long long)W,
         (long long)o->shape[1].k, (long long)o->shape[2].k, ty, w->kh * w->kw, w->kh, w->sh, w->ph, w->dh, w->kw, w->sw,
         w->pw, w->dw, isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY") : "0");
+      cs_emit_rows_fns(x, ki, rows, cols, &body, b);
+      return NNC_OK;
+    }
+    if (w->ph == 0 && w->pw == 0) {
+      /* no padding: every window lies inside the image (OH and OW are what
+       * fits), so no bounds test per value; the row's pixel (oh, ow) is
+       * found once and each tap is an offset from it (the test per value
+       * took half of MNIST's second im2col) */
+      char base[128], tap[128];
+      if (w->nhwc) {
+        snprintf(base, sizeof base, "((b * H + oh * %d) * W + ow * %d) * C", w->sh, w->sw);
+        snprintf(tap, sizeof tap, "(i * %d * W + j * %d) * C + ch", w->dh, w->dw);
+      } else {
+        snprintf(base, sizeof base, "(b * C * H + oh * %d) * W + ow * %d", w->sh, w->sw);
+        snprintf(tap, sizeof tap, "(ch * H + i * %d) * W + j * %d", w->dh, w->dw);
+      }
+      nnc_sb_printf(&body,
+        "  /* windows %dx%d, stride %dx%d, no padding, dilation %dx%d over a %s image */\n"
+        "  const int64_t C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n"
+        "  for (int64_t r = r0; r < r1; r++) {\n"
+        "    const int64_t b = r / (OH * OW), oh = r / OW %% OH, ow = r %% OW;\n"
+        "    %s *yr = y + r * C * %d;\n"
+        "    const %s *xp = x + %s;   /* the window's first pixel */\n"
+        "    for (int64_t ch = 0; ch < C; ch++)\n"
+        "      for (int64_t i = 0; i < %d; i++)\n"
+        "        for (int64_t j = 0; j < %d; j++) *yr++ = xp[%s];\n"
+        "  }\n",
+        w->kh, w->kw, w->sh, w->sw, w->dh, w->dw, w->nhwc ? "NHWC" : "NCHW", (long long)C, (long long)H,
+        (long long)W, (long long)o->shape[1].k, (long long)o->shape[2].k, ty, w->kh * w->kw, ty, base, w->kh,
+        w->kw, tap);
       cs_emit_rows_fns(x, ki, rows, cols, &body, b);
       return NNC_OK;
     }
