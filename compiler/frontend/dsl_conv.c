@@ -113,6 +113,21 @@ static void want_image(lua_State *L, int x, int argi, const char *fn, bool nhwc)
               "sizes), found %s", fn, fe_describe(L, argi, d, sizeof d));
 }
 
+/* The window w fits the image x: checked here, not only by
+ * im2col's shape rule, because im2col reads the image after its transposes
+ * and padding, which the message should not name. */
+static void want_fits(lua_State *L, int x, const char *fn, const nnc_window *w, bool nhwc) {
+  const nnc_tensor *t = tensor(L, x);
+  int64_t H = t->shape[nhwc ? 1 : 2].k, W = t->shape[nhwc ? 2 : 3].k;
+  int64_t oh = (H + 2 * w->ph - (int64_t)w->dh * (w->kh - 1) - 1) / w->sh + 1;
+  int64_t ow = (W + 2 * w->pw - (int64_t)w->dw * (w->kw - 1) - 1) / w->sw + 1;
+  char d[256];
+  if (w->kh >= 1 && w->kw >= 1 && w->sh >= 1 && w->sw >= 1 && w->dh >= 1 && w->dw >= 1 && (oh < 1 || ow < 1))
+    fe_fail(L, NNC_E_SHAPE, "%s: expected an image at least as large as the kernel %dx%d (dilation %dx%d, padding "
+            "%dx%d), found %s %s%s", fn, w->kh, w->kw, w->dh, w->dw, w->ph, w->pw, t->name, nnc_dtype_name(t->dtype),
+            nnc_shape_format(fe_get(L)->g, t->rank, t->shape, d, sizeof d));
+}
+
 /* The windows, labelled with the op that reads them (its messages name it). */
 static int im2col(lua_State *L, int x, const nnc_window *w, double pad, const char *fn) {
   nnc_attrs at;
@@ -247,6 +262,7 @@ static int l_conv2d(lua_State *L) {
   nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], true, false};
   nnc_dtype t = fe_param_dtype(L, x);
   int64_t wd[4] = {O, C / groups, k[0] > 0 ? k[0] : 1, k[1] > 0 ? k[1] : 1};
+  want_fits(L, x, fn, &w, nhwc);
   int weight = fe_make_param(L, prefix, "weight", t, 4, wd);
   int bias = with_bias ? fe_make_param(L, prefix, "bias", t, 1, &wd[0]) : -1;
   int y = conv_core(L, from_layout(L, x, nhwc), &w, O, groups, weight, bias, prefix, fn);
@@ -314,6 +330,7 @@ static int pool(lua_State *L, nnc_op reduce, const char *fn) {
                    "%dx%d", fn, p[0], p[1], k[0], k[1]);
   /* NHWC: tap-major windows (each tap's channels copied whole), reduced over the taps */
   nnc_window w = {k[0], k[1], s[0], s[1], p[0], p[1], dl[0], dl[1], true, true};
+  want_fits(L, x, fn, &w, nhwc);
   int cols = im2col(L, from_layout(L, x, nhwc), &w, reduce == NNC_OP_MAX ? -INFINITY : 0.0, fn);
   nnc_attrs at;
   memset(&at, 0, sizeof at);

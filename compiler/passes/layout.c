@@ -23,7 +23,9 @@
  * operands moves like a relu). What stays: one transpose where the NCHW
  * image enters, one where an NCHW tensor leaves to what needs NCHW. A
  * transpose that moves only axes of size 1 (an image of one channel to
- * NHWC; [N, 1, 1, C] pooled features to NCHW) is a reshape, a view. */
+ * NHWC; [N, 1, 1, C] pooled features to NCHW) is a reshape, a view. When
+ * the weights are made at load, a transpose before a flatten before a
+ * linear goes too: the linear's weight is permuted (layout_flatten.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,14 @@ typedef struct layout_ctx {
   int *repl;                   /* phase 3: a tensor's replacement (itself unless cancelled) */
   nnc_error *err;
 } layout_ctx;
+
+/* NCHW to NHWC or back: the only transposes the pass moves. Others (an
+ * attention's head split, a key's transpose) are patterns that fusion
+ * looks for, left as the model wrote them. */
+static bool is_layout_perm(const int *p, int rank) {
+  static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+  return rank == 4 && (memcmp(p, to_nhwc, sizeof to_nhwc) == 0 || memcmp(p, to_nchw, sizeof to_nchw) == 0);
+}
 
 static bool is_identity(const int *p, int rank) {
   for (int i = 0; i < rank; i++)
@@ -123,7 +133,7 @@ static void find_transposes(layout_ctx *c) {
     const nnc_node *n = &g->nodes[id];
     if (n->dead) continue;
     int p[NNC_MAX_RANK];
-    if (n->op == NNC_OP_TRANSPOSE) {
+    if (n->op == NNC_OP_TRANSPOSE && is_layout_perm(n->attrs.perm, g->tensors[n->out[0]].rank)) {
       int x = n->in[0], t = n->out[0], rank = g->tensors[t].rank;
       if (c->lay[x]) compose(c->perm[x], n->attrs.perm, rank, p);
       else memcpy(p, n->attrs.perm, sizeof p);
@@ -143,7 +153,7 @@ static void find_wanted(layout_ctx *c) {
   for (int id = g->nnodes - 1; id >= 0; id--) {
     const nnc_node *n = &g->nodes[id];
     if (n->dead) continue;
-    if (n->op == NNC_OP_TRANSPOSE) {
+    if (n->op == NNC_OP_TRANSPOSE && is_layout_perm(n->attrs.perm, g->tensors[n->out[0]].rank)) {
       c->want[n->in[0]] |= c->lay[n->in[0]];
     } else if (movable(n) && c->lay[n->out[0]] && c->want[n->out[0]]) {
       for (int i = 0; i < n->nin; i++) c->want[n->in[i]] |= c->lay[n->in[i]];
@@ -211,7 +221,7 @@ static nnc_status compose_transpose(layout_ctx *c, int id, int *cancelled) {
   nnc_node *n = &g->nodes[id];
   int x = n->in[0], t = n->out[0], rank = g->tensors[t].rank, p[NNC_MAX_RANK];
   if (c->src[x] < 0) {
-    if (!is_identity(n->attrs.perm, rank)) c->src[t] = x;
+    c->src[t] = x;
     memcpy(c->perm[t], n->attrs.perm, sizeof p);
     return NNC_OK;
   }
@@ -242,13 +252,14 @@ static nnc_status rewrite(layout_ctx *c, int *cancelled) {
     nnc_node *n = &g->nodes[id];
     if (n->dead) continue;
     for (int i = 0; i < n->nin; i++) n->in[i] = c->repl[n->in[i]];
-    if (n->op == NNC_OP_TRANSPOSE) st = compose_transpose(c, id, cancelled);
+    if (n->op == NNC_OP_TRANSPOSE && is_layout_perm(n->attrs.perm, g->tensors[n->out[0]].rank))
+      st = compose_transpose(c, id, cancelled);
     else if (movable(n) && c->lay[n->out[0]] && c->want[n->out[0]]) st = move_op(c, &id);
   }
   for (int i = 0; i < g->noutputs; i++) g->outputs[i].tensor = c->repl[g->outputs[i].tensor];
   for (int id = 0; !st && id < g->nnodes; id++) {
     nnc_node *n = &g->nodes[id];
-    if (n->dead || n->op != NNC_OP_TRANSPOSE) continue;
+    if (n->dead || n->op != NNC_OP_TRANSPOSE || !is_layout_perm(n->attrs.perm, g->tensors[n->out[0]].rank)) continue;
     const nnc_tensor *x = &g->tensors[n->in[0]];
     if (!moves_nothing(x->rank, x->shape, n->attrs.perm)) continue;
     int in = n->in[0];
@@ -258,7 +269,7 @@ static nnc_status rewrite(layout_ctx *c, int *cancelled) {
   return st;
 }
 
-nnc_status nnc_pass_layout(nnc_graph *g, int *cancelled, nnc_error *err) {
+nnc_status nnc_pass_layout(nnc_graph *g, bool weights_at_load, int *cancelled, nnc_error *err) {
   *cancelled = 0;
   /* each node that moves adds its op and at most a reshape per operand */
   layout_ctx c = {.g = g, .cap = g->ntensors + g->nnodes * (NNC_MAX_IO + 1) + 1, .err = err};
@@ -276,6 +287,8 @@ nnc_status nnc_pass_layout(nnc_graph *g, int *cancelled, nnc_error *err) {
     find_wanted(&c);
     st = rewrite(&c, cancelled);
   }
+  int permuted = 0;
+  if (!st && weights_at_load) st = nnc_pass_layout_flatten(g, &permuted, err);
   free(c.perm);
   free(c.src);
   free(c.lay);

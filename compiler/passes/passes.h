@@ -32,10 +32,18 @@ nnc_status nnc_pass_cse(nnc_graph *g, int *merged, nnc_error *err);
  * front-end writes around each image op move down through the elementwise
  * ops between image ops until they cancel, so an NCHW model runs NHWC inside
  * with a transpose only where an NCHW tensor enters or leaves; a transpose
- * that moves only axes of size 1 becomes a reshape. *cancelled counts the
- * pairs that cancelled. Target-independent; runs on the checked graph,
- * before nnc_pass_cse. */
-nnc_status nnc_pass_layout(nnc_graph *g, int *cancelled, nnc_error *err);
+ * that moves only axes of size 1 becomes a reshape. With weights_at_load
+ * (nnc_compile_opts.hoist_weights), nnc_pass_layout_flatten runs last.
+ * *cancelled counts the pairs that cancelled. Target-independent; runs on
+ * the checked graph, before nnc_pass_cse. */
+nnc_status nnc_pass_layout(nnc_graph *g, bool weights_at_load, int *cancelled, nnc_error *err);
+
+/* A linear that reads the flatten of an NHWC-to-NCHW transpose of
+ * features, its weight made of parameters alone: the flatten reads the
+ * features untransposed and the weight is permuted to match, a weight-only
+ * computation that hoisting makes once at load (layout_flatten.c);
+ * *permuted counts them. */
+nnc_status nnc_pass_layout_flatten(nnc_graph *g, int *permuted, nnc_error *err);
 
 /* Dead-code elimination: nodes none of whose outputs reach a graph output are
  * marked dead. */

@@ -44,20 +44,25 @@ static void load(nnc_graph *g, const char *file, const char *const *defines, int
 }
 
 /* The pass, then what dies after it. */
-static int run_layout(nnc_graph *g) {
+static int run_layout_at(nnc_graph *g, bool weights_at_load) {
   nnc_error err = {0};
   int cancelled = 0, removed = 0;
-  if (nnc_pass_layout(g, &cancelled, &err) != NNC_OK) fail_msg("layout: %s", err.msg);
+  if (nnc_pass_layout(g, weights_at_load, &cancelled, &err) != NNC_OK) fail_msg("layout: %s", err.msg);
   if (nnc_pass_dce(g, &removed, &err) != NNC_OK) fail_msg("dce: %s", err.msg);
   if (nnc_pass_check(g, &err) != NNC_OK) fail_msg("check after layout: %s", err.msg);
   return cancelled;
 }
 
-/* Live transposes of tensors of `rank` (the images' 4; weights' are 3). */
+static int run_layout(nnc_graph *g) { return run_layout_at(g, false); }
+
+/* Live transposes of activations of `rank` (the batch first, symbolic;
+ * a weight's have constant dims). */
 static int transposes(const nnc_graph *g, int rank) {
   int n = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    n += !g->nodes[i].dead && g->nodes[i].op == NNC_OP_TRANSPOSE && g->tensors[g->nodes[i].out[0]].rank == rank;
+  for (int i = 0; i < g->nnodes; i++) {
+    const nnc_tensor *t = &g->tensors[g->nodes[i].out[0]];
+    n += !g->nodes[i].dead && g->nodes[i].op == NNC_OP_TRANSPOSE && t->rank == rank && !nnc_dim_is_const(t->shape[0]);
+  }
   return n;
 }
 
@@ -101,12 +106,17 @@ static void check_same(const nnc_graph *before, const nnc_graph *after, int64_t 
 
 /* Loads file twice, runs the pass on the second, checks they agree; the
  * second is returned in after. */
-static void load_both(nnc_graph *before, nnc_graph *after, const char *file, const char *const *defines,
-                      int ndefines, bool train, int64_t batch) {
+static void load_both_at(nnc_graph *before, nnc_graph *after, const char *file, const char *const *defines,
+                         int ndefines, bool train, int64_t batch, bool weights_at_load) {
   load(before, file, defines, ndefines, train);
   load(after, file, defines, ndefines, train);
-  run_layout(after);
+  run_layout_at(after, weights_at_load);
   check_same(before, after, batch);
+}
+
+static void load_both(nnc_graph *before, nnc_graph *after, const char *file, const char *const *defines,
+                      int ndefines, bool train, int64_t batch) {
+  load_both_at(before, after, file, defines, ndefines, train, batch, false);
 }
 
 /* ------------------------------------------------------------- ResNet-18 */
@@ -182,6 +192,30 @@ static void mnist_keeps_the_flatten_order(void **state) {
   nnc_graph_free(&b);
 }
 
+/* Weights made at load: fc1's weight columns follow the NHWC features
+ * (layout_flatten.c), and no transpose is left to run. */
+static void mnist_permutes_fc1_at_load(void **state) {
+  (void)state;
+  nnc_graph a, b;
+  load_both_at(&a, &b, "models/mnist_cnn.lua", MNIST, 5, false, 3, true);
+  assert_int_equal(transposes(&b, 4), 0);
+  int fc1 = -1;
+  for (int i = 0; i < b.nnodes; i++)
+    if (!b.nodes[i].dead && b.nodes[i].op == NNC_OP_LINEAR && strcmp(b.nodes[i].label, "fc1") == 0) fc1 = i;
+  assert_true(fc1 >= 0);
+  int w = b.nodes[fc1].in[1];
+  assert_int_equal(b.tensors[w].kind, NNC_TENSOR_VALUE);
+  int flat = b.tensors[b.nodes[fc1].in[0]].producer;
+  assert_int_equal(b.nodes[flat].op, NNC_OP_RESHAPE);
+  assert_int_equal(b.nodes[b.tensors[b.nodes[flat].in[0]].producer].op, NNC_OP_MAX);
+  int kinds[NNC_KERNEL_KIND_COUNT];
+  count_kernels(&b, kinds);
+  /* each convolution's padding and windows, the pool's windows: no transpose */
+  assert_int_equal(kinds[NNC_KERNEL_MOVE], 5);
+  nnc_graph_free(&a);
+  nnc_graph_free(&b);
+}
+
 /* The training step: the backward's transposes cancel as the forward's do. */
 static void mnist_training_step_agrees(void **state) {
   (void)state;
@@ -238,8 +272,9 @@ static int transpose(int x, int a, int b, int c, int d) {
 static int image(void) {
   nnc_graph_init(&G);
   G.name = strdup("t");
-  int id;
-  nnc_dim s[4] = {nnc_dim_const(2), nnc_dim_const(3), nnc_dim_const(4), nnc_dim_const(5)};
+  int id, b;
+  assert_int_equal(nnc_graph_add_symbol(&G, "B", 2, (nnc_srcloc){"t.lua", 1}, &b, &E), NNC_OK);
+  nnc_dim s[4] = {nnc_dim_sym(b), nnc_dim_const(3), nnc_dim_const(4), nnc_dim_const(5)};
   assert_int_equal(nnc_graph_add_input(&G, "x", NNC_F32, 4, s, (nnc_srcloc){"t.lua", 1}, &id, &E), NNC_OK);
   return id;
 }
@@ -267,13 +302,13 @@ static void inverses_cancel(void **state) {
   int r = node(NNC_OP_RELU, 1, &t, NULL);
   int back = transpose(r, 0, 2, 3, 1);
   int y = node(NNC_OP_NEG, 1, &back, NULL);
-  int u = transpose(transpose(y, 0, 2, 1, 3), 0, 1, 3, 2);
+  int u = transpose(transpose(y, 0, 2, 3, 1), 0, 2, 3, 1);
   assert_int_equal(nnc_graph_add_output(&G, "u", u, (nnc_srcloc){"t.lua", 2}, &E), NNC_OK);
   assert_int_equal(run_layout(&G), 1);
   assert_int_equal(transposes(&G, 4), 1);
   int out = G.outputs[0].tensor, p = G.tensors[out].producer;
   assert_int_equal(G.nodes[p].op, NNC_OP_TRANSPOSE);
-  static const int composed[4] = {0, 2, 3, 1};
+  static const int composed[4] = {0, 3, 1, 2};
   assert_memory_equal(G.nodes[p].attrs.perm, composed, sizeof composed);
   nnc_graph_free(&G);
 }
@@ -283,6 +318,7 @@ int main(void) {
     cmocka_unit_test(resnet_nchw_agrees),
     cmocka_unit_test(resnet_nchw_runs_nhwc_kernels),
     cmocka_unit_test(mnist_keeps_the_flatten_order),
+    cmocka_unit_test(mnist_permutes_fc1_at_load),
     cmocka_unit_test(mnist_training_step_agrees),
     cmocka_unit_test(outputs_keep_nchw),
     cmocka_unit_test(conv_ops_agree),
