@@ -27,6 +27,7 @@ SMALL="-D size=33 -D width=4 -D classes=7 -D batch=4"
 # name model precision defines
 CASES="conv_f32 tests/ops/conv f32
 conv_bf16 tests/ops/conv bf16
+conv_wide_f32 tests/ops/conv_wide f32
 conv_wide_bf16 tests/ops/conv_wide bf16
 conv_wide_f16 tests/ops/conv_wide f16
 resnet_w64_nhwc_f16 models/resnet18 f16 -D size=37 -D width=64 -D classes=7 -D batch=4 -D layout=nhwc

@@ -111,7 +111,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .no_gemm_bgrad = !nnc_emit_has_gemm_bgrad(t.family),
                          .no_gemm_act_last = !nnc_emit_has_gemm_act_last(t.family),
                          .hoist_weights = !o->train && nnc_emit_has_hoist_weights(t.family),
-                         .gemm_windows = nnc_emit_gemm_windows(&t)};
+                         .gemm_windows = nnc_emit_gemm_windows(&t),
+                         .reduce_windows = nnc_emit_has_reduce_windows(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);

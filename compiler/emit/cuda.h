@@ -25,6 +25,11 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* The body of a windowed GEMM kernel's launcher (cuda_conv.c): one call of
  * templates/cuda/conv_wgmma.cuh. */
 void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
+/* Whether kernel ki is a pool read straight from the image (an im2col and
+ * a max or mean over its taps, nnc_compile_opts.reduce_windows), and the
+ * body of its launcher: one call of templates/cuda/pool.cuh (cuda_conv.c). */
+bool cu_is_pool(const ec_ctx *x, int ki);
+void cu_pool_body(const ec_ctx *x, int ki, nnc_sb *body);
 /* The CUDA kernel and launcher of an elementwise, move, reduce, gather or
  * non-last-axis softmax kernel. */
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);

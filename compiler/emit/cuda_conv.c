@@ -1,10 +1,12 @@
-/* compiler/emit/cuda_conv.c — a windowed GEMM (nnc_gemm_desc.windowed: a
- * convolution whose im2col joined its GEMM) as one call of
- * templates/cuda/conv_wgmma.cuh, which gathers the windows from the NHWC
- * image in its loads. The fusion pass makes such GEMMs only where
+/* compiler/emit/cuda_conv.c — the kernels that read an im2col's windows
+ * straight from its NHWC image, never stored: a windowed GEMM
+ * (nnc_gemm_desc.windowed: a convolution whose im2col joined its GEMM) as
+ * one call of templates/cuda/conv_wgmma.cuh, and a pool (an im2col and a
+ * max or mean over its taps in one reduce kernel) as one call of
+ * templates/cuda/pool.cuh. The fusion pass makes such GEMMs only where
  * nnc_cuda_gemm_windows says the target runs them (wgmma: sm_90a) and they
  * pay, and the template takes them (16-bit types, channels a multiple of
- * 64). */
+ * 8). */
 #include <stdio.h>
 
 #include "cuda.h"
@@ -32,26 +34,33 @@ static const char *act_name(const nnc_gemm_desc *d) {
   }
 }
 
-void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body) {
-  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
-  const nnc_node *im = &x->g->nodes[d->window];
+/* `g.x` and the geometry of im2col node `im` (the image and the windows'
+ * sizes), the fields conv_wgmma.cuh's and pool.cuh's arguments share. */
+static void window_fields(const ec_ctx *x, const nnc_node *im, nnc_sb *body) {
   const nnc_window *w = &im->attrs.win;
   int img = im->in[0], cols = im->out[0];
-  char b[256], h[256], wd[256], c[256], oh[256], ow[256], n[256], lit[64];
+  char b[256], h[256], wd[256], c[256], oh[256], ow[256];
   dim_int(x, img, 0, b, sizeof b);
   dim_int(x, img, 1, h, sizeof h);
   dim_int(x, img, 2, wd, sizeof wd);
   dim_int(x, img, 3, c, sizeof c);
   dim_int(x, cols, 1, oh, sizeof oh);
   dim_int(x, cols, 2, ow, sizeof ow);
-  dim_int(x, d->out, x->g->tensors[d->out].rank - 1, n, sizeof n);
-  nnc_sb_printf(body, "  nnc_cuda_conv_args<%s> g = {};\n", cu_stype(x, img));
   ec_assign(x, body, 2, "g.x", img);
   nnc_sb_printf(body, "  g.B = %s;\n  g.H = %s;\n  g.W = %s;\n  g.C = %s;\n  g.OH = %s;\n  g.OW = %s;\n", b, h, wd, c,
                 oh, ow);
   nnc_sb_printf(body, "  g.KH = %d;\n  g.KW = %d;\n  g.SH = %d;\n  g.SW = %d;\n  g.PH = %d;\n  g.PW = %d;\n"
                       "  g.DH = %d;\n  g.DW = %d;\n",
                 w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw);
+}
+
+void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body) {
+  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
+  const nnc_node *im = &x->g->nodes[d->window];
+  char n[256], lit[64];
+  dim_int(x, d->out, x->g->tensors[d->out].rank - 1, n, sizeof n);
+  nnc_sb_printf(body, "  nnc_cuda_conv_args<%s> g = {};\n", cu_stype(x, im->in[0]));
+  window_fields(x, im, body);
   ec_assign(x, body, 2, "g.w", d->b);
   nnc_sb_printf(body, "  g.N = %s;\n", n);
   if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
@@ -60,5 +69,21 @@ void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body) {
   nnc_sb_printf(body, "  g.alpha = %s;\n  g.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), act_name(d));
   if (d->act_last) nnc_sb_printf(body, "  g.act_last = true;   /* act(conv + bias + residual) */\n");
   nnc_sb_printf(body, "  nnc_cuda_error e;\n  if (nnc_cuda_conv_wgmma(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                      "  return 0;\n", ki);
+}
+
+bool cu_is_pool(const ec_ctx *x, int ki) {
+  const nnc_kernel *k = &x->s->k[ki];
+  return k->kind == NNC_KERNEL_REDUCE && k->nnodes == 2 && x->g->nodes[k->nodes[0]].op == NNC_OP_IM2COL;
+}
+
+void cu_pool_body(const ec_ctx *x, int ki, nnc_sb *body) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_node *im = &x->g->nodes[k->nodes[0]], *r = &x->g->nodes[k->nodes[1]];
+  nnc_sb_printf(body, "  nnc_cuda_pool_args<%s> g = {};\n", cu_stype(x, im->in[0]));
+  window_fields(x, im, body);
+  nnc_sb_printf(body, "  g.max = %s;\n", r->op == NNC_OP_MAX ? "true" : "false");
+  ec_assign(x, body, 2, "g.out", r->out[0]);
+  nnc_sb_printf(body, "  nnc_cuda_error e;\n  if (nnc_cuda_pool(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
                       "  return 0;\n", ki);
 }

@@ -822,6 +822,15 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_graph *g = x->g;
+  if (cu_is_pool(x, ki)) {
+    nnc_sb body;
+    nnc_sb_init(&body);
+    cu_pool_body(x, ki, &body);
+    char head[160];
+    snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+    ec_emit_function(x, b, head, NULL, "&c.d", &body);
+    return NNC_OK;
+  }
   if (!reduce_template(x, k)) return cu_emit_loop_kernel(x, ki, b, err);
   const int axis = n->attrs.axis, rank = g->tensors[n->in[0]].rank;
   char outer[EXPR], len[EXPR], inner[EXPR], oi[EXPR], li[EXPR], ii[EXPR], px[256], py[256];
@@ -994,10 +1003,11 @@ static void emit_run_kernel(const ec_ctx *x, nnc_sb *b) {
 
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
-  bool own = false, wg = false, conv = false;   /* which of nnc's GEMMs a kernel (or the probe) uses */
+  bool own = false, wg = false, conv = false, pool = false;   /* which of nnc's GEMMs (and pools) a kernel uses */
   for (int ki = 0; ki < x->s->nk; ki++) {
     gemm_plan p;
     nnc_error e;
+    pool |= cu_is_pool(x, ki);
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
     conv |= x->s->k[ki].d.gemm.windowed;
     nnc_kernel_variants v;
@@ -1014,7 +1024,8 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
   if (wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
   if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
-  if (own || wg || conv) nnc_sb_printf(b, "\n");
+  if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pooling straight from the image */\n");
+  if (own || wg || conv || pool) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
                      "static int probe_variant[NKERNELS];\n\n");

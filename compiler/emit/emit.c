@@ -19,10 +19,10 @@
 #define MARKER ".nnc-output"
 
 static const nnc_emitter emitters[] = {
-  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL},
+  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false},
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
-   nnc_cuda_gemm_windows},
-  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL},
+   nnc_cuda_gemm_windows, true},
+  {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -65,6 +65,11 @@ bool nnc_emit_has_collectives(nnc_target_family f) {
 int nnc_emit_gemm_windows(const nnc_target_desc *t) {
   const nnc_emitter *e = emitter_of(t->family);
   return e && e->gemm_windows ? e->gemm_windows(t) : 0;
+}
+
+bool nnc_emit_has_reduce_windows(nnc_target_family f) {
+  const nnc_emitter *e = emitter_of(f);
+  return e && e->reduce_windows;
 }
 
 bool nnc_emit_has_f32_weights(nnc_target_family f) {

@@ -70,6 +70,9 @@ typedef struct nnc_emitter {
    * im2col's image (nnc_gemm_desc.windowed, an implicit convolution); 0 or
    * NULL: never. */
   int (*gemm_windows)(const nnc_target_desc *t);
+  /* Whether it writes a reduce kernel of an im2col and a max or mean over
+   * its taps (pooling) as one kernel reading the image. */
+  bool reduce_windows;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -87,6 +90,8 @@ bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 bool nnc_emit_has_gemm_act_last(nnc_target_family f);
 /* The most outputs of a GEMM that the emitter of t's family gathers from windows on t (nnc_emitter.gemm_windows). */
 int nnc_emit_gemm_windows(const nnc_target_desc *t);
+/* Whether the emitter of family f pools straight from images (nnc_emitter.reduce_windows). */
+bool nnc_emit_has_reduce_windows(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

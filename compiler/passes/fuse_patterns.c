@@ -8,6 +8,7 @@
  * kernel and is not a graph output: then every kernel's only visible output
  * is its last node's, and ordering kernels by their last node stays
  * topological. */
+#include <math.h>
 #include <string.h>
 
 #include "fuse_match.h"
@@ -247,7 +248,7 @@ static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, i
  * tensor, fits the GEMM d of linear mm (nnc_compile_opts.gemm_windows): A
  * the [..., M, K] view of a tap-major NHWC im2col with zero padding, read
  * by mm alone; 16-bit image, weight, bias, residual and out of one type;
- * channels a multiple of 64 (so a k step of 64 never spans two taps), N a
+ * channels a multiple of 8 (so a 16-byte chunk never spans two taps), N a
  * multiple of 8 and at most c->gemm_windows. The im2col node, or -1; *view
  * gets the reshape. */
 static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc *d, int *view) {
@@ -267,7 +268,7 @@ static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc
       (d->bias >= 0 && tensor_of(c, d->bias)->dtype != t) || (d->residual >= 0 && tensor_of(c, d->residual)->dtype != t))
     return -1;
   nnc_dim ch = img->shape[3], n = out->shape[out->rank - 1];
-  if (!nnc_dim_is_const(ch) || ch.k % 64 || !nnc_dim_is_const(n) || n.k % 8 || n.k > c->gemm_windows) return -1;
+  if (!nnc_dim_is_const(ch) || ch.k % 8 || !nnc_dim_is_const(n) || n.k % 8 || n.k > c->gemm_windows) return -1;
   return w;
 }
 
@@ -470,6 +471,31 @@ static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
   return true;
 }
 
+/* Pooling, a max or mean over the taps of an NHWC image's tap-major
+ * windows that nothing else reads, as one reduce kernel that reads the
+ * image (nnc_compile_opts.reduce_windows): the windows are never stored.
+ * Channels a multiple of 8 (16-byte vectors of bf16/f16, two of f32). */
+static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *r = node_of(c, anchor);
+  if (!c->reduce_windows || (r->op != NNC_OP_MAX && r->op != NNC_OP_MEAN) || r->attrs.axis != 3) return false;
+  int w = foldable_producer(c, r->in[0]);
+  if (w < 0) return false;
+  const nnc_node *im = node_of(c, w);
+  const nnc_tensor *img = tensor_of(c, im->in[0]);
+  nnc_dtype t = img->dtype;
+  if (im->op != NNC_OP_IM2COL || !im->attrs.win.nhwc || !im->attrs.win.tap_major || img->rank != 4 ||
+      (t != NNC_F32 && t != NNC_BF16 && t != NNC_F16) || tensor_of(c, r->out[0])->dtype != t ||
+      !nnc_dim_is_const(img->shape[3]) || img->shape[3].k % 8 ||
+      im->attrs.scalar != (r->op == NNC_OP_MAX ? -INFINITY : 0.0))
+    return false;
+  gr->nnodes = 0;
+  take(gr, w);
+  take(gr, anchor);
+  gr->kind = NNC_KERNEL_REDUCE;
+  gr->main = anchor;
+  return true;
+}
+
 /* Any other node on its own, in the kernel of its class. */
 static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *x = node_of(c, anchor);
@@ -502,6 +528,7 @@ const fuse_pattern nnc_fuse_patterns[] = {
   {"attention_op", match_attention_op},
   {"attention", nnc_fuse_match_attention},
   {"gemm", match_gemm},
+  {"pool", match_pool},
   {"elementwise", match_elementwise},
   {"single", match_single},
 };

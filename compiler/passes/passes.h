@@ -152,7 +152,9 @@ typedef struct nnc_compile_opts {
                             inference on a target that runs them apart from the forward */
   int gemm_windows;      /* > 0: a linear of at most this many outputs (N) that alone reads an im2col's
                             windows gathers them from the image itself (nnc_gemm_desc.windowed) when the
-                            image is bf16/f16 with channels a multiple of 64: the windows are never stored */
+                            image is bf16/f16 with channels a multiple of 8: the windows are never stored */
+  bool reduce_windows;   /* a max or mean over an NHWC im2col's taps (pooling) that alone reads the windows
+                            is one reduce kernel reading the image, when the channels are a multiple of 8 */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may

@@ -13,8 +13,8 @@
  *
  *   nnc_cuda_status nnc_cuda_conv_wgmma<T>(const nnc_cuda_conv_args<T> &g, cudaStream_t stream,
  *                                          nnc_cuda_error *err);
- * T: __nv_bfloat16 or __half. C a multiple of 64 (a k step of 64 then lies
- * within one tap: 64 consecutive channels of one pixel), N a multiple of 8;
+ * T: __nv_bfloat16 or __half. C and N multiples of 8 (a 16-byte chunk of
+ * A's row is then 8 consecutive channels of one pixel);
  * x, w, out and residual 16-byte aligned. Returns NNC_CUDA_E_ARG (nothing
  * launched) for bad arguments; never synchronizes.
  *
@@ -23,7 +23,9 @@
  * through four cp.async stages in the 128-byte swizzle. Only A's loads
  * differ: each thread keeps, for its four rows, the image offset of the
  * window's top-left pixel and finds its 16-byte chunk of step k from the
- * tap and channel of k; a chunk outside the image is zero-filled. The
+ * tap and channel of its column k (one tap a step when C is a multiple of
+ * 64; eight, mostly adjacent pixels, for a stem's 8 padded channels); a
+ * chunk outside the image or past K is zero-filled. The
  * epilogue stages the tile in shared memory and writes rows of 16-byte
  * chunks, bias, residual and activation applied on the way. */
 #ifndef NNC_CUDA_CONV_WGMMA_CUH
@@ -98,16 +100,17 @@ __global__ void __launch_bounds__(nnc_cv::NTHREADS, 1) nnc_conv_wgmma_kernel(con
     iw0[i] = ow * g.SW - g.PW;
   }
   const uint32_t a_dst = nnc_smem_u32(base + r0 * BK + ((ch ^ (r0 % 8)) * 8));
-  const int kt_end = K / BK;
+  const int kt_end = (K + BK - 1) / BK;
   auto load = [&](int t) {
     if (t < kt_end) {
-      const int k0 = t * BK, tap = k0 / g.C;
-      const int c = k0 - tap * g.C + ch * 8, di = tap / g.KW * g.DH, dj = tap % g.KW * g.DW;
+      const int k0 = t * BK, k = k0 + ch * 8, tap = k / g.C;
+      const int c = k - tap * g.C, di = tap / g.KW * g.DH, dj = tap % g.KW * g.DW;
+      const bool kin = k < K;
       const uint32_t d = a_dst + (uint32_t)((t % STAGES) * (BM + BN) * BK * sizeof(T));
 #pragma unroll
       for (int i = 0; i < ROWS; ++i) {
         const int ih = ih0[i] + di, iw = iw0[i] + dj;
-        const bool ok = (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
+        const bool ok = kin && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
         const T *src = ok ? g.x + img[i] + ((long long)ih * g.W + iw) * g.C + c : g.x;
         nnc_cp_async16(d + (uint32_t)(32 * i * BK * sizeof(T)), src, ok);
       }
@@ -211,9 +214,9 @@ nnc_cuda_status nnc_cuda_conv_wgmma(const nnc_cuda_conv_args<T> &g, cudaStream_t
                          g.B, g.H, g.W, g.C, g.OH, g.OW, g.N, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW);
   const long long M = (long long)g.B * g.OH * g.OW;
   if (M == 0) return NNC_CUDA_OK;
-  if (g.C % 64 || g.N % 8 || M > (1LL << 31) - BM || (long long)g.KH * g.KW * g.C > (1LL << 30))
+  if (g.C % 8 || g.N % 8 || M > (1LL << 31) - BM || (long long)g.KH * g.KW * g.C > (1LL << 30))
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
-                         "expected C a multiple of 64, N a multiple of 8 and B*OH*OW, KH*KW*C in int range, found C %d, "
+                         "expected C and N multiples of 8 and B*OH*OW, KH*KW*C in int range, found C %d, "
                          "N %d, B*OH*OW %lld",
                          g.C, g.N, M);
   const uintptr_t al = reinterpret_cast<uintptr_t>(g.x) | reinterpret_cast<uintptr_t>(g.w) |

@@ -528,6 +528,42 @@ static void test_gemm_windows(void **state) {
   }
 }
 
+/* Pooling, a max (or mean) over the taps of NHWC tap-major windows: with
+ * nnc_compile_opts.reduce_windows the im2col and the reduce are one reduce
+ * kernel reading the image, equal to the graph; not without the option or
+ * with channels that are no multiple of 8. */
+static void test_pool_windows(void **state) {
+  (void)state;
+  for (int c = 0; c < 4; c++) {
+    bool mean = c == 1, off = c == 2, odd = c == 3;
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 2);
+    int x = input(&b, "x", NNC_BF16, 4, (nnc_dim[]){S(B), K(7), K(6), K(odd ? 12 : 16)});
+    nnc_attrs wa = {.win = {.kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 2, .nhwc = true,
+                            .tap_major = true},
+                    .scalar = mean ? 0.0 : -INFINITY};
+    int cols = out0(&b, node(&b, NNC_OP_IM2COL, 1, &x, &wa, 1, 0, NULL));
+    nnc_attrs ra = {.axis = 3};
+    int y = out0(&b, node(&b, mean ? NNC_OP_MEAN : NNC_OP_MAX, 1, &cols, &ra, 1, 0, NULL));
+    output(&b, "y", op1(&b, NNC_OP_RELU, y));
+    nnc_error err = {0};
+    nnc_compile_opts co = {.reduce_windows = !off};
+    nnc_schedule_init(&s, &b.g);
+    if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+    check_structure(&s);
+    const nnc_kernel *k = kernel_of_tensor(&s, y);
+    assert_int_equal(k->kind, NNC_KERNEL_REDUCE);
+    bool fused = !off && !odd;
+    assert_int_equal(k->nnodes, fused ? 2 : 1);
+    assert_int_equal(kernel_of_tensor(&s, cols) == k, fused);
+    if (fused) assert_int_equal(k->in[0], x);
+    check_equivalent(&s, 5);
+    done(&b, &s);
+  }
+}
+
 /* linear with a [K,N] weight and no bias, then alpha, bias add, relu,
  * residual; and rmsnorm; and a matmul with a folded rank-2 transpose. */
 static void test_gemm_alpha_bias_rms_transpose(void **state) {
@@ -984,6 +1020,7 @@ int main(void) {
     cmocka_unit_test(test_gemm_prologue_epilogue),
     cmocka_unit_test(test_gemm_act_after_residual),
     cmocka_unit_test(test_gemm_windows),
+    cmocka_unit_test(test_pool_windows),
     cmocka_unit_test(test_gemm_alpha_bias_rms_transpose),
     cmocka_unit_test(test_gemm_not_fused),
     cmocka_unit_test(test_elementwise_chain),
