@@ -119,7 +119,8 @@ static bool common_perm(const layout_ctx *c, const nnc_node *n, bool made, int *
   nnc_dim shape[NNC_MAX_RANK];
   for (int i = 0; i < n->nin; i++) {
     int x = n->in[i];
-    if (!(had(c, x, made) && g->tensors[x].rank == rank) && !cheap_operand(&g->tensors[x], rank, p, shape)) return false;
+    bool moved = had(c, x, made) && g->tensors[x].rank == rank;
+    if (!moved && !cheap_operand(&g->tensors[x], rank, p, shape)) return false;
   }
   return true;
 }
@@ -191,8 +192,9 @@ static nnc_status move_op(layout_ctx *c, int *id) {
   nnc_graph *g = c->g;
   nnc_node n = g->nodes[*id];
   int t = n.out[0], rank = g->tensors[t].rank, p[NNC_MAX_RANK], in[NNC_MAX_IO];
-  /* phase 1 said it moves; phase 3 sees the same operands */
-  if (!common_perm(c, &n, true, p)) return nnc_errorf(c->err, NNC_E_INTERNAL, n.loc, "layout: %s no longer moves", nnc_op_info_of(n.op)->name);
+  /* phases 1 and 2 said it moves, and phase 3 has made its operands' sources */
+  if (!common_perm(c, &n, true, p))
+    return nnc_errorf(c->err, NNC_E_INTERNAL, n.loc, "layout: %s no longer moves", nnc_op_info_of(n.op)->name);
   nnc_status st = NNC_OK;
   for (int i = 0; !st && i < n.nin; i++) {
     int x = n.in[i];
@@ -201,6 +203,9 @@ static nnc_status move_op(layout_ctx *c, int *id) {
     else if (g->tensors[x].rank == 0) in[i] = x;
     else if (cheap_operand(&g->tensors[x], rank, p, shape))
       st = add_before(c, (*id)++, NNC_OP_RESHAPE, 1, &x, NULL, &n, rank, shape, &in[i]);
+    else
+      st = nnc_errorf(c->err, NNC_E_INTERNAL, n.loc, "layout: operand %d of %s is neither moved nor a view", i + 1,
+                      nnc_op_info_of(n.op)->name);
   }
   int inner;
   if (!st) st = add_before(c, (*id)++, n.op, n.nin, in, &n.attrs, &n, 0, NULL, &inner);
