@@ -17,6 +17,7 @@ typedef struct gcase {
   int pad;            /* extra elements per row of every matrix */
   int bcast_b;        /* stride_b = 0 */
   nnc_simd_aux aux;   /* SAVE: aux written and checked; ACT_GRAD: aux random, read */
+  int packed;         /* B packed first (nnc_simd_gemm_pack_b), read through b_packed */
 } gcase;
 
 static const char *act_name(nnc_simd_act a) {
@@ -77,6 +78,13 @@ static int run_case(const gcase *c) {
   g.residual = R; g.ldr = ldr; g.stride_r = sr;
   g.prologue = c->pro; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
   g.aux_mode = c->aux; g.aux = X; g.ldx = ldx; g.stride_x = sx;
+  float *packed = NULL;
+  if (c->packed) {
+    packed = talloc(nnc_simd_gemm_packed_b_floats(&g) + 1);
+    nnc_simd_gemm_pack_b(&g, packed);
+    g.b_packed = packed;
+    g.B = NULL;   /* so that a read of B fails */
+  }
 
   tpool tp = {c->threads, 0};
   nnc_simd_par par = {tpool_parallel_for, &tp, c->threads};
@@ -131,7 +139,7 @@ static int run_case(const gcase *c) {
         }
   }
   free(A); free(B); free(C); free(R); free(bias); free(gamma); free(beta); free(X); free(xref);
-  free(ws); free(pa); free(ref); free(arow);
+  free(ws); free(pa); free(ref); free(arow); free(packed);
   return ok;
 }
 
@@ -316,6 +324,29 @@ static void test_empty(void **state) {
 }
 
 /* The split into tasks must not change a single bit of the result. */
+/* B packed once and read by many calls (a scan's W_hh): odd sizes, K in one
+ * pass, in a pass a quarter past KC, and in several; N past NC; both B
+ * layouts, with every epilogue operand. */
+static void test_packed_b(void **state) {
+  (void)state;
+  static const int ks[] = {1, 64, 300, 700};
+  int fails = 0, n = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int k = 0; k < 4; ++k)
+      for (int wide = 0; wide < 2; ++wide, ++n) {
+        gcase c = base(wide ? 13 : 37, wide ? 3090 : 257, ks[k]);
+        c.trans = t;
+        c.packed = 1;
+        c.bias = 1;
+        c.res = n % 2;
+        c.act = n % 3 ? NNC_SIMD_ACT_TANH : NNC_SIMD_ACT_NONE;
+        c.threads = n % 4;
+        c.pad = n % 3;
+        fails += !run_case(&c);
+      }
+  assert_int_equal(fails, 0);
+}
+
 static void test_thread_counts_agree(void **state) {
   (void)state;
   int M = 67, N = 301, K = 300;
@@ -411,7 +442,7 @@ int main(void) {
       cmocka_unit_test(test_sizes),        cmocka_unit_test(test_flags),
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
-      cmocka_unit_test(test_aux),
+      cmocka_unit_test(test_aux),          cmocka_unit_test(test_packed_b),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),
   };
