@@ -123,7 +123,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--tune=measure: expected a cuda-* target, found %s "
                     "(the other targets have one implementation per kernel)", t.name);
   if (!st && o->measure) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, false, NULL, 0};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, false, NULL, 0, false};
     st = nnc_measure(&r, tiles, o->tune_file, stderr, err);
   }
   if (!st && o->explain && copies)
@@ -136,7 +136,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   }
   if (!st && o->out_dir) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, o->train,
-                          par.tp > 1 ? &whole : NULL, par.dp};
+                          par.tp > 1 ? &whole : NULL, par.dp, par.zero1};
     st = nnc_emit(&r, err);
   }
   free(tiles);

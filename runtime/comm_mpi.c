@@ -105,11 +105,12 @@ static nnrt_status mpi_type(nnrt_comm *c, nnrt_dtype t, const char *what, MPI_Da
                             nnrt_error *err) {
   switch (t) {
   case NNRT_F32: *out = MPI_FLOAT; return NNRT_OK;
+  case NNRT_F64: *out = MPI_DOUBLE; return NNRT_OK;   /* sums of squares (ZeRO-1's gradient norm) */
   case NNRT_I32: *out = MPI_INT32_T; return NNRT_OK;
   case NNRT_F16:
   case NNRT_BF16: *out = MPI_UINT16_T; return NNRT_OK;
   default:
-    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected f32, f16, bf16 or i32, found %s", c->rank, what,
+    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected f32, f64, f16, bf16 or i32, found %s", c->rank, what,
                        nnrt_dtype_name(t));
   }
 }

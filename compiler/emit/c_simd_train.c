@@ -31,17 +31,21 @@ void cs_train_destroy(const ec_ctx *x, nnc_sb *b) {
 static void write_state(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   const nnc_graph *g = x->g;
+  /* ZeRO-1: the blocks the collectives read padded to whole shards, the
+   * optimizer state one shard */
+  const char *block = x->zero1 ? "TRAIN_PADDED" : "TRAIN_NUMEL", *state = x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL";
+  if (x->zero1) cs_zero_defs(x, b);
   nnc_sb_printf(b,
     "/* The gradient, micro-batch and optimizer blocks (and the kept outputs'\n"
     " * buffers at the maxima), allocated by the first call that needs them. */\n"
     "static int train_state(%s_model *m) {\n"
     "  if (m->grad) return 0;\n"
-    "  m->grad = calloc(TRAIN_NUMEL, sizeof *m->grad);\n"
-    "  m->part = malloc(TRAIN_NUMEL * sizeof *m->part);\n"
-    "  m->mom = calloc(TRAIN_NUMEL, sizeof *m->mom);\n"
-    "  m->vel = calloc(TRAIN_NUMEL, sizeof *m->vel);\n"
+    "  m->grad = calloc(%s, sizeof *m->grad);\n"
+    "  m->part = malloc(%s * sizeof *m->part);\n"
+    "  m->mom = calloc(%s, sizeof *m->mom);\n"
+    "  m->vel = calloc(%s, sizeof *m->vel);\n"
     "  int ok = m->grad && m->part && m->mom && m->vel;\n"
-    "  m->loss_scale = TRAIN_LOSS_SCALE;\n", p);
+    "  m->loss_scale = TRAIN_LOSS_SCALE;\n", p, block, block, state, state);
   int k = 0;
   for (int i = 0; i < g->noutputs; i++) {
     if (!ec_train_is_kept(x, i)) continue;
@@ -92,7 +96,9 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  return 0;\n}\n\n"
     "static int train_add_part(%s_model *m) {\n"
     "  for (int64_t i = 0; i < TRAIN_NUMEL; i++) m->grad[i] += m->part[i];\n"
-    "  return 0;\n}\n\n"
+    "  return 0;\n}\n\n", p, p);
+  if (x->zero1) cs_zero_hooks(x, b);
+  else nnc_sb_printf(b,
     "static int train_sum_squares(%s_model *m, double *ss) {\n"
     "  *ss = 0;\n"
     "  for (int j = 0; j < NPARAMS; j++) *ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
@@ -113,7 +119,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "    nnc_glue_rows(&m->pool, nnc_weights_numel(&manifest[j]), 1, update_rows, &u);\n"
     "  }\n"
     "  return 0;\n}\n\n",
-    p, p, p, p, p, p);
+    p, p, p, p);
   if (x->world > 1)
     nnc_sb_printf(b,
       "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks, each\n"
@@ -124,13 +130,16 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
       "  if (nnrt_comm_all_reduce(m->comm, loss, loss, 1, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
       "    return fail(m, %s_E_COMM, \"%s_train_accumulate: the loss over the ranks: %%s\", e.msg);\n"
       "  *loss /= %d;\n"
-      "  return 0;\n}\n\n"
+      "  return 0;\n}\n\n",
+      x->world, p, x->P, p, x->world);
+  if (x->world > 1 && !x->zero1)
+    nnc_sb_printf(b,
       "static int train_all_reduce(%s_model *m) {\n"
       "  nnrt_error e = {0};\n"
       "  if (nnrt_comm_all_reduce(m->comm, m->grad, m->grad, (size_t)TRAIN_NUMEL, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
       "    return fail(m, %s_E_COMM, \"%s_train_update: the gradients over the ranks: %%s\", e.msg);\n"
       "  return 0;\n}\n\n",
-      x->world, p, x->P, p, x->world, p, x->P, p);
+      p, x->P, p);
 }
 
 /* _save, _load, and the accessors of the state. */
@@ -143,7 +152,9 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "    mom[j] = m1 + train_table[j].at;\n"
     "    vel[j] = m2 + train_table[j].at;\n"
     "  }\n"
-    "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step, scale_state_of(m)};\n}\n\n"
+    "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step, scale_state_of(m)};\n}\n\n", p);
+  if (x->zero1) cs_zero_save(x, b);
+  else nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
@@ -152,7 +163,8 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_ckpt c = checkpoint_of(m, m->mom, m->vel, mom, vel);\n"
     "  nnrt_error e = {0};\n"
     "  rc = nnrt_ckpt_save(path, &c, &e);\n"
-    "  return rc ? fail(m, rc, \"%s_save: %%s\", e.msg) : 0;\n}\n\n"
+    "  return rc ? fail(m, rc, \"%s_save: %%s\", e.msg) : 0;\n}\n\n", p, p, P, p);
+  nnc_sb_printf(b,
     "int %s_load(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
@@ -174,13 +186,16 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  if (rc) rc = fail(m, rc, \"%s_load: %%s\", e.msg);\n"
     "  else rc = load(m, st, &e);\n"
     "  nnrt_st_close(st);\n"
-    "  if (rc) return rc;\n"
+    "  if (rc) return rc;\n", p, p, P, p, p);
+  if (x->zero1) cs_zero_take_moments(x, b);
+  else nnc_sb_printf(b,
     "  float *t = m->mom;\n"
     "  m->mom = m->grad;\n"
     "  m->grad = t;\n"
     "  t = m->vel;\n"
     "  m->vel = m->part;\n"
-    "  m->part = t;\n"
+    "  m->part = t;\n");
+  nnc_sb_printf(b,
     "  m->step = step;\n"
     "  set_scale_state(m, &scale);\n"
     "  m->nacc = 0;\n"
@@ -189,7 +204,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  for (int j = 0; m && m->grad && name && j < NPARAMS; j++)\n"
     "    if (strcmp(manifest[j].name, name) == 0) return m->grad + train_table[j].at;\n"
     "  return NULL;\n}\n\n",
-    p, p, p, P, p, p, p, P, p, p, p, p);
+    p, p);
   nnc_sb_printf(b, "const void *%s_train_output(const %s_model *m, const char *name) {\n  if (!m || !name) return NULL;\n",
                 p, p);
   int k = 0;

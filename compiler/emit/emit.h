@@ -27,6 +27,8 @@ typedef struct nnc_emit_request {
   const nnc_graph *whole;         /* a parallel plan's graph before the plan (every weight whole): the
                                      graph bench --check evaluates; NULL: the schedule's graph */
   int dp;                         /* --parallel=dp:M's M (training: the gradients summed over M ranks); 0 or 1: none */
+  bool zero1;                     /* --parallel=dp:M,zero1: each rank keeps 1/M of the optimizer state, the
+                                     gradients reduce-scattered and the updated weights all-gathered */
 } nnc_emit_request;
 
 /* The implementations a target has for one kernel, for --tune=measure. */

@@ -115,6 +115,13 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
     "int %s_save(%s_model *m, const char *path);\n"
     "int %s_load(%s_model *m, const char *path);\n\n",
     p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+  if (x->zero1)
+    nnc_sb_printf(b,
+      "/* --parallel=dp:%d,zero1: each rank keeps the optimizer state of 1/%d of\n"
+      " * the weights. _save gathers it from every rank, so every rank calls _save\n"
+      " * (rank 0 writes the file); after an update _train_gradient gives this\n"
+      " * rank's own sums but in its shard, summed over the ranks. */\n\n",
+      x->world, x->world);
   ec_train_scale_decls(x, b);
 }
 
@@ -161,6 +168,13 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "--train: the graph has no input " NNC_LOSS_SCALE_INPUT);
   ec_train_scale_common(x, b);
   return NNC_OK;
+}
+
+int64_t ec_train_state_bytes(const ec_ctx *x) {
+  int64_t n = 0;
+  for (int j = 0; j < x->g->nparams; j++) n += nnc_tensor_max_elems(x->g, &x->g->tensors[x->g->params[j]]);
+  if (x->zero1) n = (n + x->world - 1) / x->world;
+  return 2 * 4 * n;   /* two f32 moments an element */
 }
 
 void ec_train_shared(const ec_ctx *x, nnc_sb *b) {

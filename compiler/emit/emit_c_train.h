@@ -41,6 +41,9 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err);
  * part), train_sum_squares(m, &ss) (of grad) and train_apply(m, &opt,
  * scale, o) (the optimizer on every weight). */
 void ec_train_shared(const ec_ctx *x, nnc_sb *b);
+/* The bytes of the optimizer's two f32 moments that one rank keeps: every
+ * weight's, or under ZeRO-1 one shard (1/M of them, rounded up). */
+int64_t ec_train_state_bytes(const ec_ctx *x);
 
 /* Loss scaling (emit_c_train_scale.c): the index of the input loss_scale
  * among the graph's inputs (-1 without --train); the model struct's fields

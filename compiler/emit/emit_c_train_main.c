@@ -170,13 +170,15 @@ nnc_status ec_write_train_main(const ec_ctx *x, const char *dir, bool *written, 
     "    t_gradient, t_output, &%s_bench_model,\n"
     "    t_set_scale, t_scale, t_skipped, %d,   /* loss scaling: dynamic by default under f16 storage */\n"
     "    %d,   /* ranks (--parallel=dp) */\n"
+    "    %d, %lld,   /* ZeRO-1 (--parallel=dp:M,zero1); bytes of the optimizer's moments a rank */\n"
     "  };\n"
     "  nnc_train_model m = md;\n"
     "  m.manifest = %s_bench_model.manifest;\n"
     "  return nnc_train_main(&m, argc, argv);\n}\n",
     p, s.tokens ? "NNC_TRAIN_TOKENS" : "NNC_TRAIN_CLASSES", g->nsyms, s.batch_sym, s.seq_sym, (long long)s.classes,
     (long long)s.features, s.logits >= 0 ? "\"" : "", s.logits >= 0 ? g->outputs[s.logits].name : "NULL",
-    s.logits >= 0 ? "\"" : "", g->nparams, p, x->r->precision.storage == NNC_F16, x->world, p);
+    s.logits >= 0 ? "\"" : "", g->nparams, p, x->r->precision.storage == NNC_F16, x->world, x->zero1,
+    (long long)ec_train_state_bytes(x), p);
   char name[128];
   snprintf(name, sizeof name, "train_%s.c", p);
   nnc_status st = nnc_emit_write_sb(dir, name, &b, err);

@@ -375,12 +375,17 @@ nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err) 
   if (!s || !*s) return NNC_OK;
   const char *q = s;
   while (*q) {
+    if (!strncmp(q, "zero1", 5) && (q[5] == ',' || !q[5])) {
+      out->zero1 = true;
+      q += q[5] ? 6 : 5;
+      continue;
+    }
     int *slot = !strncmp(q, "tp:", 3) ? &out->tp : !strncmp(q, "dp:", 3) ? &out->dp : NULL;
     char *end = NULL;
     long v = slot ? strtol(q + 3, &end, 10) : 0;
     if (!slot || end == q + 3 || v < 1 || v > 1024 || (*end && *end != ','))
       return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=%s: expected tp:N and/or dp:M (N, M from 1 to 1024, "
-                        "comma-separated), found \"%s\"", s, q);
+                        "comma-separated; zero1 after dp:M), found \"%s\"", s, q);
     *slot = (int)v;
     q = *end ? end + 1 : end;
   }
@@ -389,6 +394,12 @@ nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err) 
 
 nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool generate, const char *target,
                                   bool collectives, nnc_error *err) {
+  if (p->zero1 && (p->dp <= 1 || p->tp > 1))
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=...,zero1: expected dp:M with M >= 2 alone "
+                      "(ZeRO-1 shards the optimizer state over data-parallel ranks), found tp:%d, dp:%d", p->tp, p->dp);
+  if (p->zero1 && !train)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=dp:%d,zero1: expected --train (ZeRO-1 shards the "
+                      "optimizer state of a training step)", p->dp);
   if (p->tp <= 1 && p->dp <= 1) return NNC_OK;
   if (p->dp > 1 && p->tp > 1)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d,dp:%d: expected tp:N or dp:M alone (the two "

@@ -127,9 +127,11 @@ nnc_status nnc_pass_attention_op(nnc_graph *g, int *replaced, nnc_error *err);
 
 /* What the target's kernels can do, where the passes choose between ways
  * (zeroed: everything). */
-/* --parallel=tp:N,dp:M: the ranks of each kind of parallelism (1: none). */
+/* --parallel=tp:N,dp:M: the ranks of each kind of parallelism (1: none);
+ * zero1 (dp:M,zero1): each rank keeps and updates 1/M of the optimizer state. */
 typedef struct nnc_parallel {
   int tp, dp;
+  bool zero1;
 } nnc_parallel;
 nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err);
 /* Refuses what no plan does yet, naming the option: dp, tp with --train or

@@ -126,11 +126,12 @@ nnrt_status nnrt_comm_nccl_wait(nnrt_comm *c, void *stream, nnrt_error *err) {
 static nnrt_status nccl_type(nnrt_comm *c, nnrt_dtype t, const char *what, ncclDataType_t *out, nnrt_error *err) {
   switch (t) {
   case NNRT_F32: *out = ncclFloat32; return NNRT_OK;
+  case NNRT_F64: *out = ncclFloat64; return NNRT_OK;   /* sums of squares (ZeRO-1's gradient norm) */
   case NNRT_F16: *out = ncclFloat16; return NNRT_OK;
   case NNRT_BF16: *out = ncclBfloat16; return NNRT_OK;
   case NNRT_I32: *out = ncclInt32; return NNRT_OK;
   default:
-    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected f32, f16, bf16 or i32, found %s", c->rank, what,
+    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: %s: expected f32, f64, f16, bf16 or i32, found %s", c->rank, what,
                        nnrt_dtype_name(t));
   }
 }

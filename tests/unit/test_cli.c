@@ -278,6 +278,10 @@ static void test_parallel_plan(void **state) {
   assert_non_null(strstr(out, "target opencl does not run collectives yet"));
   assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=dp:2 -o par_out", NNC_SOURCE_ROOT), 1);
   assert_non_null(strstr(out, "expected --train"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=dp:2,zero1 -o par_out", NNC_SOURCE_ROOT), 1);
+  assert_non_null(strstr(out, "zero1: expected --train"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --train --parallel=zero1 -o par_out", NNC_SOURCE_ROOT), 1);
+  assert_non_null(strstr(out, "expected dp:M with M >= 2"));
   assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=pp:2 --emit=ir", NNC_SOURCE_ROOT), 1);
   assert_non_null(strstr(out, "expected tp:N and/or dp:M"));
   assert_false(exists("par_out"));

@@ -195,7 +195,7 @@ static void mlp_variants_on(const char *target, nnc_kernel_variants **v, int *nk
   } else {
     mlp_load(c);
   }
-  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, NULL, c->prec, false, false, false, NULL, 0};
+  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, NULL, c->prec, false, false, false, NULL, 0, false};
   nnc_error err = {0};
   *nk = c->s.nk;
   *v = calloc((size_t)c->s.nk, sizeof **v);
@@ -239,7 +239,7 @@ static void test_probe_source(void **state) {
   mlp_load(c);
   char out[512], cu[600];
   snprintf(out, sizeof out, "%s/mlp_probe", work);
-  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, out, c->prec, false, true, false, NULL, 0};
+  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, out, c->prec, false, true, false, NULL, 0, false};
   nnc_error err = {0};
   nnc_status st = nnc_emit(&r, &err);
   if (st) fprintf(stderr, "%s\n", err.msg);
@@ -269,7 +269,7 @@ static void test_probe_bert(void **state) {
   model_load(c, "bert", defs, 2, "cuda-sm90a", "bf16");
   char out[512], cu[600];
   snprintf(out, sizeof out, "%s/bert_probe", work);
-  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, out, c->prec, false, true, false, NULL, 0};
+  nnc_emit_request r = {&c->s, &c->t, c->tiles, c->path, out, c->prec, false, true, false, NULL, 0, false};
   nnc_error err = {0};
   nnc_status st = nnc_emit(&r, &err);
   if (st) fprintf(stderr, "%s\n", err.msg);

@@ -196,7 +196,23 @@ static void test_refusals(void **state) {
   assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
   assert_non_null(strstr(err.msg, "--train"));
   assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
+  /* ZeRO-1 shards data-parallel ranks' optimizer state: dp:M and --train */
+  assert_int_equal(nnc_parallel_parse("dp:3,zero1", &p, &err), NNC_OK);
+  assert_int_equal(p.dp, 3);
+  assert_true(p.zero1);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "zero1: expected --train"));
+  assert_int_equal(nnc_parallel_parse("zero1", &p, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "expected dp:M with M >= 2"));
+  assert_int_equal(nnc_parallel_parse("tp:2,zero1", &p, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_int_equal(nnc_parallel_parse("dp:2,zero2", &p, &err), NNC_E_USAGE);
+  assert_int_equal(nnc_parallel_parse("dp:2,zero1x", &p, &err), NNC_E_USAGE);
+  p.tp = 1;
   p.dp = 1;
+  p.zero1 = false;
   /* width 7: neither q|k|v (3 x 7 columns) nor the MLP (28) split 3 ways, and the plan says so */
   char path[512];
   snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);

@@ -368,6 +368,9 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     printf("train_%s: %s, %lld %s; %lld updates of %lld x %lld %s%s from update %lld; peak %.0f GFLOP/s\n", md->name,
            o->data, (long long)data.n, unit, (long long)o->steps, (long long)o->accumulate, (long long)bt.items * o->world,
            unit, o->world > 1 ? " over the ranks" : "", (long long)step, peak);
+  if (!rc && !o->json)
+    printf("train_%s: optimizer state %lld bytes a rank%s\n", md->name, (long long)md->optim_bytes,
+           md->zero1 ? " (ZeRO-1: a shard of the moments)" : "");
   while (!rc && step < o->steps) {
     uint64_t t0 = nnrt_now_ns();
     /* the batches' position counts the skipped updates too, so that a resumed
@@ -429,8 +432,9 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
       rc = evaluate(md, m, o, &val, &bt, &vl, &acc);
       if (!rc) report_eval(o, done, vl, acc);
     }
-    /* the ranks hold the same weights: rank 0 writes them */
-    if (!rc && o->save && !o->rank && o->save_every > 0 && done % o->save_every == 0 && done < o->steps)
+    /* the ranks hold the same weights: rank 0 writes them (under ZeRO-1
+     * every rank takes part: each holds a shard of the optimizer state) */
+    if (!rc && o->save && (!o->rank || md->zero1) && o->save_every > 0 && done % o->save_every == 0 && done < o->steps)
       rc = md->save(m, o->save) ? fail(md, m, "save") : 0;
   }
   if (!rc && o->val) {
@@ -438,7 +442,7 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     rc = evaluate(md, m, o, &val, &bt, &vl, &acc);
     if (!rc) report_eval(o, step, vl, acc);
   }
-  if (!rc && o->save && !o->rank) {
+  if (!rc && o->save && (!o->rank || md->zero1)) {
     rc = md->save(m, o->save) ? fail(md, m, "save") : 0;
     if (!rc && !o->json) printf("train_%s: saved %s (update %lld)\n", md->name, o->save, (long long)step);
   }
