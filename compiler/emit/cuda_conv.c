@@ -1,9 +1,9 @@
 /* compiler/emit/cuda_conv.c — the kernels that read an im2col's windows
  * straight from its NHWC image, never stored: a windowed GEMM
  * (nnc_gemm_desc.windowed: a convolution whose im2col joined its GEMM) as
- * one call of templates/cuda/conv_wgmma.cuh, and a pool (an im2col and a
- * max or mean over its taps in one reduce kernel) as one call of
- * templates/cuda/pool.cuh. The fusion pass makes such GEMMs only where
+ * one call of templates/cuda/conv_wgmma.cuh, and a pool or depthwise
+ * convolution (an im2col and a max, mean or weighted sum over its taps in
+ * one reduce kernel) as one call of templates/cuda/pool.cuh. The fusion pass makes such GEMMs only where
  * nnc_cuda_gemm_windows says the target runs them (wgmma: sm_90a) and they
  * pay, and the template takes them (16-bit types, channels a multiple of
  * 8). */
@@ -74,15 +74,21 @@ void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body) {
 
 bool cu_is_pool(const ec_ctx *x, int ki) {
   const nnc_kernel *k = &x->s->k[ki];
-  return k->kind == NNC_KERNEL_REDUCE && k->nnodes == 2 && x->g->nodes[k->nodes[0]].op == NNC_OP_IM2COL;
+  return k->kind == NNC_KERNEL_REDUCE && k->nnodes >= 2 && x->g->nodes[k->nodes[0]].op == NNC_OP_IM2COL;
 }
 
 void cu_pool_body(const ec_ctx *x, int ki, nnc_sb *body) {
   const nnc_kernel *k = &x->s->k[ki];
-  const nnc_node *im = &x->g->nodes[k->nodes[0]], *r = &x->g->nodes[k->nodes[1]];
+  const nnc_node *im = &x->g->nodes[k->nodes[0]], *r = &x->g->nodes[k->nodes[k->nnodes - 1]];
   nnc_sb_printf(body, "  nnc_cuda_pool_args<%s> g = {};\n", cu_stype(x, im->in[0]));
   window_fields(x, im, body);
-  nnc_sb_printf(body, "  g.max = %s;\n", r->op == NNC_OP_MAX ? "true" : "false");
+  if (k->nnodes == 3) {
+    /* a depthwise convolution: the windows times the [taps, C] weight, summed */
+    nnc_sb_printf(body, "  g.op = NNC_POOL_DEPTHWISE;\n");
+    ec_assign(x, body, 2, "g.w", x->g->nodes[k->nodes[1]].in[1]);
+  } else {
+    nnc_sb_printf(body, "  g.op = %s;\n", r->op == NNC_OP_MAX ? "NNC_POOL_MAX" : "NNC_POOL_MEAN");
+  }
   ec_assign(x, body, 2, "g.out", r->out[0]);
   nnc_sb_printf(body, "  nnc_cuda_error e;\n  if (nnc_cuda_pool(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
                       "  return 0;\n", ki);

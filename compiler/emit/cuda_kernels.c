@@ -1024,7 +1024,7 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
   if (wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
   if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
-  if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pooling straight from the image */\n");
+  if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pools and depthwise convolutions from the image */\n");
   if (own || wg || conv || pool) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"

@@ -172,19 +172,33 @@ static int from_layout(lua_State *L, int x, bool nhwc) {
  * shape with those elements: conv1d's [O, C/groups, K]) and an optional bias.
  * An NHWC image without groups takes its windows tap-major, each tap's
  * channels one contiguous run of the image (a copy, not a gather), and the
- * weight as [O, KH*KW, C] to match. */
+ * weight as [O, KH*KW, C] to match. A depthwise convolution (a group per
+ * channel, one output each) is no GEMM at all: the tap-major windows times
+ * the weight as [KH*KW, C], summed over the taps, which a target can run as
+ * one pass over the image (a GEMM per channel of N = 1 cannot). */
 static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_t groups, int weight, int bias,
                      const char *label, const char *fn) {
   nnc_window win = *w;
-  win.tap_major = w->nhwc && groups == 1;
   int64_t C0 = tensor(L, x)->shape[3].k;
-  if (win.tap_major && C0 % CHANNEL_RUN) x = pad_channels(L, x, 3, C0);
+  bool depthwise = w->nhwc && groups > 1 && groups == C0 && O == groups;
+  win.tap_major = w->nhwc && (groups == 1 || depthwise);
+  if (groups == 1 && win.tap_major && C0 % CHANNEL_RUN) x = pad_channels(L, x, 3, C0);
   int cols = im2col(L, x, &win, 0.0, fn);
   const nnc_tensor *ct = tensor(L, cols);
   nnc_dim N = ct->shape[0], OH = ct->shape[1], OW = ct->shape[2];
   int64_t C = ct->shape[win.tap_major ? 4 : 3].k, KK = ct->shape[win.tap_major ? 3 : 4].k, Cg = C / groups, Og = O / groups;
   nnc_dim rows = mul(L, mul(L, N, OH, fn), OW, fn);
   int y;
+  if (depthwise) {
+    int wm = reshape(L, weight, 2, (nnc_dim[]){nnc_dim_const(C), nnc_dim_const(KK)});
+    wm = permute(L, wm, (const int[]){1, 0});
+    int prod = node_out(L, NNC_OP_MUL, 2, (int[]){cols, wm}, NULL, label, NULL);
+    nnc_attrs at;
+    memset(&at, 0, sizeof at);
+    at.axis = 3;
+    y = node_out(L, NNC_OP_SUM, 1, &prod, &at, label, NULL);
+    return bias >= 0 ? node_out(L, NNC_OP_ADD, 2, (int[]){y, bias}, NULL, label, NULL) : y;
+  }
   if (groups == 1) {
     /* the windows as [N, OH, OW, C*KK]: the product is the [N, OH, OW, O] result itself, so
      * what follows (an activation, a residual) can join the GEMM's epilogue */

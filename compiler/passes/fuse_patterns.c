@@ -472,13 +472,28 @@ static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
 }
 
 /* Pooling, a max or mean over the taps of an NHWC image's tap-major
- * windows that nothing else reads, as one reduce kernel that reads the
- * image (nnc_compile_opts.reduce_windows): the windows are never stored.
- * Channels a multiple of 8 (16-byte vectors of bf16/f16, two of f32). */
+ * windows that nothing else reads, and a depthwise convolution, the sum
+ * over the taps of the windows times a [taps, C] weight, as one reduce
+ * kernel that reads the image (nnc_compile_opts.reduce_windows): the
+ * windows are never stored. Channels a multiple of 8 (16-byte vectors of
+ * bf16/f16, two of f32). */
 static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *r = node_of(c, anchor);
-  if (!c->reduce_windows || (r->op != NNC_OP_MAX && r->op != NNC_OP_MEAN) || r->attrs.axis != 3) return false;
-  int w = foldable_producer(c, r->in[0]);
+  if (!c->reduce_windows || (r->op != NNC_OP_MAX && r->op != NNC_OP_MEAN && r->op != NNC_OP_SUM) ||
+      r->attrs.axis != 3)
+    return false;
+  int prod = -1, w = foldable_producer(c, r->in[0]);
+  if (w >= 0 && r->op == NNC_OP_SUM) {
+    /* the product's operands: the windows (folded too) and the weight */
+    const nnc_node *m = node_of(c, w);
+    const nnc_tensor *wt = m->op == NNC_OP_MUL && m->nin == 2 ? tensor_of(c, m->in[1]) : NULL;
+    prod = w;
+    w = wt && wt->rank == 2 && wt->dtype == tensor_of(c, m->in[0])->dtype ? foldable_producer(c, m->in[0]) : -1;
+    /* the weight [taps, C] itself, not one that broadcasts */
+    if (w >= 0 && (!nnc_dim_eq_const(wt->shape[0], (int64_t)node_of(c, w)->attrs.win.kh * node_of(c, w)->attrs.win.kw) ||
+                   !nnc_dim_eq(wt->shape[1], tensor_of(c, node_of(c, w)->in[0])->shape[3])))
+      w = -1;
+  }
   if (w < 0) return false;
   const nnc_node *im = node_of(c, w);
   const nnc_tensor *img = tensor_of(c, im->in[0]);
@@ -490,6 +505,7 @@ static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
     return false;
   gr->nnodes = 0;
   take(gr, w);
+  if (prod >= 0) take(gr, prod);
   take(gr, anchor);
   gr->kind = NNC_KERNEL_REDUCE;
   gr->main = anchor;

@@ -3,8 +3,8 @@
 -- strides, dilation, a non-square kernel, a 1x1 downsampling, a 7x7 stem
 -- over 8 channels and a 3x3 over 24 (k steps that span taps), output
 -- channels that are no tile's multiple, and each epilogue (bias or
--- none, an activation, a residual before or after it); and the pools,
--- which read the image straight too.
+-- none, an activation, a residual before or after it); and the pools and
+-- depthwise convolutions, which read the image straight too.
 local B = dim("B", 3)
 local x = input("x", f32, { B, 13, 11, 64 })
 local y = input("y", f32, { B, 7, 9, 128 })
@@ -23,3 +23,6 @@ output("narrow", conv2d(u, 16, 3, param("c8"), { padding = 1, layout = "nhwc" })
 output("maxpool", maxpool2d(x, 3, { stride = 2, padding = 1, layout = "nhwc" }) * 2)
 output("maxpool_dilated", maxpool2d(z, 2, { dilation = 2, layout = "nhwc" }) * 2)
 output("avgpool", avgpool2d(u, { 2, 3 }, { padding = 1, layout = "nhwc" }) * 2)
+-- depthwise convolutions (a group a channel), from the image too
+output("depthwise", conv2d(x, 64, 3, param("c9"), { groups = 64, padding = 2, dilation = 2, layout = "nhwc" }) * 2)
+output("depthwise_strided", conv2d(u, 24, { 3, 5 }, param("c10"), { groups = 24, stride = 2, padding = { 1, 2 }, dilation = { 1, 2 }, bias = false, layout = "nhwc" }) * 2)

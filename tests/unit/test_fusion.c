@@ -528,14 +528,15 @@ static void test_gemm_windows(void **state) {
   }
 }
 
-/* Pooling, a max (or mean) over the taps of NHWC tap-major windows: with
- * nnc_compile_opts.reduce_windows the im2col and the reduce are one reduce
- * kernel reading the image, equal to the graph; not without the option or
- * with channels that are no multiple of 8. */
+/* Pooling, a max (or mean) over the taps of NHWC tap-major windows, and a
+ * depthwise convolution (the windows times a [taps, C] weight, summed):
+ * with nnc_compile_opts.reduce_windows the im2col and the reduce (and the
+ * product) are one reduce kernel reading the image, equal to the graph;
+ * not without the option or with channels that are no multiple of 8. */
 static void test_pool_windows(void **state) {
   (void)state;
-  for (int c = 0; c < 4; c++) {
-    bool mean = c == 1, off = c == 2, odd = c == 3;
+  for (int c = 0; c < 5; c++) {
+    bool mean = c == 1, off = c == 2, odd = c == 3, dw = c == 4;
     tb b;
     nnc_schedule s;
     tb_init(&b);
@@ -543,10 +544,16 @@ static void test_pool_windows(void **state) {
     int x = input(&b, "x", NNC_BF16, 4, (nnc_dim[]){S(B), K(7), K(6), K(odd ? 12 : 16)});
     nnc_attrs wa = {.win = {.kh = 3, .kw = 2, .sh = 2, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 2, .nhwc = true,
                             .tap_major = true},
-                    .scalar = mean ? 0.0 : -INFINITY};
+                    .scalar = mean || dw ? 0.0 : -INFINITY};
     int cols = out0(&b, node(&b, NNC_OP_IM2COL, 1, &x, &wa, 1, 0, NULL));
     nnc_attrs ra = {.axis = 3};
-    int y = out0(&b, node(&b, mean ? NNC_OP_MEAN : NNC_OP_MAX, 1, &cols, &ra, 1, 0, NULL));
+    int red = cols;
+    if (dw) {
+      int w = param(&b, "dw.weight", 2, (nnc_dim[]){K(6), K(16)});
+      b.g.tensors[w].dtype = NNC_BF16;
+      red = op2(&b, NNC_OP_MUL, cols, w);
+    }
+    int y = out0(&b, node(&b, dw ? NNC_OP_SUM : mean ? NNC_OP_MEAN : NNC_OP_MAX, 1, &red, &ra, 1, 0, NULL));
     output(&b, "y", op1(&b, NNC_OP_RELU, y));
     nnc_error err = {0};
     nnc_compile_opts co = {.reduce_windows = !off};
@@ -556,7 +563,7 @@ static void test_pool_windows(void **state) {
     const nnc_kernel *k = kernel_of_tensor(&s, y);
     assert_int_equal(k->kind, NNC_KERNEL_REDUCE);
     bool fused = !off && !odd;
-    assert_int_equal(k->nnodes, fused ? 2 : 1);
+    assert_int_equal(k->nnodes, fused ? (dw ? 3 : 2) : 1);
     assert_int_equal(kernel_of_tensor(&s, cols) == k, fused);
     if (fused) assert_int_equal(k->in[0], x);
     check_equivalent(&s, 5);
