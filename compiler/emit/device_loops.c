@@ -331,6 +331,19 @@ static long long im2col_vec(const ec_loop_target *lt, const nnc_node *n) {
   return in->shape[3].k * es % 16 == 0 ? 16 / es : 0;
 }
 
+/* Elements of a row of pad node n when a work-item can write the row as one
+ * 16-byte unit: the pad is along the last axis, the padded row is 16 bytes
+ * of 2- or 4-byte elements and the target has a 16-byte type; else 0. */
+static long long pad_vec(const ec_loop_target *lt, const nnc_node *n) {
+  const nnc_tensor *in = &lt->x->g->tensors[n->in[0]], *o = &lt->x->g->tensors[n->out[0]];
+  long long es = (long long)nnc_dtype_size(o->dtype);
+  nnc_dim row = o->shape[o->rank - 1];
+  if (!lt->vec16 || n->attrs.axis != o->rank - 1 || in->dtype != o->dtype || (es != 2 && es != 4) ||
+      !nnc_dim_is_const(row) || row.k * es != 16 || !nnc_dim_is_const(n->attrs.start))
+    return 0;
+  return row.k;
+}
+
 /* ------------------------------------------------------------------ moves */
 
 static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
@@ -394,6 +407,29 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                          "                                                : %s(%s, %s, %s, %s);\n",
                   w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw, lt->vec16_make,
                   pad_word(g, n), pad_word(g, n), pad_word(g, n), pad_word(g, n));
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
+  } else if (n->op == NNC_OP_PAD && pad_vec(lt, n) > 0) {
+    /* a row a work-item: its source elements' bits placed in the four words of one 16-byte store */
+    const nnc_tensor *o = &g->tensors[n->out[0]];
+    long long E = pad_vec(lt, n), es = (long long)nnc_dtype_size(o->dtype);
+    const char *bits = es == 2 ? "short" : "int";
+    char all[EXPR], inlen[EXPR];
+    ec_elems(x, n->out[0], all, sizeof all);
+    snprintf(n_expr, sizeof n_expr, "(%.*s) / %lld", (int)sizeof n_expr - 32, all, E);
+    dim_of(x, n->in[0], o->rank - 1, inlen, sizeof inlen);
+    lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+    lt->pointer(lt->self, &body, "", "y", n->out[0]);
+    nnc_sb_printf(&body, "  /* rows of %lld elements (16 bytes): x's %s at %lld, zeros around */\n"
+                         "  const int in_len = %s, start = %lld;\n"
+                         "  const unsigned %s *xs = (const unsigned %s *)x;\n  %s *yv = (%s *)y;\n",
+                  E, inlen, (long long)n->attrs.start.k, inlen, (long long)n->attrs.start.k, bits, bits, lt->vec16,
+                  lt->vec16);
+    nnc_sb_printf(&loop, "    unsigned int w[4] = {0u, 0u, 0u, 0u};\n    for (int l = 0; l < in_len; l++)\n");
+    if (es == 2)
+      nnc_sb_printf(&loop, "      w[(start + l) / 2] |= (unsigned int)xs[e * in_len + l] << 16 * ((start + l) %% 2);\n");
+    else
+      nnc_sb_printf(&loop, "      w[start + l] = xs[e * in_len + l];\n");
+    nnc_sb_printf(&loop, "    yv[e] = %s(w[0], w[1], w[2], w[3]);\n", lt->vec16_make);
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else if (n->op == NNC_OP_IM2COL) {
     /* output (b, oh, ow, ch, i*KW + j) reads the image at (oh*SH - PH + i*DH, ow*SW - PW + j*DW) */
