@@ -25,6 +25,8 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* The body of a windowed GEMM kernel's launcher (cuda_conv.c): one call of
  * templates/cuda/conv_wgmma.cuh. */
 void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
+/* The templates' nnc_cuda_act of GEMM d's activation (cuda_conv.c). */
+const char *cu_gemm_act(const nnc_gemm_desc *d);
 /* Whether kernel ki is a pool read straight from the image (an im2col and
  * a max or mean over its taps, nnc_compile_opts.reduce_windows), and the
  * body of its launcher: one call of templates/cuda/pool.cuh (cuda_conv.c). */
@@ -65,6 +67,14 @@ void cu_grad_buckets_destroy(const ec_ctx *x, nnc_sb *b);
 void cu_grad_buckets_functions(const ec_ctx *x, nnc_sb *b);
 void cu_grad_buckets_after(const ec_ctx *x, int k, nnc_sb *b);
 void cu_train_destroy(const ec_ctx *x, nnc_sb *b);
+/* --parallel=dp:M,zero1 (cuda_zero.c): the model's extra fields, the
+ * update's hooks (reduce-scatter, the shard's norm, the shard's update and
+ * the all-gather), and the checkpoints' moments gathered to the host or
+ * sliced from it. */
+void cu_zero_struct(const ec_ctx *x, nnc_sb *b);
+void cu_zero_hooks(const ec_ctx *x, nnc_sb *b);
+void cu_zero_moments_to_host(const ec_ctx *x, nnc_sb *b);
+void cu_zero_moments_from_host(const ec_ctx *x, nnc_sb *b);
 nnc_status cu_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 nnc_status cu_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
 

@@ -3,10 +3,10 @@
  * (nnc_gemm_desc.windowed: a convolution whose im2col joined its GEMM) as
  * one call of templates/cuda/conv_wgmma.cuh, and a pool or depthwise
  * convolution (an im2col and a max, mean or weighted sum over its taps in
- * one reduce kernel) as one call of templates/cuda/pool.cuh. The fusion pass makes such GEMMs only where
- * nnc_cuda_gemm_windows says the target runs them (wgmma: sm_90a) and they
- * pay, and the template takes them (16-bit types, channels a multiple of
- * 8). */
+ * one reduce kernel) as one call of templates/cuda/pool.cuh. The fusion
+ * pass makes such GEMMs only where nnc_cuda_gemm_windows says the target
+ * runs them (wgmma: sm_90a) and they pay, and the template takes them
+ * (16-bit types, channels a multiple of 8). */
 #include <stdio.h>
 
 #include "cuda.h"
@@ -25,7 +25,7 @@ static void dim_int(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   snprintf(buf, n, nnc_dim_is_const(x->g->tensors[t].shape[i]) ? "%.200s" : "(int)(%.190s)", e);
 }
 
-static const char *act_name(const nnc_gemm_desc *d) {
+const char *cu_gemm_act(const nnc_gemm_desc *d) {
   switch (d->act) {
   case NNC_OP_RELU: return "NNC_CUDA_ACT_RELU";
   case NNC_OP_SILU: return "NNC_CUDA_ACT_SILU";
@@ -66,7 +66,7 @@ void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body) {
   if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
   if (d->residual >= 0) ec_assign(x, body, 2, "g.residual", d->residual);
   ec_assign(x, body, 2, "g.out", d->out);
-  nnc_sb_printf(body, "  g.alpha = %s;\n  g.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), act_name(d));
+  nnc_sb_printf(body, "  g.alpha = %s;\n  g.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), cu_gemm_act(d));
   if (d->act_last) nnc_sb_printf(body, "  g.act_last = true;   /* act(conv + bias + residual) */\n");
   nnc_sb_printf(body, "  nnc_cuda_error e;\n  if (nnc_cuda_conv_wgmma(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
                       "  return 0;\n", ki);

@@ -380,10 +380,7 @@ static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *b
   ec_assign(x, body, 2, "g.out", d->out);
   nnc_sb_printf(body, "  g.ldc = N;\n  g.stride_c = (long long)M * N;\n  g.alpha = %s;\n",
                 ec_literal(d->alpha, false, lit, sizeof lit));
-  nnc_sb_printf(body, "  g.act = %s;\n", d->act == NNC_OP_RELU ? "NNC_CUDA_ACT_RELU"
-                                        : d->act == NNC_OP_SILU ? "NNC_CUDA_ACT_SILU"
-                                        : d->act == NNC_OP_GELU ? (d->gelu_tanh ? "NNC_CUDA_ACT_GELU_TANH" : "NNC_CUDA_ACT_GELU_ERF")
-                                                                : "NNC_CUDA_ACT_NONE");
+  nnc_sb_printf(body, "  g.act = %s;\n", cu_gemm_act(d));
   if (d->prologue != NNC_NORM_NONE) {
     nnc_sb_printf(body, "  g.norm = %s;\n", d->prologue == NNC_NORM_LAYER ? "NNC_CUDA_NORM_LAYER" : "NNC_CUDA_NORM_RMS");
     ec_assign(x, body, 2, "g.gamma", d->norm_gamma);

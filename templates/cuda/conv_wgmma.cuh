@@ -50,7 +50,12 @@ template <typename T> struct nnc_cuda_conv_args {
 
 namespace nnc_cv {
 
-constexpr int BM = 128, BK = 64, STAGES = 4, NTHREADS = 256, ROWS = BM / 32;
+/* gemm_wgmma.cuh's tile height, k step, stages and threads: its k loop runs here */
+using nnc_gw::BK;
+using nnc_gw::BM;
+using nnc_gw::NTHREADS;
+using nnc_gw::STAGES;
+constexpr int ROWS = BM / 32; /* rows of A a thread copies */
 constexpr const char *KERNEL = "nnc_cuda_conv_wgmma";
 
 template <typename T, int BN> constexpr size_t smem_bytes() {
@@ -120,26 +125,7 @@ __global__ void __launch_bounds__(nnc_cv::NTHREADS, 1) nnc_conv_wgmma_kernel(con
   };
 
   float acc[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-  for (int t = 0; t < STAGES - 2; ++t) load(t);
-  for (int kt = 0; kt < kt_end; ++kt) {
-    nnc_cp_async_wait<STAGES - 3>(); /* step kt has landed */
-    nnc_wg::fence_proxy_async();
-    __syncthreads(); /* ... for every thread, and step kt - 2's products are done in both warpgroups */
-    load(kt + STAGES - 2);
-    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa(kt) + wg * 64 * BK));
-    const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sb(kt)));
-    nnc_wg::fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::template ss<BN>(acc, da + 2 * kk, db + 2 * kk, 1);
-    nnc_wg::commit();
-    nnc_wg::wait<1>(); /* step kt - 1's products */
-  }
-  nnc_wg::wait<0>();
-  nnc_wg::fence_regs(acc);
-  nnc_cp_async_wait<0>();
-  __syncthreads(); /* every stage is free */
+  nnc_gw::mainloop<T, BN>(acc, kt_end, wg, load, sa, sb);
 
   /* alpha * the product into the warpgroup's 64 x BN tile of floats ... */
   float *cs = reinterpret_cast<float *>(base) + wg * 64 * CST;

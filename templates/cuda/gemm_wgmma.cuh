@@ -68,6 +68,37 @@ __device__ __forceinline__ void load_rows(T *dst, const T *src, long long ld, in
   }
 }
 
+/* The k loop (conv_wgmma.cuh's too): acc (a warpgroup's 64 x N_ of f32)
+ * gets the products of kt_end steps of 64. load(t) starts step t's copies
+ * into stage t % STAGES and commits one cp.async group (an empty one past
+ * the end); sa(t) and sb(t) are the step's A and B tiles, A's rows of
+ * warpgroup wg 64 rows down. Ends with every copy landed, every product
+ * done and the stages free for the epilogue. */
+template <typename T, int N_, class Load, class SA, class SB>
+__device__ __forceinline__ void mainloop(float (&acc)[N_ / 2], int kt_end, int wg, const Load &load, const SA &sa,
+                                         const SB &sb) {
+#pragma unroll
+  for (int i = 0; i < N_ / 2; ++i) acc[i] = 0.0f;
+  for (int t = 0; t < STAGES - 2; ++t) load(t);
+  for (int kt = 0; kt < kt_end; ++kt) {
+    nnc_cp_async_wait<STAGES - 3>(); /* step kt has landed */
+    nnc_wg::fence_proxy_async();
+    __syncthreads(); /* ... for every thread, and step kt - 2's products are done in both warpgroups */
+    load(kt + STAGES - 2);
+    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa(kt) + wg * 64 * BK));
+    const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sb(kt)));
+    nnc_wg::fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::template ss<N_>(acc, da + 2 * kk, db + 2 * kk, 1);
+    nnc_wg::commit();
+    nnc_wg::wait<1>(); /* step kt - 1's products */
+  }
+  nnc_wg::wait<0>();
+  nnc_wg::fence_regs(acc);
+  nnc_cp_async_wait<0>();
+  __syncthreads(); /* every stage is free */
+}
+
 __device__ __forceinline__ void store(float *p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(__half *p, float v) { *p = __float2half_rn(v); }
@@ -95,26 +126,7 @@ __global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(con
   };
 
   float acc[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-  for (int t = 0; t < STAGES - 2; ++t) load(t);
-  for (int kt = 0; kt < kt_end; ++kt) {
-    nnc_cp_async_wait<STAGES - 3>(); /* step kt has landed */
-    nnc_wg::fence_proxy_async();
-    __syncthreads(); /* ... for every thread, and step kt - 2's products are done in both warpgroups */
-    load(kt + STAGES - 2);
-    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa(kt) + wg * 64 * BK));
-    const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sb(kt)));
-    nnc_wg::fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::template ss<BN>(acc, da + 2 * kk, db + 2 * kk, 1);
-    nnc_wg::commit();
-    nnc_wg::wait<1>(); /* step kt - 1's products */
-  }
-  nnc_wg::wait<0>();
-  nnc_wg::fence_regs(acc);
-  nnc_cp_async_wait<0>();
-  __syncthreads(); /* every stage is free */
+  mainloop<T, BN>(acc, kt_end, wg, load, sa, sb);
 
   /* alpha, bias, then the warpgroup's 64 x 256 tile through shared memory */
   float *cs = reinterpret_cast<float *>(base) + wg * 64 * CST;
