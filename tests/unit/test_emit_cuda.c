@@ -292,24 +292,6 @@ static void test_conv_windows(void **state) {
   assert_false(file_has(p, ": im2col  (kernel "));
 }
 
-/* A vocabulary of 8192 or more: GPT-2's head has the skinny GEMM's branch
- * for a decode step's few rows (the other GEMMs do not), and the folder
- * builds for sm_80; bench/gpu_generate.sh runs it against float64. */
-static void test_skinny_head(void **state) {
-  (void)state;
-  if (!have_nvcc()) {
-    skip();
-    return;
-  }
-  const char *defs[] = {"layers=1", "vocab=8197", "ctx=64"};
-  build("models/gpt2.lua", "gpt2_vocab", "cuda-sm80", "bf16", defs, 3);
-  char p[600];
-  snprintf(p, sizeof p, "%s/gpt2_vocab_cuda-sm80_bf16/gpt2.cu", work);
-  assert_true(file_has(p, "  if (M <= 64) {   /* a few rows (a decode step): the skinny GEMM streams the weight once */\n"
-                          "    nnc_cuda_skinny_args<__nv_bfloat16, float> sk = {};\n"));
-  assert_true(file_has(p, "    sk.w = (__nv_bfloat16 *)(c.weights + 0);   /* wte.weight [8197,768] */\n"));
-}
-
 /* --cuda-graphs: GPT-2 with options.cuda_graphs on by default builds for
  * sm80 and sm90 and its benchmark takes --cuda-graphs on|off; the graph
  * cache is keyed on every dim and buffer; a folder without the flag
@@ -607,7 +589,6 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_storage_outputs),
     cmocka_unit_test(test_ops),
     cmocka_unit_test(test_conv_windows),
-    cmocka_unit_test(test_skinny_head),
     cmocka_unit_test(test_graphs),
     cmocka_unit_test(test_train),
   };
