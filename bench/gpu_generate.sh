@@ -5,8 +5,7 @@
 #   NNC=build/lead/compiler/nnc bash bench/gpu_generate.sh generate   # here: the folders
 #   bash bench/gpu_generate.sh run                                     # on the GPU machine
 #
-# run builds every folder; at small sizes (f32 and bf16, GPT-2 and LLaMA;
-# a vocabulary of 8197, whose head takes the skinny GEMM when rows are few)
+# run builds every folder; at small sizes (f32 and bf16, GPT-2 and LLaMA)
 # `bench_<model> --check` with older keys in the cache and
 # `generate_<model> --check`: every decode step's logits against the float64
 # reference of a full forward, prompts of three lengths in one batch; one
@@ -28,7 +27,6 @@ LSMALL="-D layers=2 -D d=48 -D heads=6 -D kv_heads=2 -D ffn=37 -D vocab=101 -D c
 # name model precision defines
 CASES="gpt2_f32 models/gpt2 f32 $GSMALL
 gpt2_bf16 models/gpt2 bf16 $GSMALL
-gpt2_vocab_bf16 models/gpt2 bf16 $GSMALL -D vocab=8197
 llama_f32 models/llama f32 $LSMALL
 llama_bf16 models/llama bf16 $LSMALL
 gpt2_full_bf16 models/gpt2 bf16 -D batch=64 -D ctx=640"

@@ -420,8 +420,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   if (st) return st;
   nnc_sb body;
   nnc_sb_init(&body);
-  bool skinny = p.own < 0 && cu_skinny_fits(x, d, &p.s);
-  nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64" : "");
+  nnc_sb_printf(&body, "  /* %s */\n", p.why);
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
   } else if (p.own >= 0) {
@@ -449,7 +448,6 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
-    if (skinny) cu_skinny_block(x, ki, p.pre_norm ? "A" : NULL, &body);
     if (p.wg) {
       wgmma_body(x, ki, &p, &body);
     } else {
@@ -1002,7 +1000,7 @@ static void emit_run_kernel(const ec_ctx *x, nnc_sb *b) {
 
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
-  bool own = false, wg = false, conv = false, pool = false, skinny = false;   /* which of nnc's GEMMs (and pools) a kernel uses */
+  bool own = false, wg = false, conv = false, pool = false;   /* which of nnc's GEMMs (and pools) a kernel uses */
   for (int ki = 0; ki < x->s->nk; ki++) {
     gemm_plan p;
     nnc_error e;
@@ -1018,15 +1016,13 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
     if (!x->r->probe && !plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e)) {
       own |= p.own >= 0;
       wg |= p.wg;
-      skinny |= p.own < 0 && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
     }
   }
   if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
   if (wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
   if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
   if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pools and depthwise convolutions from the image */\n");
-  if (skinny) nnc_sb_printf(b, "#include \"kernels/gemm_skinny.cuh\"   /* GEMMs of a few rows (decode steps) */\n");
-  if (own || wg || conv || pool || skinny) nnc_sb_printf(b, "\n");
+  if (own || wg || conv || pool) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
                      "static int probe_variant[NKERNELS];\n\n");
