@@ -16,10 +16,13 @@
 #     tp:1 (no plan) and tp:2, medians of bench_gpt2 on staged buffers;
 #   - GPT-2 124M training, bf16, B=16 a rank, T=1024: one GPU against dp:2
 #     (tokens/s per GPU: the scaling efficiency);
+#   - ZeRO-1 (PARTS zero): dp:2,zero1 training at small sizes (bf16) against
+#     one process of 4 rows, and GPT-2 124M's tokens/s with the optimizer
+#     state a rank keeps, dp:2 without and with ZeRO-1;
 #   - all_reduce bus bandwidth: nnc's communicator (tests/gpu/run_comm_nccl.sh)
 #     beside torch.distributed (bench/allreduce_torch.py) at the same sizes.
 # One table at the end, also in $OUT/table.txt.
-# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run)
+# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero too on request)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu_parallel
@@ -37,7 +40,9 @@ xl_tp2 bf16 --parallel=tp:2 $XL
 xl24_tp1 bf16 $XL24
 xl24_tp2 bf16 --parallel=tp:2 $XL24
 big_dp1 bf16 --train -D batch=16
-big_dp2 bf16 --train --parallel=dp:2 -D batch=16"
+big_dp2 bf16 --train --parallel=dp:2 -D batch=16
+zero2 bf16 --train --parallel=dp:2,zero1 $SMALL
+big_zero2 bf16 --train --parallel=dp:2,zero1 -D batch=16"
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -141,6 +146,31 @@ PY
   r1=$(train_rate "$out/big_dp1.json" 2>/dev/null) r2=$(train_rate "$out/big_dp2.json" 2>/dev/null)
   [ -n "$r2" ] && [ "$r2" != 0 ] || { tail -n 4 "$out/big_dp2.err" >> "$t"; status=1; }
   echo "gpt2 124M train bf16 B=16/GPU T=1024: 1 GPU ${r1:-?} tokens/s, dp:2 ${r2:-?} tokens/s, efficiency $(python3 -c "print('%.1f%%' % (100 * $r2 / 2 / $r1))" 2>/dev/null)" >> "$t"
+  fi
+  # ZeRO-1: the same steps as one process; the optimizer state it saves
+  if part zero; then
+  tokens 101 4000 "$out/small.bin"
+  local z=(--data "$out/small.bin" --steps 6 --seq 16 --json --clip 0.5 --accumulate 2)
+  timeout 300 "$G/train1/train_gpt2" "${z[@]}" --batch 4 > "$out/zero_one.json" 2> "$out/zero_one.err"
+  timeout 300 "${mpi[@]}" "$G/zero2/train_gpt2" "${z[@]}" --batch 2 > "$out/zero_two.json" 2> "$out/zero_two.err"
+  python3 - "$out/zero_one.json" "$out/zero_two.json" >> "$t" <<'PY' || { tail -n 4 "$out/zero_two.err" >> "$t"; status=1; }
+import json, sys
+one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+two = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, two) for k in ("loss", "grad_norm")) if one and two else float("inf")
+print("dp:2,zero1 training (bf16, clip 0.5, 2 micro-batches of 2 x 2 rows) against one process of 4 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(two))))
+sys.exit(0 if len(one) == 6 and len(two) == 6 and w < 1e-2 else 1)
+PY
+  tokens 50257 2200000 "$out/big.bin"
+  local zb=(--data "$out/big.bin" --batch 16 --seq 1024 --no-peaks)
+  for c in big_dp2 big_zero2; do
+    timeout 600 "${mpi[@]}" "$G/$c/train_gpt2" "${zb[@]}" --steps "$STEPS" --json > "$out/$c.json" 2> "$out/$c.err"
+    timeout 600 "${mpi[@]}" "$G/$c/train_gpt2" "${zb[@]}" --steps 1 > "$out/$c.log" 2>&1
+    local rz
+    rz=$(train_rate "$out/$c.json" 2>/dev/null)
+    [ -n "$rz" ] && [ "$rz" != 0 ] || { tail -n 4 "$out/$c.err" >> "$t"; status=1; }
+    echo "gpt2 124M train bf16 B=16/GPU T=1024, $c: ${rz:-?} tokens/s; $(grep -m1 -o "optimizer state.*" "$out/$c.log")" >> "$t"
+  done
   fi
   # all_reduce: ours and torch's
   part comm && {

@@ -48,10 +48,8 @@ nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
 void cs_train_struct(const ec_ctx *x, nnc_sb *b);
 void cs_train_destroy(const ec_ctx *x, nnc_sb *b);
 nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
-/* --parallel=dp:M,zero1 (c_simd_zero.c): the shard's macros and zero_owned(),
- * the hooks of the update (sum over the ranks, sum of squares, apply), _save,
+/* --parallel=dp:M,zero1 (c_simd_zero.c): the hooks of the update (sum over the ranks, sum of squares, apply), _save,
  * and _load's taking of its shard of the moments. */
-void cs_zero_defs(const ec_ctx *x, nnc_sb *b);
 void cs_zero_hooks(const ec_ctx *x, nnc_sb *b);
 void cs_zero_save(const ec_ctx *x, nnc_sb *b);
 void cs_zero_take_moments(const ec_ctx *x, nnc_sb *b);

@@ -34,7 +34,6 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
   /* ZeRO-1: the blocks the collectives read padded to whole shards, the
    * optimizer state one shard */
   const char *block = x->zero1 ? "TRAIN_PADDED" : "TRAIN_NUMEL", *state = x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL";
-  if (x->zero1) cs_zero_defs(x, b);
   nnc_sb_printf(b,
     "/* The gradient, micro-batch and optimizer blocks (and the kept outputs'\n"
     " * buffers at the maxima), allocated by the first call that needs them. */\n"

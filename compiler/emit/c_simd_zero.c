@@ -4,34 +4,12 @@
  * place of c_simd_train.c's sum over the ranks (a reduce-scatter into the
  * owned shard), sum of squares (the shard's, summed over the ranks), update
  * (the shard's, then the weights all-gathered) and checkpoints (the moments
- * gathered for rank 0's file, sliced when one is read).
- *
- * The shards are cut from the flat block of all the weights in
- * train_table's order, not from each weight: one reduce-scatter and one
- * all-gather an update whatever the number of weights, every shard the same
- * size (the last padded), and no weight needs a size that M divides. */
+ * gathered for rank 0's file, sliced when one is read). The shards are
+ * ranges of the flat block of weights (ZERO_SHARD, zero_owned(): written by
+ * emit_c_train.c, which says why). */
 #include <stdio.h>
 
 #include "c_simd.h"
-
-void cs_zero_defs(const ec_ctx *x, nnc_sb *b) {
-  const char *p = x->p;
-  nnc_sb_printf(b,
-    "/* --parallel=dp:%d,zero1 (ZeRO stage 1): rank r owns elements\n"
-    " * [r ZERO_SHARD, (r + 1) ZERO_SHARD) of the flat block of weights (train_table's\n"
-    " * order) and keeps the optimizer state of those alone. The gradient and\n"
-    " * micro-batch blocks are padded to %d shards, the collectives' size. */\n"
-    "#define ZERO_RANKS %d\n"
-    "#define ZERO_SHARD ((TRAIN_NUMEL + ZERO_RANKS - 1) / ZERO_RANKS)\n"
-    "#define TRAIN_PADDED (ZERO_SHARD * ZERO_RANKS)\n\n"
-    "/* The elements [*lo, *hi) of the flat block that this rank owns (the last\n"
-    " * shard stops at TRAIN_NUMEL; a rank past it owns none). */\n"
-    "static void zero_owned(const %s_model *m, int64_t *lo, int64_t *hi) {\n"
-    "  *lo = (int64_t)m->comm->rank * ZERO_SHARD;\n"
-    "  *hi = *lo + ZERO_SHARD < TRAIN_NUMEL ? *lo + ZERO_SHARD : TRAIN_NUMEL;\n"
-    "  if (*hi < *lo) *hi = *lo;\n}\n\n",
-    x->world, x->world, x->world, p);
-}
 
 void cs_zero_hooks(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
@@ -40,7 +18,7 @@ void cs_zero_hooks(const ec_ctx *x, nnc_sb *b) {
     " * norm, though no rank holds every summed gradient. */\n"
     "static int train_sum_squares(%s_model *m, double *ss) {\n"
     "  int64_t lo, hi;\n"
-    "  zero_owned(m, &lo, &hi);\n"
+    "  zero_owned(m->comm->rank, &lo, &hi);\n"
     "  *ss = nnrt_sum_squares(m->grad + lo, hi - lo);\n"
     "  nnrt_error e = {0};\n"
     "  if (nnrt_comm_all_reduce(m->comm, ss, ss, 1, NNRT_F64, NNRT_REDUCE_SUM, NULL, &e))\n"
@@ -63,7 +41,7 @@ void cs_zero_hooks(const ec_ctx *x, nnc_sb *b) {
     " * again. */\n"
     "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  int64_t lo, hi;\n"
-    "  zero_owned(m, &lo, &hi);\n"
+    "  zero_owned(m->comm->rank, &lo, &hi);\n"
     "  float *flat = m->part;\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
     "    const int64_t at = train_table[j].at, n = nnc_weights_numel(&manifest[j]);\n"
@@ -123,7 +101,7 @@ void cs_zero_take_moments(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b,
     "  /* the file's moments are whole: this rank keeps its shard of them */\n"
     "  int64_t lo, hi;\n"
-    "  zero_owned(m, &lo, &hi);\n"
+    "  zero_owned(m->comm->rank, &lo, &hi);\n"
     "  memcpy(m->mom, m->grad + lo, (size_t)(hi - lo) * sizeof *m->mom);\n"
     "  memcpy(m->vel, m->part + lo, (size_t)(hi - lo) * sizeof *m->vel);\n");
 }

@@ -28,6 +28,7 @@ void cu_train_struct(const ec_ctx *x, nnc_sb *b) {
     "  int nacc;                     /* micro-batches accumulated since the last update */\n"
     "  int64_t step;                 /* updates taken */\n",
     ec_train_nkept(x) ? ec_train_nkept(x) : 1);
+  if (x->zero1) cu_zero_struct(x, b);
   cu_grad_buckets_struct(x, b);
   ec_train_scale_struct(x, b);
 }
@@ -51,16 +52,20 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
     "  if (m->grad) return 0;\n"
     "  nnrt_error e = {};\n"
     "  const size_t bytes = (size_t)TRAIN_NUMEL * sizeof(float);\n"
+    "  /* the gradients, then the two moments%s */\n"
+    "  const size_t size[3] = {(size_t)%s * 4, (size_t)%s * 4, (size_t)%s * 4};\n"
     "  float *blk[3] = {NULL, NULL, NULL};\n"
     "  int rc = 0;\n"
     "  for (int i = 0; !rc && i < 3; i++) {\n"
-    "    rc = nnrt_cuda_malloc(m->alloc, bytes, (void **)&blk[i], &e);\n"
-    "    if (!rc && cudaMemsetAsync(blk[i], 0, bytes, m->stream) != cudaSuccess) rc = %s_E_DEVICE;\n"
+    "    rc = nnrt_cuda_malloc(m->alloc, size[i], (void **)&blk[i], &e);\n"
+    "    if (!rc && cudaMemsetAsync(blk[i], 0, size[i], m->stream) != cudaSuccess) rc = %s_E_DEVICE;\n"
     "  }\n"
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, NPARAMS * sizeof(nnc_optim_param), (void **)&m->update_table, &e);\n"
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, NNC_OPTIM_SUM_BLOCKS * sizeof(double), (void **)&m->partial, &e);\n"
     "  if (!rc && !(m->grad_host = (float *)malloc(bytes))) rc = %s_E_NOMEM;\n",
-    p, P, P);
+    p, x->zero1 ? " (ZeRO-1: padded to whole shards; this rank's shard)" : "",
+    x->zero1 ? "TRAIN_PADDED" : "TRAIN_NUMEL", x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL",
+    x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL", P, P);
   int k = 0;
   for (int i = 0; i < g->noutputs; i++) {
     if (!ec_train_is_kept(x, i)) continue;
@@ -123,7 +128,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "static int train_part(%s_model *m, float **part) {\n"
     "  nnrt_error e = {};\n"
     "  *part = NULL;\n"
-    "  if (!m->part && nnrt_cuda_malloc(m->alloc, (size_t)TRAIN_NUMEL * sizeof(float), (void **)&m->part, &e)) {\n"
+    "  if (!m->part && nnrt_cuda_malloc(m->alloc, (size_t)%s * sizeof(float), (void **)&m->part, &e)) {\n"
     "    (void)cudaGetLastError();\n"
     "    return fail(m, %s_E_DEVICE, \"%s: allocating a micro-batch's gradients (%%lld floats): %%s\", (long long)TRAIN_NUMEL, e.msg);\n"
     "  }\n"
@@ -131,7 +136,10 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  return 0;\n}\n\n"
     "static int train_add_part(%s_model *m) {\n"
     "  nnc_optim_accumulate<<<1024, 256, 0, m->stream>>>(m->grad, m->part, TRAIN_NUMEL);\n"
-    "  return train_launched(m, \"adding a micro-batch's gradients\");\n}\n\n"
+    "  return train_launched(m, \"adding a micro-batch's gradients\");\n}\n\n",
+    p, P, p, p, x->zero1 ? "TRAIN_PADDED" : "TRAIN_NUMEL", P, p, p);
+  if (!x->zero1)
+    nnc_sb_printf(b,
     "static int train_sum_squares(%s_model *m, double *ss) {\n"
     "  nnc_optim_sum_squares<<<NNC_OPTIM_SUM_BLOCKS, NNC_OPTIM_SUM_THREADS, 0, m->stream>>>(m->grad, TRAIN_NUMEL, m->partial);\n"
     "  nnc_optim_sum_partials<<<1, NNC_OPTIM_SUM_BLOCKS, 0, m->stream>>>(m->partial);\n"
@@ -140,11 +148,11 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  cudaError_t ce = cudaMemcpyAsync(ss, m->partial, sizeof *ss, cudaMemcpyDeviceToHost, m->stream);\n"
     "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n}\n\n",
-    p, P, p, p, P, p, p, p, P, p);
+    p, P, p);
   if (x->world > 1)
     nnc_sb_printf(b,
       "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks through\n"
-      " * NCCL (its gradients are summed in the pass, cuda_grad_buckets.c). */\n"
+      " * NCCL (its gradients are summed %s). */\n"
       "static int train_mean_loss(%s_model *m, float *loss) {\n"
       "  nnrt_error e = {};\n"
       "  float *dl = (float *)m->out_dev[%d];\n"
@@ -155,7 +163,8 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
       "    return fail(m, %s_E_DEVICE, \"%s_train_accumulate: %%s\", cudaGetErrorString(cudaGetLastError()));\n"
       "  *loss /= %d;\n"
       "  return 0;\n}\n\n",
-      x->world, p, ec_train_loss(x), P, p, P, p, x->world);
+      x->world, x->zero1 ? "at the update, each rank's shard: cuda_zero.c" : "in the pass, cuda_grad_buckets.c", p,
+      ec_train_loss(x), P, p, P, p, x->world);
   /* every weight's place, size and storage are the compiler's: only the
    * decay, which the options choose, is filled in per update */
   const nnc_graph *g = x->g;
@@ -174,6 +183,10 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
   if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, NNC_OPTIM_FROZEN, 0},\n");
   nnc_sb_printf(b, "};\n/* elements of the largest weight: the update's blocks along x */\n#define TRAIN_LARGEST %lldll\n\n",
                 (long long)largest);
+  if (x->zero1) {
+    cu_zero_hooks(x, b);
+    return;
+  }
   nnc_sb_printf(b,
     "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  nnc_optim_param table[NPARAMS];\n"
@@ -210,9 +223,12 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  return m->master ? m->master + train_table[j].at : (const float *)(m->weights + layout[j].offset);\n}\n\n"
     "/* The weights (as f32), both moments and the step, copied to host blocks\n"
     " * w, m1, m2 of TRAIN_NUMEL floats, as a checkpoint sees them. */\n"
-    "static int state_to_host(%s_model *m, float *w, float *m1, float *m2) {\n"
+    "static int state_to_host(%s_model *m, float *w, float *m1, float *m2) {\n", p, p);
+  if (x->zero1) cu_zero_moments_to_host(x, b);
+  else nnc_sb_printf(b,
     "  cudaError_t ce = cudaMemcpy(m1, m->mom, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n"
-    "  if (ce == cudaSuccess) ce = cudaMemcpy(m2, m->vel, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n"
+    "  if (ce == cudaSuccess) ce = cudaMemcpy(m2, m->vel, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n");
+  nnc_sb_printf(b,
     "  for (int j = 0; ce == cudaSuccess && j < NPARAMS; j++) {\n"
     "    const size_t n = (size_t)nnc_weights_numel(&manifest[j]);\n"
     "    /* integer weights (never trained) as they are stored, in the manifest's type */\n"
@@ -229,7 +245,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "    vel[j] = m2 + train_table[j].at;\n"
     "  }\n"
     "  return (nnrt_ckpt){NPARAMS, manifest, w, mom, vel, m->step, scale_state_of(m)};\n}\n\n",
-    p, p, P, p, p);
+    P, p, p);
   nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
@@ -242,10 +258,11 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  void *w[NPARAMS];\n  float *mom[NPARAMS], *vel[NPARAMS];\n"
     "  nnrt_ckpt c = checkpoint_of(m, host, host + TRAIN_NUMEL, host + 2 * TRAIN_NUMEL, w, mom, vel);\n"
     "  nnrt_error e = {};\n"
-    "  if (!rc && nnrt_ckpt_save(path, &c, &e)) rc = fail(m, e.code, \"%s_save: %%s\", e.msg);\n"
+    "  %sif (!rc && %snnrt_ckpt_save(path, &c, &e)) rc = fail(m, e.code, \"%s_save: %%s\", e.msg);\n"
     "  free(host);\n"
     "  return rc;\n}\n\n",
-    p, p, P, P, p, p);
+    p, p, P, P, p, x->zero1 ? "/* every rank gathered the state; rank 0 writes it */\n  " : "",
+    x->zero1 ? "m->comm->rank == 0 && " : "", p);
   nnc_sb_printf(b,
     "int %s_load(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
@@ -267,9 +284,12 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc && nnrt_ckpt_load_scale(st, path, &scale, &e)) rc = fail(m, e.code, \"%s_load: %%s\", e.msg);\n"
     "  if (!rc) rc = load(m, st, &e);\n"
     "  if (st) nnrt_st_close(st);\n"
-    "  cudaError_t ce = cudaSuccess;\n"
+    "  cudaError_t ce = cudaSuccess;\n", p, p, P, P, p, p, p, p);
+  if (x->zero1) cu_zero_moments_from_host(x, b);
+  else nnc_sb_printf(b,
     "  if (!rc) ce = cudaMemcpy(m->mom, host, (size_t)TRAIN_NUMEL * 4, cudaMemcpyHostToDevice);\n"
-    "  if (!rc && ce == cudaSuccess) ce = cudaMemcpy(m->vel, host + TRAIN_NUMEL, (size_t)TRAIN_NUMEL * 4, cudaMemcpyHostToDevice);\n"
+    "  if (!rc && ce == cudaSuccess) ce = cudaMemcpy(m->vel, host + TRAIN_NUMEL, (size_t)TRAIN_NUMEL * 4, cudaMemcpyHostToDevice);\n");
+  nnc_sb_printf(b,
     "  free(host);\n"
     "  if (!rc && ce != cudaSuccess) rc = fail(m, %s_E_DEVICE, \"%s_load: %%s\", cudaGetErrorString(ce));\n"
     "  if (rc) return rc;\n"
@@ -277,7 +297,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  set_scale_state(m, &scale);\n"
     "  m->nacc = 0;\n"
     "  return 0;\n}\n\n",
-    p, p, P, P, p, p, p, p, P, p);
+    P, p);
   nnc_sb_printf(b,
     "const float *%s_train_gradient(const %s_model *m, const char *name) {\n"
     "  for (int j = 0; m && m->grad && name && j < NPARAMS; j++) {\n"

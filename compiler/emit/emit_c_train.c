@@ -125,6 +125,29 @@ void ec_train_decls(const ec_ctx *x, nnc_sb *b) {
   ec_train_scale_decls(x, b);
 }
 
+/* --parallel=dp:M,zero1: which elements of the flat block of weights each
+ * rank owns. The shards are cut from the flat block in train_table's order,
+ * not from each weight: one reduce-scatter and one all-gather an update
+ * whatever the number of weights, every shard the same size (the last
+ * padded), and no weight needs a size that M divides. */
+static void write_zero_shards(const ec_ctx *x, nnc_sb *b) {
+  nnc_sb_printf(b,
+    "/* --parallel=dp:%d,zero1 (ZeRO stage 1): rank r owns elements\n"
+    " * [r ZERO_SHARD, (r + 1) ZERO_SHARD) of the flat block of weights (train_table's\n"
+    " * order) and keeps the optimizer's moments of those alone. The blocks that\n"
+    " * the collectives read are padded to %d shards. */\n"
+    "#define ZERO_RANKS %d\n"
+    "#define ZERO_SHARD ((TRAIN_NUMEL + ZERO_RANKS - 1) / ZERO_RANKS)\n"
+    "#define TRAIN_PADDED (ZERO_SHARD * ZERO_RANKS)\n\n"
+    "/* The elements [*lo, *hi) of the flat block that rank owns (the last\n"
+    " * shard stops at TRAIN_NUMEL; a rank past it owns none). */\n"
+    "static void zero_owned(int rank, int64_t *lo, int64_t *hi) {\n"
+    "  *lo = (int64_t)rank * ZERO_SHARD;\n"
+    "  *hi = *lo + ZERO_SHARD < TRAIN_NUMEL ? *lo + ZERO_SHARD : TRAIN_NUMEL;\n"
+    "  if (*hi < *lo) *hi = *lo;\n}\n\n",
+    x->world, x->world, x->world);
+}
+
 nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   const nnc_graph *g = x->g;
   const char *p = x->p, *P = x->P;
@@ -148,6 +171,7 @@ nnc_status ec_train_common(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   }
   if (!g->nparams) nnc_sb_printf(b, "  {0},\n");
   nnc_sb_printf(b, "};\n#define TRAIN_NUMEL ((int64_t)%lld)\n\n", (long long)(at ? at : 1));
+  if (x->zero1) write_zero_shards(x, b);
   nnc_sb_printf(b,
     "static int check_options(%s_model *m, const %s_train_options *o) {\n"
     "  if (o->lr > 0 && o->clip >= 0 && o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1 && o->eps >= 0 &&\n"

@@ -109,4 +109,25 @@ __global__ void nnc_optim_update(const nnc_optim_param *__restrict__ params, nnc
   }
 }
 
+/* ZeRO-1 (--parallel=dp:M,zero1): after the ranks' updated f32 values are
+ * gathered into one flat block (flat + p.at, the gradients' layout), every
+ * weight is stored from there (rounded to the nearest when narrow) and its
+ * master copy, where it has one, refreshed. */
+__global__ void nnc_optim_store(const nnc_optim_param *__restrict__ params, unsigned char *weights, float *master,
+                                const float *__restrict__ flat) {
+  const nnc_optim_param p = params[blockIdx.y];
+  if (p.stored == NNC_OPTIM_FROZEN) return;
+  const float *src = flat + p.at;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < p.n; i += (long long)gridDim.x * blockDim.x) {
+    const float v = src[i];
+    if (p.stored == NNC_OPTIM_F32) {
+      ((float *)(weights + p.w_off))[i] = v;
+      continue;
+    }
+    master[p.at + i] = v;
+    if (p.stored == NNC_OPTIM_BF16) ((__nv_bfloat16 *)(weights + p.w_off))[i] = __float2bfloat16_rn(v);
+    else ((__half *)(weights + p.w_off))[i] = __float2half_rn(v);
+  }
+}
+
 #endif
