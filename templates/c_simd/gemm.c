@@ -11,12 +11,12 @@
  *  Tasks split N first (no B is packed twice), and M only when N alone
  *  gives too few tasks; about four tasks per thread balance the load.
  *
- * When every task spans all of N (tall, narrow C: a convolution's im2col
- * rows, a scan's step) no row of A is used by two tasks, and phase 1 is
- * skipped: each task packs its MC x KC blocks of A at the ic loop into its
- * thread's buffer, which stays in L2 (a packed copy of all of A, written to
- * memory and read back, cost a conv2d of MNIST a quarter of its GEMM).
- * That needs no prologue (its statistics span all of K).
+ * When every task spans all of N within one NC panel (tall, narrow C: a
+ * convolution's im2col rows, a scan's step) no row of A is used twice, and
+ * phase 1 is skipped: each task packs its MC x KC blocks of A at the ic loop
+ * into its thread's buffer, which stays in L2 instead of a packed copy of
+ * all of A written to memory and read back. That needs no prologue (its
+ * statistics span all of K).
  *
  * Workspace: [packed A: batch*Mp*K, or nothing when packed by tasks][per
  * thread: a B panel KC x min(NC, task width) (none with b_packed), then an
@@ -33,7 +33,7 @@ typedef struct plan {
   int tn, tm;        /* column and row blocks per batch item */
   int nw, mw;        /* their widths: multiples of NR and of MR */
   int ntasks;
-  int local_a;       /* tasks pack their own blocks of A (tn == 1, no prologue) */
+  int local_a;       /* tasks pack their own blocks of A (one column block of NC, no prologue) */
   size_t packa_floats, bbuf_floats, abuf_floats;  /* each rounded to 16 */
 } plan;
 
@@ -69,7 +69,7 @@ static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
   p.mw = ceil_div(mblk, p.tm) * NNC_GEMM_MR;
   p.tm = imax(1, ceil_div(M, p.mw));
   p.ntasks = batch * p.tn * p.tm;
-  p.local_a = p.tn == 1 && g->prologue == NNC_SIMD_PRO_NONE;
+  p.local_a = p.tn == 1 && p.nw <= NNC_GEMM_NC && g->prologue == NNC_SIMD_PRO_NONE;
   p.packa_floats = p.local_a ? 0 : nnc_simd_round_up((size_t)batch * (size_t)p.mp * (size_t)K, 16);
   p.bbuf_floats = g->b_packed ? 0 : nnc_simd_round_up((size_t)p.kc * (size_t)imin(NNC_GEMM_NC, p.nw), 16);
   p.abuf_floats = p.local_a ? nnc_simd_round_up((size_t)imin(NNC_GEMM_MC, p.mp) * (size_t)p.kc, 16) : 0;
