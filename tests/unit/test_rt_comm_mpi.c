@@ -163,13 +163,24 @@ static void broadcast(nnrt_comm *c, nnrt_dtype t, size_t n, int root) {
   free(buf);
 }
 
+/* f64 sums (ZeRO-1's sums of squares): rank r sends r + i / 2, so element
+ * i is world (world - 1) / 2 + world i / 2, exact in doubles. */
+static void f64_sum(nnrt_comm *c) {
+  double x[5], y[5];
+  for (int i = 0; i < 5; i++) x[i] = c->rank + 0.5 * i, y[i] = -1.0;
+  nnrt_error e = {0};
+  check_status(nnrt_comm_all_reduce(c, x, y, 5, NNRT_F64, NNRT_REDUCE_SUM, NULL, &e), &e, "all_reduce F64 n=5");
+  for (int i = 0; i < 5; i++)
+    CHECK(y[i] == c->world * (c->world - 1) / 2.0 + 0.5 * i * c->world, "all_reduce F64: element %d is %g", i, y[i]);
+}
+
 /* Arguments every rank rejects alike, before any message is sent. */
 static void bad_arguments(nnrt_comm *c) {
-  double x[4] = {0};
+  unsigned char x[4] = {0};
   float y[4] = {0};
   nnrt_error e = {0};
-  nnrt_status s = nnrt_comm_all_reduce(c, x, x, 4, NNRT_F64, NNRT_REDUCE_SUM, NULL, &e);
-  CHECK(s == NNRT_E_ARG && strstr(e.msg, "F64"), "all_reduce of F64: expected NNRT_E_ARG naming F64, found %d: %s",
+  nnrt_status s = nnrt_comm_all_reduce(c, x, x, 4, NNRT_U8, NNRT_REDUCE_SUM, NULL, &e);
+  CHECK(s == NNRT_E_ARG && strstr(e.msg, "U8"), "all_reduce of U8: expected NNRT_E_ARG naming U8, found %d: %s",
         s, e.msg);
   s = nnrt_comm_broadcast(c, y, 4, NNRT_F32, c->world, NULL, &e);
   CHECK(s == NNRT_E_ARG && strstr(e.msg, "root"), "broadcast from rank %d: expected NNRT_E_ARG, found %d: %s",
@@ -201,6 +212,7 @@ static int run_all(nnrt_comm *c) {
       broadcast(c, t, n, c->world - 1);
     }
   }
+  f64_sum(c);
   bad_arguments(c);
   nnrt_error e = {0};
   check_status(nnrt_comm_barrier(c, &e), &e, "barrier");
