@@ -54,6 +54,8 @@ nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
  * frees of them; the training API, after the model's API. */
 bool cu_train_master(const ec_ctx *x);
 void cu_train_struct(const ec_ctx *x, nnc_sb *b);
+/* The nnc_optim_step s of an update (opt, scale in scope) (cuda_train.c). */
+void cu_optim_step(nnc_sb *b);
 /* --train --parallel=dp (cuda_grad_buckets.c): whether the gradients are
  * summed over the ranks in buckets beside the backward, and the pieces of
  * <model>.cu that do it: the model's fields, their creation (in

@@ -115,6 +115,18 @@ static void write_pass(const ec_ctx *x, nnc_sb *b) {
     p, p, L, P, p);
 }
 
+/* The nnc_optim_step s of an update from the runtime's options opt and the
+ * gradient scale (train_apply's and ZeRO-1's, cuda_zero.c). */
+void cu_optim_step(nnc_sb *b) {
+  nnc_sb_puts(b,
+    "  nnc_optim_step s;\n"
+    "  s.lr = opt->lr;\n  s.beta1 = opt->beta1;\n  s.beta2 = opt->beta2;\n  s.eps = opt->eps;\n"
+    "  s.weight_decay = opt->weight_decay;\n  s.scale = scale;\n  s.sgd = opt->sgd;\n"
+    "  /* bias corrections in double, as runtime/optim.c does */\n"
+    "  s.inv_c1 = (float)(1.0 / (1.0 - pow((double)opt->beta1, (double)opt->step)));\n"
+    "  s.inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow((double)opt->beta2, (double)opt->step)));\n");
+}
+
 /* The hooks of the shared _train_accumulate and _train_update
  * (emit_c_train.c), on the model's stream. */
 static void write_hooks(const ec_ctx *x, nnc_sb *b) {
@@ -199,19 +211,15 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s: the update's table: %%s\", cudaGetErrorString(ce));\n"
     "    memcpy(m->update_host, table, sizeof table);\n"
     "    m->update_sent = 1;\n"
-    "  }\n"
-    "  nnc_optim_step s;\n"
-    "  s.lr = opt->lr;\n  s.beta1 = opt->beta1;\n  s.beta2 = opt->beta2;\n  s.eps = opt->eps;\n"
-    "  s.weight_decay = opt->weight_decay;\n  s.scale = scale;\n  s.sgd = opt->sgd;\n"
-    "  /* bias corrections in double, as runtime/optim.c does */\n"
-    "  s.inv_c1 = (float)(1.0 / (1.0 - pow((double)opt->beta1, (double)opt->step)));\n"
-    "  s.inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow((double)opt->beta2, (double)opt->step)));\n"
+    "  }\n",
+    p, p, P, p);
+  cu_optim_step(b);
+  nnc_sb_puts(b,
     "  /* blocks along x for the largest weight; the smaller ones' extra blocks exit at once */\n"
     "  const int64_t want = (TRAIN_LARGEST + 255) / 256;\n"
     "  const dim3 grid((unsigned)(want < 512 ? want : 512), NPARAMS);\n"
     "  nnc_optim_update<<<grid, 256, 0, m->stream>>>(m->update_table, s, m->weights, m->master, m->grad, m->mom, m->vel);\n"
-    "  return train_launched(m, \"the optimizer's update\");\n}\n\n",
-    p, p, P, p);
+    "  return train_launched(m, \"the optimizer's update\");\n}\n\n");
 }
 
 /* _save, _load, and the accessors of the state, through host copies. */

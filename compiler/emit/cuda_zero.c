@@ -99,13 +99,10 @@ void cu_zero_hooks(const ec_ctx *x, nnc_sb *b) {
     "    table[j].decay = decays(o, j);\n"
     "  }\n"
     "  rc = send_table(m, m->update_table, m->update_host, &m->update_sent, table);\n"
-    "  if (rc) return rc;\n"
-    "  nnc_optim_step s;\n"
-    "  s.lr = opt->lr;\n  s.beta1 = opt->beta1;\n  s.beta2 = opt->beta2;\n  s.eps = opt->eps;\n"
-    "  s.weight_decay = opt->weight_decay;\n  s.scale = scale;\n  s.sgd = opt->sgd;\n"
-    "  /* bias corrections in double, as runtime/optim.c does */\n"
-    "  s.inv_c1 = (float)(1.0 / (1.0 - pow((double)opt->beta1, (double)opt->step)));\n"
-    "  s.inv_sqrt_c2 = (float)(1.0 / sqrt(1.0 - pow((double)opt->beta2, (double)opt->step)));\n"
+    "  if (rc) return rc;\n",
+    p, p, P, p);
+  cu_optim_step(b);
+  nnc_sb_printf(b,
     "  const int64_t most = (ZERO_SHARD < TRAIN_LARGEST ? ZERO_SHARD : TRAIN_LARGEST), want = (most + 255) / 256;\n"
     "  const dim3 grid((unsigned)(want < 512 ? want : 512), NPARAMS);\n"
     "  nnc_optim_update<<<grid, 256, 0, m->stream>>>(m->update_table, s, m->weights, m->master ? m->master + lo : NULL,\n"
@@ -129,7 +126,7 @@ void cu_zero_hooks(const ec_ctx *x, nnc_sb *b) {
     "  const dim3 all((unsigned)(wide < 512 ? wide : 512), NPARAMS);\n"
     "  nnc_optim_store<<<all, 256, 0, m->stream>>>(m->store_table, m->weights, m->master, flat);\n"
     "  return train_launched(m, \"storing the gathered weights\");\n}\n\n",
-    p, p, P, p, P, p, P, p);
+    P, p, P, p);
 }
 
 /* state_to_host()'s moments: every rank's shard, gathered through the

@@ -10,16 +10,10 @@
 set -euo pipefail
 nnc=${1:?usage: parallel_zero_mpi.sh NNC MPIRUN}
 mpirun=${2:?}
+here=$(cd "$(dirname "$0")" && pwd)   # train_steps.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 - "$work/tokens.bin" <<'PY'
-import random, struct, sys
-random.seed(5)
-n = 3000
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack("<%dH" % n, *[random.randrange(53) for _ in range(n)]))
-PY
+python3 "$here/train_steps.py" tokens "$work/tokens.bin"
 two="-D layers=2 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=4"
 three="-D layers=1 -D d=32 -D heads=4 -D vocab=53 -D ctx=9 -D batch=6"
 build() {   # folder, then nnc's options
@@ -42,17 +36,7 @@ numel=$(sed -n 's/^#define TRAIN_NUMEL ((int64_t)\([0-9]*\))$/\1/p' "$work/zero3
 # the clip (0.3) is below every update's norm (about 2.4): every update clips
 args=(--data "$work/tokens.bin" --seq 9 --threads 1 --no-peaks --clip 0.3 --accumulate 2)
 compare() {   # label, one process's JSON, the ranks' JSON, first update compared
-  python3 - "$@" <<'PY'
-import json, sys
-label, a, b, first = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-one = {r["step"]: r for r in map(json.loads, (l for l in open(a) if l.startswith("{")))}
-par = {r["step"]: r for r in map(json.loads, (l for l in open(b) if l.startswith("{")))}
-steps = [s for s in sorted(par) if s >= first]
-assert len(one) == 6 and steps == list(range(first, 7)), (sorted(one), sorted(par))
-worst = max(abs(one[s][k] - par[s][k]) / abs(one[s][k]) for s in steps for k in ("loss", "grad_norm"))
-print("%s: largest relative difference %.3g (loss and gradient norm, updates %d-6)" % (label, worst, first))
-sys.exit(0 if worst <= 1e-6 else 1)
-PY
+  python3 "$here/train_steps.py" compare "$@"
 }
 "$work/one2/train_gpt2" "${args[@]}" --steps 6 --batch 4 --json > "$work/one2.json"
 timeout 300 "$mpirun" -np 2 --oversubscribe "$work/zero2/train_gpt2" "${args[@]}" --steps 6 --batch 2 --json \
