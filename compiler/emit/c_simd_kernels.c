@@ -174,31 +174,29 @@ static void attn_sizes(const ec_ctx *x, int ki, const char *type, nnc_sb *b) {
   nnc_sb sz;
   nnc_sb_init(&sz);
   nnc_sb_printf(&sz, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
-  if (ec_attn_grouped(x->g, a)) {
-    /* grouped-query: the dims before the group are the batch, the group the heads; k and v repeat over it */
-    ec_dims_product(x, a->q, 0, r - 3, e, sizeof e);
-    nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(dim_of(x, a->q, r - 3, lit, sizeof lit), heads, sizeof heads));
-    nnc_sb_printf(&sz, "  *a = (%s){\n      .batch = %s, .heads = heads, .T = T, .S = S, .D = D, .Dv = Dv,\n", type,
-                  as_int(e, batch, sizeof batch));
-    for (int i = 0; i < n; i++) {
-      const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
-      if (o[i].keys)
-        nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = 0, .%s_sb = (ptrdiff_t)%s * %s,\n", p, w, p, p, rows, w);
-      else
-        nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = (ptrdiff_t)%s * %s, .%s_sb = (ptrdiff_t)heads * %s * %s,\n", p,
-                      w, p, rows, w, p, rows, w);
-    }
-  } else if (r >= 3) {
+  /* grouped-query attention (ec_attn_grouped) only runs forward: its training step keeps the primitive ops */
+  bool grouped = ec_attn_grouped(x->g, a);
+  if (r >= 3) {
     ec_dims_product(x, a->q, 1, r - 2, e, sizeof e);
     nnc_sb_printf(&sz, "  const int heads = %s;\n", as_int(e, heads, sizeof heads));
     nnc_sb_printf(&sz, "  *a = (%s){\n      .batch = %s, .heads = heads, .T = T, .S = S, .D = D, .Dv = Dv,\n", type,
                   as_int(dim_of(x, a->q, 0, e, sizeof e), batch, sizeof batch));
+    char group[EXPR] = "1";
+    if (grouped) {
+      /* grouped-query: query heads sharing a k/v head */
+      as_int(dim_of(x, a->q, r - 3, lit, sizeof lit), group, sizeof group);
+      nnc_sb_printf(&sz, "      .kv_group = %s,\n", group);
+    }
     ec_attn_strides view;
     for (int i = 0; i < n; i++) {
       if (ec_attn_view(x, k, i, &view)) continue;   /* its view's strides are set where it is assigned */
       const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
-      nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = (ptrdiff_t)%s * %s, .%s_sb = (ptrdiff_t)heads * %s * %s,\n", p, w,
-                    p, rows, w, p, rows, w);
+      if (grouped && o[i].keys)
+        nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = (ptrdiff_t)%s * %s, .%s_sb = (ptrdiff_t)(heads / %s) * %s * %s,\n",
+                      p, w, p, rows, w, p, group, rows, w);
+      else
+        nnc_sb_printf(&sz, "      .%s_st = %s, .%s_sh = (ptrdiff_t)%s * %s, .%s_sb = (ptrdiff_t)heads * %s * %s,\n", p,
+                      w, p, rows, w, p, rows, w);
     }
   } else if (a->mask >= 0) {
     /* rank 2 with a mask: query row i uses mask row i, so each row is a batch of one query */

@@ -420,7 +420,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   if (st) return st;
   nnc_sb body;
   nnc_sb_init(&body);
-  nnc_sb_printf(&body, "  /* %s */\n", p.why);
+  bool skinny = p.own < 0 && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
+  nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
   } else if (p.own >= 0) {
@@ -448,6 +449,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
+    if (skinny) cu_skinny_block(x, ki, p.pre_norm ? "A" : NULL, &body);
     if (p.wg) {
       wgmma_body(x, ki, &p, &body);
     } else {
@@ -656,28 +658,20 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int T = %s, S = %s, D = %s, Dv = %s;\n", T, S, D, Dv);
   nnc_sb_printf(&body, "  nnc_cuda_attn%s_args<%s> a = {};\n", grad ? "_bwd" : "", ty);
-  if (ec_attn_grouped(x->g, a)) {
-    /* grouped-query: the dims before the group are the batch, the group the heads; k and v repeat over it */
-    char bt[EXPR], hd[EXPR], bi[EXPR], hi[EXPR];
-    ec_dims_product(x, a->q, 0, r - 3, bt, sizeof bt);
-    dim_of(x, a->q, r - 3, hd, sizeof hd);
-    nnc_sb_printf(&body, "  const int heads = %s;\n", as_int(hd, hi, sizeof hi));
-    nnc_sb_printf(&body, "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n",
-                  as_int(bt, bi, sizeof bi));
-    for (int i = 0; i < n; i++) {
-      const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
-      nnc_sb_printf(&body, "  a.%s_st = %s;\n", p, w);
-      if (o[i].keys) nnc_sb_printf(&body, "  a.%s_sh = 0;\n  a.%s_sb = (long long)%s * %s;\n", p, p, rows, w);
-      else nnc_sb_printf(&body, "  a.%s_sh = (long long)%s * %s;\n  a.%s_sb = (long long)heads * %s * %s;\n", p, rows,
-                         w, p, rows, w);
-    }
-  } else if (r >= 3) {
+  /* grouped-query attention (ec_attn_grouped) only runs forward: its training step keeps the primitive ops */
+  bool grouped = ec_attn_grouped(x->g, a);
+  if (r >= 3) {
     char bt[EXPR], hd[EXPR], bi[EXPR], hi[EXPR];
     dim_of(x, a->q, 0, bt, sizeof bt);
     ec_dims_product(x, a->q, 1, r - 2, hd, sizeof hd);
     nnc_sb_printf(&body, "  const int heads = %s;\n", as_int(hd, hi, sizeof hi));
     nnc_sb_printf(&body, "  a.batch = %s;\n  a.heads = heads;\n  a.T = T;\n  a.S = S;\n  a.D = D;\n  a.Dv = Dv;\n",
                   as_int(bt, bi, sizeof bi));
+    if (grouped) {
+      char g2[EXPR], gr[EXPR];
+      as_int(dim_of(x, a->q, r - 3, g2, sizeof g2), gr, sizeof gr);
+      nnc_sb_printf(&body, "  a.kv_group = %s;   /* grouped-query: query heads sharing a k/v head */\n", gr);
+    }
     ec_attn_strides view;
     for (int i = 0; i < n; i++) {
       if (ec_attn_view(x, k, i, &view)) continue;   /* its view's strides are set where it is assigned */
@@ -686,6 +680,8 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
       bool bcast = nnc_dim_eq_const(x->g->tensors[o[i].t].shape[0], 1) && !nnc_dim_eq_const(q->shape[0], 1);
       nnc_sb_printf(&body, "  a.%s_st = %s;\n  a.%s_sh = (long long)%s * %s;\n", p, w, p, rows, w);
       if (bcast) nnc_sb_printf(&body, "  a.%s_sb = 0;\n", p);
+      else if (grouped && o[i].keys)
+        nnc_sb_printf(&body, "  a.%s_sb = (long long)(heads / a.kv_group) * %s * %s;\n", p, rows, w);
       else nnc_sb_printf(&body, "  a.%s_sb = (long long)heads * %s * %s;\n", p, rows, w);
     }
   } else {
@@ -1000,7 +996,7 @@ static void emit_run_kernel(const ec_ctx *x, nnc_sb *b) {
 
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
-  bool own = false, wg = false, conv = false, pool = false;   /* which of nnc's GEMMs (and pools) a kernel uses */
+  bool own = false, wg = false, conv = false, pool = false, skinny = false;   /* which of nnc's GEMMs (and pools) a kernel uses */
   for (int ki = 0; ki < x->s->nk; ki++) {
     gemm_plan p;
     nnc_error e;
@@ -1017,12 +1013,15 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
       own |= p.own >= 0;
       wg |= p.wg;
     }
+    if (!plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e))
+      skinny |= p.own < 0 && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
   }
   if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
   if (wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
   if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
   if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pools and depthwise convolutions from the image */\n");
-  if (own || wg || conv || pool) nnc_sb_printf(b, "\n");
+  if (skinny) nnc_sb_printf(b, "#include \"kernels/gemm_skinny.cuh\"   /* GEMMs of a few rows (decode steps) */\n");
+  if (own || wg || conv || pool || skinny) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
                      "static int probe_variant[NKERNELS];\n\n");

@@ -352,15 +352,17 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
                 dmax, dvmax, ki);
   char qs[3][EXPR], ks[3][EXPR], vs[3][EXPR], os[3][EXPR], batch[EXPR], heads[EXPR] = "1";
   /* sb, sh, st of q, k, v and out */
+  char group[EXPR] = "1";
   if (ec_attn_grouped(g, a)) {
-    /* grouped-query: the dims before the group are the batch, the group the heads; k and v repeat over it */
-    ec_dims_product(x, a->q, 0, r - 3, batch, sizeof batch);
-    dim_of(x, a->q, r - 3, heads, sizeof heads);
+    /* grouped-query: query heads h read k and v head h / G (G, the group, query heads a k/v head) */
+    dim_of(x, a->q, 0, batch, sizeof batch);
+    ec_dims_product(x, a->q, 1, r - 2, heads, sizeof heads);
+    dim_of(x, a->q, r - 3, group, sizeof group);
     snprintf(qs[0], EXPR, "H * T * D"); snprintf(qs[1], EXPR, "T * D"); snprintf(qs[2], EXPR, "D");
-    snprintf(ks[0], EXPR, "S * D"); snprintf(ks[1], EXPR, "0"); snprintf(ks[2], EXPR, "D");
-    snprintf(vs[0], EXPR, "S * Dv"); snprintf(vs[1], EXPR, "0"); snprintf(vs[2], EXPR, "Dv");
+    snprintf(ks[0], EXPR, "H / G * S * D"); snprintf(ks[1], EXPR, "S * D"); snprintf(ks[2], EXPR, "D");
+    snprintf(vs[0], EXPR, "H / G * S * Dv"); snprintf(vs[1], EXPR, "S * Dv"); snprintf(vs[2], EXPR, "Dv");
     snprintf(os[0], EXPR, "H * T * Dv"); snprintf(os[1], EXPR, "T * Dv"); snprintf(os[2], EXPR, "Dv");
-    nnc_sb_printf(h, "  const long long B = %s, H = %s, Tq = T, mask_sb = S;\n", batch, heads);
+    nnc_sb_printf(h, "  const long long B = %s, H = %s, G = %s, Tq = T, mask_sb = S;\n", batch, heads, group);
   } else if (r >= 3) {
     dim_of(x, a->q, 0, batch, sizeof batch);
     ec_dims_product(x, a->q, 1, r - 2, heads, sizeof heads);
@@ -408,7 +410,8 @@ static nnc_status emit_attention(ocl_ctx *o, int ki, nnc_error *err) {
   }
   nnc_sb_printf(h, "  ARG_FLOAT(%s);\n  ARG_INT(%d);\n", ec_literal(a->scale, false, lit, sizeof lit), a->causal ? 1 : 0);
   arg_mem(o, a->mask);
-  nnc_sb_printf(h, "  ARG_LONG(mask_sb);\n  if (e) return arg_failed(m, %d, e);\n", ki);
+  nnc_sb_printf(h, "  ARG_LONG(mask_sb);\n  ARG_INT(%s);\n  if (e) return arg_failed(m, %d, e);\n",
+                strcmp(group, "1") ? "G" : "1", ki);
   nnc_sb_printf(h, "  const size_t bq = (size_t)picked(m, %d)[ATT_BQ];   /* list %d: a work-item a query */\n"
                    "  const size_t global[3] = {((size_t)Tq + bq - 1) / bq * bq, (size_t)H, (size_t)B}, local[3] = {bq, 1, 1};\n"
                    "  return launch(m, %d, kn, 3, global, local);\n}\n\n", list, list, ki);

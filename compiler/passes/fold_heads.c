@@ -340,6 +340,76 @@ static nnc_status fold_one(fold_ctx *c, int ki, bool *folded_piece, nnc_error *e
   return p.kg >= 0 ? fold_grad(c, &p, err) : NNC_OK;
 }
 
+/* Grouped-query attention as sdpa writes it (dsl_attn.c): q [B, KV, G, T, D],
+ * k and v [B, KV, 1, S, D] and out [B, KV, G, T, Dv], each a reshape (a view
+ * kernel) of a rank-4 tensor with the heads in one dim. The kernels index
+ * those heads as they are (k and v's as h / G, emit's kv_group), so each
+ * operand folds like a rank-4 one through its reshape: k and v from the kv
+ * caches in place, q from its projection's head split, out into the merge.
+ * Each folds on its own; one that does not is read or written where it is
+ * (after rope, q is rope's output). Returns the rank-4 tensor and its
+ * reshape's kernel, or -1. */
+static int grouped_heads(const fold_ctx *c, int x, bool output, int *kview) {
+  const nnc_graph *g = graph(c);
+  const nnc_tensor *t5 = &g->tensors[x];
+  int y;
+  *kview = -1;
+  if (output) {
+    int n = reader_besides(c, x, -1);
+    if (n < 0 || g->nodes[n].op != NNC_OP_RESHAPE) return -1;
+    *kview = c->s->kernel_of_node[n];
+    y = g->nodes[n].out[0];
+  } else {
+    *kview = single_producer(c, x, NNC_KERNEL_VIEW, NNC_OP_RESHAPE);
+    if (*kview < 0) return -1;
+    y = g->nodes[g->tensors[x].producer].in[0];
+  }
+  const nnc_kernel *kv = &c->s->k[*kview];
+  const nnc_tensor *t4 = &g->tensors[y];
+  nnc_dim heads;
+  if (kv->kind != NNC_KERNEL_VIEW || kv->nnodes != 1 || c->drop[*kview] || t4->rank != 4 || t5->rank != 5 ||
+      !nnc_dim_mul(t5->shape[1], t5->shape[2], &heads) || !nnc_dim_eq(heads, t4->shape[1]) ||
+      !nnc_dim_eq(t5->shape[0], t4->shape[0]) || !nnc_dim_eq(t5->shape[3], t4->shape[2]) ||
+      !nnc_dim_eq(t5->shape[4], t4->shape[3]))
+    return -1;
+  return y;
+}
+
+static nnc_status fold_grouped(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
+  nnc_schedule *s = c->s;
+  nnc_attention_desc *d = &s->k[ki].d.attn;
+  if (d->lse >= 0 || s->g->tensors[d->q].rank != 5) return NNC_OK;
+  const int ops[3] = {d->q, d->k, d->v};
+  nnc_status st = NNC_OK;
+  for (int i = 0; i < 3 && !st; i++) {
+    int kview, kt, kr, ks, piece, y = grouped_heads(c, ops[i], false, &kview);
+    nnc_attn_view v;
+    if (y < 0 || !input_view(c, y, -1, &v, &kt, &kr, &ks, &piece)) continue;
+    /* the split, if any, leaves with its last piece (drop_split) */
+    st = absorb(s, ki, kview, true, err);
+    if (!st && kt >= 0) st = absorb(s, ki, kt, true, err);
+    if (!st && kr >= 0) st = absorb(s, ki, kr, true, err);
+    if (st) break;
+    c->drop[kview] = true;
+    if (kt >= 0) c->drop[kt] = c->drop[kr] = true;
+    if (piece >= 0) folded_piece[piece] = true;
+    replace_id(s->k[ki].in, &s->k[ki].nin, ops[i], v.base);
+    s->k[ki].d.attn.view[i] = v;
+  }
+  int kview, kt, kr, dst, y = st ? -1 : grouped_heads(c, d->out, true, &kview);
+  nnc_attn_view v;
+  if (y < 0 || !output_view(c, y, -1, &v, &kt, &kr, &dst)) return st;
+  st = absorb(s, ki, kview, false, err);
+  if (!st) st = absorb(s, ki, kt, false, err);
+  if (!st) st = absorb(s, ki, kr, false, err);
+  if (st) return st;
+  c->drop[kview] = c->drop[kt] = c->drop[kr] = true;
+  nnc_kernel *k = &s->k[ki];
+  replace_id(k->out, &k->nout, k->d.attn.out, dst);
+  k->d.attn.view[NNC_ATTN_OUT] = v;
+  return NNC_OK;
+}
+
 /* A kv_append reading x = transpose(reshape(piece of the qkv projection))
  * reads the projection through a view; the split leaves later when all its
  * pieces are folded (drop_split). */
@@ -399,7 +469,9 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {
   for (int k = 0; k < s->nk && !st; k++)
     if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_kv(&c, k, folded_piece, err);
   for (int k = 0; k < s->nk && !st; k++)
-    if (s->k[k].kind == NNC_KERNEL_ATTENTION) st = fold_one(&c, k, folded_piece, err);
+    if (s->k[k].kind == NNC_KERNEL_ATTENTION)
+      st = s->g->tensors[s->k[k].d.attn.q].rank == 5 ? fold_grouped(&c, k, folded_piece, err)
+                                                    : fold_one(&c, k, folded_piece, err);
   for (int k = 0; k < s->nk && !st; k++) st = drop_split(&c, k, folded_piece, err);
   free(folded_piece);
   /* the schedule without the dropped kernels, in the same order */

@@ -69,19 +69,16 @@ static bool swaps_last_two(const nnc_node *n, int rank) {
 
 /* q, k and v of an attention kernel: one rank, the same batch dims, but
  * for grouped-query attention as sdpa writes it (dsl_attn.c): q
- * [..., G, T, D] with k and v [..., 1, S, D], which the kernels read with a
- * head stride of 0, taking the dims before the group as their batch. A
- * padding mask's row is then that batch entry, so with a mask no dim may
- * lie between the first and the group. */
-static bool attention_operands_agree(const fuse_ctx *c, int q, int k, int v, int mask) {
+ * [B, ..., G, T, D] with k and v [B, ..., 1, S, D]. The kernels take B as
+ * their batch (a padding mask's row) and every dim between as heads, query
+ * head h reading the k and v of head h / G. */
+static bool attention_operands_agree(const fuse_ctx *c, int q, int k, int v) {
   const nnc_tensor *tq = tensor_of(c, q), *tk = tensor_of(c, k), *tv = tensor_of(c, v);
   int r = tq->rank;
   if (r < 2 || tk->rank != r || tv->rank != r) return false;
   for (int i = 0; i < r - 2; i++) {
     if (nnc_dim_eq(tq->shape[i], tk->shape[i]) && nnc_dim_eq(tq->shape[i], tv->shape[i])) continue;
     if (i != r - 3 || i < 1 || !nnc_dim_eq_const(tk->shape[i], 1) || !nnc_dim_eq_const(tv->shape[i], 1)) return false;
-    for (int j = 1; mask >= 0 && j < i; j++)
-      if (!nnc_dim_eq_const(tq->shape[j], 1)) return false;
   }
   return true;
 }
@@ -133,7 +130,7 @@ bool nnc_fuse_match_attention(const fuse_ctx *c, int anchor, fuse_group *gr) {
   if (tr < 0 || !swaps_last_two(node_of(c, tr), tensor_of(c, node_of(c, tr)->in[0])->rank)) return false;
   d.q = qk->in[0];
   d.k = node_of(c, tr)->in[0];
-  if (!attention_operands_agree(c, d.q, d.k, d.v, d.mask)) return false;
+  if (!attention_operands_agree(c, d.q, d.k, d.v)) return false;
   take(gr, p);
   take(gr, tr);
   gr->kind = NNC_KERNEL_ATTENTION;

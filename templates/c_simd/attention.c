@@ -144,8 +144,9 @@ static void attn_task(void *ctx, int task, int thread) {
   int i0 = qb * NNC_ATTN_BQ, i1 = i0 + NNC_ATTN_BQ < a->T ? i0 + NNC_ATTN_BQ : a->T;
   int nq = i1 - i0, D = a->D, Dv = a->Dv, S = a->S, shift = a->S - a->T;
   const float *q = a->q + b * a->q_sb + h * a->q_sh + (ptrdiff_t)i0 * a->q_st;
-  const float *k = a->k + b * a->k_sb + h * a->k_sh;
-  const float *v = a->v + b * a->v_sb + h * a->v_sh;
+  const int hk = a->kv_group > 1 ? h / a->kv_group : h;   /* grouped-query: the head's k and v */
+  const float *k = a->k + b * a->k_sb + hk * a->k_sh;
+  const float *v = a->v + b * a->v_sb + hk * a->v_sh;
   /* out is NULL only when Dv == 0 and just lse is wanted. */
   float *out = a->out ? a->out + b * a->o_sb + h * a->o_sh + (ptrdiff_t)i0 * a->o_st : NULL;
   const float *mask = a->mask ? a->mask + b * a->mask_sb : NULL;
@@ -278,6 +279,11 @@ nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_p
       a->v_sb < 0 || a->v_sh < 0 || a->v_st < 0 || a->o_sb < 0 || a->o_sh < 0 || a->o_st < 0 ||
       a->mask_sb < 0)
     return nnc_simd_fail(err, KERNEL, "expected strides >= 0, found a negative one");
+  if (a->kv_group < 0 || (a->kv_group > 1 && a->heads % a->kv_group != 0))
+    return nnc_simd_fail(err, KERNEL, "expected kv_group >= 0 dividing heads=%d, found %d", a->heads,
+                         a->kv_group);
+  /* the k and v heads that exist */
+  const int kvh = a->kv_group > 1 ? a->heads / a->kv_group : a->heads;
   if ((a->T > 1 && a->q_st < a->D) || (a->S > 1 && (a->k_st < a->D || a->v_st < a->Dv)) ||
       (a->T > 1 && a->o_st < a->Dv))
     return nnc_simd_fail(err, KERNEL, "expected row strides >= the row length (q_st, k_st >= "
@@ -285,10 +291,10 @@ nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_p
                          a->D, a->Dv, a->q_st, a->k_st, a->v_st, a->o_st);
   size_t o_span = span4(a->batch, a->o_sb, a->heads, a->o_sh, a->T, a->o_st, a->Dv);
   if ((a->S > 0 && nnc_simd_overlaps(a->out, o_span, a->v,
-                                     span4(a->batch, a->v_sb, a->heads, a->v_sh, a->S, a->v_st,
+                                     span4(a->batch, a->v_sb, kvh, a->v_sh, a->S, a->v_st,
                                            a->Dv))) ||
       (a->S > 0 && nnc_simd_overlaps(a->out, o_span, a->k,
-                                     span4(a->batch, a->k_sb, a->heads, a->k_sh, a->S, a->k_st,
+                                     span4(a->batch, a->k_sb, kvh, a->k_sh, a->S, a->k_st,
                                            a->D))) ||
       nnc_simd_overlaps(a->out, o_span, a->q,
                         span4(a->batch, a->q_sb, a->heads, a->q_sh, a->T, a->q_st, a->D)))
@@ -296,10 +302,10 @@ nnc_simd_status nnc_simd_attention(const nnc_simd_attn_args *a, const nnc_simd_p
   size_t l_span = sizeof(float) * (size_t)a->batch * (size_t)a->heads * (size_t)a->T;
   if (a->lse &&
       ((a->S > 0 && nnc_simd_overlaps(a->lse, l_span, a->v,
-                                      span4(a->batch, a->v_sb, a->heads, a->v_sh, a->S, a->v_st,
+                                      span4(a->batch, a->v_sb, kvh, a->v_sh, a->S, a->v_st,
                                             a->Dv))) ||
        (a->S > 0 && nnc_simd_overlaps(a->lse, l_span, a->k,
-                                      span4(a->batch, a->k_sb, a->heads, a->k_sh, a->S, a->k_st,
+                                      span4(a->batch, a->k_sb, kvh, a->k_sh, a->S, a->k_st,
                                             a->D))) ||
        nnc_simd_overlaps(a->lse, l_span, a->q,
                          span4(a->batch, a->q_sb, a->heads, a->q_sh, a->T, a->q_st, a->D)) ||

@@ -179,6 +179,9 @@ nnc_simd_status nnc_simd_rmsnorm(int rows, int cols, const float *x, ptrdiff_t l
  * mask (optional) is [batch, S] with row stride mask_sb: key j of batch b is
  * masked when mask[b*mask_sb + j] == 0. A query whose keys are all masked
  * gives a row of zeros.
+ * kv_group (grouped-query attention): query heads h share the k and v of
+ * head h / kv_group (their h_sh steps between those heads); 0 or 1: a head
+ * of k and v for each query head. heads must be a multiple of it.
  * lse (optional, [batch, heads, T], written when not NULL): the natural log
  * of each row's softmax denominator, lse[(b*heads + h)*T + i] =
  * log(sum_j e^(scale*s_ij - M)) + M over the unmasked keys (M their
@@ -199,6 +202,7 @@ typedef struct nnc_simd_attn_args {
   int causal;
   const float *mask;
   ptrdiff_t mask_sb;
+  int kv_group;                  /* query heads a k/v head serves; 0 means 1 */
   float *lse;                    /* may be NULL */
 } nnc_simd_attn_args;
 

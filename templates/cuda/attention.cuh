@@ -11,6 +11,9 @@
  *   mask (may be NULL): [batch, S] of T with row stride mask_sb; key j of
  *   batch b is masked when mask[b*mask_sb + j] == 0.
  *   A query whose keys are all masked gets zeros (not NaN).
+ *   kv_group (grouped-query attention): query head h reads the k and v of
+ *   head h / kv_group (k_sh, v_sh step between those heads); 0 or 1: a k/v
+ *   head for each query head.
  *   lse (may be NULL): lse[(b*heads + h)*T + i] = log sum_j exp(scale*s_ij)
  *   over the unmasked keys (computed as M + log sum exp(scale*s_ij - M)),
  *   +inf for a row with none; what the backward (attention_bwd.cuh) needs
@@ -89,9 +92,17 @@ template <typename E> struct nnc_cuda_attn_args {
   int causal;
   const E *mask; /* may be NULL */
   long long mask_sb;
+  int kv_group; /* query heads a k/v head serves; 0 means 1 */
   int tf32; /* E = float: the products may run on tf32 tensor cores (--precision=tf32) */
   float *lse; /* may be NULL; else [batch, heads, T] contiguous: each row's log-sum-exp (for the backward) */
 };
+
+namespace nnc_attn {
+/* The k/v head that query head h reads (grouped-query attention). */
+template <typename E> __host__ __device__ __forceinline__ int kv_head(const nnc_cuda_attn_args<E> &a, int h) {
+  return a.kv_group > 1 ? h / a.kv_group : h;
+}
+}  // namespace nnc_attn
 
 #include "attention_mma.cuh"
 #include "attention_simt.cuh"
@@ -152,9 +163,10 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
   constexpr int BQ = 64 * NWG;
   nnc_attn_wgmma_params<T> p;
   p.a = a;
-  if (!nnc_attn::tma_map(&p.q, a.q, a.T, a, a.q_st, a.q_sh, a.q_sb, BQ) ||
-      !nnc_attn::tma_map(&p.k, a.k, a.S, a, a.k_st, a.k_sh, a.k_sb, BK) ||
-      !nnc_attn::tma_map(&p.v, a.v, a.S, a, a.v_st, a.v_sh, a.v_sb, BK))
+  const int kvh = a.kv_group > 1 ? a.heads / a.kv_group : a.heads;
+  if (!nnc_attn::tma_map(&p.q, a.q, a.T, a.heads, a, a.q_st, a.q_sh, a.q_sb, BQ) ||
+      !nnc_attn::tma_map(&p.k, a.k, a.S, kvh, a, a.k_st, a.k_sh, a.k_sb, BK) ||
+      !nnc_attn::tma_map(&p.v, a.v, a.S, kvh, a, a.v_st, a.v_sh, a.v_sb, BK))
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL,
                          "expected q, k, v the driver can describe as tensor maps (cuTensorMapEncodeTiled), found "
                          "it refused strides %lld/%lld/%lld (q), %lld/%lld/%lld (k), %lld/%lld/%lld (v) elements",
@@ -228,6 +240,9 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
   if (a.mask && reinterpret_cast<uintptr_t>(a.mask) % sizeof(T) != 0)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected mask aligned to %zu bytes, found %p",
                          sizeof(T), (const void *)a.mask);
+  if (a.kv_group < 0 || (a.kv_group > 1 && a.heads % a.kv_group != 0))
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected kv_group >= 0 dividing heads %d, found %d",
+                         a.heads, a.kv_group);
 
   /* a decode step needs none of the device's attributes: no host queries on its path */
   if (nnc_cuda_attention_uses_decode(a)) return nnc_cuda_attention_decode(a, stream, err);

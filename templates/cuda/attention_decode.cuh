@@ -41,8 +41,8 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   const int row = blockIdx.x; /* (b * heads + h) * T + i */
   const int i = row % a.T, bh = row / a.T, h = bh % a.heads, b = bh / a.heads;
   const E *q = a.q + b * a.q_sb + h * a.q_sh + (long long)i * a.q_st;
-  const E *k = a.k + b * a.k_sb + h * a.k_sh;
-  const E *v = a.v + b * a.v_sb + h * a.v_sh;
+  const E *k = a.k + b * a.k_sb + nnc_attn::kv_head(a, h) * a.k_sh;
+  const E *v = a.v + b * a.v_sb + nnc_attn::kv_head(a, h) * a.v_sh;
   E *o = a.out + b * a.o_sb + h * a.o_sh + (long long)i * a.o_st;
   const E *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
   /* keys 0 .. last (causal: the cache's older rows and this call's up to i) */

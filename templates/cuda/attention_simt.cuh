@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(WARPS * 32) nnc_attn_simt_kernel(const nnc_cud
   const int q0 = qt * BQ;
   const int off = a.S - a.T;
   const T *qg = a.q + b * a.q_sb + h * a.q_sh;
-  const T *kg = a.k + b * a.k_sb + h * a.k_sh;
-  const T *vg = a.v + b * a.v_sb + h * a.v_sh;
+  const T *kg = a.k + b * a.k_sb + nnc_attn::kv_head(a, h) * a.k_sh;
+  const T *vg = a.v + b * a.v_sb + nnc_attn::kv_head(a, h) * a.v_sh;
   T *og = a.out + b * a.o_sb + h * a.o_sh;
   const T *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
   float *lrow = nnc_attn::lse_row(a, b, h);

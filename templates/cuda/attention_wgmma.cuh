@@ -127,12 +127,12 @@ template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_blo
   __device__ __forceinline__ void load_k(const nnc_attn_wgmma_params<T> &p, int t) const {
     if (t >= ntiles) return;
     nnc_tma::arrive_expect(&kbar[t % KS], BK * D * sizeof(T));
-    nnc_tma::load_4d(kt(t), &p.k, &kbar[t % KS], 0, t * BK, h, b);
+    nnc_tma::load_4d(kt(t), &p.k, &kbar[t % KS], 0, t * BK, nnc_attn::kv_head(p.a, h), b);
   }
   __device__ __forceinline__ void load_v(const nnc_attn_wgmma_params<T> &p, int t) const {
     if (t >= ntiles) return;
     nnc_tma::arrive_expect(&vbar[t % VS], BK * D * sizeof(T));
-    nnc_tma::load_4d(vt(t), &p.v, &vbar[t % VS], 0, t * BK, h, b);
+    nnc_tma::load_4d(vt(t), &p.v, &vbar[t % VS], 0, t * BK, nnc_attn::kv_head(p.a, h), b);
   }
   /* Waits until K (V) tile t has landed: the (t / KS)th phase of its buffer's barrier. */
   __device__ __forceinline__ void wait_k(int t) const { nnc_tma::wait(&kbar[t % KS], (unsigned)(t / KS) & 1u); }
@@ -281,22 +281,24 @@ namespace nnc_attn {
 template <typename T> bool tma_fits(const nnc_cuda_attn_args<T> &a) {
   if (a.S == 0) return false;
   const long long s[9] = {a.q_sb, a.q_sh, a.q_st, a.k_sb, a.k_sh, a.k_st, a.v_sb, a.v_sh, a.v_st};
-  const int n[9] = {a.batch, a.heads, a.T, a.batch, a.heads, a.S, a.batch, a.heads, a.S};
+  const int kvh = a.kv_group > 1 ? a.heads / a.kv_group : a.heads;
+  const int n[9] = {a.batch, a.heads, a.T, a.batch, kvh, a.S, a.batch, kvh, a.S};
   for (int i = 0; i < 9; ++i)
     if ((s[i] <= 0 && n[i] > 1) || s[i] * (long long)sizeof(T) >= (1ll << 40)) return false;
   return true;
 }
 
-/* The tensor map of one of q, k, v: dims (D, rows, heads, batch), boxes of
+/* The tensor map of one of q, k, v: dims (D, rows, heads, batch) (k and v:
+ * their heads, fewer under grouped-query attention), boxes of
  * (D, box_rows, 1, 1); a stride a dimension of 1 makes meaningless becomes
  * 16 bytes, which the encoder accepts. */
 template <typename T>
-bool tma_map(CUtensorMap *map, const T *base, int rows, const nnc_cuda_attn_args<T> &a, long long st, long long sh,
-             long long sb, int box_rows) {
+bool tma_map(CUtensorMap *map, const T *base, int rows, int heads, const nnc_cuda_attn_args<T> &a, long long st,
+             long long sh, long long sb, int box_rows) {
   const CUtensorMapDataType type =
       std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const long long one = 16 / (long long)sizeof(T);
-  const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)rows, (uint64_t)a.heads, (uint64_t)a.batch};
+  const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)rows, (uint64_t)heads, (uint64_t)a.batch};
   const long long strides[3] = {st > 0 ? st : one, sh > 0 ? sh : one, sb > 0 ? sb : one};
   const uint32_t box[4] = {(uint32_t)a.D, (uint32_t)box_rows, 1, 1};
   return nnc_tma::encode_4d(map, base, type, dims, strides, box);

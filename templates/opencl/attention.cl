@@ -47,14 +47,16 @@
  * for k (i < S), v (i < S, d < Dv) and out (d < Dv). causal: key j is masked
  * for query i when j > i + (S - T). mask (may be NULL) is [batch, S] with row
  * stride mask_sb: key j of batch b is masked when mask[b*mask_sb + j] == 0.
- * A query whose keys are all masked gives a row of zeros. */
+ * A query whose keys are all masked gives a row of zeros. kv_group (>= 1):
+ * query heads h read the k and v of head h / kv_group (grouped-query
+ * attention). */
 __kernel __attribute__((reqd_work_group_size(NNC_BQ, 1, 1)))
 void nnc_attention(int T, int S, int D, int Dv,
                    __global const nnc_t *q, long q_sb, long q_sh, long q_st,
                    __global const nnc_t *k, long k_sb, long k_sh, long k_st,
                    __global const nnc_t *v, long v_sb, long v_sh, long v_st,
                    __global nnc_t *out, long o_sb, long o_sh, long o_st,
-                   float scale, int causal, __global const NNC_MASK_T *mask, long mask_sb) {
+                   float scale, int causal, __global const NNC_MASK_T *mask, long mask_sb, int kv_group) {
   __local float Ks[NNC_BK][NNC_D_MAX];
   __local float Vs[NNC_BK][NNC_DV_MAX];
   __local int Keep[NNC_BK];
@@ -63,8 +65,8 @@ void nnc_attention(int T, int S, int D, int Dv,
   const long h = (long)get_global_id(1), b = (long)get_global_id(2);
   const bool live = i < T;
   q += b * q_sb + h * q_sh;
-  k += b * k_sb + h * k_sh;
-  v += b * v_sb + h * v_sh;
+  k += b * k_sb + h / kv_group * k_sh;
+  v += b * v_sb + h / kv_group * v_sh;
 
 #if NNC_ATT_VEC
   float8 qi[NNC_D_MAX / 8], acc[NNC_DV_MAX / 8];

@@ -25,7 +25,9 @@
 #include "attention.cuh"
 #include "gpu_test.cuh"
 
-enum layout { CONTIG, FUSED_QKV, BCAST, PAD8, PAD_ODD };
+/* GQA3: k and v with a head for every 3 query heads (kv_group = 3); MQA:
+ * one head of k and v for all of them */
+enum layout { CONTIG, FUSED_QKV, BCAST, PAD8, PAD_ODD, GQA3, MQA };
 enum masking { NO_MASK, MASK, MASK_BCAST };
 
 struct tcase {
@@ -73,6 +75,12 @@ static const tcase CASES[] = {
     {"decode_T2_S0", 2, 3, 2, 0, 64, 64, 0, NO_MASK, CONTIG, false, true},
     {"decode_bcast_kv_T1_S77", 3, 5, 1, 77, 64, 64, 0, MASK_BCAST, BCAST, false, true},
     {"decode_fused_qkv_T1_S1", 3, 12, 1, 1, 64, 64, 1, NO_MASK, FUSED_QKV, false, true},
+    /* grouped-query attention (LLaMA's kv heads), with the padding mask: decode, mma and wgmma, SIMT */
+    {"gqa_decode_T1_S300_mask", 3, 12, 1, 300, 64, 64, 1, MASK, GQA3, true, true},
+    {"gqa_T77_S77_causal_mask", 3, 6, 77, 77, 64, 64, 1, MASK, GQA3, true, true},
+    {"gqa_d128_T65_S129_mask", 2, 6, 65, 129, 128, 128, 0, MASK, GQA3, false, true},
+    {"mqa_T33_S45_causal", 2, 6, 33, 45, 64, 64, 1, NO_MASK, MQA, false, true},
+    {"mqa_simt_odd_mask", 3, 6, 17, 19, 5, 7, 0, MASK, MQA, false, false},
 };
 
 struct view {
@@ -104,6 +112,7 @@ template <typename T> static T *upload(const std::vector<T> &h) {
 /* tf32: f32 data with the products on tf32 tensor cores (a.tf32 = 1). */
 template <typename T> static void run_case(const tcase &c, int cc, const char *tname, double tol, bool tf32 = false) {
   const int B = c.B, H = c.H, Tq = c.T, S = c.S, D = c.D, Dv = c.Dv;
+  const int G = c.lay == GQA3 ? 3 : c.lay == MQA ? H : 1, KH = H / G; /* query heads a k/v head serves */
   view q{}, k{}, v{}, o{};
   std::vector<T> hq, hk, hv; /* with FUSED_QKV all three live in hq */
   if (c.lay == FUSED_QKV) {
@@ -117,8 +126,8 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     const long long qst = D + pq, kst = D + pk, vst = Dv + pq;
     q = {0, (long long)H * Tq * qst, (long long)Tq * qst, qst};
     const bool bc = c.lay == BCAST;
-    k = {0, bc ? 0 : (long long)H * S * kst, (long long)S * kst, kst};
-    v = {0, bc ? 0 : (long long)H * S * vst, (long long)S * vst, vst};
+    k = {0, bc ? 0 : (long long)KH * S * kst, (long long)S * kst, kst};
+    v = {0, bc ? 0 : (long long)KH * S * vst, (long long)S * vst, vst};
   }
   const long long ost = Dv + (c.lay == PAD8 ? 8 : c.lay == PAD_ODD ? 1 : 0);
   o = {0, (long long)H * Tq * ost, (long long)Tq * ost, ost};
@@ -128,8 +137,8 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     fill(hq, 2.0f);
   } else {
     hq.resize(extent(q, B, H, Tq, D));
-    hk.resize(std::max(extent(k, B, H, S, D), (size_t)1));
-    hv.resize(std::max(extent(v, B, H, S, Dv), (size_t)1));
+    hk.resize(std::max(extent(k, B, KH, S, D), (size_t)1));
+    hv.resize(std::max(extent(v, B, KH, S, Dv), (size_t)1));
     fill(hq, 2.0f);
     fill(hk, 2.0f);
     fill(hv, 1.0f);
@@ -164,6 +173,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   a.scale = 1.0f / std::sqrt((float)std::max(D, 1));
   a.causal = c.causal;
   a.mask = dm, a.mask_sb = msb;
+  a.kv_group = G;
   a.tf32 = tf32;
 
   const bool mma = nnc_cuda_attention_uses_mma(a, cc);
@@ -198,7 +208,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
             continue;
           }
           double x = 0;
-          for (int d = 0; d < D; ++d) x += h_to(hq[q.at(b, h, i, d)]) * h_to(kk[k.at(b, h, j, d)]);
+          for (int d = 0; d < D; ++d) x += h_to(hq[q.at(b, h, i, d)]) * h_to(kk[k.at(b, h / G, j, d)]);
           sc[j] = x * (double)a.scale;
           mx = std::max(mx, sc[j]);
         }
@@ -209,7 +219,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
             if (sc[j] == -INFINITY) continue;
             const double w = std::exp(sc[j] - mx);
             sum += w;
-            for (int d = 0; d < Dv; ++d) ref[d] += w * h_to(vv[v.at(b, h, j, d)]);
+            for (int d = 0; d < Dv; ++d) ref[d] += w * h_to(vv[v.at(b, h / G, j, d)]);
           }
         for (int d = 0; d < Dv; ++d) {
           const double r = sum > 0 ? ref[d] / sum : 0.0;

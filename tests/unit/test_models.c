@@ -819,6 +819,49 @@ static void test_llama_default_params(void **state) {
   model_free(&m);
 }
 
+/* nnc --generate of a LLaMA: each layer's grouped-query attention, with the
+ * padding mask, is one kernel reading k and v from the kv caches in place
+ * (their heads as h / G, no copy of the cache a step) and writing its
+ * output where the head merge would; the kv_append outputs are not stored. */
+static void test_llama_generate_in_place(void **state) {
+  (void)state;
+  const char *d[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
+  char path[512];
+  snprintf(path, sizeof path, "%s/models/llama.lua", NNC_SOURCE_ROOT);
+  nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = 8, .generating = true};
+  nnc_error err = {0};
+  model m;
+  memset(&m, 0, sizeof m);
+  nnc_graph_init(&m.g);
+  if (nnc_frontend_load(&o, &m.g, &err)) fail_msg("loading %s: %s", path, err.msg);
+  nnc_schedule_init(&m.s, &m.g);
+  m.scheduled = true;
+  if (nnc_compile_graph_for(&m.g, NULL, &m.s, &err)) fail_msg("compiling %s: %s", path, err.msg);
+  int attn = 0;
+  for (int k = 0; k < m.s.nk; k++) {
+    const nnc_kernel *kn = &m.s.k[k];
+    if (kn->kind != NNC_KERNEL_ATTENTION) continue;
+    attn++;
+    const nnc_attention_desc *a = &kn->d.attn;
+    assert_true(a->causal && a->mask >= 0);
+    for (int i = 1; i < 3; i++) {
+      assert_true(a->view[i].on);
+      const nnc_tensor *cache = &m.g.tensors[a->view[i].base];
+      assert_int_equal(cache->kind, NNC_TENSOR_STATE);
+      /* heads a capacity (24 rows of 8) apart */
+      assert_true(nnc_dim_eq_const(a->view[i].sh, 24 * 8) && nnc_dim_eq_const(a->view[i].si, 8));
+    }
+    assert_true(a->view[NNC_ATTN_OUT].on && nnc_dim_eq_const(a->view[NNC_ATTN_OUT].si, 48));
+  }
+  assert_int_equal(attn, 3);
+  for (int t = 0; t < m.g.ntensors; t++) {
+    int p = m.g.tensors[t].producer;
+    if (p >= 0 && !m.g.nodes[p].dead && m.g.nodes[p].op == NNC_OP_KV_APPEND)
+      assert_int_equal(m.s.plan.buf[t].storage, NNC_STORE_NONE);
+  }
+  model_free(&m);
+}
+
 /* --------------------------------------------------------------- bert */
 
 static const char *const bert_small[] = {"layers=2", "hidden=15", "heads=3", "intermediate=37",
@@ -963,6 +1006,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_train_recompute),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
       cmocka_unit_test(test_llama_default_params),
+      cmocka_unit_test(test_llama_generate_in_place),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
       cmocka_unit_test(test_bert_one_layer_by_hand),

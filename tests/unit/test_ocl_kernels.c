@@ -551,11 +551,12 @@ static void test_rows(void **state) {
 typedef struct attn_case {
   int B, H, T, S, D, Dv, causal, masked;
   const char *opts;
+  int G;   /* grouped-query: query heads a k/v head serves (0: 1) */
 } attn_case;
 
 static double run_attention(const attn_case *c) {
-  const int B = c->B, H = c->H, T = c->T, S = c->S, D = c->D, Dv = c->Dv;
-  /* q and out as [B, T, H, D] (heads interleaved), k and v as [B, H, S, D] */
+  const int B = c->B, H = c->H, T = c->T, S = c->S, D = c->D, Dv = c->Dv, G = c->G > 1 ? c->G : 1;
+  /* q and out as [B, T, H, D] (heads interleaved), k and v as [B, H, S, D] (their first H / G heads read) */
   const ptrdiff_t q_st = (ptrdiff_t)H * D + 1, q_sh = D, q_sb = T * q_st;
   const ptrdiff_t k_st = D + 2, k_sh = S * k_st, k_sb = H * k_sh;
   const ptrdiff_t v_st = Dv, v_sh = S * v_st + 3, v_sb = H * v_sh;
@@ -595,7 +596,7 @@ static double run_attention(const attn_case *c) {
   arg_m(kk, a++, dv); arg_l(kk, a++, v_sb); arg_l(kk, a++, v_sh); arg_l(kk, a++, v_st);
   arg_m(kk, a++, dout); arg_l(kk, a++, o_sb); arg_l(kk, a++, o_sh); arg_l(kk, a++, o_st);
   arg_f(kk, a++, scale); arg_i(kk, a++, c->causal);
-  arg_m(kk, a++, c->masked ? dm : NULL); arg_l(kk, a++, mask_sb);
+  arg_m(kk, a++, c->masked ? dm : NULL); arg_l(kk, a++, mask_sb); arg_i(kk, a++, G);
   size_t gs[3] = {round_up((size_t)T, wg[0]), (size_t)H, (size_t)B};
   launch(kk, 3, gs, wg);
   download(dout, o, no);
@@ -611,7 +612,7 @@ static double run_attention(const attn_case *c) {
           if (c->causal && j > i + (S - T)) continue;
           if (c->masked && mask[b * mask_sb + j] == 0) continue;
           double dot = 0;
-          for (int d = 0; d < D; ++d) dot += (double)q[b * q_sb + h * q_sh + i * q_st + d] * k[b * k_sb + h * k_sh + j * k_st + d];
+          for (int d = 0; d < D; ++d) dot += (double)q[b * q_sb + h * q_sh + i * q_st + d] * k[b * k_sb + h / G * k_sh + j * k_st + d];
           s[j] = dot * scale;
           if (s[j] > m) m = s[j];
         }
@@ -621,7 +622,7 @@ static double run_attention(const attn_case *c) {
             if (s[j] == -INFINITY) continue;
             double p = exp(s[j] - m);
             l += p;
-            for (int d = 0; d < Dv; ++d) ref[d] += p * v[b * v_sb + h * v_sh + j * v_st + d];
+            for (int d = 0; d < Dv; ++d) ref[d] += p * v[b * v_sb + h / G * v_sh + j * v_st + d];
           }
           for (int d = 0; d < Dv; ++d) ref[d] /= l;
         }
@@ -650,23 +651,26 @@ static void test_attention(void **state) {
   (void)state;
   if (!g.ok) skip();
   const attn_case cases[] = {
-    {3, 5, 17, 17, 7, 7, 0, 0, ""},
-    {3, 5, 17, 17, 7, 7, 1, 0, ""},
-    {3, 5, 17, 17, 7, 7, 0, 1, ""},
-    {3, 5, 17, 17, 7, 7, 1, 1, ""},
-    {3, 5, 5, 17, 7, 3, 1, 1, "-DNNC_BQ=4 -DNNC_BK=5 -DNNC_D_MAX=7 -DNNC_DV_MAX=3"},
-    {2, 3, 17, 5, 9, 11, 1, 0, "-DNNC_BQ=8 -DNNC_BK=3"},
-    {1, 1, 1, 1, 1, 1, 0, 0, ""},
-    {2, 3, 33, 70, 13, 5, 1, 1, "-DNNC_BK=32"},
+    {3, 5, 17, 17, 7, 7, 0, 0, "", 0},
+    {3, 5, 17, 17, 7, 7, 1, 0, "", 0},
+    {3, 5, 17, 17, 7, 7, 0, 1, "", 0},
+    {3, 5, 17, 17, 7, 7, 1, 1, "", 0},
+    {3, 5, 5, 17, 7, 3, 1, 1, "-DNNC_BQ=4 -DNNC_BK=5 -DNNC_D_MAX=7 -DNNC_DV_MAX=3", 0},
+    {2, 3, 17, 5, 9, 11, 1, 0, "-DNNC_BQ=8 -DNNC_BK=3", 0},
+    {1, 1, 1, 1, 1, 1, 0, 0, "", 0},
+    {2, 3, 33, 70, 13, 5, 1, 1, "-DNNC_BK=32", 0},
     /* rows as float8 vectors */
-    {3, 5, 17, 17, 32, 16, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=32 -DNNC_DV_MAX=16"},
-    {2, 3, 33, 70, 8, 24, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=8 -DNNC_DV_MAX=24 -DNNC_BK=32"},
-    {2, 2, 5, 9, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=4 -DNNC_BK=7"},
+    {3, 5, 17, 17, 32, 16, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=32 -DNNC_DV_MAX=16", 0},
+    {2, 3, 33, 70, 8, 24, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=8 -DNNC_DV_MAX=24 -DNNC_BK=32", 0},
+    {2, 2, 5, 9, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=4 -DNNC_BK=7", 0},
     /* the ends of the tile lists: one query a group, 64 queries and 32 keys (a GPU's first), 16 and 64 (a CPU's) */
-    {2, 3, 19, 23, 64, 64, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=1 -DNNC_BK=8"},
-    {2, 3, 67, 67, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=64 -DNNC_BK=32"},
-    {1, 2, 131, 131, 64, 64, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=16 -DNNC_BK=64"},
-    {2, 2, 9, 13, 5, 3, 0, 1, "-DNNC_BQ=2 -DNNC_BK=8"},
+    {2, 3, 19, 23, 64, 64, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=1 -DNNC_BK=8", 0},
+    {2, 3, 67, 67, 64, 64, 1, 0, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=64 -DNNC_BK=32", 0},
+    {1, 2, 131, 131, 64, 64, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=16 -DNNC_BK=64", 0},
+    {2, 2, 9, 13, 5, 3, 0, 1, "-DNNC_BQ=2 -DNNC_BK=8", 0},
+    /* grouped-query: 6 query heads over 2 and over 3 k/v heads, with the padding mask */
+    {3, 6, 17, 17, 7, 7, 1, 1, "", 3},
+    {2, 6, 1, 23, 64, 64, 0, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=1 -DNNC_BK=8", 2},
   };
   double worst = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -832,10 +836,10 @@ static void narrow(fmt f) {
     if (e > er) er = e;
   }
   const attn_case ac[] = {
-    {3, 5, 17, 17, 7, 7, 1, 1, ""},
-    {2, 3, 33, 70, 13, 5, 1, 1, "-DNNC_BK=32 -DNNC_MASK_I32=1"},
-    {3, 5, 17, 17, 16, 8, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=16 -DNNC_DV_MAX=8"},
-    {2, 3, 67, 67, 64, 64, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=16 -DNNC_BK=32 -DNNC_MASK_I32=1"},
+    {3, 5, 17, 17, 7, 7, 1, 1, "", 0},
+    {2, 3, 33, 70, 13, 5, 1, 1, "-DNNC_BK=32 -DNNC_MASK_I32=1", 0},
+    {3, 5, 17, 17, 16, 8, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=16 -DNNC_DV_MAX=8", 0},
+    {2, 3, 67, 67, 64, 64, 1, 1, "-DNNC_ATT_VEC=1 -DNNC_D_MAX=64 -DNNC_DV_MAX=64 -DNNC_BQ=16 -DNNC_BK=32 -DNNC_MASK_I32=1", 0},
   };
   for (size_t i = 0; i < sizeof ac / sizeof ac[0]; ++i) {
     double e = run_attention(&ac[i]);
@@ -866,7 +870,7 @@ static void test_bf16(void **state) {
 static void test_attention_i32_mask(void **state) {
   (void)state;
   if (!g.ok) skip();
-  const attn_case c = {3, 5, 17, 17, 7, 7, 1, 1, "-DNNC_MASK_I32=1"};
+  const attn_case c = {3, 5, 17, 17, 7, 7, 1, 1, "-DNNC_MASK_I32=1", 0};
   double e = run_attention(&c);
   if (!(e <= TOL_F32)) fail_msg("attention with an i32 mask: max error %g", e);
 }

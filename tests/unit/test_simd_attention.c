@@ -10,6 +10,7 @@ typedef struct acase {
   int B, H, T, S, D, Dv;
   int causal, use_mask, interleaved, threads;
   int mask_kind;  /* 0: random zeros, 1: batch 0 all zeros */
+  int group;      /* grouped-query: query heads a k/v head serves (0: 1) */
 } acase;
 
 static int run(const acase *c) {
@@ -19,6 +20,8 @@ static int run(const acase *c) {
   a.batch = B; a.heads = H; a.T = T; a.S = S; a.D = D; a.Dv = Dv;
   a.scale = 1.0f / sqrtf((float)(D > 0 ? D : 1));
   a.causal = c->causal;
+  a.kv_group = c->group;
+  const int G = c->group > 1 ? c->group : 1;   /* query head h reads k/v head h / G */
   /* Strides: [B,H,T,D] or [B,T,H,D] (what a fused QKV projection gives). */
   if (c->interleaved) {
     a.q_st = (ptrdiff_t)H * D; a.q_sh = D; a.q_sb = (ptrdiff_t)T * H * D;
@@ -82,7 +85,7 @@ static int run(const acase *c) {
           double s = 0;
           for (int d = 0; d < D; ++d)
             s += (double)q[b * a.q_sb + h * a.q_sh + i * a.q_st + d] *
-                 k[b * a.k_sb + h * a.k_sh + j * a.k_st + d];
+                 k[b * a.k_sb + h / G * a.k_sh + j * a.k_st + d];
           p[j] = masked ? -INFINITY : s * a.scale;
           if (p[j] > mx) mx = p[j];
         }
@@ -102,7 +105,7 @@ static int run(const acase *c) {
         }
         for (int d = 0; d < Dv; ++d) {
           double acc = 0;
-          for (int j = 0; j < S; ++j) acc += p[j] * v[b * a.v_sb + h * a.v_sh + j * a.v_st + d];
+          for (int j = 0; j < S; ++j) acc += p[j] * v[b * a.v_sb + h / G * a.v_sh + j * a.v_st + d];
           ref[i * Dv + d] = sum > 0 ? acc / sum : 0;
           got[i * Dv + d] = o[b * a.o_sb + h * a.o_sh + i * a.o_st + d];
         }
@@ -220,6 +223,22 @@ static void test_lse_only(void **state) {
   free(ws);
 }
 
+/* Grouped-query attention: 6 query heads over 3, 2 and 1 k/v heads, with
+ * masks, both layouts, a decode row and causal prefill rows. */
+static void test_grouped(void **state) {
+  (void)state;
+  static const int groups[] = {2, 3, 6};
+  for (int g = 0; g < 3; ++g)
+    for (int il = 0; il < 2; ++il) {
+      acase c = mk(3, 6, g == 0 ? 1 : 17, 23, 16, 16);
+      c.group = groups[g];
+      c.interleaved = il;
+      c.use_mask = 1;
+      c.causal = g != 1;
+      assert_true(run(&c));
+    }
+}
+
 static void test_errors(void **state) {
   (void)state;
   float q[16] = {0}, k[16] = {0}, v[16] = {0}, o[16];
@@ -248,6 +267,9 @@ static void test_errors(void **state) {
   assert_int_equal(nnc_simd_attention(&a, NULL, ws, 4, &err), NNC_SIMD_E_ARG);
   assert_non_null(strstr(err.msg, "workspace"));
   assert_int_equal(nnc_simd_attention(NULL, NULL, ws, wsb, &err), NNC_SIMD_E_ARG);
+  b = a; b.heads = 3; b.kv_group = 2;   /* 3 query heads do not share k/v heads 2 to 1 */
+  assert_int_equal(nnc_simd_attention(&b, NULL, ws, wsb, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "kv_group"));
   for (int i = 0; i < 16; ++i) assert_true(isnan(o[i]));
   free(ws);
 }
@@ -257,7 +279,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sizes),       cmocka_unit_test(test_causal_shapes),
       cmocka_unit_test(test_all_masked),  cmocka_unit_test(test_s_zero_and_empty),
-      cmocka_unit_test(test_lse_only),    cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_lse_only),    cmocka_unit_test(test_grouped),
+      cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
