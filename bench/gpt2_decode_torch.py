@@ -12,6 +12,7 @@ median over the steps, in eager mode and under each torch.compile MODE.
 
     python3 bench/gpt2_decode_torch.py --batch 1 --prompt 512 --steps 64 --modes eager,reduce-overhead
 Prints one JSON line per mode: {"mode", "batch", "prompt", "decode_ms"}.
+    python3 bench/gpt2_decode_torch.py --copy-bw    # {"copy_GBps"}: the floor's bandwidth
 """
 import argparse
 import json
@@ -69,6 +70,24 @@ class GPT2:
         return x @ self.wte.t()
 
 
+def copy_rate(nbytes=1 << 30, reps=20):
+    """Bytes read + written a second by a device-to-device copy of nbytes,
+    the median of reps copies timed with CUDA events."""
+    x = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    times = []
+    for i in range(reps + 3):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        y.copy_(x)
+        e1.record()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append(e0.elapsed_time(e1) / 1e3)
+    times.sort()
+    return 2 * nbytes / times[len(times) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=1)
@@ -76,7 +95,12 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--modes", default="eager,reduce-overhead")
     ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--copy-bw", action="store_true",
+                    help="print the device-to-device copy rate (the decode floor's bandwidth) and stop")
     a = ap.parse_args()
+    if a.copy_bw:
+        print(json.dumps({"copy_GBps": round(copy_rate() / 1e9, 1)}), flush=True)
+        return
     dev = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: a smoke test of the script
     torch.backends.cuda.matmul.allow_tf32 = True
     ctx = a.prompt + a.steps

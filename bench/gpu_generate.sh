@@ -17,6 +17,12 @@
 # its kernel breakdown, and bench/gpt2_decode_torch.py (a static cache,
 # eager and torch.compile MODES) at B=1 and B=64 in the same call.
 # ctx is 640 there: 64 x 640 logits rows of 50257 fit the kernels' int indices.
+# The decode step is also timed on gpt2_full_bf16_base, the same folder with
+# the skinny GEMM's branch for M <= 64 switched off (cuBLASLt at every M), as
+# the baseline of the same run; then the floor: the weights' bytes and the
+# kv caches' (12 layers x k, v x B x S x 768 bf16) over the device-to-device
+# copy rate measured in the same run (gpt2_decode_torch.py --copy-bw), and
+# each step time as a % of it.
 # Environment: NNC, ARCH (sm_90a), PROMPT (512), STEPS (64), MODES (eager,default,reduce-overhead)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +36,7 @@ gpt2_bf16 models/gpt2 bf16 $GSMALL
 llama_f32 models/llama f32 $LSMALL
 llama_bf16 models/llama bf16 $LSMALL
 gpt2_full_bf16 models/gpt2 bf16 -D batch=64 -D ctx=640"
+BASE=gpt2_full_bf16_base
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -38,6 +45,10 @@ generate() {
     # shellcheck disable=SC2086  # defs: several -D words
     "$nnc" "$ROOT/$model.lua" --generate $defs --target=cuda-${ARCH/_/} --precision="$p" -o "$G/$c" || exit 1
   done <<< "$CASES"
+  # the baseline: the skinny GEMM's branch off (templates/cuda/gemm_skinny.cuh, M <= 64 at run time)
+  cp -r "$G/gpt2_full_bf16" "$G/$BASE"
+  sed -i 's|^  if (M <= 64) {   /\* a few rows|  if (false) {   /* the baseline: off; a few rows|' "$G/$BASE/gpt2.cu"
+  grep -q 'if (false) {   /\* the baseline' "$G/$BASE/gpt2.cu" || { echo "no skinny branch to switch off" >&2; exit 1; }
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
@@ -54,6 +65,7 @@ run() {
   while read -r c _; do
     make -C "$G/$c" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$c.log" 2>&1 &
   done <<< "$CASES"
+  make -C "$G/$BASE" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$BASE.log" 2>&1 &
   wait
   while read -r c model _; do
     local m=${model#models/}
@@ -75,12 +87,37 @@ run() {
   # one decode step on staged device buffers (the harness's median), with
   # and without CUDA graphs, and its kernels; then the PyTorch peer
   local S=$((PROMPT + STEPS / 2))
+  python3 "$ROOT/bench/gpt2_decode_torch.py" --copy-bw > "$out/copy_bw.json" 2> "$out/copy_bw.err"
   for b in 1 64; do
     for gr in off on; do
-      (cd "$G/gpt2_full_bf16" && ./bench_gpt2 -d B=$b -d T=1 -d S=$S --runs 50 --warmup 10 --cuda-graphs $gr --json \
-         > "$out/step_b${b}_$gr.json" 2> "$out/step_b${b}_$gr.err")
-      echo "gpt2 124M bf16 decode step B=$b S=$S graphs $gr: $(python3 -c 'import json,sys; print("%.4f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/step_b${b}_$gr.json" 2>&1 | tail -1)" >> "$t"
+      for f in gpt2_full_bf16 $BASE; do
+        local tag=${f#gpt2_full_bf16}
+        (cd "$G/$f" && ./bench_gpt2 -d B=$b -d T=1 -d S=$S --runs 50 --warmup 10 --cuda-graphs $gr --json \
+           > "$out/step_b${b}_$gr$tag.json" 2> "$out/step_b${b}_$gr$tag.err")
+        echo "gpt2 124M bf16 decode step B=$b S=$S graphs $gr${tag:+ (baseline: cuBLASLt at every M)}: $(python3 -c 'import json,sys; print("%.4f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/step_b${b}_$gr$tag.json" 2>&1 | tail -1)" >> "$t"
+      done
     done
+    python3 - "$G/gpt2_full_bf16/weights_manifest.json" "$out/copy_bw.json" "$b" "$S" "$out" >> "$t" 2>&1 <<'PY'
+import json, sys
+man, bw, b, S, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+n = 0
+for t in json.load(open(man))["tensors"]:
+    e = 1
+    for d in t["shape"]:
+        e *= d
+    n += e
+wbytes, cbytes = 2 * n, 12 * 2 * b * S * 768 * 2          # bf16 weights; k and v of 12 layers
+rate = json.load(open(bw))["copy_GBps"] * 1e9
+floor = (wbytes + cbytes) / rate * 1e3
+print("floor B=%d S=%d: (weights %.0f MB + caches %.0f MB) / copy %.0f GB/s = %.4f ms" % (b, S, wbytes / 1e6, cbytes / 1e6, rate / 1e9, floor))
+for gr in ("off", "on"):
+    for tag, what in (("", "nnc"), ("_base", "nnc baseline")):
+        try:
+            ms = json.load(open("%s/step_b%d_%s%s.json" % (out, b, gr, tag)))["median_ms"]
+            print("  %s graphs %s: %.4f ms, %.0f%% of the floor" % (what, gr, ms, 100 * floor / ms))
+        except (OSError, ValueError, KeyError) as e:
+            print("  %s graphs %s: no result (%s)" % (what, gr, e))
+PY
     python3 "$ROOT/bench/kernel_breakdown.py" --top 5 "$out/step_b${b}_off.json" > "$out/breakdown_b$b.txt" 2>&1
     timeout 400 python3 "$ROOT/bench/gpt2_decode_torch.py" --batch $b --prompt "$PROMPT" --steps "$STEPS" \
       --modes "${MODES:-eager,default,reduce-overhead}" > "$out/torch_b$b.txt" 2> "$out/torch_b$b.err"

@@ -567,6 +567,43 @@ static void test_volta(void **state) {
   assert_true(file_has(p, "CUDA device"));
 }
 
+/* A decode-shaped GPT-2 (B = 64 rows at T = 1) on cuda-sm90a: every linear
+ * layer and the LM head get the skinny GEMM's branch for M <= 64 at run time
+ * before their usual path (cuBLASLt, the head's wgmma GEMM), with W as
+ * [K, N] (Conv1D) in the layers and [N, K] (the tied embedding) in the head;
+ * the folder builds with nvcc. sm_80 (no clusters) keeps cuBLASLt alone.
+ * What it computes is checked on a GPU (bench/gpu_skinny.cu,
+ * bench/gpu_generate.sh). */
+static void test_skinny(void **state) {
+  (void)state;
+  if (!have_nvcc()) {
+    skip();
+    return;
+  }
+  const char *gpt2[] = {"layers=2", "vocab=2001", "ctx=64", "batch=64"};
+  build("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", gpt2, 4);
+  char p[600], sm80[512], cmd[1100];
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16/gpt2.cu", work);
+  assert_true(file_has(p, "#include \"kernels/gemm_skinny.cuh\""));
+  assert_true(file_has(p, "/* cuBLASLt after a norm kernel (by rule); nnc's skinny GEMM when M <= 64 */"));
+  assert_true(file_has(p, "  if (M <= 64) {   /* a few rows (a decode step): the skinny GEMM streams the weight once */\n"
+                          "    nnc_cuda_skinny_args<__nv_bfloat16, __nv_bfloat16> sk = {};"));
+  assert_true(file_has(p, "    sk.w_nk = false;   /* W is [K, N] */\n"));
+  assert_true(file_has(p, "    sk.act = NNC_CUDA_ACT_GELU_TANH;\n"));   /* mlp.c_fc's gelu in its epilogue */
+  /* the head: f32 logits, W the tied embedding */
+  assert_true(file_has(p, "nnc_cuda_skinny_args<__nv_bfloat16, float> sk = {};"));
+  assert_true(file_has(p, "    sk.w_nk = true;   /* W is [N, K] */\n"));
+  /* 4 GEMMs a layer and the head, each with its branch */
+  snprintf(cmd, sizeof cmd, "test $(grep -c 'nnc_cuda_gemm_skinny(sk, s, &se)' %s) -eq 9", p);
+  assert_int_equal(sh("%s", cmd), 0);
+  /* sm_80: no thread block clusters, no skinny branch */
+  nnc_error err = {0};
+  snprintf(sm80, sizeof sm80, "%s/gpt2_skinny_sm80", work);
+  assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm80", "bf16", NULL, gpt2, 4, false, sm80, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
+  assert_false(file_has(p, "gemm_skinny"));
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(work, sizeof work, "/tmp/nnc_emit_cuda_XXXXXX");
@@ -582,6 +619,9 @@ int main(int argc, char **argv) {
   /* "volta": cuda-sm70 alone, a test of its own that meson runs beside the rest */
   const struct CMUnitTest volta[] = {cmocka_unit_test(test_volta)};
   if (argc > 1 && strcmp(argv[1], "volta") == 0) return cmocka_run_group_tests(volta, setup, teardown);
+  /* "skinny": the decode GEMMs' branch (a test of its own, so that it can be run alone) */
+  const struct CMUnitTest skinny[] = {cmocka_unit_test(test_skinny)};
+  if (argc > 1 && strcmp(argv[1], "skinny") == 0) return cmocka_run_group_tests(skinny, setup, teardown);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_product_dims),
