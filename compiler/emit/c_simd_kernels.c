@@ -58,7 +58,8 @@ static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_ge
   if (af || bf)
     nnc_sb_printf(&body, "      %s%s%s\n", af ? ".stride_a = (ptrdiff_t)M * K," : "", af && bf ? " " : "",
                   bf ? ".stride_b = (ptrdiff_t)K * N," : "");
-  nnc_sb_printf(&body, "      .stride_c = (ptrdiff_t)M * N, .stride_r = (ptrdiff_t)M * N,\n");
+  nnc_sb_printf(&body, "      .stride_c = (ptrdiff_t)M * N, .stride_r = (ptrdiff_t)M * N,%s\n",
+                d->residual_mul ? " .residual_mul = 1,   /* C = act(A.B) * residual */" : "");
   nnc_sb_printf(&body, "      .alpha = %s, .act = %s,\n", ec_literal(d->alpha, false, lit, sizeof lit),
                 act_name(d->act, d->gelu_tanh));
   if (d->prologue != NNC_NORM_NONE)

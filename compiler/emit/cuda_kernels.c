@@ -91,7 +91,7 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
   nnc_dtype t = x->g->tensors[d->a].dtype;
   bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
   /* its pipeline is sm_80's: cp.async, ldmatrix and m16n8k16 products */
-  return x->r->target->cuda.cp_async && !d->a_trans && d->aux_kind == NNC_AUX_NONE && !d->act_last &&
+  return x->r->target->cuda.cp_async && !d->a_trans && d->aux_kind == NNC_AUX_NONE && !d->act_last && !d->residual_mul &&
          (t == NNC_BF16 || t == NNC_F16) &&
          x->g->tensors[d->out].dtype == t &&
          s->first_inner == 0 && constant(s->N) && constant(s->K) && atoll(s->N) % 8 == 0 && atoll(s->K) % 8 == 0 &&
@@ -157,7 +157,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     lt_act = gelu_tanh && constant(p->s.N) && atoll(p->s.N) % 8 == 0 &&
              x->g->tensors[d->out].dtype == x->g->tensors[d->a].dtype;
   p->pre_norm = d->prologue != NNC_NORM_NONE;
-  p->post = !lt_act || act_res;
+  /* a residual that multiplies (SwiGLU's gate) is the epilogue kernel's: cuBLASLt's C only adds */
+  p->post = !lt_act || act_res || d->residual_mul;
   p->lt_epi = d->bgrad_from != NNC_BGRAD_NONE                       ? (d->bgrad_from == NNC_BGRAD_B ? "NNRT_EPI_BGRAD_B" : "NNRT_EPI_BGRAD_A")
               : p->post || d->act == NNC_OP_NONE ? "NNRT_EPI_NONE"
               : d->aux_kind == NNC_AUX_SAVE     ? "NNRT_EPI_GELU_TANH_AUX"
@@ -165,7 +166,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
               : d->act == NNC_OP_RELU          ? "NNRT_EPI_RELU"
                                                : "NNRT_EPI_GELU_TANH";
   /* act_last: cuBLASLt adds the residual (its C) before its epilogue, or before the epilogue kernel's activation */
-  p->lt_residual = d->residual >= 0 && (!p->post || d->act_last);
+  p->lt_residual = d->residual >= 0 && !d->residual_mul && (!p->post || d->act_last);
   int pad = pad_of(x, d, &p->s, p->lt_residual);
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
@@ -315,10 +316,12 @@ static void emit_post_kernel(const ec_ctx *x, int ki, const char *fn, nnc_sb *b)
   ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
   const char *ty = cu_stype(x, d->out);
   bool res = d->residual >= 0 && !d->act_last;   /* act_last: cuBLASLt added it */
-  nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, res ? " and residual" : "");
+  const char *with = !res ? "" : d->residual_mul ? " times the residual" : " and residual";
+  nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, with);
   nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *r, long long n) {\n", fn, ty, ty);
   nnc_sb_printf(b, "  NNC_LOOP(e, n) {\n    const float v = nnc_ld(y[e]);\n");
-  nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex, res ? " + nnc_ld(r[e])" : "");
+  nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex,
+                !res ? "" : d->residual_mul ? " * nnc_ld(r[e])" : " + nnc_ld(r[e])");
 }
 
 /* Batch dims [0, first_inner) of the output broadcast differently in A and B

@@ -144,8 +144,8 @@ nnc_status ocl_tile_lists(ocl_ctx *o, nnc_error *err) {
 static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, int pro, const nnc_gemm_desc *d,
                             bool c_f32, const ocl_gemm_copy **out, nnc_error *err) {
   char key[112];
-  snprintf(key, sizeof key, "T%d T%d A_TRANS=%d B_TRANS=%d ACT=%d PROLOGUE=%d C_F32=%d", list, stats, d->a_trans ? 1 : 0,
-           d->b_trans ? 1 : 0, act, pro, c_f32 ? 1 : 0);
+  snprintf(key, sizeof key, "T%d T%d A_TRANS=%d B_TRANS=%d ACT=%d PROLOGUE=%d C_F32=%d RES_MUL=%d", list, stats,
+           d->a_trans ? 1 : 0, d->b_trans ? 1 : 0, act, pro, c_f32 ? 1 : 0, d->residual_mul ? 1 : 0);
   for (int i = 0; i < o->ngc; i++)
     if (strcmp(o->gc[i].key, key) == 0) {
       *out = &o->gc[i];
@@ -162,14 +162,14 @@ static nnc_status gemm_copy(ocl_ctx *o, int ki, int list, int stats, int act, in
                                   "#define NNC_TK T%d_KC\n#define NNC_WM T%d_WM\n#define NNC_WN T%d_WN\n",
              list, list, list, list, list, list, list);
   snprintf(defs, sizeof defs,
-           "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d%s; later GEMM "
+           "/* kernel %d: GEMM, the tiles of list %d (picked at create), activation %d, prologue %d%s%s; later GEMM "
            "kernels with the same macros run this copy too */\n%s"
            "#define NNC_A_TRANS %d\n#define NNC_B_TRANS %d\n#define NNC_ACT %d\n#define NNC_PROLOGUE %d\n#define NNC_WG %s\n"
-           "#define NNC_C_F32 %d\n#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
-           ki, list, act, pro, c_f32 ? ", C written as f32" : "", tiles, d->a_trans ? 1 : 0, d->b_trans ? 1 : 0, act, pro,
-           wg, c_f32 ? 1 : 0, ki, ki);
+           "#define NNC_C_F32 %d\n#define NNC_RES_MUL %d\n#define nnc_gemm k%d_gemm\n#define nnc_gemm_row_stats k%d_stats\n",
+           ki, list, act, pro, c_f32 ? ", C written as f32" : "", d->residual_mul ? ", times the residual" : "", tiles,
+           d->a_trans ? 1 : 0, d->b_trans ? 1 : 0, act, pro, wg, c_f32 ? 1 : 0, d->residual_mul ? 1 : 0, ki, ki);
   nnc_status st = paste(o, "gemm.cl", defs,
-                        "NNC_GEMM_CPU NNC_A_TRANS NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_C_F32 NNC_C_T NNC_STORE_C NNC_VSTORE_C "
+                        "NNC_GEMM_CPU NNC_A_TRANS NNC_B_TRANS NNC_ACT NNC_PROLOGUE NNC_WG NNC_C_F32 NNC_RES_MUL NNC_RES NNC_C_T NNC_STORE_C NNC_VSTORE_C "
                         "NNC_GEMM_ARGS NNC_GEMM_STORE NNC_TM NNC_TN NNC_TK NNC_WM NNC_WN NNC_KB NNC_LX NNC_LY NNC_NT "
                         "NNC_VW NNC_MR NNC_NR NNC_KC NNC_LM NNC_LN NNC_CAT_ NNC_CAT NNC_VF NNC_VLDF NNC_VSTF NNC_VLDG NNC_VSTC "
                         "NNC_NV NNC_GM NNC_GN NNC_VLD_PART NNC_JOBS nnc_gemm nnc_gemm_row_stats",

@@ -96,6 +96,7 @@ static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
           d->gelu_tanh ? "(tanh)" : "", d->alpha);
   if (d->aux_kind == NNC_AUX_SAVE) fprintf(f, " saves=%s (the activation's input)", tref(d->aux, a));
   if (d->act_last) fprintf(f, " (activation after the residual)");
+  if (d->residual_mul) fprintf(f, " (times the residual)");
   if (d->windowed) fprintf(f, " (A gathered from the windows of node %d)", d->window);
   if (d->bgrad_from != NNC_BGRAD_NONE) fprintf(f, " bias_grad=%s (%s summed over k)", tref(d->bgrad, a), d->bgrad_from == NNC_BGRAD_B ? "B" : "A");
   if (d->aux_kind == NNC_AUX_ACT_GRAD) fprintf(f, " times act'(%s)", tref(d->aux, a));

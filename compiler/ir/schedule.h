@@ -58,6 +58,8 @@ typedef enum nnc_gemm_bgrad {
 } nnc_gemm_bgrad;
 
 /* out = act(alpha * (prologue(A) . B) + bias) + residual
+ *   (* residual when residual_mul: SwiGLU's silu(gate) * up, the up
+ *   projection's GEMM multiplying by the gate's activation);
  *   A [..., M, K], or [K, M] when a_trans (a folded transpose: rank 2, no
  *   prologue, e.g. x^T in a weight gradient);
  *   B [N, K] when b_trans (nn.Linear), else [..., K, N];
@@ -76,6 +78,7 @@ typedef struct nnc_gemm_desc {
   bool gelu_tanh;
   bool act_last;               /* out = act(alpha * A.B + bias + residual): the residual before the
                                   activation (ResNet's relu(conv + shortcut)) */
+  bool residual_mul;           /* out = act(alpha * A.B + bias) * residual; never with act_last */
   double alpha;                /* 1 unless a scalar multiply was folded in */
   nnc_gemm_aux aux_kind;
   int aux;                     /* unless aux_kind is NNC_AUX_NONE */

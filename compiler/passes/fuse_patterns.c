@@ -250,7 +250,7 @@ static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, i
  * gets the reshape. */
 static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc *d, int *view) {
   if (mm->op != NNC_OP_LINEAR || !d->b_trans || d->a_trans || d->prologue != NNC_NORM_NONE ||
-      d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE || reads(mm, d->a) != 1)
+      d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE || d->residual_mul || reads(mm, d->a) != 1)
     return -1;
   if (d->act != NNC_OP_NONE && d->act != NNC_OP_RELU && d->act != NNC_OP_GELU && d->act != NNC_OP_SILU) return -1;
   *view = foldable_producer(c, d->a);
@@ -369,15 +369,19 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   }
   /* a residual made after the product (a tied weight's second gradient,
    * from the embedding's backward at the end) would hold the GEMM, and its
-   * operands, until then: the add stays apart */
-  if (r >= 0 && (o = other_operand(c, r, NNC_OP_ADD, cur)) >= 0 && tensor_of(c, o)->producer < anchor &&
+   * operands, until then: the add stays apart. A product with a tensor made
+   * before is the same epilogue with a multiply (SwiGLU: silu(gate) * up,
+   * in the up projection's GEMM). */
+  bool mul = r >= 0 && node_of(c, r)->op == NNC_OP_MUL;
+  if (r >= 0 && (o = other_operand(c, r, mul ? NNC_OP_MUL : NNC_OP_ADD, cur)) >= 0 && tensor_of(c, o)->producer < anchor &&
       same_shape(tensor_of(c, o), tensor_of(c, cur)) && tensor_of(c, o)->dtype == tensor_of(c, cur)->dtype) {
     d.residual = o;
+    d.residual_mul = mul;
     take(gr, r);
     cur = node_of(c, r)->out[0];
     r = foldable_consumer(c, cur);
     /* an activation of the sum (ResNet's relu(conv + shortcut)) */
-    if (c->gemm_act_last && d.act == NNC_OP_NONE && r >= 0 && nnc_op_is_activation(node_of(c, r)->op)) {
+    if (!mul && c->gemm_act_last && d.act == NNC_OP_NONE && r >= 0 && nnc_op_is_activation(node_of(c, r)->op)) {
       d.act = node_of(c, r)->op;
       d.gelu_tanh = d.act == NNC_OP_GELU && node_of(c, r)->attrs.gelu_tanh;
       d.act_last = true;

@@ -110,6 +110,9 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
     aux_out = nnc_ref_alloc(r, d->aux);
     if (!aux_out) return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
   }
+  if (d->residual_mul && (!res || d->act_last))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected a residual to multiply by, the activation "
+                               "before it");
   if (d->aux_kind != NNC_AUX_NONE && nnc_ref_elems(r, d->aux) != nnc_ref_elems(r, d->out))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected aux %s of out's shape %s",
                                nnc_ref_desc(r, d->aux, d1), nnc_ref_desc(r, d->out, d2));
@@ -208,7 +211,9 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
           int64_t oi[NNC_MAX_RANK], off = 0;
           nnc_ref_unravel(&so0, e, oi);
           for (int i = 0; i < so0.rank; i++) off += oi[i] * str[i];
-          v = d->act_last ? nnc_ref_activation(d->act, d->gelu_tanh, pre + res[off]) : v + res[off];
+          v = d->act_last       ? nnc_ref_activation(d->act, d->gelu_tanh, pre + res[off])
+              : d->residual_mul ? v * res[off]
+                                : v + res[off];
         }
         y[e] = v;
       }

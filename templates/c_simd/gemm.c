@@ -147,6 +147,8 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
       return nnc_simd_fail(err, KERNEL, "expected a residual that does not overlap C "
                            "(C accumulates partial sums before the residual is read)");
   }
+  if (g->residual_mul && !g->residual)
+    return nnc_simd_fail(err, KERNEL, "expected a residual for residual_mul to multiply by, found NULL");
   if ((unsigned)g->aux_mode >= NNC_SIMD_AUX_COUNT)
     return nnc_simd_fail(err, KERNEL, "unknown aux mode %d", (int)g->aux_mode);
   if (g->aux_mode != NNC_SIMD_AUX_NONE) {
@@ -273,7 +275,7 @@ static void compute_task(void *ctx, int task, int thread) {
             if (last)
               nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,
-                                g->ldr, g->aux_mode, aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL,
+                                g->ldr, g->residual_mul, g->aux_mode, aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL,
                                 g->ldx);
           }
         }

@@ -35,11 +35,12 @@ void nnc_gemm_pack_b(const float *b, ptrdiff_t ldb, int trans, int pc, int kc,
 void nnc_gemm_micro(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
                     int mr, int nr, int first);
 
-/* The epilogue on a finished tile: c = act(alpha*c + bias) + res, where
- * bias and res (ldr) are already offset to the tile and may be NULL; aux
+/* The epilogue on a finished tile: c = act(alpha*c + bias) + res (* res
+ * when res_mul), where bias and res (ldr) are already offset to the tile
+ * and may be NULL; aux
  * (ldx, offset to the tile too) per aux_mode (nnc_simd_gemm_args). */
 void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
                        const float *bias, nnc_simd_act act, const float *res,
-                       ptrdiff_t ldr, nnc_simd_aux aux_mode, float *aux, ptrdiff_t ldx);
+                       ptrdiff_t ldr, int res_mul, nnc_simd_aux aux_mode, float *aux, ptrdiff_t ldx);
 
 #endif

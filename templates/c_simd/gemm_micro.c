@@ -73,19 +73,19 @@ void nnc_gemm_micro(int kc, const float *restrict a, const float *restrict b, fl
 
 /* One vector of the epilogue; x is the vector of aux (read or written). */
 static inline nnc_vf epi(nnc_vf v, nnc_vf alpha, const float *bias, nnc_simd_act act,
-                         const float *res, nnc_simd_aux mode, float *x) {
+                         const float *res, int res_mul, nnc_simd_aux mode, float *x) {
   v = nnc_vmul(v, alpha);
   if (bias) v = nnc_vadd(v, nnc_vload(bias));
   if (mode == NNC_SIMD_AUX_ACT_GRAD) return nnc_vmul(v, nnc_vact_grad(act, nnc_vload(x)));
   if (mode == NNC_SIMD_AUX_SAVE) nnc_vstore(x, v);
   v = nnc_vact(act, v);
-  if (res) v = nnc_vadd(v, nnc_vload(res));
+  if (res) v = res_mul ? nnc_vmul(v, nnc_vload(res)) : nnc_vadd(v, nnc_vload(res));
   return v;
 }
 
 void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
                        const float *bias, nnc_simd_act act, const float *res,
-                       ptrdiff_t ldr, nnc_simd_aux aux_mode, float *aux, ptrdiff_t ldx) {
+                       ptrdiff_t ldr, int res_mul, nnc_simd_aux aux_mode, float *aux, ptrdiff_t ldx) {
   nnc_vf va = nnc_vset1(alpha);
   for (int i = 0; i < mr; ++i) {
     float *ci = c + (ptrdiff_t)i * ldc;
@@ -94,7 +94,7 @@ void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
     int j = 0;
     for (; j + NNC_VW <= nr; j += NNC_VW)
       nnc_vstore(ci + j, epi(nnc_vload(ci + j), va, bias ? bias + j : NULL, act,
-                             ri ? ri + j : NULL, aux_mode, xi ? xi + j : NULL));
+                             ri ? ri + j : NULL, res_mul, aux_mode, xi ? xi + j : NULL));
     if (j < nr) {
       /* The last partial vector goes through a full-width buffer so that it
        * gets the same arithmetic as the rest of the row. */
@@ -104,7 +104,7 @@ void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
       if (bias) memcpy(bb, bias + j, (size_t)n * sizeof(float));
       if (ri) memcpy(rb, ri + j, (size_t)n * sizeof(float));
       if (aux_mode == NNC_SIMD_AUX_ACT_GRAD) memcpy(xb, xi + j, (size_t)n * sizeof(float));
-      nnc_vstore(cb, epi(nnc_vload(cb), va, bias ? bb : NULL, act, ri ? rb : NULL, aux_mode, xb));
+      nnc_vstore(cb, epi(nnc_vload(cb), va, bias ? bb : NULL, act, ri ? rb : NULL, res_mul, aux_mode, xb));
       memcpy(ci + j, cb, (size_t)n * sizeof(float));
       if (aux_mode == NNC_SIMD_AUX_SAVE) memcpy(xi + j, xb, (size_t)n * sizeof(float));
     }

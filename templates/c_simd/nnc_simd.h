@@ -65,7 +65,8 @@ const char *nnc_simd_isa(void);
 
 /* ------------------------------------------------------------------ GEMM */
 
-/* C[M,N] = act(alpha * P(A) . B + bias) + residual, batch times.
+/* C[M,N] = act(alpha * P(A) . B + bias) + residual, batch times (times the
+ * residual instead when residual_mul: SwiGLU's up projection by silu(gate)).
  * A is [M,K] (lda), or [K,M] when a_trans (lda >= M; no prologue: the
  * statistics are over rows of A). B is [K,N] (ldb), or [N,K] when b_trans (nn.Linear
  * weights). bias [N] and residual [M,N] (ldr) are optional (NULL). P is the
@@ -100,6 +101,7 @@ typedef struct nnc_simd_gemm_args {
   nnc_simd_act act;
   const float *residual;
   ptrdiff_t ldr, stride_r;
+  int residual_mul;               /* C = act(...) * residual */
   nnc_simd_prologue prologue;
   const float *gamma, *beta;      /* [K] */
   float eps;

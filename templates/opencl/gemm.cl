@@ -117,13 +117,24 @@ void nnc_gemm_row_stats(int M, int K, __global const nnc_t *A, long a_off, long 
       __global const nnc_t *residual, long r_off, long ldr, long stride_r,                         \
       __global const float *stats, __global const nnc_t *gamma, __global const nnc_t *beta
 
+/* NNC_RES_MUL 1: the residual multiplies instead of adding (SwiGLU's up
+ * projection times silu(gate)) */
+#ifndef NNC_RES_MUL
+#define NNC_RES_MUL 0
+#endif
+#if NNC_RES_MUL
+#define NNC_RES(o, r) ((o) * (r))
+#else
+#define NNC_RES(o, r) ((o) + (r))
+#endif
+
 /* The epilogue of one element: v is the K sum. */
 #define NNC_GEMM_STORE(m, n, v)                                                      \
   do {                                                                               \
     float o_ = alpha * (v);                                                          \
     if (bias) o_ += NNC_LOAD(bias, n);                                               \
     o_ = nnc_act(NNC_ACT, o_);                                                       \
-    if (residual) o_ += NNC_LOAD(residual, r_off + b * stride_r + (long)(m) * ldr + (n)); \
+    if (residual) o_ = NNC_RES(o_, NNC_LOAD(residual, r_off + b * stride_r + (long)(m) * ldr + (n))); \
     NNC_STORE_C(C, (long)(m) * ldc + (n), o_);                                       \
   } while (0)
 
@@ -431,7 +442,7 @@ void nnc_gemm(NNC_GEMM_ARGS) {
         NNC_VF v = alpha * tot[i][j];
         if (bias) v += NNC_VLDG(bias + n);
         v = NNC_ACT_V(NNC_ACT, v);
-        if (residual) v += NNC_VLDG(residual + r_off + b * stride_r + (long)m * ldr + n);
+        if (residual) v = NNC_RES(v, NNC_VLDG(residual + r_off + b * stride_r + (long)m * ldr + n));
         NNC_VSTC(v, C + (long)m * ldc + n);
       }
       continue;

@@ -777,7 +777,7 @@ static void test_train(void **state) {
 
 /* nnc --generate: a call over older cached keys against the reference, and
  * generate_gpt2 --check (every decode step against a full forward) with
- * prompts of three lengths, in f32 and bf16 storage. */
+ * prompts of three lengths, in f32 and bf16 storage; generate_llama --check. */
 static void test_generate(void **state) {
   (void)state;
   if (!have_device) {
@@ -802,6 +802,21 @@ static void test_generate(void **state) {
     assert_int_equal(sh("cd %s && ./generate_gpt2 --check --prompt '1,2,3;4,5,6,7,8,9,10;11' --steps 6 > gen.log 2>&1; "
                         "r=$?; cat gen.log; exit $r", out), 0);
   }
+  /* LLaMA: grouped-query attention reading the caches in place (k and v heads as h / G), rope, SwiGLU */
+  static const char *const llama[] = {"layers=2", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24",
+                                      "batch=4"};
+  char path[512], out[512];
+  nnc_error err = {0};
+  snprintf(path, sizeof path, "%s/models/llama.lua", NNC_SOURCE_ROOT);
+  snprintf(out, sizeof out, "%s/llama_gen", work);
+  nnc_build_opts o = {.model = path, .target = "opencl-cpu", .defines = llama, .ndefines = 8, .out_dir = out,
+                      .generate = true};
+  nnc_status st = nnc_build(&o, &err);
+  if (st) fprintf(stderr, "llama --generate: %s\n", err.msg);
+  assert_int_equal(st, NNC_OK);
+  assert_int_equal(sh("make -s -C %s -j2 > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
+  assert_int_equal(sh("cd %s && ./generate_llama --check --prompt '3,1,4,1,5;9,2' --steps 7 > gen.log 2>&1; "
+                      "r=$?; cat gen.log; exit $r", out), 0);
 }
 
 /* tf32 (no tensor-core products in OpenCL C) and a narrow input at the API

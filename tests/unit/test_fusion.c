@@ -479,6 +479,79 @@ static void test_gemm_act_after_residual(void **state) {
   }
 }
 
+/* SwiGLU, silu(x W_g^T) * (x W_u^T + b_u): the gate's GEMM applies silu,
+ * the up projection's GEMM multiplies by it (residual_mul); the schedule
+ * computes what the graph does. With the product's operands the other way
+ * round, the same; with the up projection made first, the gate's GEMM
+ * multiplies by it after its silu. */
+static void test_gemm_swiglu(void **state) {
+  (void)state;
+  for (int order = 0; order < 3; order++) {
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 3);
+    int x = input(&b, "x", NNC_F32, 3, (nnc_dim[]){S(B), K(5), K(11)});
+    int wg = param(&b, "gate.weight", 2, (nnc_dim[]){K(13), K(11)});
+    int wu = param(&b, "up.weight", 2, (nnc_dim[]){K(13), K(11)});
+    int bu = param(&b, "up.bias", 1, (nnc_dim[]){K(13)});
+    int g = -1, u = -1;
+    if (order < 2) {
+      g = op1(&b, NNC_OP_SILU, linear(&b, x, wg, -1, false));
+      u = linear(&b, x, wu, bu, false);
+    } else {
+      u = linear(&b, x, wu, bu, false);
+      g = op1(&b, NNC_OP_SILU, linear(&b, x, wg, -1, false));
+    }
+    int y = order == 1 ? op2(&b, NNC_OP_MUL, u, g) : op2(&b, NNC_OP_MUL, g, u);
+    output(&b, "y", y);
+    fuse(&b, &s);
+    check_structure(&s);
+    const nnc_kernel *ky = kernel_of_tensor(&s, y);
+    assert_int_equal(s.nk, 2);
+    assert_int_equal(ky->kind, NNC_KERNEL_GEMM);
+    assert_true(ky->d.gemm.residual_mul);
+    if (order < 2) {
+      assert_int_equal(ky->d.gemm.residual, g);
+      assert_int_equal(ky->d.gemm.bias, bu);
+      assert_int_equal(kernel_of_tensor(&s, g)->d.gemm.act, NNC_OP_SILU);
+    } else {
+      /* the gate's GEMM comes second: silu(x W_g^T) * u in its epilogue */
+      assert_int_equal(ky->d.gemm.residual, u);
+      assert_int_equal(ky->d.gemm.act, NNC_OP_SILU);
+    }
+    check_equivalent(&s, 10);
+    done(&b, &s);
+  }
+}
+
+/* Grouped-query attention as sdpa writes it: q [B, 2, 3, T, D] over k and
+ * v [B, 2, 1, S, D], with a padding mask [B, S] and the causal mask: one
+ * attention kernel, equal to the graph. */
+static void test_attention_grouped_mask(void **state) {
+  (void)state;
+  tb b;
+  nnc_schedule s;
+  tb_init(&b);
+  int B = sym(&b, "B", 2), T = sym(&b, "T", 7);
+  int q = input(&b, "q", NNC_F32, 5, (nnc_dim[]){S(B), K(2), K(3), S(T), K(5)});
+  int k = input(&b, "k", NNC_F32, 5, (nnc_dim[]){S(B), K(2), K(1), S(T), K(5)});
+  int v = input(&b, "v", NNC_F32, 5, (nnc_dim[]){S(B), K(2), K(1), S(T), K(4)});
+  int mask = input(&b, "mask", NNC_I32, 2, (nnc_dim[]){S(B), S(T)});
+  int sc = ops(&b, NNC_OP_MUL_S, op2(&b, NNC_OP_MATMUL, q, transpose_last(&b, k)), 0.4);
+  int p = softmax(&b, op2(&b, NNC_OP_PADDING_MASK, op1(&b, NNC_OP_CAUSAL_MASK, sc), mask), 4);
+  int y = op2(&b, NNC_OP_MATMUL, p, v);
+  output(&b, "y", y);
+  fuse(&b, &s);
+  check_structure(&s);
+  assert_int_equal(s.nk, 1);
+  assert_int_equal(s.k[0].kind, NNC_KERNEL_ATTENTION);
+  assert_int_equal(s.k[0].d.attn.mask, mask);
+  assert_true(s.k[0].d.attn.causal);
+  check_equivalent(&s, 12);
+  done(&b, &s);
+}
+
 /* A convolution, im2col + reshape + linear + bias + relu over a bf16 NHWC
  * image with 64 channels (odd sizes, stride, padding and dilation): with
  * nnc_compile_opts.gemm_windows at least its 24 outputs the windows join
@@ -526,6 +599,47 @@ static void test_gemm_windows(void **state) {
     check_equivalent(&s, 5);
     done(&b, &s);
   }
+}
+
+/* An RGB stem as the front-end lowers it (dsl_conv.c's row_taps): rows of
+ * 8 taps x 3 channels first (a move kernel: 24 channels a pixel), then the
+ * KH x 1 windows over those rows, which join the GEMM (windowed) as any
+ * image of channels a multiple of 8 does; the schedule computes what the
+ * graph does. */
+static void test_gemm_row_windows(void **state) {
+  (void)state;
+  tb b;
+  nnc_schedule s;
+  tb_init(&b);
+  int B = sym(&b, "B", 2);
+  int x = input(&b, "x", NNC_BF16, 4, (nnc_dim[]){S(B), K(9), K(10), K(3)});
+  nnc_attrs ra = {.win = {.kh = 1, .kw = 8, .sh = 1, .sw = 2, .ph = 0, .pw = 3, .dh = 1, .dw = 1, .nhwc = true,
+                          .tap_major = true}};
+  int rows = out0(&b, node(&b, NNC_OP_IM2COL, 1, &x, &ra, 1, 0, NULL));
+  assert_true(nnc_dim_eq_const(b.g.tensors[rows].shape[2], 5));
+  int r = reshape(&b, rows, 4, (nnc_dim[]){S(B), K(9), K(5), K(24)});
+  nnc_attrs wa = {.win = {.kh = 7, .kw = 1, .sh = 2, .sw = 1, .ph = 3, .pw = 0, .dh = 1, .dw = 1, .nhwc = true,
+                          .tap_major = true}};
+  int cols = out0(&b, node(&b, NNC_OP_IM2COL, 1, &r, &wa, 1, 0, NULL));
+  int a = reshape(&b, cols, 4, (nnc_dim[]){S(B), K(5), K(5), K(168)});
+  int w = param(&b, "conv.weight", 2, (nnc_dim[]){K(16), K(168)});
+  int bias = param(&b, "conv.bias", 1, (nnc_dim[]){K(16)});
+  b.g.tensors[w].dtype = b.g.tensors[bias].dtype = NNC_BF16;
+  int y = op1(&b, NNC_OP_RELU, linear(&b, a, w, bias, false));
+  output(&b, "y", y);
+  nnc_error err = {0};
+  nnc_compile_opts co = {.gemm_windows = 128};
+  nnc_schedule_init(&s, &b.g);
+  if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+  check_structure(&s);
+  const nnc_kernel *k = kernel_of_tensor(&s, y);
+  assert_int_equal(k->kind, NNC_KERNEL_GEMM);
+  assert_true(k->d.gemm.windowed);
+  assert_int_equal(k->d.gemm.window, b.g.tensors[cols].producer);
+  assert_int_equal(k->in[0], r);
+  assert_true(kernel_of_tensor(&s, rows) != k);
+  check_equivalent(&s, 5);
+  done(&b, &s);
 }
 
 /* Pooling, a max (or mean) over the taps of NHWC tap-major windows, and a
@@ -1026,7 +1140,10 @@ int main(void) {
     cmocka_unit_test(test_attention_not_fused),
     cmocka_unit_test(test_gemm_prologue_epilogue),
     cmocka_unit_test(test_gemm_act_after_residual),
+    cmocka_unit_test(test_gemm_swiglu),
+    cmocka_unit_test(test_attention_grouped_mask),
     cmocka_unit_test(test_gemm_windows),
+    cmocka_unit_test(test_gemm_row_windows),
     cmocka_unit_test(test_pool_windows),
     cmocka_unit_test(test_gemm_alpha_bias_rms_transpose),
     cmocka_unit_test(test_gemm_not_fused),

@@ -10,7 +10,7 @@ typedef struct gcase {
   int trans;
   int a_trans;        /* A stored [K,M] */
   nnc_simd_act act;
-  int bias, res;
+  int bias, res;      /* res 2: the residual multiplies (residual_mul) */
   nnc_simd_prologue pro;
   int threads;        /* 0: no parallel_for */
   float alpha;
@@ -75,7 +75,7 @@ static int run_case(const gcase *c) {
   g.alpha = c->alpha;
   g.bias = bias;
   g.act = c->act;
-  g.residual = R; g.ldr = ldr; g.stride_r = sr;
+  g.residual = R; g.ldr = ldr; g.stride_r = sr; g.residual_mul = c->res == 2;
   g.prologue = c->pro; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
   g.aux_mode = c->aux; g.aux = X; g.ldx = ldx; g.stride_x = sx;
   float *packed = NULL;
@@ -120,7 +120,7 @@ static int run_case(const gcase *c) {
         if (xref) xref[(size_t)i * N + j] = s;
         if (c->aux == NNC_SIMD_AUX_ACT_GRAD) s *= tdact(c->act, X[b * sx + i * ldx + j]);
         else s = tact(c->act, s);
-        if (Rb) s += Rb[i * ldr + j];
+        if (Rb) s = c->res == 2 ? s * Rb[i * ldr + j] : s + Rb[i * ldr + j];
         ref[(size_t)i * N + j] = s;
       }
     char what[200];
@@ -214,6 +214,9 @@ static void test_blocks(void **state) {
   c.res = 1;
   c.threads = 2;
   assert_true(run_case(&c));
+  c.res = 2;   /* SwiGLU's up projection: times silu(gate) */
+  c.act = NNC_SIMD_ACT_SILU;
+  assert_true(run_case(&c));
   c = base(151, 3090, 263);
   c.trans = 1;
   c.threads = 0;
@@ -259,7 +262,7 @@ static void test_a_trans(void **state) {
         c.pad = n % 3;
         c.threads = n % 4;
         c.bias = n % 2;
-        c.res = (n / 2) % 2;
+        c.res = (n / 2) % 3;
         c.act = (nnc_simd_act)(n % NNC_SIMD_ACT_COUNT);
         c.alpha = n % 3 == 2 ? -0.5f : 1.0f;
         fails += !run_case(&c);
@@ -304,7 +307,7 @@ static void test_k_zero(void **state) {
   for (int act = 0; act < NNC_SIMD_ACT_COUNT; ++act) {
     gcase c = base(5, 19, 0);
     c.bias = 1;
-    c.res = act % 2;
+    c.res = act % 3;
     c.act = (nnc_simd_act)act;
     assert_true(run_case(&c));
   }
@@ -425,6 +428,7 @@ static void test_errors(void **state) {
   g = g0; g.prologue = (nnc_simd_prologue)9; expect_error(&g, NULL, ws, wsb, "unknown prologue");
   g = g0; g.prologue = NNC_SIMD_PRO_RMSNORM; expect_error(&g, NULL, ws, wsb, "gamma");
   g = g0; g.residual = C + 2; g.ldr = N; expect_error(&g, NULL, ws, wsb, "overlap");
+  g = g0; g.residual_mul = 1; expect_error(&g, NULL, ws, wsb, "expected a residual for residual_mul");
   g = g0; g.batch = 2; g.stride_a = M * K; g.stride_b = 0; g.stride_c = 0;
   expect_error(&g, NULL, ws, wsb, "stride_c");
   g = g0; expect_error(&g, NULL, ws, 8, "workspace");
