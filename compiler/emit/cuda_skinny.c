@@ -23,7 +23,8 @@ bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape
   if (digits(s->M) && atoll(s->M) > 64) return false;        /* never a few rows */
   if (!d->b_trans && (!digits(s->N) || atoll(s->N) % 8 != 0)) return false;   /* W [K, N]: 8 columns a load */
   return (t == NNC_BF16 || t == NNC_F16) && g->tensors[d->b].dtype == t && (o == t || o == NNC_F32) && !d->a_trans &&
-         !d->windowed && d->aux_kind == NNC_AUX_NONE && d->bgrad_from == NNC_BGRAD_NONE && s->nb == 0 && act &&
+         !d->windowed && !d->residual_mul && d->aux_kind == NNC_AUX_NONE && d->bgrad_from == NNC_BGRAD_NONE &&
+         s->nb == 0 && act &&
          (d->bias < 0 || g->tensors[d->bias].dtype == t) && (d->residual < 0 || g->tensors[d->residual].dtype == o);
 }
 
