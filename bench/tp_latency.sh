@@ -10,27 +10,26 @@
 # run builds every folder, checks tp:2 (bench --check, f32 and bf16, every
 # rank against the float64 reference of the model without the plan), then
 # times bench_gpt2 medians (CUDA graphs off and on) of
-#   - tp:1 (the model without a plan) and tp:2 on NCCL's symmetric window
-#     (the arena registered: nnrt_comm_nccl_alloc_symmetric);
-#   - tp:2 without it (NNRT_NCCL_SYMMETRIC=0), and NCCL's protocols forced
-#     (NCCL_PROTO LL, LL128), when VARIANTS=1 (default);
+#   - tp:1 (the model without a plan) and tp:2 as built;
+#   - tp:2 with NCCL's variants (VARIANTS below);
 # and keeps one per-kernel table of each (graphs off) and, where nsys is
-# there, one profile's kernel summary. One table at the end, also in
-# $OUT/table.txt ($OUT: the device machine's, else build/tp_latency/out).
-# Environment: NNC, ARCH (sm_90a), SHAPES ("xl xl24"), VARIANTS (1), RUNS (50).
+# there, one profile's kernel summary. The table is printed as it grows; the
+# logs stay in build/tp_latency/out, copied to $OUT (table.txt, logs.tgz)
+# when the device machine sets it.
+# Environment: NNC, ARCH (sm_90a), SHAPES ("xl xl24"), GRAPHS ("on off"), RUNS (50), VARIANTS (tp:2 of the
+# first shape again with: sym / plain: NNRT_NCCL_SYMMETRIC=1 / 0; LL, LL128,
+# Simple: NCCL_PROTO; nomix: NCCL_GRAPH_MIXING_SUPPORT=0; ring1: one LL ring channel),
+# PROFILE (0; 1: NCCL's INFO lines, per-kernel tables, an nsys profile where nsys is).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/tp_latency
-ARCH=${ARCH:-sm_90a} RUNS=${RUNS:-50} SHAPES=${SHAPES:-xl xl24} VARIANTS=${VARIANTS:-1}
+ARCH=${ARCH:-sm_90a} RUNS=${RUNS:-50} SHAPES=${SHAPES:-xl xl24} VARIANTS=${VARIANTS-sym plain LL LL128 nomix} PROFILE=${PROFILE:-0} GRAPHS=${GRAPHS:-on off}
 SMALL="-D layers=2 -D d=48 -D heads=4 -D vocab=101 -D ctx=16 -D batch=4"
-SMALL5="-D layers=2 -D d=40 -D heads=5 -D vocab=101 -D ctx=16 -D batch=4"
 XL="-D layers=48 -D d=1600 -D heads=25 -D batch=1 -D ctx=128"
 XL24="-D layers=48 -D d=1536 -D heads=24 -D batch=1 -D ctx=128"
 # name precision options
 CASES="tp2_f32 f32 --parallel=tp:2 $SMALL
 tp2_bf16 bf16 --parallel=tp:2 $SMALL
-tp2h5_f32 f32 --parallel=tp:2 $SMALL5
-tp2h5_bf16 bf16 --parallel=tp:2 $SMALL5
 xl_tp1 bf16 $XL
 xl_tp2 bf16 --parallel=tp:2 $XL
 xl24_tp1 bf16 $XL24
@@ -51,9 +50,11 @@ generate() {
 median() { python3 -c 'import json,sys; print(max(json.loads(l)["median_ms"] for l in open(sys.argv[1]) if l.startswith("{")))' "$1"; }
 
 run() {
-  local out=${OUT:-$G/out} sm=${ARCH#sm_} status=0
+  # logs stay in the build folder (a device call brings back few files);
+  # the table is printed as it grows, so a run cut short still shows it
+  local out=$G/out sm=${ARCH#sm_} status=0
   local t=$out/table.txt
-  mkdir -p "$out"
+  rm -rf "$out" && mkdir -p "$out"
   # MPI: the machine's, else the Open MPI carried in .ompi (its env.sh sets R and L)
   local mpi_from=machine
   if ! command -v mpirun > /dev/null && [ -f "$ROOT/.ompi/env.sh" ]; then
@@ -77,6 +78,9 @@ run() {
     echo "mpirun from $mpi_from; NCCL $(grep -m1 -o 'NCCL_VERSION_CODE [0-9]*' "${nccl:-/usr/local/cuda}/include/nccl.h") from ${nccl:-the toolkit}"
     nvidia-smi topo -m | head -3
   } > "$t" 2>&1
+  cat "$t"
+  tail -F -n 0 "$t" 2> /dev/null &
+  local tail_pid=$!
   local nsys
   nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   echo "nsys: ${nsys:-none}" >> "$t"
@@ -94,7 +98,7 @@ run() {
   # the ranks' environment: mpirun -x NAME=VALUE for each variable of a run
   local mpi=(mpirun -np 2 --oversubscribe -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x NNC_COMM_TIMEOUT)
   # correctness (the symmetric window on, then off)
-  for c in tp2_f32 tp2_bf16 tp2h5_f32 tp2h5_bf16; do
+  for c in tp2_f32 tp2_bf16; do
     [ -x "$G/$c/bench_gpt2" ] || continue
     for sym in 1 0; do
       timeout 300 "${mpi[@]}" -x NNRT_NCCL_SYMMETRIC=$sym "$G/$c/bench_gpt2" --check --runs 3 > "$out/${c}_s$sym.log" 2>&1 || status=1
@@ -102,8 +106,8 @@ run() {
     done
   done
   # whether NCCL took its symmetric kernels (its INFO lines name them)
-  if [ -x "$G/xl_tp2/bench_gpt2" ]; then
-    timeout 300 "${mpi[@]}" -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,TUNING,REG "$G/xl_tp2/bench_gpt2" -d B=1 -d T=128 --runs 3 --no-peaks > "$out/nccl_info.log" 2>&1
+  if [ "$PROFILE" = 1 ] && [ -x "$G/xl_tp2/bench_gpt2" ]; then
+    timeout 300 "${mpi[@]}" -x NNRT_NCCL_SYMMETRIC=1 -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,TUNING,REG "$G/xl_tp2/bench_gpt2" -d B=1 -d T=128 --runs 3 --no-peaks > "$out/nccl_info.log" 2>&1
     echo "NCCL INFO lines naming symmetric/window: $(grep -ci "symmetric\|window\|symm" "$out/nccl_info.log")" >> "$t"
     grep -i "symmetric\|window\|symm" "$out/nccl_info.log" | head -4 | cut -c1-200 >> "$t"
   fi
@@ -111,20 +115,22 @@ run() {
   local s gr
   for s in $SHAPES; do
     [ -x "$G/${s}_tp1/bench_gpt2" ] && [ -x "$G/${s}_tp2/bench_gpt2" ] || continue
-    for gr in off on; do
+    for gr in $GRAPHS; do
       local b=(-d B=1 -d T=128 --runs "$RUNS" --json --no-peaks --cuda-graphs $gr) m1 line
       timeout 600 "$G/${s}_tp1/bench_gpt2" "${b[@]}" > "$out/${s}_g${gr}_tp1.json" 2> "$out/${s}_g${gr}_tp1.err"
       m1=$(median "$out/${s}_g${gr}_tp1.json" 2>/dev/null)
       line="$s graphs $gr: tp:1 ${m1:-?} ms"
-      local v names="sym"
-      [ "$VARIANTS" = 1 ] && names="sym plain"
-      # NCCL's protocols forced: the first shape only (one minute each)
-      [ "$VARIANTS" = 1 ] && [ "$s" = "${SHAPES%% *}" ] && names+=" LL LL128"
+      local v names="default"
+      # the variants: the first shape only (half a minute each)
+      [ "$s" = "${SHAPES%% *}" ] && names+=" $VARIANTS"
       for v in $names; do
-        local env=(-x NNRT_NCCL_SYMMETRIC=1)
+        local env=()
         case $v in
+          sym) env=(-x NNRT_NCCL_SYMMETRIC=1) ;;
           plain) env=(-x NNRT_NCCL_SYMMETRIC=0) ;;
-          LL|LL128) env=(-x NNRT_NCCL_SYMMETRIC=0 -x NCCL_PROTO=$v) ;;
+          LL|LL128|Simple) env=(-x NNRT_NCCL_SYMMETRIC=0 -x NCCL_PROTO=$v) ;;
+          nomix) env=(-x NCCL_GRAPH_MIXING_SUPPORT=0) ;;
+          ring1) env=(-x NNRT_NCCL_SYMMETRIC=0 -x NCCL_ALGO=Ring -x NCCL_PROTO=LL -x NCCL_MAX_NCHANNELS=1) ;;
         esac
         timeout 600 "${mpi[@]}" "${env[@]}" "$G/${s}_tp2/bench_gpt2" "${b[@]}" > "$out/${s}_g${gr}_$v.json" 2> "$out/${s}_g${gr}_$v.err"
         local m2
@@ -135,11 +141,12 @@ run() {
       echo "$line" >> "$t"
     done
     # per-kernel tables (graphs off): where the time goes
+    [ "$PROFILE" = 1 ] || continue
     timeout 600 "$G/${s}_tp1/bench_gpt2" -d B=1 -d T=128 --runs 20 --no-peaks --cuda-graphs off > "$out/${s}_kernels_tp1.txt" 2>&1
     timeout 600 "${mpi[@]}" -x NNRT_NCCL_SYMMETRIC=1 "$G/${s}_tp2/bench_gpt2" -d B=1 -d T=128 --runs 20 --no-peaks --cuda-graphs off > "$out/${s}_kernels_tp2.txt" 2>&1
   done
   # one nsys profile of a tp:2 step (graphs on): the all_reduce kernels' times
-  if [ -n "$nsys" ] && [ -x "$G/xl_tp2/bench_gpt2" ]; then
+  if [ "$PROFILE" = 1 ] && [ -n "$nsys" ] && [ -x "$G/xl_tp2/bench_gpt2" ]; then
     local prof=$out/prof
     mkdir -p "$prof"
     for sym in 1 0; do
@@ -153,8 +160,11 @@ run() {
     done
   fi
   echo "total $((SECONDS - start)) s" >> "$t"
-  echo "== $t"
-  cat "$t"
+  sleep 1
+  kill "$tail_pid" 2> /dev/null
+  if [ -n "${OUT:-}" ]; then
+    cp "$t" "$OUT/" && tar czf "$OUT/logs.tgz" -C "$out" . 2> /dev/null
+  fi
   return $status
 }
 

@@ -89,17 +89,6 @@ void nnrt_comm_destroy(nnrt_comm *c);
  * the call (the communicator is aborted) instead of hanging it. */
 nnrt_status nnrt_comm_nccl_wait(nnrt_comm *c, void *stream, nnrt_error *err);
 
-/* NCCL only: `bytes` of device memory registered on every rank as one
- * symmetric window (a collective: every rank calls it with the same size),
- * so collectives on buffers inside it take NCCL's low-latency symmetric
- * kernels. *ptr is NULL (and the status NNRT_OK) where the window is not
- * made: an NCCL before 2.27, a world of one, NNRT_NCCL_SYMMETRIC=0, or
- * NNRT_NCCL_MAX_WINDOWS already made: allocate plainly then. Free it with
- * nnrt_comm_nccl_free_symmetric before destroying the communicator. */
-#define NNRT_NCCL_MAX_WINDOWS 4
-nnrt_status nnrt_comm_nccl_alloc_symmetric(nnrt_comm *c, size_t bytes, void **ptr, nnrt_error *err);
-void nnrt_comm_nccl_free_symmetric(nnrt_comm *c, void *ptr);
-
 /* The launch as the environment describes it: from NNC_RANK/NNC_WORLD_SIZE
  * (and NNC_LOCAL_RANK, NNC_RENDEZVOUS), else from Open MPI's or MPICH's
  * variables (OMPI_COMM_WORLD_RANK, PMI_RANK, ...), else rank 0 of 1. */

@@ -111,8 +111,6 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;               /* this rank's place among the plan's %d (NCCL) */\n"
                      "  int own_comm;                  /* made by create(), not given in the options */\n", x->world);
-  if (x->g->ranks > 1)
-    nnc_sb_printf(b, "  int arena_symmetric;           /* the arena is NCCL's symmetric window (the all_reduces' short path) */\n");
   if (x->r->train) cu_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -389,15 +387,11 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  rc = nnrt_cuda_stream_create(&m->stream, &e);\n"
     "  if (!rc) rc = nnrt_cuda_alloc_create(&m->alloc, &e);\n"
     "  if (!rc) rc = nnrt_cuda_blas_create(0, &m->blas, &e);\n"
-    "%s"
-    "  if (!rc && !m->arena) rc = nnrt_cuda_malloc(m->alloc, arena_need(max), (void **)&m->arena, &e);\n"
+    "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, arena_need(max), (void **)&m->arena, &e);\n"
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, WEIGHT_BYTES, (void **)&m->weights, &e);\n"
     "  if (!rc) {\n    m->ws_size = workspace_need(max);\n    rc = nnrt_cuda_malloc(m->alloc, m->ws_size, &m->ws, &e);\n  }\n",
     comm_create, p, drop_comm, p, p, p, drop_comm, P,
-    x->world > 1 ? "  m->comm = comm;\n  m->own_comm = own_comm;\n" : "",
-    /* the all_reduces of a tensor-parallel plan read and write the arena */
-    x->g->ranks > 1 ? "  if (!rc) rc = nnrt_comm_nccl_alloc_symmetric(m->comm, arena_need(max), (void **)&m->arena, &e);\n"
-                      "  m->arena_symmetric = m->arena != NULL;\n" : "");
+    x->world > 1 ? "  m->comm = comm;\n  m->own_comm = own_comm;\n" : "");
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  m->dmax.%s = max[%d];\n", x->sym[i], i);
   if (cu_train_master(x))
     nnc_sb_printf(b, "  /* training: the f32 master weights, written by upload() */\n"
@@ -423,9 +417,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; i <= NKERNELS; i++) nnrt_cuda_event_destroy(m->ev[i]);\n"
     "  nnrt_cuda_blas_destroy(m->blas);\n"
     "  nnrt_cuda_alloc_destroy(m->alloc);\n"
-    "  nnrt_cuda_stream_destroy(m->stream);\n%s%s", p, p,
-    x->g->ranks > 1 ? "  if (m->arena_symmetric) nnrt_comm_nccl_free_symmetric(m->comm, m->arena);\n" : "",
-    x->world > 1 ? "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n" : "");
+    "  nnrt_cuda_stream_destroy(m->stream);\n%s", p, p, x->world > 1 ? "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n" : "");
   if (x->r->train) cu_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);

@@ -33,8 +33,6 @@ typedef struct nccl_state {
   bool broken;              /* a call failed: the communicator was aborted */
   bool mpi_initialized;     /* we called MPI_Init: MPI_Finalize at destroy */
   char broken_msg[512];
-  int nwin;                 /* symmetric buffers (nnrt_comm_nccl_alloc_symmetric) */
-  struct { void *ptr; void *win; } win[NNRT_NCCL_MAX_WINDOWS];
 } nccl_state;
 
 static double since_s(uint64_t start) { return (double)(nnrt_now_ns() - start) * 1e-9; }
@@ -213,11 +211,8 @@ static nnrt_status nccl_barrier(nnrt_comm *c, nnrt_error *err) {
 
 /* ------------------------------------------------------- create, destroy */
 
-static void drop_window(nccl_state *m, int i);
-
 static void release(nnrt_comm *c) {
   nccl_state *m = c->impl;
-  while (m->nwin) drop_window(m, m->nwin - 1);
   if (m->comm) {
     /* finalize flushes what is queued; if it does not finish in time a peer
      * is gone, and only abort returns */
@@ -250,63 +245,6 @@ static void nccl_destroy(nnrt_comm *c) {
 static const nnrt_comm_ops nccl_ops = {
   "nccl", nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast, nccl_barrier, nccl_destroy,
 };
-
-/* ------------------------------------------------------ symmetric memory */
-
-/* NCCL's symmetric kernels (2.27 on) read and write the peers' copies of a
- * registered window directly over NVLink, one step where the ring takes
- * several: the small all_reduces of a tensor-parallel step (hundreds of KB)
- * are latency, and this is their short path. The buffer must come from
- * ncclMemAlloc (memory the peers can map) and every rank registers one of
- * the same size, in the same order (a collective). */
-static void drop_window(nccl_state *m, int i) {
-#if NCCL_VERSION_CODE >= 22700
-  if (m->comm && !m->broken) ncclCommWindowDeregister(m->comm, (ncclWindow_t)m->win[i].win);
-  ncclMemFree(m->win[i].ptr);
-#endif
-  m->win[i] = m->win[--m->nwin];
-}
-
-nnrt_status nnrt_comm_nccl_alloc_symmetric(nnrt_comm *c, size_t bytes, void **ptr, nnrt_error *err) {
-  if (!ptr) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_comm_nccl_alloc_symmetric: ptr is NULL");
-  *ptr = NULL;
-  if (!c || !c->ops || strcmp(c->ops->name, "nccl") != 0)
-    return nnrt_errorf(err, NNRT_E_ARG, "nnrt_comm_nccl_alloc_symmetric: expected an NCCL communicator, found %s",
-                       c && c->ops ? c->ops->name : "NULL");
-  const char *off = getenv("NNRT_NCCL_SYMMETRIC");
-  nccl_state *m = c->impl;
-  if ((off && !strcmp(off, "0")) || c->world < 2 || bytes == 0 || m->nwin == NNRT_NCCL_MAX_WINDOWS) return NNRT_OK;
-#if NCCL_VERSION_CODE >= 22700
-  nnrt_status s = check_alive(c, err);
-  if (s != NNRT_OK) return s;
-  void *p = NULL;
-  ncclResult_t r = ncclMemAlloc(&p, bytes);
-  if (r != ncclSuccess)
-    return nnrt_errorf(err, NNRT_E_NOMEM, "rank %d of %d: ncclMemAlloc of %zu bytes: %s", c->rank, c->world, bytes,
-                       ncclGetErrorString(r));
-  ncclWindow_t w = NULL;
-  s = settle(c, ncclCommWindowRegister(m->comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC), "registering a symmetric window",
-             err);
-  if (s != NNRT_OK) {
-    ncclMemFree(p);
-    return s;
-  }
-  m->win[m->nwin].ptr = p;
-  m->win[m->nwin++].win = w;
-  *ptr = p;
-#endif
-  return NNRT_OK;
-}
-
-void nnrt_comm_nccl_free_symmetric(nnrt_comm *c, void *ptr) {
-  if (!c || !c->impl || !ptr || !c->ops || strcmp(c->ops->name, "nccl") != 0) return;
-  nccl_state *m = c->impl;
-  for (int i = 0; i < m->nwin; i++)
-    if (m->win[i].ptr == ptr) {
-      drop_window(m, i);
-      return;
-    }
-}
 
 static nnrt_status cuda_fail(nnrt_comm *c, cudaError_t e, const char *what, nnrt_error *err) {
   return nnrt_errorf(err, NNRT_E_DEVICE, "rank %d of %d: %s: %s: %s", c->rank, c->world, what, cudaGetErrorName(e),
