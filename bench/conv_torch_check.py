@@ -56,11 +56,12 @@ def main():
     x = torch.rand(B, 6, 11, 9, generator=g, dtype=torch.float64) * 2 - 1
     xh = torch.rand(B, 10, 7, 6, generator=g, dtype=torch.float64) * 2 - 1
     s = torch.rand(B, 4, 13, generator=g, dtype=torch.float64) * 2 - 1
-    arrays = {"x": x, "xh": xh, "s": s}
+    xr = torch.rand(B, 9, 10, 3, generator=g, dtype=torch.float64) * 2 - 1
+    arrays = {"x": x, "xh": xh, "s": s, "xr": xr}
     keep = {n: np.ascontiguousarray(arrays[n].numpy().astype(np.float32)) for n in ins}
     inp = Inputs(*[keep[n].ctypes.data_as(P) for n in ins])
     # the model's inputs as PyTorch sees them: the same f32 values, in float64
-    x, xh, s = (torch.from_numpy(keep[n]).double() for n in ("x", "xh", "s"))
+    x, xh, s, xr = (torch.from_numpy(keep[n]).double() for n in ("x", "xh", "s", "xr"))
 
     def bn(t, p, eps=1e-5):
         return F.batch_norm(t, w[p + ".running_mean"], w[p + ".running_var"], w[p + ".weight"], w[p + ".bias"],
@@ -74,6 +75,7 @@ def main():
         "grouped": F.conv2d(x, w["c4.weight"], w["c4.bias"], groups=3),
         "depthwise": F.conv2d(x, w["c5.weight"], w["c5.bias"], groups=6, padding=1, stride=2),
         "nhwc": F.relu(F.conv2d(nchw(xh), w["c6.weight"], w["c6.bias"], stride=2, padding=1)).permute(0, 2, 3, 1),
+        "rgb": F.relu(F.conv2d(nchw(xr), w["c11.weight"], w["c11.bias"], stride=2, padding=3)).permute(0, 2, 3, 1),
         "conv1d": F.conv1d(s, w["c7.weight"], w["c7.bias"], padding=1),
         "conv1d_nlc": F.conv1d(s, w["c8.weight"], w["c8.bias"], stride=2, dilation=2).transpose(1, 2),
         "maxpool": F.max_pool2d(x, 3, stride=2, padding=1),

@@ -21,7 +21,7 @@
 # Environment: NNC, ARCH (sm_90a), B (32), MODES (eager,default,reduce-overhead)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-G=$ROOT/build/gpu_conv
+G=${G:-$ROOT/build/gpu_conv}   # G=: another folder (engineers sharing a tree)
 ARCH=${ARCH:-sm_90a} B=${B:-32} MODES=${MODES:-eager,default,reduce-overhead}
 SMALL="-D size=33 -D width=4 -D classes=7 -D batch=4"
 # name model precision defines

@@ -331,6 +331,17 @@ static long long im2col_vec(const ec_loop_target *lt, const nnc_node *n) {
   return in->shape[3].k * es % 16 == 0 ? 16 / es : 0;
 }
 
+/* Whether a work-item of im2col node n can write 8 of its 2-byte elements
+ * as one 16-byte store though a tap's channels are no whole 16 bytes (an
+ * RGB stem's rows of 8 taps x 3 channels): tap-major zero-padded windows
+ * whose row of taps x channels is. */
+static bool im2col_run(const ec_loop_target *lt, const nnc_node *n) {
+  const nnc_tensor *in = &lt->x->g->tensors[n->in[0]];
+  const nnc_window *w = &n->attrs.win;
+  return lt->vec16 && w->tap_major && w->nhwc && n->attrs.scalar == 0 && nnc_dtype_size(in->dtype) == 2 &&
+         (long long)w->kh * w->kw * in->shape[3].k % 8 == 0 && im2col_vec(lt, n) == 0;
+}
+
 /* Elements of a row of pad node n when a work-item can write the row as one
  * 16-byte unit: the pad is along the last axis, the padded row is 16 bytes
  * of 2- or 4-byte elements and the target has a 16-byte type; else 0. */
@@ -407,6 +418,37 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                          "                                                : %s(%s, %s, %s, %s);\n",
                   w->kh * w->kw, w->kh * w->kw, w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw, lt->vec16_make,
                   pad_word(g, n), pad_word(g, n), pad_word(g, n), pad_word(g, n));
+    nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
+  } else if (n->op == NNC_OP_IM2COL && im2col_run(lt, n)) {
+    /* a row of windows (KK*C elements) a work-item: constant loops, so the
+     * taps' offsets fold at compile time; each element read alone, each 8
+     * written as one 16-byte store */
+    const nnc_window *w = &n->attrs.win;
+    const nnc_tensor *in = &g->tensors[n->in[0]], *o = &g->tensors[n->out[0]];
+    long long C = in->shape[3].k, H = in->shape[1].k, W = in->shape[2].k, KK = (long long)w->kh * w->kw;
+    char all[EXPR];
+    ec_elems(x, n->out[0], all, sizeof all);
+    snprintf(n_expr, sizeof n_expr, "(%.*s) / %lld", (int)sizeof n_expr - 32, all, KK * C);
+    lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+    lt->pointer(lt->self, &body, "", "y", n->out[0]);
+    nnc_sb_printf(&body, "  /* windows %dx%d, stride %dx%d, padding %dx%d, dilation %dx%d over an NHWC image, taps outer,\n"
+                         "     a row of windows (%lld taps x %lld channels, 16-byte stores) a work-item */\n"
+                         "  const int C = %lld, H = %lld, W = %lld, OH = %lld, OW = %lld;\n"
+                         "  const unsigned short *xs = (const unsigned short *)x;\n  %s *yv = (%s *)y;\n",
+                  w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, KK, C, C, H, W, (long long)o->shape[1].k,
+                  (long long)o->shape[2].k, lt->vec16, lt->vec16);
+    nnc_sb_printf(&loop, "    const int r = e, b = r / (OH * OW), ih0 = r / OW %% OH * %d - %d, iw0 = r %% OW * %d - %d;\n"
+                         "    for (int v = 0; v < %lld; v++) {\n"
+                         "      unsigned int w[4] = {0u, 0u, 0u, 0u};\n"
+                         "      for (int l = 0; l < 8; l++) {\n"
+                         "        const int ch = (v * 8 + l) %% C, kk = (v * 8 + l) / C;\n"
+                         "        const int ih = ih0 + kk / %d * %d, iw = iw0 + kk %% %d * %d;\n"
+                         "        if (ih >= 0 && ih < H && iw >= 0 && iw < W)\n"
+                         "          w[l / 2] |= (unsigned int)xs[((b * H + ih) * W + iw) * C + ch] << 16 * (l %% 2);\n"
+                         "      }\n"
+                         "      yv[r * %lld + v] = %s(w[0], w[1], w[2], w[3]);\n"
+                         "    }\n",
+                  w->sh, w->ph, w->sw, w->pw, KK * C / 8, w->kw, w->dh, w->kw, w->dw, KK * C / 8, lt->vec16_make);
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else if (n->op == NNC_OP_PAD && pad_vec(lt, n) > 0) {
     /* a row a work-item: its source elements' bits placed in the four words of one 16-byte store */

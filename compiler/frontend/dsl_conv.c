@@ -143,17 +143,39 @@ static int im2col(lua_State *L, int x, const nnc_window *w, double pad, const ch
  * aligned either). */
 #define CHANNEL_RUN 8
 
-/* t with zeros after its C channels along axis, up to a multiple of CHANNEL_RUN. */
-static int pad_channels(lua_State *L, int t, int axis, int64_t C) {
+/* t with zeros after its entries along axis, up to size. */
+static int pad_to(lua_State *L, int t, int axis, int64_t size) {
   const nnc_tensor *x = tensor(L, t);
   fe_shape s = {x->rank, {{0}}};
   memcpy(s.dim, x->shape, (size_t)x->rank * sizeof *x->shape);
-  s.dim[axis] = nnc_dim_const((C + CHANNEL_RUN - 1) / CHANNEL_RUN * CHANNEL_RUN);
+  s.dim[axis] = nnc_dim_const(size);
   nnc_attrs at;
   memset(&at, 0, sizeof at);
   at.axis = axis;
   at.start = nnc_dim_const(0);
   return node_out(L, NNC_OP_PAD, 1, &t, &at, NULL, &s);
+}
+
+/* t with zeros after its C channels along axis, up to a multiple of CHANNEL_RUN. */
+static int pad_channels(lua_State *L, int t, int axis, int64_t C) {
+  return pad_to(L, t, axis, (C + CHANNEL_RUN - 1) / CHANNEL_RUN * CHANNEL_RUN);
+}
+
+/* Taps a row window of an image of few channels (an RGB stem's 3) widens
+ * to, so that a row's taps times its channels fill whole 16-byte runs:
+ * the row's KW taps of C channels are then one run of the windows, not KW
+ * runs each padded to CHANNEL_RUN (ResNet's 7x7 stem: K = 7 rows of 8 taps
+ * x 3 = 168, not 49 taps x 8 = 392). The extra taps read the image (or
+ * its padding) and meet zero weights. 0 when that saves nothing or the
+ * wider window would give fewer output columns. */
+static int row_taps(const nnc_window *w, int64_t W, int64_t C) {
+  if (C % CHANNEL_RUN == 0 || w->kw < 2) return 0;
+  int kw = w->kw;
+  while (kw * C % CHANNEL_RUN) kw++;
+  int64_t ow = (W + 2 * w->pw - (int64_t)w->dw * (w->kw - 1) - 1) / w->sw + 1;
+  int64_t ow2 = (W + 2 * w->pw - (int64_t)w->dw * (kw - 1) - 1) / w->sw + 1;
+  int64_t padded = (C + CHANNEL_RUN - 1) / CHANNEL_RUN * CHANNEL_RUN;
+  return ow2 == ow && kw * C < w->kw * padded ? kw : 0;
 }
 
 /* The [N, OH, OW, O] result as the model's layout. */
@@ -182,6 +204,29 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
   int64_t C0 = tensor(L, x)->shape[3].k;
   bool depthwise = w->nhwc && groups > 1 && groups == C0 && O == groups;
   win.tap_major = w->nhwc && (groups == 1 || depthwise);
+  int wide = groups == 1 && win.tap_major ? row_taps(&win, tensor(L, x)->shape[2].k, C0) : 0;
+  if (wide) {
+    /* two windowings: each output column's row of `wide` taps as one pixel of wide*C0 channels
+     * ([N, H, OW, wide*C0]), then the KH x 1 windows over those rows, which the GEMM reads */
+    int64_t KH = win.kh, KW = win.kw;
+    nnc_window row = {1, wide, 1, win.sw, 0, win.pw, 1, win.dw, true, true};
+    int r = im2col(L, x, &row, 0.0, fn);
+    const nnc_tensor *rt = tensor(L, r);
+    r = reshape(L, r, 4, (nnc_dim[]){rt->shape[0], rt->shape[1], rt->shape[2], nnc_dim_const(wide * C0)});
+    nnc_window col = {win.kh, 1, win.sh, 1, win.ph, 0, win.dh, 1, true, true};
+    /* the weight as [O, KH, wide, C0]: zeros for the extra taps */
+    int wm = reshape(L, weight, 4, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(C0), nnc_dim_const(KH), nnc_dim_const(KW)});
+    wm = pad_to(L, wm, 3, wide);
+    wm = permute(L, wm, (const int[]){0, 2, 3, 1});
+    wm = reshape(L, wm, 2, (nnc_dim[]){nnc_dim_const(O), nnc_dim_const(KH * wide * C0)});
+    int cols = im2col(L, r, &col, 0.0, fn);
+    const nnc_tensor *ct = tensor(L, cols);
+    int a = reshape(L, cols, 4, (nnc_dim[]){ct->shape[0], ct->shape[1], ct->shape[2], nnc_dim_const(KH * wide * C0)});
+    nnc_attrs at;
+    memset(&at, 0, sizeof at);
+    int in[3] = {a, wm, bias};
+    return node_out(L, NNC_OP_LINEAR, bias >= 0 ? 3 : 2, in, &at, label, NULL);
+  }
   if (groups == 1 && win.tap_major && C0 % CHANNEL_RUN) x = pad_channels(L, x, 3, C0);
   int cols = im2col(L, x, &win, 0.0, fn);
   const nnc_tensor *ct = tensor(L, cols);
