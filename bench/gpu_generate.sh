@@ -18,12 +18,13 @@
 # eager and torch.compile MODES) at B=1 and B=64 in the same call.
 # ctx is 640 there: 64 x 640 logits rows of 50257 fit the kernels' int indices.
 # The decode step is also timed on gpt2_full_bf16_base, the same folder with
-# the skinny GEMM's branch for M <= 64 switched off (cuBLASLt at every M), as
-# the baseline of the same run; then the floor: the weights' bytes and the
+# the skinny GEMM's branch for M <= 64 switched off (cuBLASLt at every M) and
+# the decode attention of a thread a key, as the baseline of the same run; then the floor: the weights' bytes and the
 # kv caches' (12 layers x k, v x B x S x 768 bf16) over the device-to-device
 # copy rate measured in the same run (gpt2_decode_torch.py --copy-bw), and
 # each step time as a % of it.
-# Environment: NNC, ARCH (sm_90a), PROMPT (512), STEPS (64), MODES (eager,default,reduce-overhead)
+# Environment: NNC, ARCH (sm_90a), PROMPT (512), STEPS (64), MODES (eager,default,reduce-overhead),
+# BATCHES ("1 64": the decode step's and the peer's batch sizes)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu_generate
@@ -49,6 +50,8 @@ generate() {
   cp -r "$G/gpt2_full_bf16" "$G/$BASE"
   sed -i 's|^  if (M <= 64) {   /\* a few rows|  if (false) {   /* the baseline: off; a few rows|' "$G/$BASE/gpt2.cu"
   grep -q 'if (false) {   /\* the baseline' "$G/$BASE/gpt2.cu" || { echo "no skinny branch to switch off" >&2; exit 1; }
+  # and the decode attention of a thread a key (session 18's) instead of a group of threads a key
+  sed -i 's|nnc_attn_decode_groups_kernel<T, 64, NW, 4><<<|nnc_attn_decode_kernel<T, 64, NW><<<|' "$G/$BASE/kernels/attention_decode.cuh"
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
@@ -88,7 +91,7 @@ run() {
   # and without CUDA graphs, and its kernels; then the PyTorch peer
   local S=$((PROMPT + STEPS / 2))
   python3 "$ROOT/bench/gpt2_decode_torch.py" --copy-bw > "$out/copy_bw.json" 2> "$out/copy_bw.err"
-  for b in 1 64; do
+  for b in ${BATCHES:-1 64}; do
     for gr in off on; do
       for f in gpt2_full_bf16 $BASE; do
         local tag=${f#gpt2_full_bf16}

@@ -112,6 +112,123 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   }
 }
 
+/* The same for many keys a row (a batch of sequences over long caches): a
+ * group of G = D / VEC threads holds one key, each thread 16 bytes of its
+ * row (a warp's load covers 32 / G whole rows, every byte of each sector
+ * used), the dot product summed over the group by shuffles. Group g of the
+ * block takes keys g, g + GROUPS, ...; U keys' K and V rows are loaded
+ * before the first is used (2 U 16-byte loads a thread in flight), and
+ * their softmax update is one rescale. A thread keeps VEC accumulators, not
+ * D: few registers, many blocks an SM. The groups' partials merge by
+ * shuffles within the warp, then through shared memory. */
+template <typename E, int D, int NW, int U>
+__global__ void __launch_bounds__(NW * 32) nnc_attn_decode_groups_kernel(const nnc_cuda_attn_args<E> a) {
+  constexpr int N = nnc_dtype<E>::VEC, G = D / N, GROUPS = NW * 32 / G;
+  static_assert(G >= 1 && G <= 32 && 32 % G == 0, "a key's row in 1 to 32 lanes of one warp");
+  __shared__ float part[NW][D + 2];
+  const int row = blockIdx.x; /* (b * heads + h) * T + i */
+  const int i = row % a.T, bh = row / a.T, h = bh % a.heads, b = bh / a.heads;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % G, grp = threadIdx.x / G;
+  const E *q = a.q + b * a.q_sb + h * a.q_sh + (long long)i * a.q_st;
+  const E *k = a.k + b * a.k_sb + nnc_attn::kv_head(a, h) * a.k_sh + sub * N;
+  const E *v = a.v + b * a.v_sb + nnc_attn::kv_head(a, h) * a.v_sh + sub * N;
+  E *o = a.out + b * a.o_sb + h * a.o_sh + (long long)i * a.o_st;
+  const E *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
+  const int last = a.causal ? min(a.S - 1, i + (a.S - a.T)) : a.S - 1;
+  const float qs = a.scale * 1.4426950408889634f; /* exponents in base 2 */
+  float qf[N], acc[N];
+  nnc_load_vec(q + sub * N, qf);
+#pragma unroll
+  for (int u = 0; u < N; u++) {
+    qf[u] *= qs;
+    acc[u] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  /* the trip count is the warp's (its first group's), so that every lane reaches the shuffles */
+  const int first = w * (32 / G);
+  for (int base = 0; base + first <= last; base += GROUPS * U) {
+    const int j0 = base + grp;
+    uint4 kr[U], vr[U]; /* raw 16 bytes, converted at use: half the registers of floats */
+    bool ok[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int j = j0 + u * GROUPS;
+      /* the rows are loaded before the mask is known (a masked key's are read for nothing), so that
+       * the loads do not wait for it */
+      ok[u] = j <= last; /* the same in the whole group */
+      if (ok[u]) {
+        kr[u] = *reinterpret_cast<const uint4 *>(k + (long long)j * a.k_st);
+        vr[u] = *reinterpret_cast<const uint4 *>(v + (long long)j * a.v_st);
+      }
+    }
+    if (mrow) {
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (ok[u]) ok[u] = nnc_dtype<E>::load(mrow[j0 + u * GROUPS]) != 0.0f;
+    }
+    float sc[U], mn = m;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      float s = 0.0f;
+      if (ok[u]) {
+        float kf[N];
+        nnc_load_vec(reinterpret_cast<const E *>(&kr[u]), kf);
+#pragma unroll
+        for (int e = 0; e < N; e++) s += qf[e] * kf[e];
+      }
+#pragma unroll
+      for (int off = 1; off < G; off <<= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+      sc[u] = ok[u] ? s : -INFINITY;
+      mn = fmaxf(mn, sc[u]);
+    }
+    if (mn == -INFINITY) continue; /* nothing seen yet in this group; the next shuffles are the next trip's */
+    const float c = exp2f(m - mn);
+    l *= c;
+#pragma unroll
+    for (int e = 0; e < N; e++) acc[e] *= c;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (!ok[u]) continue;
+      const float p = exp2f(sc[u] - mn);
+      float vf[N];
+      nnc_load_vec(reinterpret_cast<const E *>(&vr[u]), vf);
+      l += p;
+#pragma unroll
+      for (int e = 0; e < N; e++) acc[e] += p * vf[e];
+    }
+    m = mn;
+  }
+  /* the warp's groups into its first group (lanes 0 .. G-1), then the warps' through shared memory */
+#pragma unroll
+  for (int off = G; off < 32; off <<= 1) {
+    float acc2[N];
+#pragma unroll
+    for (int e = 0; e < N; e++) acc2[e] = __shfl_xor_sync(0xffffffffu, acc[e], off);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off);
+    nnc_attn::merge_partial<N>(m, l, acc, m2, l2, acc2);
+  }
+  if (lane < G) {
+#pragma unroll
+    for (int e = 0; e < N; e++) part[w][sub * N + e] = acc[e];
+    if (lane == 0) {
+      part[w][D] = m;
+      part[w][D + 1] = l;
+    }
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += NW * 32) {
+    float M = -INFINITY;
+    for (int x = 0; x < NW; x++) M = fmaxf(M, part[x][D]);
+    float L = 0.0f, sum = 0.0f;
+    for (int x = 0; x < NW; x++) {
+      const float c = M == -INFINITY ? 0.0f : exp2f(part[x][D] - M);
+      L += part[x][D + 1] * c;
+      sum += part[x][d] * c;
+    }
+    o[d] = nnc_dtype<E>::store(L > 0.0f ? sum / L : 0.0f); /* every key masked: zeros */
+  }
+}
+
 /* Whether nnc_cuda_attention takes the decode kernel: few query rows, heads
  * of 64, 16-byte rows, no lse. */
 template <typename T> bool nnc_cuda_attention_uses_decode(const nnc_cuda_attn_args<T> &a) {
@@ -125,7 +242,7 @@ nnc_cuda_status nnc_cuda_attention_decode(const nnc_cuda_attn_args<T> &a, cudaSt
   const long long rows = (long long)a.batch * a.heads * a.T;
   if (rows > 0x7fffffffLL)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL, "expected batch * heads * T < 2^31, found %lld", rows);
-  nnc_attn_decode_kernel<T, 64, NW><<<(unsigned)rows, NW * 32, 0, stream>>>(a);
+  nnc_attn_decode_groups_kernel<T, 64, NW, 4><<<(unsigned)rows, NW * 32, 0, stream>>>(a);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
 
