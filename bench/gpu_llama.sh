@@ -18,6 +18,10 @@
 # $OUT. Grouped-query attention is the fused attention kernel reading k
 # and v with head stride 0 (on sm_90a the mma.sync path: TMA maps take no
 # zero stride); its training step differentiates the primitive ops.
+# The --generate folders also run generate_llama --check (each decode
+# step's logits against a full forward), memcheck on the small bf16 one,
+# and the default config's decode step is timed at B=1 and B=64 over 511
+# cached tokens (grouped-query attention reading the caches in place).
 # Environment: NNC, ARCH (sm_90a), B (8), T (1024)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +40,11 @@ llama_mqa_f32 models/llama f32 -d_B=2_-d_T=9 $MQA
 llama_train_f32 models/llama f32 -d_B=3_-d_T=17 $SMALL --train
 llama_full_f32 models/llama f32 -d_B=1_-d_T=33 -D batch=$B -D ctx=$T
 llama_full_bf16 models/llama bf16 - -D batch=$B -D ctx=$T
-llama_full_train_bf16 models/llama bf16 - -D batch=$B -D ctx=$T --train"
+llama_full_train_bf16 models/llama bf16 - -D batch=$B -D ctx=$T --train
+llama_gen_f32 models/llama f32 -d_B=3_-d_T=5_-d_S=11 $SMALL --generate
+llama_gen_bf16 models/llama bf16 -d_B=3_-d_T=5_-d_S=11 $SMALL --generate
+llama_gen_mqa_bf16 models/llama bf16 -d_B=2_-d_T=4_-d_S=9 $MQA --generate
+llama_full_gen_bf16 models/llama bf16 - -D batch=64 -D ctx=1024 --generate"
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -81,8 +89,18 @@ run() {
        --runs 1 --warmup 0 --no-peaks > "$out/memcheck_$c.log" 2>&1)
     echo "$c memcheck: rc=$? $(grep -m1 'ERROR SUMMARY' "$out/memcheck_$c.log")" >> "$t"
   done
+  for c in llama_gen_f32 llama_gen_bf16 llama_gen_mqa_bf16; do
+    (cd "$G/$c" && ./generate_llama --check --prompt '3,1,4,1,5;9,2' --steps 7 > "$out/gen_$c.log" 2>&1)
+    echo "$c generate --check: rc=$? $(grep -m1 '^check' "$out/gen_$c.log")" >> "$t"
+  done
+  (cd "$G/llama_gen_bf16" && timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./generate_llama --check \
+     --prompt '3,1,4,1,5;9,2' --steps 4 > "$out/memcheck_gen.log" 2>&1)
+  echo "llama_gen_bf16 generate memcheck: rc=$? $(grep -m1 'ERROR SUMMARY' "$out/memcheck_gen.log")" >> "$t"
   for c in llama_full_f32 llama_full_bf16 llama_full_train_bf16; do
     echo "nnc $c B=$B T=$T: $(median "$c" "-d B=$B -d T=$T")" >> "$t"
+  done
+  for b in 1 64; do
+    echo "nnc llama_full_gen_bf16 decode B=$b S=512: $(median llama_full_gen_bf16 "-d B=$b -d T=1 -d S=512")" >> "$t"
   done
   (cd "$G/llama_full_bf16" && ./bench_llama -d B="$B" -d T="$T" --runs 10 --warmup 3 > "$out/llama_full_bf16_kernels.txt" 2>&1)
   cat "$t"

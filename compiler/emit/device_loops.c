@@ -362,12 +362,12 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_graph *g = x->g;
-  /* a kv_append comes last, after the head split it reads in place */
+  /* a kv_append or rope comes last, after the head split it reads in place */
   if (g->nodes[k->nodes[k->nnodes - 1]].op == NNC_OP_KV_APPEND) return ec_emit_device_kv_append(lt, ki, err);
+  if (g->nodes[k->nodes[k->nnodes - 1]].op == NNC_OP_ROPE) return ec_emit_device_rope(lt, ki, err);
   if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN || n->op == NNC_OP_LSTM_SCAN_GRAD ||
       n->op == NNC_OP_GRU_SCAN_GRAD)
     return ec_emit_device_recurrent(lt, ki, err);
-  if (n->op == NNC_OP_ROPE) return ec_emit_device_rope(lt, ki, err);
   char e[EXPR], f[EXPR], stride[EXPR], n_expr[EXPR], c[ACCESS];
   nnc_sb body, loop;
   nnc_sb_init(&body);

@@ -150,9 +150,9 @@ typedef struct nnc_kernel {
     nnc_gemm_desc gemm;
     nnc_attention_desc attn;
     nnc_attention_grad_desc attn_grad;
-    nnc_attn_view src;         /* kv_append: where it reads x when a head split was folded in (on), as
-                                  attention reads q: x (b, h, t, i) at base + offset + b*sb + h*sh + t*si + i */
-  } d;                         /* for GEMM, the attentions and kv_append; the rest read their nodes */
+    nnc_attn_view src;         /* kv_append and rope: where it reads x when a head split was folded in (on),
+                                  as attention reads q: x (b, h, t, i) at base + offset + b*sb + h*sh + t*si + i */
+  } d;                         /* for GEMM, the attentions, kv_append and rope; the rest read their nodes */
 } nnc_kernel;
 
 /* Where one tensor lives during a run. */

@@ -433,6 +433,29 @@ static nnc_status fold_kv(fold_ctx *c, int ki, bool *folded_piece, nnc_error *er
   return NNC_OK;
 }
 
+/* A rope reading x = transpose(reshape(the q or k projection)) (LLaMA's
+ * q and k) reads the projection through a view instead: the head split's
+ * copy leaves, the rope kernel writing the heads apart itself. */
+static nnc_status fold_rope(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
+  nnc_schedule *s = c->s;
+  nnc_kernel *k = &s->k[ki];
+  if (k->nnodes != 1) return NNC_OK;
+  const nnc_node *n = &s->g->nodes[k->nodes[0]];
+  if (n->op != NNC_OP_ROPE || n->attrs.axis != 2) return NNC_OK;
+  nnc_attn_view v;
+  int kt, kr, ks, piece;
+  if (!input_view(c, n->in[0], -1, &v, &kt, &kr, &ks, &piece) || kt < 0) return NNC_OK;
+  nnc_status st = absorb(s, ki, kt, true, err);
+  if (!st) st = absorb(s, ki, kr, true, err);
+  if (st) return st;
+  c->drop[kt] = c->drop[kr] = true;
+  k = &s->k[ki];
+  replace_id(k->in, &k->nin, n->in[0], v.base);
+  k->d.src = v;
+  if (piece >= 0) folded_piece[piece] = true;
+  return NNC_OK;
+}
+
 /* A split whose every piece some kernel reads through a view leaves the
  * schedule (its node goes with the last kernel that read a piece). */
 static nnc_status drop_split(fold_ctx *c, int ks, const bool *folded_piece, nnc_error *err) {
@@ -468,6 +491,8 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {
   if (!folded_piece) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_heads: out of memory");
   for (int k = 0; k < s->nk && !st; k++)
     if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_kv(&c, k, folded_piece, err);
+  for (int k = 0; k < s->nk && !st; k++)
+    if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_rope(&c, k, folded_piece, err);
   for (int k = 0; k < s->nk && !st; k++)
     if (s->k[k].kind == NNC_KERNEL_ATTENTION)
       st = s->g->tensors[s->k[k].d.attn.q].rank == 5 ? fold_grouped(&c, k, folded_piece, err)

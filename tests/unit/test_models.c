@@ -822,7 +822,9 @@ static void test_llama_default_params(void **state) {
 /* nnc --generate of a LLaMA: each layer's grouped-query attention, with the
  * padding mask, is one kernel reading k and v from the kv caches in place
  * (their heads as h / G, no copy of the cache a step) and writing its
- * output where the head merge would; the kv_append outputs are not stored. */
+ * output where the head merge would; the kv_append outputs are not stored;
+ * rope reads q and k where their projections wrote them (no head-split
+ * copy): four copy kernels a layer, two ropes and two kv_appends. */
 static void test_llama_generate_in_place(void **state) {
   (void)state;
   const char *d[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
@@ -854,6 +856,18 @@ static void test_llama_generate_in_place(void **state) {
     assert_true(a->view[NNC_ATTN_OUT].on && nnc_dim_eq_const(a->view[NNC_ATTN_OUT].si, 48));
   }
   assert_int_equal(attn, 3);
+  int moves = 0, ropes = 0;
+  for (int k = 0; k < m.s.nk; k++) {
+    const nnc_kernel *kn = &m.s.k[k];
+    if (kn->kind != NNC_KERNEL_MOVE) continue;
+    moves++;
+    if (m.g.nodes[kn->nodes[kn->nnodes - 1]].op != NNC_OP_ROPE) continue;
+    ropes++;
+    assert_true(kn->d.src.on);
+    assert_int_equal(m.g.nodes[m.g.tensors[kn->d.src.base].producer].op, NNC_OP_LINEAR);
+  }
+  assert_int_equal(ropes, 2 * 3);
+  assert_int_equal(moves, 4 * 3);
   for (int t = 0; t < m.g.ntensors; t++) {
     int p = m.g.tensors[t].producer;
     if (p >= 0 && !m.g.nodes[p].dead && m.g.nodes[p].op == NNC_OP_KV_APPEND)
