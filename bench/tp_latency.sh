@@ -84,12 +84,14 @@ run() {
   local nsys
   nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   echo "nsys: ${nsys:-none}" >> "$t"
-  local start=$SECONDS
+  local start=$SECONDS builds=()
   while read -r c _; do
     [ -d "$G/$c" ] || continue
     make -C "$G/$c" -j4 "${mk[@]}" > "$out/make_$c.log" 2>&1 &
+    builds+=($!)
   done <<< "$CASES"
-  wait
+  # the builds only: a bare wait would also wait for the table's tail
+  wait "${builds[@]}"
   echo "built in $((SECONDS - start)) s" >> "$t"
   while read -r c _; do
     [ -d "$G/$c" ] || continue
