@@ -18,8 +18,9 @@
 # eager and torch.compile MODES) at B=1 and B=64 in the same call.
 # ctx is 640 there: 64 x 640 logits rows of 50257 fit the kernels' int indices.
 # The decode step is also timed on gpt2_full_bf16_base, the same folder with
-# the skinny GEMM's branch for M <= 64 switched off (cuBLASLt at every M) and
-# the decode attention of a thread a key, as the baseline of the same run; then the floor: the weights' bytes and the
+# the decode attention of a thread a key (the baseline of the same run), and
+# on gpt2_full_bf16_skinny, the same folder built with -DNNC_SKINNY_GEMM (the
+# skinny GEMM's branch for M <= 64, off by default); then the floor: the weights' bytes and the
 # kv caches' (12 layers x k, v x B x S x 768 bf16) over the device-to-device
 # copy rate measured in the same run (gpt2_decode_torch.py --copy-bw), and
 # each step time as a % of it.
@@ -37,7 +38,7 @@ gpt2_bf16 models/gpt2 bf16 $GSMALL
 llama_f32 models/llama f32 $LSMALL
 llama_bf16 models/llama bf16 $LSMALL
 gpt2_full_bf16 models/gpt2 bf16 -D batch=64 -D ctx=640"
-BASE=gpt2_full_bf16_base
+BASE=gpt2_full_bf16_base SKINNY=gpt2_full_bf16_skinny
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -46,12 +47,12 @@ generate() {
     # shellcheck disable=SC2086  # defs: several -D words
     "$nnc" "$ROOT/$model.lua" --generate $defs --target=cuda-${ARCH/_/} --precision="$p" -o "$G/$c" || exit 1
   done <<< "$CASES"
-  # the baseline: the skinny GEMM's branch off (templates/cuda/gemm_skinny.cuh, M <= 64 at run time)
+  # the baseline: the decode attention of a thread a key (session 18's) instead of a group of threads a key
   cp -r "$G/gpt2_full_bf16" "$G/$BASE"
-  sed -i 's|^  if (M <= 64) {   /\* a few rows|  if (false) {   /* the baseline: off; a few rows|' "$G/$BASE/gpt2.cu"
-  grep -q 'if (false) {   /\* the baseline' "$G/$BASE/gpt2.cu" || { echo "no skinny branch to switch off" >&2; exit 1; }
-  # and the decode attention of a thread a key (session 18's) instead of a group of threads a key
   sed -i 's|nnc_attn_decode_groups_kernel<T, 64, NW, 4><<<|nnc_attn_decode_kernel<T, 64, NW><<<|' "$G/$BASE/kernels/attention_decode.cuh"
+  grep -q 'nnc_attn_decode_kernel<T, 64, NW><<<' "$G/$BASE/kernels/attention_decode.cuh" || { echo "no decode kernel to swap" >&2; exit 1; }
+  # the same folder built with the skinny GEMM's branch for M <= 64 (-DNNC_SKINNY_GEMM, off by default)
+  cp -r "$G/gpt2_full_bf16" "$G/$SKINNY"
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
@@ -69,6 +70,8 @@ run() {
     make -C "$G/$c" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$c.log" 2>&1 &
   done <<< "$CASES"
   make -C "$G/$BASE" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$BASE.log" 2>&1 &
+  make -C "$G/$SKINNY" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" NVCCFLAGS="-O3 -DNNC_SKINNY_GEMM" \
+    > "$out/make_$SKINNY.log" 2>&1 &
   wait
   while read -r c model _; do
     local m=${model#models/}
@@ -93,11 +96,11 @@ run() {
   python3 "$ROOT/bench/gpt2_decode_torch.py" --copy-bw > "$out/copy_bw.json" 2> "$out/copy_bw.err"
   for b in ${BATCHES:-1 64}; do
     for gr in off on; do
-      for f in gpt2_full_bf16 $BASE; do
+      for f in gpt2_full_bf16 $BASE $SKINNY; do
         local tag=${f#gpt2_full_bf16}
         (cd "$G/$f" && ./bench_gpt2 -d B=$b -d T=1 -d S=$S --runs 50 --warmup 10 --cuda-graphs $gr --json \
            > "$out/step_b${b}_$gr$tag.json" 2> "$out/step_b${b}_$gr$tag.err")
-        echo "gpt2 124M bf16 decode step B=$b S=$S graphs $gr${tag:+ (baseline: cuBLASLt at every M)}: $(python3 -c 'import json,sys; print("%.4f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/step_b${b}_$gr$tag.json" 2>&1 | tail -1)" >> "$t"
+        echo "gpt2 124M bf16 decode step B=$b S=$S graphs $gr${tag:+ ($tag)}: $(python3 -c 'import json,sys; print("%.4f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/step_b${b}_$gr$tag.json" 2>&1 | tail -1)" >> "$t"
       done
     done
     python3 - "$G/gpt2_full_bf16/weights_manifest.json" "$out/copy_bw.json" "$b" "$S" "$out" >> "$t" 2>&1 <<'PY'
@@ -114,7 +117,7 @@ rate = json.load(open(bw))["copy_GBps"] * 1e9
 floor = (wbytes + cbytes) / rate * 1e3
 print("floor B=%d S=%d: (weights %.0f MB + caches %.0f MB) / copy %.0f GB/s = %.4f ms" % (b, S, wbytes / 1e6, cbytes / 1e6, rate / 1e9, floor))
 for gr in ("off", "on"):
-    for tag, what in (("", "nnc"), ("_base", "nnc baseline")):
+    for tag, what in (("", "nnc"), ("_base", "nnc baseline (a thread a key)"), ("_skinny", "nnc + skinny GEMM")):
         try:
             ms = json.load(open("%s/step_b%d_%s%s.json" % (out, b, gr, tag)))["median_ms"]
             print("  %s graphs %s: %.4f ms, %.0f%% of the floor" % (what, gr, ms, 100 * floor / ms))

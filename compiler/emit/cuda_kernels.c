@@ -424,7 +424,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   nnc_sb body;
   nnc_sb_init(&body);
   bool skinny = p.own < 0 && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
-  nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64" : "");
+  nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
   } else if (p.own >= 0) {

@@ -4,9 +4,14 @@
  * SM (k split over a thread block cluster), before the GEMM's usual path
  * (cuBLASLt or nnc's wgmma GEMM) for larger M. The same library runs the
  * prefill (M = B x T) and the decode steps (M = B), so the choice is made at
- * run time; a constant M over 64 never takes it. cuBLASLt spends 8-11 us on
- * each of GPT-2's layer GEMMs at 64 rows whatever their size, a latency
- * floor (bench/NOTES.md, "Decode GEMMs at M = 64"). Needs sm_90 (clusters). */
+ * run time; a constant M over 64 never takes it. Needs sm_90 (clusters).
+ *
+ * Off unless the folder is built with -DNNC_SKINNY_GEMM (make
+ * NVCCFLAGS='-O3 -DNNC_SKINNY_GEMM'): measured on an H100 (bench/NOTES.md,
+ * session 19) its first version made GPT-2's B=64 decode step slower
+ * (1.50 against 1.14 ms, graphs off): 8-19 us a layer GEMM against
+ * cuBLASLt's 8, the head 89 us. The branch stays in the code, compiled by
+ * CI, for the next version to be measured against cuBLASLt in one build. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +36,8 @@ bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape
 void cu_skinny_block(const ec_ctx *x, int ki, const char *a, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
-  nnc_sb_printf(body, "  if (M <= 64) {   /* a few rows (a decode step): the skinny GEMM streams the weight once */\n"
+  nnc_sb_printf(body, "#ifdef NNC_SKINNY_GEMM   /* off by default: slower than cuBLASLt so far (bench/NOTES.md) */\n"
+                      "  if (M <= 64) {   /* a few rows (a decode step): the skinny GEMM streams the weight once */\n"
                       "    nnc_cuda_skinny_args<%s, %s> sk = {};\n    sk.M = M;\n    sk.N = N;\n    sk.K = K;\n",
                 cu_stype(x, d->a), cu_stype(x, d->out));
   if (a) nnc_sb_printf(body, "    sk.a = %s;\n", a);
@@ -47,5 +53,5 @@ void cu_skinny_block(const ec_ctx *x, int ki, const char *a, nnc_sb *body) {
                 cu_gemm_act(d));
   if (d->act_last) nnc_sb_printf(body, "    sk.act_last = true;   /* act(A.B + bias + residual) */\n");
   nnc_sb_printf(body, "    nnc_cuda_error se;\n    if (nnc_cuda_gemm_skinny(sk, s, &se)) return kernel_failed(m, %d, se.msg);\n"
-                      "    return 0;\n  }\n", ki);
+                      "    return 0;\n  }\n#endif\n", ki);
 }

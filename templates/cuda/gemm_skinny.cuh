@@ -13,9 +13,9 @@
  * (nothing launched) for bad arguments or M > 64; never synchronizes; one
  * launch, so a CUDA graph captures it. Needs sm_90 (thread block clusters).
  *
- * The grid is (N / 32 column tiles) x KS slices of k, KS (1..8) chosen so
- * that the grid covers every SM twice: a layer's N of 768 gives 24 tiles,
- * 8 slices. A block of 4 warps owns 32 columns and one slice; each warp
+ * The grid is (N / 32 column tiles) x KS slices of k, KS (1..8) the most
+ * that keep the grid in one wave of resident blocks: a layer's N of 768
+ * gives 24 tiles, 8 slices. A block of 4 warps owns 32 columns and one slice; each warp
  * takes every 4th piece of 32 k of the slice, two pieces' 16-byte loads
  * (A from L2, W from memory: 2 x (2 MT + 4) vectors a thread) in flight
  * before the first product, straight into registers, and feeds
@@ -56,6 +56,11 @@ template <typename T, typename TO> struct nnc_cuda_skinny_args {
   nnc_cuda_act act;
   bool act_last; /* the activation after the residual */
 };
+
+/* Blocks an SM the kernel's registers must allow (__launch_bounds__). */
+#ifndef NNC_SKINNY_MIN_BLOCKS
+#define NNC_SKINNY_MIN_BLOCKS 1
+#endif
 
 namespace nnc_sk {
 
@@ -101,11 +106,11 @@ template <int MT> struct piece {
 
 /* MT tiles of 16 rows (M <= 16 MT); W_NK: W is [N][K]. */
 template <typename T, typename TO, int MT, bool W_NK>
-__global__ void __launch_bounds__(nnc_sk::WARPS * 32) nnc_gemm_skinny_kernel(const nnc_cuda_skinny_args<T, TO> g, int slices) {
+__global__ void __launch_bounds__(nnc_sk::WARPS * 32, NNC_SKINNY_MIN_BLOCKS) nnc_gemm_skinny_kernel(const nnc_cuda_skinny_args<T, TO> g, int slices) {
   using namespace nnc_sk;
   using mma = nnc_mma<T>;
   constexpr int ROWS = MT * 16;
-  __shared__ float part[WARPS][ROWS * BN]; /* each warp's partial tile; part[0] ends as the block's */
+  __shared__ alignas(16) float part[WARPS][ROWS * BN]; /* each warp's partial tile; part[0] ends as the block's */
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const int n0 = blockIdx.x * BN, slice = blockIdx.y;
   const int pieces = (g.K + KP - 1) / KP, p0 = slice * pieces / slices, p1 = (slice + 1) * pieces / slices;
@@ -194,35 +199,73 @@ __global__ void __launch_bounds__(nnc_sk::WARPS * 32) nnc_gemm_skinny_kernel(con
         mine[row * BN + col] = acc[mt][nt][e];
       }
   __syncthreads();
-  /* the block's sum in part[0]: each element read and written by one thread */
-  for (int i = threadIdx.x; i < g.M * BN; i += blockDim.x) {
-    float sum = part[0][i];
+  /* the block's sum in part[0], 4 columns a thread: each element read and written by one thread */
+  const int quads = g.M * BN / 4;
+  for (int i = threadIdx.x; i < quads; i += blockDim.x) {
+    float4 sum = reinterpret_cast<const float4 *>(part[0])[i];
 #pragma unroll
-    for (int w = 1; w < WARPS; ++w) sum += part[w][i];
-    part[0][i] = sum;
+    for (int w = 1; w < WARPS; ++w) {
+      const float4 x = reinterpret_cast<const float4 *>(part[w])[i];
+      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+    }
+    reinterpret_cast<float4 *>(part[0])[i] = sum;
   }
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  /* this block's share of the outputs, summed over the cluster's slices in rank order */
-  for (int i = slice * blockDim.x + threadIdx.x; i < g.M * BN; i += slices * blockDim.x) {
-    const int row = i / BN, n = n0 + i % BN;
-    if (n >= g.N) continue;
-    float sum = 0.0f;
-    for (int r = 0; r < slices; ++r) sum += cluster.map_shared_rank(&part[0][0], r)[i];
-    float v = fmaf(g.alpha, sum, g.bias ? load(g.bias[n]) : 0.0f);
-    if (!g.act_last) v = act(g.act, v);
-    if (g.residual) v += load(g.residual[row * g.ldc + n]);
-    if (g.act_last) v = act(g.act, v);
-    store(g.c + row * g.ldc + n, v);
+  /* this block's share of the outputs, 4 columns a thread, summed over the cluster's slices in rank
+   * order; every slice's load is issued before the first add (one trip to the other SMs, not one a slice) */
+  for (int i = slice * blockDim.x + threadIdx.x; i < quads; i += slices * blockDim.x) {
+    float4 x[MAX_SLICES];
+#pragma unroll
+    for (int r = 0; r < MAX_SLICES; ++r)
+      if (r < slices) x[r] = reinterpret_cast<const float4 *>(cluster.map_shared_rank(part[0], r))[i];
+    float v[4] = {x[0].x, x[0].y, x[0].z, x[0].w};
+#pragma unroll
+    for (int r = 1; r < MAX_SLICES; ++r)
+      if (r < slices) v[0] += x[r].x, v[1] += x[r].y, v[2] += x[r].z, v[3] += x[r].w;
+    const int row = i * 4 / BN, n1 = n0 + i * 4 % BN;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = n1 + e;
+      if (n >= g.N) break;
+      float o = fmaf(g.alpha, v[e], g.bias ? load(g.bias[n]) : 0.0f);
+      if (!g.act_last) o = act(g.act, o);
+      if (g.residual) o += load(g.residual[row * g.ldc + n]);
+      if (g.act_last) o = act(g.act, o);
+      store(g.c + row * g.ldc + n, o);
+    }
   }
   cluster.sync(); /* the other blocks read this one's shared memory until here */
 }
 
+/* The slices of k a column tile is split into: the most that still fit
+ * every block in one wave (resident blocks an SM x SMs: a second wave
+ * doubles the time of these short kernels), at most 8 (a portable cluster)
+ * and at least a piece of 32 k each. */
+inline int nnc_gemm_skinny_slices(int N, int K, int resident) {
+  const int tiles = (N + nnc_sk::BN - 1) / nnc_sk::BN, pieces = (K + nnc_sk::KP - 1) / nnc_sk::KP;
+  int slices = resident / tiles;
+  if (slices > nnc_sk::MAX_SLICES) slices = nnc_sk::MAX_SLICES;
+  if (slices > pieces) slices = pieces;
+  return slices < 1 ? 1 : slices;
+}
+
 template <typename T, typename TO, int MT, bool W_NK>
-nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, int slices, cudaStream_t s,
+nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, int sms, cudaStream_t s,
                                        nnc_cuda_error *err) {
   using namespace nnc_sk;
+  const auto kernel = nnc_gemm_skinny_kernel<T, TO, MT, W_NK>;
+  /* blocks an SM of this instance (its registers decide), asked once */
+  static const int per_sm = [kernel] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, WARPS * 32, 0) != cudaSuccess || n < 1) {
+      (void)cudaGetLastError();
+      n = 1;
+    }
+    return n;
+  }();
+  const int slices = nnc_gemm_skinny_slices(g.N, g.K, per_sm * sms);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)((g.N + BN - 1) / BN), (unsigned)slices, 1);
   cfg.blockDim = dim3(WARPS * 32, 1, 1);
@@ -235,31 +278,20 @@ nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, int
   at[0].val.clusterDim.z = 1;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, nnc_gemm_skinny_kernel<T, TO, MT, W_NK>, g, slices);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, g, slices);
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "launch failed: %s (%s)", cudaGetErrorString(e),
                          cudaGetErrorName(e));
   return nnc_cuda_check_launch(err, KERNEL);
 }
 
-/* The slices of k a column tile is split into: the fewest that put two
- * blocks on every SM, at most 8 (a portable cluster) and at most a piece of
- * 32 k each. */
-inline int nnc_gemm_skinny_slices(int N, int K, int sms) {
-  const int tiles = (N + nnc_sk::BN - 1) / nnc_sk::BN, pieces = (K + nnc_sk::KP - 1) / nnc_sk::KP;
-  int slices = (2 * sms + tiles - 1) / tiles;
-  if (slices > nnc_sk::MAX_SLICES) slices = nnc_sk::MAX_SLICES;
-  if (slices > pieces) slices = pieces;
-  return slices < 1 ? 1 : slices;
-}
-
 template <typename T, typename TO, bool W_NK>
-nnc_cuda_status nnc_gemm_skinny_rows(const nnc_cuda_skinny_args<T, TO> &g, int slices, cudaStream_t s,
+nnc_cuda_status nnc_gemm_skinny_rows(const nnc_cuda_skinny_args<T, TO> &g, int sms, cudaStream_t s,
                                      nnc_cuda_error *err) {
   /* one tile of 16 rows for up to sixteen sequences, two or four for up to 32 or 64 */
-  return g.M <= 16   ? nnc_gemm_skinny_launch<T, TO, 1, W_NK>(g, slices, s, err)
-         : g.M <= 32 ? nnc_gemm_skinny_launch<T, TO, 2, W_NK>(g, slices, s, err)
-                     : nnc_gemm_skinny_launch<T, TO, 4, W_NK>(g, slices, s, err);
+  return g.M <= 16   ? nnc_gemm_skinny_launch<T, TO, 1, W_NK>(g, sms, s, err)
+         : g.M <= 32 ? nnc_gemm_skinny_launch<T, TO, 2, W_NK>(g, sms, s, err)
+                     : nnc_gemm_skinny_launch<T, TO, 4, W_NK>(g, sms, s, err);
 }
 
 template <typename T, typename TO>
@@ -281,9 +313,8 @@ nnc_cuda_status nnc_cuda_gemm_skinny(const nnc_cuda_skinny_args<T, TO> &g, cudaS
   int sms = 132, dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
     (void)cudaGetLastError();
-  const int slices = nnc_gemm_skinny_slices(g.N, g.K, sms);
-  return g.w_nk ? nnc_gemm_skinny_rows<T, TO, true>(g, slices, s, err)
-                : nnc_gemm_skinny_rows<T, TO, false>(g, slices, s, err);
+  return g.w_nk ? nnc_gemm_skinny_rows<T, TO, true>(g, sms, s, err)
+                : nnc_gemm_skinny_rows<T, TO, false>(g, sms, s, err);
 }
 
 #endif
