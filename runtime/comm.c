@@ -48,6 +48,28 @@ void nnrt_comm_destroy(nnrt_comm *c) {
 
 /* ------------------------------------------------------------ world of 1 */
 
+void nnrt_comm_count(nnrt_comm *c, nnrt_collective kind, size_t payload, bool root) {
+  double n = c->world, s = (double)payload;
+  switch (kind) {
+  case NNRT_ALL_REDUCE:
+    c->bytes += payload;
+    c->bus_bytes += s * 2 * (n - 1) / n;
+    break;
+  case NNRT_ALL_GATHER:
+    c->bytes += payload;
+    c->bus_bytes += s * (n - 1);
+    break;
+  case NNRT_REDUCE_SCATTER:
+    c->bytes += payload * (size_t)c->world;
+    c->bus_bytes += s * (n - 1);
+    break;
+  case NNRT_BROADCAST:
+    if (root) c->bytes += payload;
+    c->bus_bytes += s;
+    break;
+  }
+}
+
 /* memmove, not memcpy: a caller may hand overlapping views of one buffer */
 static void copy(void *dst, const void *src, size_t bytes) {
   if (bytes && dst != src) memmove(dst, src, bytes);
@@ -59,7 +81,7 @@ static nnrt_status self_all_reduce(nnrt_comm *c, const void *send, void *recv, s
   if (s == NNRT_OK) s = nnrt_comm_check_op(c, "all_reduce", op, err);
   if (s != NNRT_OK) return s;
   copy(recv, send, count * nnrt_dtype_size(t));
-  c->bytes += count * nnrt_dtype_size(t);
+  nnrt_comm_count(c, NNRT_ALL_REDUCE, count * nnrt_dtype_size(t), true);
   return NNRT_OK;
 }
 
@@ -68,7 +90,7 @@ static nnrt_status self_all_gather(nnrt_comm *c, const void *send, void *recv, s
   nnrt_status s = nnrt_comm_check(c, "all_gather", send, recv, count, 1, t, err);
   if (s != NNRT_OK) return s;
   copy(recv, send, count * nnrt_dtype_size(t));
-  c->bytes += count * nnrt_dtype_size(t);
+  nnrt_comm_count(c, NNRT_ALL_GATHER, count * nnrt_dtype_size(t), true);
   return NNRT_OK;
 }
 
@@ -78,7 +100,7 @@ static nnrt_status self_reduce_scatter(nnrt_comm *c, const void *send, void *rec
   if (s == NNRT_OK) s = nnrt_comm_check_op(c, "reduce_scatter", op, err);
   if (s != NNRT_OK) return s;
   copy(recv, send, count * nnrt_dtype_size(t));
-  c->bytes += count * nnrt_dtype_size(t);
+  nnrt_comm_count(c, NNRT_REDUCE_SCATTER, count * nnrt_dtype_size(t), true);
   return NNRT_OK;
 }
 
@@ -88,7 +110,7 @@ static nnrt_status self_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dt
   if (s != NNRT_OK) return s;
   if (root != 0)
     return nnrt_errorf(err, NNRT_E_ARG, "rank 0 of 1: broadcast: expected the root 0, found %d", root);
-  c->bytes += count * nnrt_dtype_size(t);
+  nnrt_comm_count(c, NNRT_BROADCAST, count * nnrt_dtype_size(t), true);
   return NNRT_OK;
 }
 

@@ -82,8 +82,11 @@ static nnrt_status wait_for(nnrt_comm *c, MPI_Request *req, const char *what, nn
       s = mpi_fail(c, rc, what, err);
       break;
     }
-    if (done) return NNRT_OK;
     double waited = (double)(nnrt_now_ns() - start) * 1e-9;
+    if (done) {
+      c->wait_s += waited;
+      return NNRT_OK;
+    }
     if (waited >= c->timeout_s) {
       s = nnrt_errorf(err, NNRT_E_COMM,
                       "rank %d of %d: %s did not complete in %g s: another rank died or stopped calling",
@@ -157,7 +160,7 @@ static nnrt_status mpi_all_reduce(nnrt_comm *c, const void *send, void *recv, si
   int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, dt, mpi_op(m, t, op), m->comm,
                           &req);
   if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what, err);
-  c->bytes += bytes;
+  nnrt_comm_count(c, NNRT_ALL_REDUCE, bytes, true);
   return wait_for(c, &req, what, err);
 }
 
@@ -180,7 +183,7 @@ static nnrt_status mpi_all_gather(nnrt_comm *c, const void *send, void *recv, si
   MPI_Request req;
   int rc = MPI_Iallgather(from, (int)count, dt, recv, (int)count, dt, ((mpi_state *)c->impl)->comm, &req);
   if (rc == MPI_SUCCESS) {
-    c->bytes += bytes;
+    nnrt_comm_count(c, NNRT_ALL_GATHER, bytes, true);
     s = wait_for(c, &req, what, err);
   } else {
     s = mpi_fail(c, rc, what, err);
@@ -210,7 +213,7 @@ static nnrt_status mpi_reduce_scatter(nnrt_comm *c, const void *send, void *recv
   MPI_Request req;
   int rc = MPI_Ireduce_scatter_block(send, to, (int)count, dt, mpi_op(m, t, op), m->comm, &req);
   if (rc == MPI_SUCCESS) {
-    c->bytes += bytes * (size_t)c->world;
+    nnrt_comm_count(c, NNRT_REDUCE_SCATTER, bytes, true);
     s = wait_for(c, &req, what, err);
     if (s == NNRT_OK && tmp) memcpy(recv, tmp, bytes);
   } else {
@@ -230,7 +233,7 @@ static nnrt_status mpi_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dty
   MPI_Request req;
   int rc = MPI_Ibcast(buf, (int)count, dt, root, ((mpi_state *)c->impl)->comm, &req);
   if (rc != MPI_SUCCESS) return mpi_fail(c, rc, what, err);
-  if (c->rank == root) c->bytes += count * nnrt_dtype_size(t);
+  nnrt_comm_count(c, NNRT_BROADCAST, count * nnrt_dtype_size(t), c->rank == root);
   return wait_for(c, &req, what, err);
 }
 

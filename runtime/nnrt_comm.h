@@ -21,7 +21,12 @@
  * Bytes counted in nnrt_comm.bytes, per call: all_reduce and all_gather
  * count * size, reduce_scatter world * count * size, broadcast count * size
  * on the root and 0 elsewhere: the payload handed to the engine, whatever
- * algorithm it runs. */
+ * algorithm it runs. nnrt_comm.bus_bytes counts what nccl-tests calls the
+ * bus traffic, so that bus_bytes over a collective's time is its bus
+ * bandwidth, comparable across world sizes: S the payload, n the world,
+ * all_reduce S * 2(n-1)/n, all_gather and reduce_scatter (n * count * size)
+ * * (n-1)/n, broadcast S on every rank. wait_s: seconds this rank spent
+ * waiting in collectives that block (MPI's); NCCL's only enqueue, 0. */
 #ifndef NNRT_COMM_H
 #define NNRT_COMM_H
 
@@ -64,6 +69,8 @@ struct nnrt_comm {
   int local_rank;           /* its rank among the processes of its machine: the GPU it uses */
   double timeout_s;         /* a collective that has not completed by then fails */
   uint64_t bytes;           /* bytes this rank sent through collectives so far (the harness's bus figures) */
+  double bus_bytes;         /* their bus traffic (above) */
+  double wait_s;            /* seconds spent in blocking collectives */
   void *impl;               /* the backend's state */
 };
 
@@ -124,6 +131,10 @@ nnrt_status nnrt_comm_rendezvous_read(const char *path, void *data, size_t bytes
  * elements fit in a size_t; what names the collective in the message. */
 nnrt_status nnrt_comm_check(const nnrt_comm *c, const char *what, const void *a, const void *b,
                             size_t count, size_t elems, nnrt_dtype t, nnrt_error *err);
+/* For the backend files: counts one collective of `payload` bytes (count *
+ * size; a broadcast's on every rank) in bytes and bus_bytes as above. */
+typedef enum nnrt_collective { NNRT_ALL_REDUCE, NNRT_ALL_GATHER, NNRT_REDUCE_SCATTER, NNRT_BROADCAST } nnrt_collective;
+void nnrt_comm_count(nnrt_comm *c, nnrt_collective kind, size_t payload, bool root);
 /* NNRT_E_ARG unless op is SUM or MAX. */
 nnrt_status nnrt_comm_check_op(const nnrt_comm *c, const char *what, nnrt_reduce op, nnrt_error *err);
 /* NNRT_E_ARG unless root is a rank of c (a broadcast's). */

@@ -317,6 +317,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  return 0;\n}\n\n"
     "size_t %s_arena_bytes(const %s_model *m) { return m ? nnrt_arena_size(m->arena_handle) : 0; }\n",
     p, p, P, p, p, p, p, P, p, p);
+  ec_emit_comm_stats(x, b);
 }
 
 nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {

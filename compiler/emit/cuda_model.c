@@ -606,6 +606,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  return 0;\n}\n\n"
     "size_t %s_arena_bytes(const %s_model *m) { return m ? arena_need(m->max) : 0; }\n",
     p, p, P, p, p, P, p, p, p, p, P, p, p);
+  ec_emit_comm_stats(x, b);
 }
 
 nnc_status cu_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {

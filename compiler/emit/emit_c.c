@@ -662,6 +662,15 @@ bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a) {
          !nnc_dim_eq_const(q->shape[r - 3], 1);
 }
 
+void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b) {
+  if (x->world <= 1) return;
+  nnc_sb_printf(b,
+    "\nint %s_comm_stats(const %s_model *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
+    "  if (!m || !bytes || !bus_bytes || !wait_s) return %s_E_ARG;\n"
+    "  *bytes = m->comm->bytes;\n  *bus_bytes = m->comm->bus_bytes;\n  *wait_s = m->comm->wait_s;\n  return 0;\n}\n",
+    x->p, x->p, x->P);
+}
+
 int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o) {
   const nnc_attention_desc *a = ec_attn_desc(k);
   int n = 0;

@@ -212,6 +212,10 @@ const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k);
  * head stride of 0: the G query heads read the same k and v. */
 bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a);
 
+/* <model>_comm_stats (the header's comment), for a parallel plan's model
+ * whose struct holds its nnrt_comm *comm; nothing when world is 1. */
+void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b);
+
 /* How a GPU target turns the loop kernels of device_loops.c into its own
  * code: pointer declares tensor t as `name` for the kernel (a line of body
  * on CUDA, a kernel parameter on OpenCL); finish wraps body as kernel ki over

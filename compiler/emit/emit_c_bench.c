@@ -302,6 +302,12 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   if (x->device)
     nnc_sb_printf(&b, "/* Whether the model replays CUDA graphs: options.cuda_graphs, then --cuda-graphs. */\n"
                       "static int graphs_on;\n\n");
+  /* a parallel plan's collectives, for the report */
+  char comm[256] = "";
+  if (x->world > 1)
+    snprintf(comm, sizeof comm,
+             "static void b_comm(const void *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
+             "  %s_comm_stats(m, bytes, bus_bytes, wait_s);\n}\n", p);
   nnc_sb_printf(&b,
     "static int b_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n%s"
     "  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n  return rc;\n}\n"
@@ -312,6 +318,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "  return %s_set_weight(m, name, data, count);\n}\n"
     "static void b_profile(void *m, int on) { %s_profile(m, on); }\n"
     "static size_t b_arena_bytes(const void *m) { return %s_arena_bytes(m); }\n"
+    "%s"
     "static void b_kernel(const void *m, int i, nnc_bench_kernel *k) {\n  %s_kernel_info info;\n"
     "  memset(k, 0, sizeof *k);\n  if (%s_kernel_info_at(m, i, &info)) return;\n"
     "  k->name = info.name;\n  k->where = info.where;\n  k->kind = info.kind;\n  k->ops = info.ops;\n"
@@ -319,7 +326,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     p, p,
     x->device ? "  (void)threads;   /* a GPU model has no host threads */\n  graphs_on = o.cuda_graphs != 0;\n"
               : "  o.threads = threads;\n",
-    p, p, p, p, p, p, p, p, p, p);
+    p, p, p, p, p, p, p, p, comm, p, p);
   nnc_sb_printf(&b, "static void dims_of(const int64_t *sym, %s_dims *d) {\n  memset(d, 0, sizeof *d);\n  (void)sym;\n", p);
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(&b, "  d->%s = sym[%d];\n", x->sym[i], i);
   nnc_sb_printf(&b, "}\n\n");
@@ -367,7 +374,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     "    \"%s\", %d, sym_names, sym_max, %d, input_names, input_i32, %d, output_names, output_dtype,\n"
     "    %d, manifest, %d,\n"
     "    b_create, b_destroy, b_last_error, b_load_file, b_set_weight, b_run, b_profile, b_kernel,\n"
-    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s%s\n"
+    "    b_arena_bytes, b_elems, b_input_rules, %s_build_graph,%s%s%s\n"
     "%s",
     p, g->nsyms, g->ninputs, g->noutputs, g->nparams, x->s->nk, p,
     ocl && x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16, NULL, NULL,   /* bf16 storage */"
@@ -379,6 +386,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
                                           : "\n    0, b_stage, b_run_staged, b_peaks, 0,",
     !x->device ? "" : x->r->probe ? "\n    b_tune, b_cuda_graphs," : "\n    NULL, b_cuda_graphs,",
+    x->world > 1 ? "\n    b_comm," : "\n    NULL,   /* no collectives */",
     library ? "};\n\n#ifndef NNC_BENCH_LIBRARY\n"
                   "int main(int argc, char **argv) { return nnc_bench_main(&" : "  };\n  return nnc_bench_main(&md, argc, argv);\n}\n");
   if (library) nnc_sb_printf(&b, "%s_bench_model, argc, argv); }\n#endif\n", p);

@@ -159,6 +159,14 @@ nnc_status ec_write_header(const ec_ctx *x, const char *dir, nnc_error *err) {
     "/* Bytes of the activation arena. */\n"
     "size_t %s_arena_bytes(const %s_model *m);\n\n",
     p, p, p, p, p, p, p, p, p, p, p);
+  if (x->world > 1)
+    nnc_sb_printf(&b,
+      "/* What this rank's collectives have moved since create: the payload it\n"
+      " * handed the engine (bytes), their bus traffic in nccl-tests' convention\n"
+      " * (bus_bytes: over the time they took, the bus bandwidth) and the seconds\n"
+      " * it waited in them (wait_s: MPI's, which block; NCCL's only enqueue, 0).\n"
+      " * Collectives replayed from a captured CUDA graph are not counted. */\n"
+      "int %s_comm_stats(const %s_model *m, uint64_t *bytes, double *bus_bytes, double *wait_s);\n\n", p, p);
   nnc_sb_printf(&b, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
   char name[128];
   snprintf(name, sizeof name, "%s.h", p);

@@ -156,7 +156,7 @@ static nnrt_status nccl_all_reduce(nnrt_comm *c, const void *send, void *recv, s
   if (s != NNRT_OK) return s;
   nccl_state *m = c->impl;
   s = settle(c, ncclAllReduce(send, recv, count, dt, nccl_op(op), m->comm, (cudaStream_t)stream), what, err);
-  if (s == NNRT_OK) c->bytes += count * nnrt_dtype_size(t);
+  if (s == NNRT_OK) nnrt_comm_count(c, NNRT_ALL_REDUCE, count * nnrt_dtype_size(t), true);
   return s;
 }
 
@@ -168,7 +168,7 @@ static nnrt_status nccl_all_gather(nnrt_comm *c, const void *send, void *recv, s
   if (s != NNRT_OK) return s;
   nccl_state *m = c->impl;
   s = settle(c, ncclAllGather(send, recv, count, dt, m->comm, (cudaStream_t)stream), what, err);
-  if (s == NNRT_OK) c->bytes += count * nnrt_dtype_size(t);
+  if (s == NNRT_OK) nnrt_comm_count(c, NNRT_ALL_GATHER, count * nnrt_dtype_size(t), true);
   return s;
 }
 
@@ -181,7 +181,7 @@ static nnrt_status nccl_reduce_scatter(nnrt_comm *c, const void *send, void *rec
   if (s != NNRT_OK) return s;
   nccl_state *m = c->impl;
   s = settle(c, ncclReduceScatter(send, recv, count, dt, nccl_op(op), m->comm, (cudaStream_t)stream), what, err);
-  if (s == NNRT_OK) c->bytes += count * nnrt_dtype_size(t) * (size_t)c->world;
+  if (s == NNRT_OK) nnrt_comm_count(c, NNRT_REDUCE_SCATTER, count * nnrt_dtype_size(t), true);
   return s;
 }
 
@@ -194,7 +194,7 @@ static nnrt_status nccl_broadcast(nnrt_comm *c, void *buf, size_t count, nnrt_dt
   if (s != NNRT_OK) return s;
   nccl_state *m = c->impl;
   s = settle(c, ncclBroadcast(buf, buf, count, dt, root, m->comm, (cudaStream_t)stream), what, err);
-  if (s == NNRT_OK && c->rank == root) c->bytes += count * nnrt_dtype_size(t);
+  if (s == NNRT_OK) nnrt_comm_count(c, NNRT_BROADCAST, count * nnrt_dtype_size(t), c->rank == root);
   return s;
 }
 

@@ -33,6 +33,14 @@ for spec in "${models[@]}"; do
   grep "max relative error" <<< "$out" | sort -u
   [ "$oks" -gt 0 ] && [ "$oks" -eq "$bad" ] || { echo "$out"; echo "FAIL: $model $plan"; exit 1; }
 done
+# the harness reports what the collectives moved: gpt2 tp:2 at B=3 T=9 d=36
+# sums 2 x 2 layers of [3, 9, 36] f32, 15552 bytes a run; at 2 ranks the bus
+# traffic of an all_reduce (2 (n-1)/n of it) is the same
+out=$(timeout 120 "$mpirun" -np 2 --oversubscribe "$work/gpt2_2/bench_gpt2" --runs 3 --warmup 1 --threads 1 --no-peaks \
+      --json 2>&1) || { echo "$out"; echo "FAIL: gpt2 tp:2 --json"; exit 1; }
+grep -q '"comm": {"bytes_per_run": 15552, "bus_bytes_per_run": 15552, "wait_ms_per_run": [0-9.e-]*, "bus_gbps": [0-9.e+-]*}' \
+  <<< "$out" || { echo "$out"; echo "FAIL: the collectives' bytes a run"; exit 1; }
+echo "gpt2 tp:2: 15552 bytes of collectives a run reported"
 # the plan was compiled for 2 ranks: 3 is refused on every rank, with the reason
 out=$(timeout 120 "$mpirun" -np 3 --oversubscribe "$work/gpt2_2/bench_gpt2" --runs 1 --no-peaks 2>&1) && {
   echo "$out"; echo "FAIL: 3 ranks ran a plan for 2"; exit 1; }
@@ -78,4 +86,14 @@ args=(--data "$work/tokens.bin" --steps 6 --seq 9 --threads 1 --no-peaks --json)
 "$work/train1/train_gpt2" "${args[@]}" --batch 4 > "$work/one.json"
 timeout 300 "$mpirun" -np 2 --oversubscribe "$work/train2/train_gpt2" "${args[@]}" --batch 2 > "$work/two.json"
 python3 "$here/train_steps.py" compare "dp:2 against one process" "$work/one.json" "$work/two.json" 1
+# every step sums the f32 gradients of the 34344 parameters (137376 bytes)
+# and the loss (4): the harness reports each step's bytes from rank 0
+python3 - "$work/two.json" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+bad = [s for s in steps if s.get("comm_bytes") != 137380 or s.get("comm_bus_bytes") != 137380]
+if not steps or bad:
+    sys.exit("FAIL: dp:2 steps' collective bytes, expected 137380 each: %s" % (bad or "no steps"))
+print("dp:2: 137380 bytes of collectives a step reported, %d steps" % len(steps))
+PY
 echo "PASS"

@@ -104,9 +104,13 @@ static void all_reduce(nnrt_comm *c, nnrt_dtype t, nnrt_reduce op, size_t n, boo
   if (!in_place) poison(recv, n * sz);
   nnrt_error e = {0};
   uint64_t before = c->bytes;
+  double bus = c->bus_bytes, w = c->world;
   check_status(nnrt_comm_all_reduce(c, send, recv, n, t, op, NULL, &e), &e, what);
   CHECK(c->bytes - before == n * sz, "%s: bytes counted %llu, expected %zu", what,
         (unsigned long long)(c->bytes - before), n * sz);
+  /* nccl-tests' bus traffic: 2 (n - 1) / n of the payload */
+  CHECK(c->bus_bytes - bus == (double)(n * sz) * 2 * (w - 1) / w, "%s: bus bytes %g, expected %g", what,
+        c->bus_bytes - bus, (double)(n * sz) * 2 * (w - 1) / w);
   EXPECT_ALL(what, recv, n, t, reduce(t, op, c->world, i));
   if (!in_place) EXPECT_ALL(what, send, n, t, value(t, c->rank, i));  /* send is left alone */
   free(send);
@@ -122,8 +126,10 @@ static void all_gather(nnrt_comm *c, nnrt_dtype t, size_t n, bool in_place) {
   for (size_t i = 0; i < n; i++) put(t, send, i, value(t, c->rank, i));
   nnrt_error e = {0};
   uint64_t before = c->bytes;
+  double bus = c->bus_bytes;
   check_status(nnrt_comm_all_gather(c, send, recv, n, t, NULL, &e), &e, what);
   CHECK(c->bytes - before == n * sz, "%s: bytes counted wrong", what);
+  CHECK(c->bus_bytes - bus == (double)(n * sz) * (double)(w - 1), "%s: bus bytes counted wrong", what);
   EXPECT_ALL(what, recv, w * n, t, value(t, (int)(i / n), i % n));
   free(recv);
   if (!in_place) free(send);
@@ -139,8 +145,10 @@ static void reduce_scatter(nnrt_comm *c, nnrt_dtype t, nnrt_reduce op, size_t n,
   if (!in_place) poison(recv, n * sz);
   nnrt_error e = {0};
   uint64_t before = c->bytes;
+  double bus = c->bus_bytes;
   check_status(nnrt_comm_reduce_scatter(c, send, recv, n, t, op, NULL, &e), &e, what);
   CHECK(c->bytes - before == w * n * sz, "%s: bytes counted wrong", what);
+  CHECK(c->bus_bytes - bus == (double)(n * sz) * (double)(w - 1), "%s: bus bytes counted wrong", what);
   EXPECT_ALL(what, recv, n, t, reduce(t, op, c->world, r * n + i));
   free(send);
   if (!in_place) free(recv);
@@ -157,8 +165,10 @@ static void broadcast(nnrt_comm *c, nnrt_dtype t, size_t n, int root) {
     poison(buf, n * sz);
   nnrt_error e = {0};
   uint64_t before = c->bytes;
+  double bus = c->bus_bytes;
   check_status(nnrt_comm_broadcast(c, buf, n, t, root, NULL, &e), &e, what);
   CHECK(c->bytes - before == (c->rank == root ? n * sz : 0), "%s: bytes counted wrong", what);
+  CHECK(c->bus_bytes - bus == (double)(n * sz), "%s: bus bytes counted wrong", what);
   EXPECT_ALL(what, buf, n, t, value(t, root, i));
   free(buf);
 }

@@ -472,6 +472,7 @@ static int check(state *s, double *errs) {
 
 typedef struct timing {
   double median_ms, p90_ms, flops, bytes;
+  double comm_bytes, comm_bus, comm_wait_s;   /* a timed run's collectives, this rank's (a parallel plan) */
   nnc_bench_kernel *k;
   double *k_ms;
 } timing;
@@ -496,10 +497,19 @@ static int time_runs(state *s, timing *t) {
   if (md->stage && md->stage(s->m, o->sym, s->in)) return free(ms), fail(s, "stage");
   for (int i = 0; i < o->warmup; i++)
     if (run_once(s)) return free(ms), fail(s, "run");
+  uint64_t b0 = 0, b1 = 0;
+  double bus0 = 0, bus1 = 0, w0 = 0, w1 = 0;
+  if (md->comm) md->comm(s->m, &b0, &bus0, &w0);
   for (int i = 0; i < o->runs; i++) {
     uint64_t t0 = nnrt_now_ns();
     if (run_once(s)) return free(ms), fail(s, "run");
     ms[i] = (double)(nnrt_now_ns() - t0) * 1e-6;
+  }
+  if (md->comm) {
+    md->comm(s->m, &b1, &bus1, &w1);
+    t->comm_bytes = (double)(b1 - b0) / o->runs;
+    t->comm_bus = (bus1 - bus0) / o->runs;
+    t->comm_wait_s = (w1 - w0) / o->runs;
   }
   t->median_ms = nnc_bench_quantile(ms, o->runs, 0.5);
   t->p90_ms = nnc_bench_quantile(ms, o->runs, 0.9);
@@ -569,6 +579,10 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            o->runs, t->median_ms, t->p90_ms, md->nsyms >= 2 ? "tokens_per_s" : "items_per_s", items, gf, gb,
            peak_gf, peak_gb, md->arena_bytes(s->m), rss_mb);
     if (s->graphs_on >= 0) printf(", \"cuda_graphs\": %s", s->graphs_on ? "true" : "false");
+    if (md->comm)
+      printf(", \"comm\": {\"bytes_per_run\": %.6g, \"bus_bytes_per_run\": %.6g, \"wait_ms_per_run\": %.6g, "
+             "\"bus_gbps\": %.6g}", t->comm_bytes, t->comm_bus, t->comm_wait_s * 1e3,
+             t->comm_wait_s > 0 ? t->comm_bus / t->comm_wait_s * 1e-9 : 0.0);
     printf(", \"outputs\": {");
     for (int i = 0; i < md->noutputs; i++) {
       printf("%s", i ? ", " : "");
@@ -612,6 +626,15 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
          items, unit, gf, peak_gf > 0 ? 100 * gf / peak_gf : 0, peak_gf, gb, peak_gb > 0 ? 100 * gb / peak_gb : 0,
          peak_gb);
   printf("  memory   arena %.2f MiB, peak RSS %.1f MiB\n", (double)md->arena_bytes(s->m) / 1048576.0, rss_mb);
+  if (t->comm_bytes > 0) {
+    /* every rank runs the same collectives: rank 0's figures are each one's */
+    printf("  collectives %.1f KiB a run from this rank (bus traffic %.1f KiB)", t->comm_bytes / 1024.0,
+           t->comm_bus / 1024.0);
+    if (t->comm_wait_s > 0)
+      printf(", %.3f ms waiting in them, bus bandwidth %.2f GB/s", t->comm_wait_s * 1e3,
+             t->comm_bus / t->comm_wait_s * 1e-9);
+    printf("\n");
+  }
   printf("  outputs ");
   for (int i = 0; i < md->noutputs; i++) printf("%s %s %s", i ? "," : "", md->output_names[i], output_dtype_name(md, i));
   printf("\n");

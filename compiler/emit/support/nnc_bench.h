@@ -77,6 +77,9 @@ typedef struct nnc_bench_model {
    * model's default; returns whether graphs are on then, or -1 when the
    * model refused (last_error says why) */
   int (*cuda_graphs)(void *m, int on);
+  /* A parallel plan's model only (NULL elsewhere): what this rank's
+   * collectives have moved so far (<model>_comm_stats) */
+  void (*comm)(const void *m, uint64_t *bytes, double *bus_bytes, double *wait_s);
 } nnc_bench_model;
 
 /* The whole harness; returns the process exit code (0 ok, 1 a check above

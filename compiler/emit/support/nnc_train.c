@@ -371,8 +371,12 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
   if (!rc && !o->json)
     printf("train_%s: optimizer state %lld bytes a rank%s\n", md->name, (long long)md->optim_bytes,
            md->zero1 ? " (ZeRO-1: a shard of the moments)" : "");
+  /* --parallel=dp: what the gradient sums move a step, from the model's communicator */
+  void (*comm)(const void *, uint64_t *, double *, double *) = md->bench ? md->bench->comm : NULL;
   while (!rc && step < o->steps) {
-    uint64_t t0 = nnrt_now_ns();
+    uint64_t t0 = nnrt_now_ns(), c0 = 0, c1 = 0;
+    double bus0 = 0, bus1 = 0, w0 = 0, w1 = 0;
+    if (comm) comm(m, &c0, &bus0, &w0);
     /* the batches' position counts the skipped updates too, so that a resumed
      * run reads what an uninterrupted one does */
     const int64_t at = step + md->skipped(m);
@@ -397,6 +401,7 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     if (rc) break;
     const int skip = md->skipped(m) > skipped;
     const double ms = (double)(nnrt_now_ns() - t0) * 1e-6;
+    if (comm) comm(m, &c1, &bus1, &w1);
     /* every rank's rows: the ranks step together */
     const double per_s = (double)bt.items * (double)o->accumulate * o->world / (ms * 1e-3);
     const double mfu = peak > 0 ? work / (ms * 1e-3) / (peak * 1e9) : 0;
@@ -409,6 +414,11 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
       if (scaled)
         printf(", \"loss_scale\": %.9g, \"skipped\": %s, \"skipped_total\": %lld", (double)scale, skip ? "true" : "false",
                (long long)md->skipped(m));
+      /* this rank's collectives in the step (every rank's are alike); bus bandwidth where they block (MPI) */
+      if (comm)
+        printf(", \"comm_bytes\": %llu, \"comm_bus_bytes\": %.6g, \"comm_wait_ms\": %.6g, \"comm_bus_gbps\": %.6g",
+               (unsigned long long)(c1 - c0), bus1 - bus0, (w1 - w0) * 1e3,
+               w1 > w0 ? (bus1 - bus0) / (w1 - w0) * 1e-9 : 0.0);
       printf("}\n");
     } else if (skip) {
       printf("step %6lld  loss %.6f  skipped: gradient norm %g at loss scale %g (now %g; %lld skipped)\n",
@@ -417,6 +427,10 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
       printf("step %6lld  loss %.6f  lr %.3e  grad norm %.4f  %8.2f ms  %10.0f %s/s  MFU %5.1f%%",
              (long long)step + 1, loss, (double)lr, (double)norm, ms, per_s, unit, 100 * mfu);
       if (scaled) printf("  scale %g", (double)scale);
+      if (comm && c1 > c0) {
+        printf("  comm %.2f MiB", (double)(c1 - c0) / 1048576.0);
+        if (w1 > w0) printf(" (%.2f GB/s bus)", (bus1 - bus0) / (w1 - w0) * 1e-9);
+      }
       printf("\n");
     }
     fflush(stdout);
