@@ -18,7 +18,8 @@
  * caches in place, with their capacity as the head stride, and the
  * kv_append kernels only write the new rows, which they read from the
  * projection through the same kind of view (the head split folds into
- * them too). */
+ * them too), as rope does (LLaMA's q and k). Grouped-query attention's
+ * rank-5 operands fold through the reshapes around them (fold_grouped). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -410,47 +411,26 @@ static nnc_status fold_grouped(fold_ctx *c, int ki, bool *folded_piece, nnc_erro
   return NNC_OK;
 }
 
-/* A kv_append reading x = transpose(reshape(piece of the qkv projection))
- * reads the projection through a view; the split leaves later when all its
- * pieces are folded (drop_split). */
-static nnc_status fold_kv(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
+/* The copy kernels that read a head split through a view (d.src) instead
+ * of its copy: a kv_append reading x = transpose(reshape(piece of the qkv
+ * projection)), its input 1, and a rope over the time axis (LLaMA's q and
+ * k), its input 0. The transpose and reshape leave; a split leaves later,
+ * when all its pieces are folded (drop_split). */
+static nnc_status fold_move(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
   nnc_schedule *s = c->s;
   nnc_kernel *k = &s->k[ki];
   if (k->nnodes != 1) return NNC_OK;
   const nnc_node *n = &s->g->nodes[k->nodes[0]];
-  if (n->op != NNC_OP_KV_APPEND) return NNC_OK;
+  int xi = n->op == NNC_OP_KV_APPEND ? 1 : n->op == NNC_OP_ROPE && n->attrs.axis == 2 ? 0 : -1;
   nnc_attn_view v;
   int kt, kr, ks, piece;
-  if (!input_view(c, n->in[1], -1, &v, &kt, &kr, &ks, &piece) || kt < 0) return NNC_OK;
+  if (xi < 0 || !input_view(c, n->in[xi], -1, &v, &kt, &kr, &ks, &piece) || kt < 0) return NNC_OK;
   nnc_status st = absorb(s, ki, kt, true, err);
   if (!st) st = absorb(s, ki, kr, true, err);
   if (st) return st;
   c->drop[kt] = c->drop[kr] = true;
   k = &s->k[ki];
-  replace_id(k->in, &k->nin, n->in[1], v.base);
-  k->d.src = v;
-  if (piece >= 0) folded_piece[piece] = true;
-  return NNC_OK;
-}
-
-/* A rope reading x = transpose(reshape(the q or k projection)) (LLaMA's
- * q and k) reads the projection through a view instead: the head split's
- * copy leaves, the rope kernel writing the heads apart itself. */
-static nnc_status fold_rope(fold_ctx *c, int ki, bool *folded_piece, nnc_error *err) {
-  nnc_schedule *s = c->s;
-  nnc_kernel *k = &s->k[ki];
-  if (k->nnodes != 1) return NNC_OK;
-  const nnc_node *n = &s->g->nodes[k->nodes[0]];
-  if (n->op != NNC_OP_ROPE || n->attrs.axis != 2) return NNC_OK;
-  nnc_attn_view v;
-  int kt, kr, ks, piece;
-  if (!input_view(c, n->in[0], -1, &v, &kt, &kr, &ks, &piece) || kt < 0) return NNC_OK;
-  nnc_status st = absorb(s, ki, kt, true, err);
-  if (!st) st = absorb(s, ki, kr, true, err);
-  if (st) return st;
-  c->drop[kt] = c->drop[kr] = true;
-  k = &s->k[ki];
-  replace_id(k->in, &k->nin, n->in[0], v.base);
+  replace_id(k->in, &k->nin, n->in[xi], v.base);
   k->d.src = v;
   if (piece >= 0) folded_piece[piece] = true;
   return NNC_OK;
@@ -490,9 +470,7 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {
   bool *folded_piece = calloc((size_t)s->g->ntensors + 1, sizeof *folded_piece);
   if (!folded_piece) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_heads: out of memory");
   for (int k = 0; k < s->nk && !st; k++)
-    if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_kv(&c, k, folded_piece, err);
-  for (int k = 0; k < s->nk && !st; k++)
-    if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_rope(&c, k, folded_piece, err);
+    if (s->k[k].kind == NNC_KERNEL_MOVE) st = fold_move(&c, k, folded_piece, err);
   for (int k = 0; k < s->nk && !st; k++)
     if (s->k[k].kind == NNC_KERNEL_ATTENTION)
       st = s->g->tensors[s->k[k].d.attn.q].rank == 5 ? fold_grouped(&c, k, folded_piece, err)
