@@ -16,8 +16,9 @@
 # times the default config (B=8, T=1024 unless B, T say otherwise) in f32
 # and bf16, inference and the training step. One table at the end, also in
 # $OUT. Grouped-query attention is the fused attention kernel reading k
-# and v with head stride 0 (on sm_90a the mma.sync path: TMA maps take no
-# zero stride); its training step differentiates the primitive ops.
+# and v head h / G for query head h (kv_group; on sm_90a the wgmma path
+# with tensor maps over the kv heads); its training step differentiates the
+# primitive ops.
 # The --generate folders also run generate_llama --check (each decode
 # step's logits against a full forward), memcheck on the small bf16 one,
 # and the default config's decode step is timed at B=1 and B=64 over 511
