@@ -79,6 +79,7 @@ template <typename TO> static double check(const gcase &c, std::mt19937_64 &rng)
   g.M = c.M, g.N = c.N, g.K = c.K, g.a = da, g.lda = c.K, g.w = dw, g.ldw = c.w_nk ? c.K : c.N, g.w_nk = c.w_nk;
   g.bias = c.bias ? db : nullptr, g.residual = c.residual ? dc : nullptr, g.c = dc, g.ldc = c.N, g.alpha = 1.0f;
   g.act = c.act;
+  g.w_fixed = c.M % 2 == 0; /* both orders of the weight's copies and the wait for the kernel before */
   if (c.residual) CK(cudaMemcpy(dc, rh.data(), rh.size() * sizeof(TO), cudaMemcpyHostToDevice)); /* in place */
   nnc_cuda_error e;
   if (nnc_cuda_gemm_skinny(g, 0, &e)) {
@@ -185,7 +186,7 @@ int main(int argc, char **argv) {
     nnc_cuda_skinny_args<bf16, bf16> gb = {};
     auto fill = [&](auto &g) {
       g.M = c.M, g.N = c.N, g.K = c.K, g.a = a, g.lda = c.K, g.ldw = c.w_nk ? c.K : c.N, g.w_nk = c.w_nk;
-      g.bias = c.bias ? bias : nullptr, g.ldc = c.N, g.alpha = 1.0f, g.act = c.act;
+      g.bias = c.bias ? bias : nullptr, g.ldc = c.N, g.alpha = 1.0f, g.act = c.act, g.w_fixed = true;
     };
     fill(gf), fill(gb);
     gf.c = (float *)out, gb.c = (bf16 *)out;

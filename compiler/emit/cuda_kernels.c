@@ -452,7 +452,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
-    if (skinny) cu_skinny_block(x, ki, p.pre_norm ? "A" : NULL, &body);
+    if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
     if (p.wg) {
       wgmma_body(x, ki, &p, &body);
     } else {

@@ -7,11 +7,12 @@
  * run time; a constant M over 64 never takes it. Needs sm_90 (clusters).
  *
  * Off unless the folder is built with -DNNC_SKINNY_GEMM (make
- * NVCCFLAGS='-O3 -DNNC_SKINNY_GEMM'): measured on an H100 (bench/NOTES.md,
- * session 19) its first version made GPT-2's B=64 decode step slower
- * (1.50 against 1.14 ms, graphs off): 8-19 us a layer GEMM against
- * cuBLASLt's 8, the head 89 us. The branch stays in the code, compiled by
- * CI, for the next version to be measured against cuBLASLt in one build. */
+ * NVCCFLAGS='-O3 -DNNC_SKINNY_GEMM'). Its third version (session 20,
+ * bench/NOTES.md) beats cuBLASLt on every decode GEMM of GPT-2 alone
+ * (1.3-2.4x at 64 rows, 2.6x at one) and takes the B=1 decode step from
+ * 0.90 to 0.68 ms without CUDA graphs, but with graphs the step is slower
+ * (0.93 against 0.81 ms at B=64, 0.60 against 0.58 at B=1 on an H200), so
+ * the default stays cuBLASLt until it wins there too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +34,27 @@ bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape
          (d->bias < 0 || g->tensors[d->bias].dtype == t) && (d->residual < 0 || g->tensors[d->residual].dtype == o);
 }
 
-void cu_skinny_block(const ec_ctx *x, int ki, const char *a, nnc_sb *body) {
+/* A weight: a parameter, or made from parameters alone once at load
+ * (passes/hoist_weights.c: a cast, a transpose). Nothing writes it during a
+ * run, so the skinny GEMM may copy it before the kernel before it ends. */
+static bool fixed_weight(const ec_ctx *x, int t) {
+  if (x->g->tensors[t].kind == NNC_TENSOR_PARAM) return true;
+  for (int k = 0; k < x->s->nk; k++)
+    for (int i = 0; i < x->s->k[k].nout; i++)
+      if (x->s->k[k].out[i] == t) return x->s->k[k].at_load;
+  return false;
+}
+
+void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
+  /* a vocabulary head (N K over 8M): A is re-read from L2 for every 64 columns, which at 64 rows costs more
+   * than the tensor-core GEMM's time */
+  bool big = digits(s->N) && digits(s->K) && atoll(s->N) * atoll(s->K) > (8ll << 20);
   nnc_sb_printf(body, "#ifdef NNC_SKINNY_GEMM   /* off by default: slower than cuBLASLt so far (bench/NOTES.md) */\n"
-                      "  if (M <= 64) {   /* a few rows (a decode step): the skinny GEMM streams the weight once */\n"
+                      "  if (M <= %d) {   /* a few rows (a decode step): the skinny GEMM streams the weight once%s */\n"
                       "    nnc_cuda_skinny_args<%s, %s> sk = {};\n    sk.M = M;\n    sk.N = N;\n    sk.K = K;\n",
+                big ? 16 : 64, big ? "; above 16 rows the\n                      tensor-core GEMM is faster on a weight this large (bench/NOTES.md)" : "",
                 cu_stype(x, d->a), cu_stype(x, d->out));
   if (a) nnc_sb_printf(body, "    sk.a = %s;\n", a);
   else ec_assign(x, body, 4, "sk.a", d->a);
@@ -52,6 +68,8 @@ void cu_skinny_block(const ec_ctx *x, int ki, const char *a, nnc_sb *body) {
   nnc_sb_printf(body, "    sk.ldc = N;\n    sk.alpha = %s;\n    sk.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit),
                 cu_gemm_act(d));
   if (d->act_last) nnc_sb_printf(body, "    sk.act_last = true;   /* act(A.B + bias + residual) */\n");
+  if (fixed_weight(x, d->b))
+    nnc_sb_printf(body, "    sk.w_fixed = true;   /* a weight: copied while the kernel before ends */\n");
   nnc_sb_printf(body, "    nnc_cuda_error se;\n    if (nnc_cuda_gemm_skinny(sk, s, &se)) return kernel_failed(m, %d, se.msg);\n"
                       "    return 0;\n  }\n#endif\n", ki);
 }

@@ -78,6 +78,18 @@ template <int ACT> __device__ __forceinline__ float nnc_gemm_act(float x) {
   }
 }
 
+/* The activation chosen at run time (kernels that take it as an argument
+ * rather than a template parameter: one instance for every epilogue). */
+__device__ __forceinline__ float nnc_gemm_act_rt(nnc_cuda_act a, float x) {
+  switch (a) {
+  case NNC_CUDA_ACT_RELU: return nnc_gemm_act<NNC_CUDA_ACT_RELU>(x);
+  case NNC_CUDA_ACT_GELU_ERF: return nnc_gemm_act<NNC_CUDA_ACT_GELU_ERF>(x);
+  case NNC_CUDA_ACT_GELU_TANH: return nnc_gemm_act<NNC_CUDA_ACT_GELU_TANH>(x);
+  case NNC_CUDA_ACT_SILU: return nnc_gemm_act<NNC_CUDA_ACT_SILU>(x);
+  default: return x;
+  }
+}
+
 /* Writes one warp's piece: (m0w, n0w) is its top-left corner in out. */
 template <typename T, class C, int ACT>
 __device__ __forceinline__ void nnc_gemm_epilogue(const nnc_cuda_gemm_args<T> &p, long long z,

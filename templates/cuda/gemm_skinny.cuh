@@ -1,8 +1,9 @@
 /* templates/cuda/gemm_skinny.cuh — C = act(alpha * A W + bias) (+ residual)
  * for a few rows of A (M <= 64): a decode step's GEMMs, one token a
  * sequence, which must stream their weight once and are otherwise all
- * latency. cuBLASLt takes 8-11 us for each of GPT-2's layer GEMMs at 64
- * rows whatever their size (bench/NOTES.md, "Decode GEMMs at M = 64").
+ * latency. cuBLASLt takes 8-12 us for each of GPT-2's layer GEMMs at 64
+ * rows whatever their size (bench/NOTES.md, "Decode GEMMs at M = 64"),
+ * where the weight alone would take 0.3-1.1 us at the copy rate.
  *
  *   nnc_cuda_status nnc_cuda_gemm_skinny<T, TO>(const nnc_cuda_skinny_args<T, TO> &g, cudaStream_t s,
  *                                             nnc_cuda_error *err);
@@ -13,31 +14,32 @@
  * (nothing launched) for bad arguments or M > 64; never synchronizes; one
  * launch, so a CUDA graph captures it. Needs sm_90 (thread block clusters).
  *
- * The grid is (N / 32 column tiles) x KS slices of k, KS (1..8) the most
- * that keep the grid in one wave of resident blocks: a layer's N of 768
- * gives 24 tiles, 8 slices. A block of 4 warps owns 32 columns and one slice; each warp
- * takes every 4th piece of 32 k of the slice, two pieces' 16-byte loads
- * (A from L2, W from memory: 2 x (2 MT + 4) vectors a thread) in flight
- * before the first product, straight into registers, and feeds
- * mma.sync.m16n8k16. The warps' partial tiles are summed in shared memory;
- * the KS blocks of a column tile form a cluster, and each of them sums a
- * share of the outputs over the cluster's shared memories (in rank order:
- * the same bits every run), applies the epilogue and stores it. No
- * workspace, no atomics.
+ * What makes such a GEMM fast is bytes in flight: a weight of a few MB
+ * takes about one memory latency to arrive only if nearly all of it is
+ * requested at once. So the grid is (N / 64 column tiles) x KS slices of k,
+ * KS (1..8) the most whose clusters all fit in one wave, and each block
+ * copies its slice in chunks of 64 k through a ring of up to STAGES shared
+ * memory stages (cp.async, 16 bytes a copy): a layer's slice is one to six
+ * chunks, all in flight from the start; the head's 768 k stream through
+ * the ring. A weight's copies (w_fixed) are issued before the
+ * kernel waits for the one before it (programmatic dependent launch: the
+ * launch lets it start early, griddepcontrol.wait holds back the reads of
+ * A and the residual and every write), so they overlap that kernel's tail
+ * and the launch gap.
  *
- * Fragment order: the 16 k of an mma come in the fragments' order, not
- * memory's. Thread t of a quad loads k 8t..8t+7 of A's piece and uses them
- * as the fragment's k 2t, 2t+1, 2t+8, 2t+9 (first mma) and the same of the
- * second; W's k are taken in the same order, so each product sums the same
- * 32 k. W as [N][K]: a thread loads 8 k of one column, exactly A's order.
- * W as [K][N]: a thread loads 8 columns of one k row, four 8x8 matrices a
- * warp, which movmatrix transposes into B fragments; the rows a thread loads
- * are the k the fragment wants, and the columns land permuted (column pair
- * j of an 8-column group becomes fragment tile j), undone at the store. */
+ * Four warps each own 16 of the 64 columns for every row tile, and feed
+ * mma.sync.m16n8k16 from ldmatrix (transposed for W as [K][N]), as
+ * gemm_kernel.cuh does; rows are padded by 16 bytes so ldmatrix meets no
+ * bank conflict. The KS blocks of a column tile form a cluster: each writes
+ * its partial tile to its shared memory, then sums a share of the outputs
+ * over the cluster's shared memories in rank order (the same bits every
+ * run), applies the epilogue and stores it. No workspace, no atomics. */
 #ifndef NNC_CUDA_GEMM_SKINNY_CUH
 #define NNC_CUDA_GEMM_SKINNY_CUH
 
 #include <cooperative_groups.h>
+
+#include <atomic>
 
 #include "gemm_kernel.cuh"
 
@@ -55,38 +57,42 @@ template <typename T, typename TO> struct nnc_cuda_skinny_args {
   float alpha;
   nnc_cuda_act act;
   bool act_last; /* the activation after the residual */
+  bool w_fixed;  /* W is a weight (the same every run, written before it): its copies may start before the
+                    kernel before this one has finished */
 };
 
-/* Blocks an SM the kernel's registers must allow (__launch_bounds__). */
-#ifndef NNC_SKINNY_MIN_BLOCKS
-#define NNC_SKINNY_MIN_BLOCKS 1
+/* 0: launch without programmatic dependent launch (the weight is then
+ * copied only once the kernel before has ended) */
+#ifndef NNC_SKINNY_PDL
+#define NNC_SKINNY_PDL 1
 #endif
 
 namespace nnc_sk {
 
-constexpr int WARPS = 4, KP = 32, BN = 32, NT = BN / 8, MAX_SLICES = 8;
+constexpr int WARPS = 4, THREADS = WARPS * 32, BN = 64, BK = 64, STAGES = 6, MAX_SLICES = 8;
+constexpr int LDK = BK + 8;                 /* rows of 64 k (A, W as [N][K]) padded by 16 bytes */
+constexpr int LDN = BN + 8;                 /* rows of 64 columns (W as [K][N]) */
+constexpr int W_STAGE = BN * LDK;           /* = BK * LDN */
+constexpr int LDP = BN + 4;                 /* the partial tile's f32 rows */
 constexpr const char *KERNEL = "nnc_cuda_gemm_skinny";
+static_assert(BN * LDK == BK * LDN, "one W stage size for both layouts");
 
-__device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
+template <int MT> struct rows {
+  static constexpr int A_STAGE = MT * 16 * LDK;
+  static constexpr size_t STAGE_BYTES = (size_t)(W_STAGE + A_STAGE) * 2;
+};
 
-/* The transpose of the 8x8 b16 matrix whose row lane/4 holds this lane's pair at column 2 (lane % 4). */
-__device__ __forceinline__ uint32_t trans(uint32_t v) {
-  uint32_t r;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(v));
-  return r;
-}
-
-__device__ __forceinline__ float act(nnc_cuda_act a, float v) {
-  switch (a) {
-  case NNC_CUDA_ACT_RELU: return nnc_gemm_act<NNC_CUDA_ACT_RELU>(v);
-  case NNC_CUDA_ACT_GELU_ERF: return nnc_gemm_act<NNC_CUDA_ACT_GELU_ERF>(v);
-  case NNC_CUDA_ACT_GELU_TANH: return nnc_gemm_act<NNC_CUDA_ACT_GELU_TANH>(v);
-  case NNC_CUDA_ACT_SILU: return nnc_gemm_act<NNC_CUDA_ACT_SILU>(v);
-  default: return v;
+/* cp.async.wait_group takes an immediate: n (0 .. STAGES - 2) at run time */
+__device__ __forceinline__ void wait_copies(int n) {
+  switch (n) {
+  case 0: nnc_cp_async_wait<0>(); break;
+  case 1: nnc_cp_async_wait<1>(); break;
+  case 2: nnc_cp_async_wait<2>(); break;
+  case 3: nnc_cp_async_wait<3>(); break;
+  default: nnc_cp_async_wait<4>(); break;
   }
 }
+static_assert(STAGES - 2 <= 4, "wait_copies covers every count the ring waits for");
 
 __device__ __forceinline__ float load(float v) { return v; }
 __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -95,190 +101,213 @@ __device__ __forceinline__ void store(float *p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(__half *p, float v) { *p = __float2half_rn(v); }
 
-/* One piece of 32 k for this thread: 8 k of each of its A rows; of W either
- * 8 k of each of NT columns (W [N][K]) or 8 columns of each of 4 k rows. */
-template <int MT> struct piece {
-  uint4 a[MT][2];
-  uint4 w[4];
-};
+/* Programmatic dependent launch (no-ops when launched without it). */
+__device__ __forceinline__ void wait_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void let_next_grid_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 
 }  // namespace nnc_sk
 
 /* MT tiles of 16 rows (M <= 16 MT); W_NK: W is [N][K]. */
+/* stages: the ring's length (2 .. STAGES), one more than the most chunks a
+ * slice has when they all fit, so that all of them are copied at once. */
 template <typename T, typename TO, int MT, bool W_NK>
-__global__ void __launch_bounds__(nnc_sk::WARPS * 32, NNC_SKINNY_MIN_BLOCKS) nnc_gemm_skinny_kernel(const nnc_cuda_skinny_args<T, TO> g, int slices) {
+__global__ void __launch_bounds__(nnc_sk::THREADS) nnc_gemm_skinny_kernel(const nnc_cuda_skinny_args<T, TO> g, int slices,
+                                                                        int stages) {
   using namespace nnc_sk;
   using mma = nnc_mma<T>;
-  constexpr int ROWS = MT * 16;
-  __shared__ alignas(16) float part[WARPS][ROWS * BN]; /* each warp's partial tile; part[0] ends as the block's */
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  constexpr int A_STAGE = rows<MT>::A_STAGE;
+  extern __shared__ uint4 nnc_skinny_smem[];
+  T *const ws = reinterpret_cast<T *>(nnc_skinny_smem);
+  T *const as = ws + stages * W_STAGE;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int n0 = blockIdx.x * BN, slice = blockIdx.y;
-  const int pieces = (g.K + KP - 1) / KP, p0 = slice * pieces / slices, p1 = (slice + 1) * pieces / slices;
-  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  const int chunks = (g.K + BK - 1) / BK, c0 = slice * chunks / slices, nc = (slice + 1) * chunks / slices - c0;
 
-  auto fetch = [&](int p, piece<MT> &q) {
-    const int k0 = p * KP, k = k0 + tq * 8;
-    const bool kin = k < g.K; /* K is a multiple of 8: a thread's 8 k are all in or all out */
+  /* 16-byte copies: a thread takes column chunk tid % 8 of rows tid / 8 + 16 i */
+  const int cr = tid / 8, cc = (tid % 8) * 8;
+  auto load_w = [&](int stage, int chunk) {
+    const int k0 = chunk * BK;
+    T *dst = ws + stage * W_STAGE;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = mt * 16 + gq + 8 * h;
-        q.a[mt][h] = kin && row < g.M ? __ldg(reinterpret_cast<const uint4 *>(g.a + row * g.lda + k)) : zero;
-      }
-    if (W_NK) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int n = n0 + nt * 8 + gq;
-        q.w[nt] = kin && n < g.N ? __ldg(reinterpret_cast<const uint4 *>(g.w + (long long)n * g.ldw + k)) : zero;
-      }
-    } else {
-      /* matrix r = 2 s + h holds, in its row gq, the k that lane gq*4 + t of the fragment pairs with:
-       * row 2u + v is k 8u + 4s + 2h + v (v = gq % 2), as A's thread u holds them */
-      const int n = n0 + tq * 8;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int kr = k0 + 8 * (gq / 2) + 4 * (r / 2) + 2 * (r % 2) + gq % 2;
-        q.w[r] = kr < g.K && n < g.N ? __ldg(reinterpret_cast<const uint4 *>(g.w + (long long)kr * g.ldw + n)) : zero;
+    for (int i = 0; i < 4; ++i) {
+      const int r = cr + 16 * i;
+      if (W_NK) { /* row r: column n0 + r, k0 .. k0 + 63 */
+        const bool ok = n0 + r < g.N && k0 + cc < g.K;
+        nnc_cp_async16(nnc_smem_u32(dst + r * LDK + cc), ok ? g.w + (long long)(n0 + r) * g.ldw + k0 + cc : g.w, ok);
+      } else {    /* row r: k0 + r, columns n0 .. n0 + 63 */
+        const bool ok = k0 + r < g.K && n0 + cc < g.N;
+        nnc_cp_async16(nnc_smem_u32(dst + r * LDN + cc), ok ? g.w + (long long)(k0 + r) * g.ldw + n0 + cc : g.w, ok);
       }
     }
   };
+  auto load_a = [&](int stage, int chunk) {
+    const int k0 = chunk * BK;
+    T *dst = as + stage * A_STAGE;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const int r = cr + 16 * i;
+      const bool ok = r < g.M && k0 + cc < g.K;
+      nnc_cp_async16(nnc_smem_u32(dst + r * LDK + cc), ok ? g.a + (long long)r * g.lda + k0 + cc : g.a, ok);
+    }
+  };
 
-  float acc[MT][NT][4];
+  /* A fixed weight's first stages before the wait for the previous kernel,
+   * then A's; stage s's copies are commit group s (the first group also
+   * holds the weight's other prologue stages). */
+  if (!g.w_fixed) nnc_sk::wait_previous_grid();
+  for (int s = 0; s < stages - 1; ++s)
+    if (s < nc) load_w(s, c0 + s);
+  if (g.w_fixed) nnc_sk::wait_previous_grid();
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < nc) load_a(s, c0 + s);
+    nnc_cp_async_commit();
+  }
+
+  float acc[MT][2][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
 
-  auto multiply = [&](const piece<MT> &q) {
+  /* where this lane's ldmatrix rows start: A's row tile, the warp's 16 columns of W */
+  const int a_row = lane % 16, a_col = (lane / 16) * 8;
+  const int bnk_row = warp * 16 + (lane % 8) + (lane / 16) * 8, bnk_col = ((lane / 8) % 2) * 8;
+  const int bkn_row = (lane % 8) + ((lane / 8) % 2) * 8, bkn_col = warp * 16 + (lane / 16) * 8;
+
+  for (int c = 0; c < nc; ++c) {
+    nnc_sk::wait_copies(stages - 2);
+    __syncthreads(); /* chunk c has landed for every thread; nobody reads chunk c - 1's stage any more */
+    const int next = c + stages - 1;
+    if (next < nc) {
+      load_w(next % stages, c0 + next);
+      load_a(next % stages, c0 + next);
+    }
+    nnc_cp_async_commit();
+    const uint32_t a_base = nnc_smem_u32(as + (c % stages) * A_STAGE);
+    const uint32_t w_base = nnc_smem_u32(ws + (c % stages) * W_STAGE);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      uint32_t b0[NT], b1[NT];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        if (W_NK) {
-          b0[nt] = word(q.w[nt], 2 * s);
-          b1[nt] = word(q.w[nt], 2 * s + 1);
-        } else {
-          b0[nt] = trans(word(q.w[2 * s], nt));
-          b1[nt] = trans(word(q.w[2 * s + 1], nt));
-        }
-      }
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      uint32_t b[4];
+      if (W_NK) nnc_ldmatrix_x4(b, w_base + 2u * (uint32_t)(bnk_row * LDK + kk * 16 + bnk_col));
+      else nnc_ldmatrix_x4_trans(b, w_base + 2u * (uint32_t)((kk * 16 + bkn_row) * LDN + bkn_col));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        const uint32_t af[4] = {word(q.a[mt][0], 2 * s), word(q.a[mt][1], 2 * s), word(q.a[mt][0], 2 * s + 1),
-                                word(q.a[mt][1], 2 * s + 1)};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma::run(acc[mt][nt], af, b0[nt], b1[nt]);
+        uint32_t af[4];
+        nnc_ldmatrix_x4(af, a_base + 2u * (uint32_t)((mt * 16 + a_row) * LDK + kk * 16 + a_col));
+        mma::run(acc[mt][0], af, b[0], b[1]);
+        mma::run(acc[mt][1], af, b[2], b[3]);
       }
     }
-  };
-
-  /* two pieces' loads in flight before either is multiplied */
-  for (int p = p0 + warp; p < p1; p += 2 * WARPS) {
-    piece<MT> x, y;
-    const bool two = p + WARPS < p1;
-    fetch(p, x);
-    if (two) fetch(p + WARPS, y);
-    multiply(x);
-    if (two) multiply(y);
   }
+  nnc_sk::let_next_grid_start(); /* its blocks may take SMs now; its reads still wait for all of this grid */
 
-  /* the warp's partial tile into shared memory at its columns' places */
-  float *mine = part[warp];
+  /* the block's partial tile into shared memory (the stages are free once every copy has landed) */
+  nnc_cp_async_wait<0>();
+  __syncthreads();
+  float *const part = reinterpret_cast<float *>(nnc_skinny_smem);
+  const int gq = lane / 4, tq = lane % 4;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = mt * 16 + gq + 8 * (e / 2);
-        const int col = W_NK ? nt * 8 + 2 * tq + e % 2 : tq * 8 + 2 * nt + e % 2;
-        mine[row * BN + col] = acc[mt][nt][e];
-      }
-  __syncthreads();
-  /* the block's sum in part[0], 4 columns a thread: each element read and written by one thread */
-  const int quads = g.M * BN / 4;
-  for (int i = threadIdx.x; i < quads; i += blockDim.x) {
-    float4 sum = reinterpret_cast<const float4 *>(part[0])[i];
-#pragma unroll
-    for (int w = 1; w < WARPS; ++w) {
-      const float4 x = reinterpret_cast<const float4 *>(part[w])[i];
-      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-    }
-    reinterpret_cast<float4 *>(part[0])[i] = sum;
-  }
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2 *>(part + (mt * 16 + gq + 8 * h) * LDP + warp * 16 + nt * 8 + 2 * tq) =
+            make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
   /* this block's share of the outputs, 4 columns a thread, summed over the cluster's slices in rank
    * order; every slice's load is issued before the first add (one trip to the other SMs, not one a slice) */
-  for (int i = slice * blockDim.x + threadIdx.x; i < quads; i += slices * blockDim.x) {
+  const int quads = g.M * (BN / 4);
+  for (int i = slice * THREADS + tid; i < quads; i += slices * THREADS) {
+    const int row = i / (BN / 4), col = (i % (BN / 4)) * 4;
     float4 x[MAX_SLICES];
 #pragma unroll
     for (int r = 0; r < MAX_SLICES; ++r)
-      if (r < slices) x[r] = reinterpret_cast<const float4 *>(cluster.map_shared_rank(part[0], r))[i];
+      if (r < slices) x[r] = *reinterpret_cast<const float4 *>(cluster.map_shared_rank(part, r) + row * LDP + col);
     float v[4] = {x[0].x, x[0].y, x[0].z, x[0].w};
 #pragma unroll
     for (int r = 1; r < MAX_SLICES; ++r)
       if (r < slices) v[0] += x[r].x, v[1] += x[r].y, v[2] += x[r].z, v[3] += x[r].w;
-    const int row = i * 4 / BN, n1 = n0 + i * 4 % BN;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int n = n1 + e;
+      const int n = n0 + col + e;
       if (n >= g.N) break;
       float o = fmaf(g.alpha, v[e], g.bias ? load(g.bias[n]) : 0.0f);
-      if (!g.act_last) o = act(g.act, o);
+      if (!g.act_last) o = nnc_gemm_act_rt(g.act, o);
       if (g.residual) o += load(g.residual[row * g.ldc + n]);
-      if (g.act_last) o = act(g.act, o);
+      if (g.act_last) o = nnc_gemm_act_rt(g.act, o);
       store(g.c + row * g.ldc + n, o);
     }
   }
   cluster.sync(); /* the other blocks read this one's shared memory until here */
 }
 
-/* The slices of k a column tile is split into: the most that still fit
- * every block in one wave (resident blocks an SM x SMs: a second wave
- * doubles the time of these short kernels), at most 8 (a portable cluster)
- * and at least a piece of 32 k each. */
-inline int nnc_gemm_skinny_slices(int N, int K, int resident) {
-  const int tiles = (N + nnc_sk::BN - 1) / nnc_sk::BN, pieces = (K + nnc_sk::KP - 1) / nnc_sk::KP;
-  int slices = resident / tiles;
-  if (slices > nnc_sk::MAX_SLICES) slices = nnc_sk::MAX_SLICES;
-  if (slices > pieces) slices = pieces;
-  return slices < 1 ? 1 : slices;
-}
-
+/* The launch of one instance: the slices of k a column tile is split into
+ * are the most (at most 8, a portable cluster; at least a chunk of 64 k
+ * each) whose clusters all fit on the GPU at once, as
+ * cudaOccupancyMaxActiveClusters counts them: a cluster's blocks must share
+ * one GPC, so blocks an SM x SMs overstates it, and a second wave doubles
+ * the time of these short kernels. The ring holds every chunk of a slice
+ * when it can (stages = chunks + 1), else STAGES. */
 template <typename T, typename TO, int MT, bool W_NK>
-nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, int sms, cudaStream_t s,
-                                       nnc_cuda_error *err) {
+nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, cudaStream_t s, nnc_cuda_error *err) {
   using namespace nnc_sk;
   const auto kernel = nnc_gemm_skinny_kernel<T, TO, MT, W_NK>;
-  /* blocks an SM of this instance (its registers decide), asked once */
-  static const int per_sm = [kernel] {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, WARPS * 32, 0) != cudaSuccess || n < 1) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    return n;
+  const int tiles = (g.N + BN - 1) / BN, chunks = (g.K + BK - 1) / BK;
+  static const bool ready = [kernel] {
+    const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)(STAGES * rows<MT>::STAGE_BYTES)) == cudaSuccess;
+    (void)cudaGetLastError();
+    return ok;
   }();
-  const int slices = nnc_gemm_skinny_slices(g.N, g.K, per_sm * sms);
+  if (!ready)
+    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "expected %zu bytes of shared memory a block, found them refused",
+                         STAGES * rows<MT>::STAGE_BYTES);
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)((g.N + BN - 1) / BN), (unsigned)slices, 1);
-  cfg.blockDim = dim3(WARPS * 32, 1, 1);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
+  cudaLaunchAttribute at[2];
   at[0].id = cudaLaunchAttributeClusterDimension;
   at[0].val.clusterDim.x = 1;
-  at[0].val.clusterDim.y = (unsigned)slices;
   at[0].val.clusterDim.z = 1;
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.blockDim = dim3(THREADS, 1, 1);
+  cfg.stream = s;
   cfg.attrs = at;
-  cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, g, slices);
+  cfg.numAttrs = NNC_SKINNY_PDL ? 2 : 1;
+  /* the choice, kept per (tiles, chunks) so that a run asks the occupancy calculator once a shape */
+  static std::atomic<unsigned long long> known[32];
+  const unsigned long long key = ((unsigned long long)tiles << 20 | (unsigned)chunks) << 8;
+  std::atomic<unsigned long long> &slot = known[(unsigned)(tiles * 31 + chunks) % 32];
+  const unsigned long long seen = slot.load(std::memory_order_relaxed);
+  const bool cached = (seen & ~0xffULL) == key;
+  int slices = cached ? (int)(seen & 0xff) : (MAX_SLICES < chunks ? MAX_SLICES : chunks), stages = STAGES;
+  bool asked = true; /* every answer came (not, say, refused inside a stream capture): worth keeping */
+  for (;; --slices) {
+    const int most = (chunks + slices - 1) / slices;
+    stages = most + 1 < STAGES ? (most + 1 < 2 ? 2 : most + 1) : STAGES;
+    cfg.gridDim = dim3((unsigned)tiles, (unsigned)slices, 1);
+    cfg.dynamicSmemBytes = stages * rows<MT>::STAGE_BYTES;
+    at[0].val.clusterDim.y = (unsigned)slices;
+    if (cached || slices == 1) break;
+    int fit = 0;
+    if (cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg) != cudaSuccess) fit = 0, asked = false;
+    (void)cudaGetLastError();
+    if (fit >= tiles) break;
+  }
+  if (!cached && asked) slot.store(key | (unsigned long long)slices, std::memory_order_relaxed);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, g, slices, stages);
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "launch failed: %s (%s)", cudaGetErrorString(e),
                          cudaGetErrorName(e));
@@ -286,12 +315,11 @@ nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, int
 }
 
 template <typename T, typename TO, bool W_NK>
-nnc_cuda_status nnc_gemm_skinny_rows(const nnc_cuda_skinny_args<T, TO> &g, int sms, cudaStream_t s,
-                                     nnc_cuda_error *err) {
+nnc_cuda_status nnc_gemm_skinny_rows(const nnc_cuda_skinny_args<T, TO> &g, cudaStream_t s, nnc_cuda_error *err) {
   /* one tile of 16 rows for up to sixteen sequences, two or four for up to 32 or 64 */
-  return g.M <= 16   ? nnc_gemm_skinny_launch<T, TO, 1, W_NK>(g, sms, s, err)
-         : g.M <= 32 ? nnc_gemm_skinny_launch<T, TO, 2, W_NK>(g, sms, s, err)
-                     : nnc_gemm_skinny_launch<T, TO, 4, W_NK>(g, sms, s, err);
+  return g.M <= 16   ? nnc_gemm_skinny_launch<T, TO, 1, W_NK>(g, s, err)
+         : g.M <= 32 ? nnc_gemm_skinny_launch<T, TO, 2, W_NK>(g, s, err)
+                     : nnc_gemm_skinny_launch<T, TO, 4, W_NK>(g, s, err);
 }
 
 template <typename T, typename TO>
@@ -310,11 +338,7 @@ nnc_cuda_status nnc_cuda_gemm_skinny(const nnc_cuda_skinny_args<T, TO> &g, cudaS
                          "W's row, ldc >= N), a and w 16-byte aligned and a known activation, found N %d, K %d, "
                          "lda %lld, ldw %lld, ldc %lld, w_nk %d, a %p, w %p, act %d",
                          g.N, g.K, g.lda, g.ldw, g.ldc, (int)g.w_nk, (const void *)g.a, (const void *)g.w, (int)g.act);
-  int sms = 132, dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    (void)cudaGetLastError();
-  return g.w_nk ? nnc_gemm_skinny_rows<T, TO, true>(g, sms, s, err)
-                : nnc_gemm_skinny_rows<T, TO, false>(g, sms, s, err);
+  return g.w_nk ? nnc_gemm_skinny_rows<T, TO, true>(g, s, err) : nnc_gemm_skinny_rows<T, TO, false>(g, s, err);
 }
 
 #endif

@@ -573,9 +573,11 @@ static void test_volta(void **state) {
  * before their usual path (cuBLASLt, the head's wgmma GEMM), with W as
  * [K, N] (Conv1D) in the layers and [N, K] (the tied embedding) in the head.
  * The branch is compiled only under -DNNC_SKINNY_GEMM (slower than
- * cuBLASLt so far, bench/NOTES.md): the folder builds both ways with nvcc.
- * sm_80 (no clusters) has no branch. What it computes is checked on a GPU
- * (bench/gpu_skinny.cu, bench/gpu_generate.sh with SKINNY=1). */
+ * cuBLASLt under CUDA graphs so far, bench/NOTES.md): the folder builds both
+ * ways with nvcc. The weights are marked fixed (their copies may start
+ * before the kernel before ends); a vocabulary head of over 8M weights takes
+ * the branch only up to 16 rows. sm_80 (no clusters) has no branch. What it
+ * computes is checked on a GPU (bench/gpu_skinny.cu, bench/gpu_generate.sh). */
 static void test_skinny(void **state) {
   (void)state;
   if (!have_nvcc()) {
@@ -597,6 +599,8 @@ static void test_skinny(void **state) {
   /* the head: f32 logits, W the tied embedding */
   assert_true(file_has(p, "nnc_cuda_skinny_args<__nv_bfloat16, float> sk = {};"));
   assert_true(file_has(p, "    sk.w_nk = true;   /* W is [N, K] */\n"));
+  snprintf(cmd, sizeof cmd, "test $(grep -c 'sk.w_fixed = true;   /\\* a weight' %s) -eq 9", p);
+  assert_int_equal(sh("%s", cmd), 0);
   /* 4 GEMMs a layer and the head, each with its branch */
   snprintf(cmd, sizeof cmd, "test $(grep -c 'nnc_cuda_gemm_skinny(sk, s, &se)' %s) -eq 9", p);
   assert_int_equal(sh("%s", cmd), 0);
@@ -612,6 +616,13 @@ static void test_skinny(void **state) {
   assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm80", "bf16", NULL, gpt2, 4, false, sm80, &err), NNC_OK);
   snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
   assert_false(file_has(p, "gemm_skinny"));
+  /* a head of 16384 x 768 weights: the branch up to 16 rows only */
+  const char *big[] = {"layers=1", "vocab=16384", "ctx=64", "batch=64"};
+  snprintf(sm80, sizeof sm80, "%s/gpt2_skinny_head", work);
+  assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm90a", "bf16", NULL, big, 4, false, sm80, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
+  snprintf(cmd, sizeof cmd, "test $(grep -c 'if (M <= 64) {' %s) -eq 4 && test $(grep -c 'if (M <= 16) {' %s) -eq 1", p, p);
+  assert_int_equal(sh("%s", cmd), 0);
 }
 
 static int setup(void **state) {
