@@ -32,23 +32,28 @@ static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p)
  * collective, with the bytes each rank sends at the maxima. */
 static void explain_plan(FILE *f, const nnc_graph *g) {
   if (g->ranks <= 1) return;
-  int sliced = 0, reduces = 0;
+  int sliced = 0, reduces = 0, gathers = 0;
   double bytes = 0;
   for (int i = 0; i < g->nparams; i++) sliced += g->tensors[g->params[i]].shard.parts > 0;
   fprintf(f, "parallel plan: tp:%d, %d of %d weights sliced (--emit=ir shows which)\n", g->ranks, sliced, g->nparams);
   for (int n = 0; n < g->nnodes; n++) {
     const nnc_node *nd = &g->nodes[n];
-    if (nd->dead || nd->op != NNC_OP_ALL_REDUCE) continue;
-    const nnc_tensor *t = &g->tensors[nd->out[0]];
+    if (nd->dead || (nd->op != NNC_OP_ALL_REDUCE && nd->op != NNC_OP_ALL_GATHER)) continue;
+    /* what a rank hands the communicator, as its byte counters count it: the tensor an all_reduce sums,
+     * the slice an all_gather contributes */
+    const nnc_tensor *t = &g->tensors[nd->in[0]];
     char sh[128];
     double b = (double)nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
-    fprintf(f, "collective: all_reduce %s %s%s over %d ranks, %.3f MB a call at the maxima (%s:%d)\n", nd->label,
-            nnc_dtype_name(t->dtype), nnc_shape_format(g, t->rank, t->shape, sh, sizeof sh), nd->attrs.ranks, b / 1e6,
+    fprintf(f, "collective: %s %s %s%s over %d ranks, %.3f MB a call at the maxima (%s:%d)\n",
+            nnc_op_info_of(nd->op)->name, nd->label, nnc_dtype_name(t->dtype),
+            nnc_shape_format(g, t->rank, t->shape, sh, sizeof sh), nd->attrs.ranks, b / 1e6,
             nd->loc.file ? nd->loc.file : "?", nd->loc.line);
     bytes += b;
-    reduces++;
+    if (nd->op == NNC_OP_ALL_REDUCE) reduces++;
+    else gathers++;
   }
-  fprintf(f, "collectives: %d all_reduces, %.3f MB a run at the maxima\n", reduces, bytes / 1e6);
+  fprintf(f, "collectives: %d all_reduces, %d all_gathers, %.3f MB a run at the maxima\n", reduces, gathers,
+          bytes / 1e6);
 }
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {

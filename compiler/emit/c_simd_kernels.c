@@ -406,9 +406,16 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   ec_assign(x, &body, 2, "const float *table", n->in[0]);
   ec_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
-  nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_embedding(%s, ids, %s, %s, table, %s, y, %s, &e))\n"
-                       "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
-                as_int(count, ci, sizeof ci), V, C, C, C, ki);
+  if (n->attrs.ranks > 1)
+    /* a vocabulary split: this rank's rows start at id rank * rows */
+    nnc_sb_printf(&body, "  nnc_simd_error e;\n"
+                         "  if (nnc_simd_embedding_rows(%s, ids, %lld, c->m->comm->rank * %s, %s, %s, table, %s, y, %s, &e))\n"
+                         "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
+                  as_int(count, ci, sizeof ci), (long long)n->attrs.vocab, V, V, C, C, C, ki);
+  else
+    nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_embedding(%s, ids, %s, %s, table, %s, y, %s, &e))\n"
+                         "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
+                  as_int(count, ci, sizeof ci), V, C, C, C, ki);
   char head[64];
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, b, head, NULL, "c->d", &body);

@@ -350,6 +350,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN) return cs_emit_scan(x, ki, b);
   if (n->op == NNC_OP_LSTM_SCAN_GRAD || n->op == NNC_OP_GRU_SCAN_GRAD) return cs_emit_recurrent(x, ki, b);
   if (n->op == NNC_OP_ALL_REDUCE) return cs_emit_all_reduce(x, ki, b);
+  if (n->op == NNC_OP_ALL_GATHER) return cs_emit_all_gather(x, ki, b);
   nnc_sb body;
   nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {

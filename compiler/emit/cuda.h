@@ -42,6 +42,8 @@ void cu_pool_body(const ec_ctx *x, int ki, nnc_sb *body);
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* An all_reduce kernel: the model's communicator (NCCL) on stream s (emit_collective.c). */
 nnc_status cu_emit_all_reduce(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
+/* An all_gather kernel: the same, stacking the ranks' tensors in rank order. */
+nnc_status cu_emit_all_gather(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
  * rows). */

@@ -854,6 +854,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   const nnc_graph *g = x->g;
   if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN) return cu_emit_recurrent(x, ki, b, err);
   if (n->op == NNC_OP_ALL_REDUCE) return cu_emit_all_reduce(x, ki, b, err);
+  if (n->op == NNC_OP_ALL_GATHER) return cu_emit_all_gather(x, ki, b, err);
   const int rank = g->tensors[n->in[0]].rank;
   bool swap = k->nnodes == 1 && n->op == NNC_OP_TRANSPOSE && rank >= 2 &&
               g->tensors[n->in[0]].dtype == g->tensors[n->out[0]].dtype && n->attrs.perm[rank - 2] == rank - 1 &&
@@ -946,7 +947,7 @@ static void emit_tune(const ec_ctx *x, nnc_sb *b) {
     " * \"tune KERNEL IMPLEMENTATION MICROSECONDS\" (mean of %d launches after 3),\n"
     " * or \"tune KERNEL IMPLEMENTATION failed: WHY\". */\n"
     "extern \"C\" int %s_tune(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, FILE *report) {\n"
-    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n"
+    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n%s"
     "  cudaStream_t s = m->stream;\n  cudaDeviceProp prop;\n"
     "  if (cudaGetDeviceProperties(&prop, m->device) != cudaSuccess) return fail(m, %s_E_DEVICE, \"no device properties\");\n"
     "  fprintf(report, \"gpu %%s\\n\", prop.name);\n"
@@ -954,7 +955,7 @@ static void emit_tune(const ec_ctx *x, nnc_sb *b) {
     "  if (cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"creating events\");\n"
     "  static const struct {\n    int k, n;\n    const char *name[%d];\n  } list[] = {\n",
-    20, p, p, p, p, p, x->P, x->P, NNC_MAX_VARIANTS);
+    20, p, p, p, p, p, x->g->ranks > 1 ? "  c.rank = m->comm->rank;\n" : "", x->P, x->P, NNC_MAX_VARIANTS);
   for (int ki = 0; ki < x->s->nk; ki++) {
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
     nnc_kernel_variants v;

@@ -116,7 +116,8 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b,
     "/* What every kernel sees of a run, by value: device pointers and sizes. */\n"
     "typedef struct run_args {\n  unsigned char *arena;\n  unsigned char *weights;\n  %s_dims d;\n  %s_inputs in;\n"
-    "  %s_outputs out;\n} run_args;\n\n", p, p, p);
+    "  %s_outputs out;\n%s} run_args;\n\n", p, p, p,
+    g->ranks > 1 ? "  int rank;                      /* m->comm->rank: where this rank's vocabulary rows start */\n" : "");
   nnc_sb_printf(b,
     "static int fail(%s_model *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));\n"
     "static int fail(%s_model *m, int code, const char *fmt, ...) {\n"
@@ -473,13 +474,14 @@ static void api(const ec_ctx *x, nnc_sb *b) {
             : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
     numel, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
-  char slice_set[800];
+  char slice_set[900];
   snprintf(slice_set, sizeof slice_set,
     "    /* the whole tensor given: this rank keeps its slice */\n"
-    "    float *part = shards[i].parts ? (float *)malloc(n / shards[i].parts * sizeof *part + 1) : NULL;\n"
+    "    size_t mine = (size_t)nnc_weights_shard_numel(&manifest[i], &shards[i]);\n"
+    "    float *part = shards[i].parts ? (float *)malloc(mine * sizeof *part + 1) : NULL;\n"
     "    if (shards[i].parts && !part) return fail(m, %s_E_NOMEM, \"out of memory slicing %%s\", name);\n"
     "    if (part) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->comm->rank, part);\n"
-    "    int rc = part ? upload(m, i, part, n / shards[i].parts) : upload(m, i, data, n);\n"
+    "    int rc = part ? upload(m, i, part, mine) : upload(m, i, data, n);\n"
     "    free(part);\n", P);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
@@ -506,12 +508,13 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     " * while profiling: the graph would not record the events) one by one. */\n"
     "static int run_kernels(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s,\n"
     "                       kernels_fn kernels) {\n"
-    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n%s"
+    "  run_args c;\n  c.arena = m->arena;\n  c.weights = m->weights;\n  c.d = *d;\n  c.in = *in;\n  c.out = *out;\n%s%s"
     "  int rc = m->graphs && !m->profile && !caller_capturing(s) ? replay(m, c, kernels, s) : kernels(m, c, s);\n"
     "  if (!rc) {\n    m->last = *d;\n    m->has_run = 1;\n  }\n"
     "  return rc;\n}\n\n"
     "static int launch(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s) {\n"
     "  return run_kernels(m, d, in, out, s, forward);\n}\n\n", p, p, p, p,
+    x->g->ranks > 1 ? "  c.rank = m->comm->rank;\n" : "",
     ec_load_kernels(x) ? "  /* the kernels of weights alone, once: never part of a captured graph */\n"
                          "  if (!m->prepared) {\n    int rc = prepare(m, c, s);\n    if (rc) return rc;\n    m->prepared = 1;\n  }\n"
                        : "", p, p, p, p);

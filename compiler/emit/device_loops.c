@@ -603,6 +603,10 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
 static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) {
   const ec_ctx *x = lt->x;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
+  const bool split = n->attrs.ranks > 1;
+  if (split && !lt->rank)
+    return nnc_errorf(err, NNC_E_TARGET, n->loc, "%s: expected a target that runs parallel plans for a "
+                      "vocabulary-split embedding, found one without ranks", x->r->target->name);
   char V[EXPR], C[EXPR], n_expr[EXPR];
   dim_of(x, n->in[0], 0, V, sizeof V);
   dim_of(x, n->in[0], 1, C, sizeof C);
@@ -612,16 +616,31 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
   lt->pointer(lt->self, &body, "const ", "table", n->in[0]);
   lt->pointer(lt->self, &body, "const ", "ids", n->in[1]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
-  char row[ACCESS], v[ACCESS + 64], s[ACCESS * 2];
-  ld(lt, n->in[0], "table", "id * C + e % C", row, sizeof row);
-  snprintf(v, sizeof v, "id >= 0 && id < V ? %s : NAN", row);
-  nnc_sb_printf(&body,
-    "  const int V = %s, C = %s;\n"
-    "  NNC_LOOP(e, %s) {\n"
-    "    const int id = ids[e / C];\n"
-    "    /* an id outside the table gives a row of NaN: the run cannot stop here */\n"
-    "    %s;\n"
-    "  }\n", V, C, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
+  char row[ACCESS], v[ACCESS + 96], s[ACCESS * 2];
+  if (split) {
+    ld(lt, n->in[0], "table", "(id - first) * C + e % C", row, sizeof row);
+    snprintf(v, sizeof v, "id >= first && id < first + V ? %s : id >= 0 && id < %lld ? 0.0f : NAN", row,
+             (long long)n->attrs.vocab);
+    nnc_sb_printf(&body,
+      "  /* this rank's rows of the vocabulary (%lld split over %d ranks) are ids first .. first + V - 1 */\n"
+      "  const int V = %s, C = %s, first = %s * V;\n"
+      "  NNC_LOOP(e, %s) {\n"
+      "    const int id = ids[e / C];\n"
+      "    /* another rank's id gives zeros (the all_reduce after adds its row); an id outside the\n"
+      "     * vocabulary NaN: the run cannot stop here */\n"
+      "    %s;\n"
+      "  }\n", (long long)n->attrs.vocab, n->attrs.ranks, V, C, lt->rank, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
+  } else {
+    ld(lt, n->in[0], "table", "id * C + e % C", row, sizeof row);
+    snprintf(v, sizeof v, "id >= 0 && id < V ? %s : NAN", row);
+    nnc_sb_printf(&body,
+      "  const int V = %s, C = %s;\n"
+      "  NNC_LOOP(e, %s) {\n"
+      "    const int id = ids[e / C];\n"
+      "    /* an id outside the table gives a row of NaN: the run cannot stop here */\n"
+      "    %s;\n"
+      "  }\n", V, C, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
+  }
   lt->finish(lt->self, ki, n_expr, &body);
   return NNC_OK;
 }

@@ -230,6 +230,9 @@ typedef struct ec_loop_target {
   /* A 16-byte type the kernels may copy through and the function making one
    * of four 32-bit words (CUDA's uint4, make_uint4), or NULL: element by element */
   const char *vec16, *vec16_make;
+  /* This process's rank in the plan as kernel text (CUDA's run_args c.rank),
+   * or NULL where the target runs no parallel plan */
+  const char *rank;
 } ec_loop_target;
 
 /* How the recurrent steps (emit_recurrent.c) reach an element of tensor t

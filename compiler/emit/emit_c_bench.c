@@ -243,7 +243,8 @@ static void find_rule(const nnc_graph *g, const nnc_uses *u, int t, int depth, i
     bool second = n->nin > 1 && n->in[1] == t;
     if (n->op == NNC_OP_EMBEDDING && second) {
       r->has_bound = true;
-      r->bound = g->tensors[n->in[0]].shape[0];
+      /* a vocabulary split's ids index the whole vocabulary, not this rank's rows */
+      r->bound = n->attrs.ranks > 1 ? nnc_dim_const(n->attrs.vocab) : g->tensors[n->in[0]].shape[0];
     } else if (n->op == NNC_OP_CROSS_ENTROPY && second) {
       const nnc_tensor *l = &g->tensors[n->in[0]];
       r->has_bound = true;

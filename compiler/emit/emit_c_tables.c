@@ -22,18 +22,21 @@ void ec_emit_manifest(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "};\n");
   if (g->ranks <= 1) return;
   nnc_sb_printf(b, "\n/* Each weight's slice on this rank of the %d (the file holds them whole): along\n"
-                   " * axis, seen as groups x parts x chunk, rank r holds [:, r, :]; parts 0: whole. */\n"
+                   " * axis, seen as groups x parts x chunk, rank r holds [:, r, :]; parts 0: whole.\n"
+                   " * A last field > 0: the file's rows along axis (a vocabulary), each rank's\n"
+                   " * chunk ceil(rows / parts), zeros past the file's end. */\n"
                    "static const nnc_weights_shard shards[%d] = {\n", g->ranks, g->nparams ? g->nparams : 1);
   for (int i = 0; i < g->nparams; i++) {
     const nnc_shard *sh = &g->tensors[g->params[i]].shard;
     char name[600];
-    nnc_sb_printf(b, "  {%d, %d, %d},   /* %s */\n", sh->axis, sh->parts, sh->parts ? sh->groups : 0,
-                  nnc_emit_comment(g->tensors[g->params[i]].name, name, sizeof name));
+    nnc_sb_printf(b, "  {%d, %d, %d, %lld},   /* %s */\n", sh->axis, sh->parts, sh->parts ? sh->groups : 0,
+                  (long long)(sh->parts ? sh->whole : 0), nnc_emit_comment(g->tensors[g->params[i]].name, name, sizeof name));
   }
   nnc_sb_printf(b, "};\n");
 }
 
 int64_t ec_file_dim(const nnc_tensor *t, int d) {
+  if (t->shard.parts && d == t->shard.axis && t->shard.whole) return t->shard.whole;
   return t->shape[d].k * (t->shard.parts && d == t->shard.axis ? t->shard.parts : 1);
 }
 

@@ -172,6 +172,9 @@ typedef enum nnc_op {
   NNC_OP_ALL_REDUCE,    /* in: x; out: x's shape, the sum over the attrs.ranks ranks of a parallel plan of
                            their x, times attrs.scalar (passes/parallel.c inserts it; the runtime's
                            communicator runs it) */
+  NNC_OP_ALL_GATHER,    /* in: x [...]; out: [attrs.ranks, ...], every rank's x stacked in rank order (what the
+                           communicator's all_gather writes: rank-major chunks). A gather along another axis is
+                           this, then a transpose and a reshape (passes/parallel_vocab.c) */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -233,7 +236,10 @@ typedef struct nnc_attrs {
   bool reverse;              /* lstm_scan, gru_scan and their gradients: from the last step to the first */
                              /* rope: turn by -theta (its gradient) */
   int rot_dims;              /* rope: how many leading entries of the last axis turn (even, >= 2) */
-  int ranks;                 /* all_reduce: the ranks it spans */
+  int ranks;                 /* all_reduce, all_gather: the ranks it spans; embedding: > 1 when the table
+                                is this rank's rows of a vocabulary split over that many ranks (the
+                                table's first row is id rank * rows; other ids give zeros) */
+  int64_t vocab;             /* embedding with ranks > 1: the whole vocabulary's rows (the ids' bound) */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */
@@ -250,11 +256,16 @@ typedef enum nnc_tensor_kind {
  * tensor; each of `parts` ranks holds one slice of it along `axis`. Seen as
  * groups x parts x chunk along that axis, rank r holds [:, r, :]: a fused
  * q|k|v projection (groups 3) gives each rank its heads of each of the three.
- * parts 0: the rank holds the whole tensor. */
+ * parts 0: the rank holds the whole tensor. whole > 0: the slices are padded
+ * (groups 1): the file's length along axis is `whole`, which need not divide
+ * by parts; each rank holds chunk = ceil(whole / parts) entries, rank r the
+ * file's [r * chunk, min((r + 1) * chunk, whole)) and zeros after them (a
+ * vocabulary split, passes/parallel_vocab.c). */
 typedef struct nnc_shard {
   int axis;
   int parts;
   int groups;
+  int64_t whole;
 } nnc_shard;
 
 typedef struct nnc_tensor {

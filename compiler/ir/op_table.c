@@ -62,6 +62,7 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   [NNC_OP_KV_APPEND] = {"kv_cache", NNC_CLASS_MOVE, 2, 2, 1},   /* named as the DSL writes it */
   /* a collective is a kernel of its own, a call to the runtime's communicator */
   [NNC_OP_ALL_REDUCE] = {"all_reduce", NNC_CLASS_MOVE, 1, 1, 1},
+  [NNC_OP_ALL_GATHER] = {"all_gather", NNC_CLASS_MOVE, 1, 1, 1},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

@@ -177,7 +177,10 @@ nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
     const nnc_tensor *x = &g->tensors[g->params[i]];
     fprintf(f, "param  t%d %s %s", g->params[i], x->name, type_str(g, g->params[i], t));
     /* a parallel plan's slice: which part of the file's tensor this rank holds */
-    if (x->shard.parts && x->shard.groups > 1)
+    if (x->shard.parts && x->shard.whole)
+      fprintf(f, "  (a rank's slice: rows r*%lld.. of the file's %lld along dim %d, zeros past its end)",
+              (long long)x->shape[x->shard.axis].k, (long long)x->shard.whole, x->shard.axis + 1);
+    else if (x->shard.parts && x->shard.groups > 1)
       fprintf(f, "  (a rank's slice: 1/%d of dim %d in each of its %d groups)", x->shard.parts, x->shard.axis + 1,
               x->shard.groups);
     else if (x->shard.parts)

@@ -15,6 +15,11 @@ nnc_status nnc_infer_embedding(const nnc_infer_ctx *c) {
   if (ids->rank >= NNC_MAX_RANK)
     return nnc_infer_fail(c, NNC_E_SHAPE, "expected ids of rank < %d (the output adds a dim), found %s",
                           NNC_MAX_RANK, nnc_infer_desc(c, ids, d1));
+  /* a vocabulary split: each rank's rows, all ranks together at least the vocabulary */
+  const nnc_attrs *a = &c->n->attrs;
+  if (a->ranks > 1 && (!nnc_dim_is_const(table->shape[0]) || a->vocab < 1 || table->shape[0].k * a->ranks < a->vocab))
+    return nnc_infer_fail(c, NNC_E_INTERNAL, "expected a table of constant rows that %d ranks' slices cover a "
+                          "vocabulary of %lld, found %s", a->ranks, (long long)a->vocab, nnc_infer_desc(c, table, d1));
   nnc_dim out[NNC_MAX_RANK];
   for (int i = 0; i < ids->rank; i++) out[i] = ids->shape[i];
   out[ids->rank] = table->shape[1];

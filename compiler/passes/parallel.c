@@ -9,7 +9,8 @@
  * weight by input rows, each rank computes a partial sum, and an all_reduce
  * makes it whole again (their bias added once, after it). What cannot take
  * a slice (a norm over the split axis, a graph output) keeps its layers
- * whole, so the plan never gathers.
+ * whole. The vocabulary (embedding tables and the LM head) splits by rows
+ * on its own terms (parallel_vocab.c), its head's logits gathered.
  *
  * Along a split axis seen as groups x N x chunk, rank r holds [:, r, :]:
  * a fused q|k|v projection's output (split in 3 pieces) has groups 3, so
@@ -20,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "passes.h"
+#include "parallel_internal.h"
 
 enum { REPL, SPLIT, PARTIAL };
 
@@ -34,7 +35,8 @@ typedef struct plan_ctx {
   nnc_graph *g;
   nnc_uses uses;
   int n;              /* ranks */
-  place *pl;          /* per tensor */
+  place *pl;          /* per tensor of the graph as it came (ntensors) */
+  int ntensors;
 } plan_ctx;
 
 static const place repl = {REPL, 0, 1, -1};
@@ -48,7 +50,7 @@ static bool const_dim(const nnc_tensor *t, int axis, int64_t *v) {
 }
 
 /* A weight this plan may slice: a parameter no other node reads (a tied
- * embedding stays whole). */
+ * embedding is left to the vocabulary split). */
 static bool own_param(const plan_ctx *c, int t) {
   return c->g->tensors[t].kind == NNC_TENSOR_PARAM && nnc_uses_count(&c->uses, t) == 1;
 }
@@ -251,9 +253,7 @@ static int place_all(plan_ctx *c, bool *cand, const int *groups) {
   return dropped;
 }
 
-/* Replaces reads of tensor `from` by `to` in the nodes after node `after`
- * and in the graph's outputs. */
-static void reroute(nnc_graph *g, int after, int from, int to) {
+void nnc_parallel_reroute(nnc_graph *g, int after, int from, int to) {
   for (int ni = after + 1; ni < g->nnodes; ni++)
     for (int i = 0; i < g->nodes[ni].nin; i++)
       if (g->nodes[ni].in[i] == from) g->nodes[ni].in[i] = to;
@@ -267,7 +267,7 @@ static nnc_status shard_param(plan_ctx *c, int t, int axis, int groups, nnc_erro
   if (!const_dim(p, axis, &v) || v % ((int64_t)groups * c->n) != 0)
     return nnc_errorf(err, NNC_E_INTERNAL, p->loc, "--parallel: %s cannot be split %d ways along dim %d", p->name,
                       c->n, axis + 1);
-  p->shard = (nnc_shard){axis, c->n, groups};
+  p->shard = (nnc_shard){axis, c->n, groups, 0};
   p->shape[axis] = nnc_dim_const(v / c->n);
   return NNC_OK;
 }
@@ -302,14 +302,14 @@ static nnc_status row_split(plan_ctx *c, int *ln, nnc_error *err) {
     last = *ln + 2;
     whole = g->nodes[last].out[0];
   }
-  reroute(g, last, partial, whole);
+  nnc_parallel_reroute(g, last, partial, whole);
   *ln = last;
   return NNC_OK;
 }
 
 nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err) {
   if (p->tp <= 1) return NNC_OK;
-  plan_ctx c = {.g = g, .n = p->tp};
+  plan_ctx c = {.g = g, .n = p->tp, .ntensors = g->ntensors};
   nnc_status st = nnc_pass_check(g, err);
   if (!st) st = nnc_uses_build(g, &c.uses, err);
   bool *cand = calloc((size_t)g->nnodes + 1, sizeof *cand);
@@ -356,9 +356,16 @@ nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err
     int ln = rows[i];
     st = row_split(&c, &ln, err);
   }
-  if (!st && !nrows)
+  int vocab = 0;
+  bool *whole = calloc((size_t)g->ntensors + 1, sizeof *whole);
+  if (!st && !whole) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "--parallel: out of memory");
+  for (int t = 0; !st && t < g->ntensors; t++) whole[t] = t < c.ntensors && c.pl[t].kind == REPL;
+  if (!st) st = nnc_parallel_vocab(g, c.n, whole, &vocab, err);
+  free(whole);
+  if (!st && !nrows && !vocab)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected linear layers to split (pairs whose "
-                    "first one's output columns divide by %d), found none in %s", c.n, c.n, g->name ? g->name : "the model");
+                    "first one's output columns divide by %d) or a vocabulary (an embedding table of at least %d "
+                    "rows), found none in %s", c.n, c.n, c.n, g->name ? g->name : "the model");
   if (!st) g->ranks = c.n;
   nnc_uses_free(&c.uses);
   free(c.pl);

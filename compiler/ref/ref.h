@@ -14,6 +14,8 @@ typedef struct nnc_ref {
   const nnc_graph *g;
   int64_t *sym;       /* g->nsyms concrete sizes, each in 1..max */
   double **val;       /* g->ntensors arrays; NULL where not (yet) computed */
+  int rank;           /* the rank this evaluator plays in nnc_ref_run_ranks (a vocabulary split's
+                         embedding reads it); 0 otherwise */
 } nnc_ref;
 
 /* Sets up r for g with the given symbol sizes (copied); every val NULL. */
@@ -44,7 +46,8 @@ nnc_status nnc_ref_run_schedule(nnc_ref *r, const nnc_schedule *s, nnc_error *er
 /* A parallel plan's graph (passes/parallel.c) for its n ranks: rs[r] holds
  * rank r's inputs and parameter slices (all rs over one graph); each node
  * runs on every rank in turn, and an all_reduce sums the ranks' inputs into
- * each rank's output. A single evaluator refuses collectives. */
+ * each rank's output, an all_gather stacks them. A single evaluator refuses
+ * collectives. Sets each rs[r].rank to r. */
 nnc_status nnc_ref_run_ranks(nnc_ref *rs, int n, nnc_error *err);
 /* Rank `rank`'s slice (sh) of a parameter whose whole value full has shape
  * full_shape (rank_dims dims), into dst (the slice's elements). */

@@ -43,12 +43,19 @@ nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
                              "found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
                              nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
   int64_t V = st_.d[0], C = st_.d[1], count = nnc_ref_shape_elems(&si);
+  /* a vocabulary split: this rank's rows are ids first .. first + V - 1 of the vocabulary */
+  int64_t bound = n->attrs.ranks > 1 ? n->attrs.vocab : V, first = n->attrs.ranks > 1 ? (int64_t)r->rank * V : 0;
   char what[NNC_REF_DESC + 32];
-  snprintf(what, sizeof what, "the rows of table %s", nnc_ref_desc(r, n->in[0], d1));
-  if ((st = want_indices(r, n, n->in[1], ids, count, V, "ids", what, err))) return st;
+  if (n->attrs.ranks > 1) snprintf(what, sizeof what, "the vocabulary split over %d ranks", n->attrs.ranks);
+  else snprintf(what, sizeof what, "the rows of table %s", nnc_ref_desc(r, n->in[0], d1));
+  if ((st = want_indices(r, n, n->in[1], ids, count, bound, "ids", what, err))) return st;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
-  for (int64_t e = 0; e < count; e++)
-    if (C) memcpy(y + e * C, table + (int64_t)ids[e] * C, (size_t)C * sizeof *y);
+  for (int64_t e = 0; e < count; e++) {
+    int64_t row = (int64_t)ids[e] - first;
+    if (!C) continue;
+    if (row >= 0 && row < V) memcpy(y + e * C, table + row * C, (size_t)C * sizeof *y);
+    else memset(y + e * C, 0, (size_t)C * sizeof *y);
+  }
   return NNC_OK;
 }
 

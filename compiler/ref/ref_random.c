@@ -37,7 +37,8 @@ static void find_use(const nnc_ref *r, const nnc_uses *u, int t, int depth, data
     const nnc_node *n = &r->g->nodes[u->node[i]];
     bool second = n->nin > 1 && n->in[1] == t;
     if (n->op == NNC_OP_EMBEDDING && second) {
-      int64_t rows = nnc_ref_shape_of(r, n->in[0]).d[0];
+      /* a vocabulary split's ids index the whole vocabulary */
+      int64_t rows = n->attrs.ranks > 1 ? n->attrs.vocab : nnc_ref_shape_of(r, n->in[0]).d[0];
       if (rows < use->bound) use->bound = rows;
     } else if (n->op == NNC_OP_CROSS_ENTROPY && second) {
       nnc_ref_shape s = nnc_ref_shape_of(r, n->in[0]);

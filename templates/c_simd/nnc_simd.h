@@ -283,5 +283,12 @@ nnc_simd_status nnc_simd_cross_entropy(int rows, int V, const float *x, const in
 nnc_simd_status nnc_simd_embedding(int n, const int32_t *ids, int rows, int cols,
                                    const float *table, ptrdiff_t ld_table,
                                    float *out, ptrdiff_t ld_out, nnc_simd_error *err);
+/* One rank's part of a vocabulary-split embedding: table holds rows first
+ * .. first + rows - 1 of a vocabulary of `vocab`; out[i,:] = table[ids[i] -
+ * first,:] where ids[i] is one of them, zeros otherwise. An id outside
+ * [0, vocab) is an error naming its position and value. */
+nnc_simd_status nnc_simd_embedding_rows(int n, const int32_t *ids, int vocab, int first, int rows, int cols,
+                                        const float *table, ptrdiff_t ld_table,
+                                        float *out, ptrdiff_t ld_out, nnc_simd_error *err);
 
 #endif

@@ -8,20 +8,27 @@
 set -euo pipefail
 nnc=${1:?usage: parallel_mpi.sh NNC MPIRUN}
 mpirun=${2:?}
-here=$(cd "$(dirname "$0")" && pwd)   # train_steps.py
+here=$(cd "$(dirname "$0")" && pwd)   # train_steps.py, tp_logits.c
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# name model plan defines: gpt2v and llamav have an odd vocabulary (101 rows:
+# 51 a rank over 2 with one zero row, 26 over 4 with three), split by rows
+# with gpt2's tied head and llama's untied lm_head
 models=(
-  "gpt2 tp:2 -D layers=2 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=3"
-  "gpt2 tp:3 -D layers=1 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=3"
-  "bert tp:4 -D layers=1 -D hidden=20 -D heads=4 -D intermediate=28 -D vocab=31 -D positions=9 -D seq=7 -D batch=2"
-  "mlp tp:2 -D batch=5 -D pixels=13 -D hidden1=10 -D hidden2=6 -D classes=3"
-  "llama tp:2 -D layers=2 -D d=32 -D heads=4 -D kv_heads=2 -D ffn=24 -D vocab=37 -D ctx=7 -D batch=2"
+  "gpt2_2 gpt2 tp:2 -D layers=2 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=3"
+  "gpt2_3 gpt2 tp:3 -D layers=1 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=3"
+  "bert_4 bert tp:4 -D layers=1 -D hidden=20 -D heads=4 -D intermediate=28 -D vocab=31 -D positions=9 -D seq=7 -D batch=2"
+  "mlp_2 mlp tp:2 -D batch=5 -D pixels=13 -D hidden1=10 -D hidden2=6 -D classes=3"
+  "llama_2 llama tp:2 -D layers=2 -D d=32 -D heads=4 -D kv_heads=2 -D ffn=24 -D vocab=37 -D ctx=7 -D batch=2"
+  "gpt2v_2 gpt2 tp:2 -D layers=2 -D d=36 -D heads=6 -D vocab=101 -D ctx=9 -D batch=3"
+  "gpt2v_4 gpt2 tp:4 -D layers=2 -D d=36 -D heads=6 -D vocab=101 -D ctx=9 -D batch=3"
+  "llamav_2 llama tp:2 -D layers=2 -D d=32 -D heads=4 -D kv_heads=2 -D ffn=24 -D vocab=101 -D ctx=7 -D batch=2"
+  "llamav_4 llama tp:4 -D layers=2 -D d=32 -D heads=4 -D kv_heads=2 -D ffn=24 -D vocab=101 -D ctx=7 -D batch=2"
 )
 for spec in "${models[@]}"; do
-  read -r model plan defines <<< "$spec"
+  read -r name model plan defines <<< "$spec"
   n=${plan#tp:}
-  dir="$work/${model}_$n"
+  dir="$work/$name"
   # shellcheck disable=SC2086
   "$nnc" "models/$model.lua" --parallel="$plan" $defines -o "$dir"
   make -s -C "$dir" -j2 "bench_$model" > "$dir.make.log" 2>&1 || { cat "$dir.make.log"; exit 1; }
@@ -29,18 +36,77 @@ for spec in "${models[@]}"; do
     || { echo "$out"; echo "FAIL: $model $plan"; exit 1; }
   oks=$(grep -c "max relative error .* ok" <<< "$out" || true)
   bad=$(grep -c "max relative error" <<< "$out" || true)
-  echo "$model $plan over $n ranks: $oks of $bad outputs ok (rank 0 reports; every rank checks and fails the job on a miss)"
+  echo "$name: $model $plan over $n ranks: $oks of $bad outputs ok (rank 0 reports; every rank checks and fails the job on a miss)"
   grep "max relative error" <<< "$out" | sort -u
   [ "$oks" -gt 0 ] && [ "$oks" -eq "$bad" ] || { echo "$out"; echo "FAIL: $model $plan"; exit 1; }
 done
-# the harness reports what the collectives moved: gpt2 tp:2 at B=3 T=9 d=36
-# sums 2 x 2 layers of [3, 9, 36] f32, 15552 bytes a run; at 2 ranks the bus
-# traffic of an all_reduce (2 (n-1)/n of it) is the same
+# The harness reports what the collectives moved (runtime/nnrt_comm.h: an
+# all_reduce counts the tensor it sums, bus traffic 2 (n-1)/n of it; an
+# all_gather the slice each rank sends, bus traffic n - 1 times it).
+# gpt2 tp:2 at B=3 T=9 d=36: 2 layers x 2 pairs sum [3, 9, 36] f32 (3888
+# bytes), and so does the vocabulary-split embedding: 5 x 3888 = 19440; the
+# head gathers [3, 9, 27] f32 (ceil(53 / 2) = 27 rows a rank), 2916 bytes:
+# 22356 a run, and at 2 ranks the bus traffic is the same
 out=$(timeout 120 "$mpirun" -np 2 --oversubscribe "$work/gpt2_2/bench_gpt2" --runs 3 --warmup 1 --threads 1 --no-peaks \
       --json 2>&1) || { echo "$out"; echo "FAIL: gpt2 tp:2 --json"; exit 1; }
-grep -q '"comm": {"bytes_per_run": 15552, "bus_bytes_per_run": 15552, "wait_ms_per_run": [0-9.e-]*, "bus_gbps": [0-9.e+-]*}' \
+grep -q '"comm": {"bytes_per_run": 22356, "bus_bytes_per_run": 22356, "wait_ms_per_run": [0-9.e-]*, "bus_gbps": [0-9.e+-]*}' \
   <<< "$out" || { echo "$out"; echo "FAIL: the collectives' bytes a run"; exit 1; }
-echo "gpt2 tp:2: 15552 bytes of collectives a run reported"
+echo "gpt2 tp:2: 22356 bytes of collectives a run reported"
+# gpt2 tp:4, vocabulary 101: 6 heads do not split 4 ways, so 2 MLP pairs and
+# the embedding sum [3, 9, 36] f32: 3 x 3888 = 11664 bytes (bus 3 x 3888 x
+# 2 x 3/4 = 17496); the head gathers [3, 9, 26] f32 (ceil(101 / 4) = 26),
+# 2808 bytes (bus 3 x 2808 = 8424): 14472 a run, 25920 on the bus
+out=$(timeout 120 "$mpirun" -np 4 --oversubscribe "$work/gpt2v_4/bench_gpt2" --runs 3 --warmup 1 --threads 1 --no-peaks \
+      --json 2>&1) || { echo "$out"; echo "FAIL: gpt2 tp:4 --json"; exit 1; }
+grep -q '"comm": {"bytes_per_run": 14472, "bus_bytes_per_run": 25920, ' \
+  <<< "$out" || { echo "$out"; echo "FAIL: the collectives' bytes a run at tp:4"; exit 1; }
+echo "gpt2 tp:4, vocabulary 101: 14472 bytes of collectives a run reported, 25920 on the bus"
+
+# The odd vocabularies against one process: the same weights file and ids
+# (tp_logits.c) through the model compiled without the plan and with it;
+# every rank's logits within 1e-6 (relative to the largest) of the one
+# process's.
+for spec in "${models[@]}"; do
+  read -r name model plan defines <<< "$spec"
+  case $name in gpt2v_*|llamav_*) ;; *) continue ;; esac
+  n=${plan#tp:}
+  ids=ids
+  [ "$model" = llama ] && ids=input_ids
+  one="$work/${model}_one"
+  if [ ! -d "$one" ]; then
+    # shellcheck disable=SC2086
+    "$nnc" "models/$model.lua" $defines -o "$one"
+    # shellcheck disable=SC2086
+    "$nnc" weights "models/$model.lua" $defines -o "$one/w.safetensors"
+    make -s -C "$one" -j2 "lib$model.a" > "$one.make.log" 2>&1 || { cat "$one.make.log"; exit 1; }
+  fi
+  make -s -C "$work/$name" -j2 "lib$model.a" > "$work/$name.make.log" 2>&1 || { cat "$work/$name.make.log"; exit 1; }
+  for d in "$one" "$work/$name"; do
+    mpicc -std=c11 -O2 -Wall -Wextra -Werror -I"$d" -DMODEL="$model" -DIDS="$ids" "$here/tp_logits.c" "$d/lib$model.a" \
+      -lm -lpthread -o "$d/tp_logits"
+  done
+  B=$(sed -n 's/.*batch=\([0-9]*\).*/\1/p' <<< "$defines")
+  T=$(sed -n 's/.*ctx=\([0-9]*\).*/\1/p' <<< "$defines")
+  [ -f "$work/${model}_one.logits.0" ] || "$one/tp_logits" "$one/w.safetensors" "$work/${model}_one.logits" "$B" "$T" 101
+  timeout 300 "$mpirun" -np "$n" --oversubscribe "$work/$name/tp_logits" "$one/w.safetensors" "$work/$name.logits" "$B" "$T" 101
+  python3 - "$work/${model}_one.logits.0" "$work/$name.logits" "$n" "$name" <<'PY'
+import sys
+from array import array
+def load(path):
+    a = array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    return a
+one = load(sys.argv[1])
+scale = max(abs(v) for v in one)
+for r in range(int(sys.argv[3])):
+    got = load("%s.%d" % (sys.argv[2], r))
+    err = max(abs(a - b) for a, b in zip(got, one)) / scale if len(got) == len(one) else float("inf")
+    print("%s rank %d: logits within %.3g of one process's (relative to the largest, %.3g)" % (sys.argv[4], r, err, scale))
+    if not err <= 1e-6:
+        sys.exit("FAIL: %s rank %d differs from one process by %g" % (sys.argv[4], r, err))
+PY
+done
 # the plan was compiled for 2 ranks: 3 is refused on every rank, with the reason
 out=$(timeout 120 "$mpirun" -np 3 --oversubscribe "$work/gpt2_2/bench_gpt2" --runs 1 --no-peaks 2>&1) && {
   echo "$out"; echo "FAIL: 3 ranks ran a plan for 2"; exit 1; }

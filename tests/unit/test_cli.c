@@ -269,9 +269,17 @@ static void test_real_model_plan(void **state) {
 static void test_parallel_plan(void **state) {
   char out[1 << 17];
   assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua -D layers=2 --parallel=tp:2 --explain", NNC_SOURCE_ROOT), 0);
-  assert_non_null(strstr(out, "parallel plan: tp:2, 12 of 28 weights sliced"));
+  /* 2 layers' 6 weights each and the vocabulary (wte, tied to the head) */
+  assert_non_null(strstr(out, "parallel plan: tp:2, 13 of 28 weights sliced"));
   assert_non_null(strstr(out, "collective: all_reduce h.1.mlp.c_proj.all_reduce f32[B,T,768] over 2 ranks, 25.166 MB"));
-  assert_non_null(strstr(out, "collectives: 4 all_reduces, 100.663 MB a run"));
+  /* each rank's 25129 of the 50257 logits at B x T = 8192, f32: 823.427 MB; with the 5 all_reduces of
+   * 25.166 MB (4 pairs and the embedding), 949.256 MB */
+  assert_non_null(strstr(out, "collective: all_gather linear.all_gather f32[B,T,25129] over 2 ranks, 823.427 MB"));
+  assert_non_null(strstr(out, "collectives: 5 all_reduces, 1 all_gathers, 949.256 MB a run"));
+  assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua -D layers=1 -D vocab=101 --parallel=tp:4 --emit=ir",
+                       NNC_SOURCE_ROOT), 0);
+  assert_non_null(strstr(out, "wte.weight f32[26,768]  (a rank's slice: rows r*26.. of the file's 101 along dim 1, "
+                              "zeros past its end)"));
   assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua -D layers=1 --parallel=tp:2 --emit=ir", NNC_SOURCE_ROOT), 0);
   assert_non_null(strstr(out, "h.0.attn.c_attn.weight f32[768,1152]  (a rank's slice: 1/2 of dim 2 in each of its 3 groups)"));
   assert_int_equal(nnc(out, sizeof out, "%s/models/gpt2.lua --parallel=tp:2 --target=opencl -o par_out", NNC_SOURCE_ROOT), 6);

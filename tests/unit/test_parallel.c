@@ -3,9 +3,11 @@
  * Each model is loaded twice at odd sizes: whole, and under tp:N. The float64
  * reference runs the whole graph once and the plan's graph for its N ranks
  * together (each rank given its slices of the same random weights, the
- * all_reduces summing across them); every output of every rank must equal
- * the whole graph's. The plan's shape is checked too: which weights split,
- * along which axis, and one all_reduce after each split pair. */
+ * all_reduces summing across them, the all_gathers stacking); every output
+ * of every rank must equal the whole graph's. The plan's shape is checked
+ * too: which weights split, along which axis, one all_reduce after each
+ * split pair and after each vocabulary-split embedding, one all_gather after
+ * each vocabulary-split head. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,12 +104,13 @@ static double ranks_vs_whole(const nnc_graph *whole, const nnc_graph *plan, int 
 }
 
 static void check_model(const char *name, const char *const *defines, int ndefines, const char *plan, int n,
-                        int want_reduces) {
+                        int want_reduces, int want_gathers) {
   nnc_graph whole, split;
   load(&whole, name, defines, ndefines, NULL);
   load(&split, name, defines, ndefines, plan);
   assert_int_equal(split.ranks, n);
   assert_int_equal(count_op(&split, NNC_OP_ALL_REDUCE), want_reduces);
+  assert_int_equal(count_op(&split, NNC_OP_ALL_GATHER), want_gathers);
   int64_t sym[8];
   for (int i = 0; i < split.nsyms; i++) sym[i] = split.syms[i].max > 3 ? 3 : split.syms[i].max;
   double e = ranks_vs_whole(&whole, &split, n, sym);
@@ -119,12 +122,14 @@ static void check_model(const char *name, const char *const *defines, int ndefin
 static void test_gpt2_tp(void **state) {
   (void)state;
   const char *d[] = {"layers=2", "d=36", "heads=6", "vocab=53", "ctx=9", "batch=3"};
-  check_model("gpt2", d, 6, "tp:2", 2, 4);
-  check_model("gpt2", d, 6, "tp:3", 3, 4);
-  check_model("gpt2", d, 6, "tp:6", 6, 4);
+  /* 2 layers' pairs and the embedding: 5 all_reduces; the head: 1 all_gather */
+  check_model("gpt2", d, 6, "tp:2", 2, 5, 1);
+  check_model("gpt2", d, 6, "tp:3", 3, 5, 1);
+  check_model("gpt2", d, 6, "tp:6", 6, 5, 1);
   nnc_graph g;
   load(&g, "gpt2", d, 6, "tp:3");
-  /* q|k|v split by heads within each of the three, c_proj by input rows, wte whole (tied to the head) */
+  /* q|k|v split by heads within each of the three, c_proj by input rows, wte (tied to the head) by
+   * vocabulary rows: 53 over 3 ranks, 18 rows each, the last one's 17 and a zero row */
   const nnc_tensor *attn = param(&g, "h.0.attn.c_attn.weight"), *bias = param(&g, "h.0.attn.c_attn.bias");
   assert_int_equal(attn->shard.axis, 1);
   assert_int_equal(attn->shard.parts, 3);
@@ -136,8 +141,111 @@ static void test_gpt2_tp(void **state) {
   assert_int_equal(proj->shard.groups, 1);
   assert_true(nnc_dim_eq_const(proj->shape[0], 48));
   assert_int_equal(param(&g, "h.1.mlp.c_proj.bias")->shard.parts, 0);
-  assert_int_equal(param(&g, "wte.weight")->shard.parts, 0);
+  const nnc_tensor *wte = param(&g, "wte.weight");
+  assert_int_equal(wte->shard.parts, 3);
+  assert_int_equal(wte->shard.axis, 0);
+  assert_int_equal(wte->shard.whole, 53);
+  assert_true(nnc_dim_eq_const(wte->shape[0], 18));
+  assert_true(nnc_dim_eq_const(wte->shape[1], 36));
+  assert_int_equal(param(&g, "wpe.weight")->shard.parts, 0);
   assert_int_equal(param(&g, "ln_f.weight")->shard.parts, 0);
+  nnc_graph_free(&g);
+}
+
+/* The node that writes tensor t. */
+static const nnc_node *producer(const nnc_graph *g, int t) {
+  assert_true(g->tensors[t].producer >= 0);
+  return &g->nodes[g->tensors[t].producer];
+}
+
+/* A vocabulary that does not divide by the ranks: 101 rows over 2 ranks
+ * (51 each, the second's last a zero row) and over 4 (26 each, the last
+ * rank's 23 and 3 zero rows). The logits are gathered [4, B, T, 26],
+ * turned to [B, T, 4, 26], joined to [B, T, 104] and sliced to 101. */
+static void test_odd_vocab_tp(void **state) {
+  (void)state;
+  const char *d[] = {"layers=1", "d=36", "heads=6", "vocab=101", "ctx=9", "batch=3"};
+  check_model("gpt2", d, 6, "tp:2", 2, 3, 1);
+  check_model("gpt2", d, 6, "tp:4", 4, 2, 1);   /* 6 heads do not split 4 ways: the MLP and the embedding */
+  const char *l[] = {"layers=1", "d=32", "heads=4", "kv_heads=2", "ffn=24", "vocab=101", "ctx=7", "batch=2"};
+  check_model("llama", l, 8, "tp:2", 2, 3, 1);
+  check_model("llama", l, 8, "tp:4", 4, 2, 1);
+  nnc_graph g;
+  load(&g, "gpt2", d, 6, "tp:4");
+  const nnc_tensor *wte = param(&g, "wte.weight");
+  assert_int_equal(wte->shard.whole, 101);
+  assert_true(nnc_dim_eq_const(wte->shape[0], 26));
+  const nnc_node *cut = producer(&g, g.outputs[0].tensor);
+  assert_int_equal(cut->op, NNC_OP_SLICE);
+  assert_true(nnc_dim_eq_const(cut->attrs.stop, 101));
+  const nnc_node *joined = producer(&g, cut->in[0]);
+  assert_int_equal(joined->op, NNC_OP_RESHAPE);
+  assert_true(nnc_dim_eq_const(g.tensors[joined->out[0]].shape[2], 104));
+  const nnc_node *turned = producer(&g, joined->in[0]);
+  assert_int_equal(turned->op, NNC_OP_TRANSPOSE);
+  const nnc_node *gather = producer(&g, turned->in[0]);
+  assert_int_equal(gather->op, NNC_OP_ALL_GATHER);
+  assert_int_equal(gather->attrs.ranks, 4);
+  const nnc_tensor *stacked = &g.tensors[gather->out[0]];
+  assert_int_equal(stacked->rank, 4);
+  assert_true(nnc_dim_eq_const(stacked->shape[0], 4));
+  assert_true(nnc_dim_eq_const(stacked->shape[3], 26));
+  const nnc_node *head = producer(&g, gather->in[0]);
+  assert_int_equal(head->op, NNC_OP_LINEAR);
+  assert_string_equal(g.tensors[head->in[1]].name, "wte.weight");
+  /* the embedding: this rank's rows of the 101, then their sum */
+  int embeddings = 0;
+  for (int i = 0; i < g.nnodes; i++) {
+    const nnc_node *e = &g.nodes[i];
+    if (e->dead || e->op != NNC_OP_EMBEDDING) continue;
+    embeddings++;
+    assert_int_equal(e->attrs.ranks, 4);
+    assert_int_equal(e->attrs.vocab, 101);
+    assert_int_equal(g.nodes[i + 1].op, NNC_OP_ALL_REDUCE);
+  }
+  assert_int_equal(embeddings, 1);
+  nnc_graph_free(&g);
+}
+
+/* The all_gather's shape rule, and a single evaluator's refusal of it. */
+static void test_all_gather_op(void **state) {
+  (void)state;
+  nnc_graph g;
+  nnc_error err = {0};
+  nnc_graph_init(&g);
+  nnc_dim shape[2] = {nnc_dim_const(3), nnc_dim_const(5)};
+  int x, id;
+  nnc_attrs a = {.ranks = 3};
+  assert_int_equal(nnc_graph_add_input(&g, "x", NNC_F32, 2, shape, NNC_NOLOC, &x, &err), NNC_OK);
+  assert_int_equal(nnc_graph_add_node(&g, NNC_OP_ALL_GATHER, 1, &x, &a, 1, NNC_NOLOC, "g", &id, &err), NNC_OK);
+  assert_int_equal(nnc_graph_add_output(&g, "y", g.nodes[id].out[0], NNC_NOLOC, &err), NNC_OK);
+  assert_int_equal(nnc_pass_check(&g, &err), NNC_OK);
+  const nnc_tensor *y = &g.tensors[g.nodes[id].out[0]];
+  assert_int_equal(y->rank, 3);
+  assert_true(nnc_dim_eq_const(y->shape[0], 3) && nnc_dim_eq_const(y->shape[1], 3) && nnc_dim_eq_const(y->shape[2], 5));
+  /* three ranks' x stacked in rank order, on every rank */
+  nnc_ref rs[3];
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(nnc_ref_init(&rs[r], &g, NULL, &err), NNC_OK);
+    double *v = nnc_ref_alloc(&rs[r], x);
+    for (int i = 0; i < 15; i++) v[i] = 100 * r + i;
+  }
+  assert_int_equal(nnc_ref_run_ranks(rs, 3, &err), NNC_OK);
+  for (int r = 0; r < 3; r++)
+    for (int q = 0; q < 3; q++)
+      for (int i = 0; i < 15; i++) assert_true(rs[r].val[y - g.tensors][q * 15 + i] == 100 * q + i);
+  for (int r = 0; r < 3; r++) nnc_ref_free(&rs[r]);
+  /* one evaluator cannot stand for three ranks; two evaluators cannot either */
+  nnc_ref one;
+  assert_int_equal(nnc_ref_init(&one, &g, NULL, &err), NNC_OK);
+  nnc_ref_alloc(&one, x);
+  assert_int_equal(nnc_ref_run_graph(&one, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "all_gather"));
+  nnc_ref_free(&one);
+  /* fewer than 2 ranks is no gather */
+  g.nodes[id].attrs.ranks = 1;
+  assert_int_equal(nnc_pass_check(&g, &err), NNC_E_INTERNAL);
+  assert_non_null(strstr(err.msg, "2 or more ranks"));
   nnc_graph_free(&g);
 }
 
@@ -145,8 +253,9 @@ static void test_bert_tp(void **state) {
   (void)state;
   const char *d[] = {"layers=2", "hidden=20", "heads=4", "intermediate=28", "vocab=31", "positions=9", "seq=7",
                      "batch=2"};
-  check_model("bert", d, 8, "tp:2", 2, 4);
-  check_model("bert", d, 8, "tp:4", 4, 4);
+  /* the word embeddings split (31 rows over 2 and 4 ranks), the type embeddings (2 rows) stay whole */
+  check_model("bert", d, 8, "tp:2", 2, 5, 0);
+  check_model("bert", d, 8, "tp:4", 4, 5, 0);
 }
 
 /* LLaMA: rope on split heads, grouped-query attention (the kv heads split
@@ -155,8 +264,9 @@ static void test_bert_tp(void **state) {
 static void test_llama_tp(void **state) {
   (void)state;
   const char *d[] = {"layers=2", "d=32", "heads=4", "kv_heads=2", "ffn=24", "vocab=37", "ctx=7", "batch=2"};
-  check_model("llama", d, 8, "tp:2", 2, 4);
-  check_model("llama", d, 8, "tp:4", 4, 2);
+  /* embed_tokens and the untied lm_head split by vocabulary (37 rows): one more all_reduce, one all_gather */
+  check_model("llama", d, 8, "tp:2", 2, 5, 1);
+  check_model("llama", d, 8, "tp:4", 4, 3, 1);
   nnc_graph g;
   load(&g, "llama", d, 8, "tp:2");
   assert_int_equal(param(&g, "model.layers.1.self_attn.k_proj.weight")->shard.parts, 2);
@@ -170,7 +280,7 @@ static void test_mlp_tp(void **state) {
   /* three layers: the first two pair up; the last one's output is the
    * graph's, so it stays whole */
   const char *d[] = {"batch=3", "pixels=13", "hidden1=10", "hidden2=6", "classes=3"};
-  check_model("mlp", d, 5, "tp:2", 2, 1);
+  check_model("mlp", d, 5, "tp:2", 2, 1, 0);
 }
 
 /* A plan that finds nothing to split, and bad option text. */
@@ -213,10 +323,11 @@ static void test_refusals(void **state) {
   p.tp = 1;
   p.dp = 1;
   p.zero1 = false;
-  /* width 7: neither q|k|v (3 x 7 columns) nor the MLP (28) split 3 ways, and the plan says so */
+  /* width 7: neither q|k|v (3 x 7 columns) nor the MLP (28) split 3 ways, and a vocabulary of 2 rows is
+   * fewer than the ranks: the plan says so */
   char path[512];
   snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);
-  const char *d[] = {"layers=1", "d=7", "heads=1", "vocab=11", "ctx=4", "batch=1"};
+  const char *d[] = {"layers=1", "d=7", "heads=1", "vocab=2", "ctx=4", "batch=1"};
   nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = 6};
   nnc_graph g;
   nnc_graph_init(&g);
@@ -230,6 +341,8 @@ static void test_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_gpt2_tp),
+    cmocka_unit_test(test_odd_vocab_tp),
+    cmocka_unit_test(test_all_gather_op),
     cmocka_unit_test(test_bert_tp),
     cmocka_unit_test(test_llama_tp),
     cmocka_unit_test(test_mlp_tp),

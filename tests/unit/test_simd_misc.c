@@ -212,6 +212,38 @@ static void test_embedding_errors(void **state) {
   for (int i = 0; i < 12; ++i) assert_true(isnan(out[i]));
 }
 
+/* A vocabulary of 11 split over 3 ranks of 4 rows (the last rank's 3 and a
+ * zero row): each rank copies its ids' rows and zeros the others, so the
+ * three outputs sum to the whole table's gather. */
+static void test_embedding_rows(void **state) {
+  (void)state;
+  const int vocab = 11, chunk = 4, cols = 5, n = 9;
+  float *table = trandom((size_t)(vocab * cols), -1, 1), sum[9 * 5] = {0}, out[9 * 5];
+  int32_t ids[9] = {0, 10, 3, 4, 7, 8, 10, 0, 5};
+  for (int r = 0; r < 3; ++r) {
+    float slice[4 * 5] = {0};
+    int rows = r * chunk + chunk <= vocab ? chunk : vocab - r * chunk;
+    memcpy(slice, table + r * chunk * cols, (size_t)(rows * cols) * sizeof(float));
+    tpoison(out, (size_t)(n * cols));
+    assert_int_equal(nnc_simd_embedding_rows(n, ids, vocab, r * chunk, chunk, cols, slice, cols, out, cols, NULL),
+                     NNC_SIMD_OK);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < cols; ++j) {
+        float want = ids[i] / chunk == r ? table[ids[i] * cols + j] : 0.0f;
+        assert_true(out[i * cols + j] == want);
+        sum[i * cols + j] += out[i * cols + j];
+      }
+  }
+  for (int i = 0; i < n; ++i) assert_memory_equal(sum + i * cols, table + ids[i] * cols, (size_t)cols * sizeof(float));
+  /* the bound is the vocabulary, not the rank's rows */
+  nnc_simd_error err;
+  int32_t bad[2] = {3, 11};
+  assert_int_equal(nnc_simd_embedding_rows(2, bad, vocab, 8, chunk, cols, table, cols, out, cols, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "ids[1] = 11"));
+  assert_non_null(strstr(err.msg, "[0, 11)"));
+  free(table);
+}
+
 static void test_isa(void **state) {
   (void)state;
   const char *isa = nnc_simd_isa();
@@ -230,7 +262,7 @@ int main(void) {
       cmocka_unit_test(test_act_special),    cmocka_unit_test(test_act_errors),
       cmocka_unit_test(test_embedding),      cmocka_unit_test(test_embedding_errors),
       cmocka_unit_test(test_isa),            cmocka_unit_test(test_act_grad),
-      cmocka_unit_test(test_cross_entropy),
+      cmocka_unit_test(test_cross_entropy),  cmocka_unit_test(test_embedding_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,21 @@ int64_t nnc_weights_numel(const nnrt_st_desc *d) {
 }
 
 int64_t nnc_weights_shard_numel(const nnrt_st_desc *d, const nnc_weights_shard *s) {
-  return s->parts ? nnc_weights_numel(d) / s->parts : nnc_weights_numel(d);
+  if (!s->parts) return nnc_weights_numel(d);
+  if (!s->whole) return nnc_weights_numel(d) / s->parts;
+  int64_t len = d->shape[s->axis];
+  return len ? nnc_weights_numel(d) / len * ((len + s->parts - 1) / s->parts) : 0;
+}
+
+/* A padded slice: rank's chunk of each outer run, zeros past the file's end. */
+static void slice_padded(const unsigned char *src, size_t elem, int64_t outer, int64_t len, int64_t inner,
+                         const nnc_weights_shard *s, int rank, unsigned char *out) {
+  int64_t chunk = (len + s->parts - 1) / s->parts, lo = rank * chunk, hi = lo + chunk < len ? lo + chunk : len;
+  size_t run = (size_t)(chunk * inner) * elem, have = hi > lo ? (size_t)((hi - lo) * inner) * elem : 0;
+  for (int64_t o = 0; o < outer; o++, out += run) {
+    if (have) memcpy(out, src + (size_t)((o * len + lo) * inner) * elem, have);
+    memset(out + have, 0, run - have);
+  }
 }
 
 void nnc_weights_slice(const void *full, size_t elem, const nnrt_st_desc *d, const nnc_weights_shard *s, int rank,
@@ -19,6 +33,10 @@ void nnc_weights_slice(const void *full, size_t elem, const nnrt_st_desc *d, con
   int64_t outer = 1, inner = 1, len = d->shape[s->axis];
   for (int i = 0; i < s->axis; i++) outer *= d->shape[i];
   for (int i = s->axis + 1; i < d->rank; i++) inner *= d->shape[i];
+  if (s->whole) {
+    slice_padded(full, elem, outer, len, inner, s, rank, dst);
+    return;
+  }
   int64_t chunk = len / ((int64_t)s->groups * s->parts), run = chunk * inner;
   const unsigned char *src = full;
   unsigned char *out = dst;

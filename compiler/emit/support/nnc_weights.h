@@ -23,9 +23,14 @@ int64_t nnc_weights_numel(const nnrt_st_desc *d);
 
 /* A parallel plan's slice of one weight (nnc_shard in nnc's IR): along
  * `axis`, seen as groups x parts x chunk, rank r holds [:, r, :]; parts 0:
- * the whole tensor. The manifest keeps the file's (whole) shapes. */
+ * the whole tensor. whole > 0 (a vocabulary split, groups 1): the file's
+ * length along axis, which need not divide by parts; each rank holds
+ * chunk = ceil(whole / parts) entries, rank r the file's [r * chunk, ...)
+ * up to its end and zeros after it. The manifest keeps the file's (whole)
+ * shapes. */
 typedef struct nnc_weights_shard {
   int axis, parts, groups;
+  int64_t whole;
 } nnc_weights_shard;
 
 /* Elements of rank's slice of a manifest entry. */
