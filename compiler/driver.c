@@ -56,6 +56,13 @@ static void explain_plan(FILE *f, const nnc_graph *g) {
           bytes / 1e6);
 }
 
+/* options.cuda_graphs's default in the folder: on, unless --cuda-graphs=off
+ * or a --generate decoder (its decode steps have new dims each step, so
+ * each would capture a graph instead of replaying one). */
+static bool graphs_default(const nnc_build_opts *o) {
+  return o->cuda_graphs > 0 || (o->cuda_graphs == 0 && !o->generate);
+}
+
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines, .training = o->train,
                           .generating = o->generate};
@@ -95,7 +102,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80 && (prec.storage == NNC_BF16 || prec.tf32))
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=%s: target %s has no %s tensor cores; expected "
                     "--precision=f32 or f16 (or a cuda-sm80 target or newer)", prec.name, t.name, prec.name);
-  if (!st && o->cuda_graphs && t.family != NNC_FAMILY_CUDA)
+  if (!st && o->cuda_graphs != 0 && t.family != NNC_FAMILY_CUDA)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && o->train) st = nnc_pass_check(&g, err);
@@ -128,7 +135,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--tune=measure: expected a cuda-* target, found %s "
                     "(the other targets have one implementation per kernel)", t.name);
   if (!st && o->measure) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, false, NULL, 0, false};
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, graphs_default(o), false, false, NULL, 0, false};
     st = nnc_measure(&r, tiles, o->tune_file, stderr, err);
   }
   if (!st && o->explain && copies)
@@ -140,7 +147,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     explain_plan(o->explain, &g);
   }
   if (!st && o->out_dir) {
-    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, o->cuda_graphs, false, o->train,
+    nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, graphs_default(o), false, o->train,
                           par.tp > 1 ? &whole : NULL, par.dp, par.zero1};
     st = nnc_emit(&r, err);
   }

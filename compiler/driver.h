@@ -18,7 +18,8 @@ typedef struct nnc_build_opts {
                                       storage dtype of --precision); NULL: f32 */
   const char *out_dir;             /* NULL: stop after tuning (with explain) */
   FILE *explain;                   /* when not NULL, each kernel's tiles and why */
-  bool cuda_graphs;                /* --cuda-graphs: the CUDA model replays captured graphs */
+  int cuda_graphs;                 /* options.cuda_graphs's default in a CUDA folder: 0 nnc's (on,
+                                      but off for --generate), 1 --cuda-graphs=on, -1 =off */
   bool measure;                    /* --tune=measure: time the implementations on the GPU */
   const char *tune_file;           /* --tune-file; NULL: the default path */
   bool train;                      /* --train: the training step (loss and gradients) */

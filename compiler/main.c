@@ -31,7 +31,7 @@ typedef struct cli {
   const char *out;
   emit_kind emit;
   bool explain;
-  bool cuda_graphs;
+  int cuda_graphs;   /* --cuda-graphs[=on|off]: 1 or -1; 0 not given */
   bool train;            /* --train */
   bool generate;         /* --generate */
   const char *loss;      /* --loss=NAME */
@@ -75,8 +75,9 @@ static void usage(FILE *f) {
     "                    are stored in the tuning file and reused on the next compile\n"
     "  --tune-file=PATH  the tuning file (default $XDG_CACHE_HOME/nnc/tuning.tsv,\n"
     "                    else ~/.cache/nnc/tuning.tsv)\n"
-    "  --cuda-graphs     CUDA: replay each forward from a CUDA graph captured on the\n"
-    "                    first run of each set of sizes and buffers (options.cuda_graphs)\n"
+    "  --cuda-graphs=on|off  CUDA: replay each run from a CUDA graph captured on the\n"
+    "                    first run of each set of sizes and buffers (options.cuda_graphs;\n"
+    "                    on by default; --cuda-graphs alone is on)\n"
     "  -D name=value     override a key of the model's config{} table\n"
     "  --train           compile the training step: the model runs with `training` true\n"
     "                    and must declare a scalar output \"loss\"; the outputs become\n"
@@ -134,7 +135,10 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
     else if (strcmp(a, "--explain") == 0) c->explain = true;
-    else if (strcmp(a, "--cuda-graphs") == 0) c->cuda_graphs = true;
+    else if (strcmp(a, "--cuda-graphs") == 0 || strcmp(a, "--cuda-graphs=on") == 0) c->cuda_graphs = 1;
+    else if (strcmp(a, "--cuda-graphs=off") == 0) c->cuda_graphs = -1;
+    else if (strncmp(a, "--cuda-graphs=", 14) == 0)
+      return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected on or off, found \"%s\"", a + 14);
     else if (strcmp(a, "--train") == 0) c->train = true;
     else if (strcmp(a, "--generate") == 0) c->generate = true;
     else if (strncmp(a, "--recompute=", 12) == 0) c->recompute = a + 12;

@@ -53,16 +53,22 @@ static nnc_status copy_embedded(const char *dir, bool nccl, nnc_error *err) {
   return NNC_OK;
 }
 
-/* The fields of <model>_options; cuda_graphs's default is the --cuda-graphs
- * nnc was given. */
+const char *cu_graphs_why(const nnc_emit_request *r) {
+  return r->cuda_graphs                ? "nnc's default; --cuda-graphs=off compiles 0"
+         : r->s->g->nstates > 0       ? "a --generate decoder: new dims every decode step; --cuda-graphs=on "
+                                        "compiles 1"
+                                      : "nnc was given --cuda-graphs=off";
+}
+
+/* The fields of <model>_options; cuda_graphs's default is nnc's. */
 static void api_options(const nnc_emit_request *r, char *buf, size_t n) {
   snprintf(buf, n,
     "  int device;    /* CUDA device index; -1: $NNC_CUDA_DEVICE, else device 0 */\n"
     "  int cuda_graphs;   /* 1: each run replays a CUDA graph of the model, captured on the\n"
     "                        first run with the same dims and input/output buffers (one\n"
     "                        launch instead of one per kernel); runs while profiling go\n"
-    "                        kernel by kernel. Default %d (nnc %s --cuda-graphs) */\n",
-    r->cuda_graphs ? 1 : 0, r->cuda_graphs ? "was given" : "was not given");
+    "                        kernel by kernel. Default %d (%s) */\n",
+    r->cuda_graphs ? 1 : 0, cu_graphs_why(r));
 }
 
 nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *err) {

@@ -49,6 +49,8 @@ nnc_status cu_emit_all_gather(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err)
  * rows). */
 void cu_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
+/* Why options.cuda_graphs defaults to what it does in this folder (cuda.c). */
+const char *cu_graphs_why(const nnc_emit_request *r);
 /* How many instantiated CUDA graphs a model keeps (options.cuda_graphs):
  * one per set of dims and input/output pointers, the least recently used
  * replaced. */

@@ -176,7 +176,7 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
     "host buffers and compares with the float64 reference (check/); it exits 1\n"
     "above 1e-5 (f32, tf32: 1e-2) or 1e-2 (bf16, f16) max relative error.\n\n"
     "## CUDA graphs\n\n"
-    "With `options.cuda_graphs` (here %d by default: nnc was%s given `--cuda-graphs`;\n"
+    "With `options.cuda_graphs` (here %d by default: %s;\n"
     "`%s_cuda_graphs(m, on)` switches it at run time) a run replays a CUDA graph\n"
     "instead of launching its kernels one by one: the first run with a given set of\n"
     "dims and input/output device pointers captures the kernels and instantiates the\n"
@@ -190,7 +190,7 @@ static nnc_status write_readme(const ec_ctx *x, const char *dir, nnc_error *err)
     "line), `kernels/` (the CUDA templates), `runtime/` (libnnrt, `runtime/cuda/`\n"
     "its CUDA backend: devices, allocator, streams, cuBLASLt), `support/`, `check/`\n"
     "and `%s_graph.c` (the reference, only in bench_%s).\n",
-    p, x->r->cuda_graphs ? 1 : 0, x->r->cuda_graphs ? "" : " not", p, CU_GRAPH_CACHE, p, p, p, p);
+    p, x->r->cuda_graphs ? 1 : 0, cu_graphs_why(x->r), p, CU_GRAPH_CACHE, p, p, p, p);
   nnc_status st = nnc_emit_write_sb(dir, "README.md", &b, err);
   nnc_sb_free(&b);
   return st;

@@ -80,8 +80,10 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  %s_dims d;\n"
     "  %s_inputs in;\n"
     "  %s_outputs out;\n"
-    "  uint64_t used;                /* the model's graph_clock at its last launch */\n"
-    "} graph_slot;\n\n", CU_GRAPH_CACHE, p, p, p, p);
+    "  uint64_t used;                /* the model's graph_clock at its last launch */\n%s"
+    "} graph_slot;\n\n", CU_GRAPH_CACHE, p, p, p, p,
+    x->world > 1 ? "  uint64_t comm_bytes;          /* what its collectives move a launch (counted at capture) */\n"
+                   "  double comm_bus_bytes;\n" : "");
   nnc_sb_printf(b,
     "struct %s_model {\n"
     "  int device;\n"
@@ -256,10 +258,10 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "    else if (victim->exec && (!gs->exec || gs->used < victim->used)) victim = gs;\n"
     "  }\n"
     "  if (!hit) {\n"
-    "    cudaGraph_t graph;\n"
-    "    int rc = capture(m, c, kernels, &graph);\n"
+    "    cudaGraph_t graph;\n%s"
+    "    int rc = capture(m, c, kernels, &graph);\n%s"
     "    if (rc) return rc;\n"
-    "    hit = victim;\n"
+    "    hit = victim;\n%s"
     "    if (hit->exec) {\n"
     "      /* the evicted graph has the same kernels, mostly: updating its\n"
     "       * parameters in place is cheaper than a new instantiation, which is\n"
@@ -285,8 +287,15 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "  if (ce != cudaSuccess) {\n"
     "    (void)cudaGetLastError();\n"
     "    return fail(m, %s_E_DEVICE, \"launching the CUDA graph of a run: %%s\", cudaGetErrorString(ce));\n"
-    "  }\n"
-    "  return 0;\n}\n\n", p, P, P);
+    "  }\n%s"
+    "  return 0;\n}\n\n", p,
+    x->world > 1 ? "    /* the capture only recorded the collectives: they move their bytes at each launch */\n"
+                   "    const uint64_t bytes0 = m->comm->bytes;\n    const double bus0 = m->comm->bus_bytes;\n" : "",
+    x->world > 1 ? "    const uint64_t moved = m->comm->bytes - bytes0;\n    const double moved_bus = m->comm->bus_bytes - bus0;\n"
+                   "    m->comm->bytes = bytes0;\n    m->comm->bus_bytes = bus0;\n" : "",
+    x->world > 1 ? "    hit->comm_bytes = moved;\n    hit->comm_bus_bytes = moved_bus;\n" : "",
+    P, P,
+    x->world > 1 ? "  m->comm->bytes += hit->comm_bytes;\n  m->comm->bus_bytes += hit->comm_bus_bytes;\n" : "");
 }
 
 /* Bytes of input i (output i) at the sizes d, for the host copies. */
@@ -319,8 +328,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "/* ------------------------------------------------------------ the API */\n\n");
   nnc_sb_printf(b, "static thread_local char create_error[512];\n\n");
   nnc_sb_printf(b, "void %s_options_default(%s_options *o) {\n  if (!o) return;\n  memset(o, 0, sizeof *o);\n"
-                   "  o->device = -1;\n  o->cuda_graphs = %d;   /* nnc %s --cuda-graphs */\n}\n\n", p, p,
-                x->r->cuda_graphs ? 1 : 0, x->r->cuda_graphs ? "was given" : "was not given");
+                   "  o->device = -1;\n  o->cuda_graphs = %d;   /* %s */\n}\n\n", p, p,
+                x->r->cuda_graphs ? 1 : 0, cu_graphs_why(x->r));
   ec_emit_arena_need(x, b);
   nnc_sb ws;
   nnc_sb_init(&ws);

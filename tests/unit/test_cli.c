@@ -120,6 +120,10 @@ static void test_targets(void **state) {
   assert_non_null(strstr(out, "--tune: expected analytic or measure, found \"fast\""));
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --cuda-graphs -o outdir"), 1);
   assert_non_null(strstr(out, "--cuda-graphs: expected a cuda-* target, found c-simd"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --cuda-graphs=off -o outdir"), 1);
+  assert_non_null(strstr(out, "--cuda-graphs: expected a cuda-* target, found c-simd"));
+  assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --cuda-graphs=maybe -o outdir"), 1);
+  assert_non_null(strstr(out, "--cuda-graphs: expected on or off, found \"maybe\""));
   assert_false(exists("outdir"));
   /* narrow storage is for GPU targets; an unknown precision is a usage error */
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --precision=bf16 -o outdir"), 6);

@@ -29,9 +29,9 @@
 
 static char work[256];
 
-/* outputs: --outputs (NULL: f32). */
+/* outputs: --outputs (NULL: f32); graphs: 1 --cuda-graphs=on, -1 =off, 0 (false) nnc's default. */
 static nnc_status emit_graphs(const char *model, const char *target, const char *precision, const char *outputs,
-                              const char *const *defs, int nd, bool graphs, const char *out, nnc_error *err) {
+                              const char *const *defs, int nd, int graphs, const char *out, nnc_error *err) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
   nnc_build_opts o = {.model = path, .target = target, .defines = defs, .ndefines = nd, .precision = precision,
@@ -296,7 +296,8 @@ static void test_conv_windows(void **state) {
 /* --cuda-graphs: GPT-2 with options.cuda_graphs on by default builds for
  * sm80 and sm90 and its benchmark takes --cuda-graphs on|off; the graph
  * cache is keyed on every dim and buffer; a folder without the flag
- * defaults to off. Replays are checked on a GPU (tests/gpu/test_graphs.c). */
+ * defaults to on, --cuda-graphs=off and a --generate decoder to off.
+ * Replays are checked on a GPU (tests/gpu/test_graphs.c). */
 static void test_graphs(void **state) {
   (void)state;
   const char *gpt2[] = {"layers=2", "vocab=2001", "ctx=64"};
@@ -307,13 +308,28 @@ static void test_graphs(void **state) {
   assert_int_equal(emit_graphs("models/gpt2.lua", "c-generic", NULL, NULL, gpt2, 3, true, out, &err), NNC_E_USAGE);
   assert_non_null(strstr(err.msg, "--cuda-graphs: expected a cuda-* target, found c-generic"));
   assert_int_equal(access(out, F_OK), -1);
-  /* without the flag: the option is there, off by default */
-  snprintf(out, sizeof out, "%s/graphs_off", work);
+  /* without the flag: on by default */
+  snprintf(out, sizeof out, "%s/graphs_default", work);
   assert_int_equal(emit("models/gpt2.lua", "cuda-sm80", "bf16", gpt2, 3, out, &err), NNC_OK);
   snprintf(p, sizeof p, "%s/gpt2.cu", out);
-  assert_true(file_has(p, "  o->cuda_graphs = 0;   /* nnc was not given --cuda-graphs */\n"));
+  assert_true(file_has(p, "  o->cuda_graphs = 1;   /* nnc's default; --cuda-graphs=off compiles 0 */\n"));
   snprintf(p, sizeof p, "%s/README.md", out);
-  assert_true(file_has(p, "With `options.cuda_graphs` (here 0 by default: nnc was not given `--cuda-graphs`;"));
+  assert_true(file_has(p, "With `options.cuda_graphs` (here 1 by default: nnc's default; --cuda-graphs=off compiles 0;"));
+  /* --cuda-graphs=off */
+  snprintf(out, sizeof out, "%s/graphs_off", work);
+  assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm80", "bf16", NULL, gpt2, 3, -1, out, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_true(file_has(p, "  o->cuda_graphs = 0;   /* nnc was given --cuda-graphs=off */\n"));
+  /* a --generate decoder: off (every decode step has new dims) unless =on */
+  char path[512];
+  snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);
+  snprintf(out, sizeof out, "%s/graphs_generate", work);
+  nnc_build_opts o = {.model = path, .target = "cuda-sm80", .defines = gpt2, .ndefines = 3, .precision = "bf16",
+                      .out_dir = out, .generate = true};
+  assert_int_equal(nnc_build(&o, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_true(file_has(p, "  o->cuda_graphs = 0;   /* a --generate decoder: new dims every decode step; "
+                          "--cuda-graphs=on compiles 1 */\n"));
   if (!have_nvcc()) {
     skip();
     return;
@@ -325,7 +341,7 @@ static void test_graphs(void **state) {
   assert_true(file_has(p, "  int cuda_graphs;   /* 1: each run replays a CUDA graph of the model"));
   assert_true(file_has(p, "int gpt2_cuda_graphs(gpt2_model *m, int on);"));
   snprintf(p, sizeof p, "%s/gpt2.cu", out);
-  assert_true(file_has(p, "  o->cuda_graphs = 1;   /* nnc was given --cuda-graphs */\n"));
+  assert_true(file_has(p, "  o->cuda_graphs = 1;   /* nnc's default; --cuda-graphs=off compiles 0 */\n"));
   assert_true(file_has(p, "  m->graphs = o->cuda_graphs != 0;\n"));
   assert_true(file_has(p, "  return gs->kernels == kernels &&\n         gs->d.B == c.d.B &&\n         gs->d.T == c.d.T &&\n"
                           "         gs->in.ids == c.in.ids &&\n         gs->out.logits == c.out.logits;\n"));
@@ -336,7 +352,7 @@ static void test_graphs(void **state) {
   snprintf(p, sizeof p, "%s/bench_gpt2.c", out);
   assert_true(file_has(p, "    NULL, b_cuda_graphs,\n"));
   snprintf(p, sizeof p, "%s/README.md", out);
-  assert_true(file_has(p, "With `options.cuda_graphs` (here 1 by default: nnc was given `--cuda-graphs`;"));
+  assert_true(file_has(p, "With `options.cuda_graphs` (here 1 by default: nnc's default; --cuda-graphs=off compiles 0;"));
   /* the harness's option: a bad value is a usage error (2) before any device */
   assert_int_equal(sh("cd %s && ./bench_gpt2 --cuda-graphs maybe > usage.log 2>&1", out), 2);
   snprintf(p, sizeof p, "%s/usage.log", out);
