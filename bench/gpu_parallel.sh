@@ -20,9 +20,13 @@
 #     one process of 4 rows, and GPT-2 124M's tokens/s with the optimizer
 #     state a rank keeps, dp:2 without and with ZeRO-1;
 #   - all_reduce bus bandwidth: nnc's communicator (tests/gpu/run_comm_nccl.sh)
-#     beside torch.distributed (bench/allreduce_torch.py) at the same sizes.
+#     beside torch.distributed (bench/allreduce_torch.py) at the same sizes;
+#   - four GPUs (PARTS four, on a machine of 4): tp:4 at small sizes (bf16)
+#     against the float64 reference, dp:4 training (6 updates of 4 ranks x 2
+#     rows) against one process of 8 rows, and GPT-2 124M's tokens/s on 4
+#     GPUs against one (the scaling efficiency at 4).
 # One table at the end, also in $OUT/table.txt.
-# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero too on request)
+# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero and four on request)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu_parallel
@@ -42,7 +46,10 @@ xl24_tp2 bf16 --parallel=tp:2 $XL24
 big_dp1 bf16 --train -D batch=16
 big_dp2 bf16 --train --parallel=dp:2 -D batch=16
 zero2 bf16 --train --parallel=dp:2,zero1 $SMALL
-big_zero2 bf16 --train --parallel=dp:2,zero1 -D batch=16"
+big_zero2 bf16 --train --parallel=dp:2,zero1 -D batch=16
+tp4_bf16 bf16 --parallel=tp:4 $SMALL
+train4 bf16 --train --parallel=dp:4 $SMALL
+big_dp4 bf16 --train --parallel=dp:4 -D batch=16"
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -171,6 +178,32 @@ PY
     [ -n "$rz" ] && [ "$rz" != 0 ] || { tail -n 4 "$out/$c.err" >> "$t"; status=1; }
     echo "gpt2 124M train bf16 B=16/GPU T=1024, $c: ${rz:-?} tokens/s; $(grep -m1 -o "optimizer state.*" "$out/$c.log")" >> "$t"
   done
+  fi
+  # four GPUs: tp:4 and dp:4 checks, dp:4 scaling
+  if part four; then
+  local mpi4=(mpirun -np 4 --oversubscribe -x LD_LIBRARY_PATH)
+  timeout 300 "${mpi4[@]}" "$G/tp4_bf16/bench_gpt2" --check --runs 3 > "$out/tp4_bf16.log" 2>&1 || status=1
+  echo "tp4_bf16 check: $(grep "max relative error" "$out/tp4_bf16.log" | sort -u | tr -s ' ' | tr '\n' ';')" >> "$t"
+  tokens 101 4000 "$out/small.bin"
+  local a4=(--data "$out/small.bin" --steps 6 --seq 16 --json)
+  timeout 300 "$G/train1/train_gpt2" "${a4[@]}" --batch 8 > "$out/one8.json" 2> "$out/one8.err"
+  timeout 300 "${mpi4[@]}" "$G/train4/train_gpt2" "${a4[@]}" --batch 2 > "$out/four.json" 2> "$out/four.err"
+  python3 - "$out/one8.json" "$out/four.json" >> "$t" <<'PY' || { tail -n 4 "$out/four.err" >> "$t"; status=1; }
+import json, sys
+one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+four = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, four) for k in ("loss", "grad_norm")) if one and four else float("inf")
+print("dp:4 training (bf16, 6 updates of 4 x 2 rows) against one process of 8 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(four))))
+sys.exit(0 if len(one) == 6 and len(four) == 6 and w < 1e-2 else 1)
+PY
+  tokens 50257 2200000 "$out/big.bin"
+  local b4=(--data "$out/big.bin" --steps "$STEPS" --batch 16 --seq 1024 --json --no-peaks)
+  timeout 600 "$G/big_dp1/train_gpt2" "${b4[@]}" > "$out/big_dp1.json" 2> "$out/big_dp1.err"
+  timeout 600 "${mpi4[@]}" "$G/big_dp4/train_gpt2" "${b4[@]}" > "$out/big_dp4.json" 2> "$out/big_dp4.err"
+  local q1 q4
+  q1=$(train_rate "$out/big_dp1.json" 2>/dev/null) q4=$(train_rate "$out/big_dp4.json" 2>/dev/null)
+  [ -n "$q4" ] && [ "$q4" != 0 ] || { tail -n 4 "$out/big_dp4.err" >> "$t"; status=1; }
+  echo "gpt2 124M train bf16 B=16/GPU T=1024: 1 GPU ${q1:-?} tokens/s, dp:4 ${q4:-?} tokens/s, efficiency $(python3 -c "print('%.1f%%' % (100 * $q4 / 4 / $q1))" 2>/dev/null)" >> "$t"
   fi
   # all_reduce: ours and torch's
   part comm && {
