@@ -57,4 +57,17 @@ void nnc_ref_shard_slice(const double *full, int rank_dims, const int64_t *full_
 /* max |a - b| / max(max |b|, tiny) over n elements; +inf if any is NaN. */
 double nnc_ref_rel_error(const double *a, const double *b, int64_t n);
 
+/* The cosine similarity of a and b (n elements each), in float64: a.b / (|a| |b|).
+ * Elements equal and infinite in both are left out (as by nnc_ref_rel_error);
+ * any other NaN or infinity gives NaN. Two zero vectors (n = 0 included) are
+ * alike, 1; a zero vector against a nonzero one, 0. */
+double nnc_ref_cosine(const double *a, const double *b, int64_t n);
+
+/* Logits of rows rows, cols classes each: how many rows have got's largest
+ * element (the first, on ties in got) where want is largest. A tie in want,
+ * within float64 rounding (1e-12 of the row's largest finite |want|), counts
+ * as agreement for each tied class; a row with a NaN never agrees. 0 when
+ * rows or cols is 0. */
+int64_t nnc_ref_top1_agree(const double *got, const double *want, int64_t rows, int64_t cols);
+
 #endif

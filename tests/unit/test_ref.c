@@ -592,6 +592,62 @@ static void test_rel_error(void **state) {
   assert_true(nnc_ref_rel_error(VALS(1e-3), VALS(0), 1) > 1e20);
 }
 
+/* The cosine against hand-computed values: alike, opposite, orthogonal,
+ * scaled, zero vectors, masked infinities, and values whose squares would
+ * overflow or vanish in float64. */
+static void test_cosine(void **state) {
+  assert_true(fabs(nnc_ref_cosine(VALS(1, 2, 3), VALS(1, 2, 3), 3) - 1) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(1, 2, 3), VALS(2, 4, 6), 3) - 1) < 1e-15);   /* scale does not count */
+  assert_true(fabs(nnc_ref_cosine(VALS(1, 2), VALS(-1, -2), 2) + 1) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(1, 0), VALS(0, 1), 2)) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(1, 1), VALS(1, -1), 2)) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(1, 2), VALS(2, 1), 2) - 0.8) < 1e-15);   /* 4 / (sqrt 5 sqrt 5) */
+  assert_true(fabs(nnc_ref_cosine(VALS(2, 0), VALS(1, 1), 2) - sqrt(0.5)) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(-3, 4), VALS(4, 3), 2)) < 1e-15);
+  /* zero vectors: two are alike, one against a nonzero vector is orthogonal */
+  assert_true(nnc_ref_cosine(VALS(0, 0), VALS(0, 0), 2) == 1);
+  assert_true(nnc_ref_cosine(VALS(0, 0), VALS(1, 2), 2) == 0);
+  assert_true(nnc_ref_cosine(VALS(1, 2), VALS(0, 0), 2) == 0);
+  assert_true(nnc_ref_cosine(NULL, NULL, 0) == 1);
+  /* NaN anywhere, or an infinity the other side lacks: undefined */
+  assert_true(isnan(nnc_ref_cosine(VALS(1, NAN), VALS(1, 2), 2)));
+  assert_true(isnan(nnc_ref_cosine(VALS(1, 2), VALS(NAN, 2), 2)));
+  assert_true(isnan(nnc_ref_cosine(VALS(0, 1), VALS(-INFINITY, 1), 2)));
+  assert_true(fabs(nnc_ref_cosine(VALS(-INFINITY, 1, 2), VALS(-INFINITY, 2, 1), 3) - 0.8) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(1e300, 2e300), VALS(2e300, 1e300), 2) - 0.8) < 1e-15);
+  assert_true(fabs(nnc_ref_cosine(VALS(1e-300, 2e-300), VALS(2e-300, 1e-300), 2) - 0.8) < 1e-15);
+}
+
+/* Top-1 agreement of rows of logits: argmax equality, ties in the
+ * reference (exact or within float64 rounding) agreeing for each tied
+ * class, ties in the model's row resolved to the first, NaN rows never
+ * agreeing, and no rows at all. */
+static void test_top1_agree(void **state) {
+  assert_int_equal(nnc_ref_top1_agree(VALS(0.1, 0.9, 0.2, 3, 2, 1), VALS(0, 1, 0, 1, 2, 3), 2, 3), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(0.1, 0.9, 0.2, 1, 2, 3), VALS(0, 1, 0, 1, 2, 3), 2, 3), 2);
+  assert_int_equal(nnc_ref_top1_agree(VALS(-3, -1, -2), VALS(-30, -10, -20), 1, 3), 1);
+  /* the same values as one row of 6 and as 6 rows of 1 (always agree) */
+  assert_int_equal(nnc_ref_top1_agree(VALS(0.1, 0.9, 0.2, 3, 2, 1), VALS(0, 1, 0, 1, 2, 3), 1, 6), 0);
+  assert_int_equal(nnc_ref_top1_agree(VALS(0.1, 0.9, 0.2, 3, 2, 1), VALS(0, 1, 0, 1, 2, 3), 6, 1), 6);
+  /* a tie in the reference: either class agrees, the third does not */
+  assert_int_equal(nnc_ref_top1_agree(VALS(0, 0, 1), VALS(1, 5, 5), 1, 3), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(0, 1, 0), VALS(1, 5, 5), 1, 3), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(1, 0, 0), VALS(1, 5, 5), 1, 3), 0);
+  /* within float64 rounding of the row's largest |value| a tie, beyond it not */
+  assert_int_equal(nnc_ref_top1_agree(VALS(1, 0), VALS(5, 5 + 1e-13), 1, 2), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(1, 0), VALS(5, 5 + 1e-9), 1, 2), 0);
+  /* a tie in the model's row: its first largest class decides */
+  assert_int_equal(nnc_ref_top1_agree(VALS(2, 2, 0), VALS(1, 0, 0), 1, 3), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(2, 2, 0), VALS(0, 1, 0), 1, 3), 0);
+  /* masked classes (-inf in both) and NaN */
+  assert_int_equal(nnc_ref_top1_agree(VALS(-INFINITY, 0, 5), VALS(-INFINITY, 1, 2), 1, 3), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(0, NAN, 5, 0, 1, 0), VALS(1, 2, 3, 0, 1, 0), 2, 3), 1);
+  assert_int_equal(nnc_ref_top1_agree(VALS(0, 1, 5), VALS(1, NAN, 3), 1, 3), 0);
+  /* an empty output: no rows, or rows of no classes */
+  assert_int_equal(nnc_ref_top1_agree(NULL, NULL, 0, 101), 0);
+  assert_int_equal(nnc_ref_top1_agree(NULL, NULL, 4, 0), 0);
+}
+
 static void test_random_inputs(void **state) {
   nnc_graph g;
   nnc_error err = {0};
@@ -1055,6 +1111,8 @@ int main(void) {
     cmocka_unit_test(test_cross_entropy),
     cmocka_unit_test(test_missing_and_bad_sizes),
     cmocka_unit_test(test_rel_error),
+    cmocka_unit_test(test_cosine),
+    cmocka_unit_test(test_top1_agree),
     cmocka_unit_test(test_random_inputs),
     cmocka_unit_test(test_attention_streaming),
     cmocka_unit_test(test_attention_descriptor_matters),
