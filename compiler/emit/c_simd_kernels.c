@@ -407,11 +407,13 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   ec_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   if (n->attrs.ranks > 1)
-    /* a vocabulary split: this rank's rows start at id rank * rows */
-    nnc_sb_printf(&body, "  nnc_simd_error e;\n"
+    nnc_sb_printf(&body, "  /* this rank's rows of the vocabulary (%lld split over %d ranks); another rank's id gives zeros\n"
+                         "   * here, and the all_reduce after adds its row */\n"
+                         "  nnc_simd_error e;\n"
                          "  if (nnc_simd_embedding_rows(%s, ids, %lld, c->m->comm->rank * %s, %s, %s, table, %s, y, %s, &e))\n"
                          "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
-                  as_int(count, ci, sizeof ci), (long long)n->attrs.vocab, V, V, C, C, C, ki);
+                  (long long)n->attrs.vocab, n->attrs.ranks, as_int(count, ci, sizeof ci), (long long)n->attrs.vocab, V,
+                  V, C, C, C, ki);
   else
     nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_embedding(%s, ids, %s, %s, table, %s, y, %s, &e))\n"
                          "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",

@@ -205,6 +205,18 @@ static void test_odd_vocab_tp(void **state) {
   }
   assert_int_equal(embeddings, 1);
   nnc_graph_free(&g);
+  /* llama's untied head splits as its embedding does: 51 rows a rank over 2 */
+  load(&g, "llama", l, 8, "tp:2");
+  const char *vocab[] = {"model.embed_tokens.weight", "lm_head.weight"};
+  for (int i = 0; i < 2; i++) {
+    const nnc_tensor *w = param(&g, vocab[i]);
+    assert_int_equal(w->shard.parts, 2);
+    assert_int_equal(w->shard.axis, 0);
+    assert_int_equal(w->shard.whole, 101);
+    assert_true(nnc_dim_eq_const(w->shape[0], 51));
+  }
+  assert_int_equal(param(&g, "model.norm.weight")->shard.parts, 0);
+  nnc_graph_free(&g);
 }
 
 /* The all_gather's shape rule, and a single evaluator's refusal of it. */
