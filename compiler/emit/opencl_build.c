@@ -131,7 +131,9 @@ static nnc_status write_readme(const ocl_ctx *o, const char *dir, nnc_error *err
     p, (long long)(d->local_mem >> 10), d->max_work_group, d->compute_units, d->preferred_vector_width, p, p, p, p);
   nnc_sb_printf(&b,
     "## Benchmark\n\n    ./bench_%s [--weights FILE] [--runs N] [-d SYM=VALUE] [--check]\n\n"
-    "`--check` compares one run with the float64 reference (check/) at %s. Timed runs use\n"
+    "`--check` compares one run with the float64 reference (check/) at %s; it also\n"
+    "prints each output's cosine similarity and, for logits, the top-1 agreement of its\n"
+    "rows with the reference's argmax (a warning below 0.999 or 99%%). Timed runs use\n"
     "`%s_run_device` on inputs copied to the device once; the kernel table's times come\n"
     "from OpenCL profiling events, and its roofline fractions from the device's rates that\n"
     "`%s_device_peaks` measures once (a large buffer copy, a dedicated FMA kernel).\n", p,

@@ -67,7 +67,7 @@ static void build_and_check_as(const char *model, const char *name, const char *
   if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
   assert_int_equal(st, NNC_OK);
   assert_int_equal(sh("make -s -C %s -j2 CFLAGS='-O1 -march=native' > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
-  int rc = sh("cd %s && ./bench_%s --check %s --runs 2 --warmup 1 > check.log 2>&1; r=$?; cat check.log | grep -E 'relative|FAIL|bench'; exit $r",
+  int rc = sh("cd %s && ./bench_%s --check %s --runs 2 --warmup 1 > check.log 2>&1; r=$?; cat check.log | grep -E 'relative|top-1|warning:|FAIL|bench'; exit $r",
               out, name, dims);
   assert_int_equal(rc, 0);
 }
@@ -528,12 +528,21 @@ static double json_error(const char *log) {
   return e;
 }
 
+/* The number after key in a bench log (the first), or NAN without it. */
+static double log_number(const char *log, const char *key) {
+  char *t = slurp(log);
+  const char *k = strstr(t, key);
+  double v = k ? strtod(k + strlen(key), NULL) : NAN;
+  free(t);
+  return v;
+}
+
 /* A copy of the built folder `name` whose harness takes the logits as a
  * narrow output, the way a CUDA folder compiled with --precision=bf16
  * --outputs=storage hands them over: output_dtype says NNRT_BF16 (or
  * NARROW_DTYPE), the tolerance is 1e-2, and the run adapter rounds the
- * model's f32 logits to uint16_t bits (ENCODE) in the harness's buffer,
- * leaving the last SKIP elements unwritten. C SIMD stores f32 only, so this
+ * model's f32 logits, times SIGN, to uint16_t bits (ENCODE) in the harness's
+ * buffer, leaving the last SKIP elements unwritten. C SIMD stores f32 only, so this
  * is how the harness's narrow path (allocation, poison, widening, check,
  * report) runs without a GPU. */
 static void narrow_copy(const char *name, char *out, size_t n) {
@@ -548,7 +557,8 @@ static void narrow_copy(const char *name, char *out, size_t n) {
   snprintf(text, sizeof text,
            "#include <stdlib.h>\n\n"
            "#ifndef SKIP\n#define SKIP 0\n#endif\n"
-           "#ifndef ENCODE\n#define ENCODE nnrt_f32_to_bf16\n#endif\n\n"
+           "#ifndef ENCODE\n#define ENCODE nnrt_f32_to_bf16\n#endif\n"
+           "#ifndef SIGN\n#define SIGN 1\n#endif\n\n"
            "static void b_elems(const int64_t *sym, int64_t *in, int64_t *out);\n\n"
            "static int narrow_run(void *m, const int64_t *sym, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
            "  int64_t ni[8], no[1];\n"
@@ -558,7 +568,7 @@ static void narrow_copy(const char *name, char *out, size_t n) {
            "  uint16_t *y = (uint16_t *)(void *)out->logits;\n"
            "  %s_outputs o = {tmp};\n"
            "  int rc = %s_run(m, d, in, &o);\n"
-           "  for (int64_t e = 0; !rc && e + SKIP < no[0]; e++) y[e] = ENCODE(tmp[e]);\n"
+           "  for (int64_t e = 0; !rc && e + SKIP < no[0]; e++) y[e] = ENCODE(SIGN * tmp[e]);\n"
            "  free(tmp);\n"
            "  return rc;\n}\n\n"
            "static int b_run(void *m,",
@@ -585,7 +595,54 @@ static int narrow_check(const char *dir, const char *name, const char *defs, con
             json ? "--json" : "", tag);
 }
 
-static void narrow_outputs(const char *model, const char *name, const char *const *defs, int nd, const char *dims) {
+/* narrow_outputs' check of the accuracy report (--check's cosine and top-1
+ * agreement) over `positions` rows of logits: f32 against the reference is
+ * alike at every position, bf16 close, an unwritten element is a NaN that
+ * no cosine survives and one position lost, negated logits point the other
+ * way and agree nowhere; the misses are warnings, the exit code the
+ * tolerance's. */
+static void accuracy_report(const char *name, const char *dir, const char *dims, int positions) {
+  char log[700], want[200];
+  /* f32: test_mlp's / test_gpt2's check.log (text) and check_f32.log (JSON) */
+  snprintf(log, sizeof log, "%s/%s/check.log", work, name);
+  assert_true(log_number(log, "logits                   f32  max relative error ") < 1e-5);
+  double c32 = log_number(log, ", cosine ");
+  assert_true(c32 >= 0.999999 && c32 <= 1);
+  snprintf(want, sizeof want, "logits                   f32  top-1 agreement 100.0%% (%d of %d positions)\n", positions,
+           positions);
+  assert_true(file_has(log, want));
+  assert_false(file_has(log, "warning:"));
+  snprintf(log, sizeof log, "%s/%s/check_f32.log", work, name);
+  assert_true(log_number(log, "\"cosine\": {\"logits\": ") >= 0.999999);
+  snprintf(want, sizeof want, "\"top1_agreement\": {\"logits\": {\"fraction\": 1, \"agree\": %d, \"positions\": %d}}",
+           positions, positions);
+  assert_true(file_has(log, want));
+  assert_true(file_has(log, "\"warnings\": []"));
+  /* bf16: the rounding shows in the cosine, far above the warning */
+  snprintf(log, sizeof log, "%s/check_bf16.log", dir);
+  double c16 = log_number(log, "\"cosine\": {\"logits\": ");
+  assert_true(c16 > 0.9999 && c16 < c32);
+  snprintf(log, sizeof log, "%s/check_text.log", dir);
+  assert_true(file_has(log, "logits                   bf16 top-1 agreement "));
+  /* one element unwritten: NaN in one row */
+  snprintf(log, sizeof log, "%s/check_skip.log", dir);
+  assert_true(file_has(log, "\"cosine\": {\"logits\": null}"));
+  snprintf(want, sizeof want, "\"agree\": %d, \"positions\": %d}", positions - 1, positions);
+  assert_true(file_has(log, want));
+  assert_true(file_has(log, "\"warnings\": [\"logits: cosine below 0.999\", \"logits: top-1 agreement below 99%\"]"));
+  /* negated logits: every row's argmax is the reference's argmin */
+  assert_int_equal(narrow_check(dir, name, "-DSIGN=-1", dims, false, "negated"), 1);
+  snprintf(log, sizeof log, "%s/check_negated.log", dir);
+  assert_true(log_number(log, ", cosine ") < -0.999);
+  snprintf(want, sizeof want, "logits                   bf16 top-1 agreement 0.0%% (0 of %d positions)\n", positions);
+  assert_true(file_has(log, want));
+  assert_true(file_has(log, "logits                   bf16 warning: cosine -"));
+  assert_true(file_has(log, "logits                   bf16 warning: top-1 agreement is below 99%\n"));
+  assert_true(file_has(log, "FAILED"));
+}
+
+static void narrow_outputs(const char *model, const char *name, const char *const *defs, int nd, const char *dims,
+                           int positions) {
   char path[512], a[512], b[512], log[700];
   nnc_error err = {0};
   /* c-simd: --outputs=storage writes the very folder the default does */
@@ -636,16 +693,17 @@ static void narrow_outputs(const char *model, const char *name, const char *cons
   assert_int_equal(narrow_check(dir, name, "-DENCODE=nnrt_f32_to_f16", dims, false, "wrong"), 1);
   snprintf(log, sizeof log, "%s/check_wrong.log", dir);
   assert_true(file_has(log, "FAILED"));
+  accuracy_report(name, dir, dims, positions);
 }
 
 static void test_mlp_narrow_outputs(void **state) {
   const char *d[] = {"batch=37", "hidden1=129", "hidden2=33"};
-  narrow_outputs("models/mlp.lua", "mlp", d, 3, "-d B=17");
+  narrow_outputs("models/mlp.lua", "mlp", d, 3, "-d B=17", 17);
 }
 
 static void test_gpt2_narrow_outputs(void **state) {
   const char *d[] = {"layers=2", "d=48", "heads=4", "vocab=101", "ctx=64"};
-  narrow_outputs("models/gpt2.lua", "gpt2", d, 5, "-d B=3 -d T=17");
+  narrow_outputs("models/gpt2.lua", "gpt2", d, 5, "-d B=3 -d T=17", 3 * 17);
 }
 
 int main(void) {

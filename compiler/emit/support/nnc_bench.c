@@ -14,6 +14,11 @@
 #endif
 
 #define TOLERANCE 1e-5   /* f32 math against the float64 reference */
+/* Below these --check prints a warning (the exit code is the tolerance's):
+ * an output within tolerance can still have drifted as a whole (cosine), or
+ * its logits can pick other classes (top-1), as a quantized model's may. */
+#define COSINE_WARN 0.999
+#define TOP1_WARN 0.99
 
 static double tolerance(const nnc_bench_model *md) { return md->tolerance > 0 ? md->tolerance : TOLERANCE; }
 
@@ -35,10 +40,14 @@ static void usage(const nnc_bench_model *md, FILE *f) {
           "  --runs N        timed runs (default 20); --warmup N: untimed runs first (default 3)\n"
           "  -d SYM=VALUE    a symbolic dim's size (default: its maximum; with --check min(max, 17))\n"
           "  --json          print the results as one JSON object\n"
-          "  --check         compare the outputs with the float64 reference; exit 1 above %g\n"
+          "  --check         compare the outputs with the float64 reference: each output's max\n"
+          "                  relative error (exit 1 above %g) and cosine similarity, and for an\n"
+          "                  output named logits the top-1 agreement of its rows (positions) with\n"
+          "                  the reference's argmax; a warning line, not a failure, below cosine\n"
+          "                  %g or top-1 %g%%\n"
           "  --no-peaks      do not measure the device's rates; the roofline columns stay empty\n"
           "                  (for sanitizer runs: on a GPU the rate is a large cuBLASLt GEMM's)\n",
-          md->name, md->cuda_graphs ? " [--cuda-graphs on|off]" : "", tolerance(md));
+          md->name, md->cuda_graphs ? " [--cuda-graphs on|off]" : "", tolerance(md), COSINE_WARN, TOP1_WARN * 100);
   if (md->cuda_graphs)
     fprintf(f,
             "  --cuda-graphs on|off  replay each run from a CUDA graph, captured on the first run of\n"
@@ -420,9 +429,41 @@ double nnc_bench_weight_value(const nnc_bench_model *md, int i, float w) {
   return round ? stored(md, w) : w;
 }
 
+/* --check's measures of one output against the reference. */
+typedef struct accuracy {
+  double rel_error, cosine;
+  int64_t positions;   /* a logits output's rows, -1 for other outputs */
+  int64_t agree;       /* of them, those whose argmax is the reference's */
+} accuracy;
+
+/* Which outputs get a top-1 agreement: those named logits (every classifier
+ * and language model in models/ names its own so) with more than one class
+ * on the last axis; each row along it is a position. */
+static int64_t logits_classes(const nnc_output *o, const nnc_tensor *t, const int64_t *sym) {
+  if (strcmp(o->name, "logits") != 0 || t->rank < 1) return -1;
+  int64_t c = nnc_dim_eval(t->shape[t->rank - 1], sym);
+  return c > 1 ? c : -1;
+}
+
+/* Output i's measures: got against want, n elements each. */
+static accuracy measure(const nnc_graph *g, int i, const int64_t *sym, const double *got, const double *want, int64_t n) {
+  accuracy a = {nnc_ref_rel_error(got, want, n), nnc_ref_cosine(got, want, n), -1, 0};
+  int64_t classes = logits_classes(&g->outputs[i], &g->tensors[g->outputs[i].tensor], sym);
+  if (classes > 0) {
+    a.positions = n / classes;
+    a.agree = nnc_ref_top1_agree(got, want, a.positions, classes);
+  }
+  return a;
+}
+
+static double top1_fraction(const accuracy *a) { return a->positions > 0 ? (double)a->agree / (double)a->positions : 1; }
+
+static bool cosine_low(const accuracy *a) { return !(a->cosine >= COSINE_WARN); }   /* NaN too */
+static bool top1_low(const accuracy *a) { return a->positions >= 0 && top1_fraction(a) < TOP1_WARN; }
+
 /* Runs the model once on poisoned outputs and the reference on the same
- * values; err[i] receives output i's max relative error. */
-static int check(state *s, double *errs) {
+ * values; acc[i] receives output i's measures. */
+static int check(state *s, accuracy *acc) {
   const nnc_bench_model *md = s->md;
   for (int i = 0; i < md->noutputs; i++) poison(md, s->out[i], i, s->out_n[i]);
   if (md->run(s->m, s->o.sym, s->in, s->out)) return fail(s, "run");
@@ -456,7 +497,7 @@ static int check(state *s, double *errs) {
       break;
     }
     for (int64_t e = 0; e < s->out_n[i]; e++) got[e] = output_value(md, s->out[i], i, e);
-    errs[i] = nnc_ref_rel_error(got, want, s->out_n[i]);
+    acc[i] = measure(&g, i, s->o.sym, got, want, s->out_n[i]);
     free(got);
   }
   nnc_ref_free(&r);
@@ -555,7 +596,62 @@ static void json_string(const char *s) {
   putchar('"');
 }
 
-static void report(const state *s, const timing *t, double peak_gf, double peak_gb, const double *errs, int ok) {
+/* The JSON of the check's measures (after "max_rel_error"): cosine per
+ * output (null for NaN), top-1 per logits output, and the warnings. */
+static void json_accuracy(const nnc_bench_model *md, const accuracy *acc) {
+  printf(", \"cosine\": {");
+  for (int i = 0; i < md->noutputs; i++) {
+    printf("%s", i ? ", " : "");
+    json_string(md->output_names[i]);
+    if (isnan(acc[i].cosine)) printf(": null");
+    else printf(": %.10g", acc[i].cosine);
+  }
+  printf("}, \"top1_agreement\": {");
+  for (int i = 0, first = 1; i < md->noutputs; i++) {
+    if (acc[i].positions < 0) continue;
+    printf("%s", first ? "" : ", ");
+    first = 0;
+    json_string(md->output_names[i]);
+    printf(": {\"fraction\": %.6g, \"agree\": %lld, \"positions\": %lld}", top1_fraction(&acc[i]),
+           (long long)acc[i].agree, (long long)acc[i].positions);
+  }
+  printf("}, \"warnings\": [");
+  const char *sep = "";
+  for (int i = 0; i < md->noutputs; i++) {
+    char text[2][160];
+    int n = 0;
+    if (cosine_low(&acc[i])) snprintf(text[n++], sizeof text[0], "%.100s: cosine below %g", md->output_names[i], COSINE_WARN);
+    if (top1_low(&acc[i]))
+      snprintf(text[n++], sizeof text[0], "%.100s: top-1 agreement below %g%%", md->output_names[i], TOP1_WARN * 100);
+    for (int k = 0; k < n; k++) {
+      printf("%s", sep);
+      json_string(text[k]);
+      sep = ", ";
+    }
+  }
+  printf("]");
+}
+
+/* The text report's check lines for output i: its max relative error and
+ * cosine on the line scripts grep ("max relative error X, ... ok|FAILED"),
+ * then its top-1 agreement and any warning on lines of their own. */
+static void print_accuracy(const nnc_bench_model *md, int i, const accuracy *a, double tol) {
+  const char *name = md->output_names[i], *dt = output_dtype_name(md, i);
+  printf("    %-24s %-4s max relative error %.3g, cosine %.6f %s\n", name, dt, a->rel_error, a->cosine,
+         a->rel_error <= tol ? "ok" : "FAILED");
+  if (a->positions >= 0) {
+    /* 99.96% would round to 100.0%: a single disagreement must not read as none */
+    double pct = 100 * top1_fraction(a);
+    if (a->agree < a->positions) pct = fmin(pct, 99.9);
+    printf("    %-24s %-4s top-1 agreement %.1f%% (%lld of %lld positions)\n", name, dt, pct, (long long)a->agree,
+           (long long)a->positions);
+  }
+  if (cosine_low(a)) printf("    %-24s %-4s warning: cosine %.6f is below %g\n", name, dt, a->cosine, COSINE_WARN);
+  if (top1_low(a))
+    printf("    %-24s %-4s warning: top-1 agreement is below %g%%\n", name, dt, TOP1_WARN * 100);
+}
+
+static void report(const state *s, const timing *t, double peak_gf, double peak_gb, const accuracy *acc, int ok) {
   const nnc_bench_model *md = s->md;
   const options *o = &s->o;
   double sec = t->median_ms * 1e-3;
@@ -595,9 +691,11 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
       for (int i = 0; i < md->noutputs; i++) {
         printf("%s", i ? ", " : "");
         json_string(md->output_names[i]);
-        printf(": %.6g", isinf(errs[i]) ? 1e308 : errs[i]);
+        printf(": %.6g", isinf(acc[i].rel_error) ? 1e308 : acc[i].rel_error);
       }
-      printf("}}");
+      printf("}");
+      json_accuracy(md, acc);
+      printf("}");
     }
     printf(", \"kernels\": [");
     for (int k = 0; k < md->nkernels; k++) {
@@ -648,10 +746,9 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            ks > 0 ? x->flops / ks * 1e-9 : 0, ks > 0 ? x->bytes / ks * 1e-9 : 0, ks > 0 ? 100 * roof / ks : 0);
   }
   if (o->check) {
-    printf("\n  check against the float64 reference (tolerance %g):\n", tolerance(s->md));
-    for (int i = 0; i < md->noutputs; i++)
-      printf("    %-24s %-4s max relative error %.3g %s\n", md->output_names[i], output_dtype_name(md, i), errs[i],
-             errs[i] <= tolerance(s->md) ? "ok" : "FAILED");
+    printf("\n  check against the float64 reference (tolerance %g; a warning below cosine %g or top-1 %g%%):\n",
+           tolerance(s->md), COSINE_WARN, TOP1_WARN * 100);
+    for (int i = 0; i < md->noutputs; i++) print_accuracy(md, i, &acc[i], tolerance(s->md));
   }
 }
 
@@ -675,11 +772,11 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   nnrt_comm_launch launch;
   if (nnrt_comm_launch_read(&launch, NULL) != NNRT_OK) launch.world = 1;
   else if (launch.rank > 0 && !freopen("/dev/null", "w", stdout)) return 1;
-  double *errs = calloc((size_t)md->noutputs + 1, sizeof *errs);
+  accuracy *acc = calloc((size_t)md->noutputs + 1, sizeof *acc);
   timing t;
   memset(&t, 0, sizeof t);
   int ok = 1;
-  rc = errs ? 0 : 1;
+  rc = acc ? 0 : 1;
   if (!rc) rc = adapter_create(md, &s);
   if (!rc && md->cuda_graphs) {
     s.graphs_on = md->cuda_graphs(s.m, s.o.graphs);
@@ -691,13 +788,13 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
     /* the probe of nnc --tune=measure: real inputs and one forward, then the variants */
     if (md->stage(s.m, s.o.sym, s.in) || md->run_staged(s.m, s.o.sym) || md->tune(s.m, s.o.sym, stdout))
       rc = fail(&s, "tune");
-    free(errs);
+    free(acc);
     state_free(&s);
     return rc;
   }
   if (!rc && s.o.check) {
-    rc = check(&s, errs);
-    for (int i = 0; !rc && i < md->noutputs; i++) ok &= errs[i] <= tolerance(md);
+    rc = check(&s, acc);
+    for (int i = 0; !rc && i < md->noutputs; i++) ok &= acc[i].rel_error <= tolerance(md);
   }
   double peak_gf = 0, peak_gb = 0;
   if (!rc && !s.o.no_peaks) {
@@ -711,7 +808,7 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   if (!rc) {
     rc = time_runs(&s, &t);
   }
-  if (!rc) report(&s, &t, peak_gf, peak_gb, errs, ok);
+  if (!rc) report(&s, &t, peak_gf, peak_gb, acc, ok);
   if (!rc && !ok) {
     fprintf(stderr, "bench_%s: --check FAILED: an output is off the float64 reference by more than %g\n", md->name,
             tolerance(md));
@@ -719,7 +816,7 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   }
   free(t.k);
   free(t.k_ms);
-  free(errs);
+  free(acc);
   /* a rank that failed leaves without the model's goodbye to the others
    * (MPI_Finalize would wait for ranks still waiting for it): mpirun then
    * ends the whole job at once */
