@@ -71,11 +71,11 @@ run() {
      -d B=1 --runs 1 --warmup 0 --no-peaks > "$out/memcheck_wide.log" 2>&1)
   echo "conv_wide_bf16 memcheck: rc=$? $(grep -m1 'ERROR SUMMARY' "$out/memcheck_wide.log")" >> "$t"
   for c in resnet_nchw resnet_nhwc; do
-    (cd "$G/$c" && ./bench_resnet18 -d B="$B" --runs 50 --warmup 10 --json > "$out/$c.json" 2> "$out/$c.err") || status=1
-    echo "$c B=$B: $(python3 -c 'import json, sys; print("%.3f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/$c.json" 2>&1 | tail -1)" >> "$t"
+    (cd "$G/$c" && ./bench_resnet18 -d B="$B" --runs 50 --warmup 10 --cuda-graphs off --json > "$out/$c.json" 2> "$out/$c.err") || status=1
+    echo "$c B=$B --cuda-graphs off: $(python3 -c 'import json, sys; print("%.3f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/$c.json" 2>&1 | tail -1)" >> "$t"
   done
   (cd "$G/resnet_nhwc" && ./bench_resnet18 -d B="$B" --runs 50 --warmup 10 --cuda-graphs on --json > "$out/graphs.json" 2>&1)
-  echo "resnet_nhwc B=$B --cuda-graphs on: $(python3 -c 'import json, sys; print("%.3f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/graphs.json" 2>&1 | tail -1)" >> "$t"
+  echo "resnet_nhwc B=$B --cuda-graphs on (the default): $(python3 -c 'import json, sys; print("%.3f ms" % json.load(open(sys.argv[1]))["median_ms"])' "$out/graphs.json" 2>&1 | tail -1)" >> "$t"
   python3 "$ROOT/bench/gpu_resnet_torch.py" --batch "$B" --modes "$MODES" > "$out/torch.jsonl" 2> "$out/torch.err" || status=1
   python3 - "$out/torch.jsonl" >> "$t" <<'EOF2'
 import json, sys

@@ -32,6 +32,23 @@ template <int D> __device__ __forceinline__ void merge_partial(float &m, float &
   m = mn;
 }
 
+/* The row's output from the NW warps' partials (part[w]: D sums, then the
+ * maximum and the sum of weights), after a barrier. */
+template <typename E, int D, int NW>
+__device__ __forceinline__ void merge_warps(const float (&part)[NW][D + 2], E *o) {
+  for (int d = threadIdx.x; d < D; d += NW * 32) {
+    float M = -INFINITY;
+    for (int x = 0; x < NW; x++) M = fmaxf(M, part[x][D]);
+    float L = 0.0f, sum = 0.0f;
+    for (int x = 0; x < NW; x++) {
+      const float c = M == -INFINITY ? 0.0f : exp2f(part[x][D] - M);
+      L += part[x][D + 1] * c;
+      sum += part[x][d] * c;
+    }
+    o[d] = nnc_dtype<E>::store(L > 0.0f ? sum / L : 0.0f); /* every key masked: zeros */
+  }
+}
+
 }  // namespace nnc_attn
 
 template <typename E, int D, int NW>
@@ -99,17 +116,7 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
     for (int d = 0; d < D; d++) part[w][d] = acc[d];
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += NW * 32) {
-    float M = -INFINITY;
-    for (int x = 0; x < NW; x++) M = fmaxf(M, part[x][D]);
-    float L = 0.0f, sum = 0.0f;
-    for (int x = 0; x < NW; x++) {
-      const float c = M == -INFINITY ? 0.0f : exp2f(part[x][D] - M);
-      L += part[x][D + 1] * c;
-      sum += part[x][d] * c;
-    }
-    o[d] = nnc_dtype<E>::store(L > 0.0f ? sum / L : 0.0f); /* every key masked: zeros */
-  }
+  nnc_attn::merge_warps<E, D, NW>(part, o);
 }
 
 /* The same for many keys a row (a batch of sequences over long caches): a
@@ -216,17 +223,7 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_groups_kernel(const n
     }
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += NW * 32) {
-    float M = -INFINITY;
-    for (int x = 0; x < NW; x++) M = fmaxf(M, part[x][D]);
-    float L = 0.0f, sum = 0.0f;
-    for (int x = 0; x < NW; x++) {
-      const float c = M == -INFINITY ? 0.0f : exp2f(part[x][D] - M);
-      L += part[x][D + 1] * c;
-      sum += part[x][d] * c;
-    }
-    o[d] = nnc_dtype<E>::store(L > 0.0f ? sum / L : 0.0f); /* every key masked: zeros */
-  }
+  nnc_attn::merge_warps<E, D, NW>(part, o);
 }
 
 /* Whether nnc_cuda_attention takes the decode kernel: few query rows, heads

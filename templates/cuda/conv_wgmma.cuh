@@ -64,16 +64,6 @@ template <typename T, int BN> constexpr size_t smem_bytes() {
   return (size_t)STAGES * (BM + BN) * BK * sizeof(T) + 1024;
 }
 
-__device__ __forceinline__ float act(nnc_cuda_act a, float v) {
-  switch (a) {
-  case NNC_CUDA_ACT_RELU: return nnc_gemm_act<NNC_CUDA_ACT_RELU>(v);
-  case NNC_CUDA_ACT_GELU_ERF: return nnc_gemm_act<NNC_CUDA_ACT_GELU_ERF>(v);
-  case NNC_CUDA_ACT_GELU_TANH: return nnc_gemm_act<NNC_CUDA_ACT_GELU_TANH>(v);
-  case NNC_CUDA_ACT_SILU: return nnc_gemm_act<NNC_CUDA_ACT_SILU>(v);
-  default: return v;
-  }
-}
-
 }  // namespace nnc_cv
 
 template <typename T, int BN>
@@ -171,9 +161,9 @@ __global__ void __launch_bounds__(nnc_cv::NTHREADS, 1) nnc_conv_wgmma_kernel(con
 #pragma unroll
     for (int e = 0; e < 8; e += 2) {
       float a = v[e], b = v[e + 1];
-      if (!g.act_last) a = act(g.act, a), b = act(g.act, b);
+      if (!g.act_last) a = nnc_gemm_act_rt(g.act, a), b = nnc_gemm_act_rt(g.act, b);
       if (g.residual) a += res[e], b += res[e + 1];
-      if (g.act_last) a = act(g.act, a), b = act(g.act, b);
+      if (g.act_last) a = nnc_gemm_act_rt(g.act, a), b = nnc_gemm_act_rt(g.act, b);
       packed[e / 2] = mma::pack2(a, b);
     }
     *reinterpret_cast<uint4 *>(g.out + at) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
