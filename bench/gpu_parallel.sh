@@ -22,8 +22,8 @@
 #   - all_reduce bus bandwidth: nnc's communicator (tests/gpu/run_comm_nccl.sh)
 #     beside torch.distributed (bench/allreduce_torch.py) at the same sizes;
 #   - four GPUs (PARTS four, on a machine of 4): tp:4 at small sizes (bf16)
-#     against the float64 reference, dp:4 training (6 updates of 4 ranks x 2
-#     rows) against one process of 8 rows, and GPT-2 124M's tokens/s on 4
+#     against the float64 reference, dp:4 training (6 updates of 4 ranks x 1
+#     row) against one process of 4 rows, and GPT-2 124M's tokens/s on 4
 #     GPUs against one (the scaling efficiency at 4).
 # One table at the end, also in $OUT/table.txt.
 # Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero and four on request)
@@ -186,14 +186,14 @@ PY
   echo "tp4_bf16 check: $(grep "max relative error" "$out/tp4_bf16.log" | sort -u | tr -s ' ' | tr '\n' ';')" >> "$t"
   tokens 101 4000 "$out/small.bin"
   local a4=(--data "$out/small.bin" --steps 6 --seq 16 --json)
-  timeout 300 "$G/train1/train_gpt2" "${a4[@]}" --batch 8 > "$out/one8.json" 2> "$out/one8.err"
-  timeout 300 "${mpi4[@]}" "$G/train4/train_gpt2" "${a4[@]}" --batch 2 > "$out/four.json" 2> "$out/four.err"
-  python3 - "$out/one8.json" "$out/four.json" >> "$t" <<'PY' || { tail -n 4 "$out/four.err" >> "$t"; status=1; }
+  timeout 300 "$G/train1/train_gpt2" "${a4[@]}" --batch 4 > "$out/one4.json" 2> "$out/one4.err"
+  timeout 300 "${mpi4[@]}" "$G/train4/train_gpt2" "${a4[@]}" --batch 1 > "$out/four.json" 2> "$out/four.err"
+  python3 - "$out/one4.json" "$out/four.json" >> "$t" <<'PY' || { tail -n 4 "$out/one4.err" "$out/four.err" >> "$t"; status=1; }
 import json, sys
 one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 four = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
 w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, four) for k in ("loss", "grad_norm")) if one and four else float("inf")
-print("dp:4 training (bf16, 6 updates of 4 x 2 rows) against one process of 8 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(four))))
+print("dp:4 training (bf16, 6 updates of 4 x 1 row) against one process of 4 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(four))))
 sys.exit(0 if len(one) == 6 and len(four) == 6 and w < 1e-2 else 1)
 PY
   tokens 50257 2200000 "$out/big.bin"

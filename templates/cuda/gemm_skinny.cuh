@@ -66,10 +66,14 @@ template <typename T, typename TO> struct nnc_cuda_skinny_args {
 #ifndef NNC_SKINNY_PDL
 #define NNC_SKINNY_PDL 1
 #endif
+/* The most blocks a cluster splits k over (2 to 8; 1: no split, no cluster) */
+#ifndef NNC_SKINNY_MAX_SLICES
+#define NNC_SKINNY_MAX_SLICES 8
+#endif
 
 namespace nnc_sk {
 
-constexpr int WARPS = 4, THREADS = WARPS * 32, BN = 64, BK = 64, STAGES = 6, MAX_SLICES = 8;
+constexpr int WARPS = 4, THREADS = WARPS * 32, BN = 64, BK = 64, STAGES = 6, MAX_SLICES = NNC_SKINNY_MAX_SLICES;
 constexpr int LDK = BK + 8;                 /* rows of 64 k (A, W as [N][K]) padded by 16 bytes */
 constexpr int LDN = BN + 8;                 /* rows of 64 columns (W as [K][N]) */
 constexpr int W_STAGE = BN * LDK;           /* = BK * LDN */
@@ -307,6 +311,10 @@ nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, cud
     if (fit >= tiles) break;
   }
   if (!cached && asked) slot.store(key | (unsigned long long)slices, std::memory_order_relaxed);
+  if (slices == 1) { /* no split: a plain launch, not a cluster of one */
+    cfg.attrs = at + 1;
+    cfg.numAttrs = NNC_SKINNY_PDL ? 1 : 0;
+  }
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, g, slices, stages);
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "launch failed: %s (%s)", cudaGetErrorString(e),
