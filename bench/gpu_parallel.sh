@@ -80,6 +80,20 @@ train_rate() {
   python3 -c 'import json,sys; r=[json.loads(l)["tokens_per_s"] for l in open(sys.argv[1]) if l.startswith("{")][2:]; r.sort(); print(r[len(r)//2] if r else 0)' "$1"
 }
 
+# Whether the 6 updates of JSON lines $3 (several ranks) match those of $2
+# (one process) in loss and gradient norm within 1e-2 relative: one line, "$1: ...".
+same_updates() {
+  python3 - "$@" <<'PY'
+import json, sys
+label, a, b = sys.argv[1:4]
+one = [json.loads(l) for l in open(a) if l.startswith("{")]
+many = [json.loads(l) for l in open(b) if l.startswith("{")]
+w = max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(one, many) for k in ("loss", "grad_norm")) if one and many else float("inf")
+print("%s: largest relative difference %.3g over %d updates" % (label, w, min(len(one), len(many))))
+sys.exit(0 if len(one) == 6 and len(many) == 6 and w < 1e-2 else 1)
+PY
+}
+
 # Whether part $1 is one of PARTS (default: all).
 part() { [[ " ${PARTS:-check tp train comm} " == *" $1 "* ]]; }
 
@@ -122,14 +136,7 @@ run() {
   local a=(--data "$out/small.bin" --steps 6 --seq 16 --json)
   timeout 300 "$G/train1/train_gpt2" "${a[@]}" --batch 4 > "$out/one.json" 2> "$out/one.err"
   timeout 300 "${mpi[@]}" "$G/train2/train_gpt2" "${a[@]}" --batch 2 > "$out/two.json" 2> "$out/two.err"
-  python3 - "$out/one.json" "$out/two.json" >> "$t" <<'PY' || status=1
-import json, sys
-one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-two = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, two) for k in ("loss", "grad_norm")) if one and two else float("inf")
-print("dp:2 training (bf16, 6 updates of 2 x 2 rows) against one process of 4 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(two))))
-sys.exit(0 if len(one) == 6 and len(two) == 6 and w < 1e-2 else 1)
-PY
+  same_updates "dp:2 training (bf16, 6 updates of 2 x 2 rows) against one process of 4 rows" "$out/one.json" "$out/two.json" >> "$t" || status=1
   fi
   # tensor-parallel latency, B=1 T=128
   # (CUDA graphs off, then on: one launch a forward, the all_reduces captured too)
@@ -160,14 +167,7 @@ PY
   local z=(--data "$out/small.bin" --steps 6 --seq 16 --json --clip 0.5 --accumulate 2)
   timeout 300 "$G/train1/train_gpt2" "${z[@]}" --batch 4 > "$out/zero_one.json" 2> "$out/zero_one.err"
   timeout 300 "${mpi[@]}" "$G/zero2/train_gpt2" "${z[@]}" --batch 2 > "$out/zero_two.json" 2> "$out/zero_two.err"
-  python3 - "$out/zero_one.json" "$out/zero_two.json" >> "$t" <<'PY' || { tail -n 4 "$out/zero_two.err" >> "$t"; status=1; }
-import json, sys
-one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-two = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, two) for k in ("loss", "grad_norm")) if one and two else float("inf")
-print("dp:2,zero1 training (bf16, clip 0.5, 2 micro-batches of 2 x 2 rows) against one process of 4 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(two))))
-sys.exit(0 if len(one) == 6 and len(two) == 6 and w < 1e-2 else 1)
-PY
+  same_updates "dp:2,zero1 training (bf16, clip 0.5, 2 micro-batches of 2 x 2 rows) against one process of 4 rows" "$out/zero_one.json" "$out/zero_two.json" >> "$t" || { tail -n 4 "$out/zero_two.err" >> "$t"; status=1; }
   tokens 50257 2200000 "$out/big.bin"
   local zb=(--data "$out/big.bin" --batch 16 --seq 1024 --no-peaks)
   for c in big_dp2 big_zero2; do
@@ -188,14 +188,7 @@ PY
   local a4=(--data "$out/small.bin" --steps 6 --seq 16 --json)
   timeout 300 "$G/train1/train_gpt2" "${a4[@]}" --batch 4 > "$out/one4.json" 2> "$out/one4.err"
   timeout 300 "${mpi4[@]}" "$G/train4/train_gpt2" "${a4[@]}" --batch 1 > "$out/four.json" 2> "$out/four.err"
-  python3 - "$out/one4.json" "$out/four.json" >> "$t" <<'PY' || { tail -n 4 "$out/one4.err" "$out/four.err" >> "$t"; status=1; }
-import json, sys
-one = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-four = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-w = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, four) for k in ("loss", "grad_norm")) if one and four else float("inf")
-print("dp:4 training (bf16, 6 updates of 4 x 1 row) against one process of 4 rows: largest relative difference %.3g over %d updates" % (w, min(len(one), len(four))))
-sys.exit(0 if len(one) == 6 and len(four) == 6 and w < 1e-2 else 1)
-PY
+  same_updates "dp:4 training (bf16, 6 updates of 4 x 1 row) against one process of 4 rows" "$out/one4.json" "$out/four.json" >> "$t" || { tail -n 4 "$out/one4.err" "$out/four.err" >> "$t"; status=1; }
   tokens 50257 2200000 "$out/big.bin"
   local b4=(--data "$out/big.bin" --steps "$STEPS" --batch 16 --seq 1024 --json --no-peaks)
   timeout 600 "$G/big_dp1/train_gpt2" "${b4[@]}" > "$out/big_dp1.json" 2> "$out/big_dp1.err"

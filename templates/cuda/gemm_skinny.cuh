@@ -98,13 +98,6 @@ __device__ __forceinline__ void wait_copies(int n) {
 }
 static_assert(STAGES - 2 <= 4, "wait_copies covers every count the ring waits for");
 
-__device__ __forceinline__ float load(float v) { return v; }
-__device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float load(__half v) { return __half2float(v); }
-__device__ __forceinline__ void store(float *p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store(__half *p, float v) { *p = __float2half_rn(v); }
-
 /* Programmatic dependent launch (no-ops when launched without it). */
 __device__ __forceinline__ void wait_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -248,11 +241,11 @@ __global__ void __launch_bounds__(nnc_sk::THREADS) nnc_gemm_skinny_kernel(const 
     for (int e = 0; e < 4; ++e) {
       const int n = n0 + col + e;
       if (n >= g.N) break;
-      float o = fmaf(g.alpha, v[e], g.bias ? load(g.bias[n]) : 0.0f);
+      float o = fmaf(g.alpha, v[e], g.bias ? nnc_dtype<T>::load(g.bias[n]) : 0.0f);
       if (!g.act_last) o = nnc_gemm_act_rt(g.act, o);
-      if (g.residual) o += load(g.residual[row * g.ldc + n]);
+      if (g.residual) o += nnc_dtype<TO>::load(g.residual[row * g.ldc + n]);
       if (g.act_last) o = nnc_gemm_act_rt(g.act, o);
-      store(g.c + row * g.ldc + n, o);
+      g.c[row * g.ldc + n] = nnc_dtype<TO>::store(o);
     }
   }
   cluster.sync(); /* the other blocks read this one's shared memory until here */
