@@ -18,6 +18,10 @@
  * all of A written to memory and read back. That needs no prologue (its
  * statistics span all of K).
  *
+ * An int8 B (b_q8, gemm_q8.c) is already in panels: a task of few rows
+ * reads it in place through the int8 micro-kernel, one of many rows widens
+ * each KC x NC block into its B buffer where an f32 B would be packed.
+ *
  * Workspace: [packed A: batch*Mp*K, or nothing when packed by tasks][per
  * thread: a B panel KC x min(NC, task width) (none with b_packed), then an
  * MC x KC block of A when packed by tasks], Mp = M rounded up to MR. */
@@ -116,11 +120,14 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
   if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
   if (!g->C) return nnc_simd_fail(err, KERNEL, "expected an output C, found NULL");
-  if (g->K > 0 && (!g->A || !(g->B || g->b_packed)))
+  if (g->K > 0 && (!g->A || !(g->B || g->b_packed || g->b_q8)))
     return nnc_simd_fail(err, KERNEL, "expected inputs A and B for K=%d, found A=%p B=%p",
                          g->K, (const void *)g->A, (const void *)g->B);
   if (g->b_packed && g->batch != 1)
     return nnc_simd_fail(err, KERNEL, "expected batch 1 with a packed B, found %d", g->batch);
+  if (g->b_q8 && (g->b_packed || (g->batch != 1 && g->stride_b != 0)))
+    return nnc_simd_fail(err, KERNEL, "expected an int8 B without b_packed, shared by the batch (stride_b 0), "
+                         "found b_packed %p, batch %d, stride_b %td", (const void *)g->b_packed, g->batch, g->stride_b);
   if (g->K > 0 && g->lda < (g->a_trans ? g->M : g->K))
     return nnc_simd_fail(err, KERNEL, "expected lda >= %s=%d, found %td (A is %s)", g->a_trans ? "M" : "K",
                          g->a_trans ? g->M : g->K, g->lda, g->a_trans ? "[K,M]" : "[M,K]");
@@ -128,7 +135,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
     return nnc_simd_fail(err, KERNEL, "expected no prologue with a_trans (it normalises rows of A [M,K]), "
                          "found prologue %d", (int)g->prologue);
   ptrdiff_t brow = g->b_trans ? g->K : g->N;
-  if (g->K > 0 && !g->b_packed && g->ldb < brow)
+  if (g->K > 0 && !g->b_packed && !g->b_q8 && g->ldb < brow)
     return nnc_simd_fail(err, KERNEL, "expected ldb >= %s=%td (B is %s), found %td",
                          g->b_trans ? "K" : "N", brow, g->b_trans ? "[N,K]" : "[K,N]", g->ldb);
   if (g->ldc < g->N)
@@ -248,6 +255,10 @@ static void compute_task(void *ctx, int task, int thread) {
   float *bbuf = jb->bbuf + (size_t)thread * (p->bbuf_floats + p->abuf_floats);
   float *abuf = bbuf + p->bbuf_floats;
   const nnc_gemm_pro none = {NNC_SIMD_PRO_NONE, NULL, NULL, NULL, NULL};
+  /* an int8 B: read in place by a task of few rows, else widened per panel */
+  const int8_t *q8 = g->b_q8;
+  const float *q8_scale = q8 ? nnc_gemm_q8_scales(q8, g->N, g->K) : NULL;
+  int direct = q8 && m1 - m0 <= NNC_GEMM_Q8_DIRECT_ROWS;
 
   for (int jc = n0; jc < n1; jc += NNC_GEMM_NC) {
     int nc = imin(NNC_GEMM_NC, n1 - jc);
@@ -256,7 +267,8 @@ static void compute_task(void *ctx, int task, int thread) {
     do {
       int kc = kc_at(g->K, pc);
       int first = pc == 0, last = pc + kc >= g->K;
-      if (kc > 0 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
+      if (kc > 0 && q8 && !direct) nnc_gemm_widen_q8(q8, g->K, pc, kc, jc, nc, q8_scale, bbuf);
+      else if (kc > 0 && !q8 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
       for (int ic = m0; ic < m1; ic += NNC_GEMM_MC) {
         int mc = imin(NNC_GEMM_MC, m1 - ic);
         /* the block's packed rows: pa + ir * kc is the panel of row ic + ir */
@@ -271,7 +283,11 @@ static void compute_task(void *ctx, int task, int thread) {
             int mr = imin(NNC_GEMM_MR, mc - ir);
             int row = ic + ir, col = jc + jr;
             float *ct = c + (ptrdiff_t)row * g->ldc + col;
-            nnc_gemm_micro(kc, pa + (size_t)ir * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
+            if (direct)
+              nnc_gemm_micro_q8(kc, pa + (size_t)ir * (size_t)kc, q8 + (size_t)col * (size_t)g->K + (size_t)pc * NNC_GEMM_NR,
+                                q8_scale + col, ct, g->ldc, mr, nr, first);
+            else
+              nnc_gemm_micro(kc, pa + (size_t)ir * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
             if (last)
               nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,

@@ -43,4 +43,25 @@ void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
                        const float *bias, nnc_simd_act act, const float *res,
                        ptrdiff_t ldr, int res_mul, nnc_simd_aux aux_mode, float *aux, ptrdiff_t ldx);
 
+/* B held as int8 (gemm_q8.c, nnc_simd_q8_pack's layout). A task of at
+ * most this many rows multiplies by the int8 panels directly; one with more
+ * widens each panel to f32 once (nnc_gemm_widen_q8) and runs the f32
+ * micro-kernel, whose k step is shorter. */
+#ifndef NNC_GEMM_Q8_DIRECT_ROWS
+#define NNC_GEMM_Q8_DIRECT_ROWS (4 * NNC_GEMM_MR)
+#endif
+
+/* The per-column scales of an int8 B of N columns and depth K. */
+const float *nnc_gemm_q8_scales(const void *q8, int N, int K);
+
+/* The kc x nc block of an int8 B (b: its panels) at (k = pc, n = j0, a
+ * multiple of NR) as f32 micro-panels in nnc_gemm_pack_b's order, each
+ * value times its column's scale. */
+void nnc_gemm_widen_q8(const int8_t *b, int K, int pc, int kc, int j0, int nc, const float *scale, float *dst);
+
+/* nnc_gemm_micro with b a kc x NR int8 panel and scale its NR columns'
+ * scales: C[0:mr, 0:nr] = (first ? 0 : C) + (a . b) * scale. */
+void nnc_gemm_micro_q8(int kc, const float *a, const int8_t *b, const float *scale, float *c, ptrdiff_t ldc,
+                       int mr, int nr, int first);
+
 #endif

@@ -112,6 +112,10 @@ typedef struct nnc_simd_gemm_args {
    * instead of B: a caller that multiplies by the same B many times (a
    * scan's W_hh at every step) packs it once. Batch 1 only. */
   const float *b_packed;
+  /* B held as int8 with a scale per column (nnc_simd_q8_pack), read
+   * instead of B: one byte a weight. Batch 1, or stride_b 0 (every item
+   * multiplies by the same weight); not with b_packed. */
+  const void *b_q8;
 } nnc_simd_gemm_args;
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many
@@ -126,6 +130,18 @@ nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *p
  * packing itself into dst (64-byte aligned); batch item 0 only. */
 size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g);
 void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst);
+
+/* Weight-only int8 (per output channel, symmetric): column n of B [K,N]
+ * (row n of a b_trans B [N,K]) is held as q[k,n] = round(B[k,n] / s[n]) in
+ * [-127, 127] with s[n] = max over k of |B[k,n]| / 127 (0 for a column of
+ * zeros, then q = 0), and the GEMM multiplies by q[k,n] * s[n]. The bytes
+ * are in the micro-kernel's order, so a GEMM reading them packs nothing.
+ * nnc_simd_q8_bytes: their size for N columns of depth K; nnc_simd_q8_pack
+ * writes them to dst (any alignment; 64 bytes is best); nnc_simd_q8_value
+ * is the f32 value q[k,n] * s[n] the GEMM multiplies by (for references). */
+size_t nnc_simd_q8_bytes(int N, int K);
+void nnc_simd_q8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
+float nnc_simd_q8_value(const void *q8, int N, int K, int k, int n);
 
 /* ------------------------------------------------------------ row kernels */
 
