@@ -78,6 +78,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_recompute rc = NNC_RECOMPUTE_NONE;
   int copies = 0;
   nnc_parallel par;
+  nnc_quantize quant = NNC_QUANTIZE_NONE;
+  int quantized = 0;
   nnc_graph whole;   /* under a parallel plan: the graph without it, for bench --check */
   nnc_graph_init(&whole);
   nnc_status st = nnc_target_describe(o->target, &t, err);
@@ -89,6 +91,18 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step keeps "
                     "activations for a backward)", nnc_recompute_name(rc));
   if (!st) st = nnc_outputs_parse(o->outputs, &prec, err);
+  if (!st) st = nnc_quantize_parse(o->quantize, &quant, err);
+  /* int8 weights: the C SIMD GEMM reads them (CUDA and OpenCL not yet);
+   * training updates float weights, and a plan slices the file's tensors */
+  if (!st && quant != NNC_QUANTIZE_NONE && t.family != NNC_FAMILY_C_SIMD)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no int8 GEMM yet; expected a c-simd "
+                    "target (c-simd, c-avx2, ...) or --quantize=none", nnc_quantize_name(quant), t.name);
+  if (!st && quant != NNC_QUANTIZE_NONE && o->train)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
+                    "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));
+  if (!st && quant != NNC_QUANTIZE_NONE && (par.tp > 1 || par.dp > 1))
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --parallel (a rank's slices of a "
+                    "quantized weight are not built yet)", nnc_quantize_name(quant));
   prec.f32_weight_math = nnc_emit_has_f32_weights(t.family);
   /* the OpenCL emitter writes f32 outputs only: refused here, the one place
    * that knows both the option and the target */
@@ -110,13 +124,18 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     ad.primitive_attention = !nnc_emit_has_grad_op(t.family, NNC_OP_ATTENTION_GRAD);
     ad.primitive_norms = !nnc_emit_has_grad_op(t.family, NNC_OP_LAYERNORM_GRAD);
   }
-  if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
+  /* a tensor-parallel plan splits the forward, whose backward autodiff then
+   * writes with the plan's collectives (their gradients, the partial sums
+   * of column-split layers' inputs all_reduced) */
   if (!st && par.tp > 1) {
     st = nnc_frontend_load(&fo, &whole, err);
+    if (!st && o->train) st = nnc_pass_check(&whole, err);
+    if (!st && o->train) st = nnc_pass_autodiff(&whole, &ad, err);
     if (!st) st = nnc_pass_check(&whole, err);
     if (!st) st = nnc_pass_precision(&whole, &prec, err);
     if (!st) st = nnc_pass_parallel(&g, &par, err);
   }
+  if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && o->train) st = nnc_pass_recompute(&g, rc, &copies, err);
   nnc_compile_opts co = {.no_gemm_aux = !nnc_emit_has_gemm_aux(t.family),
@@ -126,6 +145,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .gemm_windows = nnc_emit_gemm_windows(&t),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
+  if (!st) st = nnc_pass_quantize(&g, quant, &quantized, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
     if (!tiles) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while tuning");
@@ -141,6 +161,9 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->explain && copies)
     fprintf(o->explain, "--recompute=%s: the backward makes %d forward nodes again instead of keeping their outputs\n",
             nnc_recompute_name(rc), copies);
+  if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
+    fprintf(o->explain, "--quantize=%s: %d linear weights held as int8 with a scale per output channel, quantized "
+            "when the f32 weights load (--emit=ir marks them)\n", nnc_quantize_name(quant), quantized);
   if (!st && o->explain) {
     nnc_tune_explain(o->explain, &t, &s, tiles);
     explain_outputs(o->explain, &g, &prec);

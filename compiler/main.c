@@ -37,6 +37,7 @@ typedef struct cli {
   const char *loss;      /* --loss=NAME */
   const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
   const char *parallel;  /* --parallel=tp:N; NULL: one process */
+  const char *quantize;  /* --quantize=none|int8w; NULL: none */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -49,7 +50,7 @@ static void usage(FILE *f) {
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
-    "                     [--parallel=tp:N]\n"
+    "                     [--parallel=tp:N] [--quantize=none|int8w]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -58,6 +59,10 @@ static void usage(FILE *f) {
     "  --target=T        the target to compile for (see --list-targets)\n"
     "  --precision=P     f32 (default), tf32 (f32 storage, tf32 tensor-core matmuls),\n"
     "                    bf16 or f16 (narrow storage, f32 accumulation; GPU targets)\n"
+    "  --quantize=int8w  c-simd: hold the linear layers' weights as int8 with an f32\n"
+    "                    scale per output channel (weight-only, symmetric), quantized\n"
+    "                    when the f32 weights load; embeddings, norms and biases stay\n"
+    "                    f32. bench --check compares with the float model. none: default\n"
     "  --outputs=f32     the model's float outputs as f32 (default): with bf16 or f16\n"
     "                    storage they are cast to f32 where they leave\n"
     "  --outputs=storage float outputs keep the storage dtype of --precision (bf16 or\n"
@@ -143,6 +148,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--generate") == 0) c->generate = true;
     else if (strncmp(a, "--recompute=", 12) == 0) c->recompute = a + 12;
     else if (strncmp(a, "--parallel=", 11) == 0) c->parallel = a + 11;
+    else if (strncmp(a, "--quantize=", 11) == 0) c->quantize = a + 11;
     else if (strncmp(a, "--loss=", 7) == 0) {
       c->loss = a + 7;
       if (!c->loss[0]) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--loss: expected an output name, found \"\"");
@@ -236,6 +242,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
                          .generate = c->generate, .recompute = c->recompute, .parallel = c->parallel,
+                         .quantize = c->quantize,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
@@ -250,7 +257,10 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_recompute rc = NNC_RECOMPUTE_NONE;
   nnc_parallel par;
   int copies = 0;
+  nnc_quantize quant;
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
+  /* nnc weights writes the f32 tensors a quantized folder loads too */
+  if (!st) st = nnc_quantize_parse(c->weights ? NULL : c->quantize, &quant, err);
   /* nnc weights writes the whole tensors, whatever the plan */
   if (!st) st = nnc_parallel_parse(c->weights ? NULL : c->parallel, &par, err);
   if (!st) st = nnc_parallel_supported(&par, c->train, c->generate, "(any)", true, err);
@@ -259,11 +269,13 @@ static nnc_status run(const cli *c, nnc_error *err) {
   if (!st) st = nnc_recompute_parse(c->recompute, &rc, err);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && c->train) st = nnc_pass_check(&g, err);
-  if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
+  /* a tensor-parallel plan splits the forward; the backward follows it */
   if (!st) st = nnc_pass_parallel(&g, &par, err);
+  if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && c->train) st = nnc_pass_recompute(&g, rc, &copies, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
+  if (!st) st = nnc_pass_quantize(&g, quant, NULL, err);
   if (!st) {
     if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);
     else if (c->emit == EMIT_NONE) print_summary(&s);

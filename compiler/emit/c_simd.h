@@ -45,6 +45,15 @@ void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);
 
 nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
 
+/* --quantize=int8w (c_simd_quant.c): whether any weight is held as int8;
+ * whether GEMM kernel k's B is; a check that only GEMMs read them, as B; and
+ * the tables (quantized[], q8_shape[]) with held_bytes() and
+ * quantize_weight(), written after the manifest when any is. */
+bool cs_quantized(const ec_ctx *x);
+bool cs_quantized_b(const ec_ctx *x, const nnc_kernel *k);
+nnc_status cs_quant_check(const ec_ctx *x, nnc_error *err);
+void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b);
+
 /* --train (c_simd_train.c): the model struct's fields and frees for the
  * training state, and the training API's definitions. */
 void cs_train_struct(const ec_ctx *x, nnc_sb *b);

@@ -33,6 +33,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
                    " * (also in weights_manifest.json). */\n");
   ec_emit_manifest(x, b);
   nnc_sb_printf(b, "\n");
+  cs_emit_quant_tables(x, b);
   ec_emit_sym_tables(x, b);
   ec_emit_kernel_table(x, b);
   nnc_sb_printf(b,
@@ -165,6 +166,10 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
 
   bool tp = g->ranks > 1;
   const char *numel = tp ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
+  bool q8 = cs_quantized(x);
+  char held[256];
+  if (q8) snprintf(held, sizeof held, "held_bytes(i)");
+  else snprintf(held, sizeof held, "((size_t)%s * 4 + 63) / 64 * 64", numel);
   char comm_create[1024] = "";
   if (x->world > 1)
     snprintf(comm_create, sizeof comm_create,
@@ -204,7 +209,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  atomic_init(&m->busy, 0);\n"
     "  nnrt_error e = {0};\n"
     "  size_t wbytes = 0;\n"
-    "  for (int i = 0; i < NPARAMS; i++) wbytes += ((size_t)%s * 4 + 63) / 64 * 64;\n"
+    "  for (int i = 0; i < NPARAMS; i++) wbytes += %s;\n"
     "  int rc = nnc_glue_pool_create(o->threads, &m->pool, &e);\n"
     "%s"
     "  if (!rc) rc = nnrt_arena_create(arena_need(max), 256, &m->arena_handle, &e);\n"
@@ -215,7 +220,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    size_t off = 0;\n"
     "    for (int i = 0; i < NPARAMS; i++) {\n"
     "      m->w[i] = (unsigned char *)m->weights + off;\n"
-    "      off += ((size_t)%s * 4 + 63) / 64 * 64;\n"
+    "      off += %s;\n"
     "    }\n"
     "    size_t ws = workspace_need(max, m->pool.nthreads);\n"
     "    if (ws && nnrt_aligned_alloc(ws, 64, &m->ws, &e)) rc = e.code;\n"
@@ -225,8 +230,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg[0] ? e.msg : \"out of memory\");\n"
     "    %s_destroy(m);\n    return rc;\n  }\n"
     "  *out = m;\n  return 0;\n}\n\n",
-    p, p, P, numel, comm_create, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "",
-    numel, p, p);
+    p, p, P, held, comm_create, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "",
+    held, p, p);
   nnc_sb_printf(b,
     "void %s_destroy(%s_model *m) {\n"
     "  if (!m) return;\n"
@@ -249,7 +254,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p,
     tp ? "nnc_weights_load_shards(st, manifest, shards, m->comm->rank, NPARAMS, m->w, e)"
-       : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
+    : q8 ? "nnc_weights_load_converted(st, manifest, NPARAMS, m->w, quantized, quantize_weight, NULL, e)"
+         : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
     ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   nnc_sb_printf(b,
@@ -274,7 +280,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     tp ? "      /* the whole tensor given: this rank keeps its slice */\n"
          "      if (shards[i].parts) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->comm->rank, m->w[i]);\n"
          "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
-       : "      if (n) memcpy(m->w[i], data, n * sizeof *data);\n",
+    : q8 ? "      if (quantized[i]) quantize_weight(NULL, i, data, m->w[i]);   /* held as int8 */\n"
+           "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
+         : "      if (n) memcpy(m->w[i], data, n * sizeof *data);\n",
     ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,

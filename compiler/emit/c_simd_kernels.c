@@ -101,17 +101,22 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  nnc_simd_gemm_args g;\n  k%d_sizes(c->d, &g);\n", ki);
-  bool loops = s.first_inner > 0;
+  bool loops = s.first_inner > 0, q8 = cs_quantized_b(x, k);
+  if (q8) {
+    /* the weight is held as int8 with a scale per output channel (--quantize=int8w) */
+    char note[600];
+    nnc_sb_printf(&body, "  g.b_q8 = c->m->w[%d];   /* %s, int8 */\n", x->param_of[d->b], ec_note(x, d->b, note, sizeof note));
+  }
   if (loops) {
     /* the batch dims the call cannot stride over are loops around it */
     ec_assign(x, &body, 2, "const float *A", d->a);
-    ec_assign(x, &body, 2, "const float *B", d->b);
+    if (!q8) ec_assign(x, &body, 2, "const float *B", d->b);
     ec_assign(x, &body, 2, "float *C", d->out);
     if (d->residual >= 0) ec_assign(x, &body, 2, "const float *R", d->residual);
     if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "float *X", d->aux);
   } else {
     ec_assign(x, &body, 2, "g.A", d->a);
-    ec_assign(x, &body, 2, "g.B", d->b);
+    if (!q8) ec_assign(x, &body, 2, "g.B", d->b);
     ec_assign(x, &body, 2, "g.C", d->out);
     if (d->residual >= 0) ec_assign(x, &body, 2, "g.residual", d->residual);
     if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "g.aux", d->aux);
@@ -141,8 +146,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   if (off_a.oom || off_b.oom || off_c.oom) body.oom = true;
   int ind = 2 + 2 * s.first_inner;
   if (loops) {
-    nnc_sb_printf(&body, "%*sg.A = A%s;\n%*sg.B = B%s;\n%*sg.C = C%s;\n", ind, "", off_a.buf ? off_a.buf : "", ind, "",
-                  off_b.buf ? off_b.buf : "", ind, "", off_c.buf ? off_c.buf : "");
+    nnc_sb_printf(&body, "%*sg.A = A%s;\n", ind, "", off_a.buf ? off_a.buf : "");
+    if (!q8) nnc_sb_printf(&body, "%*sg.B = B%s;\n", ind, "", off_b.buf ? off_b.buf : "");
+    nnc_sb_printf(&body, "%*sg.C = C%s;\n", ind, "", off_c.buf ? off_c.buf : "");
     if (d->residual >= 0) nnc_sb_printf(&body, "%*sg.residual = R%s;\n", ind, "", off_c.buf ? off_c.buf : "");
     if (d->aux_kind != NNC_AUX_NONE) nnc_sb_printf(&body, "%*sg.aux = X%s;\n", ind, "", off_c.buf ? off_c.buf : "");
   }

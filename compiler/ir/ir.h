@@ -268,6 +268,24 @@ typedef struct nnc_shard {
   int64_t whole;
 } nnc_shard;
 
+/* A parameter the model holds quantized (--quantize, passes/quantize.c):
+ * the weights file's f32 tensor becomes, at load, int8 values with one f32
+ * scale per slice along `axis` (the output channel: 0 for nn.Linear's
+ * [N, K], 1 for a [K, N] weight), symmetric: scale = max|w| / 127, q =
+ * round(w / scale). The tensor's dtype stays f32: the graph computes with
+ * the dequantized weight q * scale, so the reference evaluator given those
+ * values evaluates the quantized model, and given the file's, the float
+ * one. The layout in memory is the target's (its GEMM's packing). */
+typedef enum nnc_quant_kind {
+  NNC_QUANT_NONE,
+  NNC_QUANT_INT8_CHANNEL
+} nnc_quant_kind;
+
+typedef struct nnc_quant {
+  nnc_quant_kind kind;
+  int axis;
+} nnc_quant;
+
 typedef struct nnc_tensor {
   char *name;            /* input name, safetensors key, or a label such as "h.3.mlp.c_fc" */
   nnc_tensor_kind kind;
@@ -277,6 +295,7 @@ typedef struct nnc_tensor {
   int producer;          /* node id for values, -1 otherwise */
   nnc_srcloc loc;        /* where it was declared or computed */
   nnc_shard shard;       /* parameters: this rank's slice of the file's tensor (shape is the slice's) */
+  nnc_quant quant;       /* parameters: how the model holds it (kind NONE: as its dtype) */
 } nnc_tensor;
 
 /* ----------------------------------------------------------------- nodes */

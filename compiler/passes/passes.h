@@ -71,6 +71,23 @@ nnc_status nnc_outputs_parse(const char *name, nnc_precision *p, nnc_error *err)
 
 nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *err);
 
+/* --quantize (quantize.c): none, or int8w, the linear layers' weights held
+ * as int8 with an f32 scale per output channel (nnc_tensor.quant), quantized
+ * when the folder loads the f32 weights. */
+typedef enum nnc_quantize {
+  NNC_QUANTIZE_NONE,
+  NNC_QUANTIZE_INT8W
+} nnc_quantize;
+/* A --quantize name (NULL: none), and back. */
+nnc_status nnc_quantize_parse(const char *name, nnc_quantize *out, nnc_error *err);
+const char *nnc_quantize_name(nnc_quantize q);
+/* Marks every f32 parameter of rank 2 that only linear layers read, as
+ * their weight, for mode q; *count (may be NULL) counts them. Runs on the
+ * inference graph after nnc_compile_graph, so that the readers it looks at
+ * are the ones the kernels have (a weight that layout_flatten permutes stays
+ * f32). */
+nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err);
+
 /* --train: appends the backward graph (reverse-mode autodiff, one rule per
  * op in autodiff_rules.c) and makes the outputs the loss and a gradient per
  * float parameter, "grad.<name>" (see autodiff.c), each scaled by the input

@@ -51,6 +51,12 @@ static int accepts(nnrt_dtype want, nnrt_dtype got) {
 
 nnrt_status nnc_weights_load(const nnrt_st *st, const nnrt_st_desc *manifest, int n, void *const *dst,
                           nnrt_error *err) {
+  return nnc_weights_load_converted(st, manifest, n, dst, NULL, NULL, NULL, err);
+}
+
+nnrt_status nnc_weights_load_converted(const nnrt_st *st, const nnrt_st_desc *manifest, int n, void *const *dst,
+                                       const unsigned char *convert, nnc_weights_convert_fn fn, void *ctx,
+                                       nnrt_error *err) {
   /* nnrt_st_check wants exact dtypes: check against a copy of the manifest
    * that takes the file's dtype wherever a conversion to f32 exists. */
   nnrt_st_desc *want = calloc((size_t)(n > 0 ? n : 1), sizeof *want);
@@ -68,7 +74,14 @@ nnrt_status nnc_weights_load(const nnrt_st *st, const nnrt_st_desc *manifest, in
     rc = nnrt_st_find(st, manifest[i].name, &t, err);
     if (rc) break;
     size_t count = (size_t)nnc_weights_numel(&manifest[i]);
-    if (manifest[i].dtype == NNRT_F32)
+    if (convert && convert[i]) {
+      /* one tensor's f32 values at a time: the held form is written from them */
+      float *values = malloc(count * sizeof *values + 1);
+      if (!values) return nnrt_errorf(err, NNRT_E_NOMEM, "out of memory converting %s", manifest[i].name);
+      rc = nnrt_st_copy_f32(st, t, values, count, err);
+      if (!rc) fn(ctx, i, values, dst[i]);
+      free(values);
+    } else if (manifest[i].dtype == NNRT_F32)
       rc = nnrt_st_copy_f32(st, t, dst[i], count, err);
     else
       rc = nnrt_st_copy(st, t, dst[i], count * nnrt_dtype_size(manifest[i].dtype), err);

@@ -18,6 +18,16 @@ extern "C" {
 nnrt_status nnc_weights_load(const nnrt_st *st, const nnrt_st_desc *manifest, int n, void *const *dst,
                           nnrt_error *err);
 
+/* nnc_weights_load for a model that holds some weights in a form of its
+ * own (C SIMD's int8 weights, --quantize=int8w): entry i with convert[i]
+ * set is read as f32 into a buffer of its own and handed to
+ * fn(ctx, i, values, dst[i]), which writes the held form, instead of being
+ * copied. The file is checked as nnc_weights_load checks it. */
+typedef void (*nnc_weights_convert_fn)(void *ctx, int i, const float *values, void *dst);
+nnrt_status nnc_weights_load_converted(const nnrt_st *st, const nnrt_st_desc *manifest, int n, void *const *dst,
+                                       const unsigned char *convert, nnc_weights_convert_fn fn, void *ctx,
+                                       nnrt_error *err);
+
 /* Elements of one manifest entry. */
 int64_t nnc_weights_numel(const nnrt_st_desc *d);
 

@@ -1,0 +1,59 @@
+/* compiler/passes/quantize.c — --quantize: which weights the model holds
+ * quantized.
+ *
+ * int8w (weight-only int8): the weight of every linear layer, an f32
+ * parameter of rank 2 that nothing but linear layers read (as their weight),
+ * is held as int8 with a scale per output channel (nnc_tensor.quant). The
+ * graph does not change otherwise: its dtype stays f32 and each linear still
+ * reads the parameter, so fusion, planning and the reference see the model
+ * they saw; the emitter's GEMM reads the int8 values instead, and the folder
+ * quantizes the file's f32 tensor when it loads it. Embeddings, norms,
+ * biases and a weight tied to an embedding (GPT-2's wte, the LM head's too)
+ * stay f32: a lookup reads a few rows, not the whole table, and the small
+ * vectors are not worth a scale each. */
+#include <string.h>
+
+#include "passes.h"
+
+nnc_status nnc_quantize_parse(const char *name, nnc_quantize *out, nnc_error *err) {
+  if (!name || strcmp(name, "none") == 0) *out = NNC_QUANTIZE_NONE;
+  else if (strcmp(name, "int8w") == 0) *out = NNC_QUANTIZE_INT8W;
+  else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize: expected none or int8w, found \"%s\"", name);
+  return NNC_OK;
+}
+
+const char *nnc_quantize_name(nnc_quantize q) { return q == NNC_QUANTIZE_INT8W ? "int8w" : "none"; }
+
+/* The output-channel axis of parameter p when every live reader is a linear
+ * reading it as its weight alone (all with the same layout); -1 otherwise. */
+static int channel_axis(const nnc_graph *g, int p) {
+  int axis = -1;
+  for (int n = 0; n < g->nnodes; n++) {
+    const nnc_node *x = &g->nodes[n];
+    if (x->dead) continue;
+    for (int i = 0; i < x->nin; i++) {
+      if (x->in[i] != p) continue;
+      if (x->op != NNC_OP_LINEAR || i != 1) return -1;
+      int a = x->attrs.weight_in_out ? 1 : 0;   /* nn.Linear's [N, K], or [K, N] */
+      if (axis >= 0 && axis != a) return -1;
+      axis = a;
+    }
+  }
+  return axis;
+}
+
+nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err) {
+  (void)err;
+  int marked = 0;
+  for (int i = 0; q == NNC_QUANTIZE_INT8W && i < g->nparams; i++) {
+    nnc_tensor *t = &g->tensors[g->params[i]];
+    if (t->dtype != NNC_F32 || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
+    int axis = channel_axis(g, g->params[i]);
+    if (axis < 0) continue;
+    t->quant.kind = NNC_QUANT_INT8_CHANNEL;
+    t->quant.axis = axis;
+    marked++;
+  }
+  if (count) *count = marked;
+  return NNC_OK;
+}
