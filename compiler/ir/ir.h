@@ -175,6 +175,17 @@ typedef enum nnc_op {
   NNC_OP_ALL_GATHER,    /* in: x [...]; out: [attrs.ranks, ...], every rank's x stacked in rank order (what the
                            communicator's all_gather writes: rank-major chunks). A gather along another axis is
                            this, then a transpose and a reshape (passes/parallel_vocab.c) */
+  /* tensor-parallel training (passes/parallel_vocab.c, autodiff_rules.c): ops that read the rank they run on */
+  NNC_OP_RANK_SLICE,    /* in: x [attrs.ranks, ...]; out [...]: this rank's entry along axis 0 (all_gather's
+                           gradient: each rank keeps its own part of the gathered tensor's gradient) */
+  NNC_OP_CE_SHARD,      /* in: logits [..., R] (this rank's classes rank*R .. rank*R + R - 1 of attrs.vocab,
+                           split over attrs.ranks), targets i32 [...], shift [...] (the rows' max over every
+                           rank); out [..., 2]: the sum over the rank's classes below attrs.vocab of
+                           exp(logit - shift), and logit[target] - shift where the rank holds the target, else 0:
+                           summed over the ranks, a row's loss is log(sum) - that */
+  NNC_OP_CE_SHARD_GRAD, /* in: logits, targets, shift (as cross_entropy_shard's), dstats [..., 2]; out [..., R]:
+                           dstats[0] * exp(logit - shift) + dstats[1] * onehot(target) on the rank's classes,
+                           0 on its padded ones (shift is a constant of the loss: no gradient) */
   NNC_OP_COUNT
 } nnc_op;
 
@@ -240,6 +251,8 @@ typedef struct nnc_attrs {
                                 is this rank's rows of a vocabulary split over that many ranks (the
                                 table's first row is id rank * rows; other ids give zeros) */
   int64_t vocab;             /* embedding with ranks > 1: the whole vocabulary's rows (the ids' bound) */
+                             /* embedding_grad with ranks > 1: the same (rows of other ranks' ids left out) */
+  bool reduce_max;           /* all_reduce: the max over the ranks instead of the sum */
 } nnc_attrs;
 
 /* --------------------------------------------------------------- tensors */

@@ -63,6 +63,10 @@ static const nnc_op_info ops[NNC_OP_COUNT] = {
   /* a collective is a kernel of its own, a call to the runtime's communicator */
   [NNC_OP_ALL_REDUCE] = {"all_reduce", NNC_CLASS_MOVE, 1, 1, 1},
   [NNC_OP_ALL_GATHER] = {"all_gather", NNC_CLASS_MOVE, 1, 1, 1},
+  /* tensor-parallel training's ops that read their rank: each a loop kernel of its own, like the collectives */
+  [NNC_OP_RANK_SLICE] = {"rank_slice", NNC_CLASS_MOVE, 1, 1, 1},
+  [NNC_OP_CE_SHARD] = {"cross_entropy_shard", NNC_CLASS_MOVE, 3, 3, 1},
+  [NNC_OP_CE_SHARD_GRAD] = {"cross_entropy_shard_grad", NNC_CLASS_MOVE, 4, 4, 1},
 };
 
 const nnc_op_info *nnc_op_info_of(nnc_op op) {

@@ -156,7 +156,22 @@ static bool odd_rows(ad_ctx *c, int t) {
  * (odd_rows) and W is [N, K], dy^T is made once and both products read it:
  * dW = dy^T x as it is and dx = (dy^T)^T W, a transposed A; its rows (the
  * batch's) are aligned where dy's are not. */
+static nnc_status vjp_linear_local(ad_ctx *c, ad_vjp *v);
+
+/* Under a tensor-parallel plan a linear layer whose weight is this rank's
+ * slice of the output columns (Megatron's column split, or a vocabulary
+ * split's head) reads a whole input x but gives each rank only its columns'
+ * share of dx: a partial sum, made whole by an all_reduce (Megatron's "f",
+ * whose forward is the identity) before it joins x's other gradients. */
 static nnc_status vjp_linear(ad_ctx *c, ad_vjp *v) {
+  TRY(vjp_linear_local(c, v));
+  const nnc_shard *sh = &T(c, v->n->in[1])->shard;
+  if (!v->want[0] || v->dx[0] < 0 || sh->parts < 2 || sh->axis != (v->n->attrs.weight_in_out ? 1 : 0)) return NNC_OK;
+  nnc_attrs a = {.ranks = sh->parts, .scalar = 1.0};
+  return ad_node(c, NNC_OP_ALL_REDUCE, 1, &v->dx[0], &a, &v->dx[0]);
+}
+
+static nnc_status vjp_linear_local(ad_ctx *c, ad_vjp *v) {
   const nnc_node *n = v->n;
   bool in_out = n->attrs.weight_in_out;
   int x = n->in[0], w = n->in[1], dy = v->dy[0];
@@ -446,16 +461,54 @@ static nnc_status vjp_split(ad_ctx *c, ad_vjp *v) {
 
 /* -------------------------------------------------------- lookup and loss */
 
+/* embedding: the scatter-add of dy's rows; over a vocabulary split, into
+ * this rank's rows only (the ids of the others' rows left out) */
 static nnc_status vjp_embedding(ad_ctx *c, ad_vjp *v) {
   const nnc_tensor *table = T(c, v->n->in[0]);
   int in[2] = {v->dy[0], v->n->in[1]};
   nnc_dim shape[2] = {table->shape[0], table->shape[1]};
-  return ad_shaped(c, NNC_OP_EMBEDDING_GRAD, 2, in, NULL, 2, shape, &v->dx[0]);
+  nnc_attrs a = {.ranks = v->n->attrs.ranks, .vocab = v->n->attrs.vocab};
+  return ad_shaped(c, NNC_OP_EMBEDDING_GRAD, 2, in, &a, 2, shape, &v->dx[0]);
 }
 
 static nnc_status vjp_cross_entropy(ad_ctx *c, ad_vjp *v) {
   int in[3] = {v->n->in[0], v->n->in[1], v->dy[0]};
   return ad_node(c, NNC_OP_CROSS_ENTROPY_GRAD, 3, in, NULL, &v->dx[0]);
+}
+
+/* ------------------------------------------------- tensor-parallel plans */
+
+/* all_reduce: every rank's y is the sum of the ranks' x, and the loss each
+ * rank computes from its y is the one loss, so each x's gradient is dy as
+ * it is (times the all_reduce's factor). A max has no gradient here: the
+ * plan takes one only as a shift the loss does not depend on. */
+static nnc_status vjp_all_reduce(ad_ctx *c, ad_vjp *v) {
+  if (v->n->attrs.reduce_max)
+    return nnc_errorf(c->err, NNC_E_INTERNAL, c->loc, "--train: expected no gradient through the max over the ranks "
+                      "(%s): a shift of the loss, not a value of it", c->label);
+  if (v->n->attrs.scalar == 1.0) {
+    v->dx[0] = v->dy[0];
+    return NNC_OK;
+  }
+  return ad_scalar(c, NNC_OP_MUL_S, v->dy[0], v->n->attrs.scalar, &v->dx[0]);
+}
+
+/* all_gather: rank r's x is entry r of every rank's y, whose gradient is
+ * the same on every rank: x's gradient is the rank's own entry of dy. */
+static nnc_status vjp_all_gather(ad_ctx *c, ad_vjp *v) {
+  nnc_attrs a = {.ranks = v->n->attrs.ranks};
+  return ad_node(c, NNC_OP_RANK_SLICE, 1, &v->dy[0], &a, &v->dx[0]);
+}
+
+/* cross_entropy_shard: the gradient of its two sums with respect to the
+ * rank's logits; the shift gets none (the loss log(sum) - (logit - shift)
+ * does not depend on it) and the targets are integers. */
+static nnc_status vjp_ce_shard(ad_ctx *c, ad_vjp *v) {
+  const nnc_node *n = v->n;
+  int in[4] = {n->in[0], n->in[1], n->in[2], v->dy[0]};
+  nnc_attrs a = {.ranks = n->attrs.ranks, .vocab = n->attrs.vocab};
+  if (!v->want[0]) return NNC_OK;
+  return ad_node(c, NNC_OP_CE_SHARD_GRAD, 4, in, &a, &v->dx[0]);
 }
 
 /* attention: the flash-attention backward, one node giving dq, dk and dv
@@ -537,6 +590,7 @@ static const ad_rule rules[NNC_OP_COUNT] = {
   [NNC_OP_EXPAND] = vjp_expand,          [NNC_OP_ATTENTION] = vjp_attention,
   [NNC_OP_IM2COL] = vjp_im2col,          [NNC_OP_PAD] = vjp_pad,          [NNC_OP_LSTM_SCAN] = vjp_scan,     [NNC_OP_GRU_SCAN] = vjp_scan,
   [NNC_OP_ROPE] = vjp_rope,
+  [NNC_OP_ALL_REDUCE] = vjp_all_reduce,  [NNC_OP_ALL_GATHER] = vjp_all_gather,  [NNC_OP_CE_SHARD] = vjp_ce_shard,
 };
 
 ad_rule nnc_ad_rule_of(nnc_op op) { return op > NNC_OP_NONE && op < NNC_OP_COUNT ? rules[op] : NULL; }

@@ -185,6 +185,8 @@ static nnc_status dispatch(const nnc_infer_ctx *c) {
   case NNC_OP_KV_APPEND: return nnc_infer_kv_append(c);
   case NNC_OP_ALL_REDUCE: return nnc_infer_all_reduce(c);
   case NNC_OP_ALL_GATHER: return nnc_infer_all_gather(c);
+  case NNC_OP_RANK_SLICE: return nnc_infer_rank_slice(c);
+  case NNC_OP_CE_SHARD: case NNC_OP_CE_SHARD_GRAD: return nnc_infer_ce_shard(c);
   case NNC_OP_LSTM_SCAN: case NNC_OP_GRU_SCAN: return nnc_infer_recurrent(c);
   case NNC_OP_LSTM_SCAN_GRAD: case NNC_OP_GRU_SCAN_GRAD: return nnc_infer_recurrent_grad(c);
   case NNC_OP_CONCAT: return nnc_infer_concat(c);

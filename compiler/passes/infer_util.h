@@ -72,6 +72,8 @@ nnc_status nnc_infer_rope(const nnc_infer_ctx *c);
 nnc_status nnc_infer_kv_append(const nnc_infer_ctx *c);
 nnc_status nnc_infer_all_reduce(const nnc_infer_ctx *c);
 nnc_status nnc_infer_all_gather(const nnc_infer_ctx *c);
+nnc_status nnc_infer_rank_slice(const nnc_infer_ctx *c);
+nnc_status nnc_infer_ce_shard(const nnc_infer_ctx *c);   /* cross_entropy_shard and its gradient */
 nnc_status nnc_infer_recurrent(const nnc_infer_ctx *c);   /* lstm_scan, gru_scan */
 nnc_status nnc_infer_recurrent_grad(const nnc_infer_ctx *c);
 nnc_status nnc_infer_concat(const nnc_infer_ctx *c);

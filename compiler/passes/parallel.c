@@ -362,10 +362,26 @@ nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err
   for (int t = 0; !st && t < g->ntensors; t++) whole[t] = t < c.ntensors && c.pl[t].kind == REPL;
   if (!st) st = nnc_parallel_vocab(g, c.n, whole, &vocab, err);
   free(whole);
-  if (!st && !nrows && !vocab)
-    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected linear layers to split (pairs whose "
-                    "first one's output columns divide by %d) or a vocabulary (an embedding table of at least %d "
-                    "rows), found none in %s", c.n, c.n, c.n, g->name ? g->name : "the model");
+  if (!st && !nrows && !vocab) {
+    /* at the first linear layer: the one a user would look at to see why */
+    int first = -1;
+    for (int ni = 0; first < 0 && ni < g->nnodes; ni++)
+      if (!g->nodes[ni].dead && g->nodes[ni].op == NNC_OP_LINEAR) first = ni;
+    char what[300] = "";
+    if (first >= 0) {
+      const nnc_node *n = &g->nodes[first];
+      int col, row;
+      weight_axes(n, &col, &row);
+      int64_t cols = 0;
+      const_dim(&g->tensors[n->in[1]], col, &cols);
+      snprintf(what, sizeof what, " (the first, %s, has %lld output columns)", g->tensors[n->in[1]].name,
+               (long long)cols);
+    }
+    st = nnc_errorf(err, NNC_E_USAGE, first >= 0 ? g->nodes[first].loc : NNC_NOLOC, "--parallel=tp:%d: expected "
+                    "linear layers to split (pairs whose first one's output columns, or heads, divide by %d)%s or a "
+                    "vocabulary (an embedding table of at least %d rows), found none in %s", c.n, c.n, what, c.n,
+                    g->name ? g->name : "the model");
+  }
   if (!st) g->ranks = c.n;
   nnc_uses_free(&c.uses);
   free(c.pl);
@@ -410,7 +426,7 @@ nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool genera
   if (p->tp <= 1 && p->dp <= 1) return NNC_OK;
   if (p->dp > 1 && p->tp > 1)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d,dp:%d: expected tp:N or dp:M alone (the two "
-                      "together are not built yet)", p->tp, p->dp);
+                      "together are not built yet, for inference or --train)", p->tp, p->dp);
   if (p->dp > 1 && !train)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=dp:%d: expected --train (data parallelism sums the "
                       "gradients of a training step; an inference replica per process needs no plan)", p->dp);
@@ -418,9 +434,9 @@ nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool genera
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=dp:%d: target %s does not run collectives yet; "
                       "expected target c-simd (its ranks talk over MPI) or a cuda-* target (NCCL)", p->dp, target);
   if (p->dp > 1) return NNC_OK;
-  if (train || generate)
-    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected an inference build; --%s with a "
-                      "tensor-parallel plan is not built yet", p->tp, train ? "train" : "generate");
+  if (generate)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected an inference or --train build; "
+                      "--generate with a tensor-parallel plan is not built yet", p->tp);
   if (!collectives)
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=tp:%d: target %s does not run collectives yet; "
                       "expected target c-simd (its ranks talk over MPI) or a cuda-* target (NCCL)", p->tp, target);

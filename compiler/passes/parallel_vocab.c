@@ -14,7 +14,9 @@
  * A head computes its rank's R logits, an all_gather stacks the ranks'
  * [..., R] into [N, ..., R] (the communicator's rank-major order), a
  * transpose brings the ranks' axis next to the last and a reshape joins them
- * into [..., N * R]; a slice drops the padded rows' logits when N * R > V. */
+ * into [..., N * R]; a slice drops the padded rows' logits when N * R > V.
+ * A cross-entropy over those logits is computed on each rank's classes
+ * instead (split_loss): the gather is then left for other readers, if any. */
 #include <stdio.h>
 #include <string.h>
 
@@ -63,6 +65,75 @@ static nnc_status insert_after(nnc_graph *g, int base, int after, nnc_op op, int
   return st;
 }
 
+/* Adds node op reading in[0..nin) right after node `after` (as insert_after). */
+static nnc_status insert_n(nnc_graph *g, int base, int after, nnc_op op, int nin, const int *in, const nnc_attrs *a,
+                           const char *what, int *out, nnc_error *err) {
+  char label[256];
+  snprintf(label, sizeof label, "%s.%s", g->nodes[base].label ? g->nodes[base].label : nnc_op_info_of(op)->name,
+           what);
+  int id;
+  nnc_status st = nnc_graph_add_node(g, op, nin, in, a, 1, g->nodes[base].loc, label, &id, err);
+  if (!st) st = nnc_graph_move_node(g, id, after + 1, err);
+  if (!st) *out = g->nodes[after + 1].out[0];
+  return st;
+}
+
+/* Cross-entropy node ce over a split head's logits `part` [..., R] (Megatron's
+ * vocab-parallel cross-entropy): instead of the gathered [..., V], each rank
+ * reduces its own classes to numbers a row, and all_reduces of [rows] join
+ * them:
+ *   M = the max over the ranks of each rank's max logit (a shift: the padded
+ *       classes' logits, 0, may raise it, which keeps exp() below 1 all the
+ *       same),
+ *   [S, D] = the sums over the ranks of cross_entropy_shard's pair: exp(logit
+ *       - M) over the rank's classes, and the target's logit - M on the rank
+ *       that holds it (0 on the others), one all_reduce of [rows, 2],
+ *   loss = the mean over the rows of log(S) - D.
+ * The backward is then softmax - onehot on each rank's classes
+ * (cross_entropy_shard_grad) and nothing through M. */
+static nnc_status split_loss(nnc_graph *g, int ce, int part, int n, int64_t V, nnc_error *err) {
+  int targets = g->nodes[ce].in[1], loss = g->nodes[ce].out[0], last = ce, lr = g->tensors[part].rank, t, m, st2;
+  nnc_attrs mx = {.axis = lr - 1};
+  nnc_status st = insert_n(g, ce, last++, NNC_OP_MAX, 1, &part, &mx, "rank_max", &m, err);
+  nnc_attrs amax = {.ranks = n, .scalar = 1.0, .reduce_max = true};
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_ALL_REDUCE, 1, &m, &amax, "max", &m, err);
+  nnc_attrs sh = {.ranks = n, .vocab = V};
+  int in[3] = {part, targets, m};
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_CE_SHARD, 3, in, &sh, "rank_sums", &st2, err);
+  nnc_attrs sum = {.ranks = n, .scalar = 1.0};
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_ALL_REDUCE, 1, &st2, &sum, "sums", &st2, err);
+  /* [..., 2] -> [rows, 2]: the two columns apart */
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_RESHAPE, 1, &st2, NULL, "rows", &st2, err);
+  if (st) return st;
+  nnc_dim rows = nnc_dim_const(1);
+  const nnc_tensor *tt = &g->tensors[targets];
+  for (int i = 0; i < tt->rank; i++)
+    if (!nnc_dim_mul(rows, tt->shape[i], &rows))
+      return nnc_errorf(err, NNC_E_LIMIT, g->nodes[ce].loc, "--parallel: the rows of %s have more than %d symbolic "
+                        "factors", tt->name, NNC_DIM_SYMS);
+  g->tensors[st2].rank = 2;
+  g->tensors[st2].shape[0] = rows;
+  g->tensors[st2].shape[1] = nnc_dim_const(2);
+  nnc_attrs s0 = {.axis = 1, .start = nnc_dim_const(0), .stop = nnc_dim_const(1)};
+  nnc_attrs s1 = {.axis = 1, .start = nnc_dim_const(1), .stop = nnc_dim_const(2)};
+  int sexp, dlog;
+  st = insert_n(g, ce, last++, NNC_OP_SLICE, 1, &st2, &s0, "sum_exp", &sexp, err);
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_SLICE, 1, &st2, &s1, "target_logit", &dlog, err);
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_LOG, 1, &sexp, NULL, "log_sum_exp", &sexp, err);
+  int d[2] = {sexp, dlog};
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_SUB, 2, d, NULL, "row_loss", &t, err);
+  if (!st) st = insert_n(g, ce, last++, NNC_OP_RESHAPE, 1, &t, NULL, "row_losses", &t, err);
+  if (st) return st;
+  g->tensors[t].rank = 1;
+  g->tensors[t].shape[0] = rows;
+  nnc_attrs mean = {.axis = 0};
+  st = insert_n(g, ce, last++, NNC_OP_MEAN, 1, &t, &mean, "mean", &t, err);
+  if (st) return st;
+  nnc_parallel_reroute(g, last, loss, t);
+  g->nodes[ce].dead = true;
+  return NNC_OK;
+}
+
 /* Embedding node ni over a split table: this rank's rows, then the sum. */
 static nnc_status split_embedding(nnc_graph *g, int ni, int n, int64_t V, nnc_error *err) {
   g->nodes[ni].attrs.ranks = n;
@@ -101,6 +172,14 @@ static nnc_status split_head(nnc_graph *g, int ni, int n, int64_t V, nnc_error *
     if (st) return st;
   }
   nnc_parallel_reroute(g, last, part, t);
+  /* a loss over the gathered logits: on each rank's classes instead */
+  for (int ni2 = g->nnodes - 1; ni2 > last; ni2--) {
+    const nnc_node *c = &g->nodes[ni2];
+    if (!c->dead && c->op == NNC_OP_CROSS_ENTROPY && c->in[0] == t) {
+      st = split_loss(g, ni2, part, n, V, err);
+      if (st) return st;
+    }
+  }
   return NNC_OK;
 }
 

@@ -78,6 +78,8 @@ nnc_status nnc_ref_op_kv_append(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_recurrent(nnc_ref *r, const nnc_node *n, nnc_error *err);   /* lstm_scan, gru_scan */
 nnc_status nnc_ref_op_recurrent_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
+nnc_status nnc_ref_op_rank_slice(nnc_ref *r, const nnc_node *n, nnc_error *err);   /* ref_shard.c */
+nnc_status nnc_ref_op_ce_shard(nnc_ref *r, const nnc_node *n, nnc_error *err);     /* and its gradient */
 nnc_status nnc_ref_op_cross_entropy_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_attention(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_attention_grad(nnc_ref *r, const nnc_node *n, nnc_error *err);

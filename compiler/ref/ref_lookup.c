@@ -106,12 +106,17 @@ nnc_status nnc_ref_op_embedding_grad(nnc_ref *r, const nnc_node *n, nnc_error *e
                              "found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
                              nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
   int64_t V = sy.d[0], C = sy.d[1], count = nnc_ref_shape_elems(&si);
+  /* a vocabulary split: this rank's rows are ids first .. first + V - 1; other ids are other ranks' */
+  int64_t bound = n->attrs.ranks > 1 ? n->attrs.vocab : V, first = n->attrs.ranks > 1 ? (int64_t)r->rank * V : 0;
   char what[NNC_REF_DESC + 32];
   snprintf(what, sizeof what, "the rows of the table gradient %s", nnc_ref_desc(r, n->out[0], d1));
-  if ((st = want_indices(r, n, n->in[1], ids, count, V, "ids", what, err))) return st;
+  if ((st = want_indices(r, n, n->in[1], ids, count, bound, "ids", what, err))) return st;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
-  for (int64_t e = 0; e < count; e++)
-    for (int64_t c = 0; c < C; c++) y[(int64_t)ids[e] * C + c] += dy[e * C + c];
+  for (int64_t e = 0; e < count; e++) {
+    int64_t row = (int64_t)ids[e] - first;
+    if (row < 0 || row >= V) continue;
+    for (int64_t c = 0; c < C; c++) y[row * C + c] += dy[e * C + c];
+  }
   return NNC_OK;
 }
 

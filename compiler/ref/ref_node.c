@@ -35,6 +35,8 @@ nnc_status nnc_ref_eval_node(nnc_ref *r, int node, nnc_error *err) {
     case NNC_OP_KV_APPEND: return nnc_ref_op_kv_append(r, n, err);
     case NNC_OP_LSTM_SCAN: case NNC_OP_GRU_SCAN: return nnc_ref_op_recurrent(r, n, err);
     case NNC_OP_LSTM_SCAN_GRAD: case NNC_OP_GRU_SCAN_GRAD: return nnc_ref_op_recurrent_grad(r, n, err);
+    case NNC_OP_RANK_SLICE: return nnc_ref_op_rank_slice(r, n, err);
+    case NNC_OP_CE_SHARD: case NNC_OP_CE_SHARD_GRAD: return nnc_ref_op_ce_shard(r, n, err);
     case NNC_OP_ALL_REDUCE: case NNC_OP_ALL_GATHER:
       return nnc_ref_node_fail(r, n, NNC_E_USAGE, err, "expected the ranks of the parallel plan (nnc_ref_run_ranks) "
                                "to evaluate an %s, found one evaluator", nnc_op_info_of(n->op)->name);

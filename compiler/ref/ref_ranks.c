@@ -1,7 +1,7 @@
 /* compiler/ref/ref_ranks.c — a parallel plan's graph evaluated for all of
  * its ranks at once: every rank's evaluator runs each node in turn, and a
  * collective combines what the ranks computed, as the communicator would
- * (an all_reduce sums, an all_gather stacks in rank order).
+ * (an all_reduce sums, or takes the max, an all_gather stacks in rank order).
  * The plan is right when these ranks' outputs equal one evaluator's over the
  * graph without the plan. */
 #include <stdlib.h>
@@ -39,7 +39,7 @@ static nnc_status all_reduce(nnc_ref *rs, int n, const nnc_node *nd, nnc_error *
   for (int r = 0; !st && r < n; r++) {
     const double *x;
     st = nnc_ref_need(&rs[r], nd, nd->in[0], &x, err);
-    for (int64_t i = 0; !st && i < count; i++) sum[i] += x[i];
+    for (int64_t i = 0; !st && i < count; i++) sum[i] = !nd->attrs.reduce_max ? sum[i] + x[i] : !r || x[i] > sum[i] ? x[i] : sum[i];
   }
   for (int r = 0; !st && r < n; r++) {
     double *y;

@@ -309,7 +309,10 @@ static void test_refusals(void **state) {
   assert_int_equal(p.dp, 4);
   assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
   p.dp = 1;
-  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_E_USAGE);
+  /* tp:N trains (test_parallel_train.c); generating is not built */
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, false, true, "c-simd", true, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "--generate"));
   assert_int_equal(nnc_parallel_supported(&p, false, false, "opencl", false, &err), NNC_E_TARGET);
   assert_non_null(strstr(err.msg, "opencl"));
   /* data parallelism is for training */
