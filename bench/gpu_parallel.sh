@@ -26,7 +26,8 @@
 #     row) against one process of 4 rows, and GPT-2 124M's tokens/s on 4
 #     GPUs against one (the scaling efficiency at 4).
 # One table at the end, also in $OUT/table.txt.
-# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero and four on request)
+# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero and four on request),
+# ONLY (the folders to generate and build, e.g. "big_dp1 big_dp2 big_dp4" for PARTS="train scale4")
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu_parallel
@@ -50,6 +51,10 @@ big_zero2 bf16 --train --parallel=dp:2,zero1 -D batch=16
 tp4_bf16 bf16 --parallel=tp:4 $SMALL
 train4 bf16 --train --parallel=dp:4 $SMALL
 big_dp4 bf16 --train --parallel=dp:4 -D batch=16"
+# ONLY="big_dp1 big_dp2": generate and build those folders alone (for a PARTS that needs no others)
+if [ -n "${ONLY:-}" ]; then
+  CASES=$(while read -r c rest; do [[ " $ONLY " == *" $c "* ]] && echo "$c $rest"; done <<< "$CASES")
+fi
 
 generate() {
   local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
@@ -189,6 +194,10 @@ run() {
   timeout 300 "$G/train1/train_gpt2" "${a4[@]}" --batch 4 > "$out/one4.json" 2> "$out/one4.err"
   timeout 300 "${mpi4[@]}" "$G/train4/train_gpt2" "${a4[@]}" --batch 1 > "$out/four.json" 2> "$out/four.err"
   same_updates "dp:4 training (bf16, 6 updates of 4 x 1 row) against one process of 4 rows" "$out/one4.json" "$out/four.json" >> "$t" || { tail -n 4 "$out/one4.err" "$out/four.err" >> "$t"; status=1; }
+  fi
+  # dp:4 scaling (PARTS four, or scale4 alone)
+  if part four || part scale4; then
+  local mpi4=(mpirun -np 4 --oversubscribe -x LD_LIBRARY_PATH)
   tokens 50257 2200000 "$out/big.bin"
   local b4=(--data "$out/big.bin" --steps "$STEPS" --batch 16 --seq 1024 --json --no-peaks)
   timeout 600 "$G/big_dp1/train_gpt2" "${b4[@]}" > "$out/big_dp1.json" 2> "$out/big_dp1.err"

@@ -49,6 +49,12 @@
 #                    "" is llm.c's defaults (recompute GELU in backward, -r 1)
 #                    (default ";-r 0": its defaults, then no recomputation)
 #   LLMC_CC          compute capability to build for, e.g. 90 (default: nvidia-smi's)
+#   LLMC_GPUS        world sizes llm.c runs at, e.g. "1 2 4" (default 1). Above 1 it is
+#                    built with NCCL (the Python package nvidia-nccl's when dpkg has
+#                    none; no MPI) and started as N processes of one GPU each that
+#                    find each other through a folder (-pi fs); B is per GPU, so the
+#                    tokens/s is per GPU and the row's note gives the scaling
+#                    efficiency against the first world size
 #   PAD_VOCAB        PyTorch's wte/logit rows (0: 50257, unpadded; llm.c pads to 50304
 #                    but takes the loss over the first 50257)
 #   TORCH_ARGS       more gpu_train_torch.py options (e.g. "--device cpu --layers 2
@@ -70,6 +76,7 @@ LLMC=${LLMC:-1}
 LLMC_SRC=${LLMC_SRC:-$ROOT/build/llmc}
 LLMC_VARIANTS=${LLMC_VARIANTS-";-r 0"}
 LLMC_CC=${LLMC_CC:-}
+LLMC_GPUS=${LLMC_GPUS:-1}
 PAD_VOCAB=${PAD_VOCAB:-0}
 TORCH_ARGS=${TORCH_ARGS:-}
 DEADLINE=${DEADLINE:-480}
@@ -145,7 +152,9 @@ have nvcc && nvcc --version | tail -2 | head -1 | sed 's/^/nvcc: /'
 
 # 1. the token files (uniform random ids; enough for every peer's steps)
 NTRAIN=$(( (STEPS + WARMUP + 1) * B * T + 1 ))
-NVAL=$(( B * T + 1 ))
+MOST=1  # llm.c's data loader wants a shard of (processes x B x T + 1) tokens
+for n in $LLMC_GPUS; do [ "$n" -le "$MOST" ] || MOST=$n; done
+NVAL=$(( MOST * B * T + 1 ))
 "$PY" - "$DATA" "$NTRAIN" "$NVAL" <<'EOF' || { echo "gpu_train_peers.sh: could not write the token files" >&2; exit 1; }
 import sys
 import numpy as np
@@ -204,12 +213,30 @@ run_llmc() {
     fi
   fi
   echo "llm.c NVML: ${lib:-not linked}"
+  local multi="NO_MULTI_GPU=1" nccl=""
+  if [ "$LLMC_GPUS" != 1 ]; then
+    # NCCL: the system's (dpkg), else the one PyTorch ships (headers and libnccl.so.2), linked
+    # through a folder of our own since the package has no unversioned libnccl.so
+    nccl=$("$PY" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+    if dpkg -l 2>/dev/null | grep -q nccl; then
+      multi="" nccl="" ldlibs="$ldlibs -lnccl"   # the command line's NVCC_LDLIBS replaces the Makefile's
+    elif [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ]; then
+      mkdir -p "$WORK/nccl" && ln -sf "$(find "$nccl/lib" -name 'libnccl.so*' | head -1)" "$WORK/nccl/libnccl.so"
+      sed -i 's/dpkg -l | grep -q nccl/true/' "$src/Makefile"
+      multi="" ldflags="$ldflags -I$nccl/include" ldlibs="$ldlibs -L$WORK/nccl -lnccl"
+      export LD_LIBRARY_PATH="$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    else
+      echo "llm.c: no NCCL found: world sizes above 1 will fail"
+    fi
+  fi
+  echo "llm.c NCCL: ${multi:-built with it${nccl:+ ($nccl)}}"
   t=$(limit "$TIMEOUT")
   [ "$t" -gt 0 ] || { row "llm.c" "skipped" - - - - "no time left"; return; }
   echo
   echo "== llm.c: build train_gpt2cu (sm_${cc:-?}, nvcc $nv, limit ${t}s)"
   t0=$SECONDS
-  timeout -k 5 "$t" make -C "$src" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 PRECISION=BF16 \
+  # shellcheck disable=SC2086  # multi: empty or one word
+  timeout -k 5 "$t" make -C "$src" train_gpt2cu $multi NO_USE_MPI=1 USE_CUDNN=0 PRECISION=BF16 \
     ${cc:+GPU_COMPUTE_CAPABILITY=$cc} NVCC_LDFLAGS="$ldflags" NVCC_LDLIBS="$ldlibs" >"$LOGS/llmc_build.log" 2>&1
   rc=$?
   echo "   build: rc $rc, $((SECONDS - t0)) s (log llmc_build.log)"
@@ -223,9 +250,12 @@ run_llmc() {
   local -a vars
   IFS=';' read -r -a vars <<<"$LLMC_VARIANTS"
   [ ${#vars[@]} -gt 0 ] || vars=("")
+  local n r base_ms=""
+  for n in $LLMC_GPUS; do
   for v in "${vars[@]}"; do
     i=$((i + 1))
     name="llm.c${v:+ $v}"
+    [ "$LLMC_GPUS" = 1 ] || name="$name x$n GPUs"
     log=$LOGS/llmc_$i.log
     t=$(limit "$TIMEOUT")
     [ "$t" -gt 0 ] || { row "$name" "skipped" - - - - "no time left"; continue; }
@@ -234,11 +264,23 @@ run_llmc() {
     mkdir -p "$WORK/llmc_run" && cd "$WORK/llmc_run" || return
     smi_start "llmc_$i"
     t0=$SECONDS
-    # shellcheck disable=SC2086  # v: several flags
-    LD_LIBRARY_PATH="$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$t" \
-      "$bin" -i "$DATA/train.bin" -j "$DATA/val.bin" -e d12 -b "$B" -t "$T" -x "$STEPS" \
-      -k constant -l 6e-4 -u 0 -c 0.1 -v 1000000 -m 1 -s 0 -h 0 -n 0 -y 0 $v >"$log" 2>&1
-    rc=$?
+    # one process a GPU; rank 0's log is the row's (every rank prints the same step times)
+    local fs=$WORK/llmc_fs_$i pids=()
+    rm -rf "$fs" && mkdir -p "$fs"
+    for ((r = n - 1; r >= 0; r--)); do
+      local rlog=$log world=()
+      [ "$r" = 0 ] || rlog=$LOGS/llmc_${i}_rank$r.log
+      # built with NCCL, even one process must be told how to find the others (its default asks MPI)
+      [ "$LLMC_GPUS" = 1 ] || world=(-pn "$n" -pr "$r" -pg "$n" -pi fs -pf "$fs")
+      # shellcheck disable=SC2086  # v: several flags
+      LD_LIBRARY_PATH="$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$t" \
+        "$bin" -i "$DATA/train.bin" -j "$DATA/val.bin" -e d12 -b "$B" -t "$T" -x "$STEPS" \
+        -k constant -l 6e-4 -u 0 -c 0.1 -v 1000000 -m 1 -s 0 -h 0 -n 0 -y 0 \
+        "${world[@]}" $v >"$rlog" 2>&1 &
+      pids+=($!)
+    done
+    rc=0
+    for r in "${pids[@]}"; do wait "$r" || rc=$?; done
     local smi
     smi=$(smi_stop)
     cd "$ROOT" || return
@@ -274,7 +316,12 @@ EOF
       tail -8 "$log"
       note="$(grep -m1 -A1 -iE 'error|assert|fail' "$log" | tr '\n' ' ' | cut -c1-160)"
     fi
+    if [ "$LLMC_GPUS" != 1 ] && [ "$ms" != - ]; then
+      [ -n "$base_ms" ] || base_ms=$ms
+      note="$note; scaling efficiency $("$PY" -c "print('%.1f%%' % (100 * $base_ms / $ms))") of the first world size"
+    fi
     row "$name" "$(status "$rc" "$t")" "$ms" "$toks" "$mem" "$smi" "$note"
+  done
   done
 }
 
