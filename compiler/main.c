@@ -51,7 +51,7 @@ static void usage(FILE *f) {
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
     "                     [--parallel=tp:N] [--quantize=none|int8w]\n"
-    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [-D name=value]...\n"
+    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
@@ -112,7 +112,9 @@ static void usage(FILE *f) {
     "With -o DIR and no --emit, nnc writes DIR: the model's C API, sources, kernels,\n"
     "runtime, Makefile and benchmark harness (target c-simd unless --target says).\n"
     "Without -o or --emit, nnc checks the model and prints a one-line summary.\n"
-    "`nnc weights` writes random f32 weights that match the model (for demos and tests).\n"
+    "`nnc weights` writes random f32 weights that match the model (for demos and tests);\n"
+    "with --quantize=int8w the linear weights lie on their channels' int8 grid, so an\n"
+    "int8w folder holds them exactly (its --check then measures the int8 kernels).\n"
     "\n"
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"
@@ -259,8 +261,8 @@ static nnc_status run(const cli *c, nnc_error *err) {
   int copies = 0;
   nnc_quantize quant;
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
-  /* nnc weights writes the f32 tensors a quantized folder loads too */
-  if (!st) st = nnc_quantize_parse(c->weights ? NULL : c->quantize, &quant, err);
+  /* nnc weights --quantize=int8w: f32 weights already on the int8 grid */
+  if (!st) st = nnc_quantize_parse(c->quantize, &quant, err);
   /* nnc weights writes the whole tensors, whatever the plan */
   if (!st) st = nnc_parallel_parse(c->weights ? NULL : c->parallel, &par, err);
   if (!st) st = nnc_parallel_supported(&par, c->train, c->generate, "(any)", true, err);
