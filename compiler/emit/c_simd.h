@@ -39,6 +39,9 @@ nnc_status cs_emit_kv_append(const ec_ctx *x, int k, nnc_sb *b);
 nnc_status cs_emit_all_reduce(const ec_ctx *x, int k, nnc_sb *b);
 /* An all_gather kernel: the same, stacking the ranks' tensors in rank order. */
 nnc_status cs_emit_all_gather(const ec_ctx *x, int k, nnc_sb *b);
+/* emit_shard.c: rank_slice, cross_entropy_shard and its gradient */
+nnc_status cs_emit_rank_slice(const ec_ctx *x, int k, nnc_sb *b);
+nnc_status cs_emit_ce_shard(const ec_ctx *x, int k, nnc_sb *b);
 /* The workspace bytes kernel k needs at the maxima, as statements that
  * raise `need` (GEMM, attention, the norms' gradients and the scans). */
 void cs_emit_workspace(const ec_ctx *x, int k, nnc_sb *b);

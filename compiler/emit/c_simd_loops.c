@@ -351,6 +351,8 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   if (n->op == NNC_OP_LSTM_SCAN_GRAD || n->op == NNC_OP_GRU_SCAN_GRAD) return cs_emit_recurrent(x, ki, b);
   if (n->op == NNC_OP_ALL_REDUCE) return cs_emit_all_reduce(x, ki, b);
   if (n->op == NNC_OP_ALL_GATHER) return cs_emit_all_gather(x, ki, b);
+  if (n->op == NNC_OP_RANK_SLICE) return cs_emit_rank_slice(x, ki, b);
+  if (n->op == NNC_OP_CE_SHARD || n->op == NNC_OP_CE_SHARD_GRAD) return cs_emit_ce_shard(x, ki, b);
   nnc_sb body;
   nnc_sb_init(&body);
   if (n->op == NNC_OP_RESHAPE) {
@@ -705,17 +707,25 @@ static nnc_status emit_embedding_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_er
   ec_assign(x, &body, 2, "const float *dy", n->in[0]);
   ec_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
+  /* a vocabulary split: this rank's rows are ids first .. first + V - 1; the others' ids add nowhere */
+  const bool split = n->attrs.ranks > 1;
+  char bound[EXPR], first[EXPR + 40], skip[EXPR + 64];
+  snprintf(bound, sizeof bound, "%lld", (long long)n->attrs.vocab);
+  snprintf(first, sizeof first, split ? "(int64_t)c->m->comm->rank * (%s)" : "0", V);
+  snprintf(skip, sizeof skip, split ? "    if (row < 0 || row >= (int64_t)(%s)) continue;\n" : "", V);
   nnc_sb_printf(&body,
-    "  const int64_t C = %s, count = %s;\n"
+    "  const int64_t C = %s, count = %s, first = %s;\n"
     "  for (int64_t v = 0; v < %s; v++) memset(y + v * C + r0, 0, (size_t)(r1 - r0) * sizeof *y);\n"
     "  for (int64_t e = 0; e < count; e++) {\n"
-    "    float *yr = y + (int64_t)ids[e] * C;\n"
+    "    const int64_t row = (int64_t)ids[e] - first;\n"
+    "%s"
+    "    float *yr = y + row * C;\n"
     "    const float *dr = dy + e * C;\n"
     "    for (int64_t j = r0; j < r1; j++) yr[j] += dr[j];\n"
-    "  }\n", C, count, V);
+    "  }\n", C, count, first, V, skip);
   snprintf(p, sizeof p, "static void k%d_rows(void *p, int64_t r0, int64_t r1)", ki);
   ec_emit_function(x, b, p, "  const run_ctx *c = p;\n", "c->d", &body);
-  checked_rows_fn(x, ki, n->in[1], "embedding_grad", "ids", count, V, C, count, b);
+  checked_rows_fn(x, ki, n->in[1], "embedding_grad", "ids", count, split ? bound : V, C, count, b);
   return NNC_OK;
 }
 

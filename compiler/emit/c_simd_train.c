@@ -96,12 +96,17 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "static int train_add_part(%s_model *m) {\n"
     "  for (int64_t i = 0; i < TRAIN_NUMEL; i++) m->grad[i] += m->part[i];\n"
     "  return 0;\n}\n\n", p, p);
-  if (x->zero1) cs_zero_hooks(x, b);
-  else nnc_sb_printf(b,
-    "static int train_sum_squares(%s_model *m, double *ss) {\n"
-    "  *ss = 0;\n"
-    "  for (int j = 0; j < NPARAMS; j++) *ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
-    "  return 0;\n}\n\n"
+  if (x->zero1) {
+    cs_zero_hooks(x, b);
+  } else {
+    if (x->g->ranks > 1)
+      ec_train_tp_norm(x, b, "nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_shard_numel(&manifest[j], &shards[j]))");
+    else nnc_sb_printf(b,
+      "static int train_sum_squares(%s_model *m, double *ss) {\n"
+      "  *ss = 0;\n"
+      "  for (int j = 0; j < NPARAMS; j++) *ss += nnrt_sum_squares(m->grad + train_table[j].at, nnc_weights_numel(&manifest[j]));\n"
+      "  return 0;\n}\n\n", p);
+    nnc_sb_printf(b,
     "/* The optimizer on elements [r0, r1) of one weight, for the pool: the\n"
     " * update is elementwise, so any split gives the same floats. */\n"
     "typedef struct update_job {\n"
@@ -115,11 +120,13 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
     "    update_job u = {m, opt, scale, j, decays(o, j)};\n"
-    "    nnc_glue_rows(&m->pool, nnc_weights_numel(&manifest[j]), 1, update_rows, &u);\n"
+    "    nnc_glue_rows(&m->pool, %s, 1, update_rows, &u);\n"
     "  }\n"
     "  return 0;\n}\n\n",
-    p, p, p, p);
-  if (x->world > 1)
+    /* under tp:N each rank updates its slice of a weight */
+    p, p, p, x->g->ranks > 1 ? "nnc_weights_shard_numel(&manifest[j], &shards[j])" : "nnc_weights_numel(&manifest[j])");
+  }
+  if (x->dp > 1)
     nnc_sb_printf(b,
       "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks, each\n"
       " * rank's gradients summed into every rank's (in place), both over the\n"
@@ -131,7 +138,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
       "  *loss /= %d;\n"
       "  return 0;\n}\n\n",
       x->world, p, x->P, p, x->world);
-  if (x->world > 1 && !x->zero1)
+  if (x->dp > 1 && !x->zero1)
     nnc_sb_printf(b,
       "static int train_all_reduce(%s_model *m) {\n"
       "  nnrt_error e = {0};\n"
@@ -153,6 +160,13 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step, scale_state_of(m)};\n}\n\n", p);
   if (x->zero1) cs_zero_save(x, b);
+  else if (x->g->ranks > 1) nnc_sb_printf(b,
+    "/* --parallel=tp:%d: each rank holds slices of the weights and of their\n"
+    " * moments; a checkpoint of them is not built yet (bench/NOTES.md). */\n"
+    "int %s_save(%s_model *m, const char *path) {\n"
+    "  if (!m || !path) return %s_E_ARG;\n"
+    "  return fail(m, %s_E_STATE, \"%s_save: a tensor-parallel (tp:%d) model's checkpoint is not built yet\");\n}\n\n",
+    x->g->ranks, p, p, P, P, p, x->g->ranks);
   else nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"

@@ -44,6 +44,9 @@ nnc_status cu_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
 nnc_status cu_emit_all_reduce(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* An all_gather kernel: the same, stacking the ranks' tensors in rank order. */
 nnc_status cu_emit_all_gather(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
+/* emit_shard.c: rank_slice, cross_entropy_shard and its gradient */
+nnc_status cu_emit_rank_slice(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
+nnc_status cu_emit_ce_shard(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
  * rows). */

@@ -855,6 +855,8 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   if (n->op == NNC_OP_LSTM_SCAN || n->op == NNC_OP_GRU_SCAN) return cu_emit_recurrent(x, ki, b, err);
   if (n->op == NNC_OP_ALL_REDUCE) return cu_emit_all_reduce(x, ki, b, err);
   if (n->op == NNC_OP_ALL_GATHER) return cu_emit_all_gather(x, ki, b, err);
+  if (n->op == NNC_OP_RANK_SLICE) return cu_emit_rank_slice(x, ki, b, err);
+  if (n->op == NNC_OP_CE_SHARD || n->op == NNC_OP_CE_SHARD_GRAD) return cu_emit_ce_shard(x, ki, b, err);
   const int rank = g->tensors[n->in[0]].rank;
   bool swap = k->nnodes == 1 && n->op == NNC_OP_TRANSPOSE && rank >= 2 &&
               g->tensors[n->in[0]].dtype == g->tensors[n->out[0]].dtype && n->attrs.perm[rank - 2] == rank - 1 &&

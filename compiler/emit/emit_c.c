@@ -604,6 +604,7 @@ nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err) {
   const nnc_graph *g = x->g;
   x->world = g->ranks > 1 ? g->ranks : r->dp > 1 ? r->dp : 1;
   x->zero1 = r->zero1 && x->world > 1;
+  x->dp = g->ranks > 1 ? 1 : x->world;
   nnc_emit_c_ident(g->name && g->name[0] ? g->name : "model", x->p, 40);
   for (size_t i = 0; i <= strlen(x->p); i++)
     x->P[i] = (char)(x->p[i] >= 'a' && x->p[i] <= 'z' ? x->p[i] - 'a' + 'A' : x->p[i]);

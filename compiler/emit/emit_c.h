@@ -30,6 +30,8 @@ typedef struct ec_ctx {
   int *output_of;          /* per tensor: first index into g->outputs, or -1 */
   const char *isa;         /* "avx2", ... for comments and flags */
   int world;               /* the ranks of a parallel plan (tp:N's N or dp:M's M); 1: one process */
+  int dp;                  /* --parallel=dp:M's M (each rank its own rows, gradients summed); 1 otherwise: under
+                              tp:N the ranks share the rows and the loss, and each owns its weights' slices */
   bool zero1;              /* --parallel=dp:M,zero1: the optimizer state sharded over the ranks (c_simd_zero.c,
                               cuda_zero.c) */
   bool grads_summed_in_pass; /* dp training: the pass sums the gradients over the ranks (CUDA's buckets),

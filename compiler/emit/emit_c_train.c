@@ -204,7 +204,7 @@ int64_t ec_train_state_bytes(const ec_ctx *x) {
 void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   char nacc[64] = "nacc";
-  if (x->world > 1) snprintf(nacc, sizeof nacc, "(nacc * %d)", x->world);
+  if (x->dp > 1) snprintf(nacc, sizeof nacc, "(nacc * %d)", x->dp);
   nnc_sb_printf(b,
     "int %s_train_accumulate(%s_model *m, const %s_dims *d, const %s_inputs *in, float *loss) {\n"
     "  if (!m || !loss) return %s_E_ARG;\n"
@@ -222,7 +222,7 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  int rc = train_state(m);\n"
     "  return rc ? rc : train_forward_pass(m, d, in, loss);\n}\n\n",
     p, p, p, p, P,
-    x->world > 1 ? "  /* every rank's loss, averaged: a rank's non-finite loss fails every rank's update */\n"
+    x->dp > 1 ? "  /* every rank's loss, averaged: a rank's non-finite loss fails every rank's update */\n"
                    "  if (!rc) rc = train_mean_loss(m, loss);\n" : "",
     p, p, p, p, P);
   nnc_sb_printf(b,
@@ -258,9 +258,9 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc) scale_after_update(m, o);\n"
     "  return rc;\n}\n\n",
     p, p, p, P, P, p, p,
-    x->world > 1 && !x->grads_summed_in_pass ? "  /* the gradients summed over the plan's ranks: each one's own batch */\n"
+    x->dp > 1 && !x->grads_summed_in_pass ? "  /* the gradients summed over the plan's ranks: each one's own batch */\n"
                                                "  rc = train_all_reduce(m);\n  if (rc) return rc;\n" : "",
-    P, p, x->world > 1 ? " and the ranks" : "", nacc, P, p, nacc, p);
+    P, p, x->dp > 1 ? " and the ranks" : "", nacc, P, p, nacc, p);
   nnc_sb_printf(b,
     "int %s_train_step(%s_model *m, const %s_dims *d, const %s_inputs *in, const %s_train_options *o,\n"
     "                  float *loss, float *grad_norm) {\n"
@@ -275,4 +275,31 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b) {
     "int64_t %s_train_steps(const %s_model *m) { return m ? m->step : 0; }\n\n",
     p, p, p, p, p, P, p, P, p, p, p, p);
   ec_train_scale_api(x, b);
+}
+
+void ec_train_tp_norm(const ec_ctx *x, nnc_sb *b, const char *squares) {
+  const nnc_graph *g = x->g;
+  nnc_sb_printf(b,
+    "/* --parallel=tp:%d: which weights are this rank's slice of the file's\n"
+    " * tensor (their gradients too), and which every rank holds whole. */\n"
+    "static const unsigned char train_sliced[%d] = {", g->ranks, g->nparams ? g->nparams : 1);
+  for (int j = 0; j < g->nparams; j++)
+    nnc_sb_printf(b, "%s%d", j ? ", " : "", g->tensors[g->params[j]].shard.parts > 1);
+  nnc_sb_printf(b, "%s};\n\n", g->nparams ? "" : "0");
+  nnc_sb_printf(b,
+    "/* The global norm counts each gradient once: the slices' squares summed\n"
+    " * over the ranks (a padded vocabulary's extra rows have zero gradients),\n"
+    " * the whole weights' (equal on every rank) from this rank alone. */\n"
+    "static int train_sum_squares(%s_model *m, double *ss) {\n"
+    "  double sliced = 0, whole = 0;\n"
+    "  for (int j = 0; j < NPARAMS; j++) {\n"
+    "    const double q = %s;\n"
+    "    if (train_sliced[j]) sliced += q;\n"
+    "    else whole += q;\n"
+    "  }\n"
+    "  nnrt_error e = {0};\n"
+    "  if (nnrt_comm_all_reduce(m->comm, &sliced, &sliced, 1, NNRT_F64, NNRT_REDUCE_SUM, NULL, &e))\n"
+    "    return fail(m, %s_E_COMM, \"%s_train_update: the gradient norm over the ranks: %%s\", e.msg);\n"
+    "  *ss = sliced + whole;\n"
+    "  return 0;\n}\n\n", x->p, squares, x->P, x->p);
 }

@@ -44,6 +44,11 @@ void ec_train_shared(const ec_ctx *x, nnc_sb *b);
 /* The bytes of the optimizer's two f32 moments that one rank keeps: every
  * weight's, or under ZeRO-1 one shard (1/M of them, rounded up). */
 int64_t ec_train_state_bytes(const ec_ctx *x);
+/* --parallel=tp:N: train_sum_squares(m, &ss) over the ranks: `squares`,
+ * an expression of weight j's gradient's sum of squares (a double), summed
+ * over the ranks for the sliced weights (MPI: a host all_reduce), once for
+ * the whole ones; and train_sliced[NPARAMS], which are sliced. */
+void ec_train_tp_norm(const ec_ctx *x, nnc_sb *b, const char *squares);
 
 /* Loss scaling (emit_c_train_scale.c): the index of the input loss_scale
  * among the graph's inputs (-1 without --train); the model struct's fields

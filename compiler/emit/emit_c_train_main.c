@@ -20,7 +20,10 @@ static int64_t index_bound(const nnc_graph *g, int t, int depth) {
       if (x->in[i] != t) continue;
       int64_t b = 0;
       const nnc_tensor *a = &g->tensors[x->in[0]];
-      if ((x->op == NNC_OP_EMBEDDING || x->op == NNC_OP_CROSS_ENTROPY) && i == 1 && a->rank > 0) {
+      if ((x->op == NNC_OP_EMBEDDING || x->op == NNC_OP_CE_SHARD || x->op == NNC_OP_CE_SHARD_GRAD) && i == 1 &&
+          x->attrs.ranks > 1) {
+        b = x->attrs.vocab;   /* a vocabulary split over the ranks: the whole vocabulary */
+      } else if ((x->op == NNC_OP_EMBEDDING || x->op == NNC_OP_CROSS_ENTROPY) && i == 1 && a->rank > 0) {
         nnc_dim d = x->op == NNC_OP_EMBEDDING ? a->shape[0] : a->shape[a->rank - 1];
         b = d.nsym ? 0 : d.k;
       } else if (nnc_op_info_of(x->op)->cls == NNC_CLASS_MOVE) {
@@ -171,14 +174,15 @@ nnc_status ec_write_train_main(const ec_ctx *x, const char *dir, bool *written, 
     "    t_set_scale, t_scale, t_skipped, %d,   /* loss scaling: dynamic by default under f16 storage */\n"
     "    %d,   /* ranks (--parallel=dp) */\n"
     "    %d, %lld,   /* ZeRO-1 (--parallel=dp:M,zero1); bytes of the optimizer's moments a rank */\n"
+    "    %d,   /* ranks sharing the rows (--parallel=tp) */\n"
     "  };\n"
     "  nnc_train_model m = md;\n"
     "  m.manifest = %s_bench_model.manifest;\n"
     "  return nnc_train_main(&m, argc, argv);\n}\n",
     p, s.tokens ? "NNC_TRAIN_TOKENS" : "NNC_TRAIN_CLASSES", g->nsyms, s.batch_sym, s.seq_sym, (long long)s.classes,
     (long long)s.features, s.logits >= 0 ? "\"" : "", s.logits >= 0 ? g->outputs[s.logits].name : "NULL",
-    s.logits >= 0 ? "\"" : "", g->nparams, p, x->r->precision.storage == NNC_F16, x->world, x->zero1,
-    (long long)ec_train_state_bytes(x), p);
+    s.logits >= 0 ? "\"" : "", g->nparams, p, x->r->precision.storage == NNC_F16, x->dp, x->zero1,
+    (long long)ec_train_state_bytes(x), x->g->ranks > 1 ? x->g->ranks : 1, p);
   char name[128];
   snprintf(name, sizeof name, "train_%s.c", p);
   nnc_status st = nnc_emit_write_sb(dir, name, &b, err);

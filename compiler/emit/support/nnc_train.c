@@ -740,6 +740,25 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
     /* rank 0 reports for all: the others print only their errors */
     if (o.rank && !freopen("/dev/null", "w", stdout)) return 1;
   }
+  if (md->tp > 1) {
+    /* the ranks of --parallel=tp:N read the same rows; each holds its
+     * slices of the weights, so a checkpoint would be one rank's slices
+     * under the whole tensors' names: not written yet (bench/NOTES.md) */
+    nnrt_comm_launch l;
+    nnrt_error e = {0};
+    if (nnrt_comm_launch_read(&l, &e)) {
+      fprintf(stderr, "train_%s: %s\n", md->name, e.msg);
+      return 1;
+    }
+    /* o.rank stays 0: it picks a dp rank's rows, and these ranks share them */
+    if (o.check || o.save || o.resume) {
+      fprintf(stderr, "train_%s: a tp:%d build trains under mpirun -np %d without %s (each rank holds slices of "
+              "the weights: checkpoints of a tensor-parallel run are not built yet)\n", md->name, md->tp, md->tp,
+              o.check ? "--check" : o.save ? "--save" : "--resume");
+      return 2;
+    }
+    if (l.rank && !freopen("/dev/null", "w", stdout)) return 1;
+  }
   if (o.check) return check(md, &o);
   void *m = NULL;
   if (md->create(o.threads, &m)) return fail(md, NULL, "create");
@@ -752,7 +771,7 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
   /* a rank that failed leaves without the model's goodbye to the others
    * (MPI_Finalize would wait for ranks still waiting for it): mpirun then
    * ends the whole job at once */
-  if (rc && o.world > 1) return rc;
+  if (rc && (o.world > 1 || md->tp > 1)) return rc;
   md->destroy(m);
   return rc;
 }

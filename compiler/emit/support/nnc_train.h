@@ -67,6 +67,8 @@ typedef struct nnc_train_model {
   int world;               /* --parallel=dp:M's M: ranks under mpirun, each on its rows of a batch; 1: one */
   int zero1;               /* --parallel=dp:M,zero1: every rank calls save (it gathers the state's shards) */
   int64_t optim_bytes;     /* the optimizer's moments one rank keeps (bytes) */
+  int tp;                  /* --parallel=tp:N's N: ranks under mpirun on the same rows, each holding its slices
+                              of the weights; 1: none */
 } nnc_train_model;
 
 /* The whole program; returns the process exit code (0 ok, 1 a failure or a
