@@ -207,11 +207,12 @@ static void device_adapters(const ec_ctx *x, nnc_sb *b) {
     "      return 1;\n"
     "  return 0;\n}\n\n",
     g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs, g->noutputs);
-  nnc_sb_printf(b, "static int b_run_staged(void *m, const int64_t *sym) {\n  %s_dims d;\n  %s_inputs i;\n  %s_outputs o;\n"
+  nnc_sb_printf(b, "static int b_run_staged(void *m, const int64_t *sym, uint64_t *host_ns) {\n  %s_dims d;\n  %s_inputs i;\n  %s_outputs o;\n"
                    "  dims_of(sym, &d);\n  memset(&i, 0, sizeof i);\n  memset(&o, 0, sizeof o);\n", p, p, p);
   for (int i = 0; i < g->ninputs; i++) nnc_sb_printf(b, "  i.%s = dev_in[%d];\n", x->in_name[i], i);
   for (int i = 0; i < g->noutputs; i++) nnc_sb_printf(b, "  o.%s = dev_out[%d];\n", x->out_name[i], i);
-  nnc_sb_printf(b, "  int rc = %s_run_device(m, &d, &i, &o, NULL);\n  return rc ? rc : %s_sync(m);\n}\n\n", p, p);
+  nnc_sb_printf(b, "  uint64_t t0 = nnrt_now_ns();\n  int rc = %s_run_device(m, &d, &i, &o, NULL);\n"
+                   "  if (host_ns) *host_ns = nnrt_now_ns() - t0;\n  return rc ? rc : %s_sync(m);\n}\n\n", p, p);
   nnc_sb_printf(b, "static int b_peaks(void *m, double *gflops, double *gbps) { return %s_device_peaks(m, gflops, gbps); }\n\n", p);
   nnc_sb_printf(b, "/* --cuda-graphs on|off (on 1 or 0; -1 leaves options.cuda_graphs): whether\n"
                    " * graphs are on then, or -1 when the model refused. */\n"

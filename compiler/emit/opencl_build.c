@@ -177,11 +177,12 @@ void ocl_bench_adapters(const ec_ctx *x, nnc_sb *b) {
     g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, p, p, g->ninputs,
     g->noutputs);
   nnc_sb_printf(b,
-    "static int b_run_staged(void *m, const int64_t *sym) {\n  %s_dims d;\n  dims_of(sym, &d);\n"
+    "static int b_run_staged(void *m, const int64_t *sym, uint64_t *host_ns) {\n  %s_dims d;\n  dims_of(sym, &d);\n"
     "  void *in[%d], *out[%d];\n"
     "  for (int i = 0; i < %d; i++) in[i] = dev_in[i];\n"
     "  for (int i = 0; i < %d; i++) out[i] = dev_out[i];\n"
-    "  int rc = %s_run_device(m, &d, in, out);\n  return rc ? rc : %s_sync(m);\n}\n\n"
+    "  uint64_t t0 = nnrt_now_ns();\n  int rc = %s_run_device(m, &d, in, out);\n"
+    "  if (host_ns) *host_ns = nnrt_now_ns() - t0;\n  return rc ? rc : %s_sync(m);\n}\n\n"
     "static int b_peaks(void *m, double *gflops, double *gbps) { return %s_device_peaks(m, gflops, gbps); }\n\n",
     p, g->ninputs ? g->ninputs : 1, g->noutputs, g->ninputs ? g->ninputs : 1, g->noutputs, p, p, p);
 }

@@ -514,14 +514,16 @@ static int check(state *s, accuracy *acc) {
 typedef struct timing {
   double median_ms, p90_ms, flops, bytes;
   double comm_bytes, comm_bus, comm_wait_s;   /* a timed run's collectives, this rank's (a parallel plan) */
+  double host_us;                             /* a device run: the median host time its launches took */
   nnc_bench_kernel *k;
   double *k_ms;
 } timing;
 
-/* One run: on the staged device buffers where the model has them. */
-static int run_once(state *s) {
+/* One run: on the staged device buffers where the model has them (*host_ns,
+ * when not NULL: the time the host took to launch it). */
+static int run_once(state *s, uint64_t *host_ns) {
   const nnc_bench_model *md = s->md;
-  if (md->run_staged) return md->run_staged(s->m, s->o.sym);
+  if (md->run_staged) return md->run_staged(s->m, s->o.sym, host_ns);
   return md->run(s->m, s->o.sym, s->in, s->out);
 }
 
@@ -537,15 +539,20 @@ static int time_runs(state *s, timing *t) {
   }
   if (md->stage && md->stage(s->m, o->sym, s->in)) return free(ms), fail(s, "stage");
   for (int i = 0; i < o->warmup; i++)
-    if (run_once(s)) return free(ms), fail(s, "run");
+    if (run_once(s, NULL)) return free(ms), fail(s, "run");
   uint64_t b0 = 0, b1 = 0;
   double bus0 = 0, bus1 = 0, w0 = 0, w1 = 0;
   if (md->comm) md->comm(s->m, &b0, &bus0, &w0);
+  double *host = malloc((size_t)o->runs * sizeof *host);
+  if (!host) return free(ms), fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
   for (int i = 0; i < o->runs; i++) {
-    uint64_t t0 = nnrt_now_ns();
-    if (run_once(s)) return free(ms), fail(s, "run");
+    uint64_t t0 = nnrt_now_ns(), h = 0;
+    if (run_once(s, &h)) return free(ms), free(host), fail(s, "run");
     ms[i] = (double)(nnrt_now_ns() - t0) * 1e-6;
+    host[i] = (double)h * 1e-3;
   }
+  t->host_us = md->run_staged ? nnc_bench_quantile(host, o->runs, 0.5) : 0;
+  free(host);
   if (md->comm) {
     md->comm(s->m, &b1, &bus1, &w1);
     t->comm_bytes = (double)(b1 - b0) / o->runs;
@@ -559,7 +566,7 @@ static int time_runs(state *s, timing *t) {
   if (!kt) return free(ms), fprintf(stderr, "bench_%s: out of memory\n", md->name), 1;
   md->profile(s->m, 1);
   for (int i = 0; i < o->runs; i++) {
-    if (run_once(s)) {
+    if (run_once(s, NULL)) {
       free(ms);
       free(kt);
       return fail(s, "run");
@@ -675,6 +682,8 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
            o->runs, t->median_ms, t->p90_ms, md->nsyms >= 2 ? "tokens_per_s" : "items_per_s", items, gf, gb,
            peak_gf, peak_gb, md->arena_bytes(s->m), rss_mb);
     if (s->graphs_on >= 0) printf(", \"cuda_graphs\": %s", s->graphs_on ? "true" : "false");
+    if (t->host_us > 0)
+      printf(", \"host_us\": %.6g, \"host_us_per_kernel\": %.6g", t->host_us, md->nkernels ? t->host_us / md->nkernels : 0);
     if (md->comm)
       printf(", \"comm\": {\"bytes_per_run\": %.6g, \"bus_bytes_per_run\": %.6g, \"wait_ms_per_run\": %.6g, "
              "\"bus_gbps\": %.6g}", t->comm_bytes, t->comm_bus, t->comm_wait_s * 1e3,
@@ -720,6 +729,9 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
   for (int i = 0; i < md->nsyms; i++) printf(" %s=%lld", md->sym_names[i], (long long)o->sym[i]);
   printf(", %d runs%s\n", o->runs, s->graphs_on < 0 ? "" : s->graphs_on ? ", CUDA graphs on" : ", CUDA graphs off");
   printf("  latency  median %.3f ms, p90 %.3f ms\n", t->median_ms, t->p90_ms);
+  if (t->host_us > 0)   /* without graphs, the launches' host cost; with them, one graph launch's */
+    printf("  host     %.1f us to launch a run (median), %.2f us a kernel of %d\n", t->host_us,
+           md->nkernels ? t->host_us / md->nkernels : 0, md->nkernels);
   printf("  throughput %.1f %s, %.2f GFLOP/s (%.1f%% of peak FMA %.1f), %.2f GB/s (%.1f%% of peak bandwidth %.1f)\n",
          items, unit, gf, peak_gf > 0 ? 100 * gf / peak_gf : 0, peak_gf, gb, peak_gb > 0 ? 100 * gb / peak_gb : 0,
          peak_gb);
@@ -786,7 +798,7 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   if (!rc) rc = fill_inputs(&s);
   if (!rc && s.o.tune) {
     /* the probe of nnc --tune=measure: real inputs and one forward, then the variants */
-    if (md->stage(s.m, s.o.sym, s.in) || md->run_staged(s.m, s.o.sym) || md->tune(s.m, s.o.sym, stdout))
+    if (md->stage(s.m, s.o.sym, s.in) || md->run_staged(s.m, s.o.sym, NULL) || md->tune(s.m, s.o.sym, stdout))
       rc = fail(&s, "tune");
     free(acc);
     state_free(&s);

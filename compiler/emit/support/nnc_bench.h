@@ -60,9 +60,11 @@ typedef struct nnc_bench_model {
   double tolerance;
   /* A device target (NULL elsewhere): stage copies the inputs to device
    * buffers the adapter keeps, run_staged runs on them and waits, so timed
-   * runs exclude host copies; peaks gives the device's measured rates. */
+   * runs exclude host copies, and puts in *host_ns (when not NULL) the time
+   * the host took to hand the run to the device, before the wait: its
+   * launches' cost; peaks gives the device's measured rates. */
   int (*stage)(void *m, const int64_t *sym, void *const *inputs);
-  int (*run_staged)(void *m, const int64_t *sym);
+  int (*run_staged)(void *m, const int64_t *sym, uint64_t *host_ns);
   int (*peaks)(void *m, double *gflops, double *gbps);
   /* NNRT_BF16 or NNRT_F16 where the device stores the float weights in that
    * type (0 elsewhere): the reference then gets them rounded the same way, so
