@@ -66,7 +66,7 @@ static int find_buckets(const ec_ctx *x, bucket **out) {
 
 /* Under ZeRO-1 the gradients are reduce-scattered at the update instead
  * (cuda_zero.c): these buckets are all-reduces. */
-bool cu_grad_buckets_on(const ec_ctx *x) { return x->r->train && x->world > 1 && !x->zero1; }
+bool cu_grad_buckets_on(const ec_ctx *x) { return x->r->train && x->dp > 1 && !x->zero1; }
 
 static void emit_bucket(const ec_ctx *x, const bucket *bk, nnc_sb *b) {
   const nnc_graph *g = x->g;

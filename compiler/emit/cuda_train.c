@@ -161,7 +161,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
     "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n}\n\n",
     p, P, p);
-  if (x->world > 1)
+  if (x->dp > 1)
     nnc_sb_printf(b,
       "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks through\n"
       " * NCCL (its gradients are summed %s). */\n"
