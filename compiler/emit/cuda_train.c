@@ -22,7 +22,7 @@ void cu_train_struct(const ec_ctx *x, nnc_sb *b) {
     "  nnc_optim_param *update_table; /* the update's view of each weight */\n"
     "  nnc_optim_param update_host[NPARAMS]; /* what update_table holds, once update_sent */\n"
     "  int update_sent;\n"
-    "  double *partial;              /* the gradients' sum of squares, per block */\n"
+    "  double *partial;              /* the gradients' sum of squares, per block (tp:N: two sums) */\n"
     "  float *grad_host;             /* host: _train_gradient's copy */\n"
     "  void *kept_host[%d];          /* host: _train_output's copies */\n"
     "  int nacc;                     /* micro-batches accumulated since the last update */\n"
@@ -61,11 +61,11 @@ static void write_state(const ec_ctx *x, nnc_sb *b) {
     "    if (!rc && cudaMemsetAsync(blk[i], 0, size[i], m->stream) != cudaSuccess) rc = %s_E_DEVICE;\n"
     "  }\n"
     "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, NPARAMS * sizeof(nnc_optim_param), (void **)&m->update_table, &e);\n"
-    "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, NNC_OPTIM_SUM_BLOCKS * sizeof(double), (void **)&m->partial, &e);\n"
+    "  if (!rc) rc = nnrt_cuda_malloc(m->alloc, %d * NNC_OPTIM_SUM_BLOCKS * sizeof(double), (void **)&m->partial, &e);\n"
     "  if (!rc && !(m->grad_host = (float *)malloc(bytes))) rc = %s_E_NOMEM;\n",
     p, x->zero1 ? " (ZeRO-1: padded to whole shards; this rank's shard)" : "",
     x->zero1 ? "TRAIN_PADDED" : "TRAIN_NUMEL", x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL",
-    x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL", P, P);
+    x->zero1 ? "ZERO_SHARD" : "TRAIN_NUMEL", P, g->ranks > 1 ? 2 : 1, P);
   int k = 0;
   for (int i = 0; i < g->noutputs; i++) {
     if (!ec_train_is_kept(x, i)) continue;
@@ -129,6 +129,40 @@ void cu_optim_step(nnc_sb *b) {
 
 /* The hooks of the shared _train_accumulate and _train_update
  * (emit_c_train.c), on the model's stream. */
+/* --parallel=tp:N: the global norm counts each gradient once: the slices'
+ * squares summed over the ranks (a padded vocabulary's extra rows have zero
+ * gradients), the whole weights' (the same on every rank) from this rank
+ * alone, as C SIMD's ec_train_tp_norm. The kernel reads each weight's place
+ * from update_table, sent here when the update has not sent it yet (the
+ * update sends it again with the options' decays). */
+static void tp_sum_squares(const ec_ctx *x, nnc_sb *b) {
+  nnc_sb_printf(b,
+    "/* --parallel=tp:%d: the gradient norm over the ranks: the squares of the\n"
+    " * slices summed over them, the whole weights' (equal on every rank) once. */\n"
+    "static int train_sum_squares(%s_model *m, double *ss) {\n"
+    "  cudaError_t ce = m->update_sent ? cudaSuccess\n"
+    "                   : cudaMemcpyAsync(m->update_table, update_base, sizeof update_base, cudaMemcpyHostToDevice, m->stream);\n"
+    "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s: the weights' table: %%s\", cudaGetErrorString(ce));\n"
+    "  nnc_optim_sum_squares_parts<<<NNC_OPTIM_SUM_BLOCKS, NNC_OPTIM_SUM_THREADS, 0, m->stream>>>(m->grad, m->update_table, NPARAMS,\n"
+    "                                                                                          m->partial);\n"
+    "  nnc_optim_sum_partials<<<1, NNC_OPTIM_SUM_BLOCKS, 0, m->stream>>>(m->partial);\n"
+    "  nnc_optim_sum_partials<<<1, NNC_OPTIM_SUM_BLOCKS, 0, m->stream>>>(m->partial + NNC_OPTIM_SUM_BLOCKS);\n"
+    "  int rc = train_launched(m, \"the gradients' norm\");\n"
+    "  if (rc) return rc;\n"
+    "  nnrt_error e = {};\n"
+    "  if (nnrt_comm_all_reduce(m->comm, m->partial, m->partial, 1, NNRT_F64, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
+    "      nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
+    "    return fail(m, %s_E_COMM, \"%s: the gradient norm over the ranks: %%s\", e.msg);\n"
+    "  double sliced = 0, whole = 0;\n"
+    "  ce = cudaMemcpyAsync(&sliced, m->partial, sizeof sliced, cudaMemcpyDeviceToHost, m->stream);\n"
+    "  if (ce == cudaSuccess) ce = cudaMemcpyAsync(&whole, m->partial + NNC_OPTIM_SUM_BLOCKS, sizeof whole, cudaMemcpyDeviceToHost, m->stream);\n"
+    "  if (ce == cudaSuccess) ce = cudaStreamSynchronize(m->stream);\n"
+    "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n"
+    "  *ss = sliced + whole;\n"
+    "  return 0;\n}\n\n",
+    x->g->ranks, x->p, x->P, x->p, x->P, x->p, x->P, x->p);
+}
+
 static void write_hooks(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   nnc_sb_printf(b,
@@ -150,7 +184,7 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     "  nnc_optim_accumulate<<<1024, 256, 0, m->stream>>>(m->grad, m->part, TRAIN_NUMEL);\n"
     "  return train_launched(m, \"adding a micro-batch's gradients\");\n}\n\n",
     p, P, p, p, x->zero1 ? "TRAIN_PADDED" : "TRAIN_NUMEL", P, p, p);
-  if (!x->zero1)
+  if (!x->zero1 && x->g->ranks <= 1)
     nnc_sb_printf(b,
     "static int train_sum_squares(%s_model *m, double *ss) {\n"
     "  nnc_optim_sum_squares<<<NNC_OPTIM_SUM_BLOCKS, NNC_OPTIM_SUM_THREADS, 0, m->stream>>>(m->grad, TRAIN_NUMEL, m->partial);\n"
@@ -186,19 +220,21 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
   for (int j = 0; j < g->nparams; j++) {
     const nnc_tensor *t = &g->tensors[g->params[j]];
     const int64_t n = nnc_tensor_max_elems(g, t);
-    nnc_sb_printf(b, "  {%lld, %lld, %lld, %s, 0},   /* %s */\n", (long long)at, (long long)n, (long long)x->w_off[j],
+    nnc_sb_printf(b, "  {%lld, %lld, %lld, %s, 0, %d},   /* %s%s */\n", (long long)at, (long long)n, (long long)x->w_off[j],
                   t->dtype == NNC_BF16 ? "NNC_OPTIM_BF16" : t->dtype == NNC_F16 ? "NNC_OPTIM_F16"
-                  : t->dtype == NNC_I32 ? "NNC_OPTIM_FROZEN" : "NNC_OPTIM_F32", t->name);
+                  : t->dtype == NNC_I32 ? "NNC_OPTIM_FROZEN" : "NNC_OPTIM_F32", t->shard.parts > 1, t->name,
+                  t->shard.parts > 1 ? ", this rank's slice" : "");
     at += n;
     if (n > largest) largest = n;
   }
-  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, NNC_OPTIM_FROZEN, 0},\n");
+  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, NNC_OPTIM_FROZEN, 0, 0},\n");
   nnc_sb_printf(b, "};\n/* elements of the largest weight: the update's blocks along x */\n#define TRAIN_LARGEST %lldll\n\n",
                 (long long)largest);
   if (x->zero1) {
     cu_zero_hooks(x, b);
     return;
   }
+  if (g->ranks > 1) tp_sum_squares(x, b);
   nnc_sb_printf(b,
     "static int train_apply(%s_model *m, const nnrt_optim *opt, float scale, const %s_train_options *o) {\n"
     "  nnc_optim_param table[NPARAMS];\n"
@@ -225,26 +261,31 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
 /* _save, _load, and the accessors of the state, through host copies. */
 static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
+  /* under tp:N no checkpoint is written (its _save below refuses) */
+  if (x->g->ranks <= 1) {
+    nnc_sb_printf(b,
+      "/* Weight j's f32 values on the device: the master copy, or the weight itself. */\n"
+      "static const float *master_of(const %s_model *m, int j) {\n"
+      "  return m->master ? m->master + train_table[j].at : (const float *)(m->weights + layout[j].offset);\n}\n\n", p);
+    nnc_sb_printf(b,
+      "/* The weights (as f32), both moments and the step, copied to host blocks\n"
+      " * w, m1, m2 of TRAIN_NUMEL floats, as a checkpoint sees them. */\n"
+      "static int state_to_host(%s_model *m, float *w, float *m1, float *m2) {\n", p);
+    if (x->zero1) cu_zero_moments_to_host(x, b);
+    else nnc_sb_printf(b,
+      "  cudaError_t ce = cudaMemcpy(m1, m->mom, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n"
+      "  if (ce == cudaSuccess) ce = cudaMemcpy(m2, m->vel, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n");
+    nnc_sb_printf(b,
+      "  for (int j = 0; ce == cudaSuccess && j < NPARAMS; j++) {\n"
+      "    const size_t n = (size_t)nnc_weights_numel(&manifest[j]);\n"
+      "    /* integer weights (never trained) as they are stored, in the manifest's type */\n"
+      "    const void *src = manifest[j].dtype == NNRT_I32 ? (const void *)(m->weights + layout[j].offset) : master_of(m, j);\n"
+      "    ce = cudaMemcpy(w + train_table[j].at, src, n * 4, cudaMemcpyDeviceToHost);\n"
+      "  }\n"
+      "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: copying the training state from the GPU: %%s\",\n"
+      "                                       cudaGetErrorString(ce));\n}\n\n", P, p);
+  }
   nnc_sb_printf(b,
-    "/* Weight j's f32 values on the device: the master copy, or the weight itself. */\n"
-    "static const float *master_of(const %s_model *m, int j) {\n"
-    "  return m->master ? m->master + train_table[j].at : (const float *)(m->weights + layout[j].offset);\n}\n\n"
-    "/* The weights (as f32), both moments and the step, copied to host blocks\n"
-    " * w, m1, m2 of TRAIN_NUMEL floats, as a checkpoint sees them. */\n"
-    "static int state_to_host(%s_model *m, float *w, float *m1, float *m2) {\n", p, p);
-  if (x->zero1) cu_zero_moments_to_host(x, b);
-  else nnc_sb_printf(b,
-    "  cudaError_t ce = cudaMemcpy(m1, m->mom, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n"
-    "  if (ce == cudaSuccess) ce = cudaMemcpy(m2, m->vel, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n");
-  nnc_sb_printf(b,
-    "  for (int j = 0; ce == cudaSuccess && j < NPARAMS; j++) {\n"
-    "    const size_t n = (size_t)nnc_weights_numel(&manifest[j]);\n"
-    "    /* integer weights (never trained) as they are stored, in the manifest's type */\n"
-    "    const void *src = manifest[j].dtype == NNRT_I32 ? (const void *)(m->weights + layout[j].offset) : master_of(m, j);\n"
-    "    ce = cudaMemcpy(w + train_table[j].at, src, n * 4, cudaMemcpyDeviceToHost);\n"
-    "  }\n"
-    "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: copying the training state from the GPU: %%s\",\n"
-    "                                       cudaGetErrorString(ce));\n}\n\n"
     "/* A checkpoint's view of host blocks w, m1, m2. */\n"
     "static nnrt_ckpt checkpoint_of(%s_model *m, float *wb, float *m1, float *m2, void **w, float **mom, float **vel) {\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
@@ -253,8 +294,15 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "    vel[j] = m2 + train_table[j].at;\n"
     "  }\n"
     "  return (nnrt_ckpt){NPARAMS, manifest, w, mom, vel, m->step, scale_state_of(m)};\n}\n\n",
-    P, p, p);
-  nnc_sb_printf(b,
+    p);
+  if (x->g->ranks > 1) nnc_sb_printf(b,
+    "/* --parallel=tp:%d: each rank holds slices of the weights and of their\n"
+    " * moments; a checkpoint of them is not built yet (bench/NOTES.md). */\n"
+    "int %s_save(%s_model *m, const char *path) {\n"
+    "  if (!m || !path) return %s_E_ARG;\n"
+    "  return fail(m, %s_E_STATE, \"%s_save: a tensor-parallel (tp:%d) model's checkpoint is not built yet\");\n}\n\n",
+    x->g->ranks, p, p, P, P, p, x->g->ranks);
+  else nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
     "  m->err[0] = 0;\n"

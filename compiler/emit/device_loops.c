@@ -773,8 +773,9 @@ static nnc_status emit_embedding_grad(const ec_loop_target *lt, int ki, nnc_erro
   if (split && !lt->rank)
     return nnc_errorf(err, NNC_E_TARGET, n->loc, "%s: expected a target that runs parallel plans for a "
                       "vocabulary-split embedding's gradient, found one without ranks", x->r->target->name);
-  char first[EXPR + 8];
-  snprintf(first, sizeof first, "%s * V", split ? lt->rank : "0");
+  char first[EXPR + 24];
+  if (split) snprintf(first, sizeof first, ", first = %s * V", lt->rank);
+  else first[0] = 0;
   char zero[ACCESS], yv[ACCESS], dv[ACCESS], sum[ACCESS * 2 + 8], add[ACCESS * 4];
   st(lt, n->out[0], "y", "v * C + j", "0.0f", zero, sizeof zero);
   ld(lt, n->out[0], "y", "id * C + j", yv, sizeof yv);
@@ -782,7 +783,7 @@ static nnc_status emit_embedding_grad(const ec_loop_target *lt, int ki, nnc_erro
   snprintf(sum, sizeof sum, "%s + %s", yv, dv);
   st(lt, n->out[0], "y", "id * C + j", sum, add, sizeof add);
   nnc_sb_printf(&body,
-    "  const int V = %s, C = %s, count = %s, R = %lld, first = %s;\n"
+    "  const int V = %s, C = %s, count = %s, R = %lld%s;\n"
     "  NNC_LOOP(e, %s) {\n"
     "    const int j = e %% C, v0 = e / C * R, v1 = v0 + R < V ? v0 + R : V;\n"
     "    for (int v = v0; v < v1; v++) %s;\n"
@@ -790,13 +791,13 @@ static nnc_status emit_embedding_grad(const ec_loop_target *lt, int ki, nnc_erro
     "    for (int r0 = 0; r0 < count; r0 += 8) {\n"
     "      /* eight ids at a time: their loads go out together, not one per add */\n"
     "      int idv[8];\n"
-    "      for (int u = 0; u < 8; u++) idv[u] = r0 + u < count ? ids[r0 + u] - first : -1;\n"
+    "      for (int u = 0; u < 8; u++) idv[u] = r0 + u < count ? ids[r0 + u]%s : -1;\n"
     "      for (int u = 0; u < 8; u++) {\n"
     "        const int id = idv[u], r = r0 + u;\n"
     "        if (id >= v0 && id < v1) %s;\n"
     "      }\n"
     "    }\n"
-    "  }\n", V, C, count, (long long)R, first, items, zero, add);
+    "  }\n", V, C, count, (long long)R, first, items, zero, split ? " - first" : "", add);
   lt->finish(lt->self, ki, items, &body);
   return NNC_OK;
 }

@@ -440,11 +440,5 @@ nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool genera
   if (!collectives)
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=tp:%d: target %s does not run collectives yet; "
                       "expected target c-simd (its ranks talk over MPI) or a cuda-* target (NCCL)", p->tp, target);
-  /* a GPU run (2x H200, session 21) took the same steps as one process but reported a norm of this rank's
-   * gradients alone, so clipping would go wrong there */
-  if (train && !strncmp(target, "cuda", 4))
-    return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--train --parallel=tp:%d: target %s does not count the gradient "
-                      "norm over the ranks' slices yet (so clipping would be wrong); expected target c-simd for a "
-                      "tensor-parallel training step", p->tp, target);
   return NNC_OK;
 }

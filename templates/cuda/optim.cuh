@@ -20,6 +20,8 @@ struct nnc_optim_param {
   long long w_off;    /* bytes into the weights block of its stored copy */
   int stored;         /* NNC_OPTIM_F32, _BF16, _F16, or _FROZEN: no update (integer weights) */
   int decay;          /* 1: weight decay applies */
+  int sliced;         /* --parallel=tp:N: this rank holds a slice of the weight (its gradient's squares
+                         are summed over the ranks for the norm), else the whole weight */
 };
 enum { NNC_OPTIM_F32 = 0, NNC_OPTIM_BF16 = 1, NNC_OPTIM_F16 = 2, NNC_OPTIM_FROZEN = 3 };
 
@@ -58,6 +60,39 @@ nnc_optim_sum_squares(const float *__restrict__ x, long long n, double *__restri
     __syncthreads();
   }
   if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+/* The same in two sums, for a tensor-parallel norm: partial[b] over the
+ * weights the ranks hold slices of, partial[NNC_OPTIM_SUM_BLOCKS + b] over
+ * the whole ones; block b takes its grid-stride share of each weight in
+ * turn (a fixed order again). */
+__global__ void __launch_bounds__(NNC_OPTIM_SUM_THREADS)
+nnc_optim_sum_squares_parts(const float *__restrict__ g, const nnc_optim_param *__restrict__ params, int nparams,
+                            double *__restrict__ partial) {
+  __shared__ double s[2][NNC_OPTIM_SUM_THREADS];
+  double v[2] = {0, 0};
+  for (int j = 0; j < nparams; j++) {
+    const float *x = g + params[j].at;
+    double q = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < params[j].n;
+         i += (long long)gridDim.x * blockDim.x)
+      q += (double)x[i] * (double)x[i];
+    v[params[j].sliced ? 0 : 1] += q;
+  }
+  s[0][threadIdx.x] = v[0];
+  s[1][threadIdx.x] = v[1];
+  __syncthreads();
+  for (int w = NNC_OPTIM_SUM_THREADS / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w) {
+      s[0][threadIdx.x] += s[0][threadIdx.x + w];
+      s[1][threadIdx.x] += s[1][threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = s[0][0];
+    partial[NNC_OPTIM_SUM_BLOCKS + blockIdx.x] = s[1][0];
+  }
 }
 
 /* partial[0] = the sum of partial[0 .. NNC_OPTIM_SUM_BLOCKS), in a fixed order. */

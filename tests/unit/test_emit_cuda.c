@@ -377,6 +377,41 @@ static void build_train(const char *model, const char *name, const char *target,
   build_folder(out, name, "");
 }
 
+/* --train --parallel=tp:2: the weights a rank holds slices of are marked in
+ * the update's table, and the gradient norm sums their squares over the
+ * ranks (an f64 all_reduce) beside the whole weights' once; no checkpoint
+ * under tp. The text only (building needs NCCL's headers); a 2-GPU run
+ * checked it against one process (bench/NOTES.md, session 21). */
+static void test_train_tp(void **state) {
+  (void)state;
+  const char *gpt2[] = {"layers=2", "d=24", "heads=2", "vocab=37", "ctx=17"};
+  char out[512], path[512], p[600];
+  nnc_error err = {0};
+  snprintf(out, sizeof out, "%s/gpt2_train_tp2", work);
+  snprintf(path, sizeof path, "%s/models/gpt2.lua", NNC_SOURCE_ROOT);
+  nnc_build_opts o = {.model = path, .target = "cuda-sm90a", .defines = gpt2, .ndefines = 5, .precision = "bf16",
+                      .out_dir = out, .train = true, .parallel = "tp:2"};
+  nnc_status st = nnc_build(&o, &err);
+  if (st) fprintf(stderr, "tp:2 train: %s\n", err.msg);
+  assert_int_equal(st, NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_true(file_has(p, ", 1},   /* wte.weight, this rank's slice */\n"));
+  assert_true(file_has(p, ", 0},   /* ln_f.weight */\n"));
+  assert_true(file_has(p, "  nnc_optim_sum_squares_parts<<<NNC_OPTIM_SUM_BLOCKS, NNC_OPTIM_SUM_THREADS, 0, m->stream>>>(m->grad, m->update_table, NPARAMS,\n"));
+  assert_true(file_has(p, "  if (nnrt_comm_all_reduce(m->comm, m->partial, m->partial, 1, NNRT_F64, NNRT_REDUCE_SUM, m->stream, &e) ||\n"));
+  assert_true(file_has(p, "  *ss = sliced + whole;\n"));
+  assert_true(file_has(p, "model's checkpoint is not built yet"));
+  assert_false(file_has(p, "static int state_to_host("));
+  /* one process keeps the plain norm and its checkpoints */
+  snprintf(out, sizeof out, "%s/gpt2_train_tp1", work);
+  o.out_dir = out;
+  o.parallel = NULL;
+  assert_int_equal(nnc_build(&o, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_false(file_has(p, "nnc_optim_sum_squares_parts<<<"));
+  assert_true(file_has(p, "static int state_to_host("));
+}
+
 /* --train: the training graphs of GPT-2 at small odd sizes, the MLP, the
  * attention op with masks (tests/ops/attention_loss.lua) and the
  * embedding with its loss, whose backward brings pad, the embedding's
@@ -668,6 +703,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_conv_windows),
     cmocka_unit_test(test_graphs),
     cmocka_unit_test(test_train),
+    cmocka_unit_test(test_train_tp),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -313,10 +313,7 @@ static void test_refusals(void **state) {
   assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
   assert_int_equal(nnc_parallel_supported(&p, false, true, "c-simd", true, &err), NNC_E_USAGE);
   assert_non_null(strstr(err.msg, "--generate"));
-  /* CUDA's training step does not count the norm over the ranks' slices yet */
-  assert_int_equal(nnc_parallel_supported(&p, true, false, "cuda-sm90a", true, &err), NNC_E_TARGET);
-  assert_non_null(strstr(err.msg, "gradient norm"));
-  assert_int_equal(nnc_parallel_supported(&p, false, false, "cuda-sm90a", true, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "cuda-sm90a", true, &err), NNC_OK);
   assert_int_equal(nnc_parallel_supported(&p, false, false, "opencl", false, &err), NNC_E_TARGET);
   assert_non_null(strstr(err.msg, "opencl"));
   /* data parallelism is for training */
