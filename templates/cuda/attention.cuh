@@ -118,6 +118,14 @@ inline nnc_cuda_status runtime_fail(nnc_cuda_error *err, cudaError_t e, const ch
 }
 
 /* Makes sure a kernel may take smem bytes of dynamic shared memory. */
+template <typename K>
+nnc_cuda_status allow_smem(K kernel, size_t smem, nnc_smem_raised &raised, nnc_cuda_error *err) {
+  cudaError_t e = nnc_raise_smem(kernel, smem, raised);
+  return e == cudaSuccess ? NNC_CUDA_OK : runtime_fail(err, e, "cudaFuncSetAttribute");
+}
+
+/* The same for a launcher that several kernels of one type share (no record
+ * of its own a kernel): the driver on every call. */
 template <typename K> nnc_cuda_status allow_smem(K kernel, size_t smem, nnc_cuda_error *err) {
   if (smem <= 48 * 1024) return NNC_CUDA_OK;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -146,7 +154,8 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
                                        nnc_cuda_error *err) {
   auto kernel = nnc_attn_mma_kernel<T, D, BQ, BK, WARPS, MINB, Ops>;
   const size_t smem = nnc_attn_mma_smem<T, D, BQ, BK, Ops>();
-  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
+  static nnc_smem_raised raised; /* this kernel's */
+  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, raised, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
   kernel<<<grid, WARPS * 32, smem, stream>>>(a);
@@ -155,8 +164,8 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
 
 /* Launches the wgmma kernel (sm_90a) with the tiles given (the arguments
  * must satisfy the mma conditions above and nnc_attn::tma_fits, D == 64,
- * T bf16 or f16); the tensor maps of q, k and v are made here, on the host,
- * for each call. */
+ * T bf16 or f16); the tensor maps of q, k and v are made here, on the host
+ * (each once: nnc_tma::encode_4d keeps them). */
 template <typename T, int D, int BK, int NWG, int STAGES, int MINB>
 nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
                                          nnc_cuda_error *err) {
@@ -173,7 +182,8 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
                          a.q_st, a.q_sh, a.q_sb, a.k_st, a.k_sh, a.k_sb, a.v_st, a.v_sh, a.v_sb);
   auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB>;
   const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES, STAGES + 1>();
-  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
+  static nnc_smem_raised raised; /* this kernel's */
+  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, raised, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
   kernel<<<grid, NWG * 128, smem, stream>>>(p);
@@ -192,7 +202,8 @@ nnc_cuda_status nnc_cuda_attention_simt(const nnc_cuda_attn_args<T> &a, size_t m
                          "expected D + Dv small enough for a tile of %d keys in %zu bytes of shared "
                          "memory, found D = %d, Dv = %d (%zu bytes)",
                          BK, max_smem, a.D, a.Dv, smem);
-  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, err);
+  static nnc_smem_raised raised; /* this kernel's */
+  nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, raised, err);
   if (st != NNC_CUDA_OK) return st;
   constexpr int BQ = WARPS * RPW;
   const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);

@@ -181,7 +181,8 @@ nnc_cuda_status nnc_conv_wgmma_launch(const nnc_cuda_conv_args<T> &g, int M, cud
   using namespace nnc_cv;
   auto kernel = nnc_conv_wgmma_kernel<T, BN>;
   const size_t smem = smem_bytes<T, BN>();
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  static nnc_smem_raised raised;
+  const cudaError_t e = nnc_raise_smem(kernel, smem, raised);
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute failed: %s", cudaGetErrorString(e));
   const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((g.N + BN - 1) / BN));

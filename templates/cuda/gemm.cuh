@@ -81,18 +81,9 @@ template <typename T> size_t nnc_cuda_gemm_workspace_bytes(const nnc_cuda_gemm_a
 template <typename T, class C, bool B_TRANS, bool NORM>
 cudaError_t nnc_gemm_launch_tile(const nnc_cuda_gemm_args<T> &a, const float2 *stats, cudaStream_t s) {
   auto kernel = nnc_gemm_kernel<T, C, B_TRANS, NORM>;
-  /* The shared-memory limit is raised once per device (a bit each, up to 64
-   * devices), not on every call. */
-  static std::atomic<unsigned long long> raised{0};
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
+  static nnc_smem_raised raised;
+  const cudaError_t e = nnc_raise_smem(kernel, C::SMEM_BYTES, raised);
   if (e != cudaSuccess) return e;
-  const unsigned long long bit = dev < 64 ? 1ULL << dev : 0ULL;
-  if (!bit || !(raised.load() & bit)) {
-    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM_BYTES);
-    if (e != cudaSuccess) return e;
-    raised.fetch_or(bit);
-  }
   const dim3 grid((unsigned)((a.N + C::BN - 1) / C::BN), (unsigned)((a.M + C::BM - 1) / C::BM),
                   (unsigned)a.batch);
   kernel<<<grid, C::THREADS, C::SMEM_BYTES, s>>>(a, stats);

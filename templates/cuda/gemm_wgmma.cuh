@@ -184,7 +184,8 @@ nnc_cuda_status nnc_cuda_gemm_wgmma(const nnc_cuda_gemm_wgmma_args<T, TO> &g, cu
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected N <= %d, found %d", 65535 * BN, g.N);
   auto kernel = nnc_gemm_wgmma_kernel<T, TO>;
   const size_t smem = smem_bytes<T>();
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  static nnc_smem_raised raised;
+  const cudaError_t e = nnc_raise_smem(kernel, smem, raised);
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute failed: %s", cudaGetErrorString(e));
   const dim3 grid((unsigned)((g.M + BM - 1) / BM), (unsigned)((g.N + BN - 1) / BN));

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,33 @@ inline nnc_cuda_status nnc_cuda_check_launch(nnc_cuda_error *err, const char *ke
   if (e == cudaSuccess) return NNC_CUDA_OK;
   return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, kernel, "launch failed: %s (%s)",
                        cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* ------------------------------------------- shared memory, once a device */
+
+/* The most dynamic shared memory a kernel was allowed so far, per device
+ * (the first 16): a launcher keeps one per kernel, as a static. */
+struct nnc_smem_raised {
+  std::atomic<int> at[16];
+};
+
+/* Allows kernel smem bytes of dynamic shared memory on the current device,
+ * calling the driver only when that is more than it was allowed before:
+ * cudaFuncSetAttribute costs about a microsecond of host time, and a
+ * launcher runs on every launch. */
+template <typename K> cudaError_t nnc_raise_smem(K kernel, size_t smem, nnc_smem_raised &raised) {
+  if (smem <= 48 * 1024) return cudaSuccess;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const bool known = dev >= 0 && dev < 16;
+  if (known && raised.at[dev].load(std::memory_order_relaxed) >= (int)smem) return cudaSuccess;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess || !known) return e;
+  int seen = raised.at[dev].load(std::memory_order_relaxed);
+  while (seen < (int)smem && !raised.at[dev].compare_exchange_weak(seen, (int)smem)) {
+  }
+  return cudaSuccess;
 }
 
 /* -------------------------------------------------------- dtype traits */

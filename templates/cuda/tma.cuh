@@ -12,7 +12,7 @@
  *
  * Host side: nnc_tma::encode_4d fills a tensor map through the driver's
  * cuTensorMapEncodeTiled, found at run time through the CUDA runtime, so a
- * program needs no -lcuda. */
+ * program needs no -lcuda; a map asked for again comes from a cache. */
 #ifndef NNC_CUDA_TMA_CUH
 #define NNC_CUDA_TMA_CUH
 
@@ -20,6 +20,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gemm_mma.cuh"
 
@@ -92,8 +93,36 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
  * Elements past the edges read as zeros. Returns false when the driver
  * refuses (a stride that is not a multiple of 16 bytes or over 2^40, a
  * misaligned base) or has no encoder. */
+/* What a map is made from: two requests with the same key get the same map. */
+struct map_key {
+  const void *base;
+  long long type, dims[4], strides[3], box[4];
+};
+
+/* The maps this thread made last, by key: a model describes the same
+ * tensors on every run, and the driver takes microseconds a map, so the
+ * launch path asks it once (a fixed ring, the oldest replaced). */
+struct map_cache {
+  static constexpr int N = 32;
+  map_key key[N];
+  CUtensorMap map[N];
+  int used = 0, next = 0;
+};
+
 inline bool encode_4d(CUtensorMap *map, const void *base, CUtensorMapDataType type, const uint64_t (&dims)[4],
                       const long long (&strides)[3], const uint32_t (&box)[4]) {
+  thread_local map_cache cache;
+  map_key k;
+  memset(&k, 0, sizeof k); /* no padding bytes left unset: keys compare with memcmp */
+  k.base = base;
+  k.type = (long long)type;
+  for (int i = 0; i < 4; ++i) k.dims[i] = (long long)dims[i], k.box[i] = box[i];
+  for (int i = 0; i < 3; ++i) k.strides[i] = strides[i];
+  for (int i = 0; i < cache.used; ++i)
+    if (memcmp(&cache.key[i], &k, sizeof k) == 0) {
+      *map = cache.map[i];
+      return true;
+    }
   const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
   if (!fn) return false;
   cuuint64_t gdim[4], gstride[3];
@@ -103,9 +132,14 @@ inline bool encode_4d(CUtensorMap *map, const void *base, CUtensorMapDataType ty
     if (strides[i] <= 0) return false;
     gstride[i] = (cuuint64_t)strides[i] * 2;
   }
-  return fn(map, type, 4, const_cast<void *>(base), gdim, gstride, bdim, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (fn(map, type, 4, const_cast<void *>(base), gdim, gstride, bdim, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  cache.key[cache.next] = k;
+  cache.map[cache.next] = *map;
+  cache.next = (cache.next + 1) % map_cache::N;
+  if (cache.used < map_cache::N) ++cache.used;
+  return true;
 }
 
 }  // namespace nnc_tma
