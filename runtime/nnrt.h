@@ -267,6 +267,11 @@ typedef struct nnrt_scale_state {
   int64_t good, skipped;
 } nnrt_scale_state;
 
+/* The names (and prefixes) of a checkpoint's optimizer tensors, below. */
+#define NNRT_CKPT_STEP "optim.step"
+#define NNRT_CKPT_MOM "optim.m."
+#define NNRT_CKPT_VEL "optim.v."
+
 /* A training checkpoint: the weights (n tensors of the manifest) under their
  * own names, so that an inference build loads the file as weights, and the
  * optimizer's moments as "optim.m.<name>" and "optim.v.<name>" (F32) with

@@ -48,7 +48,7 @@ bool nnrt_name_matches(const char *patterns, const char *name) {
 
 /* ------------------------------------------------------------ checkpoints */
 
-#define STEP_NAME "optim.step"
+#define STEP_NAME NNRT_CKPT_STEP
 #define SCALE_NAME "optim.loss_scale"
 #define COUNTS_NAME "optim.scale_counts"
 
@@ -77,8 +77,8 @@ nnrt_status nnrt_ckpt_save(const char *path, const nnrt_ckpt *c, nnrt_error *err
   for (int i = 0; !st && i < c->n; i++) {
     d[i] = c->manifest[i];
     data[i] = c->w[i];
-    names[2 * i] = state_name("optim.m.", c->manifest[i].name);
-    names[2 * i + 1] = state_name("optim.v.", c->manifest[i].name);
+    names[2 * i] = state_name(NNRT_CKPT_MOM, c->manifest[i].name);
+    names[2 * i + 1] = state_name(NNRT_CKPT_VEL, c->manifest[i].name);
     if (!names[2 * i] || !names[2 * i + 1]) {
       st = nnrt_errorf(err, NNRT_E_NOMEM, "%s: out of memory", path);
       break;
@@ -151,8 +151,8 @@ nnrt_status nnrt_ckpt_load_state(const nnrt_st *st, const char *path, const nnrt
     return nnrt_errorf(err, NNRT_E_FORMAT, "%s: tensor " STEP_NAME ": expected a count >= 0, found %lld",
                      path ? path : "<checkpoint>", (long long)s);
   for (int i = 0; i < c->n; i++) {
-    nnrt_status rc = load_state(st, path ? path : "<checkpoint>", "optim.m.", &c->manifest[i], c->mom[i], err);
-    if (!rc) rc = load_state(st, path ? path : "<checkpoint>", "optim.v.", &c->manifest[i], c->vel[i], err);
+    nnrt_status rc = load_state(st, path ? path : "<checkpoint>", NNRT_CKPT_MOM, &c->manifest[i], c->mom[i], err);
+    if (!rc) rc = load_state(st, path ? path : "<checkpoint>", NNRT_CKPT_VEL, &c->manifest[i], c->vel[i], err);
     if (rc) return rc;
   }
   *step = s;

@@ -67,6 +67,9 @@ nnc_status cs_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 void cs_zero_hooks(const ec_ctx *x, nnc_sb *b);
 void cs_zero_save(const ec_ctx *x, nnc_sb *b);
 void cs_zero_take_moments(const ec_ctx *x, nnc_sb *b);
+/* --parallel=tp:N (emit_tp_ckpt.c): _save gathering the sliced weights and moments whole on rank 0
+ * (its _load: ec_tp_load_state, emit_c_train.h) */
+void cs_tp_save(const ec_ctx *x, nnc_sb *b);
 nnc_status cs_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
 
 #endif

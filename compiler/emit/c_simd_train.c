@@ -151,7 +151,8 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
 /* _save, _load, and the accessors of the state. */
 static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
-  nnc_sb_printf(b,
+  /* under tp:N the file's view is built by the gather (emit_tp_ckpt.c) */
+  if (x->g->ranks <= 1) nnc_sb_printf(b,
     "/* A checkpoint's view of m: each weight and its moments in blocks m1, m2. */\n"
     "static nnrt_ckpt checkpoint_of(%s_model *m, float *m1, float *m2, float **mom, float **vel) {\n"
     "  for (int j = 0; j < NPARAMS; j++) {\n"
@@ -160,13 +161,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  return (nnrt_ckpt){NPARAMS, manifest, m->w, mom, vel, m->step, scale_state_of(m)};\n}\n\n", p);
   if (x->zero1) cs_zero_save(x, b);
-  else if (x->g->ranks > 1) nnc_sb_printf(b,
-    "/* --parallel=tp:%d: each rank holds slices of the weights and of their\n"
-    " * moments; a checkpoint of them is not built yet (bench/NOTES.md). */\n"
-    "int %s_save(%s_model *m, const char *path) {\n"
-    "  if (!m || !path) return %s_E_ARG;\n"
-    "  return fail(m, %s_E_STATE, \"%s_save: a tensor-parallel (tp:%d) model's checkpoint is not built yet\");\n}\n\n",
-    x->g->ranks, p, p, P, P, p, x->g->ranks);
+  else if (x->g->ranks > 1) cs_tp_save(x, b);
   else nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
@@ -190,16 +185,19 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  float *mom[NPARAMS], *vel[NPARAMS];\n"
     "  /* the moments land in the gradient blocks, free between updates, and\n"
     "   * take their place once the weights have loaded too: a file that fails\n"
-    "   * leaves the model as it was */\n"
+    "   * leaves the model as it was */\n", p, p, P, p);
+  if (x->g->ranks > 1) ec_tp_load_state(x, b, "m->grad", "m->part", "m->comm->rank", false);
+  else nnc_sb_printf(b,
     "  nnrt_ckpt c = checkpoint_of(m, m->grad, m->part, mom, vel);\n"
     "  int64_t step = 0;\n"
+    "  rc = nnrt_ckpt_load_state(st, path, &c, &step, &e);\n");
+  nnc_sb_printf(b,
     "  nnrt_scale_state scale;\n"
-    "  rc = nnrt_ckpt_load_state(st, path, &c, &step, &e);\n"
     "  if (!rc) rc = nnrt_ckpt_load_scale(st, path, &scale, &e);\n"
     "  if (rc) rc = fail(m, rc, \"%s_load: %%s\", e.msg);\n"
     "  else rc = load(m, st, &e);\n"
     "  nnrt_st_close(st);\n"
-    "  if (rc) return rc;\n", p, p, P, p, p);
+    "  if (rc) return rc;\n", p);
   if (x->zero1) cs_zero_take_moments(x, b);
   else nnc_sb_printf(b,
     "  float *t = m->mom;\n"

@@ -89,6 +89,9 @@ void cu_zero_struct(const ec_ctx *x, nnc_sb *b);
 void cu_zero_hooks(const ec_ctx *x, nnc_sb *b);
 void cu_zero_moments_to_host(const ec_ctx *x, nnc_sb *b);
 void cu_zero_moments_from_host(const ec_ctx *x, nnc_sb *b);
+/* --parallel=tp:N (emit_tp_ckpt.c): _save gathering the sliced weights and moments whole on rank 0
+ * (its _load: ec_tp_load_state, emit_c_train.h) */
+void cu_tp_save(const ec_ctx *x, nnc_sb *b);
 nnc_status cu_write_train(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 nnc_status cu_write_build(const ec_ctx *x, const char *dir, nnc_error *err);
 

@@ -261,30 +261,31 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
 /* _save, _load, and the accessors of the state, through host copies. */
 static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
-  /* under tp:N no checkpoint is written (its _save below refuses) */
-  if (x->g->ranks <= 1) {
-    nnc_sb_printf(b,
-      "/* Weight j's f32 values on the device: the master copy, or the weight itself. */\n"
-      "static const float *master_of(const %s_model *m, int j) {\n"
-      "  return m->master ? m->master + train_table[j].at : (const float *)(m->weights + layout[j].offset);\n}\n\n", p);
-    nnc_sb_printf(b,
-      "/* The weights (as f32), both moments and the step, copied to host blocks\n"
-      " * w, m1, m2 of TRAIN_NUMEL floats, as a checkpoint sees them. */\n"
-      "static int state_to_host(%s_model *m, float *w, float *m1, float *m2) {\n", p);
-    if (x->zero1) cu_zero_moments_to_host(x, b);
-    else nnc_sb_printf(b,
-      "  cudaError_t ce = cudaMemcpy(m1, m->mom, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n"
-      "  if (ce == cudaSuccess) ce = cudaMemcpy(m2, m->vel, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n");
-    nnc_sb_printf(b,
-      "  for (int j = 0; ce == cudaSuccess && j < NPARAMS; j++) {\n"
-      "    const size_t n = (size_t)nnc_weights_numel(&manifest[j]);\n"
-      "    /* integer weights (never trained) as they are stored, in the manifest's type */\n"
-      "    const void *src = manifest[j].dtype == NNRT_I32 ? (const void *)(m->weights + layout[j].offset) : master_of(m, j);\n"
-      "    ce = cudaMemcpy(w + train_table[j].at, src, n * 4, cudaMemcpyDeviceToHost);\n"
-      "  }\n"
-      "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: copying the training state from the GPU: %%s\",\n"
-      "                                       cudaGetErrorString(ce));\n}\n\n", P, p);
-  }
+  /* under tp:N each rank's blocks hold its slices (their whole tensors'
+   * elements: nnc_weights_shard_numel) */
+  const char *numel =
+      x->g->ranks > 1 ? "nnc_weights_shard_numel(&manifest[j], &shards[j])" : "nnc_weights_numel(&manifest[j])";
+  nnc_sb_printf(b,
+    "/* Weight j's f32 values on the device: the master copy, or the weight itself. */\n"
+    "static const float *master_of(const %s_model *m, int j) {\n"
+    "  return m->master ? m->master + train_table[j].at : (const float *)(m->weights + layout[j].offset);\n}\n\n", p);
+  nnc_sb_printf(b,
+    "/* The weights (as f32), both moments and the step, copied to host blocks\n"
+    " * w, m1, m2 of TRAIN_NUMEL floats, as a checkpoint sees them. */\n"
+    "static int state_to_host(%s_model *m, float *w, float *m1, float *m2) {\n", p);
+  if (x->zero1) cu_zero_moments_to_host(x, b);
+  else nnc_sb_printf(b,
+    "  cudaError_t ce = cudaMemcpy(m1, m->mom, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n"
+    "  if (ce == cudaSuccess) ce = cudaMemcpy(m2, m->vel, (size_t)TRAIN_NUMEL * 4, cudaMemcpyDeviceToHost);\n");
+  nnc_sb_printf(b,
+    "  for (int j = 0; ce == cudaSuccess && j < NPARAMS; j++) {\n"
+    "    const size_t n = (size_t)%s;\n"
+    "    /* integer weights (never trained) as they are stored, in the manifest's type */\n"
+    "    const void *src = manifest[j].dtype == NNRT_I32 ? (const void *)(m->weights + layout[j].offset) : master_of(m, j);\n"
+    "    ce = cudaMemcpy(w + train_table[j].at, src, n * 4, cudaMemcpyDeviceToHost);\n"
+    "  }\n"
+    "  return ce == cudaSuccess ? 0 : fail(m, %s_E_DEVICE, \"%s: copying the training state from the GPU: %%s\",\n"
+    "                                       cudaGetErrorString(ce));\n}\n\n", numel, P, p);
   nnc_sb_printf(b,
     "/* A checkpoint's view of host blocks w, m1, m2. */\n"
     "static nnrt_ckpt checkpoint_of(%s_model *m, float *wb, float *m1, float *m2, void **w, float **mom, float **vel) {\n"
@@ -295,13 +296,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  return (nnrt_ckpt){NPARAMS, manifest, w, mom, vel, m->step, scale_state_of(m)};\n}\n\n",
     p);
-  if (x->g->ranks > 1) nnc_sb_printf(b,
-    "/* --parallel=tp:%d: each rank holds slices of the weights and of their\n"
-    " * moments; a checkpoint of them is not built yet (bench/NOTES.md). */\n"
-    "int %s_save(%s_model *m, const char *path) {\n"
-    "  if (!m || !path) return %s_E_ARG;\n"
-    "  return fail(m, %s_E_STATE, \"%s_save: a tensor-parallel (tp:%d) model's checkpoint is not built yet\");\n}\n\n",
-    x->g->ranks, p, p, P, P, p, x->g->ranks);
+  if (x->g->ranks > 1) cu_tp_save(x, b);
   else nnc_sb_printf(b,
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
@@ -331,16 +326,20 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_st *st = NULL;\n"
     "  rc = nnrt_st_open(path, &st, &e);\n"
     "  if (rc) rc = fail(m, rc, \"%s_load: %%s\", e.msg);\n"
-    "  void *w[NPARAMS];\n  float *mom[NPARAMS], *vel[NPARAMS];\n"
+    "  /* the moments first, to the host: a file that fails leaves the model as it was */\n"
+    "  float *mom[NPARAMS], *vel[NPARAMS];\n", p, p, P, P, p, p);
+  if (x->g->ranks > 1) ec_tp_load_state(x, b, "host", "host + TRAIN_NUMEL", "m->comm->rank", true);
+  else nnc_sb_printf(b,
+    "  void *w[NPARAMS];\n"
     "  nnrt_ckpt c = checkpoint_of(m, NULL, host, host + TRAIN_NUMEL, w, mom, vel);\n"
     "  int64_t step = 0;\n"
-    "  /* the moments first, to the host: a file that fails leaves the model as it was */\n"
+    "  if (!rc && nnrt_ckpt_load_state(st, path, &c, &step, &e)) rc = fail(m, e.code, \"%s_load: %%s\", e.msg);\n", p);
+  nnc_sb_printf(b,
     "  nnrt_scale_state scale;\n"
-    "  if (!rc && nnrt_ckpt_load_state(st, path, &c, &step, &e)) rc = fail(m, e.code, \"%s_load: %%s\", e.msg);\n"
     "  if (!rc && nnrt_ckpt_load_scale(st, path, &scale, &e)) rc = fail(m, e.code, \"%s_load: %%s\", e.msg);\n"
     "  if (!rc) rc = load(m, st, &e);\n"
     "  if (st) nnrt_st_close(st);\n"
-    "  cudaError_t ce = cudaSuccess;\n", p, p, P, P, p, p, p, p);
+    "  cudaError_t ce = cudaSuccess;\n", p);
   if (x->zero1) cu_zero_moments_from_host(x, b);
   else nnc_sb_printf(b,
     "  if (!rc) ce = cudaMemcpy(m->mom, host, (size_t)TRAIN_NUMEL * 4, cudaMemcpyHostToDevice);\n"
@@ -359,7 +358,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  for (int j = 0; m && m->grad && name && j < NPARAMS; j++) {\n"
     "    if (strcmp(manifest[j].name, name) != 0) continue;\n"
     "    float *h = m->grad_host + train_table[j].at;\n"
-    "    const size_t n = (size_t)nnc_weights_numel(&manifest[j]);\n"
+    "    const size_t n = (size_t)%s;\n"
     "    if (cudaMemcpy(h, m->grad + train_table[j].at, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {\n"
     "      (void)cudaGetLastError();\n"
     "      return NULL;\n"
@@ -369,7 +368,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  return NULL;\n}\n\n"
     "const void *%s_train_output(const %s_model *m, const char *name) {\n"
     "  if (!m || !name || !m->grad || !m->has_run) return NULL;\n",
-    p, p, p, p);
+    p, p, numel, p, p);
   int k = 0;
   for (int i = 0; i < x->g->noutputs; i++) {
     if (!ec_train_is_kept(x, i)) continue;

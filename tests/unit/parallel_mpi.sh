@@ -186,8 +186,30 @@ for n in 2 4; do
   timeout 300 "$mpirun" -np $n --oversubscribe "$work/ttp$n/train_gpt2" "${targs[@]}" > "$work/ttp$n.json"
   python3 "$here/train_steps.py" compare "tp:$n training against one process" "$work/tone.json" "$work/ttp$n.json" 1
 done
-# a checkpoint of a tensor-parallel run is refused, saying so
-out=$(timeout 120 "$mpirun" -np 2 --oversubscribe "$work/ttp2/train_gpt2" "${targs[@]}" --save "$work/t.ckpt" 2>&1) && {
-  echo "$out"; echo "FAIL: tp:2 --save ran"; exit 1; }
-grep -q "checkpoints of a tensor-parallel run are not built yet" <<< "$out" || { echo "$out"; echo "FAIL: no message"; exit 1; }
+# Whole checkpoints under tp: every rank calls _save, rank 0 writes the
+# whole tensors (the slices gathered, the padded vocabulary rows dropped).
+# 3 SGD updates by tp:N and by one process: the same tensors (AdamW would
+# turn the rounding noise of c_attn's key bias, whose gradient is 0 in exact
+# arithmetic, into lr-sized steps); one process's AdamW checkpoint resumed
+# by tp:N and saved again without an update: the same bytes; its next
+# updates: one process's.
+"$work/ttrain1/train_gpt2" "${targs[@]}" --steps 3 --sgd --save "$work/sgd1.ckpt" > /dev/null
+"$work/ttrain1/train_gpt2" "${targs[@]}" --steps 3 --save "$work/adam1.ckpt" > /dev/null
+for n in 2 4; do
+  timeout 300 "$mpirun" -np $n --oversubscribe "$work/ttp$n/train_gpt2" "${targs[@]}" --steps 3 --sgd \
+    --save "$work/sgd$n.ckpt" > /dev/null
+  python3 "$here/train_steps.py" checkpoints "tp:$n's checkpoint after 3 SGD updates against one process's" \
+    "$work/sgd1.ckpt" "$work/sgd$n.ckpt"
+  timeout 300 "$mpirun" -np $n --oversubscribe "$work/ttp$n/train_gpt2" "${targs[@]}" --steps 3 \
+    --resume "$work/adam1.ckpt" --save "$work/again$n.ckpt" > /dev/null
+  cmp "$work/adam1.ckpt" "$work/again$n.ckpt" || { echo "FAIL: tp:$n resumed and saved: not the same file"; exit 1; }
+  echo "tp:$n: one process's checkpoint resumed and saved again: the same bytes"
+  timeout 300 "$mpirun" -np $n --oversubscribe "$work/ttp$n/train_gpt2" "${targs[@]}" \
+    --resume "$work/adam1.ckpt" > "$work/resumed$n.json"
+  python3 "$here/train_steps.py" compare "tp:$n resumed at update 3 against one process" "$work/tone.json" \
+    "$work/resumed$n.json" 4
+done
+# --check stays one process's (a rank's gradients are slices), saying so
+out=$("$work/ttp2/train_gpt2" --check 2>&1) && { echo "$out"; echo "FAIL: tp:2 --check ran"; exit 1; }
+grep -q "build without --parallel to check it" <<< "$out" || { echo "$out"; echo "FAIL: no message"; exit 1; }
 echo "PASS"

@@ -379,9 +379,10 @@ static void build_train(const char *model, const char *name, const char *target,
 
 /* --train --parallel=tp:2: the weights a rank holds slices of are marked in
  * the update's table, and the gradient norm sums their squares over the
- * ranks (an f64 all_reduce) beside the whole weights' once; no checkpoint
- * under tp. The text only (building needs NCCL's headers); a 2-GPU run
- * checked it against one process (bench/NOTES.md, session 21). */
+ * ranks (an f64 all_reduce) beside the whole weights' once; checkpoints
+ * gather the slices whole (emit_tp_ckpt.c). The text only (building needs
+ * NCCL's headers); a 2-GPU run checked it against one process
+ * (bench/NOTES.md, session 21). */
 static void test_train_tp(void **state) {
   (void)state;
   const char *gpt2[] = {"layers=2", "d=24", "heads=2", "vocab=37", "ctx=17"};
@@ -400,8 +401,13 @@ static void test_train_tp(void **state) {
   assert_true(file_has(p, "  nnc_optim_sum_squares_parts<<<NNC_OPTIM_SUM_BLOCKS, NNC_OPTIM_SUM_THREADS, 0, m->stream>>>(m->grad, m->update_table, NPARAMS,\n"));
   assert_true(file_has(p, "  if (nnrt_comm_all_reduce(m->comm, m->partial, m->partial, 1, NNRT_F64, NNRT_REDUCE_SUM, m->stream, &e) ||\n"));
   assert_true(file_has(p, "  *ss = sliced + whole;\n"));
-  assert_true(file_has(p, "model's checkpoint is not built yet"));
-  assert_false(file_has(p, "static int state_to_host("));
+  /* whole checkpoints: the slices gathered for rank 0's file, read back sliced */
+  assert_true(file_has(p, "static int state_to_host("));
+  assert_true(file_has(p, "    const size_t n = (size_t)nnc_weights_shard_numel(&manifest[j], &shards[j]);\n"));
+  assert_true(file_has(p, "      if (nnrt_comm_all_gather(m->comm, src[k], dev, (size_t)mine, NNRT_F32, m->stream, &e) ||\n"));
+  assert_true(file_has(p, "        nnc_weights_unslice(all + r * mine, sizeof(float), &manifest[j], &shards[j], r, dst);\n"));
+  assert_true(file_has(p, "  if (!rc && nnc_weights_load_state_shards(st, path, manifest, shards, m->comm->rank, NPARAMS, mom, vel, &step, &e))\n"));
+  assert_false(file_has(p, "not built yet"));
   /* one process keeps the plain norm and its checkpoints */
   snprintf(out, sizeof out, "%s/gpt2_train_tp1", work);
   o.out_dir = out;

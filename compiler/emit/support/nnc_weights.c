@@ -1,6 +1,7 @@
 /* support/nnc_weights.c — weights loading against a model's manifest. */
 #include "nnc_weights.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,32 @@ void nnc_weights_slice(const void *full, size_t elem, const nnrt_st_desc *d, con
   for (int64_t o = 0; o < outer; o++)
     for (int g = 0; g < s->groups; g++, out += (size_t)run * elem)
       memcpy(out, src + (size_t)((o * len + ((int64_t)g * s->parts + rank) * chunk) * inner) * elem, (size_t)run * elem);
+}
+
+/* slice_padded's inverse: the rank's rows below the file's end back in place. */
+static void unslice_padded(const unsigned char *part, size_t elem, int64_t outer, int64_t len, int64_t inner,
+                           const nnc_weights_shard *s, int rank, unsigned char *full) {
+  int64_t chunk = (len + s->parts - 1) / s->parts, lo = rank * chunk, hi = lo + chunk < len ? lo + chunk : len;
+  size_t run = (size_t)(chunk * inner) * elem, have = hi > lo ? (size_t)((hi - lo) * inner) * elem : 0;
+  for (int64_t o = 0; o < outer && have; o++, part += run)
+    memcpy(full + (size_t)((o * len + lo) * inner) * elem, part, have);
+}
+
+void nnc_weights_unslice(const void *part, size_t elem, const nnrt_st_desc *d, const nnc_weights_shard *s, int rank,
+                         void *full) {
+  int64_t outer = 1, inner = 1, len = d->shape[s->axis];
+  for (int i = 0; i < s->axis; i++) outer *= d->shape[i];
+  for (int i = s->axis + 1; i < d->rank; i++) inner *= d->shape[i];
+  if (s->whole) {
+    unslice_padded(part, elem, outer, len, inner, s, rank, full);
+    return;
+  }
+  int64_t chunk = len / ((int64_t)s->groups * s->parts), run = chunk * inner;
+  const unsigned char *in = part;
+  unsigned char *dst = full;
+  for (int64_t o = 0; o < outer; o++)
+    for (int g = 0; g < s->groups; g++, in += (size_t)run * elem)
+      memcpy(dst + (size_t)((o * len + ((int64_t)g * s->parts + rank) * chunk) * inner) * elem, in, (size_t)run * elem);
 }
 
 static int accepts(nnrt_dtype want, nnrt_dtype got) {
@@ -122,6 +149,39 @@ nnrt_status nnc_weights_load_shards(const nnrt_st *st, const nnrt_st_desc *manif
     rc = nnrt_st_copy_f32(st, t, whole, count, err);
     if (!rc) nnc_weights_slice(whole, sizeof *whole, &manifest[i], &shards[i], rank, dst[i]);
     free(whole);
+  }
+  return rc;
+}
+
+nnrt_status nnc_weights_load_state_shards(const nnrt_st *st, const char *path, const nnrt_st_desc *manifest,
+                                          const nnc_weights_shard *shards, int rank, int n, float *const *mom,
+                                          float *const *vel, int64_t *step, nnrt_error *err) {
+  /* the steps taken, read and checked as one process reads them (no weights) */
+  const nnrt_ckpt none = {0};
+  nnrt_status rc = nnrt_ckpt_load_state(st, path, &none, step, err);
+  const nnrt_st_tensor *t = NULL;
+  const int fresh = !rc && nnrt_st_find(st, NNRT_CKPT_STEP, &t, NULL) != NNRT_OK;
+  for (int i = 0; !rc && i < n; i++) {
+    if (fresh) {   /* weights alone: a fresh optimizer */
+      size_t count = (size_t)nnc_weights_shard_numel(&manifest[i], &shards[i]);
+      if (count) memset(mom[i], 0, count * sizeof *mom[i]);
+      if (count) memset(vel[i], 0, count * sizeof *vel[i]);
+      continue;
+    }
+    /* each moment is an F32 tensor of its weight's shape: sliced as the weight is */
+    for (int k = 0; !rc && k < 2; k++) {
+      const char *which = k ? NNRT_CKPT_VEL : NNRT_CKPT_MOM;
+      size_t len = strlen(which) + strlen(manifest[i].name) + 1;
+      char *name = malloc(len);
+      if (!name) return nnrt_errorf(err, NNRT_E_NOMEM, "%s: out of memory", path);
+      snprintf(name, len, "%s%s", which, manifest[i].name);
+      nnrt_st_desc d = manifest[i];
+      d.name = name;
+      d.dtype = NNRT_F32;
+      void *const dst[1] = {k ? vel[i] : mom[i]};
+      rc = nnc_weights_load_shards(st, &d, &shards[i], rank, 1, dst, err);
+      free(name);
+    }
   }
   return rc;
 }

@@ -49,11 +49,27 @@ int64_t nnc_weights_shard_numel(const nnrt_st_desc *d, const nnc_weights_shard *
  * shaped as d) to dst. */
 void nnc_weights_slice(const void *full, size_t elem, const nnrt_st_desc *d, const nnc_weights_shard *s, int rank,
                        void *dst);
+/* The inverse of nnc_weights_slice: rank's slice `part` (elements of elem
+ * bytes) written to its place in the whole tensor `full` shaped as d; a
+ * vocabulary slice's zero rows past the file's end are dropped. Called for
+ * every rank, it rebuilds the whole tensor (a tensor-parallel checkpoint). */
+void nnc_weights_unslice(const void *part, size_t elem, const nnrt_st_desc *d, const nnc_weights_shard *s, int rank,
+                         void *full);
 /* nnc_weights_load for one rank of a parallel plan: dst[i] receives rank's
  * slice of tensor i (as f32 for an F32 entry). An F32 tensor is sliced
  * straight from the mapped file, so a rank reads only its own pages. */
 nnrt_status nnc_weights_load_shards(const nnrt_st *st, const nnrt_st_desc *manifest, const nnc_weights_shard *shards,
                                     int rank, int n, void *const *dst, nnrt_error *err);
+
+/* A training checkpoint's optimizer state (runtime/train.c's layout) for
+ * one rank of a parallel plan: rank's slices of every weight's moments
+ * ("optim.m.<name>", "optim.v.<name>", whole in the file) into mom[i] and
+ * vel[i], and the steps taken into *step. A file of weights alone gives
+ * zero moments and step 0, as nnrt_ckpt_load_state does; path names the
+ * file in messages. */
+nnrt_status nnc_weights_load_state_shards(const nnrt_st *st, const char *path, const nnrt_st_desc *manifest,
+                                          const nnc_weights_shard *shards, int rank, int n, float *const *mom,
+                                          float *const *vel, int64_t *step, nnrt_error *err);
 
 #ifdef __cplusplus
 }
