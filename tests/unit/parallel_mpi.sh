@@ -209,6 +209,15 @@ for n in 2 4; do
   python3 "$here/train_steps.py" compare "tp:$n resumed at update 3 against one process" "$work/tone.json" \
     "$work/resumed$n.json" 4
 done
+# a checkpoint without one moment: every rank names it
+python3 - "$work/adam1.ckpt" "$work/bad.ckpt" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(data.replace(b'"optim.v.wte.weight"', b'"optim.v.wte.weighX"', 1))
+PY
+out=$(timeout 120 "$mpirun" -np 2 --oversubscribe "$work/ttp2/train_gpt2" "${targs[@]}" --resume "$work/bad.ckpt" 2>&1) && {
+  echo "$out"; echo "FAIL: tp:2 resumed from a checkpoint without optim.v.wte.weight"; exit 1; }
+grep -q 'no tensor "optim.v.wte.weight" in the file' <<< "$out" || { echo "$out"; echo "FAIL: no message"; exit 1; }
 # --check stays one process's (a rank's gradients are slices), saying so
 out=$("$work/ttp2/train_gpt2" --check 2>&1) && { echo "$out"; echo "FAIL: tp:2 --check ran"; exit 1; }
 grep -q "build without --parallel to check it" <<< "$out" || { echo "$out"; echo "FAIL: no message"; exit 1; }
