@@ -49,8 +49,8 @@ generate() {
   done <<< "$CASES"
   # the baseline: the decode attention of a thread a key (session 18's) instead of a group of threads a key
   cp -r "$G/gpt2_full_bf16" "$G/$BASE"
-  sed -i 's|nnc_attn_decode_groups_kernel<T, 64, NW, 4><<<|nnc_attn_decode_kernel<T, 64, NW><<<|' "$G/$BASE/kernels/attention_decode.cuh"
-  grep -q 'nnc_attn_decode_kernel<T, 64, NW><<<' "$G/$BASE/kernels/attention_decode.cuh" || { echo "no decode kernel to swap" >&2; exit 1; }
+  sed -E -i 's#nnc_attn_decode_groups_kernel<T, 64, [0-9]+, [0-9]+><<<\(unsigned\)rows, [0-9]+ \* 32#nnc_attn_decode_kernel<T, 64, 4><<<(unsigned)rows, 4 * 32#' "$G/$BASE/kernels/attention_decode.cuh"
+  grep -q 'nnc_attn_decode_kernel<T, 64, 4><<<' "$G/$BASE/kernels/attention_decode.cuh" || { echo "no decode kernel to swap" >&2; exit 1; }
   # the same folder built with the skinny GEMM's branch for M <= 64 (-DNNC_SKINNY_GEMM, off by default)
   cp -r "$G/gpt2_full_bf16" "$G/$SKINNY"
   echo "generated: $(ls "$G" | tr '\n' ' ')"

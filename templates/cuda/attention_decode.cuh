@@ -233,13 +233,36 @@ template <typename T> bool nnc_cuda_attention_uses_decode(const nnc_cuda_attn_ar
          nnc_attn::aligned16(a.v) && nnc_attn::aligned16(a.out) && nnc_attn::strides16(a);
 }
 
+namespace nnc_attn {
+
+/* The current device's SMs, asked once a device (the first 16). */
+inline int sm_count() {
+  static std::atomic<int> known[16];
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (dev >= 0 && dev < 16 && (n = known[dev].load(std::memory_order_relaxed)) > 0) return n;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  if (dev >= 0 && dev < 16) known[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+}  // namespace nnc_attn
+
+/* A block a query row; its width by how many rows there are against the
+ * SMs (H100, S=544, bench/NOTES.md "decode attention's shape"): a few rows
+ * (B=1: 12) leave most SMs idle, so each row's keys go to 16 warps (14.6 ->
+ * 8.6 us at B=1, 18.2 -> 14.4 at 192 rows); at 3 blocks an SM 8 warps; past
+ * that 4, whose many blocks keep the most loads in flight (86% of the copy
+ * rate at 768 rows). */
 template <typename T>
 nnc_cuda_status nnc_cuda_attention_decode(const nnc_cuda_attn_args<T> &a, cudaStream_t stream, nnc_cuda_error *err) {
-  constexpr int NW = 4;
   const long long rows = (long long)a.batch * a.heads * a.T;
   if (rows > 0x7fffffffLL)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL, "expected batch * heads * T < 2^31, found %lld", rows);
-  nnc_attn_decode_groups_kernel<T, 64, NW, 4><<<(unsigned)rows, NW * 32, 0, stream>>>(a);
+  const long long sms = nnc_attn::sm_count();
+  if (rows <= 2 * sms) nnc_attn_decode_groups_kernel<T, 64, 16, 2><<<(unsigned)rows, 16 * 32, 0, stream>>>(a);
+  else if (rows <= 3 * sms) nnc_attn_decode_groups_kernel<T, 64, 8, 4><<<(unsigned)rows, 8 * 32, 0, stream>>>(a);
+  else nnc_attn_decode_groups_kernel<T, 64, 4, 4><<<(unsigned)rows, 4 * 32, 0, stream>>>(a);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
 
