@@ -163,7 +163,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
             nnc_recompute_name(rc), copies);
   if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
     fprintf(o->explain, "--quantize=%s: %d linear weights held as int8 with a scale per output channel, quantized "
-            "when the f32 weights load (--emit=ir marks them)\n", nnc_quantize_name(quant), quantized);
+            "when the f32 weights load (--emit=ir marks them)%s\n", nnc_quantize_name(quant), quantized,
+            quant == NNC_QUANTIZE_W8A8 ? "; their GEMMs quantize each row of A to int8 as they run" : "");
   if (!st && o->explain) {
     nnc_tune_explain(o->explain, &t, &s, tiles);
     explain_outputs(o->explain, &g, &prec);

@@ -27,7 +27,7 @@ typedef struct nnc_build_opts {
   const char *loss;                /* --loss: the loss output's name; NULL: "loss" */
   const char *recompute;           /* --recompute: none, gelu, norm or block; NULL: none */
   const char *parallel;            /* --parallel: tp:N (and dp:M); NULL: one process */
-  const char *quantize;            /* --quantize: none or int8w; NULL: none */
+  const char *quantize;            /* --quantize: none, int8w or w8a8; NULL: none */
 } nnc_build_opts;
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err);

@@ -37,7 +37,7 @@ typedef struct cli {
   const char *loss;      /* --loss=NAME */
   const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
   const char *parallel;  /* --parallel=tp:N; NULL: one process */
-  const char *quantize;  /* --quantize=none|int8w; NULL: none */
+  const char *quantize;  /* --quantize=none|int8w|w8a8; NULL: none */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -50,8 +50,8 @@ static void usage(FILE *f) {
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
-    "                     [--parallel=tp:N] [--quantize=none|int8w]\n"
-    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w] [-D name=value]...\n"
+    "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8]\n"
+    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
@@ -63,6 +63,9 @@ static void usage(FILE *f) {
     "                    scale per output channel (weight-only, symmetric), quantized\n"
     "                    when the f32 weights load; embeddings, norms and biases stay\n"
     "                    f32. bench --check compares with the float model. none: default\n"
+    "  --quantize=w8a8   c-simd: those weights int8 (6-bit grid) and each of their GEMMs'\n"
+    "                    rows of A quantized to int8 as it runs (a scale per row, its\n"
+    "                    absmax): int8 x int8 products summed in int32\n"
     "  --outputs=f32     the model's float outputs as f32 (default): with bf16 or f16\n"
     "                    storage they are cast to f32 where they leave\n"
     "  --outputs=storage float outputs keep the storage dtype of --precision (bf16 or\n"

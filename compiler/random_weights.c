@@ -15,8 +15,9 @@ static uint64_t splitmix64(uint64_t *s) {
 }
 
 /* A weight an int8w model holds (nnc_tensor.quant) on its int8 grid: each
- * value q * s with s = max|w| / 127 of its channel, as the folder's
- * quantizer would make it, so that quantizing it again changes nothing. */
+ * value q * s with s = max|w| / 127 of its channel (31 for w8a8's 6-bit
+ * grid), as the folder's quantizer would make it, so that quantizing it
+ * again changes nothing. */
 static void snap_to_int8(const nnc_tensor *t, float *w) {
   int64_t rows = t->shape[0].k, cols = t->shape[1].k;
   int64_t nch = t->quant.axis == 0 ? rows : cols, len = t->quant.axis == 0 ? cols : rows;
@@ -26,7 +27,7 @@ static void snap_to_int8(const nnc_tensor *t, float *w) {
     int64_t step = t->quant.axis == 0 ? 1 : cols;
     float amax = 0.0f;
     for (int64_t i = 0; i < len; i++) amax = fabsf(at[i * step]) > amax ? fabsf(at[i * step]) : amax;
-    float s = amax / 127.0f;
+    float s = amax / (t->quant.a8 ? 31.0f : 127.0f);
     for (int64_t i = 0; i < len; i++) at[i * step] = s > 0.0f ? nearbyintf(at[i * step] / s) * s : 0.0f;
   }
 }

@@ -54,6 +54,8 @@ nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
  * quantize_weight(), written after the manifest when any is. */
 bool cs_quantized(const ec_ctx *x);
 bool cs_quantized_b(const ec_ctx *x, const nnc_kernel *k);
+/* Whether kernel k's int8 B is w8a8's (the GEMM quantizes its A too). */
+bool cs_w8a8_b(const ec_ctx *x, const nnc_kernel *k);
 nnc_status cs_quant_check(const ec_ctx *x, nnc_error *err);
 void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b);
 

@@ -103,9 +103,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   nnc_sb_printf(&body, "  nnc_simd_gemm_args g;\n  k%d_sizes(c->d, &g);\n", ki);
   bool loops = s.first_inner > 0, q8 = cs_quantized_b(x, k);
   if (q8) {
-    /* the weight is held as int8 with a scale per output channel (--quantize=int8w) */
+    /* the weight is held as int8 with a scale per output channel (--quantize=int8w); with w8a8
+     * the GEMM quantizes its rows of A to int8 too */
     char note[600];
-    nnc_sb_printf(&body, "  g.b_q8 = c->m->w[%d];   /* %s, int8 */\n", x->param_of[d->b], ec_note(x, d->b, note, sizeof note));
+    bool a8 = cs_w8a8_b(x, k);
+    nnc_sb_printf(&body, "  g.%s = c->m->w[%d];   /* %s, int8%s */\n", a8 ? "b_w8a8" : "b_q8", x->param_of[d->b],
+                  ec_note(x, d->b, note, sizeof note), a8 ? ", A quantized per row" : "");
   }
   if (loops) {
     /* the batch dims the call cannot stride over are loops around it */

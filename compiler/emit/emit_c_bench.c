@@ -258,11 +258,19 @@ static void find_rule(const nnc_graph *g, const nnc_uses *u, int t, int depth, i
   }
 }
 
-/* Whether the model holds weights as int8 (--quantize=int8w): --check then
- * measures it against the float model, and its tolerance is int8's. */
+/* Whether the model holds weights as int8 (--quantize=int8w, w8a8): --check
+ * then measures it against the float model, and its tolerance is int8's. */
 static bool held_int8(const nnc_graph *g) {
   for (int i = 0; i < g->nparams; i++)
     if (g->tensors[g->params[i]].quant.kind != NNC_QUANT_NONE) return true;
+  return false;
+}
+
+/* Whether those are w8a8's (6-bit weights, int8 activations): a looser
+ * tolerance, the cosine and top-1 lines say more. */
+static bool held_w8a8(const nnc_graph *g) {
+  for (int i = 0; i < g->nparams; i++)
+    if (g->tensors[g->params[i]].quant.a8) return true;
   return false;
 }
 
@@ -390,6 +398,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     ocl && x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16, NULL, NULL,   /* bf16 storage */"
     : ocl && x->r->precision.storage == NNC_F16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16, NULL, NULL,   /* f16 storage */"
     : ocl        ? "\n    0, b_stage, b_run_staged, b_peaks, 0, NULL, NULL,   /* f32 tolerance, OpenCL buffers */"
+    : !x->device && held_w8a8(g) ? "\n    5e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* w8a8 against the float model: 5e-2 */"
     : !x->device && held_int8(g) ? "\n    2e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* int8 weights against the float model: 2e-2 */"
     : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"
     : x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* bf16 storage: 1e-2 */"

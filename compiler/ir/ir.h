@@ -288,7 +288,11 @@ typedef struct nnc_shard {
  * round(w / scale). The tensor's dtype stays f32: the graph computes with
  * the dequantized weight q * scale, so the reference evaluator given those
  * values evaluates the quantized model, and given the file's, the float
- * one. The layout in memory is the target's (its GEMM's packing). */
+ * one. The layout in memory is the target's (its GEMM's packing).
+ * a8 (--quantize=w8a8): the GEMM reading it also quantizes its A to int8
+ * per row when it runs, and the weight's grid is 6-bit (scale = max|w| /
+ * 31, q in [-31, 31]: the AVX2 int8 products' int16 sums cannot saturate);
+ * the reference, given q * scale, is then exact in the weights only. */
 typedef enum nnc_quant_kind {
   NNC_QUANT_NONE,
   NNC_QUANT_INT8_CHANNEL
@@ -297,6 +301,7 @@ typedef enum nnc_quant_kind {
 typedef struct nnc_quant {
   nnc_quant_kind kind;
   int axis;
+  int a8;
 } nnc_quant;
 
 typedef struct nnc_tensor {

@@ -186,7 +186,8 @@ nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
     else if (x->shard.parts)
       fprintf(f, "  (a rank's slice: 1/%d of dim %d)", x->shard.parts, x->shard.axis + 1);
     if (x->quant.kind == NNC_QUANT_INT8_CHANNEL)
-      fprintf(f, "  (held as int8, a scale per slice along dim %d: --quantize=int8w)", x->quant.axis + 1);
+      fprintf(f, "  (held as int8, a scale per slice along dim %d: --quantize=%s)", x->quant.axis + 1,
+              x->quant.a8 ? "w8a8, 6-bit, its GEMM's rows int8 too" : "int8w");
     fprintf(f, "\n");
   }
   for (int i = 0; i < g->nstates; i++) {

@@ -10,7 +10,12 @@
  * quantizes the file's f32 tensor when it loads it. Embeddings, norms,
  * biases and a weight tied to an embedding (GPT-2's wte, the LM head's too)
  * stay f32: a lookup reads a few rows, not the whole table, and the small
- * vectors are not worth a scale each. */
+ * vectors are not worth a scale each.
+ *
+ * w8a8: the same weights (on a 6-bit grid, nnc_quant.a8), and each GEMM
+ * that reads one quantizes its A to int8 per row (the row's absmax) when it
+ * runs, so that the products are int8 x int8 in int32. No calibration: the
+ * scales come from the rows themselves. */
 #include <string.h>
 
 #include "passes.h"
@@ -18,11 +23,14 @@
 nnc_status nnc_quantize_parse(const char *name, nnc_quantize *out, nnc_error *err) {
   if (!name || strcmp(name, "none") == 0) *out = NNC_QUANTIZE_NONE;
   else if (strcmp(name, "int8w") == 0) *out = NNC_QUANTIZE_INT8W;
-  else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize: expected none or int8w, found \"%s\"", name);
+  else if (strcmp(name, "w8a8") == 0) *out = NNC_QUANTIZE_W8A8;
+  else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize: expected none, int8w or w8a8, found \"%s\"", name);
   return NNC_OK;
 }
 
-const char *nnc_quantize_name(nnc_quantize q) { return q == NNC_QUANTIZE_INT8W ? "int8w" : "none"; }
+const char *nnc_quantize_name(nnc_quantize q) {
+  return q == NNC_QUANTIZE_INT8W ? "int8w" : q == NNC_QUANTIZE_W8A8 ? "w8a8" : "none";
+}
 
 /* The output-channel axis of parameter p when every live reader is a linear
  * reading it as its weight alone (all with the same layout); -1 otherwise. */
@@ -45,13 +53,14 @@ static int channel_axis(const nnc_graph *g, int p) {
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err) {
   (void)err;
   int marked = 0;
-  for (int i = 0; q == NNC_QUANTIZE_INT8W && i < g->nparams; i++) {
+  for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
     nnc_tensor *t = &g->tensors[g->params[i]];
     if (t->dtype != NNC_F32 || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
     int axis = channel_axis(g, g->params[i]);
     if (axis < 0) continue;
     t->quant.kind = NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
+    t->quant.a8 = q == NNC_QUANTIZE_W8A8;
     marked++;
   }
   if (count) *count = marked;

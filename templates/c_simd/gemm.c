@@ -21,6 +21,8 @@
  * An int8 B (b_q8, gemm_q8.c) is already in panels: a task of few rows
  * reads it in place through the int8 micro-kernel, one of many rows widens
  * each KC x NC block into its B buffer where an f32 B would be packed.
+ * A W8A8 B (b_w8a8) goes to its own driver (gemm_w8a8.c): its A is packed
+ * as int8, its sums are int32, and it needs no KC passes.
  *
  * Workspace: [packed A: batch*Mp*K, or nothing when packed by tasks][per
  * thread: a B panel KC x min(NC, task width) (none with b_packed), then an
@@ -82,6 +84,7 @@ static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
 
 size_t nnc_simd_gemm_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads) {
   if (!g) return 0;
+  if (g->b_w8a8) return nnc_gemm_w8a8_workspace_bytes(g, nthreads > 0 ? nthreads : 1);
   plan p = make_plan(g, nthreads > 0 ? nthreads : 1);
   size_t threads = (size_t)(nthreads > 0 ? nthreads : 1);
   return NNC_SIMD_ALIGN + sizeof(float) *
@@ -120,7 +123,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
   if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
   if (!g->C) return nnc_simd_fail(err, KERNEL, "expected an output C, found NULL");
-  if (g->K > 0 && (!g->A || !(g->B || g->b_packed || g->b_q8)))
+  if (g->K > 0 && (!g->A || !(g->B || g->b_packed || g->b_q8 || g->b_w8a8)))
     return nnc_simd_fail(err, KERNEL, "expected inputs A and B for K=%d, found A=%p B=%p",
                          g->K, (const void *)g->A, (const void *)g->B);
   if (g->b_packed && g->batch != 1)
@@ -128,6 +131,10 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   if (g->b_q8 && (g->b_packed || (g->batch != 1 && g->stride_b != 0)))
     return nnc_simd_fail(err, KERNEL, "expected an int8 B without b_packed, shared by the batch (stride_b 0), "
                          "found b_packed %p, batch %d, stride_b %td", (const void *)g->b_packed, g->batch, g->stride_b);
+  if (g->b_w8a8 && (g->b_packed || g->b_q8 || (g->batch != 1 && g->stride_b != 0)))
+    return nnc_simd_fail(err, KERNEL, "expected a w8a8 B without b_packed or b_q8, shared by the batch (stride_b 0), "
+                         "found b_packed %p, b_q8 %p, batch %d, stride_b %td", (const void *)g->b_packed,
+                         g->b_q8, g->batch, g->stride_b);
   if (g->K > 0 && g->lda < (g->a_trans ? g->M : g->K))
     return nnc_simd_fail(err, KERNEL, "expected lda >= %s=%d, found %td (A is %s)", g->a_trans ? "M" : "K",
                          g->a_trans ? g->M : g->K, g->lda, g->a_trans ? "[K,M]" : "[M,K]");
@@ -135,7 +142,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
     return nnc_simd_fail(err, KERNEL, "expected no prologue with a_trans (it normalises rows of A [M,K]), "
                          "found prologue %d", (int)g->prologue);
   ptrdiff_t brow = g->b_trans ? g->K : g->N;
-  if (g->K > 0 && !g->b_packed && !g->b_q8 && g->ldb < brow)
+  if (g->K > 0 && !g->b_packed && !g->b_q8 && !g->b_w8a8 && g->ldb < brow)
     return nnc_simd_fail(err, KERNEL, "expected ldb >= %s=%td (B is %s), found %td",
                          g->b_trans ? "K" : "N", brow, g->b_trans ? "[N,K]" : "[K,N]", g->ldb);
   if (g->ldc < g->N)
@@ -305,6 +312,7 @@ nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *p
                               void *workspace, size_t workspace_bytes, nnc_simd_error *err) {
   if (validate(g, par, workspace, workspace_bytes, err)) return NNC_SIMD_E_ARG;
   if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
+  if (g->b_w8a8) return nnc_gemm_w8a8(g, par, workspace, err);
   job jb;
   jb.g = g;
   jb.p = make_plan(g, nnc_simd_threads(par));

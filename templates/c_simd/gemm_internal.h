@@ -49,6 +49,12 @@ void nnc_gemm_epilogue(float *c, ptrdiff_t ldc, int mr, int nr, float alpha,
  * micro-kernel, whose k step is shorter. */
 #ifndef NNC_GEMM_Q8_DIRECT_ROWS
 #define NNC_GEMM_Q8_DIRECT_ROWS (4 * NNC_GEMM_MR)
+/* The W8A8 GEMM (gemm_w8a8.c): its own driver, called by nnc_simd_gemm
+ * after validation when b_w8a8 is set, and its workspace. */
+size_t nnc_gemm_w8a8_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads);
+nnc_simd_status nnc_gemm_w8a8(const nnc_simd_gemm_args *g, const nnc_simd_par *par, void *workspace,
+                              nnc_simd_error *err);
+
 #endif
 
 /* The per-column scales of an int8 B of N columns and depth K. */
@@ -63,5 +69,11 @@ void nnc_gemm_widen_q8(const int8_t *b, int K, int pc, int kc, int j0, int nc, c
  * scales: C[0:mr, 0:nr] = (first ? 0 : C) + (a . b) * scale. */
 void nnc_gemm_micro_q8(int kc, const float *a, const int8_t *b, const float *scale, float *c, ptrdiff_t ldc,
                        int mr, int nr, int first);
+
+/* The W8A8 GEMM (gemm_w8a8.c): its own driver, called by nnc_simd_gemm
+ * after validation when b_w8a8 is set, and its workspace. */
+size_t nnc_gemm_w8a8_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads);
+nnc_simd_status nnc_gemm_w8a8(const nnc_simd_gemm_args *g, const nnc_simd_par *par, void *workspace,
+                              nnc_simd_error *err);
 
 #endif

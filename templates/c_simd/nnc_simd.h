@@ -116,6 +116,11 @@ typedef struct nnc_simd_gemm_args {
    * instead of B: one byte a weight. Batch 1, or stride_b 0 (every item
    * multiplies by the same weight); not with b_packed. */
   const void *b_q8;
+  /* W8A8 (nnc_simd_w8a8_pack): B held as int8 with a scale per column, read
+   * instead of B, and each row of A quantized to int8 (scale: its absmax /
+   * 127) as it is packed; the products are summed in int32. Same batch rule
+   * as b_q8; not with b_packed or b_q8. */
+  const void *b_w8a8;
 } nnc_simd_gemm_args;
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many
@@ -142,6 +147,18 @@ void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst);
 size_t nnc_simd_q8_bytes(int N, int K);
 void nnc_simd_q8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
 float nnc_simd_q8_value(const void *q8, int N, int K, int k, int n);
+
+/* W8A8 (gemm_w8a8.c): B's column n held as q[k,n] = round(B[k,n] / s[n]) in
+ * [-31, 31], s[n] = max over k of |B[k,n]| / 31 (6 bits: two of AVX2's u8 x
+ * s8 pair sums added then cannot saturate int16), with the columns' sums of q, in
+ * the int8 micro-kernel's order. A row x of A is held as round(x / a) in
+ * [-127, 127], a = max|x| / 127: nnc_simd_a8_quantize writes those n values
+ * to q and returns a (0 for a row of zeros). C = (sum_k qa qb) * a * s[n],
+ * the sum exact in int32. _bytes, _pack and _value as for q8. */
+size_t nnc_simd_w8a8_bytes(int N, int K);
+void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
+float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n);
+float nnc_simd_a8_quantize(const float *x, int n, int8_t *q);
 
 /* ------------------------------------------------------------ row kernels */
 

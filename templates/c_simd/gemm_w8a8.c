@@ -1,0 +1,317 @@
+/* templates/c_simd/gemm_w8a8.c — W8A8: B held as int8 with a scale per
+ * column, A quantized to int8 per row (its absmax) as it is packed, and the
+ * products summed in int32; C = (the int32 sums) x row scale x column scale,
+ * then the f32 epilogue.
+ *
+ * Why 6-bit weights. AVX2's int8 product, vpmaddubsw, multiplies unsigned
+ * bytes by signed ones and adds adjacent pairs into int16 with saturation.
+ * A is stored as u = q + 128 in [1, 255] (its q in [-127, 127]); the +128
+ * is removed with the columns' sums: sum_k u_k w_k = sum_k q_k w_k + 128
+ * sum_k w_k, sum_k w_k stored with the weights. vpmaddwd with ones then
+ * adds pairs of int16 into int32, four k per int32 lane. On this machine's
+ * Zen 1 both multiplies issue on one pipe at half a 256-bit op a cycle,
+ * while f32 FMAs use two: vpmaddubsw + vpmaddwd per 32 products only ties
+ * the f32 kernel. So two groups of 4 k are multiplied, their int16 pairs
+ * added, and widened by one vpmaddwd: 3 multiplies per 64 products (measured
+ * ~1.15x the f32 GEMM's rate; 7-bit weights and one vpmaddwd per group
+ * measured as f32). Nothing may saturate: 2 x 2 x 255 x |w| <= 32767 needs
+ * |w| <= 32, so the weights are 6-bit, in [-31, 31] (scale = max|w| / 31).
+ * Per-token activations carry the outliers; a weight channel is well
+ * spread, so the bits are taken from the weights. AVX-VNNI / AVX512-VNNI's
+ * vpdpbusd (exact int32 sums) is used when the compiler targets it.
+ *
+ * Layout (nnc_simd_w8a8_pack): K padded to Kp, a multiple of 8 (zeros);
+ * NR-column panels of all of Kp (panel p at p*NR*Kp bytes), in groups of 4
+ * k: group g at g*4*NR, byte [j*4 + t] = q[4g + t, column j]; then at a
+ * 64-byte boundary the NR-padded f32 scales and int32 column sums. Packed A
+ * is the same with MR rows: group g of a panel at g*4*MR, byte [i*4 + t].
+ *
+ * The int32 sums do not need the f32 GEMM's KC passes: each micro-kernel
+ * call covers all of K (a panel of B, 16 x Kp bytes, stays in L1/L2 while
+ * the task's rows go by). */
+#include "gemm_internal.h"
+
+#include <math.h>
+
+#define MR 4
+#define NR 16
+#define KG 4   /* k per int32 lane */
+#define ROWS_PER_PACK 32
+#define QW 31.0f  /* the weights' largest magnitude */
+
+#if defined(NNC_ISA_AVX2) || defined(NNC_ISA_AVX512)
+#define W8_X86 1
+#endif
+
+static const char *const KERNEL = "nnc_simd_gemm (w8a8)";
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+static size_t kpad(int K) { return K > 0 ? nnc_simd_round_up((size_t)K, 2 * KG) : 0; }
+static size_t panels(int N) { return N > 0 ? ((size_t)N + NR - 1) / NR : 0; }
+static size_t values_bytes(int N, int K) { return nnc_simd_round_up(panels(N) * NR * kpad(K), 64); }
+
+size_t nnc_simd_w8a8_bytes(int N, int K) {
+  return values_bytes(N, K) + panels(N) * NR * (sizeof(float) + sizeof(int32_t));
+}
+
+static const float *col_scales(const void *w, int N, int K) {
+  return (const float *)(const void *)((const unsigned char *)w + values_bytes(N, K));
+}
+
+static const int32_t *col_sums(const void *w, int N, int K) {
+  return (const int32_t *)(const void *)(col_scales(w, N, K) + panels(N) * NR);
+}
+
+/* q = nearbyint(x * inv) in [-lim, lim]: the rounding (to nearest, ties to
+ * even) is the one every caller sees, packer and tests alike. */
+static int8_t to_int(float x, float inv, float lim) {
+  float r = nearbyintf(x * inv);
+  r = r > lim ? lim : r < -lim ? -lim : r == r ? r : 0.0f;
+  return (int8_t)r;
+}
+
+void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst) {
+  int8_t *q = dst;
+  size_t kp = kpad(K), np = panels(N) * NR;
+  float *scale = (float *)(void *)((unsigned char *)dst + values_bytes(N, K));
+  int32_t *sum = (int32_t *)(void *)(scale + np);
+  memset(q, 0, values_bytes(N, K));
+  memset(scale, 0, np * sizeof *scale);
+  memset(sum, 0, np * sizeof *sum);
+  for (int n = 0; n < N; n++) {
+    const float *col = b_trans ? B + (ptrdiff_t)n * ldb : B + n;
+    ptrdiff_t step = b_trans ? 1 : ldb;
+    float amax = 0.0f;
+    for (int k = 0; k < K; k++) {
+      float a = fabsf(col[k * step]);
+      if (a > amax) amax = a;
+    }
+    if (!(amax > 0.0f) || !isfinite(amax)) continue;   /* a column of zeros (or inf) stays zero */
+    scale[n] = amax / QW;
+    float inv = QW / amax;
+    int8_t *panel = q + (size_t)(n / NR) * NR * kp + (size_t)(n % NR) * KG;
+    for (int k = 0; k < K; k++) {
+      int8_t v = to_int(col[k * step], inv, QW);
+      panel[(size_t)(k / KG) * KG * NR + k % KG] = v;
+      sum[n] += v;
+    }
+  }
+}
+
+float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n) {
+  const int8_t *q = w;
+  int8_t v = q[(size_t)(n / NR) * NR * kpad(K) + (size_t)(k / KG) * KG * NR + (size_t)(n % NR) * KG + k % KG];
+  return (float)v * col_scales(w, N, K)[n];
+}
+
+float nnc_simd_a8_quantize(const float *x, int n, int8_t *q) {
+  float amax = 0.0f;
+  for (int k = 0; k < n; k++) {
+    float a = fabsf(x[k]);
+    if (a > amax) amax = a;
+  }
+  if (!(amax > 0.0f) || !isfinite(amax)) {
+    memset(q, 0, (size_t)(n > 0 ? n : 0));
+    return 0.0f;
+  }
+  float inv = 127.0f / amax;
+  for (int k = 0; k < n; k++) q[k] = to_int(x[k], inv, 127.0f);
+  return amax / 127.0f;
+}
+
+/* ------------------------------------------------------------- the GEMM */
+
+typedef struct plan {
+  int mp;              /* M rounded up to MR */
+  int tn, tm, nw, mw;  /* column and row blocks per batch item, their widths */
+  int ntasks;
+  size_t kp;
+  size_t a_bytes;      /* packed A of all batch items, 64-rounded */
+  size_t thread_bytes; /* a row of A in f32 and in int8, per thread */
+} plan;
+
+static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
+  plan p;
+  int batch = g->batch > 0 ? g->batch : 1;
+  int M = imax(g->M, 0), N = imax(g->N, 0);
+  p.kp = kpad(g->K);
+  p.mp = ceil_div(M, MR) * MR;
+  /* about four tasks a thread; N first (every task reads its own panels) */
+  int per_item = imax(1, ceil_div(nthreads > 1 ? 4 * nthreads : 1, batch));
+  int nblk = imax(1, ceil_div(N, NR)), mblk = imax(1, ceil_div(M, MR));
+  p.tn = imax(1, imin(per_item, nblk / 4));
+  p.nw = ceil_div(nblk, p.tn) * NR;
+  p.tn = imax(1, ceil_div(N, p.nw));
+  p.tm = imin(imax(1, ceil_div(per_item, p.tn)), mblk);
+  p.mw = ceil_div(mblk, p.tm) * MR;
+  p.tm = imax(1, ceil_div(M, p.mw));
+  p.ntasks = batch * p.tn * p.tm;
+  p.a_bytes = nnc_simd_round_up((size_t)batch * (size_t)p.mp * (p.kp + sizeof(float)), 64);
+  p.thread_bytes = nnc_simd_round_up(p.kp * (sizeof(float) + 1), 64);
+  return p;
+}
+
+size_t nnc_gemm_w8a8_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads) {
+  plan p = make_plan(g, nthreads);
+  return NNC_SIMD_ALIGN + p.a_bytes + (size_t)nthreads * p.thread_bytes;
+}
+
+typedef struct job {
+  const nnc_simd_gemm_args *g;
+  plan p;
+  uint8_t *packa;     /* batch x mp/MR panels of MR x kp */
+  float *rscale;      /* batch x mp */
+  unsigned char *tbuf;
+} job;
+
+/* Row r of A, prologue applied, into x[0..K). */
+static void load_row(const nnc_simd_gemm_args *g, const float *a, int r, float *x) {
+  if (g->a_trans) {
+    for (int k = 0; k < g->K; k++) x[k] = a[(ptrdiff_t)k * g->lda + r];
+    return;
+  }
+  const float *row = a + (ptrdiff_t)r * g->lda;
+  if (g->prologue == NNC_SIMD_PRO_NONE) {
+    memcpy(x, row, (size_t)g->K * sizeof *x);
+    return;
+  }
+  float mean = 0.0f, rstd;
+  if (g->prologue == NNC_SIMD_PRO_LAYERNORM) nnc_simd_row_moments(row, g->K, g->eps, &mean, &rstd);
+  else rstd = nnc_simd_row_rms_inv(row, g->K, g->eps);
+  const float *beta = g->prologue == NNC_SIMD_PRO_LAYERNORM ? g->beta : NULL;
+  for (int k = 0; k < g->K; k++) x[k] = (row[k] - mean) * rstd * g->gamma[k] + (beta ? beta[k] : 0.0f);
+}
+
+/* Phase 1: rows [r0, r0 + ROWS_PER_PACK) of one batch item quantized into
+ * their panels; rows past M are zeros (128) with scale 0. */
+static void pack_task(void *ctx, int task, int thread) {
+  const job *jb = ctx;
+  const nnc_simd_gemm_args *g = jb->g;
+  const plan *p = &jb->p;
+  int groups = ceil_div(g->M, ROWS_PER_PACK);
+  int bi = task / groups, r0 = (task % groups) * ROWS_PER_PACK;
+  int r1 = imin(p->mp, r0 + ROWS_PER_PACK);
+  const float *a = g->A + (ptrdiff_t)bi * g->stride_a;
+  uint8_t *pa = jb->packa + (size_t)bi * (size_t)p->mp * p->kp;
+  float *rs = jb->rscale + (size_t)bi * (size_t)p->mp;
+  float *x = (float *)(void *)(jb->tbuf + (size_t)thread * p->thread_bytes);
+  int8_t *q = (int8_t *)(x + p->kp);
+  memset(pa + (size_t)r0 * p->kp, 0x80, (size_t)(r1 - r0) * p->kp);
+  for (int r = r0; r < r1; r++) {
+    rs[r] = 0.0f;
+    if (r >= g->M) continue;
+    load_row(g, a, r, x);
+    rs[r] = nnc_simd_a8_quantize(x, g->K, q);
+    uint8_t *dst = pa + (size_t)(r / MR) * MR * p->kp + (size_t)(r % MR) * KG;
+    for (int k = 0; k < g->K; k++) dst[(size_t)(k / KG) * KG * MR + k % KG] = (uint8_t)(q[k] + 128);
+  }
+}
+
+/* The int32 sums of one MR x NR tile over ng (even) groups of 4 k, dequantized:
+ * tile[i*NR + j] = (sum - 128 colsum[j]) * rs[i] * cs[j]. */
+static void micro(int ng, const uint8_t *restrict a, const int8_t *restrict b, const int32_t *colsum,
+                  const float *cs, const float *rs, float *tile) {
+#if defined(W8_X86)
+  __m256i acc[MR][2];
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+#if !(defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
+  const __m256i ones = _mm256_set1_epi16(1);
+#endif
+  /* two groups a step: their int16 pair sums are added before one vpmaddwd
+   * widens them (2 x 2 x 255 x 31 = 31620 fits int16) */
+  for (int gi = 0; gi < ng; gi += 2) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      __m256i b0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32 * h));
+      __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + KG * NR + 32 * h));
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; i++) {
+        int32_t f0, f1;
+        memcpy(&f0, a + i * KG, sizeof f0);
+        memcpy(&f1, a + KG * MR + i * KG, sizeof f1);
+        __m256i a0 = _mm256_set1_epi32(f0), a1 = _mm256_set1_epi32(f1);
+#if defined(__AVXVNNI__)
+        acc[i][h] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc[i][h], a0, b0), a1, b1);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+        acc[i][h] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc[i][h], a0, b0), a1, b1);
+#else
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
+        acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(p, ones));
+#endif
+      }
+    }
+    a += 2 * KG * MR;
+    b += 2 * KG * NR;
+  }
+  for (int h = 0; h < 2; h++) {
+    __m256i corr = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(colsum + 8 * h)), 7);
+    __m256 cv = _mm256_loadu_ps(cs + 8 * h);
+    for (int i = 0; i < MR; i++) {
+      __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[i][h], corr));
+      _mm256_storeu_ps(tile + i * NR + 8 * h, _mm256_mul_ps(v, _mm256_mul_ps(_mm256_set1_ps(rs[i]), cv)));
+    }
+  }
+#else
+  int32_t acc[MR][NR] = {{0}};
+  for (int gi = 0; gi < ng; gi++) {
+    for (int i = 0; i < MR; i++)
+      for (int j = 0; j < NR; j++)
+        for (int t = 0; t < KG; t++) acc[i][j] += (int32_t)a[i * KG + t] * (int32_t)b[j * KG + t];
+    a += KG * MR;
+    b += KG * NR;
+  }
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) tile[i * NR + j] = (float)(acc[i][j] - 128 * colsum[j]) * (rs[i] * cs[j]);
+#endif
+}
+
+/* Phase 2: one rectangle of C. */
+static void compute_task(void *ctx, int task, int thread) {
+  (void)thread;
+  const job *jb = ctx;
+  const nnc_simd_gemm_args *g = jb->g;
+  const plan *p = &jb->p;
+  int bi = task / (p->tn * p->tm), rest = task % (p->tn * p->tm);
+  int n0 = (rest / p->tm) * p->nw, m0 = (rest % p->tm) * p->mw;
+  int n1 = imin(g->N, n0 + p->nw), m1 = imin(g->M, m0 + p->mw);
+  float *c = g->C + (ptrdiff_t)bi * g->stride_c;
+  const float *res = g->residual ? g->residual + (ptrdiff_t)bi * g->stride_r : NULL;
+  float *aux = g->aux_mode != NNC_SIMD_AUX_NONE ? g->aux + (ptrdiff_t)bi * g->stride_x : NULL;
+  const uint8_t *pa = jb->packa + (size_t)bi * (size_t)p->mp * p->kp;
+  const float *rs = jb->rscale + (size_t)bi * (size_t)p->mp;
+  const int8_t *w = g->b_w8a8;
+  const float *cs = col_scales(w, g->N, g->K);
+  const int32_t *sum = col_sums(w, g->N, g->K);
+  int ng = (int)(p->kp / KG);
+  _Alignas(NNC_SIMD_ALIGN) float tile[MR * NR];
+  for (int col = n0; col < n1; col += NR) {
+    int nr = imin(NR, n1 - col);
+    const int8_t *pb = w + (size_t)col * p->kp;
+    for (int row = m0; row < m1; row += MR) {
+      int mr = imin(MR, m1 - row);
+      micro(ng, pa + (size_t)row * p->kp, pb, sum + col, cs + col, rs + row, tile);
+      float *ct = c + (ptrdiff_t)row * g->ldc + col;
+      for (int i = 0; i < mr; i++) memcpy(ct + (ptrdiff_t)i * g->ldc, tile + i * NR, (size_t)nr * sizeof *tile);
+      nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL, g->act,
+                        res ? res + (ptrdiff_t)row * g->ldr + col : NULL, g->ldr, g->residual_mul, g->aux_mode,
+                        aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL, g->ldx);
+    }
+  }
+}
+
+nnc_simd_status nnc_gemm_w8a8(const nnc_simd_gemm_args *g, const nnc_simd_par *par, void *workspace,
+                              nnc_simd_error *err) {
+  /* |sum of u w| <= K x 255 x 31 must fit int32 */
+  if (g->K > 270000) return nnc_simd_fail(err, KERNEL, "expected K <= 270000 (int32 sums), found %d", g->K);
+  job jb;
+  jb.g = g;
+  jb.p = make_plan(g, nnc_simd_threads(par));
+  jb.packa = nnc_simd_align_ptr(workspace);
+  jb.rscale = (float *)(void *)(jb.packa + (size_t)(g->batch) * (size_t)jb.p.mp * jb.p.kp);
+  jb.tbuf = jb.packa + jb.p.a_bytes;
+  nnc_simd_run(par, g->batch * ceil_div(g->M, ROWS_PER_PACK), pack_task, &jb);
+  nnc_simd_run(par, jb.p.ntasks, compute_task, &jb);
+  return NNC_SIMD_OK;
+}

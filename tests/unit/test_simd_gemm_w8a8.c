@@ -1,0 +1,245 @@
+/* tests/unit/test_simd_gemm_w8a8.c — the W8A8 GEMM (int8 weights with a
+ * scale per column, A quantized per row as it is packed, int32 sums): the
+ * quantizers and a GEMM on a hand-computed case, then the GEMM against a
+ * float64 GEMM of the dequantized operands (A's rows through
+ * nnc_simd_a8_quantize, B through nnc_simd_w8a8_value: the int32 sums are
+ * exact, so only the f32 scaling differs) at odd sizes, both weight
+ * layouts, A transposed, with the epilogue, threads, a batch sharing the
+ * weight, K = 1, N = 1, M = 0, K = 0; a layernorm prologue against the f32
+ * GEMM (to int8's precision); bad arguments. */
+#include "test_simd_util.h"
+
+/* Weight [N,K] = {{0.9, -2, 0.5}, {0, 0, 0}, {-0.25, 0.125, 3}}: scales
+ * 2/31, 0, 3/31; A = [[1, 1, 1], [2, 0, -1]]: row scales 1/127, 2/127. */
+static void test_hand(void **state) {
+  (void)state;
+  const float w[9] = {0.9f, -2, 0.5f, 0, 0, 0, -0.25f, 0.125f, 3};
+  void *q = malloc(nnc_simd_w8a8_bytes(3, 3));
+  assert_non_null(q);
+  nnc_simd_w8a8_pack(w, 3, 1, 3, 3, q);
+  const int qw[3][3] = {{14, -31, 8}, {0, 0, 0}, {-3, 1, 31}};   /* 13.95, 7.75, -2.58, 1.29 */
+  const float s[3] = {2.0f / 31.0f, 0.0f, 3.0f / 31.0f};
+  for (int n = 0; n < 3; n++)
+    for (int k = 0; k < 3; k++) assert_true(nnc_simd_w8a8_value(q, 3, 3, k, n) == (float)qw[n][k] * s[n]);
+  const float A[6] = {1, 1, 1, 2, 0, -1};
+  int8_t qa[3];
+  assert_true(nnc_simd_a8_quantize(A + 3, 3, qa) == 2.0f / 127.0f);
+  assert_true(qa[0] == 127 && qa[1] == 0 && qa[2] == -64);   /* -63.5: ties to even */
+  float C[6];
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = 2; g.N = 3; g.K = 3; g.batch = 1;
+  g.A = A; g.lda = 3; g.b_trans = 1; g.b_w8a8 = q;
+  g.C = C; g.ldc = 3; g.alpha = 1;
+  size_t ws = nnc_simd_gemm_workspace_bytes(&g, 1);
+  void *w_buf = malloc(ws);
+  assert_int_equal(nnc_simd_gemm(&g, NULL, w_buf, ws, NULL), NNC_SIMD_OK);
+  /* row 0 is q = 127 each (scale 1/127), row 1 is {127, 0, -64} (2/127) */
+  const double a0 = 1.0 / 127, a1 = 2.0 / 127, s0 = 2.0 / 31, s2 = 3.0 / 31;
+  const double want[6] = {127 * (14 - 31 + 8) * a0 * s0, 0, 127 * (-3 + 1 + 31) * a0 * s2,
+                          (127 * 14 - 64 * 8) * a1 * s0, 0, (127 * -3 - 64 * 31) * a1 * s2};
+  for (int i = 0; i < 6; i++) assert_true(fabs(C[i] - want[i]) <= 1e-6 * (1 + fabs(want[i])));
+  free(w_buf);
+  free(q);
+}
+
+typedef struct wcase {
+  int M, N, K, batch;
+  int trans;      /* the weight is [N,K] (nn.Linear), else [K,N] */
+  int a_trans;    /* A is stored [K,M] */
+  int threads;
+  int epilogue;   /* bias, gelu and a residual */
+} wcase;
+
+static double at(const float *A, const wcase *c, int i, int k) {
+  return c->a_trans ? A[(size_t)k * c->M + i] : A[(size_t)i * c->K + k];
+}
+
+static int run_case(const wcase *c) {
+  int M = c->M, N = c->N, K = c->K, nb = c->batch;
+  float *W = trandom((size_t)N * K, -1, 1);
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++) W[c->trans ? (size_t)n * K + k : (size_t)k * N + n] *= 0.01f + (float)(n % 7);
+  void *q = malloc(nnc_simd_w8a8_bytes(N, K) + 1);
+  assert_non_null(q);
+  nnc_simd_w8a8_pack(W, c->trans ? K : N, c->trans, N, K, q);
+  for (int n = 0; n < N; n++) {   /* the 6-bit weight is the float one to half a step */
+    double amax = 0;
+    for (int k = 0; k < K; k++) amax = fmax(amax, fabs(W[c->trans ? (size_t)n * K + k : (size_t)k * N + n]));
+    for (int k = 0; k < K; k++) {
+      double w = W[c->trans ? (size_t)n * K + k : (size_t)k * N + n];
+      if (!(fabs(nnc_simd_w8a8_value(q, N, K, k, n) - w) <= amax / 31 * 0.5 * (1 + 1e-5))) return 0;
+    }
+  }
+  size_t na = (size_t)nb * M * K, nc = (size_t)nb * M * N;
+  float *A = trandom(na, -1, 1), *C = talloc(nc), *bias = trandom((size_t)N, -1, 1), *R = trandom(nc, -1, 1);
+  for (size_t i = 0; i < na; i++) A[i] *= 1.0f + (float)(i % 5);   /* rows of different ranges */
+  tpoison(C, nc);
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = M; g.N = N; g.K = K; g.batch = nb;
+  g.A = A; g.lda = c->a_trans ? M : K; g.a_trans = c->a_trans; g.stride_a = (ptrdiff_t)M * K;
+  g.b_trans = c->trans; g.b_w8a8 = q;
+  g.C = C; g.ldc = N; g.stride_c = (ptrdiff_t)M * N;
+  g.alpha = 1;
+  if (c->epilogue) {
+    g.bias = bias;
+    g.act = NNC_SIMD_ACT_GELU_TANH;
+    g.residual = R; g.ldr = N; g.stride_r = (ptrdiff_t)M * N;
+  }
+  tpool tp = {c->threads, 0};
+  nnc_simd_par par = {tpool_parallel_for, &tp, c->threads};
+  const nnc_simd_par *pp = c->threads ? &par : NULL;
+  size_t ws = nnc_simd_gemm_workspace_bytes(&g, c->threads ? c->threads : 1);
+  void *w_buf = malloc(ws);
+  nnc_simd_error e;
+  int ok = nnc_simd_gemm(&g, pp, w_buf, ws, &e) == NNC_SIMD_OK;
+  if (!ok) fprintf(stderr, "gemm: %s\n", e.msg);
+  double *ref = malloc(sizeof(double) * (size_t)(M * N + 1));
+  float *row = malloc(sizeof(float) * (size_t)(K + 1));
+  int8_t *qa = malloc((size_t)K + 1);
+  for (int b = 0; ok && b < nb; b++) {
+    const float *Ab = A + (size_t)b * M * K;
+    for (int i = 0; i < M; i++) {
+      for (int k = 0; k < K; k++) row[k] = (float)at(Ab, c, i, k);
+      double sa = nnc_simd_a8_quantize(row, K, qa);
+      for (int n = 0; n < N; n++) {
+        double s = 0;
+        for (int k = 0; k < K; k++) s += qa[k] * sa * nnc_simd_w8a8_value(q, N, K, k, n);
+        if (c->epilogue) {
+          s += bias[n];
+          s = 0.5 * s * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (s + 0.044715 * s * s * s)));
+          s += R[(size_t)b * M * N + (size_t)i * N + n];
+        }
+        ref[(size_t)i * N + n] = s;
+      }
+    }
+    char what[160];
+    snprintf(what, sizeof what, "w8a8 M=%d N=%d K=%d batch %d item %d trans=%d a_trans=%d threads=%d epilogue=%d",
+             M, N, K, nb, b, c->trans, c->a_trans, c->threads, c->epilogue);
+    ok = tcheck(what, C + (size_t)b * M * N, N, ref, M, N, 1e-5);
+  }
+  free(qa);
+  free(row);
+  free(ref);
+  free(w_buf);
+  free(A);
+  free(C);
+  free(bias);
+  free(R);
+  free(W);
+  free(q);
+  return ok;
+}
+
+/* Odd sizes around the tiles (MR 4, NR 16, 8 k a step), K = 1, N = 1. */
+static void test_sizes(void **state) {
+  (void)state;
+  trng_seed(27);
+  const int Ms[] = {1, 3, 7, 25, 130}, Ns[] = {1, 3, 17, 33, 100}, Ks[] = {1, 5, 31, 300};
+  for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+    for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+      for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (int trans = 0; trans < 2; trans++) {
+          int odd = (int)(mi + ni + ki) % 2;
+          wcase c = {Ms[mi], Ns[ni], Ks[ki], 1, trans, odd && trans, 0, odd};
+          assert_true(run_case(&c));
+        }
+}
+
+/* Threads split N and M; a batch of items shares the weight; a deep K
+ * (int32 sums of 1536 products of 255 x 31). */
+static void test_threads_and_batch(void **state) {
+  (void)state;
+  trng_seed(28);
+  const wcase cases[] = {
+    {3, 200, 70, 1, 1, 0, 2, 1}, {150, 70, 260, 1, 1, 0, 3, 0}, {40, 129, 33, 3, 0, 0, 2, 1},
+    {1, 3100, 17, 1, 1, 0, 2, 0}, {37, 48, 1536, 2, 1, 0, 4, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) assert_true(run_case(&cases[i]));
+}
+
+/* A layernorm prologue: the rows are normalized before they are quantized;
+ * against the f32 GEMM with the same prologue, to int8's precision. */
+static void test_prologue(void **state) {
+  (void)state;
+  trng_seed(29);
+  int M = 19, N = 45, K = 77;
+  float *A = trandom((size_t)M * K, -3, 5), *W = trandom((size_t)N * K, -1, 1);
+  float *gamma = trandom((size_t)K, 0.5f, 1.5f), *beta = trandom((size_t)K, -1, 1);
+  float *C = talloc((size_t)M * N), *F = talloc((size_t)M * N);
+  void *q = malloc(nnc_simd_w8a8_bytes(N, K));
+  nnc_simd_w8a8_pack(W, K, 1, N, K, q);
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = M; g.N = N; g.K = K; g.batch = 1; g.A = A; g.lda = K; g.b_trans = 1; g.B = W; g.ldb = K;
+  g.C = F; g.ldc = N; g.alpha = 1;
+  g.prologue = NNC_SIMD_PRO_LAYERNORM; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
+  size_t ws = nnc_simd_gemm_workspace_bytes(&g, 1);
+  void *w_buf = malloc(ws);
+  assert_int_equal(nnc_simd_gemm(&g, NULL, w_buf, ws, NULL), NNC_SIMD_OK);
+  g.B = NULL; g.b_w8a8 = q; g.C = C;
+  free(w_buf);
+  ws = nnc_simd_gemm_workspace_bytes(&g, 1);
+  w_buf = malloc(ws);
+  assert_int_equal(nnc_simd_gemm(&g, NULL, w_buf, ws, NULL), NNC_SIMD_OK);
+  double amax = 0, emax = 0;
+  for (int i = 0; i < M * N; i++) {
+    amax = fmax(amax, fabs(F[i]));
+    emax = fmax(emax, fabs(C[i] - F[i]));
+  }
+  assert_true(emax <= 2e-2 * amax);
+  free(w_buf);
+  free(q);
+  free(A); free(W); free(gamma); free(beta); free(C); free(F);
+}
+
+/* M = 0 writes nothing; K = 0 gives the epilogue of a zero product. */
+static void test_empty(void **state) {
+  (void)state;
+  float C[4] = {7, 7, 7, 7}, bias[2] = {1, -1};
+  void *q = malloc(nnc_simd_w8a8_bytes(2, 0) + 1);
+  nnc_simd_w8a8_pack(NULL, 0, 1, 2, 0, q);
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = 0; g.N = 2; g.K = 0; g.batch = 1; g.b_trans = 1; g.b_w8a8 = q; g.C = C; g.ldc = 2; g.alpha = 1;
+  char ws[1024];
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, NULL), NNC_SIMD_OK);
+  assert_true(C[0] == 7 && C[3] == 7);
+  g.M = 2;
+  g.bias = bias;
+  float A[1] = {0};
+  g.A = A; g.lda = 0;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, NULL), NNC_SIMD_OK);
+  assert_true(C[0] == 1 && C[1] == -1 && C[2] == 1 && C[3] == -1);
+  free(q);
+}
+
+/* A w8a8 B with b_q8, or with a batch that does not share it. */
+static void test_errors(void **state) {
+  (void)state;
+  float A[4] = {0}, C[4];
+  void *q = malloc(nnc_simd_w8a8_bytes(2, 2));
+  nnc_simd_w8a8_pack(A, 2, 1, 2, 2, q);
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = 2; g.N = 2; g.K = 2; g.batch = 2; g.A = A; g.lda = 2; g.stride_a = 0; g.b_trans = 1; g.b_w8a8 = q;
+  g.stride_b = 4; g.C = C; g.ldc = 2; g.stride_c = 4; g.alpha = 1;
+  char ws[1 << 16];
+  nnc_simd_error e;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &e), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(e.msg, "w8a8 B"));
+  g.batch = 1;
+  g.b_q8 = q;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &e), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(e.msg, "b_q8"));
+  free(q);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_hand), cmocka_unit_test(test_sizes), cmocka_unit_test(test_threads_and_batch),
+      cmocka_unit_test(test_prologue), cmocka_unit_test(test_empty), cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
