@@ -21,6 +21,7 @@
  * An int8 B (b_q8, gemm_q8.c) is already in panels: a task of few rows
  * reads it in place through the int8 micro-kernel, one of many rows widens
  * each KC x NC block into its B buffer where an f32 B would be packed.
+ * An int4 B (b_q4, gemm_q4.c) is read the same way, two weights a byte.
  * A W8A8 B (b_w8a8) goes to its own driver (gemm_w8a8.c): its A is packed
  * as int8, its sums are int32, and it needs no KC passes.
  *
@@ -123,7 +124,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
   if (g->M == 0 || g->N == 0) return NNC_SIMD_OK;
   if (!g->C) return nnc_simd_fail(err, KERNEL, "expected an output C, found NULL");
-  if (g->K > 0 && (!g->A || !(g->B || g->b_packed || g->b_q8 || g->b_w8a8)))
+  if (g->K > 0 && (!g->A || !(g->B || g->b_packed || g->b_q8 || g->b_w8a8 || g->b_q4)))
     return nnc_simd_fail(err, KERNEL, "expected inputs A and B for K=%d, found A=%p B=%p",
                          g->K, (const void *)g->A, (const void *)g->B);
   if (g->b_packed && g->batch != 1)
@@ -135,6 +136,10 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
     return nnc_simd_fail(err, KERNEL, "expected a w8a8 B without b_packed or b_q8, shared by the batch (stride_b 0), "
                          "found b_packed %p, b_q8 %p, batch %d, stride_b %td", (const void *)g->b_packed,
                          g->b_q8, g->batch, g->stride_b);
+  if (g->b_q4 && (g->b_packed || g->b_q8 || g->b_w8a8 || (g->batch != 1 && g->stride_b != 0)))
+    return nnc_simd_fail(err, KERNEL, "expected an int4 B without b_packed, b_q8 or b_w8a8, shared by the batch "
+                         "(stride_b 0), found b_packed %p, b_q8 %p, b_w8a8 %p, batch %d, stride_b %td",
+                         (const void *)g->b_packed, g->b_q8, g->b_w8a8, g->batch, g->stride_b);
   if (g->K > 0 && g->lda < (g->a_trans ? g->M : g->K))
     return nnc_simd_fail(err, KERNEL, "expected lda >= %s=%d, found %td (A is %s)", g->a_trans ? "M" : "K",
                          g->a_trans ? g->M : g->K, g->lda, g->a_trans ? "[K,M]" : "[M,K]");
@@ -142,7 +147,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
     return nnc_simd_fail(err, KERNEL, "expected no prologue with a_trans (it normalises rows of A [M,K]), "
                          "found prologue %d", (int)g->prologue);
   ptrdiff_t brow = g->b_trans ? g->K : g->N;
-  if (g->K > 0 && !g->b_packed && !g->b_q8 && !g->b_w8a8 && g->ldb < brow)
+  if (g->K > 0 && !g->b_packed && !g->b_q8 && !g->b_w8a8 && !g->b_q4 && g->ldb < brow)
     return nnc_simd_fail(err, KERNEL, "expected ldb >= %s=%td (B is %s), found %td",
                          g->b_trans ? "K" : "N", brow, g->b_trans ? "[N,K]" : "[K,N]", g->ldb);
   if (g->ldc < g->N)
@@ -262,10 +267,11 @@ static void compute_task(void *ctx, int task, int thread) {
   float *bbuf = jb->bbuf + (size_t)thread * (p->bbuf_floats + p->abuf_floats);
   float *abuf = bbuf + p->bbuf_floats;
   const nnc_gemm_pro none = {NNC_SIMD_PRO_NONE, NULL, NULL, NULL, NULL};
-  /* an int8 B: read in place by a task of few rows, else widened per panel */
+  /* an int8 or int4 B: read in place by a task of few rows, else widened per panel */
   const int8_t *q8 = g->b_q8;
-  const float *q8_scale = q8 ? nnc_gemm_q8_scales(q8, g->N, g->K) : NULL;
-  int direct = q8 && m1 - m0 <= NNC_GEMM_Q8_DIRECT_ROWS;
+  const uint8_t *q4 = g->b_q4;
+  const float *q8_scale = q8 ? nnc_gemm_q8_scales(q8, g->N, g->K) : q4 ? nnc_gemm_q4_scales(q4, g->N, g->K) : NULL;
+  int direct = (q8 || q4) && m1 - m0 <= NNC_GEMM_Q8_DIRECT_ROWS;
 
   for (int jc = n0; jc < n1; jc += NNC_GEMM_NC) {
     int nc = imin(NNC_GEMM_NC, n1 - jc);
@@ -275,7 +281,8 @@ static void compute_task(void *ctx, int task, int thread) {
       int kc = kc_at(g->K, pc);
       int first = pc == 0, last = pc + kc >= g->K;
       if (kc > 0 && q8 && !direct) nnc_gemm_widen_q8(q8, g->K, pc, kc, jc, nc, q8_scale, bbuf);
-      else if (kc > 0 && !q8 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
+      else if (kc > 0 && q4 && !direct) nnc_gemm_widen_q4(q4, g->K, pc, kc, jc, nc, q8_scale, bbuf);
+      else if (kc > 0 && !q8 && !q4 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
       for (int ic = m0; ic < m1; ic += NNC_GEMM_MC) {
         int mc = imin(NNC_GEMM_MC, m1 - ic);
         /* the block's packed rows: pa + ir * kc is the panel of row ic + ir */
@@ -290,7 +297,11 @@ static void compute_task(void *ctx, int task, int thread) {
             int mr = imin(NNC_GEMM_MR, mc - ir);
             int row = ic + ir, col = jc + jr;
             float *ct = c + (ptrdiff_t)row * g->ldc + col;
-            if (direct)
+            if (direct && q4)
+              nnc_gemm_micro_q4(kc, pc, pa + (size_t)ir * (size_t)kc, q4 + (size_t)col / 2 * (size_t)g->K + (size_t)pc * (NNC_GEMM_NR / 2),
+                                q8_scale + (size_t)col * (size_t)((g->K + NNC_SIMD_Q4_GROUP - 1) / NNC_SIMD_Q4_GROUP),
+                                ct, g->ldc, mr, nr, first);
+            else if (direct)
               nnc_gemm_micro_q8(kc, pa + (size_t)ir * (size_t)kc, q8 + (size_t)col * (size_t)g->K + (size_t)pc * NNC_GEMM_NR,
                                 q8_scale + col, ct, g->ldc, mr, nr, first);
             else

@@ -70,6 +70,15 @@ void nnc_gemm_widen_q8(const int8_t *b, int K, int pc, int kc, int j0, int nc, c
 void nnc_gemm_micro_q8(int kc, const float *a, const int8_t *b, const float *scale, float *c, ptrdiff_t ldc,
                        int mr, int nr, int first);
 
+/* B held as int4 (gemm_q4.c, nnc_simd_q4_pack's layout): the scales of
+ * its groups, the widening of a kc x nc block (as nnc_gemm_widen_q8, b its
+ * packed nibbles), and the micro-kernel reading a panel in place from step
+ * pc on (scale: that panel's groups), as nnc_gemm_micro_q8. */
+const float *nnc_gemm_q4_scales(const void *q4, int N, int K);
+void nnc_gemm_widen_q4(const uint8_t *b, int K, int pc, int kc, int j0, int nc, const float *scale, float *dst);
+void nnc_gemm_micro_q4(int kc, int pc, const float *a, const uint8_t *b, const float *scale, float *c, ptrdiff_t ldc,
+                       int mr, int nr, int first);
+
 /* The W8A8 GEMM (gemm_w8a8.c): its own driver, called by nnc_simd_gemm
  * after validation when b_w8a8 is set, and its workspace. */
 size_t nnc_gemm_w8a8_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads);

@@ -121,6 +121,10 @@ typedef struct nnc_simd_gemm_args {
    * 127) as it is packed; the products are summed in int32. Same batch rule
    * as b_q8; not with b_packed or b_q8. */
   const void *b_w8a8;
+  /* B held as int4 with a scale per group of NNC_SIMD_Q4_GROUP k of a
+   * column (nnc_simd_q4_pack), read instead of B: half a byte a weight.
+   * Same batch rule as b_q8; not with b_packed, b_q8 or b_w8a8. */
+  const void *b_q4;
 } nnc_simd_gemm_args;
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many
@@ -159,6 +163,26 @@ size_t nnc_simd_w8a8_bytes(int N, int K);
 void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
 float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n);
 float nnc_simd_a8_quantize(const float *x, int n, int8_t *q);
+
+/* Weight-only int4 (gemm_q4.c): column n of B [K,N] (row n of a b_trans B
+ * [N,K]) in groups of NNC_SIMD_Q4_GROUP consecutive k (the last one shorter
+ * when K is not a multiple), each held as q[k,n] = round(B[k,n] / s) in
+ * [-7, 7] with s = max over the group of |B[k,n]| / 7 (0 for a group of
+ * zeros), two a byte in the micro-kernel's order. _bytes, _pack and _value
+ * as for q8.
+ * A file's form of the same values (a quantized checkpoint): values as U8
+ * in the weight's own layout ([N,K] when b_trans, else [K,N]) with K's
+ * extent halved, rounding up: the byte at k/2 holds k even in bits 0-3 and
+ * k odd in bits 4-7, two's complement (a pad nibble is 0); scales F32 in
+ * the same layout with K's extent replaced by the number of groups.
+ * nnc_simd_q4_export writes that form from the held one, nnc_simd_q4_import
+ * the held one from it: the round trip is exact. */
+#define NNC_SIMD_Q4_GROUP 128
+size_t nnc_simd_q4_bytes(int N, int K);
+void nnc_simd_q4_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
+float nnc_simd_q4_value(const void *q4, int N, int K, int k, int n);
+void nnc_simd_q4_export(const void *q4, int b_trans, int N, int K, uint8_t *values, float *scales);
+void nnc_simd_q4_import(const uint8_t *values, const float *scales, int b_trans, int N, int K, void *dst);
 
 /* ------------------------------------------------------------ row kernels */
 
