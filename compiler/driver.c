@@ -30,12 +30,15 @@ static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p)
 
 /* --explain under a parallel plan: the weights each rank slices and every
  * collective, with the bytes each rank sends at the maxima. */
-static void explain_plan(FILE *f, const nnc_graph *g) {
+static void explain_plan(FILE *f, const nnc_graph *g, int dp) {
   if (g->ranks <= 1) return;
   int sliced = 0, reduces = 0, gathers = 0;
   double bytes = 0;
   for (int i = 0; i < g->nparams; i++) sliced += g->tensors[g->params[i]].shard.parts > 0;
   fprintf(f, "parallel plan: tp:%d, %d of %d weights sliced (--emit=ir shows which)\n", g->ranks, sliced, g->nparams);
+  if (dp > 1)
+    fprintf(f, "parallel plan: dp:%d beside it, %d ranks: rank = dp index * %d + tp index; the collectives below run "
+            "in each tp group, the gradients' sums in each dp group\n", dp, g->ranks * dp, g->ranks);
   for (int n = 0; n < g->nnodes; n++) {
     const nnc_node *nd = &g->nodes[n];
     if (nd->dead || (nd->op != NNC_OP_ALL_REDUCE && nd->op != NNC_OP_ALL_GATHER)) continue;
@@ -168,7 +171,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->explain) {
     nnc_tune_explain(o->explain, &t, &s, tiles);
     explain_outputs(o->explain, &g, &prec);
-    explain_plan(o->explain, &g);
+    explain_plan(o->explain, &g, par.dp);
   }
   if (!st && o->out_dir) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, graphs_default(o), false, o->train,

@@ -108,6 +108,8 @@ static void usage(FILE *f) {
     "  --parallel=dp:M[,zero1]  with --train: data parallelism over M processes, the\n"
     "                    gradients summed over the ranks; zero1: each rank keeps\n"
     "                    and updates 1/M of the optimizer state (ZeRO stage 1)\n"
+    "  --parallel=tp:N,dp:M  with --train: both, over N * M processes (rank = dp\n"
+    "                    index * N + tp index: a tp group's ranks are consecutive)\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"

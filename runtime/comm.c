@@ -120,8 +120,18 @@ static nnrt_status self_barrier(nnrt_comm *c, nnrt_error *err) {
 
 static void self_destroy(nnrt_comm *c) { free(c); }
 
+/* one rank, one color: another world of one, with its own counters */
+static nnrt_status self_split(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err) {
+  (void)color;
+  (void)key;
+  nnrt_status s = nnrt_comm_self_create(out, err);
+  if (s == NNRT_OK) (*out)->timeout_s = c->timeout_s;
+  return s;
+}
+
 static const nnrt_comm_ops self_ops = {
-  "self", self_all_reduce, self_all_gather, self_reduce_scatter, self_broadcast, self_barrier, self_destroy,
+  "self", self_all_reduce, self_all_gather, self_reduce_scatter, self_broadcast, self_barrier, self_split,
+  self_destroy,
 };
 
 nnrt_status nnrt_comm_self_create(nnrt_comm **out, nnrt_error *err) {

@@ -268,9 +268,67 @@ static void mpi_destroy(nnrt_comm *c) {
   free(c);
 }
 
+static nnrt_status mpi_split(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err);
+
 static const nnrt_comm_ops mpi_ops = {
-  "mpi", mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast, mpi_barrier, mpi_destroy,
+  "mpi", mpi_all_reduce, mpi_all_gather, mpi_reduce_scatter, mpi_broadcast, mpi_barrier, mpi_split, mpi_destroy,
 };
+
+/* A new communicator's state, empty: release() frees what was made of it. */
+static nnrt_comm *new_comm(mpi_state **state) {
+  nnrt_comm *c = calloc(1, sizeof *c);
+  mpi_state *m = calloc(1, sizeof *m);
+  if (!c || !m) {
+    free(c);
+    free(m);
+    return NULL;
+  }
+  m->comm = MPI_COMM_NULL;
+  for (int i = 0; i < 2; i++) m->half_ops[i][0] = m->half_ops[i][1] = MPI_OP_NULL;
+  c->ops = &mpi_ops;
+  c->impl = m;
+  c->world = 1;
+  *state = m;
+  return c;
+}
+
+/* What every communicator sets up on its MPI_Comm m->comm: errors that
+ * return, its rank and size, the 16-bit reductions. */
+static int setup_comm(nnrt_comm *c, mpi_state *m) {
+  int rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(m->comm, &c->rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(m->comm, &c->world);
+  MPI_User_function *fns[2][2] = {{f16_sum, f16_max}, {bf16_sum, bf16_max}};
+  for (int i = 0; i < 2 && rc == MPI_SUCCESS; i++)
+    for (int j = 0; j < 2 && rc == MPI_SUCCESS; j++) rc = MPI_Op_create(fns[i][j], 1, &m->half_ops[i][j]);
+  return rc;
+}
+
+/* MPI_Comm_split blocks until every rank of c calls it: a barrier waited on
+ * against the timeout first, so a rank that died or never came fails the
+ * others here instead of hanging them in the split. */
+static nnrt_status mpi_split(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err) {
+  nnrt_status s = mpi_barrier(c, err);
+  if (s != NNRT_OK) return s;
+  mpi_state *n = NULL;
+  nnrt_comm *d = new_comm(&n);
+  if (!d) return nnrt_errorf(err, NNRT_E_NOMEM, "rank %d of %d: split: out of memory", c->rank, c->world);
+  d->local_rank = c->local_rank;
+  d->timeout_s = c->timeout_s;
+  int rc = MPI_Comm_split(((mpi_state *)c->impl)->comm, color, key, &n->comm);
+  if (rc == MPI_SUCCESS) rc = setup_comm(d, n);
+  if (rc != MPI_SUCCESS) {
+    char what[64];
+    snprintf(what, sizeof what, "splitting the communicator (color %d, key %d)", color, key);
+    s = mpi_fail(c, rc, what, err);
+    release(n, false);
+    free(n);
+    free(d);
+    return s;
+  }
+  *out = d;
+  return NNRT_OK;
+}
 
 /* Local rank: the rank among the processes that share this machine's memory. */
 static int local_rank_of(MPI_Comm comm, int rank, int *out) {
@@ -284,13 +342,8 @@ static int local_rank_of(MPI_Comm comm, int rank, int *out) {
 
 static nnrt_status setup(nnrt_comm *c, mpi_state *m, nnrt_error *err) {
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(m->comm, &c->rank);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(m->comm, &c->world);
+  if (rc == MPI_SUCCESS) rc = setup_comm(c, m);
   if (rc == MPI_SUCCESS) rc = local_rank_of(m->comm, c->rank, &c->local_rank);
-  MPI_User_function *fns[2][2] = {{f16_sum, f16_max}, {bf16_sum, bf16_max}};
-  for (int i = 0; i < 2 && rc == MPI_SUCCESS; i++)
-    for (int j = 0; j < 2 && rc == MPI_SUCCESS; j++) rc = MPI_Op_create(fns[i][j], 1, &m->half_ops[i][j]);
   if (rc != MPI_SUCCESS) return mpi_fail(c, rc, "setting up the MPI communicator", err);
 
   /* nnc's variables, when a script sets them beside mpirun, must agree */
@@ -308,18 +361,9 @@ static nnrt_status setup(nnrt_comm *c, mpi_state *m, nnrt_error *err) {
 nnrt_status nnrt_comm_mpi_create(nnrt_comm **out, nnrt_error *err) {
   if (!out) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_comm_mpi_create: out is NULL");
   *out = NULL;
-  nnrt_comm *c = calloc(1, sizeof *c);
-  mpi_state *m = calloc(1, sizeof *m);
-  if (!c || !m) {
-    free(c);
-    free(m);
-    return nnrt_errorf(err, NNRT_E_NOMEM, "nnrt_comm_mpi_create: out of memory");
-  }
-  m->comm = MPI_COMM_NULL;
-  for (int i = 0; i < 2; i++) m->half_ops[i][0] = m->half_ops[i][1] = MPI_OP_NULL;
-  c->ops = &mpi_ops;
-  c->impl = m;
-  c->world = 1;
+  mpi_state *m = NULL;
+  nnrt_comm *c = new_comm(&m);
+  if (!c) return nnrt_errorf(err, NNRT_E_NOMEM, "nnrt_comm_mpi_create: out of memory");
 
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);

@@ -60,6 +60,9 @@ typedef struct nnrt_comm_ops {
   nnrt_status (*broadcast)(nnrt_comm *c, void *buf, size_t count, nnrt_dtype t, int root, void *stream,
                            nnrt_error *err);
   nnrt_status (*barrier)(nnrt_comm *c, nnrt_error *err);
+  /* every rank of c calls it: the ranks that give the same color form *out,
+   * ranked by key (ties by their rank in c) */
+  nnrt_status (*split)(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err);
   void (*destroy)(nnrt_comm *c);
 } nnrt_comm_ops;
 
@@ -159,6 +162,21 @@ static inline nnrt_status nnrt_comm_broadcast(nnrt_comm *c, void *buf, size_t co
 }
 static inline nnrt_status nnrt_comm_barrier(nnrt_comm *c, nnrt_error *err) {
   return c->ops->barrier(c, err);
+}
+/* A sub-communicator (MPI_Comm_split; ncclCommSplit): every rank of c calls
+ * it with its color (>= 0) and key; those with equal colors form *out, whose
+ * ranks follow the keys. A model of --parallel=tp:N,dp:M splits the world
+ * into its tp groups (color rank / N) and its dp groups (color rank % N).
+ * Each rank first waits for all of c against the timeout (a rank that died
+ * fails it, no hang). *out counts its own bytes; it keeps c's local rank,
+ * GPU and timeout; destroy it before c. */
+static inline nnrt_status nnrt_comm_split(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err) {
+  if (!out) return nnrt_errorf(err, NNRT_E_ARG, "split: out is NULL");
+  *out = NULL;
+  if (!c || !c->ops) return nnrt_errorf(err, NNRT_E_ARG, "split: no communicator (NULL)");
+  if (color < 0)
+    return nnrt_errorf(err, NNRT_E_ARG, "rank %d: split: expected a color >= 0, found %d", c->rank, color);
+  return c->ops->split(c, color, key, out, err);
 }
 
 #ifdef __cplusplus

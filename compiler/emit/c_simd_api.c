@@ -60,6 +60,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;            /* this rank's place among the plan's %d */\n"
                      "  int own_comm;               /* made by create(), not given in the options */\n", x->world);
+  ec_emit_comm_fields(x, b);
   if (x->r->train) cs_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -165,12 +166,19 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_free(&ws);
 
   bool tp = g->ranks > 1;
+  /* under tp:N a rank's slices follow its rank in its tp group */
+  char shards_load[160], slice_given[320];
+  snprintf(shards_load, sizeof shards_load, "nnc_weights_load_shards(st, manifest, shards, m->%s->rank, NPARAMS, m->w, e)",
+           tp ? x->tpc : "comm");
+  snprintf(slice_given, sizeof slice_given,
+           "      if (shards[i].parts) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->%s->rank, m->w[i]);\n",
+           tp ? x->tpc : "comm");
   const char *numel = tp ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
   bool q8 = cs_quantized(x);
   char held[256];
   if (q8) snprintf(held, sizeof held, "held_bytes(i)");
   else snprintf(held, sizeof held, "((size_t)%s * 4 + 63) / 64 * 64", numel);
-  char comm_create[1024] = "";
+  char comm_create[2048] = "";
   if (x->world > 1)
     snprintf(comm_create, sizeof comm_create,
       "  /* the plan's ranks: the caller's communicator, else the launch's (mpirun) */\n"
@@ -180,8 +188,14 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
       "    m->own_comm = !rc;\n"
       "  }\n"
       "  if (!rc && m->comm->world != %d)\n"
-      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=%s:%d), launched with %%d (mpirun -np %d)\",\n"
-      "                     m->comm->world);\n", x->world, x->world, tp ? "tp" : "dp", x->world, x->world);
+      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=%s), launched with %%d (mpirun -np %d)\",\n"
+      "                     m->comm->world);\n", x->world, x->world, x->plan, x->world);
+  nnc_sb split;
+  nnc_sb_init(&split);
+  ec_emit_comm_split(x, &split);
+  if (split.oom) b->oom = true;
+  if (split.buf) snprintf(comm_create + strlen(comm_create), sizeof comm_create - strlen(comm_create), "%s", split.buf);
+  nnc_sb_free(&split);
   nnc_sb_printf(b,
     "int %s_create(const %s_options *o, %s_model **out) {\n"
     "  %s_options def;\n"
@@ -239,7 +253,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  nnrt_arena_destroy(m->arena_handle);\n"
     "  nnrt_aligned_free(m->weights);\n"
     "  nnrt_aligned_free(m->ws);\n", p, p);
-  if (x->world > 1) nnc_sb_printf(b, "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n");
+  ec_emit_comm_destroy(x, b);
   if (x->r->train) cs_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b,
@@ -253,7 +267,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p,
-    tp ? "nnc_weights_load_shards(st, manifest, shards, m->comm->rank, NPARAMS, m->w, e)"
+    tp ? shards_load
     : q8 ? "nnc_weights_load_converted(st, manifest, NPARAMS, m->w, quantized, quantize_weight, NULL, e)"
          : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
     ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
@@ -267,7 +281,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    if (strcmp(manifest[i].name, name) != 0) continue;\n"
     "    size_t n = (size_t)nnc_weights_numel(&manifest[i]);\n"
     "    if (count != n) return fail(m, %s_E_SIZE, \"%s_set_weight: %%s: expected %%zu values, found %%zu\", name, n, count);\n"
-    "    if (manifest[i].dtype == NNRT_F32) {\n%s"
+    "    if (manifest[i].dtype == NNRT_F32) {\n%s%s%s"
     "    } else {\n"
     "      for (size_t k = 0; k < n; k++) ((int32_t *)m->w[i])[k] = to_i32(data[k]);\n"
     "    }\n"
@@ -277,9 +291,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  return fail(m, %s_E_ARG, \"%s_set_weight: the model has no weight named \\\"%%s\\\" (see weights_manifest.json)\", name);\n}\n\n",
     p, p, P, P, p, P, p,
-    tp ? "      /* the whole tensor given: this rank keeps its slice */\n"
-         "      if (shards[i].parts) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->comm->rank, m->w[i]);\n"
-         "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
+    tp ? "      /* the whole tensor given: this rank keeps its slice */\n" : "",
+    tp ? slice_given : "",
+    tp ? "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
     : q8 ? "      if (quantized[i]) quantize_weight(NULL, i, data, m->w[i]);   /* held as int8 */\n"
            "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
          : "      if (n) memcpy(m->w[i], data, n * sizeof *data);\n",

@@ -419,10 +419,10 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
     nnc_sb_printf(&body, "  /* this rank's rows of the vocabulary (%lld split over %d ranks); another rank's id gives zeros\n"
                          "   * here, and the all_reduce after adds its row */\n"
                          "  nnc_simd_error e;\n"
-                         "  if (nnc_simd_embedding_rows(%s, ids, %lld, c->m->comm->rank * %s, %s, %s, table, %s, y, %s, &e))\n"
+                         "  if (nnc_simd_embedding_rows(%s, ids, %lld, c->m->%s->rank * %s, %s, %s, table, %s, y, %s, &e))\n"
                          "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
-                  (long long)n->attrs.vocab, n->attrs.ranks, as_int(count, ci, sizeof ci), (long long)n->attrs.vocab, V,
-                  V, C, C, C, ki);
+                  (long long)n->attrs.vocab, n->attrs.ranks, as_int(count, ci, sizeof ci), (long long)n->attrs.vocab,
+                  x->tpc, V, V, C, C, C, ki);
   else
     nnc_sb_printf(&body, "  nnc_simd_error e;\n  if (nnc_simd_embedding(%s, ids, %s, %s, table, %s, y, %s, &e))\n"
                          "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",

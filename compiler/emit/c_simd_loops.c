@@ -711,7 +711,8 @@ static nnc_status emit_embedding_grad(const ec_ctx *x, int ki, nnc_sb *b, nnc_er
   const bool split = n->attrs.ranks > 1;
   char bound[EXPR], first[EXPR + 40], skip[EXPR + 64];
   snprintf(bound, sizeof bound, "%lld", (long long)n->attrs.vocab);
-  snprintf(first, sizeof first, split ? "(int64_t)c->m->comm->rank * (%s)" : "0", V);
+  if (split) snprintf(first, sizeof first, "(int64_t)c->m->%s->rank * (%s)", x->tpc, V);
+  else snprintf(first, sizeof first, "0");
   snprintf(skip, sizeof skip, split ? "    if (row < 0 || row >= (int64_t)(%s)) continue;\n" : "", V);
   nnc_sb_printf(&body,
     "  const int64_t C = %s, count = %s, first = %s;\n"

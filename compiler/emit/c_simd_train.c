@@ -128,24 +128,23 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
   }
   if (x->dp > 1)
     nnc_sb_printf(b,
-      "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks, each\n"
-      " * rank's gradients summed into every rank's (in place), both over the\n"
-      " * model's communicator. */\n"
+      "/* --parallel=%s: a micro-batch's loss averaged over the %d ranks of the\n"
+      " * dp group, each one's gradients summed into every one's (in place). */\n"
       "static int train_mean_loss(%s_model *m, float *loss) {\n"
       "  nnrt_error e = {0};\n"
-      "  if (nnrt_comm_all_reduce(m->comm, loss, loss, 1, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
+      "  if (nnrt_comm_all_reduce(m->%s, loss, loss, 1, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
       "    return fail(m, %s_E_COMM, \"%s_train_accumulate: the loss over the ranks: %%s\", e.msg);\n"
       "  *loss /= %d;\n"
       "  return 0;\n}\n\n",
-      x->world, p, x->P, p, x->world);
+      x->plan, x->dp, p, x->dpc, x->P, p, x->dp);
   if (x->dp > 1 && !x->zero1)
     nnc_sb_printf(b,
       "static int train_all_reduce(%s_model *m) {\n"
       "  nnrt_error e = {0};\n"
-      "  if (nnrt_comm_all_reduce(m->comm, m->grad, m->grad, (size_t)TRAIN_NUMEL, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
+      "  if (nnrt_comm_all_reduce(m->%s, m->grad, m->grad, (size_t)TRAIN_NUMEL, NNRT_F32, NNRT_REDUCE_SUM, NULL, &e))\n"
       "    return fail(m, %s_E_COMM, \"%s_train_update: the gradients over the ranks: %%s\", e.msg);\n"
       "  return 0;\n}\n\n",
-      p, x->P, p);
+      p, x->dpc, x->P, p);
 }
 
 /* _save, _load, and the accessors of the state. */
@@ -186,7 +185,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  /* the moments land in the gradient blocks, free between updates, and\n"
     "   * take their place once the weights have loaded too: a file that fails\n"
     "   * leaves the model as it was */\n", p, p, P, p);
-  if (x->g->ranks > 1) ec_tp_load_state(x, b, "m->grad", "m->part", "m->comm->rank", false);
+  if (x->g->ranks > 1) ec_tp_load_state(x, b, "m->grad", "m->part", false);
   else nnc_sb_printf(b,
     "  nnrt_ckpt c = checkpoint_of(m, m->grad, m->part, mom, vel);\n"
     "  int64_t step = 0;\n"

@@ -110,16 +110,17 @@ void cu_grad_buckets_functions(const ec_ctx *x, nnc_sb *b) {
   int n = find_buckets(x, &bk);
   free(bk);
   nnc_sb_printf(b,
-    "/* --parallel=dp:%d: n gradients at g, final on stream s, summed over the\n"
-    " * ranks in place on the communication stream (%d buckets a pass). */\n"
+    "/* --parallel=%s: n gradients at g, final on stream s, summed over the\n"
+    " * %d ranks of the dp group in place on the communication stream (%d\n"
+    " * buckets a pass). */\n"
     "static int reduce_grads(%s_model *m, cudaStream_t s, float *g, size_t n) {\n"
     "  nnrt_error e = {};\n"
     "  if (cudaEventRecord(m->grads_ready, s) != cudaSuccess || cudaStreamWaitEvent(m->comm_stream, m->grads_ready, 0) != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"ordering a gradient sum: %%s\", cudaGetErrorString(cudaGetLastError()));\n"
-    "  if (nnrt_comm_all_reduce(m->comm, g, g, n, NNRT_F32, NNRT_REDUCE_SUM, m->comm_stream, &e))\n"
+    "  if (nnrt_comm_all_reduce(m->%s, g, g, n, NNRT_F32, NNRT_REDUCE_SUM, m->comm_stream, &e))\n"
     "    return fail(m, %s_E_COMM, \"summing gradients over the ranks: %%s\", e.msg);\n"
     "  return 0;\n}\n\n",
-    x->world, n < 0 ? 0 : n, x->p, x->P, x->P);
+    x->plan, x->dp, n < 0 ? 0 : n, x->p, x->P, x->dpc, x->P);
 }
 
 void cu_grad_buckets_create(const ec_ctx *x, nnc_sb *b) {

@@ -957,7 +957,7 @@ static void emit_tune(const ec_ctx *x, nnc_sb *b) {
     "  if (cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"creating events\");\n"
     "  static const struct {\n    int k, n;\n    const char *name[%d];\n  } list[] = {\n",
-    20, p, p, p, p, p, x->g->ranks > 1 ? "  c.rank = m->comm->rank;\n" : "", x->P, x->P, NNC_MAX_VARIANTS);
+    20, p, p, p, p, p, ec_tp_rank_line(x), x->P, x->P, NNC_MAX_VARIANTS);
   for (int ki = 0; ki < x->s->nk; ki++) {
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
     nnc_kernel_variants v;

@@ -113,6 +113,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;               /* this rank's place among the plan's %d (NCCL) */\n"
                      "  int own_comm;                  /* made by create(), not given in the options */\n", x->world);
+  ec_emit_comm_fields(x, b);
   if (x->r->train) cu_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,
@@ -245,6 +246,25 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "  if (rc) return rc;\n"
     "  return fail(m, %s_E_DEVICE, \"capturing the CUDA graph of a run: cudaStreamEndCapture: %%s\", cudaGetErrorString(ce));\n"
     "}\n\n", p, P, P);
+  /* the capture only counts a run's collectives; its launches move the bytes */
+  const char *before = "", *after = "", *launched = "";
+  if (x->tpc && x->dpc) {
+    before = "    /* the capture only recorded the collectives: they move their bytes at each launch */\n"
+             "    const uint64_t tp_bytes0 = m->tp_comm->bytes, dp_bytes0 = m->dp_comm->bytes;\n"
+             "    const double tp_bus0 = m->tp_comm->bus_bytes, dp_bus0 = m->dp_comm->bus_bytes;\n";
+    after = "    const uint64_t moved = (m->tp_comm->bytes - tp_bytes0) + (m->dp_comm->bytes - dp_bytes0);\n"
+            "    const double moved_bus = (m->tp_comm->bus_bytes - tp_bus0) + (m->dp_comm->bus_bytes - dp_bus0);\n"
+            "    m->tp_comm->bytes = tp_bytes0;\n    m->dp_comm->bytes = dp_bytes0;\n"
+            "    m->tp_comm->bus_bytes = tp_bus0;\n    m->dp_comm->bus_bytes = dp_bus0;\n";
+    launched = "  /* both groups' bytes, counted on the tp group's: _comm_stats adds the two */\n"
+               "  m->tp_comm->bytes += hit->comm_bytes;\n  m->tp_comm->bus_bytes += hit->comm_bus_bytes;\n";
+  } else if (x->world > 1) {
+    before = "    /* the capture only recorded the collectives: they move their bytes at each launch */\n"
+             "    const uint64_t bytes0 = m->comm->bytes;\n    const double bus0 = m->comm->bus_bytes;\n";
+    after = "    const uint64_t moved = m->comm->bytes - bytes0;\n    const double moved_bus = m->comm->bus_bytes - bus0;\n"
+            "    m->comm->bytes = bytes0;\n    m->comm->bus_bytes = bus0;\n";
+    launched = "  m->comm->bytes += hit->comm_bytes;\n  m->comm->bus_bytes += hit->comm_bus_bytes;\n";
+  }
   nnc_sb_printf(b,
     "/* Runs the run c of kernels on stream s from its graph: the slot captured\n"
     " * for the same kernels, dims and buffers, else a new capture in a free slot or in place of the\n"
@@ -288,14 +308,9 @@ static void graphs(const ec_ctx *x, nnc_sb *b) {
     "    (void)cudaGetLastError();\n"
     "    return fail(m, %s_E_DEVICE, \"launching the CUDA graph of a run: %%s\", cudaGetErrorString(ce));\n"
     "  }\n%s"
-    "  return 0;\n}\n\n", p,
-    x->world > 1 ? "    /* the capture only recorded the collectives: they move their bytes at each launch */\n"
-                   "    const uint64_t bytes0 = m->comm->bytes;\n    const double bus0 = m->comm->bus_bytes;\n" : "",
-    x->world > 1 ? "    const uint64_t moved = m->comm->bytes - bytes0;\n    const double moved_bus = m->comm->bus_bytes - bus0;\n"
-                   "    m->comm->bytes = bytes0;\n    m->comm->bus_bytes = bus0;\n" : "",
+    "  return 0;\n}\n\n", p, before, after,
     x->world > 1 ? "    hit->comm_bytes = moved;\n    hit->comm_bus_bytes = moved_bus;\n" : "",
-    P, P,
-    x->world > 1 ? "  m->comm->bytes += hit->comm_bytes;\n  m->comm->bus_bytes += hit->comm_bus_bytes;\n" : "");
+    P, P, launched);
 }
 
 /* Bytes of input i (output i) at the sizes d, for the host copies. */
@@ -361,11 +376,11 @@ static void api(const ec_ctx *x, nnc_sb *b) {
       "    own_comm = !rc;\n"
       "  }\n"
       "  if (!rc && comm->world != %d)\n"
-      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=%s:%d), launched with %%d\", comm->world);\n"
+      "    rc = nnrt_errorf(&e, NNRT_E_COMM, \"compiled for %d ranks (--parallel=%s), launched with %%d\", comm->world);\n"
       "  /* the rank's GPU: the one its communicator was made on */\n"
       "  if (!rc) rc = nnrt_cuda_check(cudaGetDevice(&dev), \"the rank's device\", &e);\n"
       "  if (!rc) rc = nnrt_cuda_device_select(dev, &dev, &e);\n",
-      x->world, x->world, x->g->ranks > 1 ? "tp" : "dp", x->world);
+      x->world, x->world, x->plan);
   else
     snprintf(comm_create, sizeof comm_create, "  int rc = nnrt_cuda_device_select(o->device, &dev, &e);\n");
   nnc_sb_printf(b,
@@ -402,6 +417,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  if (!rc) {\n    m->ws_size = workspace_need(max);\n    rc = nnrt_cuda_malloc(m->alloc, m->ws_size, &m->ws, &e);\n  }\n",
     comm_create, p, drop_comm, p, p, p, drop_comm, P,
     x->world > 1 ? "  m->comm = comm;\n  m->own_comm = own_comm;\n" : "");
+  ec_emit_comm_split(x, b);
   for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "  m->dmax.%s = max[%d];\n", x->sym[i], i);
   if (cu_train_master(x))
     nnc_sb_printf(b, "  /* training: the f32 master weights, written by upload() */\n"
@@ -427,7 +443,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; i <= NKERNELS; i++) nnrt_cuda_event_destroy(m->ev[i]);\n"
     "  nnrt_cuda_blas_destroy(m->blas);\n"
     "  nnrt_cuda_alloc_destroy(m->alloc);\n"
-    "  nnrt_cuda_stream_destroy(m->stream);\n%s", p, p, x->world > 1 ? "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n" : "");
+    "  nnrt_cuda_stream_destroy(m->stream);\n", p, p);
+  ec_emit_comm_destroy(x, b);
   if (x->r->train) cu_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
@@ -455,6 +472,10 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   /* a tensor-parallel plan's rank holds slices of the weights */
   const bool sharded = x->g->ranks > 1;
   const char *numel = sharded ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
+  /* under tp:N a rank's slices follow its rank in its tp group */
+  char shards_load[160];
+  snprintf(shards_load, sizeof shards_load, "nnc_weights_load_shards(st, manifest, shards, m->%s->rank, NPARAMS, host, e)",
+           sharded ? x->tpc : "comm");
   nnc_sb_printf(b,
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
@@ -479,8 +500,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p, numel, P,
-    sharded ? "nnc_weights_load_shards(st, manifest, shards, m->comm->rank, NPARAMS, host, e)"
-            : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
+    sharded ? shards_load : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
     numel, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   char slice_set[900];
@@ -489,9 +509,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "    size_t mine = (size_t)nnc_weights_shard_numel(&manifest[i], &shards[i]);\n"
     "    float *part = shards[i].parts ? (float *)malloc(mine * sizeof *part + 1) : NULL;\n"
     "    if (shards[i].parts && !part) return fail(m, %s_E_NOMEM, \"out of memory slicing %%s\", name);\n"
-    "    if (part) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->comm->rank, part);\n"
+    "    if (part) nnc_weights_slice(data, sizeof *data, &manifest[i], &shards[i], m->%s->rank, part);\n"
     "    int rc = part ? upload(m, i, part, mine) : upload(m, i, data, n);\n"
-    "    free(part);\n", P);
+    "    free(part);\n", P, sharded ? x->tpc : "comm");
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
     "  if (!m) return %s_E_ARG;\n"
@@ -523,7 +543,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  return rc;\n}\n\n"
     "static int launch(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out, cudaStream_t s) {\n"
     "  return run_kernels(m, d, in, out, s, forward);\n}\n\n", p, p, p, p,
-    x->g->ranks > 1 ? "  c.rank = m->comm->rank;\n" : "",
+    ec_tp_rank_line(x),
     ec_load_kernels(x) ? "  /* the kernels of weights alone, once: never part of a captured graph */\n"
                          "  if (!m->prepared) {\n    int rc = prepare(m, c, s);\n    if (rc) return rc;\n    m->prepared = 1;\n  }\n"
                        : "", p, p, p, p);
@@ -572,7 +592,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     snprintf(sync, sizeof sync,
       "  /* NCCL's errors (a rank that died) fail the wait instead of hanging it */\n"
       "  nnrt_error e = {};\n"
-      "  if (nnrt_comm_nccl_wait(m->comm, m->stream, &e)) return fail(m, %s_E_COMM, \"%s_sync: %%s\", e.msg);\n", P, p);
+      "  if (nnrt_comm_nccl_wait(m->%s, m->stream, &e)) return fail(m, %s_E_COMM, \"%s_sync: %%s\", e.msg);\n",
+      x->tpc ? x->tpc : x->dpc, P, p);
   else
     snprintf(sync, sizeof sync,
       "  cudaError_t ce = cudaStreamSynchronize(m->stream);\n"

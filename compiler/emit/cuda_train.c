@@ -150,8 +150,8 @@ static void tp_sum_squares(const ec_ctx *x, nnc_sb *b) {
     "  int rc = train_launched(m, \"the gradients' norm\");\n"
     "  if (rc) return rc;\n"
     "  nnrt_error e = {};\n"
-    "  if (nnrt_comm_all_reduce(m->comm, m->partial, m->partial, 1, NNRT_F64, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
-    "      nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
+    "  if (nnrt_comm_all_reduce(m->%s, m->partial, m->partial, 1, NNRT_F64, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
+    "      nnrt_comm_nccl_wait(m->%s, m->stream, &e))\n"
     "    return fail(m, %s_E_COMM, \"%s: the gradient norm over the ranks: %%s\", e.msg);\n"
     "  double sliced = 0, whole = 0;\n"
     "  ce = cudaMemcpyAsync(&sliced, m->partial, sizeof sliced, cudaMemcpyDeviceToHost, m->stream);\n"
@@ -160,7 +160,7 @@ static void tp_sum_squares(const ec_ctx *x, nnc_sb *b) {
     "  if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%s: the gradients' norm: %%s\", cudaGetErrorString(ce));\n"
     "  *ss = sliced + whole;\n"
     "  return 0;\n}\n\n",
-    x->g->ranks, x->p, x->P, x->p, x->P, x->p, x->P, x->p);
+    x->g->ranks, x->p, x->P, x->p, x->tpc, x->tpc, x->P, x->p, x->P, x->p);
 }
 
 static void write_hooks(const ec_ctx *x, nnc_sb *b) {
@@ -197,20 +197,20 @@ static void write_hooks(const ec_ctx *x, nnc_sb *b) {
     p, P, p);
   if (x->dp > 1)
     nnc_sb_printf(b,
-      "/* --parallel=dp:%d: a micro-batch's loss averaged over the ranks through\n"
-      " * NCCL (its gradients are summed %s). */\n"
+      "/* --parallel=%s: a micro-batch's loss averaged over the %d ranks of the\n"
+      " * dp group through NCCL (its gradients are summed %s). */\n"
       "static int train_mean_loss(%s_model *m, float *loss) {\n"
       "  nnrt_error e = {};\n"
       "  float *dl = (float *)m->out_dev[%d];\n"
-      "  if (nnrt_comm_all_reduce(m->comm, dl, dl, 1, NNRT_F32, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
-      "      nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
+      "  if (nnrt_comm_all_reduce(m->%s, dl, dl, 1, NNRT_F32, NNRT_REDUCE_SUM, m->stream, &e) ||\n"
+      "      nnrt_comm_nccl_wait(m->%s, m->stream, &e))\n"
       "    return fail(m, %s_E_COMM, \"%s_train_accumulate: the loss over the ranks: %%s\", e.msg);\n"
       "  if (cudaMemcpy(loss, dl, sizeof *loss, cudaMemcpyDeviceToHost) != cudaSuccess)\n"
       "    return fail(m, %s_E_DEVICE, \"%s_train_accumulate: %%s\", cudaGetErrorString(cudaGetLastError()));\n"
       "  *loss /= %d;\n"
       "  return 0;\n}\n\n",
-      x->world, x->zero1 ? "at the update, each rank's shard: cuda_zero.c" : "in the pass, cuda_grad_buckets.c", p,
-      ec_train_loss(x), P, p, P, p, x->world);
+      x->plan, x->dp, x->zero1 ? "at the update, each rank's shard: cuda_zero.c" : "in the pass, cuda_grad_buckets.c",
+      p, ec_train_loss(x), x->dpc, x->dpc, P, p, P, p, x->dp);
   /* every weight's place, size and storage are the compiler's: only the
    * decay, which the options choose, is filled in per update */
   const nnc_graph *g = x->g;
@@ -328,7 +328,7 @@ static void write_checkpoints(const ec_ctx *x, nnc_sb *b) {
     "  if (rc) rc = fail(m, rc, \"%s_load: %%s\", e.msg);\n"
     "  /* the moments first, to the host: a file that fails leaves the model as it was */\n"
     "  float *mom[NPARAMS], *vel[NPARAMS];\n", p, p, P, P, p, p);
-  if (x->g->ranks > 1) ec_tp_load_state(x, b, "host", "host + TRAIN_NUMEL", "m->comm->rank", true);
+  if (x->g->ranks > 1) ec_tp_load_state(x, b, "host", "host + TRAIN_NUMEL", true);
   else nnc_sb_printf(b,
     "  void *w[NPARAMS];\n"
     "  nnrt_ckpt c = checkpoint_of(m, NULL, host, host + TRAIN_NUMEL, w, mom, vel);\n"

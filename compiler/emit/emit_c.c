@@ -602,9 +602,15 @@ nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err) {
   x->s = r->s;
   x->g = r->s->g;
   const nnc_graph *g = x->g;
-  x->world = g->ranks > 1 ? g->ranks : r->dp > 1 ? r->dp : 1;
+  const int tp = g->ranks > 1 ? g->ranks : 1;
+  x->dp = r->dp > 1 ? r->dp : 1;
+  x->world = tp * x->dp;
   x->zero1 = r->zero1 && x->world > 1;
-  x->dp = g->ranks > 1 ? 1 : x->world;
+  const bool both = tp > 1 && x->dp > 1;
+  x->tpc = tp > 1 ? both ? "tp_comm" : "comm" : NULL;
+  x->dpc = x->dp > 1 ? both ? "dp_comm" : "comm" : NULL;
+  if (both) snprintf(x->plan, sizeof x->plan, "tp:%d,dp:%d", tp, x->dp);
+  else snprintf(x->plan, sizeof x->plan, "%s:%d", tp > 1 ? "tp" : "dp", x->world);
   nnc_emit_c_ident(g->name && g->name[0] ? g->name : "model", x->p, 40);
   for (size_t i = 0; i <= strlen(x->p); i++)
     x->P[i] = (char)(x->p[i] >= 'a' && x->p[i] <= 'z' ? x->p[i] - 'a' + 'A' : x->p[i]);
@@ -665,11 +671,51 @@ bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a) {
 
 void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b) {
   if (x->world <= 1) return;
+  if (x->tpc && x->dpc)
+    nnc_sb_printf(b,
+      "\n/* the collectives of both groups this rank belongs to */\n"
+      "int %s_comm_stats(const %s_model *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
+      "  if (!m || !bytes || !bus_bytes || !wait_s) return %s_E_ARG;\n"
+      "  *bytes = m->tp_comm->bytes + m->dp_comm->bytes;\n"
+      "  *bus_bytes = m->tp_comm->bus_bytes + m->dp_comm->bus_bytes;\n"
+      "  *wait_s = m->tp_comm->wait_s + m->dp_comm->wait_s;\n  return 0;\n}\n",
+      x->p, x->p, x->P);
+  else
+    nnc_sb_printf(b,
+      "\nint %s_comm_stats(const %s_model *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
+      "  if (!m || !bytes || !bus_bytes || !wait_s) return %s_E_ARG;\n"
+      "  *bytes = m->comm->bytes;\n  *bus_bytes = m->comm->bus_bytes;\n  *wait_s = m->comm->wait_s;\n  return 0;\n}\n",
+      x->p, x->p, x->P);
+}
+
+const char *ec_tp_rank_line(const ec_ctx *x) {
+  if (!x->tpc) return "";
+  return x->dpc ? "  c.rank = m->tp_comm->rank;\n" : "  c.rank = m->comm->rank;\n";
+}
+
+void ec_emit_comm_fields(const ec_ctx *x, nnc_sb *b) {
+  if (x->tpc && x->dpc)
+    nnc_sb_printf(b, "  nnrt_comm *tp_comm;            /* this rank's tp group (%d ranks): the split weights' collectives */\n"
+                     "  nnrt_comm *dp_comm;            /* its dp group (%d ranks): the gradients' sums, the loss's mean */\n",
+                  x->world / x->dp, x->dp);
+}
+
+void ec_emit_comm_split(const ec_ctx *x, nnc_sb *b) {
+  if (!x->tpc || !x->dpc) return;
+  const int n = x->world / x->dp;
   nnc_sb_printf(b,
-    "\nint %s_comm_stats(const %s_model *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
-    "  if (!m || !bytes || !bus_bytes || !wait_s) return %s_E_ARG;\n"
-    "  *bytes = m->comm->bytes;\n  *bus_bytes = m->comm->bus_bytes;\n  *wait_s = m->comm->wait_s;\n  return 0;\n}\n",
-    x->p, x->p, x->P);
+    "  /* --parallel=%s: rank = dp index * %d + tp index, as Megatron lays them\n"
+    "   * out: a tp group's %d ranks are consecutive (one machine under mpirun's\n"
+    "   * usual placement), a dp group holds every %d-th rank */\n"
+    "  if (!rc) rc = nnrt_comm_split(m->comm, m->comm->rank / %d, m->comm->rank %% %d, &m->tp_comm, &e);\n"
+    "  if (!rc) rc = nnrt_comm_split(m->comm, m->comm->rank %% %d, m->comm->rank / %d, &m->dp_comm, &e);\n",
+    x->plan, n, n, n, n, n, n, n);
+}
+
+void ec_emit_comm_destroy(const ec_ctx *x, nnc_sb *b) {
+  if (x->world <= 1) return;
+  if (x->tpc && x->dpc) nnc_sb_printf(b, "  nnrt_comm_destroy(m->tp_comm);\n  nnrt_comm_destroy(m->dp_comm);\n");
+  nnc_sb_printf(b, "  if (m->own_comm) nnrt_comm_destroy(m->comm);\n");
 }
 
 int ec_attn_operands(const nnc_kernel *k, ec_attn_operand *o) {

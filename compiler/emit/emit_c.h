@@ -29,9 +29,13 @@ typedef struct ec_ctx {
   int *input_of;           /* per tensor: index into g->inputs, or -1 */
   int *output_of;          /* per tensor: first index into g->outputs, or -1 */
   const char *isa;         /* "avx2", ... for comments and flags */
-  int world;               /* the ranks of a parallel plan (tp:N's N or dp:M's M); 1: one process */
+  int world;               /* the ranks of a parallel plan (tp:N's N times dp:M's M); 1: one process */
   int dp;                  /* --parallel=dp:M's M (each rank its own rows, gradients summed); 1 otherwise: under
                               tp:N the ranks share the rows and the loss, and each owns its weights' slices */
+  const char *tpc, *dpc;   /* the model struct's communicators of tp:N's collectives (its tp group) and of
+                              dp:M's (its dp group): "comm", the world, under one kind alone; "tp_comm" and
+                              "dp_comm", split from it, under tp:N,dp:M; NULL when the plan has no such ranks */
+  char plan[48];           /* the plan as --parallel spells it: "tp:2", "dp:4", "tp:2,dp:2" */
   bool zero1;              /* --parallel=dp:M,zero1: the optimizer state sharded over the ranks (c_simd_zero.c,
                               cuda_zero.c) */
   bool grads_summed_in_pass; /* dp training: the pass sums the gradients over the ranks (CUDA's buckets),
@@ -217,6 +221,16 @@ bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a);
 /* <model>_comm_stats (the header's comment), for a parallel plan's model
  * whose struct holds its nnrt_comm *comm; nothing when world is 1. */
 void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b);
+/* The communicators of a parallel model beside its world `comm`: under
+ * tp:N,dp:M its struct's tp_comm and dp_comm, create()'s split of the world
+ * into them (after the world's size is checked; rc and e are create's);
+ * destroy()'s lines for all of them (nothing when world is 1). */
+void ec_emit_comm_fields(const ec_ctx *x, nnc_sb *b);
+void ec_emit_comm_split(const ec_ctx *x, nnc_sb *b);
+void ec_emit_comm_destroy(const ec_ctx *x, nnc_sb *b);
+/* A device run's `c.rank = ...;` line (the rank in its tp group, where a
+ * vocabulary split's rows start), "" without tp:N. */
+const char *ec_tp_rank_line(const ec_ctx *x);
 
 /* How a GPU target turns the loop kernels of device_loops.c into its own
  * code: pointer declares tensor t as `name` for the kernel (a line of body

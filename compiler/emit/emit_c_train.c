@@ -298,8 +298,8 @@ void ec_train_tp_norm(const ec_ctx *x, nnc_sb *b, const char *squares) {
     "    else whole += q;\n"
     "  }\n"
     "  nnrt_error e = {0};\n"
-    "  if (nnrt_comm_all_reduce(m->comm, &sliced, &sliced, 1, NNRT_F64, NNRT_REDUCE_SUM, NULL, &e))\n"
+    "  if (nnrt_comm_all_reduce(m->%s, &sliced, &sliced, 1, NNRT_F64, NNRT_REDUCE_SUM, NULL, &e))\n"
     "    return fail(m, %s_E_COMM, \"%s_train_update: the gradient norm over the ranks: %%s\", e.msg);\n"
     "  *ss = sliced + whole;\n"
-    "  return 0;\n}\n\n", x->p, squares, x->P, x->p);
+    "  return 0;\n}\n\n", x->p, squares, x->tpc, x->P, x->p);
 }

@@ -51,9 +51,10 @@ int64_t ec_train_state_bytes(const ec_ctx *x);
 void ec_train_tp_norm(const ec_ctx *x, nnc_sb *b, const char *squares);
 /* --parallel=tp:N, _load (emit_tp_ckpt.c): this rank's slices of a
  * checkpoint's moments into the blocks m1, m2 (train_table's layout, through
- * mom[], vel[]) and the steps taken into a new `step`; rank: the rank's
- * expression; fails: a failure's message set in m (else its status in rc). */
-void ec_tp_load_state(const ec_ctx *x, nnc_sb *b, const char *m1, const char *m2, const char *rank, bool fails);
+ * mom[], vel[]) and the steps taken into a new `step`, by the rank's place
+ * in its tp group; fails: a failure's message set in m (else its status in
+ * rc). */
+void ec_tp_load_state(const ec_ctx *x, nnc_sb *b, const char *m1, const char *m2, bool fails);
 
 /* Loss scaling (emit_c_train_scale.c): the index of the input loss_scale
  * among the graph's inputs (-1 without --train); the model struct's fields

@@ -23,9 +23,9 @@ nnc_status cs_emit_all_reduce(const ec_ctx *x, int ki, nnc_sb *out) {
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   nnc_sb_printf(&body,
     "  nnrt_error e = {0};\n"
-    "  if (nnrt_comm_all_reduce(c->m->comm, x, y, (size_t)(%s), NNRT_F32, %s, NULL, &e))\n"
+    "  if (nnrt_comm_all_reduce(c->m->%s, x, y, (size_t)(%s), NNRT_F32, %s, NULL, &e))\n"
     "    return fail(c->m, %s_E_COMM, \"kernel %d (%%s, %%s): %%s\", kernel_table[%d].name, kernel_table[%d].where, e.msg);\n",
-    ec_elems(x, n->out[0], count, sizeof count), n->attrs.reduce_max ? "NNRT_REDUCE_MAX" : "NNRT_REDUCE_SUM", x->P, ki,
+    x->tpc, ec_elems(x, n->out[0], count, sizeof count), n->attrs.reduce_max ? "NNRT_REDUCE_MAX" : "NNRT_REDUCE_SUM", x->P, ki,
     ki, ki);
   if (n->attrs.scalar != 1.0)
     nnc_sb_printf(&body, "  for (size_t i = 0; i < (size_t)(%s); i++) y[i] *= %.9gf;\n", count, n->attrs.scalar);
@@ -47,10 +47,10 @@ nnc_status cs_emit_all_gather(const ec_ctx *x, int ki, nnc_sb *out) {
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   nnc_sb_printf(&body,
     "  nnrt_error e = {0};\n"
-    "  if (nnrt_comm_all_gather(c->m->comm, x, y, (size_t)(%s), NNRT_F32, NULL, &e))\n"
+    "  if (nnrt_comm_all_gather(c->m->%s, x, y, (size_t)(%s), NNRT_F32, NULL, &e))\n"
     "    return fail(c->m, %s_E_COMM, \"kernel %d (%%s, %%s): %%s\", kernel_table[%d].name, kernel_table[%d].where, e.msg);\n"
     "  return 0;\n",
-    ec_elems(x, n->in[0], count, sizeof count), x->P, ki, ki, ki);
+    x->tpc, ec_elems(x, n->in[0], count, sizeof count), x->P, ki, ki, ki);
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, out, head, NULL, "c->d", &body);
   return NNC_OK;
@@ -66,10 +66,10 @@ nnc_status cu_emit_all_gather(const ec_ctx *x, int ki, nnc_sb *out, nnc_error *e
                 ec_note(x, n->in[0], note, sizeof note));
   nnc_sb_printf(&body,
     "  nnrt_error e = {};\n"
-    "  if (nnrt_comm_all_gather(m->comm, %s, %s, (size_t)(%s), %s, s, &e))\n"
+    "  if (nnrt_comm_all_gather(m->%s, %s, %s, (size_t)(%s), %s, s, &e))\n"
     "    return fail(m, %s_E_COMM, \"kernel %d (%%s, %%s): %%s\", kernel_table[%d].name, kernel_table[%d].where, e.msg);\n"
     "  return 0;\n",
-    ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py), ec_elems(x, n->in[0], count, sizeof count),
+    x->tpc, ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py), ec_elems(x, n->in[0], count, sizeof count),
     comm_dtype(x->g->tensors[n->out[0]].dtype), x->P, ki, ki, ki);
   snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
   ec_emit_function(x, out, head, NULL, "&c.d", &body);
@@ -89,10 +89,10 @@ nnc_status cu_emit_all_reduce(const ec_ctx *x, int ki, nnc_sb *out, nnc_error *e
                 n->attrs.reduce_max ? "max" : "sum", n->attrs.ranks, ec_note(x, n->in[0], note, sizeof note));
   nnc_sb_printf(&body,
     "  nnrt_error e = {};\n"
-    "  if (nnrt_comm_all_reduce(m->comm, %s, %s, (size_t)(%s), %s, %s, s, &e))\n"
+    "  if (nnrt_comm_all_reduce(m->%s, %s, %s, (size_t)(%s), %s, %s, s, &e))\n"
     "    return fail(m, %s_E_COMM, \"kernel %d (%%s, %%s): %%s\", kernel_table[%d].name, kernel_table[%d].where, e.msg);\n"
     "  return 0;\n",
-    ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py), ec_elems(x, n->out[0], count, sizeof count),
+    x->tpc, ec_ptr(x, n->in[0], px, sizeof px), ec_ptr(x, n->out[0], py, sizeof py), ec_elems(x, n->out[0], count, sizeof count),
     comm_dtype(x->g->tensors[n->out[0]].dtype), n->attrs.reduce_max ? "NNRT_REDUCE_MAX" : "NNRT_REDUCE_SUM", x->P,
     ki, ki, ki);
   snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);

@@ -54,8 +54,8 @@ nnc_status cs_emit_rank_slice(const ec_ctx *x, int ki, nnc_sb *out) {
   ec_assign(x, &body, 2, "const float *x", n->in[0]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
   nnc_sb_printf(&body, "  const size_t count = (size_t)(%s);\n"
-                       "  memcpy(y, x + (size_t)c->m->comm->rank * count, count * sizeof *y);\n  return 0;\n",
-                ec_elems(x, n->out[0], count, sizeof count));
+                       "  memcpy(y, x + (size_t)c->m->%s->rank * count, count * sizeof *y);\n  return 0;\n",
+                ec_elems(x, n->out[0], count, sizeof count), x->tpc);
   snprintf(head, sizeof head, "static int k%d(const run_ctx *c)", ki);
   ec_emit_function(x, out, head, NULL, "c->d", &body);
   return NNC_OK;
@@ -74,8 +74,8 @@ nnc_status cs_emit_ce_shard(const ec_ctx *x, int ki, nnc_sb *out) {
   ec_assign(x, &body, 2, "const float *shift", n->in[2]);
   if (grad) ec_assign(x, &body, 2, "const float *ds", n->in[3]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
-  nnc_sb_printf(&body, "  const long long rows = %s, R = %s, first = (long long)c->m->comm->rank * R;\n"
-                       "  for (long long r = 0; r < rows; r++) {\n", rows, R);
+  nnc_sb_printf(&body, "  const long long rows = %s, R = %s, first = (long long)c->m->%s->rank * R;\n"
+                       "  for (long long r = 0; r < rows; r++) {\n", rows, R, x->tpc);
   snprintf(fail, sizeof fail, "return kernel_failed(c->m, %d, \"a target outside the vocabulary of %lld\");", ki,
            (long long)n->attrs.vocab);
   ce_row(&body, grad, (long long)n->attrs.vocab, "", fail);

@@ -18,6 +18,15 @@
 #include "c_simd.h"
 #include "cuda.h"
 
+/* Under tp:N,dp:M the first dp group's tp group gathers and its first rank
+ * (the world's 0) writes; the other groups hold the same values. */
+static const char *other_groups(const ec_ctx *x) {
+  if (!x->dpc) return "";
+  return "  /* dp:M: the other tp groups hold the same weights and moments; the\n"
+         "   * first one's ranks gather them and the world's rank 0 writes */\n"
+         "  if (m->dp_comm->rank != 0) return 0;\n";
+}
+
 /* The part both targets share: the file's sizes of the sliced tensors, and
  * the host blocks rank 0 rebuilds them in. */
 static void write_sizes(nnc_sb *b) {
@@ -41,9 +50,9 @@ void cs_tp_save(const ec_ctx *x, nnc_sb *b) {
     "int %s_save(%s_model *m, const char *path) {\n"
     "  if (!m || !path) return %s_E_ARG;\n"
     "  int rc = train_state(m);\n"
-    "  if (rc) return rc;\n"
-    "  const int root = m->comm->rank == 0, N = m->comm->world;\n",
-    x->g->ranks, p, p, P);
+    "  if (rc) return rc;\n%s"
+    "  const int root = m->comm->rank == 0, N = m->%s->world;\n",
+    x->g->ranks, p, p, P, other_groups(x), x->tpc);
   write_sizes(b);
   nnc_sb_printf(b,
     "  /* rank 0: the sliced tensors whole (weights, then both moments); every\n"
@@ -66,7 +75,7 @@ void cs_tp_save(const ec_ctx *x, nnc_sb *b) {
     "    float *const src[3] = {(float *)m->w[j], mom[j], vel[j]};\n"
     "    for (int k = 0; !rc && k < 3; k++) {\n"
     "      float *dst = file + k * whole + at;\n"
-    "      rc = nnrt_comm_all_gather(m->comm, src[k], all, (size_t)mine, NNRT_F32, NULL, &e);\n"
+    "      rc = nnrt_comm_all_gather(m->%s, src[k], all, (size_t)mine, NNRT_F32, NULL, &e);\n"
     "      for (int r = 0; !rc && root && r < N; r++)\n"
     "        nnc_weights_unslice(all + r * mine, sizeof *all, &manifest[j], &shards[j], r, dst);\n"
     "    }\n"
@@ -84,13 +93,15 @@ void cs_tp_save(const ec_ctx *x, nnc_sb *b) {
     "  }\n"
     "  free(file);\n  free(all);\n"
     "  return rc;\n}\n\n",
-    P, p, P, p, p);
+    P, p, x->tpc, P, p, p);
 }
 
 /* _load's optimizer state: this rank's slices of the file's moments into
  * the blocks m1, m2 (train_table's layout), the steps taken into step; a
  * failure leaves its status in rc, or with `fails` its message in m too. */
-void ec_tp_load_state(const ec_ctx *x, nnc_sb *b, const char *m1, const char *m2, const char *rank, bool fails) {
+void ec_tp_load_state(const ec_ctx *x, nnc_sb *b, const char *m1, const char *m2, bool fails) {
+  char rank[64];
+  snprintf(rank, sizeof rank, "m->%s->rank", x->tpc);
   nnc_sb_printf(b,
     "  for (int j = 0; j < NPARAMS; j++) {\n"
     "    mom[j] = %s + train_table[j].at;\n"
@@ -118,9 +129,9 @@ void cu_tp_save(const ec_ctx *x, nnc_sb *b) {
     "  if (!m || !path) return %s_E_ARG;\n"
     "  m->err[0] = 0;\n"
     "  int rc = train_state(m);\n"
-    "  if (rc) return rc;\n"
-    "  const int root = m->comm->rank == 0, N = m->comm->world;\n",
-    x->g->ranks, p, p, P);
+    "  if (rc) return rc;\n%s"
+    "  const int root = m->comm->rank == 0, N = m->%s->world;\n",
+    x->g->ranks, p, p, P, other_groups(x), x->tpc);
   write_sizes(b);
   nnc_sb_printf(b,
     "  /* this rank's state (the whole weights whole); rank 0: the sliced\n"
@@ -144,8 +155,8 @@ void cu_tp_save(const ec_ctx *x, nnc_sb *b) {
     "    const float *const src[3] = {master_of(m, j), m->mom + train_table[j].at, m->vel + train_table[j].at};\n"
     "    for (int k = 0; !rc && k < 3; k++) {\n"
     "      float *dst = root ? file + k * whole + at : NULL;\n"
-    "      if (nnrt_comm_all_gather(m->comm, src[k], dev, (size_t)mine, NNRT_F32, m->stream, &e) ||\n"
-    "          nnrt_comm_nccl_wait(m->comm, m->stream, &e))\n"
+    "      if (nnrt_comm_all_gather(m->%s, src[k], dev, (size_t)mine, NNRT_F32, m->stream, &e) ||\n"
+    "          nnrt_comm_nccl_wait(m->%s, m->stream, &e))\n"
     "        rc = fail(m, %s_E_COMM, \"%s_save: gathering %%s from the ranks: %%s\", manifest[j].name, e.msg);\n"
     "      if (!rc && root && (ce = cudaMemcpy(all, dev, (size_t)(N * mine) * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess)\n"
     "        rc = fail(m, %s_E_DEVICE, \"%s_save: the gathered slices to the host: %%s\", cudaGetErrorString(ce));\n"
@@ -163,5 +174,5 @@ void cu_tp_save(const ec_ctx *x, nnc_sb *b) {
     "  if (dev) nnrt_cuda_free(m->alloc, dev, NULL);\n"
     "  free(host);\n  free(file);\n  free(all);\n"
     "  return rc;\n}\n\n",
-    P, p, P, p, P, p, P, p, p);
+    P, p, P, p, x->tpc, x->tpc, P, p, P, p, p);
 }

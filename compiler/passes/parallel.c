@@ -417,6 +417,10 @@ nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err) 
 
 nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool generate, const char *target,
                                   bool collectives, nnc_error *err) {
+  if (p->zero1 && p->tp > 1 && p->dp > 1)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d,dp:%d,zero1: expected tp:N,dp:M or dp:M,zero1 "
+                      "(ZeRO-1 beside tensor parallelism, each rank's slices' optimizer state sharded over its dp "
+                      "group, is not built yet)", p->tp, p->dp);
   if (p->zero1 && (p->dp <= 1 || p->tp > 1))
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=...,zero1: expected dp:M with M >= 2 alone "
                       "(ZeRO-1 shards the optimizer state over data-parallel ranks), found tp:%d, dp:%d", p->tp, p->dp);
@@ -424,16 +428,17 @@ nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool genera
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=dp:%d,zero1: expected --train (ZeRO-1 shards the "
                       "optimizer state of a training step)", p->dp);
   if (p->tp <= 1 && p->dp <= 1) return NNC_OK;
-  if (p->dp > 1 && p->tp > 1)
-    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d,dp:%d: expected tp:N or dp:M alone (the two "
-                      "together are not built yet, for inference or --train)", p->tp, p->dp);
   if (p->dp > 1 && !train)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=dp:%d: expected --train (data parallelism sums the "
                       "gradients of a training step; an inference replica per process needs no plan)", p->dp);
   if (p->dp > 1 && !collectives)
     return nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--parallel=dp:%d: target %s does not run collectives yet; "
                       "expected target c-simd (its ranks talk over MPI) or a cuda-* target (NCCL)", p->dp, target);
-  if (p->dp > 1) return NNC_OK;
+  /* dp:M alone, or beside tp:N (the N * M ranks' tp groups checked below) */
+  if (p->tp <= 1) return NNC_OK;
+  if ((int64_t)p->tp * p->dp > 1024)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d,dp:%d: expected at most 1024 ranks in all, "
+                      "found %lld", p->tp, p->dp, (long long)p->tp * p->dp);
   if (generate)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--parallel=tp:%d: expected an inference or --train build; "
                       "--generate with a tensor-parallel plan is not built yet", p->tp);

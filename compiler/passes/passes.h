@@ -153,8 +153,9 @@ typedef struct nnc_parallel {
   bool zero1;
 } nnc_parallel;
 nnc_status nnc_parallel_parse(const char *s, nnc_parallel *out, nnc_error *err);
-/* Refuses what no plan does yet, naming the option: dp, tp with --train or
- * --generate, a target whose emitter writes no collectives. */
+/* Refuses what no plan does yet, naming the option: dp:M without --train
+ * (tp:N with dp:M trains on N * M ranks), tp:N with --generate, zero1 beside
+ * tp:N, a target whose emitter writes no collectives. */
 nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool generate, const char *target,
                                   bool collectives, nnc_error *err);
 

@@ -27,6 +27,8 @@
 
 typedef struct nccl_state {
   ncclComm_t comm;          /* NULL once aborted */
+  ncclComm_t joined;        /* the non-blocking communicator every rank joined, which sub-communicators
+                               split from (polled against the timeout); NULL in a sub-communicator */
   cudaStream_t own;         /* the barrier's stream */
   int *flag;                /* the barrier's one device int */
   int device;
@@ -60,7 +62,8 @@ static nnrt_status fail(nnrt_comm *c, nnrt_error *err, const char *fmt, ...) {
   vsnprintf(m->broken_msg, sizeof m->broken_msg, fmt, ap);
   va_end(ap);
   if (m->comm) ncclCommAbort(m->comm);
-  m->comm = NULL;
+  if (m->joined) ncclCommAbort(m->joined);
+  m->comm = m->joined = NULL;
   m->broken = true;
   return nnrt_errorf(err, NNRT_E_COMM, "%s", m->broken_msg);
 }
@@ -226,6 +229,11 @@ static void release(nnrt_comm *c) {
     else ncclCommAbort(m->comm), m->broken = true;
     m->comm = NULL;
   }
+  if (m->joined) {
+    if (m->broken) ncclCommAbort(m->joined);
+    else ncclCommDestroy(m->joined);
+    m->joined = NULL;
+  }
   if (m->flag) cudaFree(m->flag);
   if (m->own) cudaStreamDestroy(m->own);
 #ifdef NNRT_COMM_WITH_MPI
@@ -242,8 +250,11 @@ static void nccl_destroy(nnrt_comm *c) {
   free(c);
 }
 
+static nnrt_status nccl_split(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err);
+
 static const nnrt_comm_ops nccl_ops = {
-  "nccl", nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast, nccl_barrier, nccl_destroy,
+  "nccl", nccl_all_reduce, nccl_all_gather, nccl_reduce_scatter, nccl_broadcast, nccl_barrier, nccl_split,
+  nccl_destroy,
 };
 
 static nnrt_status cuda_fail(nnrt_comm *c, cudaError_t e, const char *what, nnrt_error *err) {
@@ -251,34 +262,83 @@ static nnrt_status cuda_fail(nnrt_comm *c, cudaError_t e, const char *what, nnrt
                      cudaGetErrorString(e));
 }
 
-/* Once every rank has joined, the collectives go to a blocking communicator
- * split from the joined one: a call then only enqueues its kernel (a few
- * microseconds), where the non-blocking one hands it to NCCL's thread and
- * has to be polled (tens of microseconds between a model's kernels). The
- * stream's waits (nnrt_comm_nccl_wait) still watch the timeout. */
-static nnrt_status blocking_child(nnrt_comm *c, nnrt_error *err) {
+/* A blocking communicator of the ranks of c's joined one that give color,
+ * ranked by key, into *out. The joined one is non-blocking, so the split
+ * runs on NCCL's thread and is polled against the timeout: a rank that never
+ * calls fails the others instead of hanging them. */
+static nnrt_status split_blocking(nnrt_comm *c, int color, int key, ncclComm_t *out, nnrt_error *err) {
   nccl_state *m = c->impl;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   ncclComm_t child = NULL;
-  ncclResult_t r = ncclCommSplit(m->comm, 0, c->rank, &child, &config);
-  /* a non-blocking parent splits on NCCL's thread: the child appears, then
-   * leaves the in-progress state */
+  ncclResult_t r = ncclCommSplit(m->joined, color, key, &child, &config);
+  /* the child appears, then leaves the in-progress state */
   uint64_t start = nnrt_now_ns();
   while ((r == ncclInProgress || (r == ncclSuccess && !child)) && since_s(start) < c->timeout_s) {
     pause_us(20);
     ncclResult_t a = ncclSuccess;
-    ncclCommGetAsyncError(child ? child : m->comm, &a);
+    ncclCommGetAsyncError(child ? child : m->joined, &a);
     r = a;
   }
   if (r != ncclSuccess || !child) {
     if (child) ncclCommAbort(child);
-    return fail(c, err, "rank %d of %d: splitting a blocking NCCL communicator: %s: %s", c->rank, c->world,
-                r == ncclSuccess ? "no communicator came back" : ncclGetErrorString(r), last_error(m));
+    return fail(c, err, "rank %d of %d: splitting a blocking NCCL communicator (color %d): %s: %s", c->rank, c->world,
+                color, r == ncclSuccess ? "no communicator came back" : ncclGetErrorString(r), last_error(m));
   }
-  ncclComm_t parent = m->comm;
-  m->comm = child;
-  ncclCommDestroy(parent);
+  *out = child;
+  return NNRT_OK;
+}
+
+/* Once every rank has joined, the collectives go to a blocking communicator
+ * split from the joined one: a call then only enqueues its kernel (a few
+ * microseconds), where the non-blocking one hands it to NCCL's thread and
+ * has to be polled (tens of microseconds between a model's kernels). The
+ * stream's waits (nnrt_comm_nccl_wait) still watch the timeout. The joined
+ * one stays for nccl_split (NCCL connects a communicator's peers at its
+ * first collective: one that runs none holds few resources). */
+static nnrt_status blocking_child(nnrt_comm *c, nnrt_error *err) {
+  nccl_state *m = c->impl;
+  m->joined = m->comm;
+  m->comm = NULL;
+  return split_blocking(c, 0, c->rank, &m->comm, err);
+}
+
+/* The stream and device flag of a communicator's barrier, on its GPU. */
+static nnrt_status barrier_setup(nnrt_comm *c, nnrt_error *err);
+
+/* A sub-communicator: a blocking one split from the joined one, on the
+ * same GPU, with its own barrier. */
+static nnrt_status nccl_split(nnrt_comm *c, int color, int key, nnrt_comm **out, nnrt_error *err) {
+  nnrt_status s = check_alive(c, err);
+  if (s != NNRT_OK) return s;
+  nccl_state *m = c->impl;
+  if (!m->joined)
+    return nnrt_errorf(err, NNRT_E_ARG, "rank %d of %d: split: expected a communicator from nnrt_comm_nccl_create, "
+                       "found a sub-communicator (split the world instead)", c->rank, c->world);
+  nnrt_comm *d = calloc(1, sizeof *d);
+  nccl_state *n = calloc(1, sizeof *n);
+  if (!d || !n) {
+    free(d);
+    free(n);
+    return nnrt_errorf(err, NNRT_E_NOMEM, "rank %d of %d: split: out of memory", c->rank, c->world);
+  }
+  d->ops = &nccl_ops;
+  d->impl = n;
+  d->local_rank = c->local_rank;
+  d->timeout_s = c->timeout_s;
+  n->device = m->device;
+  s = split_blocking(c, color, key, &n->comm, err);
+  ncclResult_t r = ncclSuccess;
+  if (s == NNRT_OK && ((r = ncclCommUserRank(n->comm, &d->rank)) != ncclSuccess ||
+                       (r = ncclCommCount(n->comm, &d->world)) != ncclSuccess))
+    s = nnrt_errorf(err, NNRT_E_COMM, "rank %d of %d: the split communicator's rank: %s", c->rank, c->world,
+                    ncclGetErrorString(r));
+  if (s == NNRT_OK) s = barrier_setup(d, err);
+  if (s != NNRT_OK) {
+    nccl_destroy(d);
+    return s;
+  }
+  *out = d;
   return NNRT_OK;
 }
 
@@ -358,6 +418,17 @@ static nnrt_status share_id(nnrt_comm *c, const nnrt_comm_launch *l, ncclUniqueI
   return nnrt_comm_rendezvous_read(l->rendezvous, id, sizeof *id, c->rank, c->timeout_s, err);
 }
 
+static nnrt_status barrier_setup(nnrt_comm *c, nnrt_error *err) {
+  nccl_state *m = c->impl;
+  cudaError_t e = cudaSetDevice(m->device);
+  if (e != cudaSuccess) return cuda_fail(c, e, "cudaSetDevice", err);
+  if ((e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking)) != cudaSuccess)
+    return cuda_fail(c, e, "cudaStreamCreate", err);
+  if ((e = cudaMalloc((void **)&m->flag, sizeof(int))) != cudaSuccess) return cuda_fail(c, e, "cudaMalloc", err);
+  if ((e = cudaMemset(m->flag, 0, sizeof(int))) != cudaSuccess) return cuda_fail(c, e, "cudaMemset", err);
+  return NNRT_OK;
+}
+
 static nnrt_status setup(nnrt_comm *c, nnrt_error *err) {
   nccl_state *m = c->impl;
   nnrt_comm_launch l;
@@ -374,11 +445,8 @@ static nnrt_status setup(nnrt_comm *c, nnrt_error *err) {
   if (e != cudaSuccess) return cuda_fail(c, e, "cudaGetDeviceCount", err);
   if (n < 1) return nnrt_errorf(err, NNRT_E_DEVICE, "rank %d of %d: no CUDA device", c->rank, c->world);
   m->device = c->local_rank % n;
-  if ((e = cudaSetDevice(m->device)) != cudaSuccess) return cuda_fail(c, e, "cudaSetDevice", err);
-  if ((e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking)) != cudaSuccess)
-    return cuda_fail(c, e, "cudaStreamCreate", err);
-  if ((e = cudaMalloc((void **)&m->flag, sizeof(int))) != cudaSuccess) return cuda_fail(c, e, "cudaMalloc", err);
-  if ((e = cudaMemset(m->flag, 0, sizeof(int))) != cudaSuccess) return cuda_fail(c, e, "cudaMemset", err);
+  s = barrier_setup(c, err);
+  if (s != NNRT_OK) return s;
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;

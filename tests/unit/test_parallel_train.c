@@ -317,9 +317,24 @@ static void test_refusals(void **state) {
   assert_int_equal(nnc_parallel_parse("tp:2", &p, &err), NNC_OK);
   assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
   assert_int_equal(nnc_parallel_supported(&p, false, true, "c-simd", true, &err), NNC_E_USAGE);
+  /* tp:N with dp:M trains on N * M ranks, written in either order; data
+   * parallelism stays a training plan, ZeRO-1 a dp:M-alone one */
   assert_int_equal(nnc_parallel_parse("tp:2,dp:2", &p, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "cuda-sm90a", true, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, false, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "--train"));
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "opencl", false, &err), NNC_E_TARGET);
+  assert_int_equal(nnc_parallel_parse("dp:3,tp:2", &p, &err), NNC_OK);
+  assert_int_equal(p.tp, 2);
+  assert_int_equal(p.dp, 3);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_parse("tp:64,dp:32", &p, &err), NNC_OK);
   assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_E_USAGE);
-  assert_non_null(strstr(err.msg, "together"));
+  assert_non_null(strstr(err.msg, "2048"));
+  assert_int_equal(nnc_parallel_parse("tp:2,dp:2,zero1", &p, &err), NNC_OK);
+  assert_int_equal(nnc_parallel_supported(&p, true, false, "c-simd", true, &err), NNC_E_USAGE);
+  assert_non_null(strstr(err.msg, "zero1"));
 }
 
 int main(void) {

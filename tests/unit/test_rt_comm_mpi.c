@@ -201,6 +201,48 @@ static void bad_arguments(nnrt_comm *c) {
   CHECK(s == NNRT_E_ARG, "all_reduce from NULL: expected NNRT_E_ARG, found %d", s);
 }
 
+/* Sub-communicators as tp:2,dp:M lays them out (rank = dp * 2 + tp): the
+ * tp groups {0, 1}, {2, 3}; the dp groups {0, 2}, {1, 3}, each ranked by
+ * its key; a sum in one counts that group's ranks alone, and the world still
+ * works after them. A world of 1 splits into a world of 1. */
+static void split(nnrt_comm *c) {
+  const int n = c->world > 1 ? 2 : 1;
+  nnrt_comm *tp = NULL, *dp = NULL;
+  nnrt_error e = {0};
+  check_status(nnrt_comm_split(c, c->rank / n, c->rank % n, &tp, &e), &e, "split into tp groups");
+  if (tp) check_status(nnrt_comm_split(c, c->rank % n, c->rank / n, &dp, &e), &e, "split into dp groups");
+  if (!tp || !dp) {
+    nnrt_comm_destroy(tp);
+    return;
+  }
+  const int tp_size = c->rank / n * n + n <= c->world ? n : c->world % n;
+  const int dp_size = (c->world - c->rank % n + n - 1) / n;
+  CHECK(tp->rank == c->rank % n && tp->world == tp_size, "tp group: expected rank %d of %d, found %d of %d",
+        c->rank % n, tp_size, tp->rank, tp->world);
+  CHECK(dp->rank == c->rank / n && dp->world == dp_size, "dp group: expected rank %d of %d, found %d of %d",
+        c->rank / n, dp_size, dp->rank, dp->world);
+  /* each rank sends its world rank: a group's sum is its members' */
+  int32_t x = c->rank, y = -1;
+  check_status(nnrt_comm_all_reduce(tp, &x, &y, 1, NNRT_I32, NNRT_REDUCE_SUM, NULL, &e), &e, "all_reduce in a tp group");
+  int want = 0;
+  for (int r = c->rank / n * n; r < c->rank / n * n + tp_size; r++) want += r;
+  CHECK(y == want, "all_reduce in the tp group of rank %d: expected %d, found %d", c->rank, want, y);
+  check_status(nnrt_comm_all_reduce(dp, &x, &y, 1, NNRT_I32, NNRT_REDUCE_SUM, NULL, &e), &e, "all_reduce in a dp group");
+  want = 0;
+  for (int r = c->rank % n; r < c->world; r += n) want += r;
+  CHECK(y == want, "all_reduce in the dp group of rank %d: expected %d, found %d", c->rank, want, y);
+  CHECK(tp->bytes == 4 && dp->bytes == 4, "each group counts its own bytes: found %llu and %llu",
+        (unsigned long long)tp->bytes, (unsigned long long)dp->bytes);
+  nnrt_comm_destroy(tp);
+  nnrt_comm_destroy(dp);
+  nnrt_comm *bad = c;
+  nnrt_status s = nnrt_comm_split(c, -1, 0, &bad, &e);
+  CHECK(s == NNRT_E_ARG && !bad && strstr(e.msg, "color"), "split with color -1: expected NNRT_E_ARG naming the color, "
+        "found %d: %s", s, e.msg);
+  check_status(nnrt_comm_all_reduce(c, &x, &y, 1, NNRT_I32, NNRT_REDUCE_SUM, NULL, &e), &e, "all_reduce after the split");
+  CHECK(y == c->world * (c->world - 1) / 2, "all_reduce over the world after the split: found %d", y);
+}
+
 static int run_all(nnrt_comm *c) {
   const nnrt_dtype types[] = {NNRT_F32, NNRT_F16, NNRT_BF16, NNRT_I32};
   const size_t counts[] = {0, 1, 3, 1031, ((size_t)1 << 20) + 3};
@@ -223,6 +265,7 @@ static int run_all(nnrt_comm *c) {
     }
   }
   f64_sum(c);
+  split(c);
   bad_arguments(c);
   nnrt_error e = {0};
   check_status(nnrt_comm_barrier(c, &e), &e, "barrier");

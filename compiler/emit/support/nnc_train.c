@@ -16,7 +16,8 @@ typedef struct options {
   const char *data, *val, *weights, *save, *resume;
   int64_t steps, batch, seq, accumulate, eval_every, eval_batches, save_every;
   int threads, json, check, shuffle, no_peaks;
-  int rank, world;         /* --parallel=dp:M: this process's rank of the M, each training on its rows */
+  int rank, world;         /* --parallel=dp:M: this process's rank of the M (its dp group's under tp:N,dp:M),
+                              each training on its rows */
   float loss_scale;        /* --loss-scale; 0: the model's (or the checkpoint's) */
   uint64_t seed;
   nnc_train_opts t;
@@ -448,7 +449,8 @@ static int train(const nnc_train_model *md, void *m, const options *o) {
     }
     /* the ranks hold the same weights: rank 0 writes them (under ZeRO-1
      * every rank takes part: each holds a shard of the optimizer state;
-     * under tp:N every rank's o->rank is 0: each holds slices) */
+     * under tp:N every rank of the first dp group, o->rank 0: each holds
+     * slices) */
     if (!rc && o->save && (!o->rank || md->zero1) && o->save_every > 0 && done % o->save_every == 0 && done < o->steps)
       rc = md->save(m, o->save) ? fail(md, m, "save") : 0;
   }
@@ -732,10 +734,13 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
       fprintf(stderr, "train_%s: %s\n", md->name, e.msg);
       return 1;
     }
-    o.rank = l.rank;
+    /* under tp:N,dp:M the world's rank is dp index * N + tp index: the rows
+     * are the dp group's (every rank of a tp group reads the same) */
+    const int tp = md->tp > 1 ? md->tp : 1;
+    o.rank = l.rank / tp;
     if (o.check) {
       fprintf(stderr, "train_%s: --check runs in one process; a dp:%d build trains under mpirun -np %d\n", md->name,
-              o.world, o.world);
+              o.world, o.world * tp);
       return 2;
     }
     /* rank 0 reports for all: the others print only their errors */
@@ -751,7 +756,7 @@ int nnc_train_main(const nnc_train_model *md, int argc, char **argv) {
       fprintf(stderr, "train_%s: %s\n", md->name, e.msg);
       return 1;
     }
-    /* o.rank stays 0: it picks a dp rank's rows, and these ranks share them */
+    /* o.rank stays the dp index: it picks a dp rank's rows, and these ranks share them */
     if (o.check) {
       /* --check compares whole gradients and moments with float64 in one
        * process; a rank's are slices (parallel_mpi checks tp:N against one

@@ -64,7 +64,8 @@ typedef struct nnc_train_model {
   float (*scale)(const void *m);
   int64_t (*skipped)(const void *m);
   int dynamic_default;     /* dynamic unless asked otherwise (f16 storage) */
-  int world;               /* --parallel=dp:M's M: ranks under mpirun, each on its rows of a batch; 1: one */
+  int world;               /* --parallel=dp:M's M: ranks under mpirun (N * M beside tp:N), each dp group on its
+                              rows of a batch; 1: one */
   int zero1;               /* --parallel=dp:M,zero1: every rank calls save (it gathers the state's shards) */
   int64_t optim_bytes;     /* the optimizer's moments one rank keeps (bytes) */
   int tp;                  /* --parallel=tp:N's N: ranks under mpirun on the same rows, each holding its slices
