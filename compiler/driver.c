@@ -98,8 +98,9 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   /* int8 weights: the C SIMD GEMM reads them (CUDA and OpenCL not yet);
    * training updates float weights, and a plan slices the file's tensors */
   if (!st && quant != NNC_QUANTIZE_NONE && t.family != NNC_FAMILY_C_SIMD)
-    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no int8 GEMM yet; expected a c-simd "
-                    "target (c-simd, c-avx2, ...) or --quantize=none", nnc_quantize_name(quant), t.name);
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no %s GEMM yet; expected a c-simd "
+                    "target (c-simd, c-avx2, ...) or --quantize=none", nnc_quantize_name(quant), t.name,
+                    quant == NNC_QUANTIZE_INT4W ? "int4" : "int8");
   if (!st && quant != NNC_QUANTIZE_NONE && o->train)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
                     "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));
@@ -165,8 +166,10 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     fprintf(o->explain, "--recompute=%s: the backward makes %d forward nodes again instead of keeping their outputs\n",
             nnc_recompute_name(rc), copies);
   if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
-    fprintf(o->explain, "--quantize=%s: %d linear weights held as int8 with a scale per output channel, quantized "
+    fprintf(o->explain, "--quantize=%s: %d linear weights held as %s, quantized "
             "when the f32 weights load (--emit=ir marks them)%s\n", nnc_quantize_name(quant), quantized,
+            quant == NNC_QUANTIZE_INT4W ? "int4 with a scale per group of 128 k of an output channel"
+                                        : "int8 with a scale per output channel",
             quant == NNC_QUANTIZE_W8A8 ? "; their GEMMs quantize each row of A to int8 as they run" : "");
   if (!st && o->explain) {
     nnc_tune_explain(o->explain, &t, &s, tiles);

@@ -37,7 +37,7 @@ typedef struct cli {
   const char *loss;      /* --loss=NAME */
   const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
   const char *parallel;  /* --parallel=tp:N; NULL: one process */
-  const char *quantize;  /* --quantize=none|int8w|w8a8; NULL: none */
+  const char *quantize;  /* --quantize=none|int8w|w8a8|int4w; NULL: none */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -50,8 +50,8 @@ static void usage(FILE *f) {
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
-    "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8]\n"
-    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8] [-D name=value]...\n"
+    "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8|int4w]\n"
+    "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8|int4w] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
@@ -59,6 +59,8 @@ static void usage(FILE *f) {
     "  --target=T        the target to compile for (see --list-targets)\n"
     "  --precision=P     f32 (default), tf32 (f32 storage, tf32 tensor-core matmuls),\n"
     "                    bf16 or f16 (narrow storage, f32 accumulation; GPU targets)\n"
+    );
+  fprintf(f,
     "  --quantize=int8w  c-simd: hold the linear layers' weights as int8 with an f32\n"
     "                    scale per output channel (weight-only, symmetric), quantized\n"
     "                    when the f32 weights load; embeddings, norms and biases stay\n"
@@ -66,6 +68,8 @@ static void usage(FILE *f) {
     "  --quantize=w8a8   c-simd: those weights int8 (6-bit grid) and each of their GEMMs'\n"
     "                    rows of A quantized to int8 as it runs (a scale per row, its\n"
     "                    absmax): int8 x int8 products summed in int32\n"
+    "  --quantize=int4w  c-simd: those weights int4, an f32 scale per group of 128\n"
+    "                    consecutive k of an output channel (max|w| / 7), two a byte\n"
     "  --outputs=f32     the model's float outputs as f32 (default): with bf16 or f16\n"
     "                    storage they are cast to f32 where they leave\n"
     "  --outputs=storage float outputs keep the storage dtype of --precision (bf16 or\n"
@@ -119,7 +123,8 @@ static void usage(FILE *f) {
     "Without -o or --emit, nnc checks the model and prints a one-line summary.\n"
     "`nnc weights` writes random f32 weights that match the model (for demos and tests);\n"
     "with --quantize=int8w the linear weights lie on their channels' int8 grid, so an\n"
-    "int8w folder holds them exactly (its --check then measures the int8 kernels).\n"
+    "int8w folder holds them exactly (its --check then measures the int8 kernels);\n"
+    "likewise w8a8's 6-bit grid and int4w's grids of 128-k groups.\n"
     "\n"
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"

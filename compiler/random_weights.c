@@ -14,21 +14,28 @@ static uint64_t splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* A weight an int8w model holds (nnc_tensor.quant) on its int8 grid: each
+/* A weight a quantized model holds (nnc_tensor.quant) on its grid: each
  * value q * s with s = max|w| / 127 of its channel (31 for w8a8's 6-bit
- * grid), as the folder's quantizer would make it, so that quantizing it
+ * grid; for int4w, max|w| / 7 of each group of `group` elements along the
+ * channel), as the folder's quantizer would make it, so that quantizing it
  * again changes nothing. */
-static void snap_to_int8(const nnc_tensor *t, float *w) {
+static void snap_to_grid(const nnc_tensor *t, float *w) {
   int64_t rows = t->shape[0].k, cols = t->shape[1].k;
   int64_t nch = t->quant.axis == 0 ? rows : cols, len = t->quant.axis == 0 ? cols : rows;
+  bool int4 = t->quant.kind == NNC_QUANT_INT4_GROUP;
+  int64_t group = int4 ? t->quant.group : len;
+  float qmax = int4 ? 7.0f : t->quant.a8 ? 31.0f : 127.0f;
   for (int64_t c = 0; c < nch; c++) {
     /* element i of channel c */
     float *at = t->quant.axis == 0 ? w + c * cols : w + c;
     int64_t step = t->quant.axis == 0 ? 1 : cols;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < len; i++) amax = fabsf(at[i * step]) > amax ? fabsf(at[i * step]) : amax;
-    float s = amax / (t->quant.a8 ? 31.0f : 127.0f);
-    for (int64_t i = 0; i < len; i++) at[i * step] = s > 0.0f ? nearbyintf(at[i * step] / s) * s : 0.0f;
+    for (int64_t i0 = 0; i0 < len; i0 += group) {
+      int64_t i1 = len - i0 < group ? len : i0 + group;
+      float amax = 0.0f;
+      for (int64_t i = i0; i < i1; i++) amax = fabsf(at[i * step]) > amax ? fabsf(at[i * step]) : amax;
+      float s = amax / qmax;
+      for (int64_t i = i0; i < i1; i++) at[i * step] = s > 0.0f ? nearbyintf(at[i * step] / s) * s : 0.0f;
+    }
   }
 }
 
@@ -60,7 +67,7 @@ nnc_status nnc_write_random_weights(const nnc_graph *g, const char *path, uint64
       double u = (double)(splitmix64(&seed) >> 11) * 0x1.0p-53;
       data[i][j] = (float)(var ? 0.5 + u : a * (2.0 * u - 1.0));
     }
-    if (t->quant.kind == NNC_QUANT_INT8_CHANNEL) snap_to_int8(t, data[i]);
+    if (t->quant.kind != NNC_QUANT_NONE) snap_to_grid(t, data[i]);
   }
   nnrt_error rerr = {0};
   if (nnrt_st_write(path, g->nparams, desc, (const void *const *)data, &rerr) != NNRT_OK)

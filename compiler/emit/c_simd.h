@@ -54,8 +54,9 @@ nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err);
  * quantize_weight(), written after the manifest when any is. */
 bool cs_quantized(const ec_ctx *x);
 bool cs_quantized_b(const ec_ctx *x, const nnc_kernel *k);
-/* Whether kernel k's int8 B is w8a8's (the GEMM quantizes its A too). */
-bool cs_w8a8_b(const ec_ctx *x, const nnc_kernel *k);
+/* The nnc_simd_gemm_args field that reads kernel k's quantized B (b_q8,
+ * b_w8a8 or b_q4), and in *held how it is held, for a comment. */
+const char *cs_quant_b_field(const ec_ctx *x, const nnc_kernel *k, const char **held);
 nnc_status cs_quant_check(const ec_ctx *x, nnc_error *err);
 void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b);
 

@@ -103,12 +103,13 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   nnc_sb_printf(&body, "  nnc_simd_gemm_args g;\n  k%d_sizes(c->d, &g);\n", ki);
   bool loops = s.first_inner > 0, q8 = cs_quantized_b(x, k);
   if (q8) {
-    /* the weight is held as int8 with a scale per output channel (--quantize=int8w); with w8a8
-     * the GEMM quantizes its rows of A to int8 too */
+    /* the weight is held quantized (--quantize=int8w, int4w); with w8a8 the GEMM quantizes its
+     * rows of A to int8 too */
     char note[600];
-    bool a8 = cs_w8a8_b(x, k);
-    nnc_sb_printf(&body, "  g.%s = c->m->w[%d];   /* %s, int8%s */\n", a8 ? "b_w8a8" : "b_q8", x->param_of[d->b],
-                  ec_note(x, d->b, note, sizeof note), a8 ? ", A quantized per row" : "");
+    const char *held;
+    const char *field = cs_quant_b_field(x, k, &held);
+    nnc_sb_printf(&body, "  g.%s = c->m->w[%d];   /* %s, %s */\n", field, x->param_of[d->b],
+                  ec_note(x, d->b, note, sizeof note), held);
   }
   if (loops) {
     /* the batch dims the call cannot stride over are loops around it */

@@ -274,6 +274,13 @@ static bool held_w8a8(const nnc_graph *g) {
   return false;
 }
 
+/* Whether they are int4w's (groups of 128 k): looser still. */
+static bool held_int4(const nnc_graph *g) {
+  for (int i = 0; i < g->nparams; i++)
+    if (g->tensors[g->params[i]].quant.kind == NNC_QUANT_INT4_GROUP) return true;
+  return false;
+}
+
 nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
   const nnc_graph *g = x->g;
   const char *p = x->p;
@@ -398,6 +405,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     ocl && x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16, NULL, NULL,   /* bf16 storage */"
     : ocl && x->r->precision.storage == NNC_F16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16, NULL, NULL,   /* f16 storage */"
     : ocl        ? "\n    0, b_stage, b_run_staged, b_peaks, 0, NULL, NULL,   /* f32 tolerance, OpenCL buffers */"
+    : !x->device && held_int4(g) ? "\n    1e-1, NULL, NULL, NULL, 0, NULL, NULL,   /* int4 weights against the float model: 1e-1 */"
     : !x->device && held_w8a8(g) ? "\n    5e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* w8a8 against the float model: 5e-2 */"
     : !x->device && held_int8(g) ? "\n    2e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* int8 weights against the float model: 2e-2 */"
     : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"

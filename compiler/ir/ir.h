@@ -295,13 +295,16 @@ typedef struct nnc_shard {
  * the reference, given q * scale, is then exact in the weights only. */
 typedef enum nnc_quant_kind {
   NNC_QUANT_NONE,
-  NNC_QUANT_INT8_CHANNEL
+  NNC_QUANT_INT8_CHANNEL,
+  NNC_QUANT_INT4_GROUP   /* --quantize=int4w: 4-bit, a scale per `group` k of a channel (max|w| / 7) */
 } nnc_quant_kind;
 
 typedef struct nnc_quant {
   nnc_quant_kind kind;
   int axis;
   int a8;
+  int group;             /* INT4_GROUP: k per scale along the other axis (128; the last group of a
+                            channel is shorter when K is not a multiple) */
 } nnc_quant;
 
 typedef struct nnc_tensor {

@@ -74,12 +74,16 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
 /* --quantize (quantize.c): none, or int8w, the linear layers' weights held
  * as int8 with an f32 scale per output channel (nnc_tensor.quant), quantized
  * when the folder loads the f32 weights; or w8a8, those weights (6-bit) and
- * the GEMMs' activations too, per row when they run (nnc_quant.a8). */
+ * the GEMMs' activations too, per row when they run (nnc_quant.a8); or
+ * int4w, those weights as int4 with a scale per group of 128 k. */
 typedef enum nnc_quantize {
   NNC_QUANTIZE_NONE,
   NNC_QUANTIZE_INT8W,
-  NNC_QUANTIZE_W8A8
+  NNC_QUANTIZE_W8A8,
+  NNC_QUANTIZE_INT4W
 } nnc_quantize;
+/* The group of int4w's scales: k per scale along a channel. */
+#define NNC_QUANTIZE_INT4_GROUP 128
 /* A --quantize name (NULL: none), and back. */
 nnc_status nnc_quantize_parse(const char *name, nnc_quantize *out, nnc_error *err);
 const char *nnc_quantize_name(nnc_quantize q);

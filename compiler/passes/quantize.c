@@ -15,7 +15,12 @@
  * w8a8: the same weights (on a 6-bit grid, nnc_quant.a8), and each GEMM
  * that reads one quantizes its A to int8 per row (the row's absmax) when it
  * runs, so that the products are int8 x int8 in int32. No calibration: the
- * scales come from the rows themselves. */
+ * scales come from the rows themselves.
+ *
+ * int4w: the same weights as int4, a scale per group of 128 consecutive k
+ * of an output channel (max|w| / 7 over the group; the last group shorter
+ * when K is not a multiple of 128), two weights a byte: an eighth of f32's
+ * bytes plus 4 bytes of scale per 128 weights. */
 #include <string.h>
 
 #include "passes.h"
@@ -24,12 +29,14 @@ nnc_status nnc_quantize_parse(const char *name, nnc_quantize *out, nnc_error *er
   if (!name || strcmp(name, "none") == 0) *out = NNC_QUANTIZE_NONE;
   else if (strcmp(name, "int8w") == 0) *out = NNC_QUANTIZE_INT8W;
   else if (strcmp(name, "w8a8") == 0) *out = NNC_QUANTIZE_W8A8;
-  else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize: expected none, int8w or w8a8, found \"%s\"", name);
+  else if (strcmp(name, "int4w") == 0) *out = NNC_QUANTIZE_INT4W;
+  else return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize: expected none, int8w, w8a8 or int4w, found \"%s\"",
+                         name);
   return NNC_OK;
 }
 
 const char *nnc_quantize_name(nnc_quantize q) {
-  return q == NNC_QUANTIZE_INT8W ? "int8w" : q == NNC_QUANTIZE_W8A8 ? "w8a8" : "none";
+  return q == NNC_QUANTIZE_INT8W ? "int8w" : q == NNC_QUANTIZE_W8A8 ? "w8a8" : q == NNC_QUANTIZE_INT4W ? "int4w" : "none";
 }
 
 /* The output-channel axis of parameter p when every live reader is a linear
@@ -58,9 +65,10 @@ nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error
     if (t->dtype != NNC_F32 || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
     int axis = channel_axis(g, g->params[i]);
     if (axis < 0) continue;
-    t->quant.kind = NNC_QUANT_INT8_CHANNEL;
+    t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
     t->quant.a8 = q == NNC_QUANTIZE_W8A8;
+    t->quant.group = q == NNC_QUANTIZE_INT4W ? NNC_QUANTIZE_INT4_GROUP : 0;
     marked++;
   }
   if (count) *count = marked;

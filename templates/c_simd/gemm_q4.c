@@ -18,9 +18,9 @@
  * one load: the low nibbles are the first vector's columns, the high ones
  * the second's. The direct micro-kernel multiplies each converted vector
  * by its group's scales before the FMAs (one multiply per NR/VW FMAs per
- * row), so its sums need no per-group accumulators: the KC passes start on
- * multiples of KC, itself a multiple of the group, and a pass walks its
- * groups in turn. */
+ * row), so its sums need no per-group accumulators: a KC pass walks the
+ * groups it meets in turn, wherever it starts (KC = 256 and its last pass
+ * of up to 320 start on groups; a tuned KC need not). */
 #include "gemm_internal.h"
 
 #include <math.h>
@@ -31,9 +31,6 @@
 
 #if NNC_GEMM_NR % 2 != 0
 #error "int4 panels hold two columns a byte: NNC_GEMM_NR must be even"
-#endif
-#if NNC_GEMM_KC % NNC_SIMD_Q4_GROUP != 0
-#error "NNC_GEMM_KC must be a multiple of the int4 group (a pass starts on a group)"
 #endif
 
 static size_t panels(int N) { return N > 0 ? ((size_t)N + NNC_GEMM_NR - 1) / NNC_GEMM_NR : 0; }

@@ -71,5 +71,5 @@ refuse 6 "--quantize=int8w: target cuda-sm80 has no int8 GEMM yet" models/mlp.lu
 refuse 6 "--quantize=int8w: target opencl has no int8 GEMM yet" models/mlp.lua --quantize=int8w --target=opencl
 refuse 1 "--quantize=int8w: expected no --train" models/mlp.lua --quantize=int8w --train
 refuse 1 "--quantize=int8w: expected no --parallel" models/mlp.lua --quantize=int8w --parallel=tp:2
-refuse 1 "--quantize: expected none, int8w or w8a8, found \"int4\"" models/mlp.lua --quantize=int4
+refuse 1 "--quantize: expected none, int8w, w8a8 or int4w, found \"int4\"" models/mlp.lua --quantize=int4
 echo "ok"
