@@ -191,6 +191,8 @@ nnrt_status nnrt_st_find(const nnrt_st *st, const char *name, const nnrt_st_tens
                          nnrt_error *err);
 /* A value of the header's "__metadata__" object; NULL when absent. */
 const char *nnrt_st_metadata(const nnrt_st *st, const char *key);
+/* The file as messages name it (its path, or the label given). */
+const char *nnrt_st_label(const nnrt_st *st);
 
 /* Checks the file against the model's manifest: a missing tensor, a wrong
  * dtype or a wrong shape is NNRT_E_FORMAT naming the tensor with what was
@@ -215,6 +217,10 @@ nnrt_status nnrt_st_copy_f32(const nnrt_st *st, const nnrt_st_tensor *t, float *
  * no file is left at path. */
 nnrt_status nnrt_st_write(const char *path, int n, const nnrt_st_desc *tensors,
                           const void *const *data, nnrt_error *err);
+/* nnrt_st_write with a "__metadata__" object of nmeta strings: meta[2j] the
+ * key, meta[2j + 1] its value (valid UTF-8, keys unique). */
+nnrt_status nnrt_st_write_meta(const char *path, int n, const nnrt_st_desc *tensors, const void *const *data,
+                               int nmeta, const char *const *meta, nnrt_error *err);
 
 /* ------------------------------------------------------------ optimizers */
 

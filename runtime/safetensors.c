@@ -130,6 +130,8 @@ nnrt_status nnrt_st_find(const nnrt_st *st, const char *name, const nnrt_st_tens
   return NNRT_OK;
 }
 
+const char *nnrt_st_label(const nnrt_st *st) { return st ? st->label : "<none>"; }
+
 const char *nnrt_st_metadata(const nnrt_st *st, const char *key) {
   if (!st || !key) return NULL;
   const nnrt_json *v = nnrt_json_get(st->metadata, key);

@@ -120,10 +120,21 @@ static nnrt_status check_unique(int n, const nnrt_st_desc *tensors, nnrt_error *
   return rc;
 }
 
-static void build_header(buf *b, int n, const nnrt_st_desc *tensors, const uint64_t *nbytes) {
+static void build_header(buf *b, int n, const nnrt_st_desc *tensors, const uint64_t *nbytes, int nmeta,
+                         const char *const *meta) {
   uint64_t offset = 0;
   char num[48];
   puts_(b, "{");
+  if (nmeta > 0) {
+    puts_(b, "\"__metadata__\":{");
+    for (int j = 0; j < nmeta; j++) {
+      if (j) puts_(b, ",");
+      put_json_string(b, meta[2 * j]);
+      puts_(b, ":");
+      put_json_string(b, meta[2 * j + 1]);
+    }
+    puts_(b, n ? "}," : "}");
+  }
   for (int i = 0; i < n; i++) {
     const nnrt_st_desc *d = &tensors[i];
     if (i) puts_(b, ",");
@@ -206,9 +217,31 @@ static nnrt_status write_file(const char *path, const buf *header, int n,
 
 nnrt_status nnrt_st_write(const char *path, int n, const nnrt_st_desc *tensors,
                           const void *const *data, nnrt_error *err) {
+  return nnrt_st_write_meta(path, n, tensors, data, 0, NULL, err);
+}
+
+/* The metadata's strings: there, valid UTF-8, keys unique. */
+static nnrt_status check_meta(int nmeta, const char *const *meta, nnrt_error *err) {
+  if (nmeta < 0 || (nmeta > 0 && !meta))
+    return nnrt_errorf(err, NNRT_E_ARG, "nnrt_st_write: metadata: expected %d key/value pairs, found NULL", nmeta);
+  for (int j = 0; j < 2 * nmeta; j++) {
+    if (!meta[j] || !nnrt_json_valid_utf8(meta[j], strlen(meta[j])))
+      return nnrt_errorf(err, NNRT_E_ARG, "nnrt_st_write: metadata %s %d is %s", j % 2 ? "value" : "key", j / 2,
+                         meta[j] ? "not valid UTF-8" : "NULL");
+    for (int k = 0; j % 2 == 0 && k < j; k += 2)
+      if (strcmp(meta[k], meta[j]) == 0)
+        return nnrt_errorf(err, NNRT_E_ARG, "nnrt_st_write: metadata key %d is given twice", j / 2);
+  }
+  return NNRT_OK;
+}
+
+nnrt_status nnrt_st_write_meta(const char *path, int n, const nnrt_st_desc *tensors, const void *const *data,
+                               int nmeta, const char *const *meta, nnrt_error *err) {
   if (!path || n < 0 || (n > 0 && (!tensors || !data)))
     return nnrt_errorf(err, NNRT_E_ARG,
                        "nnrt_st_write: path, tensors or data is NULL, or n is negative");
+  nnrt_status bad = check_meta(nmeta, meta, err);
+  if (bad) return bad;
   uint64_t *nbytes = calloc(n ? (size_t)n : 1, sizeof *nbytes);
   if (!nbytes) return nnrt_errorf(err, NNRT_E_NOMEM, "nnrt_st_write: out of memory");
   nnrt_status rc = NNRT_OK;
@@ -217,7 +250,7 @@ nnrt_status nnrt_st_write(const char *path, int n, const nnrt_st_desc *tensors,
   if (rc == NNRT_OK) rc = check_unique(n, tensors, err);
   buf header = {0};
   if (rc == NNRT_OK) {
-    build_header(&header, n, tensors, nbytes);
+    build_header(&header, n, tensors, nbytes, nmeta, meta);
     if (header.failed) rc = nnrt_errorf(err, NNRT_E_NOMEM, "nnrt_st_write: out of memory");
     else if (header.len > NNRT_ST_MAX_HEADER)
       rc = nnrt_errorf(err, NNRT_E_SIZE, "%s: header of %zu bytes is above the limit of %u", path,

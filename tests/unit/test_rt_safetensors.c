@@ -254,6 +254,38 @@ static void test_writer_exact_bytes(void **state) {
   nnrt_st_close(st);
 }
 
+/* The writer's metadata: read back by key, the file's label, and bad pairs
+ * (a NULL value, a key given twice) refused with nothing written. */
+static void test_writer_metadata(void **state) {
+  const int8_t v[3] = {1, -2, 3};
+  const nnrt_st_desc d = {"q", NNRT_I8, 1, {3}};
+  const void *data[1] = {v};
+  const char *meta[4] = {"nnc.quantize", "int4w", "nnc.group_size", "128"};
+  assert_int_equal(nnrt_st_write_meta(path_of("wmeta.safetensors"), 1, &d, data, 2, meta, NULL), NNRT_OK);
+  nnrt_st *st = NULL;
+  assert_int_equal(nnrt_st_open(path_of("wmeta.safetensors"), &st, NULL), NNRT_OK);
+  assert_string_equal(nnrt_st_metadata(st, "nnc.quantize"), "int4w");
+  assert_string_equal(nnrt_st_metadata(st, "nnc.group_size"), "128");
+  assert_null(nnrt_st_metadata(st, "format"));
+  assert_non_null(strstr(nnrt_st_label(st), "wmeta.safetensors"));
+  assert_int_equal(nnrt_st_count(st), 1);
+  nnrt_st_close(st);
+  /* metadata alone */
+  assert_int_equal(nnrt_st_write_meta(path_of("wmeta0.safetensors"), 0, NULL, NULL, 1, meta, NULL), NNRT_OK);
+  assert_int_equal(nnrt_st_open(path_of("wmeta0.safetensors"), &st, NULL), NNRT_OK);
+  assert_int_equal(nnrt_st_count(st), 0);
+  assert_string_equal(nnrt_st_metadata(st, "nnc.quantize"), "int4w");
+  nnrt_st_close(st);
+  nnrt_error e;
+  const char *twice[4] = {"k", "a", "k", "b"}, *null_value[2] = {"k", NULL};
+  assert_int_equal(nnrt_st_write_meta(path_of("wmeta2.safetensors"), 1, &d, data, 2, twice, &e), NNRT_E_ARG);
+  assert_non_null(strstr(e.msg, "twice"));
+  assert_int_equal(nnrt_st_write_meta(path_of("wmeta2.safetensors"), 1, &d, data, 1, null_value, &e), NNRT_E_ARG);
+  assert_non_null(strstr(e.msg, "NULL"));
+  assert_int_equal(access(path_of("wmeta2.safetensors"), F_OK), -1);
+  (void)state;
+}
+
 static void test_metadata_and_gaps(void **state) {
   /* hand-written: metadata, escapes, a gap between tensors, trailing bytes */
   write_st("meta.safetensors",
@@ -646,6 +678,7 @@ int main(void) {
     cmocka_unit_test(test_round_trip_file),
     cmocka_unit_test(test_round_trip_memory_unaligned),
     cmocka_unit_test(test_writer_exact_bytes),
+    cmocka_unit_test(test_writer_metadata),
     cmocka_unit_test(test_metadata_and_gaps),
     cmocka_unit_test(test_empty_and_short_files),
     cmocka_unit_test(test_header_length_lies),
