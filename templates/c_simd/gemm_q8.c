@@ -145,3 +145,28 @@ void nnc_gemm_micro_q8(int kc, const float *restrict a, const int8_t *restrict b
     for (int j = 0; j < nr; ++j) ci[j] = first ? ti[j] : ci[j] + ti[j];
   }
 }
+
+void nnc_simd_q8_export(const void *q8, int b_trans, int N, int K, int8_t *values, float *scales) {
+  const int8_t *q = q8;
+  for (int n = 0; n < N; n++) {
+    const int8_t *panel = q + (size_t)(n / NNC_GEMM_NR) * NNC_GEMM_NR * (size_t)K + n % NNC_GEMM_NR;
+    for (int k = 0; k < K; k++)
+      values[b_trans ? (size_t)n * (size_t)K + (size_t)k : (size_t)k * (size_t)N + (size_t)n] =
+          panel[(size_t)k * NNC_GEMM_NR];
+    scales[n] = nnc_gemm_q8_scales(q8, N, K)[n];
+  }
+}
+
+void nnc_simd_q8_import(const int8_t *values, const float *scales, int b_trans, int N, int K, void *dst) {
+  int8_t *q = dst;
+  float *scale = (float *)(void *)((unsigned char *)dst + values_bytes(N, K));
+  memset(q, 0, values_bytes(N, K));
+  memset(scale, 0, panels(N) * NNC_GEMM_NR * sizeof *scale);
+  for (int n = 0; n < N; n++) {
+    int8_t *panel = q + (size_t)(n / NNC_GEMM_NR) * NNC_GEMM_NR * (size_t)K + n % NNC_GEMM_NR;
+    for (int k = 0; k < K; k++)
+      panel[(size_t)k * NNC_GEMM_NR] =
+          values[b_trans ? (size_t)n * (size_t)K + (size_t)k : (size_t)k * (size_t)N + (size_t)n];
+    scale[n] = scales[n];
+  }
+}

@@ -315,3 +315,34 @@ nnc_simd_status nnc_gemm_w8a8(const nnc_simd_gemm_args *g, const nnc_simd_par *p
   nnc_simd_run(par, jb.p.ntasks, compute_task, &jb);
   return NNC_SIMD_OK;
 }
+
+void nnc_simd_w8a8_export(const void *w, int b_trans, int N, int K, int8_t *values, float *scales) {
+  const int8_t *q = w;
+  size_t kp = kpad(K);
+  for (int n = 0; n < N; n++) {
+    const int8_t *panel = q + (size_t)(n / NR) * NR * kp + (size_t)(n % NR) * KG;
+    for (int k = 0; k < K; k++)
+      values[b_trans ? (size_t)n * (size_t)K + (size_t)k : (size_t)k * (size_t)N + (size_t)n] =
+          panel[(size_t)(k / KG) * KG * NR + k % KG];
+    scales[n] = col_scales(w, N, K)[n];
+  }
+}
+
+void nnc_simd_w8a8_import(const int8_t *values, const float *scales, int b_trans, int N, int K, void *dst) {
+  int8_t *q = dst;
+  size_t kp = kpad(K), np = panels(N) * NR;
+  float *scale = (float *)(void *)((unsigned char *)dst + values_bytes(N, K));
+  int32_t *sum = (int32_t *)(void *)(scale + np);
+  memset(q, 0, values_bytes(N, K));
+  memset(scale, 0, np * sizeof *scale);
+  memset(sum, 0, np * sizeof *sum);
+  for (int n = 0; n < N; n++) {
+    int8_t *panel = q + (size_t)(n / NR) * NR * kp + (size_t)(n % NR) * KG;
+    for (int k = 0; k < K; k++) {
+      int8_t v = values[b_trans ? (size_t)n * (size_t)K + (size_t)k : (size_t)k * (size_t)N + (size_t)n];
+      panel[(size_t)(k / KG) * KG * NR + k % KG] = v;
+      sum[n] += v;   /* the column sums, as the packer makes them */
+    }
+    scale[n] = scales[n];
+  }
+}

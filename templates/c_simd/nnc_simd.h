@@ -151,6 +151,12 @@ void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst);
 size_t nnc_simd_q8_bytes(int N, int K);
 void nnc_simd_q8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
 float nnc_simd_q8_value(const void *q8, int N, int K, int k, int n);
+/* A quantized checkpoint's form of those values (support/nnc_weights_quant.h):
+ * q as int8 in the weight's own layout ([N,K] when b_trans, else [K,N]) and
+ * the N scales; _export writes it from the held form, _import the held form
+ * from it (the round trip is exact). The same for w8a8's. */
+void nnc_simd_q8_export(const void *q8, int b_trans, int N, int K, int8_t *values, float *scales);
+void nnc_simd_q8_import(const int8_t *values, const float *scales, int b_trans, int N, int K, void *dst);
 
 /* W8A8 (gemm_w8a8.c): B's column n held as q[k,n] = round(B[k,n] / s[n]) in
  * [-31, 31], s[n] = max over k of |B[k,n]| / 31 (6 bits: two of AVX2's u8 x
@@ -162,6 +168,8 @@ float nnc_simd_q8_value(const void *q8, int N, int K, int k, int n);
 size_t nnc_simd_w8a8_bytes(int N, int K);
 void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
 float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n);
+void nnc_simd_w8a8_export(const void *w, int b_trans, int N, int K, int8_t *values, float *scales);
+void nnc_simd_w8a8_import(const int8_t *values, const float *scales, int b_trans, int N, int K, void *dst);
 float nnc_simd_a8_quantize(const float *x, int n, int8_t *q);
 
 /* Weight-only int4 (gemm_q4.c): column n of B [K,N] (row n of a b_trans B

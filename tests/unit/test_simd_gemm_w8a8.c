@@ -236,10 +236,44 @@ static void test_errors(void **state) {
   free(q);
 }
 
+/* A quantized checkpoint's form: export then import gives the held bytes
+ * back (w8a8: the column sums too), and each exported value times its
+ * column's scale is the value the GEMM multiplies by; odd sizes, both
+ * layouts. */
+static void test_file_form(void **state) {
+  (void)state;
+  trng_seed(61);
+  const int Ns[] = {1, 3, 17, 33}, Ks[] = {1, 5, 31, 300};
+  for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+      for (int trans = 0; trans < 2; trans++) {
+        int N = Ns[ni], K = Ks[ki];
+        float *W = trandom((size_t)N * K, -1, 1);
+        size_t bytes = nnc_simd_w8a8_bytes(N, K);
+        unsigned char *q = malloc(bytes), *back = malloc(bytes);
+        int8_t *values = malloc((size_t)N * K);
+        float *scales = malloc(sizeof(float) * (size_t)N);
+        nnc_simd_w8a8_pack(W, trans ? K : N, trans, N, K, q);
+        nnc_simd_w8a8_export(q, trans, N, K, values, scales);
+        memset(back, 0x5a, bytes);
+        nnc_simd_w8a8_import(values, scales, trans, N, K, back);
+        assert_memory_equal(back, q, bytes);
+        for (int n = 0; n < N; n++)
+          for (int k = 0; k < K; k++)
+            assert_true((float)values[trans ? (size_t)n * K + k : (size_t)k * N + n] * scales[n] ==
+                        nnc_simd_w8a8_value(q, N, K, k, n));
+        free(W);
+        free(q);
+        free(back);
+        free(values);
+        free(scales);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hand), cmocka_unit_test(test_sizes), cmocka_unit_test(test_threads_and_batch),
-      cmocka_unit_test(test_prologue), cmocka_unit_test(test_empty), cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_prologue), cmocka_unit_test(test_empty), cmocka_unit_test(test_errors), cmocka_unit_test(test_file_form),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
