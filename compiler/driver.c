@@ -82,8 +82,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   int copies = 0;
   nnc_parallel par;
   nnc_quantize quant = NNC_QUANTIZE_NONE;
-  int quantized = 0;
-  nnc_graph whole;   /* under a parallel plan: the graph without it, for bench --check */
+  int quantized = 0, fused = 0;
+  nnc_graph whole;   /* under a parallel plan or horizontal fusion: the graph without them, for bench --check */
   nnc_graph_init(&whole);
   nnc_status st = nnc_target_describe(o->target, &t, err);
   if (!st) st = nnc_parallel_parse(o->parallel, &par, err);
@@ -142,10 +142,16 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && o->train) st = nnc_pass_recompute(&g, rc, &copies, err);
+  bool at_load = !o->train && nnc_emit_has_hoist_weights(t.family);
+  if (!st && nnc_hfuse_wanted(o->no_hfuse, o->train, &par, quant, at_load)) st = nnc_pass_hfuse(&g, &fused, err);
+  /* bench --check then compares with the model as written: a fusion that
+   * cut the wrong columns fails it */
+  if (!st && fused) st = nnc_frontend_load(&fo, &whole, err);
+  if (!st && fused) st = nnc_pass_precision(&whole, &prec, err);
   nnc_compile_opts co = {.no_gemm_aux = !nnc_emit_has_gemm_aux(t.family),
                          .no_gemm_bgrad = !nnc_emit_has_gemm_bgrad(t.family),
                          .no_gemm_act_last = !nnc_emit_has_gemm_act_last(t.family),
-                         .hoist_weights = !o->train && nnc_emit_has_hoist_weights(t.family),
+                         .hoist_weights = at_load,
                          .gemm_windows = nnc_emit_gemm_windows(&t),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
@@ -172,13 +178,14 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                                         : "int8 with a scale per output channel",
             quant == NNC_QUANTIZE_W8A8 ? "; their GEMMs quantize each row of A to int8 as they run" : "");
   if (!st && o->explain) {
+    nnc_hfuse_explain(o->explain, &g);
     nnc_tune_explain(o->explain, &t, &s, tiles);
     explain_outputs(o->explain, &g, &prec);
     explain_plan(o->explain, &g, par.dp);
   }
   if (!st && o->out_dir) {
     nnc_emit_request r = {&s, &t, tiles, o->model, o->out_dir, prec, graphs_default(o), false, o->train,
-                          par.tp > 1 ? &whole : NULL, par.dp, par.zero1};
+                          par.tp > 1 || fused ? &whole : NULL, par.dp, par.zero1};
     st = nnc_emit(&r, err);
   }
   free(tiles);

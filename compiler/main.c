@@ -38,6 +38,7 @@ typedef struct cli {
   const char *recompute; /* --recompute=none|gelu|norm|block; NULL: none */
   const char *parallel;  /* --parallel=tp:N; NULL: one process */
   const char *quantize;  /* --quantize=none|int8w|w8a8|int4w; NULL: none */
+  int hfuse;             /* --hfuse[=on|off]: 1 or -1; 0 not given (on) */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -50,7 +51,7 @@ static void usage(FILE *f) {
     "                     [--emit=ir|dot|plan] [--explain]\n"
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
-    "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8|int4w]\n"
+    "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8|int4w] [--hfuse=on|off]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8|int4w] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
@@ -114,6 +115,10 @@ static void usage(FILE *f) {
     "                    and updates 1/M of the optimizer state (ZeRO stage 1)\n"
     "  --parallel=tp:N,dp:M  with --train: both, over N * M processes (rank = dp\n"
     "                    index * N + tp index: a tp group's ranks are consecutive)\n"
+    "  --hfuse=on|off    linear layers that read the same input (BERT's and LLaMA's q,\n"
+    "                    k and v) as one GEMM over their weights concatenated at load,\n"
+    "                    split after it (on by default; not under --train, tp:N or\n"
+    "                    --quantize). The weights file and its names are unchanged\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"
@@ -156,6 +161,10 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (strcmp(a, "--cuda-graphs=off") == 0) c->cuda_graphs = -1;
     else if (strncmp(a, "--cuda-graphs=", 14) == 0)
       return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected on or off, found \"%s\"", a + 14);
+    else if (strcmp(a, "--hfuse") == 0 || strcmp(a, "--hfuse=on") == 0) c->hfuse = 1;
+    else if (strcmp(a, "--hfuse=off") == 0) c->hfuse = -1;
+    else if (strncmp(a, "--hfuse=", 8) == 0)
+      return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--hfuse: expected on or off, found \"%s\"", a + 8);
     else if (strcmp(a, "--train") == 0) c->train = true;
     else if (strcmp(a, "--generate") == 0) c->generate = true;
     else if (strncmp(a, "--recompute=", 12) == 0) c->recompute = a + 12;
@@ -254,7 +263,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
                          .generate = c->generate, .recompute = c->recompute, .parallel = c->parallel,
-                         .quantize = c->quantize,
+                         .quantize = c->quantize, .no_hfuse = c->hfuse < 0,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }
@@ -286,6 +295,9 @@ static nnc_status run(const cli *c, nnc_error *err) {
   if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && c->train) st = nnc_pass_recompute(&g, rc, &copies, err);
+  /* the views show the GEMMs a folder would run (its weight-only kernels run at load) */
+  if (!st && !c->weights && nnc_hfuse_wanted(c->hfuse < 0, c->train, &par, quant, true))
+    st = nnc_pass_hfuse(&g, NULL, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
   if (!st) st = nnc_pass_quantize(&g, quant, NULL, err);
   if (!st) {

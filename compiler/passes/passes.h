@@ -9,6 +9,8 @@
 #ifndef NNC_PASSES_H
 #define NNC_PASSES_H
 
+#include <stdio.h>
+
 #include "../ir/ir.h"
 #include "../ir/schedule.h"
 
@@ -168,6 +170,25 @@ nnc_status nnc_parallel_supported(const nnc_parallel *p, bool train, bool genera
  * (nnc_tensor.shard), g->ranks set. Runs on the checked graph, before
  * nnc_pass_precision. */
 nnc_status nnc_pass_parallel(nnc_graph *g, const nnc_parallel *p, nnc_error *err);
+
+/* Horizontal fusion (hfuse.c): two or more linears reading the same input,
+ * their weights (and biases, all or none) parameters of their own of one
+ * dtype and layout, become one linear over the weights concatenated along
+ * N and a split into the tensors they wrote (BERT's and LLaMA's q, k, v as
+ * GPT-2's c_attn); *fused (may be NULL) counts the groups. The
+ * concatenations read weights alone, so the pass pays only where they run
+ * at load (nnc_compile_opts.hoist_weights): the driver runs it on
+ * inference graphs, not under --train (the separate weights' gradients),
+ * a tensor-parallel plan (sliced weights) or --quantize (which marks the
+ * weights a linear reads), nor with --hfuse=off. Runs after
+ * nnc_pass_precision, before nnc_compile_graph. */
+nnc_status nnc_pass_hfuse(nnc_graph *g, int *fused, nnc_error *err);
+/* Whether the pass runs: not turned off (--hfuse=off), no --train, no
+ * tensor-parallel plan, no --quantize, and weight-only kernels run at load. */
+bool nnc_hfuse_wanted(bool off, bool train, const nnc_parallel *par, nnc_quantize q, bool weights_at_load);
+/* --explain: a line per GEMM the pass made (the Lua lines of its members,
+ * N of each, K). */
+void nnc_hfuse_explain(FILE *f, const nnc_graph *g);
 
 typedef struct nnc_compile_opts {
   bool no_gemm_aux;   /* GEMMs neither save an activation's input nor multiply by its
