@@ -106,6 +106,9 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   if (r->train) {
     ec_train_decls(&x, &train);
     x.api_extra = train.buf;
+  } else if (cs_quantized(&x)) {
+    cs_quant_decls(&x, &train);   /* <model>_save_quantized */
+    x.api_extra = train.buf;
   }
   st = check_dtypes(&x, err);
   if (!st) st = ec_check_sizes(&x, err);

@@ -59,6 +59,10 @@ bool cs_quantized_b(const ec_ctx *x, const nnc_kernel *k);
 const char *cs_quant_b_field(const ec_ctx *x, const nnc_kernel *k, const char **held);
 nnc_status cs_quant_check(const ec_ctx *x, nnc_error *err);
 void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b);
+/* A quantized folder's checkpoint API: <model>_save_quantized's
+ * declaration (for <model>.h) and its definition (after the API). */
+void cs_quant_decls(const ec_ctx *x, nnc_sb *b);
+void cs_emit_quant_api(const ec_ctx *x, nnc_sb *b);
 
 /* --train (c_simd_train.c): the model struct's fields and frees for the
  * training state, and the training API's definitions. */

@@ -25,9 +25,10 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
     p, p, model, x->r->target->name, x->isa, s->nk, (long long)s->plan.peak);
   nnc_sb_printf(b, "#include <math.h>\n#include <stdarg.h>\n#include <stdatomic.h>\n#include <stdio.h>\n"
                    "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s.h\"\n#include \"kernels/nnc_simd.h\"\n"
-                   "%s#include \"runtime/nnrt.h\"\n%s#include \"support/nnc_glue.h\"\n\n", p,
+                   "%s#include \"runtime/nnrt.h\"\n%s#include \"support/nnc_glue.h\"\n%s\n", p,
                 uses_vmath ? "#include \"kernels/simd_math.h\"   /* the scans' gate math: vector sigmoid and tanh */\n" : "",
-                x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "");
+                x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "",
+                cs_quantized(x) ? "#include \"support/nnc_weights_quant.h\"   /* quantized checkpoints */\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n\n", g->nparams, s->nk, g->nsyms);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
                    " * (also in weights_manifest.json). */\n");
@@ -268,7 +269,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p,
     tp ? shards_load
-    : q8 ? "nnc_weights_load_converted(st, manifest, NPARAMS, m->w, quantized, quantize_weight, NULL, e)"
+    : q8 ? "nnc_weights_load_held(st, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, quantize_weight,\n"
+           "                             import_weight, NULL, e)"
          : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
     ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
@@ -340,6 +342,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "size_t %s_arena_bytes(const %s_model *m) { return m ? nnrt_arena_size(m->arena_handle) : 0; }\n",
     p, p, P, p, p, p, p, P, p, p);
   ec_emit_comm_stats(x, b);
+  cs_emit_quant_api(x, b);
 }
 
 nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {

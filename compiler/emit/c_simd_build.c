@@ -62,7 +62,7 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
                    "WARN = -std=c11 -Wall -Wextra -Werror $(NO_ICF)\n");
   nnc_sb_printf(&b, "# GEMM blocking chosen by nnc's tuner for this target (kernels/gemm_tiles.h)\nTILES = %s\n", x->tile_defs);
   nnc_sb_printf(&b, "LDLIBS = -lm -lpthread\nOBJ = obj\n\n");
-  nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c support/nnc_weights.c", p);
+  nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_glue.c support/nnc_weights.c support/nnc_weights_quant.c", p);
   list_sources(x, &b, "kernels/", " \\\n  ");
   list_sources(x, &b, "runtime/", " \\\n  ");
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",
@@ -128,7 +128,8 @@ static nnc_status write_meson(const ec_ctx *x, const char *dir, nnc_error *err) 
   nnc_sb_printf(&b, "] + cc.get_supported_arguments('-fno-ipa-icf')   # GCC 12.2 folds identical functions wrongly\n"
                     "tile_args = [");
   meson_args(&b, x->tile_defs);
-  nnc_sb_printf(&b, "]\n\nlib_src = files(\n  '%s.c',\n  'support/nnc_glue.c',\n  'support/nnc_weights.c',\n", p);
+  nnc_sb_printf(&b, "]\n\nlib_src = files(\n  '%s.c',\n  'support/nnc_glue.c',\n  'support/nnc_weights.c',\n"
+                    "  'support/nnc_weights_quant.c',\n", p);
   list_meson(x, &b, "runtime/");
   nnc_sb_printf(&b, ")\nkernel_src = files(\n");
   list_meson(x, &b, "kernels/");

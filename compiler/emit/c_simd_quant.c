@@ -10,12 +10,13 @@
  * functions, the GEMM argument, and a note for comments. */
 typedef struct qform {
   const char *mode, *file, *prefix, *field, *held;
+  int bits, group, qmax;   /* as a quantized checkpoint stores it (nnc_weights_qform) */
 } qform;
 
 static const qform forms[] = {
-  {"int8w", "gemm_q8.c", "nnc_simd_q8", "b_q8", "int8"},
-  {"w8a8", "gemm_w8a8.c", "nnc_simd_w8a8", "b_w8a8", "int8, A quantized per row"},
-  {"int4w", "gemm_q4.c", "nnc_simd_q4", "b_q4", "int4, a scale per 128 k"},
+  {"int8w", "gemm_q8.c", "nnc_simd_q8", "b_q8", "int8", 8, 0, 127},
+  {"w8a8", "gemm_w8a8.c", "nnc_simd_w8a8", "b_w8a8", "int8, A quantized per row", 8, 0, 31},
+  {"int4w", "gemm_q4.c", "nnc_simd_q4", "b_q4", "int4, a scale per 128 k", 4, 128, 7},
 };
 
 static bool held_quant(const nnc_tensor *t) { return t->quant.kind != NNC_QUANT_NONE; }
@@ -114,4 +115,50 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
     "  (void)ctx;\n"
     "  int N = q8_shape[i][0], K = q8_shape[i][1], n_k = q8_shape[i][2];\n"
     "  %s_pack(values, n_k ? K : N, n_k, N, K, dst);\n}\n\n", f->prefix, f->prefix);
+  const char *vt = f->bits == 4 ? "uint8_t" : "int8_t";
+  nnc_sb_printf(b,
+    "/* How a quantized checkpoint stores them (support/nnc_weights_quant.h):\n"
+    " * %s, and weight i's held form from the file's values and\n"
+    " * scales (loaded as they were saved), and back. */\n"
+    "static const nnc_weights_qform qform = {\"%s\", %d, %d, %d};\n\n"
+    "static void import_weight(void *ctx, int i, const void *values, const float *scales, void *dst) {\n"
+    "  (void)ctx;\n"
+    "  %s_import((const %s *)values, scales, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1], dst);\n}\n\n"
+    "static void export_weight(void *ctx, int i, const void *held, void *values, float *scales) {\n"
+    "  (void)ctx;\n"
+    "  %s_export(held, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1], (%s *)values, scales);\n}\n\n",
+    f->bits == 4 ? "int4 values two a byte with a scale per group of 128 k"
+                 : "int8 values with a scale per output channel",
+    f->mode, f->bits, f->group, f->qmax, f->prefix, vt, f->prefix, vt);
+}
+
+void cs_quant_decls(const ec_ctx *x, nnc_sb *b) {
+  const qform *f = model_form(x);
+  if (!f) return;
+  nnc_sb_printf(b,
+    "/* --quantize=%s: writes the weights as the model holds them to a\n"
+    " * safetensors file at path (a quantized checkpoint: each quantized weight\n"
+    " * as its %s values <name> and scales <name>.scale, the mode in the\n"
+    " * header's metadata; see support/nnc_weights_quant.h). %s_load_weights_file\n"
+    " * loads such a file as it was saved, without an f32 checkpoint, as well as\n"
+    " * an f32 one (quantized as it loads); a file of another mode is refused.\n"
+    " * Every weight must be loaded or set first. */\n"
+    "int %s_save_quantized(%s_model *m, const char *path);\n\n",
+    f->mode, f->bits == 4 ? "packed int4" : "int8", x->p, x->p, x->p);
+}
+
+void cs_emit_quant_api(const ec_ctx *x, nnc_sb *b) {
+  if (!cs_quantized(x)) return;
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "\nint %s_save_quantized(%s_model *m, const char *path) {\n"
+    "  if (!m) return %s_E_ARG;\n"
+    "  m->err[0] = 0;\n"
+    "  if (!path) return fail(m, %s_E_ARG, \"%s_save_quantized: path is NULL\");\n"
+    "  if (m->nloaded < NPARAMS)\n"
+    "    return fail(m, %s_E_STATE, \"%s_save_quantized: expected every weight loaded, found %%d of %%d\", m->nloaded,\n"
+    "                NPARAMS);\n"
+    "  nnrt_error e;\n  memset(&e, 0, sizeof e);\n"
+    "  int rc = nnc_weights_save_held(path, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, export_weight, NULL, &e);\n"
+    "  return rc ? fail(m, rc, \"%%s\", e.msg) : 0;\n}\n", p, p, P, P, p, P, p);
 }

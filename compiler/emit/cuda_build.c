@@ -70,7 +70,7 @@ static nnc_status write_makefile(const ec_ctx *x, const char *dir, nnc_error *er
       "NCCL_LIBS ?= -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl\n"
       "CPPFLAGS += -I$(NCCL_HOME)/include\n"
       "LDLIBS += $(NCCL_LIBS) $(MPI_LIBS)\n\n", x->world);
-  nnc_sb_printf(&b, "CU_SRC = %s.cu\nLIB_SRC = support/nnc_weights.c", p);
+  nnc_sb_printf(&b, "CU_SRC = %s.cu\nLIB_SRC = support/nnc_weights.c support/nnc_weights_quant.c", p);
   list_sources(&b, "runtime/");
   if (x->world > 1) nnc_sb_printf(&b, " \\\n  runtime/cuda/comm_nccl.c");
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark%s it\nCHECK_SRC = %s_graph.c support/nnc_bench.c",

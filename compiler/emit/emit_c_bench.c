@@ -328,11 +328,16 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     nnc_sb_printf(&b, "/* Whether the model replays CUDA graphs: options.cuda_graphs, then --cuda-graphs. */\n"
                       "static int graphs_on;\n\n");
   /* a parallel plan's collectives, for the report */
-  char comm[256] = "";
+  char comm[512] = "";
   if (x->world > 1)
     snprintf(comm, sizeof comm,
              "static void b_comm(const void *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
              "  %s_comm_stats(m, bytes, bus_bytes, wait_s);\n}\n", p);
+  /* a quantized model's checkpoint (--save-quantized) */
+  bool saves = !x->device && held_int8(g);
+  if (saves)
+    snprintf(comm + strlen(comm), sizeof comm - strlen(comm),
+             "static int b_save_quantized(void *m, const char *path) { return %s_save_quantized(m, path); }\n", p);
   nnc_sb_printf(&b,
     "static int b_create(int threads, void **m) {\n  %s_options o;\n  %s_options_default(&o);\n%s"
     "  %s_model *h = NULL;\n  int rc = %s_create(&o, &h);\n  *m = h;\n  return rc;\n}\n"
@@ -414,7 +419,9 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"
                                           : "\n    0, b_stage, b_run_staged, b_peaks, 0,",
     !x->device ? "" : x->r->probe ? "\n    b_tune, b_cuda_graphs," : "\n    NULL, b_cuda_graphs,",
-    x->world > 1 ? "\n    b_comm," : "\n    NULL,   /* no collectives */",
+    x->world > 1 ? (saves ? "\n    b_comm, b_save_quantized," : "\n    b_comm, NULL,   /* no quantized checkpoint */")
+                 : (saves ? "\n    NULL, b_save_quantized,   /* no collectives; a quantized checkpoint */"
+                          : "\n    NULL, NULL,   /* no collectives, no quantized checkpoint */"),
     library ? "};\n\n#ifndef NNC_BENCH_LIBRARY\n"
                   "int main(int argc, char **argv) { return nnc_bench_main(&" : "  };\n  return nnc_bench_main(&md, argc, argv);\n}\n");
   if (library) nnc_sb_printf(&b, "%s_bench_model, argc, argv); }\n#endif\n", p);

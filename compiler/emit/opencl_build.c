@@ -42,7 +42,7 @@ static nnc_status write_makefile(const ocl_ctx *o, const char *dir, nnc_error *e
                     "# wherever the compiler knows the flag (clang does not, and needs it not).\n"
                     "NO_ICF := $(shell $(CC) -fno-ipa-icf -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fno-ipa-icf)\n"
                     "WARN = -Wall -Wextra -Werror -Wno-unused-parameter $(NO_ICF)\nLDLIBS = -lOpenCL -lm -lpthread\nOBJ = obj\n\n");
-  nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_weights.c", p);
+  nnc_sb_printf(&b, "LIB_SRC = %s.c support/nnc_weights.c support/nnc_weights_quant.c", p);
   list_sources(&b, "runtime/");
   nnc_sb_printf(&b, "\n# the float64 reference of --check: only the benchmark links it\nCHECK_SRC = %s_graph.c bench_%s.c support/nnc_bench.c", p, p);
   list_sources(&b, "check/");

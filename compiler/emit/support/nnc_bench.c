@@ -1,5 +1,6 @@
 /* support/nnc_bench.c — the benchmark harness of generated models. */
 #include "nnc_bench.h"
+#include "nnc_weights_quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ static double tolerance(const nnc_bench_model *md) { return md->tolerance > 0 ? 
 
 typedef struct options {
   const char *weights;
+  const char *save_quantized;   /* --save-quantized FILE */
   int threads, runs, warmup, json, check, tune;
   int no_peaks;   /* --no-peaks: leave the roofline empty */
   int graphs;   /* --cuda-graphs: 1 on, 0 off, -1 the model's default */
@@ -48,6 +50,11 @@ static void usage(const nnc_bench_model *md, FILE *f) {
           "  --no-peaks      do not measure the device's rates; the roofline columns stay empty\n"
           "                  (for sanitizer runs: on a GPU the rate is a large cuBLASLt GEMM's)\n",
           md->name, md->cuda_graphs ? " [--cuda-graphs on|off]" : "", tolerance(md), COSINE_WARN, TOP1_WARN * 100);
+  if (md->save_quantized)
+    fprintf(f,
+            "  --save-quantized FILE  write the weights as the model holds them (quantized, from\n"
+            "                  --weights or random) to FILE, a quantized checkpoint that --weights\n"
+            "                  loads as saved; then check and time as usual\n");
   if (md->cuda_graphs)
     fprintf(f,
             "  --cuda-graphs on|off  replay each run from a CUDA graph, captured on the first run of\n"
@@ -96,6 +103,9 @@ static int parse(const nnc_bench_model *md, int argc, char **argv, options *o) {
       i++;
     } else if (strcmp(a, "--weights") == 0 && val) {
       o->weights = val;
+      i++;
+    } else if (md->save_quantized && strcmp(a, "--save-quantized") == 0 && val) {
+      o->save_quantized = val;
       i++;
     } else if ((strcmp(a, "--threads") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--warmup") == 0) && val) {
       int lo = strcmp(a, "--warmup") == 0 ? 0 : (strcmp(a, "--threads") == 0 ? 0 : 1);
@@ -285,7 +295,7 @@ static int fill_weights(state *s) {
       int64_t n = numel(&md->manifest[i]);
       s->weights[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
       if (!s->weights[i] || nnrt_st_find(st, md->manifest[i].name, &t, &e) ||
-          (md->manifest[i].dtype == NNRT_F32 ? nnrt_st_copy_f32(st, t, s->weights[i], (size_t)n, &e)
+          (md->manifest[i].dtype == NNRT_F32 ? nnc_weights_read_f32(st, &md->manifest[i], s->weights[i], &e)
                                              : nnrt_st_copy(st, t, s->weights[i], (size_t)n * 4, &e))) {
         nnrt_st_close(st);
         return fprintf(stderr, "bench_%s: %s\n", md->name, e.msg[0] ? e.msg : "out of memory"), 1;
@@ -795,6 +805,10 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
     if (s.graphs_on < 0) rc = fail(&s, "--cuda-graphs");
   }
   if (!rc) rc = fill_weights(&s);
+  if (!rc && s.o.save_quantized) {
+    if (md->save_quantized(s.m, s.o.save_quantized)) rc = fail(&s, "--save-quantized");
+    else printf("saved the quantized weights to %s\n", s.o.save_quantized);
+  }
   if (!rc) rc = fill_inputs(&s);
   if (!rc && s.o.tune) {
     /* the probe of nnc --tune=measure: real inputs and one forward, then the variants */

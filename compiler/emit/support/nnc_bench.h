@@ -82,6 +82,9 @@ typedef struct nnc_bench_model {
   /* A parallel plan's model only (NULL elsewhere): what this rank's
    * collectives have moved so far (<model>_comm_stats) */
   void (*comm)(const void *m, uint64_t *bytes, double *bus_bytes, double *wait_s);
+  /* A model holding quantized weights only (NULL elsewhere): writes them
+   * as held to a quantized checkpoint (<model>_save_quantized) */
+  int (*save_quantized)(void *m, const char *path);
 } nnc_bench_model;
 
 /* The whole harness; returns the process exit code (0 ok, 1 a check above
