@@ -120,7 +120,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "/* What every kernel sees of a run, by value: device pointers and sizes. */\n"
     "typedef struct run_args {\n  unsigned char *arena;\n  unsigned char *weights;\n  %s_dims d;\n  %s_inputs in;\n"
     "  %s_outputs out;\n%s} run_args;\n\n", p, p, p,
-    g->ranks > 1 ? "  int rank;                      /* m->comm->rank: where this rank's vocabulary rows start */\n" : "");
+    g->ranks > 1 ? "  int rank;                      /* its rank in the tp group: where its vocabulary rows start */\n" : "");
   nnc_sb_printf(b,
     "static int fail(%s_model *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));\n"
     "static int fail(%s_model *m, int code, const char *fmt, ...) {\n"

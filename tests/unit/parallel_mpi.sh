@@ -4,7 +4,9 @@
 # with --parallel=tp:N, built with mpicc and run under mpirun -np N; every
 # rank's bench --check compares its outputs with the float64 reference of
 # the model without the plan, on the same random weights, which each rank
-# slices. Then the refusals: a world that does not match the plan.
+# slices. Then the refusals: a world that does not match the plan. Then
+# training against one process: dp:2, tp:2 and tp:4 (with checkpoints),
+# tp:2,dp:2.
 set -euo pipefail
 nnc=${1:?usage: parallel_mpi.sh NNC MPIRUN}
 mpirun=${2:?}
@@ -221,4 +223,40 @@ grep -q 'no tensor "optim.v.wte.weight" in the file' <<< "$out" || { echo "$out"
 # --check stays one process's (a rank's gradients are slices), saying so
 out=$("$work/ttp2/train_gpt2" --check 2>&1) && { echo "$out"; echo "FAIL: tp:2 --check ran"; exit 1; }
 grep -q "build without --parallel to check it" <<< "$out" || { echo "$out"; echo "FAIL: no message"; exit 1; }
+
+# Tensor and data parallelism together: tp:2,dp:2 on 4 ranks (rank = dp
+# index * 2 + tp index), written dp:2,tp:2 (the same plan). Each tp pair
+# trains on its dp group's 2 rows of every 4-row batch (train1's sizes and
+# tokens above; 53 tokens split 27 + 26 and a zero row). Clip 0.3 makes
+# every update clip, so the norm (the slices' squares summed in a tp group,
+# the whole weights' once, after the dp group's sum) moves the weights;
+# SGD as for tp's checkpoints: 3 updates give one process's losses, norms
+# and checkpoint.
+defines="-D layers=2 -D d=36 -D heads=6 -D vocab=53 -D ctx=9 -D batch=4"
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --train --parallel=dp:2,tp:2 $defines -o "$work/tpdp"
+make -s -C "$work/tpdp" -j2 train_gpt2 > "$work/tpdp.make.log" 2>&1 || { cat "$work/tpdp.make.log"; exit 1; }
+sargs=(--data "$work/tokens.bin" --steps 3 --seq 9 --threads 1 --no-peaks --json --sgd --clip 0.3)
+"$work/train1/train_gpt2" "${sargs[@]}" --batch 4 --save "$work/tpdp1.ckpt" > "$work/tpdp1.json"
+timeout 300 "$mpirun" -np 4 --oversubscribe "$work/tpdp/train_gpt2" "${sargs[@]}" --batch 2 --save "$work/tpdp4.ckpt" \
+  > "$work/tpdp4.json"
+python3 "$here/train_steps.py" compare "tp:2,dp:2 training against one process (SGD, clipped)" "$work/tpdp1.json" \
+  "$work/tpdp4.json" 1
+python3 "$here/train_steps.py" checkpoints "tp:2,dp:2's checkpoint after 3 SGD updates against one process's" \
+  "$work/tpdp1.ckpt" "$work/tpdp4.ckpt"
+# a world of 3 for the plan of 4: every rank refuses by itself, naming both
+# (mpirun told not to end the job at the first failure, so that each rank's
+# own exit status and message are seen)
+cat > "$work/rank_status.sh" <<'SH'
+#!/bin/sh
+# runs the command, leaving its exit status in $RANK_STATUS.<rank>
+"$@"
+echo $? > "$RANK_STATUS.${OMPI_COMM_WORLD_RANK:-0}"
+SH
+out=$(RANK_STATUS="$work/status" timeout 120 "$mpirun" --mca orte_abort_on_non_zero_status 0 -x RANK_STATUS -np 3 \
+      --oversubscribe sh "$work/rank_status.sh" "$work/tpdp/train_gpt2" "${sargs[@]}" --batch 2 2>&1) || true
+n=$(grep -c "compiled for 4 ranks (--parallel=tp:2,dp:2), launched with 3" <<< "$out" || true)
+failed=$(cat "$work"/status.* 2>/dev/null | grep -cv '^0$' || true)
+[ "$n" -eq 3 ] && [ "$failed" -eq 3 ] || { echo "$out"; echo "FAIL: $failed of 3 ranks failed, $n said why"; exit 1; }
+echo "a world of 3 for tp:2,dp:2: each of the 3 ranks refused it"
 echo "PASS"

@@ -408,6 +408,22 @@ static void test_train_tp(void **state) {
   assert_true(file_has(p, "        nnc_weights_unslice(all + r * mine, sizeof(float), &manifest[j], &shards[j], r, dst);\n"));
   assert_true(file_has(p, "  if (!rc && nnc_weights_load_state_shards(st, path, manifest, shards, m->comm->rank, NPARAMS, mom, vel, &step, &e))\n"));
   assert_false(file_has(p, "not built yet"));
+  /* tp:2,dp:2: the world split into tp pairs of consecutive ranks and dp
+   * pairs; the slices' collectives in the tp group, the sums in the dp group */
+  snprintf(out, sizeof out, "%s/gpt2_train_tpdp", work);
+  o.out_dir = out;
+  o.parallel = "dp:2,tp:2";
+  assert_int_equal(nnc_build(&o, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", out);
+  assert_true(file_has(p, "compiled for 4 ranks (--parallel=tp:2,dp:2), launched with %d"));
+  assert_true(file_has(p, "  if (!rc) rc = nnrt_comm_split(m->comm, m->comm->rank / 2, m->comm->rank % 2, &m->tp_comm, &e);\n"));
+  assert_true(file_has(p, "  if (!rc) rc = nnrt_comm_split(m->comm, m->comm->rank % 2, m->comm->rank / 2, &m->dp_comm, &e);\n"));
+  assert_true(file_has(p, "  if (nnrt_comm_all_reduce(m->tp_comm, m->partial, m->partial, 1, NNRT_F64, NNRT_REDUCE_SUM, m->stream, &e) ||\n"));
+  assert_true(file_has(p, "  if (nnrt_comm_all_reduce(m->dp_comm, g, g, n, NNRT_F32, NNRT_REDUCE_SUM, m->comm_stream, &e))\n"));
+  assert_true(file_has(p, "  if (nnrt_comm_all_reduce(m->dp_comm, dl, dl, 1, NNRT_F32, NNRT_REDUCE_SUM, m->stream, &e) ||\n"));
+  assert_true(file_has(p, "  if (m->dp_comm->rank != 0) return 0;\n"));
+  assert_true(file_has(p, "  c.rank = m->tp_comm->rank;\n"));
+  assert_false(file_has(p, "nnrt_comm_all_reduce(m->comm,"));
   /* one process keeps the plain norm and its checkpoints */
   snprintf(out, sizeof out, "%s/gpt2_train_tp1", work);
   o.out_dir = out;
