@@ -61,7 +61,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;            /* this rank's place among the plan's %d */\n"
                      "  int own_comm;               /* made by create(), not given in the options */\n", x->world);
-  ec_emit_comm_fields(x, b);
+  ec_emit_comm_fields(x, b, 28);
   if (x->r->train) cs_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,

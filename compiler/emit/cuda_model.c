@@ -113,7 +113,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;               /* this rank's place among the plan's %d (NCCL) */\n"
                      "  int own_comm;                  /* made by create(), not given in the options */\n", x->world);
-  ec_emit_comm_fields(x, b);
+  ec_emit_comm_fields(x, b, 31);
   if (x->r->train) cu_train_struct(x, b);
   nnc_sb_printf(b, "};\n\n");
   nnc_sb_printf(b,

@@ -693,11 +693,11 @@ const char *ec_tp_rank_line(const ec_ctx *x) {
   return x->dpc ? "  c.rank = m->tp_comm->rank;\n" : "  c.rank = m->comm->rank;\n";
 }
 
-void ec_emit_comm_fields(const ec_ctx *x, nnc_sb *b) {
+void ec_emit_comm_fields(const ec_ctx *x, nnc_sb *b, int width) {
   if (x->tpc && x->dpc)
-    nnc_sb_printf(b, "  nnrt_comm *tp_comm;            /* this rank's tp group (%d ranks): the split weights' collectives */\n"
-                     "  nnrt_comm *dp_comm;            /* its dp group (%d ranks): the gradients' sums, the loss's mean */\n",
-                  x->world / x->dp, x->dp);
+    nnc_sb_printf(b, "  %-*s/* this rank's tp group (%d ranks): the split weights' collectives */\n"
+                     "  %-*s/* its dp group (%d ranks): the gradients' sums, the loss's mean */\n",
+                  width, "nnrt_comm *tp_comm;", x->world / x->dp, width, "nnrt_comm *dp_comm;", x->dp);
 }
 
 void ec_emit_comm_split(const ec_ctx *x, nnc_sb *b) {

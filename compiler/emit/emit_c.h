@@ -225,7 +225,7 @@ void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b);
  * tp:N,dp:M its struct's tp_comm and dp_comm, create()'s split of the world
  * into them (after the world's size is checked; rc and e are create's);
  * destroy()'s lines for all of them (nothing when world is 1). */
-void ec_emit_comm_fields(const ec_ctx *x, nnc_sb *b);
+void ec_emit_comm_fields(const ec_ctx *x, nnc_sb *b, int width);   /* width: the declarations' column */
 void ec_emit_comm_split(const ec_ctx *x, nnc_sb *b);
 void ec_emit_comm_destroy(const ec_ctx *x, nnc_sb *b);
 /* A device run's `c.rank = ...;` line (the rank in its tp group, where a
