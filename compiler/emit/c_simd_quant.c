@@ -79,10 +79,11 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
   if (!f) return;
   /* the functions of the weights' layout (templates/c_simd/nnc_simd.h) */
   nnc_sb_printf(b,
-    "/* --quantize=%s: the weights held as %s, in the GEMM's panel order\n"
-    " * (kernels/%s), quantized from the file's f32 values when they load; the\n"
-    " * manifest keeps the file's view.%s Per weight: the GEMM's N (output\n"
-    " * channels), K, and whether it is [N, K]. */\n"
+    "/* --quantize=%s: the weights held as\n"
+    " * %s,\n"
+    " * in the GEMM's panel order (kernels/%s), quantized from the file's f32\n"
+    " * values when they load; the manifest keeps the file's view.%s Per\n"
+    " * weight: the GEMM's N (output channels), K, and whether it is [N, K]. */\n"
     "static const unsigned char quantized[%d] = {", f->mode,
     f == &forms[2] ? "int4 with an f32 scale per group of 128 k of an output channel"
                    : "int8 with an f32 scale per output channel",
@@ -118,8 +119,8 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
   const char *vt = f->bits == 4 ? "uint8_t" : "int8_t";
   nnc_sb_printf(b,
     "/* How a quantized checkpoint stores them (support/nnc_weights_quant.h):\n"
-    " * %s, and weight i's held form from the file's values and\n"
-    " * scales (loaded as they were saved), and back. */\n"
+    " * %s; weight i's held form from the\n"
+    " * file's values and scales (loaded as they were saved), and back. */\n"
     "static const nnc_weights_qform qform = {\"%s\", %d, %d, %d};\n\n"
     "static void import_weight(void *ctx, int i, const void *values, const float *scales, void *dst) {\n"
     "  (void)ctx;\n"
@@ -127,8 +128,7 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
     "static void export_weight(void *ctx, int i, const void *held, void *values, float *scales) {\n"
     "  (void)ctx;\n"
     "  %s_export(held, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1], (%s *)values, scales);\n}\n\n",
-    f->bits == 4 ? "int4 values two a byte with a scale per group of 128 k"
-                 : "int8 values with a scale per output channel",
+    f->bits == 4 ? "int4 values two a byte, a scale per 128 k" : "int8 values, a scale per channel",
     f->mode, f->bits, f->group, f->qmax, f->prefix, vt, f->prefix, vt);
 }
 

@@ -410,7 +410,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     ocl && x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16, NULL, NULL,   /* bf16 storage */"
     : ocl && x->r->precision.storage == NNC_F16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16, NULL, NULL,   /* f16 storage */"
     : ocl        ? "\n    0, b_stage, b_run_staged, b_peaks, 0, NULL, NULL,   /* f32 tolerance, OpenCL buffers */"
-    : !x->device && held_int4(g) ? "\n    1e-1, NULL, NULL, NULL, 0, NULL, NULL,   /* int4 weights against the float model: 1e-1 */"
+    : !x->device && held_int4(g) ? "\n    2e-1, NULL, NULL, NULL, 0, NULL, NULL,   /* int4 weights against the float model: 2e-1 */"
     : !x->device && held_w8a8(g) ? "\n    5e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* w8a8 against the float model: 5e-2 */"
     : !x->device && held_int8(g) ? "\n    2e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* int8 weights against the float model: 2e-2 */"
     : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"

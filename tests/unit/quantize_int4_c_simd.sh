@@ -5,8 +5,8 @@
 # 261, 600):
 #  1. random weights scaled like PyTorch's init: bench --check against the
 #     float64 reference of the float model passes (int4w's tolerance on the
-#     max relative error, 1e-1) and each output's cosine is >= 0.995 (4 bits and a
-#     scale per 128 weights: about 0.998 measured, bench/NOTES.md);
+#     max relative error, 2e-1) and each output's cosine is >= 0.995 (4 bits and a
+#     scale per 128 weights: 0.9975 to 0.9997 measured, bench/NOTES.md);
 #  2. weights already on each group's int4 grid (nnc weights
 #     --quantize=int4w): the folder holds them exactly, so the check is the
 #     kernels' against the dequantized weights, at f32's 1e-5.
