@@ -27,7 +27,6 @@
  * The driver runs the pass on inference graphs only (see nnc_pass_hfuse in
  * passes.h for when). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -178,7 +177,7 @@ static nnc_status fuse_group(nnc_graph *g, const group *grp, nnc_error *err) {
     split->out[i] = ys[i];
     g->tensors[ys[i]].producer = at;
   }
-  /* members after the first: three nodes were added before them */
+  /* the other members, each now (at - first id) places on: the added nodes sit before them */
   for (int i = 1; i < grp->n; i++) {
     nnc_node *m = &g->nodes[grp->node[i] + (at - grp->node[0])];
     m->dead = true;
