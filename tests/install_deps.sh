@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(gcc make meson ninja-build pkg-config liblua5.4-dev lua5.4 libcmocka-dev
       ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclang-14-dev clang-19
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 # pip fetches the CUDA 12 pieces of the Volta check (tests/volta_toolchain.sh)
 python3 -m pip --version > /dev/null 2>&1 || pkgs+=(python3-pip)

@@ -18,7 +18,8 @@
  * |w| <= 32, so the weights are 6-bit, in [-31, 31] (scale = max|w| / 31).
  * Per-token activations carry the outliers; a weight channel is well
  * spread, so the bits are taken from the weights. AVX-VNNI / AVX512-VNNI's
- * vpdpbusd (exact int32 sums) is used when the compiler targets it.
+ * vpdpbusd (exact int32 sums) is used when the compiler targets it, and on
+ * Arm the dot-product extension's sdot (-march=armv8.2-a+dotprod or later).
  *
  * Layout (nnc_simd_w8a8_pack): K padded to Kp, a multiple of 8 (zeros);
  * NR-column panels of all of Kp (panel p at p*NR*Kp bytes), in groups of 4
@@ -41,6 +42,8 @@
 
 #if defined(NNC_ISA_AVX2) || defined(NNC_ISA_AVX512)
 #define W8_X86 1
+#elif defined(NNC_ISA_NEON) && defined(__ARM_FEATURE_DOTPROD)
+#define W8_SDOT 1
 #endif
 
 static const char *const KERNEL = "nnc_simd_gemm (w8a8)";
@@ -253,6 +256,34 @@ static void micro(int ng, const uint8_t *restrict a, const int8_t *restrict b, c
       _mm256_storeu_ps(tile + i * NR + 8 * h, _mm256_mul_ps(v, _mm256_mul_ps(_mm256_set1_ps(rs[i]), cv)));
     }
   }
+#elif defined(W8_SDOT)
+  /* Armv8.2's sdot multiplies signed by signed: u ^ 0x80 is q (u - 128) as a
+   * signed byte, so no column-sum correction. One group of 4 k is one
+   * vector of A (MR rows x 4 k) and four of B (4 columns x 4 k each); lane i
+   * of A is row i. */
+  _Static_assert(MR == 4 && NR % 4 == 0, "one lane of A a row");
+  int32x4_t acc[MR][NR / 4];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR / 4; j++) acc[i][j] = vdupq_n_s32(0);
+  const uint8x16_t flip = vdupq_n_u8(0x80);
+  for (int gi = 0; gi < ng; gi++) {
+    int8x16_t av = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(a), flip));
+#pragma GCC unroll 4
+    for (int j = 0; j < NR / 4; j++) {
+      int8x16_t bv = vld1q_s8(b + 16 * j);
+      acc[0][j] = vdotq_laneq_s32(acc[0][j], bv, av, 0);
+      acc[1][j] = vdotq_laneq_s32(acc[1][j], bv, av, 1);
+      acc[2][j] = vdotq_laneq_s32(acc[2][j], bv, av, 2);
+      acc[3][j] = vdotq_laneq_s32(acc[3][j], bv, av, 3);
+    }
+    a += KG * MR;
+    b += KG * NR;
+  }
+  (void)colsum;
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR / 4; j++)
+      vst1q_f32(tile + i * NR + 4 * j,
+                vmulq_f32(vcvtq_f32_s32(acc[i][j]), vmulq_n_f32(vld1q_f32(cs + 4 * j), rs[i])));
 #else
   int32_t acc[MR][NR] = {{0}};
   for (int gi = 0; gi < ng; gi++) {

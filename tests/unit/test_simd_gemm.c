@@ -127,8 +127,12 @@ static int run_case(const gcase *c) {
     snprintf(what, sizeof what, "gemm %dx%dx%d batch %d/%d %s%s act=%s bias=%d res=%d pro=%d "
              "thr=%d alpha=%g aux=%d", M, N, K, b, nb, c->a_trans ? "A^T " : "", c->trans ? "B^T" : "B",
              act_name(c->act), c->bias, c->res, (int)c->pro, c->threads, (double)c->alpha, (int)c->aux);
-    ok = tcheck(what, C + b * sc, ldc, ref, M, N, 1e-5);
-    if (ok && xref) ok = tcheck(what, X + b * sx, ldx, xref, M, N, 1e-5);
+    /* An f32 sum of K products errs by ~sqrt(K) eps of the pre-activation's
+     * size, which tanh's output (|y| <= 1) no longer shares: at K = 700
+     * that is 1.1e-5 of C's rms with AVX-512's summation order. */
+    double tol = 1e-5 * fmax(1.0, sqrt(K / 64.0));
+    ok = tcheck(what, C + b * sc, ldc, ref, M, N, tol);
+    if (ok && xref) ok = tcheck(what, X + b * sx, ldx, xref, M, N, tol);
     /* The padding of each row must still be NaN: nothing written past N. */
     for (int i = 0; i < M && ok; ++i)
       for (ptrdiff_t j = N; j < ldc && (i + 1 < M || b + 1 < nb); ++j)
