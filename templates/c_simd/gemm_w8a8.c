@@ -34,17 +34,28 @@
 
 #include <math.h>
 
-#define MR 4
-#define NR 16
-#define KG 4   /* k per int32 lane */
-#define ROWS_PER_PACK 32
-#define QW 31.0f  /* the weights' largest magnitude */
-
 #if defined(NNC_ISA_AVX2) || defined(NNC_ISA_AVX512)
 #define W8_X86 1
 #elif defined(NNC_ISA_NEON) && defined(__ARM_FEATURE_DOTPROD)
 #define W8_SDOT 1
 #endif
+#if defined(NNC_ISA_AVX512) && defined(__AVX512VNNI__)
+/* 512-bit vpdpbusd: one vector is a group of 4 k of a whole NR panel, and
+ * a tile is 8 rows x 2 panels (16 accumulators, one vpdpbusd each a group) */
+#define W8_ZMM 1
+#endif
+
+#if defined(W8_ZMM)
+#define MR 8
+#define TILE_NP 2   /* weight panels a tile */
+#else
+#define MR 4
+#define TILE_NP 1
+#endif
+#define NR 16
+#define KG 4   /* k per int32 lane */
+#define ROWS_PER_PACK 32
+#define QW 31.0f  /* the weights' largest magnitude */
 
 static const char *const KERNEL = "nnc_simd_gemm (w8a8)";
 
@@ -109,18 +120,61 @@ float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n) {
   return (float)v * col_scales(w, N, K)[n];
 }
 
-float nnc_simd_a8_quantize(const float *x, int n, int8_t *q) {
+/* max |x[k]|, a NaN skipped (x86's max returns its second operand when the
+ * first is NaN, as the scalar compare does). */
+static float absmax(const float *x, int n) {
   float amax = 0.0f;
-  for (int k = 0; k < n; k++) {
+  int k = 0;
+#if defined(NNC_ISA_AVX512)
+  __m512 vm = _mm512_setzero_ps();
+  for (; k + 16 <= n; k += 16) vm = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + k)), vm);
+  amax = _mm512_reduce_max_ps(vm);
+#elif defined(NNC_ISA_AVX2)
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 vm = _mm256_setzero_ps();
+  for (; k + 8 <= n; k += 8) vm = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), vm);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, vm);
+  for (int i = 0; i < 8; i++) amax = lanes[i] > amax ? lanes[i] : amax;
+#endif
+  for (; k < n; k++) {
     float a = fabsf(x[k]);
     if (a > amax) amax = a;
   }
+  return amax;
+}
+
+float nnc_simd_a8_quantize(const float *x, int n, int8_t *q) {
+  float amax = absmax(x, n);
   if (!(amax > 0.0f) || !isfinite(amax)) {
     memset(q, 0, (size_t)(n > 0 ? n : 0));
     return 0.0f;
   }
   float inv = 127.0f / amax;
-  for (int k = 0; k < n; k++) q[k] = to_int(x[k], inv, 127.0f);
+  int k = 0;
+  /* The vector paths give to_int's values: the conversion rounds to nearest
+   * even (the default mode, as nearbyintf), |x * inv| stays within 127 plus
+   * a rounding, and a NaN lane is zeroed. */
+#if defined(NNC_ISA_AVX512)
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (; k + 16 <= n; k += 16) {
+    __m512 v = _mm512_loadu_ps(x + k);
+    __m512i r = _mm512_maskz_cvtps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_mul_ps(v, vinv));
+    _mm_storeu_si128((__m128i *)(void *)(q + k), _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(r, lo), hi)));
+  }
+#elif defined(NNC_ISA_AVX2)
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (; k + 8 <= n; k += 8) {
+    __m256 v = _mm256_loadu_ps(x + k);
+    __m256i r = _mm256_and_si256(_mm256_cvtps_epi32(_mm256_mul_ps(v, vinv)),
+                                 _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_ORD_Q)));
+    /* the signed saturating packs clamp to [-128, 127]; -128 cannot occur */
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storel_epi64((__m128i *)(void *)(q + k), _mm_packs_epi16(w, w));
+  }
+#endif
+  for (; k < n; k++) q[k] = to_int(x[k], inv, 127.0f);
   return amax / 127.0f;
 }
 
@@ -143,9 +197,9 @@ static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
   p.mp = ceil_div(M, MR) * MR;
   /* about four tasks a thread; N first (every task reads its own panels) */
   int per_item = imax(1, ceil_div(nthreads > 1 ? 4 * nthreads : 1, batch));
-  int nblk = imax(1, ceil_div(N, NR)), mblk = imax(1, ceil_div(M, MR));
+  int nblk = imax(1, ceil_div(N, TILE_NP * NR)), mblk = imax(1, ceil_div(M, MR));
   p.tn = imax(1, imin(per_item, nblk / 4));
-  p.nw = ceil_div(nblk, p.tn) * NR;
+  p.nw = ceil_div(nblk, p.tn) * TILE_NP * NR;
   p.tn = imax(1, ceil_div(N, p.nw));
   p.tm = imin(imax(1, ceil_div(per_item, p.tn)), mblk);
   p.mw = ceil_div(mblk, p.tm) * MR;
@@ -169,17 +223,14 @@ typedef struct job {
   unsigned char *tbuf;
 } job;
 
-/* Row r of A, prologue applied, into x[0..K). */
+/* Row r of A, transposed or with its prologue applied, into x[0..K) (a
+ * plain row is quantized where it lies). */
 static void load_row(const nnc_simd_gemm_args *g, const float *a, int r, float *x) {
   if (g->a_trans) {
     for (int k = 0; k < g->K; k++) x[k] = a[(ptrdiff_t)k * g->lda + r];
     return;
   }
   const float *row = a + (ptrdiff_t)r * g->lda;
-  if (g->prologue == NNC_SIMD_PRO_NONE) {
-    memcpy(x, row, (size_t)g->K * sizeof *x);
-    return;
-  }
   float mean = 0.0f, rstd;
   if (g->prologue == NNC_SIMD_PRO_LAYERNORM) nnc_simd_row_moments(row, g->K, g->eps, &mean, &rstd);
   else rstd = nnc_simd_row_rms_inv(row, g->K, g->eps);
@@ -201,17 +252,59 @@ static void pack_task(void *ctx, int task, int thread) {
   float *rs = jb->rscale + (size_t)bi * (size_t)p->mp;
   float *x = (float *)(void *)(jb->tbuf + (size_t)thread * p->thread_bytes);
   int8_t *q = (int8_t *)(x + p->kp);
-  memset(pa + (size_t)r0 * p->kp, 0x80, (size_t)(r1 - r0) * p->kp);
+  if (r1 > g->M) memset(pa + (size_t)r0 * p->kp, 0x80, (size_t)(r1 - r0) * p->kp);
+  memset(q + g->K, 0, p->kp - (size_t)g->K);
   for (int r = r0; r < r1; r++) {
     rs[r] = 0.0f;
     if (r >= g->M) continue;
-    load_row(g, a, r, x);
-    rs[r] = nnc_simd_a8_quantize(x, g->K, q);
+    const float *src = x;
+    if (g->a_trans || g->prologue != NNC_SIMD_PRO_NONE) load_row(g, a, r, x);
+    else src = a + (ptrdiff_t)r * g->lda;   /* quantized where it lies */
+    rs[r] = nnc_simd_a8_quantize(src, g->K, q);
+    /* a group of 4 k is one 32-bit word; u = q + 128 is q ^ 0x80 a byte */
     uint8_t *dst = pa + (size_t)(r / MR) * MR * p->kp + (size_t)(r % MR) * KG;
-    for (int k = 0; k < g->K; k++) dst[(size_t)(k / KG) * KG * MR + k % KG] = (uint8_t)(q[k] + 128);
+    for (size_t gi = 0; gi < p->kp / KG; gi++) {
+      uint32_t word;
+      memcpy(&word, q + gi * KG, sizeof word);
+      word ^= 0x80808080u;
+      memcpy(dst + gi * KG * MR, &word, sizeof word);
+    }
   }
 }
 
+#if defined(W8_ZMM)
+/* The int32 sums of MR rows x np (1 or 2) panels over ng groups of 4 k, the
+ * second panel `panel` bytes after the first, dequantized into c (row
+ * stride ldc): c[i, j] = (sum - 128 colsum[j]) * rs[i] * cs[j]. np is a
+ * constant at each call, so the loops unroll into registers. */
+static inline void micro_zmm(int ng, int np, const uint8_t *restrict a, const int8_t *restrict b, size_t panel,
+                             const int32_t *colsum, const float *cs, const float *rs, float *c, ptrdiff_t ldc) {
+  __m512i acc[MR][TILE_NP];
+  for (int i = 0; i < MR; i++)
+    for (int h = 0; h < np; h++) acc[i][h] = _mm512_setzero_si512();
+  for (int gi = 0; gi < ng; gi++) {
+    __m512i bv[TILE_NP];
+    for (int h = 0; h < np; h++) bv[h] = _mm512_loadu_si512((const void *)(b + (size_t)h * panel));
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      int32_t f;
+      memcpy(&f, a + i * KG, sizeof f);
+      __m512i av = _mm512_set1_epi32(f);
+      for (int h = 0; h < np; h++) acc[i][h] = _mm512_dpbusd_epi32(acc[i][h], av, bv[h]);
+    }
+    a += KG * MR;
+    b += KG * NR;
+  }
+  for (int h = 0; h < np; h++) {
+    __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(colsum + NR * h)), 7);
+    __m512 cv = _mm512_loadu_ps(cs + NR * h);
+    for (int i = 0; i < MR; i++) {
+      __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][h], corr));
+      _mm512_storeu_ps(c + (ptrdiff_t)i * ldc + NR * h, _mm512_mul_ps(v, _mm512_mul_ps(_mm512_set1_ps(rs[i]), cv)));
+    }
+  }
+}
+#else
 /* The int32 sums of one MR x NR tile over ng (even) groups of 4 k, dequantized:
  * tile[i*NR + j] = (sum - 128 colsum[j]) * rs[i] * cs[j]. */
 static void micro(int ng, const uint8_t *restrict a, const int8_t *restrict b, const int32_t *colsum,
@@ -297,6 +390,7 @@ static void micro(int ng, const uint8_t *restrict a, const int8_t *restrict b, c
     for (int j = 0; j < NR; j++) tile[i * NR + j] = (float)(acc[i][j] - 128 * colsum[j]) * (rs[i] * cs[j]);
 #endif
 }
+#endif
 
 /* Phase 2: one rectangle of C. */
 static void compute_task(void *ctx, int task, int thread) {
@@ -316,15 +410,29 @@ static void compute_task(void *ctx, int task, int thread) {
   const float *cs = col_scales(w, g->N, g->K);
   const int32_t *sum = col_sums(w, g->N, g->K);
   int ng = (int)(p->kp / KG);
-  _Alignas(NNC_SIMD_ALIGN) float tile[MR * NR];
-  for (int col = n0; col < n1; col += NR) {
-    int nr = imin(NR, n1 - col);
+  _Alignas(NNC_SIMD_ALIGN) float tile[MR * TILE_NP * NR];
+  for (int col = n0; col < n1; col += TILE_NP * NR) {
+    int nr = imin(TILE_NP * NR, n1 - col);
     const int8_t *pb = w + (size_t)col * p->kp;
     for (int row = m0; row < m1; row += MR) {
       int mr = imin(MR, m1 - row);
-      micro(ng, pa + (size_t)row * p->kp, pb, sum + col, cs + col, rs + row, tile);
       float *ct = c + (ptrdiff_t)row * g->ldc + col;
+#if defined(W8_ZMM)
+      /* a whole tile is written straight into C; an edge one through tile */
+      int full = mr == MR && nr % NR == 0;
+      float *dst = full ? ct : tile;
+      ptrdiff_t ldd = full ? g->ldc : TILE_NP * NR;
+      const uint8_t *ap = pa + (size_t)row * p->kp;
+      size_t panel = (size_t)NR * p->kp;
+      if (nr > NR) micro_zmm(ng, 2, ap, pb, panel, sum + col, cs + col, rs + row, dst, ldd);
+      else micro_zmm(ng, 1, ap, pb, panel, sum + col, cs + col, rs + row, dst, ldd);
+      if (!full)
+        for (int i = 0; i < mr; i++)
+          memcpy(ct + (ptrdiff_t)i * g->ldc, tile + i * ldd, (size_t)nr * sizeof *tile);
+#else
+      micro(ng, pa + (size_t)row * p->kp, pb, sum + col, cs + col, rs + row, tile);
       for (int i = 0; i < mr; i++) memcpy(ct + (ptrdiff_t)i * g->ldc, tile + i * NR, (size_t)nr * sizeof *tile);
+#endif
       nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL, g->act,
                         res ? res + (ptrdiff_t)row * g->ldr + col : NULL, g->ldr, g->residual_mul, g->aux_mode,
                         aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL, g->ldx);
