@@ -132,11 +132,13 @@ static int run_case(const wcase *c) {
   return ok;
 }
 
-/* Odd sizes around the tiles (MR 4, NR 16, 8 k a step), K = 1, N = 1. */
+/* Sizes around the tiles (MR 4 rows, or 8 with AVX512-VNNI; NR 16 columns a
+ * panel, a tile of 1 or 2 panels; 8 k a step): odd ones, whole tiles (M 8,
+ * N 32 and 48), K = 1, N = 1. */
 static void test_sizes(void **state) {
   (void)state;
   trng_seed(27);
-  const int Ms[] = {1, 3, 7, 25, 130}, Ns[] = {1, 3, 17, 33, 100}, Ks[] = {1, 5, 31, 300};
+  const int Ms[] = {1, 3, 7, 8, 25, 130}, Ns[] = {1, 3, 17, 32, 33, 48, 100}, Ks[] = {1, 5, 31, 300};
   for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
     for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
       for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
@@ -145,6 +147,40 @@ static void test_sizes(void **state) {
           wcase c = {Ms[mi], Ns[ni], Ks[ki], 1, trans, odd && trans, 0, odd};
           assert_true(run_case(&c));
         }
+}
+
+/* The row quantizer (vector lanes and their tail) against q = nearbyint(x *
+ * 127 / max|x|) clamped, in double: lengths around 8 and 16 lanes, ties
+ * rounded to even, a NaN read as 0 and left out of the max. */
+static void test_quantize(void **state) {
+  (void)state;
+  trng_seed(26);
+  for (int n = 1; n <= 70; n += 3) {
+    float *x = trandom((size_t)n, -4, 4);
+    int8_t q[70];
+    double amax = 0;
+    for (int k = 0; k < n; k++) amax = fmax(amax, fabs(x[k]));
+    double s = nnc_simd_a8_quantize(x, n, q);
+    assert_true(s == (float)amax / 127.0f);
+    float inv = 127.0f / (float)amax;
+    for (int k = 0; k < n; k++) {
+      double want = fmin(127, fmax(-127, nearbyint((double)(x[k] * inv))));
+      if (q[k] != want) fprintf(stderr, "quantize n=%d k=%d: %d, expected %g\n", n, k, q[k], want);
+      assert_true(q[k] == want);
+    }
+    free(x);
+  }
+  float x[40];
+  int8_t q[40];
+  for (int k = 0; k < 40; k++) x[k] = (float)(k % 7) - 3.5f;   /* ties at scale 1 */
+  x[5] = 127;
+  x[22] = NAN;
+  assert_true(nnc_simd_a8_quantize(x, 40, q) == 1.0f);
+  for (int k = 0; k < 40; k++) {
+    double want = k == 5 ? 127 : k == 22 ? 0 : nearbyint((double)x[k]);
+    assert_true(q[k] == want);
+  }
+  assert_true(q[0] == -4 && q[1] == -2 && q[3] == 0);   /* -3.5, -2.5, -0.5 */
 }
 
 /* Threads split N and M; a batch of items shares the weight; a deep K
@@ -272,7 +308,7 @@ static void test_file_form(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_hand), cmocka_unit_test(test_sizes), cmocka_unit_test(test_threads_and_batch),
+      cmocka_unit_test(test_hand), cmocka_unit_test(test_quantize), cmocka_unit_test(test_sizes), cmocka_unit_test(test_threads_and_batch),
       cmocka_unit_test(test_prologue), cmocka_unit_test(test_empty), cmocka_unit_test(test_errors), cmocka_unit_test(test_file_form),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
