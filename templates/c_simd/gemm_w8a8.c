@@ -273,36 +273,87 @@ static void pack_task(void *ctx, int task, int thread) {
 }
 
 #if defined(W8_ZMM)
-/* The int32 sums of MR rows x np (1 or 2) panels over ng groups of 4 k, the
- * second panel `panel` bytes after the first, dequantized into c (row
- * stride ldc): c[i, j] = (sum - 128 colsum[j]) * rs[i] * cs[j]. np is a
- * constant at each call, so the loops unroll into registers. */
-static inline void micro_zmm(int ng, int np, const uint8_t *restrict a, const int8_t *restrict b, size_t panel,
-                             const int32_t *colsum, const float *cs, const float *rs, float *c, ptrdiff_t ldc) {
-  __m512i acc[MR][TILE_NP];
-  for (int i = 0; i < MR; i++)
-    for (int h = 0; h < np; h++) acc[i][h] = _mm512_setzero_si512();
+/* Row i's sums of one panel (acc) dequantized into c: (sum - 128 colsum[j])
+ * x rs x cs[j]. */
+static inline void store_row(__m512i acc, __m512i corr, __m512 cv, float rs, float *c) {
+  _mm512_storeu_ps(c, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, corr)), _mm512_mul_ps(_mm512_set1_ps(rs), cv)));
+}
+
+static inline __m512i bcast_a(const uint8_t *a) {
+  int32_t f;
+  memcpy(&f, a, sizeof f);
+  return _mm512_set1_epi32(f);
+}
+
+/* The int32 sums of MR (8) rows x 2 panels over ng groups of 4 k, the second
+ * panel `panel` bytes after the first, dequantized into c (row stride ldc).
+ * The 16 accumulators are named, and the function is not inlined: held in
+ * an array, or inlined into compute_task's loops, GCC copied and spilled
+ * them each step. */
+__attribute__((noinline)) static void micro_zmm2(int ng, const uint8_t *restrict a, const int8_t *restrict b, size_t panel,
+                       const int32_t *colsum, const float *cs, const float *rs, float *c, ptrdiff_t ldc) {
+  _Static_assert(MR == 8, "8 rows a tile");
+  __m512i s00 = _mm512_setzero_si512(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+          s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00, s60 = s00, s61 = s00, s70 = s00, s71 = s00;
   for (int gi = 0; gi < ng; gi++) {
-    __m512i bv[TILE_NP];
-    for (int h = 0; h < np; h++) bv[h] = _mm512_loadu_si512((const void *)(b + (size_t)h * panel));
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
-      int32_t f;
-      memcpy(&f, a + i * KG, sizeof f);
-      __m512i av = _mm512_set1_epi32(f);
-      for (int h = 0; h < np; h++) acc[i][h] = _mm512_dpbusd_epi32(acc[i][h], av, bv[h]);
-    }
+    __m512i b0 = _mm512_loadu_si512((const void *)b), b1 = _mm512_loadu_si512((const void *)(b + panel));
+    __m512i av = bcast_a(a);
+    s00 = _mm512_dpbusd_epi32(s00, av, b0);
+    s01 = _mm512_dpbusd_epi32(s01, av, b1);
+    av = bcast_a(a + KG);
+    s10 = _mm512_dpbusd_epi32(s10, av, b0);
+    s11 = _mm512_dpbusd_epi32(s11, av, b1);
+    av = bcast_a(a + 2 * KG);
+    s20 = _mm512_dpbusd_epi32(s20, av, b0);
+    s21 = _mm512_dpbusd_epi32(s21, av, b1);
+    av = bcast_a(a + 3 * KG);
+    s30 = _mm512_dpbusd_epi32(s30, av, b0);
+    s31 = _mm512_dpbusd_epi32(s31, av, b1);
+    av = bcast_a(a + 4 * KG);
+    s40 = _mm512_dpbusd_epi32(s40, av, b0);
+    s41 = _mm512_dpbusd_epi32(s41, av, b1);
+    av = bcast_a(a + 5 * KG);
+    s50 = _mm512_dpbusd_epi32(s50, av, b0);
+    s51 = _mm512_dpbusd_epi32(s51, av, b1);
+    av = bcast_a(a + 6 * KG);
+    s60 = _mm512_dpbusd_epi32(s60, av, b0);
+    s61 = _mm512_dpbusd_epi32(s61, av, b1);
+    av = bcast_a(a + 7 * KG);
+    s70 = _mm512_dpbusd_epi32(s70, av, b0);
+    s71 = _mm512_dpbusd_epi32(s71, av, b1);
     a += KG * MR;
     b += KG * NR;
   }
-  for (int h = 0; h < np; h++) {
+  const __m512i acc[MR][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31},
+                              {s40, s41}, {s50, s51}, {s60, s61}, {s70, s71}};
+  for (int h = 0; h < 2; h++) {
     __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(colsum + NR * h)), 7);
     __m512 cv = _mm512_loadu_ps(cs + NR * h);
-    for (int i = 0; i < MR; i++) {
-      __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][h], corr));
-      _mm512_storeu_ps(c + (ptrdiff_t)i * ldc + NR * h, _mm512_mul_ps(v, _mm512_mul_ps(_mm512_set1_ps(rs[i]), cv)));
-    }
+    for (int i = 0; i < MR; i++) store_row(acc[i][h], corr, cv, rs[i], c + (ptrdiff_t)i * ldc + NR * h);
   }
+}
+
+/* The same for one panel (the last one of an odd count). */
+__attribute__((noinline)) static void micro_zmm1(int ng, const uint8_t *restrict a, const int8_t *restrict b, const int32_t *colsum,
+                       const float *cs, const float *rs, float *c, ptrdiff_t ldc) {
+  __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (int gi = 0; gi < ng; gi++) {
+    __m512i b0 = _mm512_loadu_si512((const void *)b);
+    s0 = _mm512_dpbusd_epi32(s0, bcast_a(a), b0);
+    s1 = _mm512_dpbusd_epi32(s1, bcast_a(a + KG), b0);
+    s2 = _mm512_dpbusd_epi32(s2, bcast_a(a + 2 * KG), b0);
+    s3 = _mm512_dpbusd_epi32(s3, bcast_a(a + 3 * KG), b0);
+    s4 = _mm512_dpbusd_epi32(s4, bcast_a(a + 4 * KG), b0);
+    s5 = _mm512_dpbusd_epi32(s5, bcast_a(a + 5 * KG), b0);
+    s6 = _mm512_dpbusd_epi32(s6, bcast_a(a + 6 * KG), b0);
+    s7 = _mm512_dpbusd_epi32(s7, bcast_a(a + 7 * KG), b0);
+    a += KG * MR;
+    b += KG * NR;
+  }
+  const __m512i acc[MR] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)colsum), 7);
+  __m512 cv = _mm512_loadu_ps(cs);
+  for (int i = 0; i < MR; i++) store_row(acc[i], corr, cv, rs[i], c + (ptrdiff_t)i * ldc);
 }
 #else
 /* The int32 sums of one MR x NR tile over ng (even) groups of 4 k, dequantized:
@@ -423,9 +474,9 @@ static void compute_task(void *ctx, int task, int thread) {
       float *dst = full ? ct : tile;
       ptrdiff_t ldd = full ? g->ldc : TILE_NP * NR;
       const uint8_t *ap = pa + (size_t)row * p->kp;
-      size_t panel = (size_t)NR * p->kp;
-      if (nr > NR) micro_zmm(ng, 2, ap, pb, panel, sum + col, cs + col, rs + row, dst, ldd);
-      else micro_zmm(ng, 1, ap, pb, panel, sum + col, cs + col, rs + row, dst, ldd);
+      size_t panel = (size_t)NR * p->kp;   /* the next panel's offset */
+      if (nr > NR) micro_zmm2(ng, ap, pb, panel, sum + col, cs + col, rs + row, dst, ldd);
+      else micro_zmm1(ng, ap, pb, sum + col, cs + col, rs + row, dst, ldd);
       if (!full)
         for (int i = 0; i < mr; i++)
           memcpy(ct + (ptrdiff_t)i * g->ldc, tile + i * ldd, (size_t)nr * sizeof *tile);
