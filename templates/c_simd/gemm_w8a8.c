@@ -356,47 +356,53 @@ __attribute__((noinline)) static void micro_zmm1(int ng, const uint8_t *restrict
   for (int i = 0; i < MR; i++) store_row(acc[i], corr, cv, rs[i], c + (ptrdiff_t)i * ldc);
 }
 #else
+#if defined(W8_X86)
+/* acc plus one row's products with two groups of 4 k of 8 columns (b0, b1;
+ * the row's second group KG * MR bytes after its first). AVX2: the two
+ * groups' int16 pair sums are added before one vpmaddwd widens them (2 x 2
+ * x 255 x 31 = 31620 fits int16). */
+static inline __m256i dot2(__m256i acc, const uint8_t *a, __m256i b0, __m256i b1) {
+  int32_t f0, f1;
+  memcpy(&f0, a, sizeof f0);
+  memcpy(&f1, a + KG * MR, sizeof f1);
+  __m256i a0 = _mm256_set1_epi32(f0), a1 = _mm256_set1_epi32(f1);
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a0, b0), a1, b1);
+#else
+  __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
+}
+#endif
+
 /* The int32 sums of one MR x NR tile over ng (even) groups of 4 k, dequantized:
  * tile[i*NR + j] = (sum - 128 colsum[j]) * rs[i] * cs[j]. */
 static void micro(int ng, const uint8_t *restrict a, const int8_t *restrict b, const int32_t *colsum,
                   const float *cs, const float *rs, float *tile) {
 #if defined(W8_X86)
-  __m256i acc[MR][2];
-  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-#if !(defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__)))
-  const __m256i ones = _mm256_set1_epi16(1);
-#endif
-  /* two groups a step: their int16 pair sums are added before one vpmaddwd
-   * widens them (2 x 2 x 255 x 31 = 31620 fits int16) */
-  for (int gi = 0; gi < ng; gi += 2) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-      __m256i b0 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32 * h));
-      __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + KG * NR + 32 * h));
-#pragma GCC unroll 4
-      for (int i = 0; i < MR; i++) {
-        int32_t f0, f1;
-        memcpy(&f0, a + i * KG, sizeof f0);
-        memcpy(&f1, a + KG * MR + i * KG, sizeof f1);
-        __m256i a0 = _mm256_set1_epi32(f0), a1 = _mm256_set1_epi32(f1);
-#if defined(__AVXVNNI__)
-        acc[i][h] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc[i][h], a0, b0), a1, b1);
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-        acc[i][h] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc[i][h], a0, b0), a1, b1);
-#else
-        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
-        acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(p, ones));
-#endif
-      }
-    }
-    a += 2 * KG * MR;
-    b += 2 * KG * NR;
-  }
+  _Static_assert(MR == 4, "4 rows a tile");
+  /* Each half of the panel's 16 columns over all of K in turn, with 4
+   * named accumulators: AVX2's 16 registers then hold them, B and A (both
+   * halves at once, or an array, spilled or copied them each step). */
   for (int h = 0; h < 2; h++) {
+    const uint8_t *ap = a;
+    const int8_t *bp = b + 32 * h;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int gi = 0; gi < ng; gi += 2) {
+      __m256i b0 = _mm256_loadu_si256((const __m256i *)(const void *)bp);
+      __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(bp + KG * NR));
+      s0 = dot2(s0, ap, b0, b1);
+      s1 = dot2(s1, ap + KG, b0, b1);
+      s2 = dot2(s2, ap + 2 * KG, b0, b1);
+      s3 = dot2(s3, ap + 3 * KG, b0, b1);
+      ap += 2 * KG * MR;
+      bp += 2 * KG * NR;
+    }
+    const __m256i acc[MR] = {s0, s1, s2, s3};
     __m256i corr = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(colsum + 8 * h)), 7);
     __m256 cv = _mm256_loadu_ps(cs + 8 * h);
     for (int i = 0; i < MR; i++) {
-      __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[i][h], corr));
+      __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[i], corr));
       _mm256_storeu_ps(tile + i * NR + 8 * h, _mm256_mul_ps(v, _mm256_mul_ps(_mm256_set1_ps(rs[i]), cv)));
     }
   }
