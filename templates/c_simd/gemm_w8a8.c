@@ -17,15 +17,21 @@
  * measured as f32). Nothing may saturate: 2 x 2 x 255 x |w| <= 32767 needs
  * |w| <= 32, so the weights are 6-bit, in [-31, 31] (scale = max|w| / 31).
  * Per-token activations carry the outliers; a weight channel is well
- * spread, so the bits are taken from the weights. AVX-VNNI / AVX512-VNNI's
- * vpdpbusd (exact int32 sums) is used when the compiler targets it, and on
- * Arm the dot-product extension's sdot (-march=armv8.2-a+dotprod or later).
+ * spread, so the bits are taken from the weights. vpdpbusd (exact int32
+ * sums) is used when the compiler targets it: AVX512-VNNI's on 512-bit
+ * vectors, a tile of 8 rows x 32 columns (one vector is a group of 4 k of a
+ * 16-column panel; on an AVX-512 Zen 5 BERT's GEMMs run 3.3-3.9x the f32
+ * GEMM, whose FMAs do 16 products an instruction to vpdpbusd's 64), else
+ * AVX-VNNI's on 256-bit ones; on Arm the dot-product extension's sdot
+ * (-march=armv8.2-a+dotprod or later).
  *
  * Layout (nnc_simd_w8a8_pack): K padded to Kp, a multiple of 8 (zeros);
  * NR-column panels of all of Kp (panel p at p*NR*Kp bytes), in groups of 4
  * k: group g at g*4*NR, byte [j*4 + t] = q[4g + t, column j]; then at a
  * 64-byte boundary the NR-padded f32 scales and int32 column sums. Packed A
- * is the same with MR rows: group g of a panel at g*4*MR, byte [i*4 + t].
+ * is the same with MR rows (8 with AVX512-VNNI, else 4; A is packed each
+ * call, so MR is no part of a checkpoint): group g of a panel at g*4*MR,
+ * byte [i*4 + t].
  *
  * The int32 sums do not need the f32 GEMM's KC passes: each micro-kernel
  * call covers all of K (a panel of B, 16 x Kp bytes, stays in L1/L2 while
