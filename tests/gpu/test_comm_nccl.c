@@ -195,6 +195,31 @@ static int run_timeout(nnrt_comm *c, cudaStream_t stream) {
   return failures;
 }
 
+/* Sub-communicators (tp and dp groups): the world split by rank parity,
+ * each group's collectives checked with its own ranks, a barrier on it, a
+ * split of a split refused, then the group destroyed before the world. */
+static void check_split(nnrt_comm *c, cudaStream_t stream, bufs *b) {
+  nnrt_comm *sub = NULL;
+  nnrt_error e = {0};
+  nnrt_status s = nnrt_comm_split(c, c->rank % 2, c->rank, &sub, &e);
+  call_ok(s, &e, "split");
+  if (s != NNRT_OK) return;
+  int want_world = (c->world + 1 - c->rank % 2) / 2;
+  CHECK(sub->world == want_world && sub->rank == c->rank / 2, "split: rank %d of %d, expected %d of %d", sub->rank,
+        sub->world, c->rank / 2, want_world);
+  int before = failures;
+  check_all(sub, stream, b, NNRT_F32, 1031);
+  check_all(sub, stream, b, NNRT_BF16, 3);
+  s = nnrt_comm_barrier(sub, &e);
+  call_ok(s, &e, "split barrier");
+  nnrt_comm *again = NULL;
+  s = nnrt_comm_split(sub, 0, 0, &again, &e);
+  CHECK(s == NNRT_E_ARG && !again, "a split of a split: %s (%s), expected NNRT_E_ARG", nnrt_status_name(s), e.msg);
+  nnrt_comm_destroy(sub);
+  printf("rank %d: split into %d group(s): %s\n", c->rank, c->world > 1 ? 2 : 1, failures == before ? "ok" : "FAILED");
+  fflush(stdout);
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "all";
   nnrt_comm *c = NULL;
@@ -226,6 +251,7 @@ int main(int argc, char **argv) {
   const nnrt_dtype types[] = {NNRT_F32, NNRT_BF16};
   for (int ti = 0; ti < 2; ti++)
     for (int ci = 0; ci < 4; ci++) check_all(c, stream, &b, types[ti], counts[ci]);
+  check_split(c, stream, &b);
   s = nnrt_comm_barrier(c, &e);
   call_ok(s, &e, "barrier");
   printf("rank %d: checks: %d failure(s), %llu bytes sent\n", c->rank, failures, (unsigned long long)c->bytes);
