@@ -362,7 +362,7 @@ __attribute__((noinline)) static void micro_zmm1(int ng, const uint8_t *restrict
   for (int i = 0; i < MR; i++) store_row(acc[i], corr, cv, rs[i], c + (ptrdiff_t)i * ldc);
 }
 #else
-#if defined(W8_X86)
+#if defined(W8_X86) && !defined(__AVXVNNI__)
 /* acc plus one row's products with two groups of 4 k of 8 columns (b0, b1;
  * the row's second group KG * MR bytes after its first). AVX2: the two
  * groups' int16 pair sums are added before one vpmaddwd widens them (2 x 2
@@ -372,12 +372,8 @@ static inline __m256i dot2(__m256i acc, const uint8_t *a, __m256i b0, __m256i b1
   memcpy(&f0, a, sizeof f0);
   memcpy(&f1, a + KG * MR, sizeof f1);
   __m256i a0 = _mm256_set1_epi32(f0), a1 = _mm256_set1_epi32(f1);
-#if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a0, b0), a1, b1);
-#else
   __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1));
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-#endif
 }
 #endif
 
@@ -385,7 +381,40 @@ static inline __m256i dot2(__m256i acc, const uint8_t *a, __m256i b0, __m256i b1
  * tile[i*NR + j] = (sum - 128 colsum[j]) * rs[i] * cs[j]. */
 static void micro(int ng, const uint8_t *restrict a, const int8_t *restrict b, const int32_t *colsum,
                   const float *cs, const float *rs, float *tile) {
-#if defined(W8_X86)
+#if defined(W8_X86) && defined(__AVXVNNI__)
+  _Static_assert(MR == 4, "4 rows a tile");
+  /* AVX-VNNI needs no vpmaddwd and no ones, so both halves' 8 accumulators
+   * fit beside B and A: one vpdpbusd a row, half and group, 8 independent
+   * chains (a half at a time chained two a step and waited on latency). */
+  __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
+  for (int gi = 0; gi < ng; gi++) {
+    __m256i b0 = _mm256_loadu_si256((const __m256i *)(const void *)b);
+    __m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(b + 32));
+    int32_t f[MR];
+    memcpy(f, a, sizeof f);
+    __m256i a0 = _mm256_set1_epi32(f[0]), a1 = _mm256_set1_epi32(f[1]);
+    __m256i a2 = _mm256_set1_epi32(f[2]), a3 = _mm256_set1_epi32(f[3]);
+    s00 = _mm256_dpbusd_avx_epi32(s00, a0, b0);
+    s01 = _mm256_dpbusd_avx_epi32(s01, a0, b1);
+    s10 = _mm256_dpbusd_avx_epi32(s10, a1, b0);
+    s11 = _mm256_dpbusd_avx_epi32(s11, a1, b1);
+    s20 = _mm256_dpbusd_avx_epi32(s20, a2, b0);
+    s21 = _mm256_dpbusd_avx_epi32(s21, a2, b1);
+    s30 = _mm256_dpbusd_avx_epi32(s30, a3, b0);
+    s31 = _mm256_dpbusd_avx_epi32(s31, a3, b1);
+    a += KG * MR;
+    b += KG * NR;
+  }
+  const __m256i acc[MR][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+  for (int h = 0; h < 2; h++) {
+    __m256i corr = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(colsum + 8 * h)), 7);
+    __m256 cv = _mm256_loadu_ps(cs + 8 * h);
+    for (int i = 0; i < MR; i++) {
+      __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[i][h], corr));
+      _mm256_storeu_ps(tile + i * NR + 8 * h, _mm256_mul_ps(v, _mm256_mul_ps(_mm256_set1_ps(rs[i]), cv)));
+    }
+  }
+#elif defined(W8_X86)
   _Static_assert(MR == 4, "4 rows a tile");
   /* Each half of the panel's 16 columns over all of K in turn, with 4
    * named accumulators: AVX2's 16 registers then hold them, B and A (both
