@@ -11,12 +11,18 @@
 typedef struct qform {
   const char *mode, *file, *prefix, *field, *held;
   int bits, group, qmax;   /* as a quantized checkpoint stores it (nnc_weights_qform) */
+  const char *layout;      /* the generated tables' comment: how a weight is held */
+  const char *a_note;      /* and what its GEMMs do to A ("" when nothing) */
 } qform;
 
 static const qform forms[] = {
-  {"int8w", "gemm_q8.c", "nnc_simd_q8", "b_q8", "int8", 8, 0, 127},
-  {"w8a8", "gemm_w8a8.c", "nnc_simd_w8a8", "b_w8a8", "int8, A quantized per row", 8, 0, 31},
-  {"int4w", "gemm_q4.c", "nnc_simd_q4", "b_q4", "int4, a scale per 128 k", 4, 128, 7},
+  {"int8w", "gemm_q8.c", "nnc_simd_q8", "b_q8", "int8", 8, 0, 127,
+   "int8 with an f32 scale per output channel", ""},
+  {"w8a8", "gemm_w8a8.c", "nnc_simd_w8a8", "b_w8a8", "int8, A quantized per row", 8, 0, 31,
+   "int8 with an f32 scale per output channel",
+   "\n * The GEMMs that read them quantize their rows of A to int8 as they run."},
+  {"int4w", "gemm_q4.c", "nnc_simd_q4", "b_q4", "int4, a scale per 128 k", 4, 128, 7,
+   "int4 with an f32 scale per group of 128 k of an output channel", ""},
 };
 
 static bool held_quant(const nnc_tensor *t) { return t->quant.kind != NNC_QUANT_NONE; }
@@ -85,10 +91,7 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
     " * values when they load; the manifest keeps the file's view.%s Per\n"
     " * weight: the GEMM's N (output channels), K, and whether it is [N, K]. */\n"
     "static const unsigned char quantized[%d] = {", f->mode,
-    f == &forms[2] ? "int4 with an f32 scale per group of 128 k of an output channel"
-                   : "int8 with an f32 scale per output channel",
-    f->file, f == &forms[1] ? "\n * The GEMMs that read them quantize their rows of A to int8 as they run." : "",
-    g->nparams);
+    f->layout, f->file, f->a_note, g->nparams);
   for (int i = 0; i < g->nparams; i++)
     nnc_sb_printf(b, "%s%d", i ? ", " : "", held_quant(&g->tensors[g->params[i]]) ? 1 : 0);
   nnc_sb_printf(b, "};\nstatic const int q8_shape[%d][3] = {\n", g->nparams);
