@@ -66,3 +66,41 @@ uint16_t nnrt_f32_to_bf16(float f) {
   uint32_t bias = 0x7fffu + ((x >> 16) & 1u);
   return (uint16_t)((x + bias) >> 16);
 }
+
+/* e4m3 (OCP FP8, "e4m3fn"): sign, 4 exponent bits (bias 7), 3 mantissa bits;
+ * no infinities, S.1111.111 is NaN, so the largest finite is S.1111.110 =
+ * 448. Subnormals (exponent field 0) are multiples of 2^-9. */
+float nnrt_e4m3_to_f32(uint8_t b) {
+  uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+  uint32_t exp = (b >> 3) & 0xfu, mant = b & 7u;
+  if (exp == 0xf && mant == 7) return bits_f32(sign | 0x7fc00000u);
+  if (exp != 0) return bits_f32(sign | ((exp + 120u) << 23) | (mant << 20));
+  /* mant * 2^-9, exact in f32 */
+  float v = (float)mant * (1.0f / 512.0f);
+  return sign ? -v : v;
+}
+
+uint8_t nnrt_f32_to_e4m3(float f) {
+  uint32_t x = f32_bits(f);
+  uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+  /* 448 and above (infinity too) saturate, as cvt's .satfinite does */
+  if (ax >= 0x43e00000u) return (uint8_t)(sign | 0x7eu);
+  int e = (int)(ax >> 23) - 127;
+  uint32_t mant = ax & 0x7fffffu;
+  if (e >= -6) {
+    /* normal in e4m3: drop 20 bits; a carry into the exponent is right */
+    uint32_t q = ((uint32_t)(e + 7) << 3) | (mant >> 20);
+    uint32_t rem = mant & 0xfffffu;
+    if (rem > 0x80000u || (rem == 0x80000u && (q & 1u))) q++;
+    return (uint8_t)(sign | (q > 0x7eu ? 0x7eu : q));
+  }
+  /* subnormal (units of 2^-9): value = (mant | 2^23) * 2^(e - 23); below
+   * 2^-10 (half a unit) it rounds to zero */
+  if (e < -10) return sign;
+  uint32_t full = mant | 0x800000u, shift = (uint32_t)(14 - e);
+  uint32_t q = full >> shift, rem = full & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint8_t)(sign | q);
+}

@@ -115,6 +115,12 @@ float nnrt_f16_to_f32(uint16_t h);
 uint16_t nnrt_f32_to_f16(float f);
 float nnrt_bf16_to_f32(uint16_t h);
 uint16_t nnrt_f32_to_bf16(float f);
+/* OCP FP8 e4m3 ("e4m3fn", --precision=fp8's weights and activations) as its
+ * bits: narrowing rounds to nearest even, saturates to +-448 (infinity too,
+ * as CUDA's satfinite conversion does), keeps subnormals (multiples of 2^-9)
+ * and the sign of zero, and makes a NaN 0x7f with its sign. */
+float nnrt_e4m3_to_f32(uint8_t b);
+uint8_t nnrt_f32_to_e4m3(float f);
 
 /* --------------------------------------------------------------- dtypes */
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_rt_half.c — f16/bf16 <-> f32 against hand-computed bits,
+/* tests/unit/test_rt_half.c — f16/bf16/e4m3 <-> f32 against hand-computed bits,
  * every f16 value round-tripped, and (where the compiler has _Float16) the
  * compiler's own conversion as an independent reference. */
 #include <setjmp.h>
@@ -159,11 +159,68 @@ static void test_bf16_hand(void **state) {
   }
 }
 
+/* e4m3 (--precision=fp8): values worked out by hand from the format
+ * (bias 7, 3 mantissa bits, 448 the largest, subnormals of 2^-9). */
+static void test_e4m3_hand(void **state) {
+  (void)state;
+  assert_int_equal(nnrt_f32_to_e4m3(1.0f), 0x38);
+  assert_int_equal(nnrt_f32_to_e4m3(-2.5f), 0xc2);        /* -1.25 * 2^1 */
+  assert_int_equal(nnrt_f32_to_e4m3(0.1f), 0x1d);         /* 1.6 * 2^-4 -> 1.625 * 2^-4 */
+  assert_int_equal(nnrt_f32_to_e4m3(240.0f), 0x77);       /* 1.875 * 2^7 */
+  assert_int_equal(nnrt_f32_to_e4m3(448.0f), 0x7e);
+  assert_int_equal(nnrt_f32_to_e4m3(464.0f), 0x7e);       /* saturates: 480 does not exist */
+  assert_int_equal(nnrt_f32_to_e4m3(1e6f), 0x7e);
+  assert_int_equal(nnrt_f32_to_e4m3(-1e6f), 0xfe);
+  assert_int_equal(nnrt_f32_to_e4m3(INFINITY), 0x7e);
+  assert_int_equal(nnrt_f32_to_e4m3(-INFINITY), 0xfe);
+  assert_int_equal(nnrt_f32_to_e4m3(NAN), 0x7f);
+  assert_int_equal(nnrt_f32_to_e4m3(f(0xffc00000)), 0xff);
+  assert_int_equal(nnrt_f32_to_e4m3(f(0x7f800001)), 0x7f); /* a signalling NaN stays a NaN */
+  assert_int_equal(nnrt_f32_to_e4m3(-0.0f), 0x80);
+  assert_int_equal(nnrt_f32_to_e4m3(1.0625f), 0x38);      /* tie between 1 and 1.125: even */
+  assert_int_equal(nnrt_f32_to_e4m3(1.1875f), 0x3a);      /* tie between 1.125 and 1.25: even */
+  assert_int_equal(nnrt_f32_to_e4m3(f(0x3f880001)), 0x39); /* just above the tie */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(1, -6)), 0x08); /* the smallest normal */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(1, -9)), 0x01); /* the smallest subnormal */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(1, -10)), 0x00); /* half of it: tie, even */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(3, -11)), 0x01); /* 0.75 of a unit */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(3, -10)), 0x02); /* 1.5 units: tie, even */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(5, -10)), 0x02); /* 2.5 units: tie, even */
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(15, -10)), 0x08); /* 7.5 units: up into the normals */
+  assert_int_equal(nnrt_f32_to_e4m3(-ldexpf(7, -9)), 0x87);
+  assert_int_equal(nnrt_f32_to_e4m3(ldexpf(1, -11)), 0x00);
+  assert_int_equal(nnrt_f32_to_e4m3(f(0x00000001)), 0x00); /* an f32 subnormal */
+  assert_int_equal(nnrt_f32_to_e4m3(-ldexpf(1, -12)), 0x80);
+  assert_true(nnrt_e4m3_to_f32(0x38) == 1.0f);
+  assert_true(nnrt_e4m3_to_f32(0xc2) == -2.5f);
+  assert_true(nnrt_e4m3_to_f32(0x7e) == 448.0f);
+  assert_true(nnrt_e4m3_to_f32(0xfe) == -448.0f);
+  assert_true(nnrt_e4m3_to_f32(0x01) == ldexpf(1, -9));
+  assert_true(nnrt_e4m3_to_f32(0x07) == ldexpf(7, -9));
+  assert_true(nnrt_e4m3_to_f32(0x08) == ldexpf(1, -6));
+  assert_true(nnrt_e4m3_to_f32(0x80) == 0.0f && signbit(nnrt_e4m3_to_f32(0x80)));
+  assert_true(isnan(nnrt_e4m3_to_f32(0x7f)) && isnan(nnrt_e4m3_to_f32(0xff)));
+  /* every byte round-trips; every f32 between two neighbours rounds to one of them */
+  for (int b = 0; b < 256; b++) {
+    float v = nnrt_e4m3_to_f32((uint8_t)b);
+    if ((b & 0x7f) == 0x7f) continue;
+    assert_int_equal(nnrt_f32_to_e4m3(v), b);
+    if ((b & 0x7f) < 0x7e) {
+      float w = nnrt_e4m3_to_f32((uint8_t)(b + 1)), mid = (v + w) / 2;
+      uint8_t lo = nnrt_f32_to_e4m3(nextafterf(mid, v)), hi = nnrt_f32_to_e4m3(nextafterf(mid, w));
+      assert_int_equal(lo, b);
+      assert_int_equal(hi, b + 1);
+      assert_int_equal(nnrt_f32_to_e4m3(mid), (b & 1) ? b + 1 : b);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_f16_from_f32_hand), cmocka_unit_test(test_f16_to_f32_hand),
     cmocka_unit_test(test_f16_round_trip_all), cmocka_unit_test(test_f16_all_ties),
     cmocka_unit_test(test_f16_matches_compiler), cmocka_unit_test(test_bf16_hand),
+    cmocka_unit_test(test_e4m3_hand),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
