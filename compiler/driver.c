@@ -107,6 +107,20 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && quant != NNC_QUANTIZE_NONE && (par.tp > 1 || par.dp > 1))
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --parallel (a rank's slices of a "
                     "quantized weight are not built yet)", nnc_quantize_name(quant));
+  /* e4m3 GEMMs: cuBLASLt's FP8 kernels need Ada's or Hopper's tensor cores */
+  if (!st && prec.fp8 && (t.family != NNC_FAMILY_CUDA || t.cuda.sm < 89))
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=fp8: target %s has no FP8 tensor cores; expected "
+                    "cuda-sm89, cuda-sm90 or cuda-sm90a (or --precision=bf16)", t.name);
+  if (!st && prec.fp8 && quant != NNC_QUANTIZE_NONE)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --quantize (fp8 already holds the "
+                    "linear weights as e4m3), found --quantize=%s", nnc_quantize_name(quant));
+  if (!st && prec.fp8 && o->train)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --train (FP8 training is not built; "
+                    "train in bf16 and compile the checkpoint with fp8)");
+  if (!st && prec.fp8 && (par.tp > 1 || par.dp > 1))
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --parallel (a rank's slices of an "
+                    "e4m3 weight are not built yet)");
+  if (!st && prec.fp8) quant = NNC_QUANTIZE_FP8;
   prec.f32_weight_math = nnc_emit_has_f32_weights(t.family);
   /* the OpenCL emitter writes f32 outputs only: refused here, the one place
    * that knows both the option and the target */
@@ -171,7 +185,11 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->explain && copies)
     fprintf(o->explain, "--recompute=%s: the backward makes %d forward nodes again instead of keeping their outputs\n",
             nnc_recompute_name(rc), copies);
-  if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
+  if (!st && o->explain && quant == NNC_QUANTIZE_FP8)
+    fprintf(o->explain, "--precision=fp8: %d linear weights held as e4m3 [N, K] with a scale per output channel, "
+            "quantized on the GPU when the float weights load (--emit=ir marks them); their GEMMs quantize each row "
+            "of A to e4m3 as they run\n", quantized);
+  else if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
     fprintf(o->explain, "--quantize=%s: %d linear weights held as %s, quantized "
             "when the f32 weights load (--emit=ir marks them)%s\n", nnc_quantize_name(quant), quantized,
             quant == NNC_QUANTIZE_INT4W ? "int4 with a scale per group of 128 k of an output channel"

@@ -282,6 +282,8 @@ static nnc_status run(const cli *c, nnc_error *err) {
   nnc_status st = nnc_precision_parse(c->weights ? NULL : c->precision, &prec, err);
   /* nnc weights --quantize=int8w: f32 weights already on the int8 grid */
   if (!st) st = nnc_quantize_parse(c->quantize, &quant, err);
+  /* --precision=fp8's e4m3 weights, as nnc_build marks them */
+  if (!st && prec.fp8 && quant == NNC_QUANTIZE_NONE) quant = NNC_QUANTIZE_FP8;
   /* nnc weights writes the whole tensors, whatever the plan */
   if (!st) st = nnc_parallel_parse(c->weights ? NULL : c->parallel, &par, err);
   if (!st) st = nnc_parallel_supported(&par, c->train, c->generate, "(any)", true, err);

@@ -296,7 +296,10 @@ typedef struct nnc_shard {
 typedef enum nnc_quant_kind {
   NNC_QUANT_NONE,
   NNC_QUANT_INT8_CHANNEL,
-  NNC_QUANT_INT4_GROUP   /* --quantize=int4w: 4-bit, a scale per `group` k of a channel (max|w| / 7) */
+  NNC_QUANT_INT4_GROUP,  /* --quantize=int4w: 4-bit, a scale per `group` k of a channel (max|w| / 7) */
+  NNC_QUANT_FP8_CHANNEL  /* --precision=fp8: e4m3, a scale per output channel (max|w| / 448), held [N, K]
+                            (K-major, what cuBLASLt's FP8 GEMMs read) whatever the file's layout; the
+                            tensor's dtype is bf16 (the storage of everything else) */
 } nnc_quant_kind;
 
 typedef struct nnc_quant {

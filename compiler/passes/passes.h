@@ -63,9 +63,12 @@ typedef struct nnc_precision {
   bool storage_outputs; /* --outputs=storage: float outputs keep the storage dtype */
   bool f32_weight_math; /* arithmetic on weights alone stays f32 (precision_weights.c): for a target
                            whose weights may be of mixed dtypes (nnc_emitter.f32_weights) */
+  bool fp8;             /* --precision=fp8: bf16 storage, and the linear layers' weights held as e4m3
+                           (nnc_pass_quantize with NNC_QUANTIZE_FP8) with their GEMMs' A quantized too */
 } nnc_precision;
 
-/* A --precision name (NULL: f32); storage_outputs and f32_weight_math come out false. */
+/* A --precision name (NULL: f32, also tf32, bf16, f16 and fp8); storage_outputs and f32_weight_math come
+ * out false. */
 nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err);
 
 /* An --outputs name, "f32" or "storage" (NULL: f32), into p->storage_outputs. */
@@ -82,7 +85,9 @@ typedef enum nnc_quantize {
   NNC_QUANTIZE_NONE,
   NNC_QUANTIZE_INT8W,
   NNC_QUANTIZE_W8A8,
-  NNC_QUANTIZE_INT4W
+  NNC_QUANTIZE_INT4W,
+  NNC_QUANTIZE_FP8      /* --precision=fp8 (not a --quantize name): bf16 weights of linear layers held as
+                           e4m3 with a scale per output channel, when K and N are multiples of 16 */
 } nnc_quantize;
 /* The group of int4w's scales: k per scale along a channel. */
 #define NNC_QUANTIZE_INT4_GROUP 128
@@ -217,6 +222,20 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err);
 /* Marks the kernels that read weights alone, directly or through other
  * such kernels, and write no graph output (nnc_kernel.at_load). */
 nnc_status nnc_pass_hoist_weights(nnc_schedule *s, nnc_error *err);
+
+/* Concatenations of weights run at load whose members can sit one after
+ * the other in the weights block (join_weights.c: along axis 0, read by
+ * nothing else, each but the last a multiple of 256 bytes) become views of
+ * several inputs: the joined tensor is the members' memory, not a copy;
+ * *joined (may be NULL) counts them. Runs after nnc_pass_hoist_weights. */
+nnc_status nnc_pass_join_weights(nnc_schedule *s, int *joined, nnc_error *err);
+/* k is such a view: its output is its inputs, laid out in order. */
+bool nnc_kernel_is_joined_view(const nnc_kernel *k);
+/* The order the emitters lay out the weights in (order[j]: the index in
+ * g->params of the j-th): declaration order, except that the members of a
+ * joined view follow each other, in its order, where the first declared of
+ * them would be. order holds g->nparams entries. */
+nnc_status nnc_weight_order(const nnc_schedule *s, int *order, nnc_error *err);
 
 /* Liveness over the kernel order gives every intermediate an arena offset,
  * reusing memory of dead tensors (in place where an elementwise kernel's input

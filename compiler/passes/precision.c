@@ -39,15 +39,17 @@ static nnc_status move_to_front(nnc_graph *g, int from, nnc_error *err) {
 
 nnc_status nnc_precision_parse(const char *name, nnc_precision *out, nnc_error *err) {
   static const nnc_precision known[] = {
-    {"f32", NNC_F32, false, false, false}, {"tf32", NNC_F32, true, false, false},
-    {"bf16", NNC_BF16, false, false, false}, {"f16", NNC_F16, false, false, false}};
+    {"f32", NNC_F32, false, false, false, false}, {"tf32", NNC_F32, true, false, false, false},
+    {"bf16", NNC_BF16, false, false, false, false}, {"f16", NNC_F16, false, false, false, false},
+    /* stored as bf16; quantize.c then marks the linear layers' weights e4m3 */
+    {"fp8", NNC_BF16, false, false, false, true}};
   if (!name) name = "f32";
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strcmp(known[i].name, name) == 0) {
       *out = known[i];
       return NNC_OK;
     }
-  return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision: expected f32, tf32, bf16 or f16, found \"%s\"", name);
+  return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision: expected f32, tf32, bf16, f16 or fp8, found \"%s\"", name);
 }
 
 nnc_status nnc_outputs_parse(const char *name, nnc_precision *p, nnc_error *err) {

@@ -20,7 +20,13 @@
  * int4w: the same weights as int4, a scale per group of 128 consecutive k
  * of an output channel (max|w| / 7 over the group; the last group shorter
  * when K is not a multiple of 128), two weights a byte: an eighth of f32's
- * bytes plus 4 bytes of scale per 128 weights. */
+ * bytes plus 4 bytes of scale per 128 weights.
+ *
+ * fp8 (--precision=fp8, CUDA): the same weights, already bf16 by then, held
+ * as e4m3 with a scale per output channel, where K and N are multiples of
+ * 16 (cuBLASLt's FP8 kernels want 16-byte rows of both operands; a weight
+ * outside that stays bf16). Each GEMM reading one quantizes its A to e4m3
+ * per row as it runs. */
 #include <string.h>
 
 #include "passes.h"
@@ -36,7 +42,8 @@ nnc_status nnc_quantize_parse(const char *name, nnc_quantize *out, nnc_error *er
 }
 
 const char *nnc_quantize_name(nnc_quantize q) {
-  return q == NNC_QUANTIZE_INT8W ? "int8w" : q == NNC_QUANTIZE_W8A8 ? "w8a8" : q == NNC_QUANTIZE_INT4W ? "int4w" : "none";
+  return q == NNC_QUANTIZE_INT8W ? "int8w" : q == NNC_QUANTIZE_W8A8 ? "w8a8" : q == NNC_QUANTIZE_INT4W ? "int4w"
+       : q == NNC_QUANTIZE_FP8 ? "fp8" : "none";
 }
 
 /* The output-channel axis of parameter p when every live reader is a linear
@@ -57,15 +64,25 @@ static int channel_axis(const nnc_graph *g, int p) {
   return axis;
 }
 
+/* fp8: both dims constant multiples of 16 (cuBLASLt's FP8 rows of 16 bytes). */
+static bool fp8_fits(const nnc_tensor *t) {
+  for (int d = 0; d < 2; d++)
+    if (!nnc_dim_is_const(t->shape[d]) || t->shape[d].k % 16 != 0) return false;
+  return true;
+}
+
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err) {
   (void)err;
   int marked = 0;
+  nnc_dtype from = q == NNC_QUANTIZE_FP8 ? NNC_BF16 : NNC_F32;
   for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
     nnc_tensor *t = &g->tensors[g->params[i]];
-    if (t->dtype != NNC_F32 || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
+    if (t->dtype != from || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
+    if (q == NNC_QUANTIZE_FP8 && !fp8_fits(t)) continue;
     int axis = channel_axis(g, g->params[i]);
     if (axis < 0) continue;
-    t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP : NNC_QUANT_INT8_CHANNEL;
+    t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP
+                  : q == NNC_QUANTIZE_FP8   ? NNC_QUANT_FP8_CHANNEL : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
     t->quant.a8 = q == NNC_QUANTIZE_W8A8;
     t->quant.group = q == NNC_QUANTIZE_INT4W ? NNC_QUANTIZE_INT4_GROUP : 0;

@@ -45,22 +45,24 @@ static const char *dtype_name(nnrt_cuda_dtype t) {
   case NNRT_DT_F32: return "f32";
   case NNRT_DT_BF16: return "bf16";
   case NNRT_DT_F16: return "f16";
+  case NNRT_DT_E4M3: return "e4m3";
   }
   return "?";
 }
 
-static size_t dtype_size(nnrt_cuda_dtype t) { return t == NNRT_DT_F32 ? 4 : 2; }
+static size_t dtype_size(nnrt_cuda_dtype t) { return t == NNRT_DT_F32 ? 4 : t == NNRT_DT_E4M3 ? 1 : 2; }
 
 static cudaDataType_t cuda_type(nnrt_cuda_dtype t) {
   switch (t) {
   case NNRT_DT_BF16: return CUDA_R_16BF;
   case NNRT_DT_F16: return CUDA_R_16F;
+  case NNRT_DT_E4M3: return CUDA_R_8F_E4M3;
   case NNRT_DT_F32: break;
   }
   return CUDA_R_32F;
 }
 
-static bool valid_dtype(int t) { return t == NNRT_DT_F32 || t == NNRT_DT_BF16 || t == NNRT_DT_F16; }
+static bool valid_dtype(int t) { return t == NNRT_DT_F32 || t == NNRT_DT_BF16 || t == NNRT_DT_F16 || t == NNRT_DT_E4M3; }
 
 static const char *epilogue_name(int e) {
   switch (e) {
@@ -90,10 +92,11 @@ static const char *name_of(gemm_name *n) {
   if (!n->done) {
     char algo[32] = ""; /* which heuristic result, when not the first */
     if (g->algo) snprintf(algo, sizeof algo, " algo %d", g->algo);
-    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s%s epilogue %s%s%s%s",
+    snprintf(n->s, sizeof n->s, "GEMM %dx%dx%d (MxNxK) batch %d %s->%s%s%s%s%s epilogue %s%s%s%s",
              g->M, g->N, g->K, g->batch, valid_dtype((int)g->ab) ? dtype_name(g->ab) : "?",
              valid_dtype((int)g->out) ? dtype_name(g->out) : "?", g->tf32 ? " tf32" : "",
-             g->a_trans ? " A transposed" : "", g->b_trans ? " B transposed" : "", epilogue_name(g->epilogue),
+             g->a_trans ? " A transposed" : "", g->b_trans ? " B transposed" : "",
+             g->a_scale || g->b_scale ? " row/channel scales" : "", epilogue_name(g->epilogue),
              g->bias ? " +bias" : "", g->residual ? " +residual" : "", algo);
   }
   n->done = true;
@@ -145,9 +148,29 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
     return no(reason, reason_size, "BGRAD_A needs A transposed (stored [K,M], as a weight gradient's dy^T)");
   if (g->epilogue == NNRT_EPI_BGRAD_B && g->b_trans)
     return no(reason, reason_size, "BGRAD_B needs B stored [K,N], not transposed (as a weight gradient's dy)");
+  if (g->out == NNRT_DT_E4M3)
+    return no(reason, reason_size, "e4m3 is an input type only: expected a bf16 or f32 output");
+  if (g->ab != NNRT_DT_E4M3 && (g->a_scale || g->b_scale))
+    return no(reason, reason_size, "a_scale and b_scale are for e4m3 inputs only");
+  if (g->ab == NNRT_DT_E4M3) {
+    if (g->out != NNRT_DT_BF16 && g->out != NNRT_DT_F32)
+      return no(reason, reason_size, "e4m3 inputs must give a bf16 or f32 output");
+    if (g->a_trans || !g->b_trans)
+      return no(reason, reason_size, "e4m3 needs A [M,K] and B [N,K] (b_trans): cuBLASLt's FP8 kernels read both "
+                "operands K-major");
+    if (g->K % 16 != 0)
+      return no(reason, reason_size, "e4m3 needs K a multiple of 16");
+    if (g->batch > 1)
+      return no(reason, reason_size, "e4m3 takes one batch item");
+    if (g->epilogue != NNRT_EPI_NONE && g->epilogue != NNRT_EPI_RELU && g->epilogue != NNRT_EPI_GELU_TANH)
+      return no(reason, reason_size, "e4m3 takes the epilogues none, relu and gelu_tanh only");
+    if ((g->a_scale != NULL) != (g->b_scale != NULL))
+      return no(reason, reason_size, "e4m3 takes both a_scale and b_scale or neither");
+    if (g->tf32) return no(reason, reason_size, "tf32 applies to f32 inputs only");
+  }
   if (g->ab == NNRT_DT_F32 && g->out != NNRT_DT_F32)
     return no(reason, reason_size, "f32 inputs must give an f32 output");
-  if (g->ab != NNRT_DT_F32 && g->out != g->ab && g->out != NNRT_DT_F32)
+  if (g->ab != NNRT_DT_F32 && g->ab != NNRT_DT_E4M3 && g->out != g->ab && g->out != NNRT_DT_F32)
     return no(reason, reason_size, "bf16/f16 inputs must give their own type or f32");
   if (g->tf32 && g->ab != NNRT_DT_F32)
     return no(reason, reason_size, "tf32 applies to f32 inputs only");
@@ -218,6 +241,11 @@ static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error 
   if (g->ldb < b_cols)
     return nnrt_errorf(err, NNRT_E_ARG, "%s: ldb must be at least %s = %lld, found %lld", name_of(d),
                        g->b_trans ? "K" : "N", b_cols, g->ldb);
+  if (g->ab == NNRT_DT_E4M3 && (g->lda % 16 != 0 || g->ldb % 16 != 0))
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: e4m3 needs lda and ldb multiples of 16, found %lld and %lld", name_of(d),
+                       g->lda, g->ldb);
+  if ((uintptr_t)g->a_scale % 4 != 0 || (uintptr_t)g->b_scale % 4 != 0)
+    return nnrt_errorf(err, NNRT_E_ARG, "%s: a_scale and b_scale must be aligned to their 4-byte floats", name_of(d));
   if (g->ldd < g->N)
     return nnrt_errorf(err, NNRT_E_ARG, "%s: ldd must be at least N = %d, found %lld", name_of(d), g->N,
                        g->ldd);
@@ -263,7 +291,8 @@ void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *k) {
                           batched && g->residual ? g->stride_r : 0, batched ? g->stride_d : 0,
                           align_of(g->A), align_of(g->B), align_of(c), align_of(g->D),
                           align_of(g->bias), g->algo, g->a_trans, g->aux != NULL, g->ldaux,
-                          align_of(g->aux), align_of(g->bgrad), g->act_after_residual};
+                          align_of(g->aux), align_of(g->bgrad), g->act_after_residual, g->a_scale != NULL,
+                          g->b_scale != NULL};
   memcpy(k, v, sizeof v);
 }
 
@@ -313,6 +342,23 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (g->ab == NNRT_DT_E4M3) {
+    /* inference: Hopper's FP8 fast accumulation (TransformerEngine's choice
+     * for forward GEMMs) over K of a few thousand */
+    int8_t fast = 1;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+  }
+  if (g->a_scale) {
+    /* our B is cuBLASLt's A: its scales run along cuBLASLt's rows (our N);
+     * our A is its B, scaled along its columns (our M) */
+    int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale,
+                                          sizeof g->b_scale));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale,
+                                          sizeof g->a_scale));
+  }
   /* BGRAD's output rides the bias pointer */
   const void *bias = g->bgrad ? g->bgrad : g->bias;
   if (bias) {
@@ -443,6 +489,10 @@ nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaS
   if (g->aux && bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
                                         sizeof g->aux);
+  if (g->a_scale && bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale, sizeof g->b_scale);
+  if (g->a_scale && bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale, sizeof g->a_scale);
   float beta = g->residual ? 1.0f : 0.0f;
   const void *c = g->residual ? g->residual : g->D;
   if (bs == CUBLAS_STATUS_SUCCESS)

@@ -160,7 +160,8 @@ nnrt_status nnrt_cuda_event_elapsed_ms(cudaEvent_t start, cudaEvent_t stop, floa
 
 /* ------------------------------------------------------------------ GEMM */
 
-typedef enum { NNRT_DT_F32, NNRT_DT_BF16, NNRT_DT_F16 } nnrt_cuda_dtype;
+/* E4M3: OCP FP8 e4m3 bytes (--precision=fp8), for A and B only. */
+typedef enum { NNRT_DT_F32, NNRT_DT_BF16, NNRT_DT_F16, NNRT_DT_E4M3 } nnrt_cuda_dtype;
 
 /* GELU_TANH is cuBLASLt's GELU; GELU_ERF is not in cuBLASLt and is always
  * reported unsupported, so the emitter applies it in a separate kernel.
@@ -191,6 +192,15 @@ typedef enum {
  *
  * Types: ab F32 -> out F32 (tf32: tensor cores, inputs rounded to tf32);
  * ab BF16 -> out BF16 or F32; ab F16 -> out F16 or F32. Accumulation in f32.
+ * ab E4M3 -> out BF16 or F32 (sm_89 and up): A [M,K] and B [N,K] (b_trans,
+ * not a_trans: cuBLASLt's FP8 kernels read both operands K-major), K, lda
+ * and ldb multiples of 16, no batch, epilogues NONE, RELU and GELU_TANH
+ * only, fast accumulation on (CUBLASLT_MATMUL_DESC_FAST_ACCUM). With
+ * a_scale and b_scale, D = act(alpha * (a_scale[m] * b_scale[n] * A.B^T) +
+ * bias) + residual: A's rows and B's output channels each have an f32
+ * scale (cuBLASLt's CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, Hopper
+ * only: elsewhere the heuristic finds no algorithm and the call answers
+ * "unsupported"); without them the product is unscaled.
  * bias is [N] of the out type, the same for every batch item.
  * residual has D's shape and leading dimension ldd, batch stride stride_r,
  * and may be D itself (then stride_r must equal stride_d).
@@ -220,6 +230,9 @@ typedef struct nnrt_cuda_gemm {
                                     Not scaled by alpha; no bias, no batch; other layouts of the
                                     summed operand are unsupported (cuBLASLt has no kernel) */
   int algo;                      /* which of cuBLASLt's heuristic results runs it (below) */
+  const float *a_scale;          /* E4M3 only: [M] device floats, A's row m is a_scale[m] times its bytes' values */
+  const float *b_scale;          /* E4M3 only: [N] device floats, B's row n (an output channel) likewise; both or
+                                    neither */
 } nnrt_cuda_gemm;
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a

@@ -13,7 +13,7 @@ nnrt_status nnrt_cuda_need_device(const char *what, nnrt_error *err);
 /* The plan cache's key of g (gemm.c): everything cuBLASLt's heuristic looks
  * at (sizes, types, leading dimensions, batch strides, pointer alignments,
  * bias/residual, epilogue) and algo. Pure; exposed for the unit test. */
-#define NNRT_CUDA_GEMM_KEY_LEN 30
+#define NNRT_CUDA_GEMM_KEY_LEN 32
 void nnrt_cuda_gemm_key(const nnrt_cuda_gemm *g, long long *key);
 
 #endif

@@ -299,6 +299,74 @@ static void test_gemm_supported(void **state) {
   assert_int_equal(strlen(tiny), 7);
 }
 
+/* e4m3 (--precision=fp8): A [M,K] and B [N,K] only, K a multiple of 16, a
+ * bf16 or f32 output, no batch, the plain epilogues, both scales or none;
+ * the scales change the plan key (another scale mode). */
+static void test_gemm_e4m3(void **state) {
+  (void)state;
+  char why[200];
+  float sa[32], sb[32];
+  nnrt_cuda_gemm g = base_gemm();
+  g.batch = 1;
+  g.K = 48;
+  g.ab = NNRT_DT_E4M3;
+  g.out = NNRT_DT_BF16;
+  g.b_trans = true;
+  assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  g.a_scale = sa;
+  g.b_scale = sb;
+  assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  long long k0[NNRT_CUDA_GEMM_KEY_LEN], k1[NNRT_CUDA_GEMM_KEY_LEN];
+  nnrt_cuda_gemm_key(&g, k0);
+  nnrt_cuda_gemm plain = g;
+  plain.a_scale = plain.b_scale = NULL;
+  nnrt_cuda_gemm_key(&plain, k1);
+  assert_memory_not_equal(k0, k1, sizeof k0);
+  g.out = NNRT_DT_F32;
+  assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  nnrt_cuda_gemm b = g;
+  b.out = NNRT_DT_F16;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "bf16 or f32"));
+  b = g;
+  b.out = NNRT_DT_E4M3;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "input type only"));
+  b = g;
+  b.b_trans = false;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "K-major"));
+  b = g;
+  b.a_trans = true;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "K-major"));
+  b = g;
+  b.K = 40;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "multiple of 16"));
+  b = g;
+  b.batch = 2;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "one batch item"));
+  b = g;
+  b.epilogue = NNRT_EPI_GELU_TANH;
+  assert_true(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  b.epilogue = NNRT_EPI_GELU_TANH_AUX;
+  b.aux = sa;
+  b.ldaux = 136;
+  b.out = NNRT_DT_BF16;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  b = g;
+  b.b_scale = NULL;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "neither"));
+  b = base_gemm();
+  b.ab = NNRT_DT_BF16;
+  b.a_scale = sa;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "e4m3 inputs only"));
+}
+
 /* The plan cache key: a repeat of a problem has the same key, another algo
  * index another key (so each index plans, and runs, its own algorithm), and
  * the index is checked before the handle, so a bad one is refused here. */
@@ -467,7 +535,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cuda_status_mapping), cmocka_unit_test(test_blas_status_mapping),
       cmocka_unit_test(test_size_class_by_hand),  cmocka_unit_test(test_size_class_properties),
-      cmocka_unit_test(test_device_parse),        cmocka_unit_test(test_gemm_supported),
+      cmocka_unit_test(test_device_parse),        cmocka_unit_test(test_gemm_supported), cmocka_unit_test(test_gemm_e4m3),
       cmocka_unit_test(test_gemm_algo),           cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_without_device),
   };
