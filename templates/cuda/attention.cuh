@@ -18,6 +18,11 @@
  *   over the unmasked keys (computed as M + log sum exp(scale*s_ij - M)),
  *   +inf for a row with none; what the backward (attention_bwd.cuh) needs
  *   to rebuild the weights. Setting it leaves out bit for bit the same.
+ *   k_new, v_new (may be NULL): a kv-cache append folded in
+ *   (attention_append.cuh): k and v are caches of S rows whose last T,
+ *   S - T .. S - 1, this call writes from k_new and v_new ([batch, k/v
+ *   heads, T, D] with strides kn_sb, kn_sh, kn_st; likewise v) before or
+ *   while attending to them; the cache's other rows are left as they are.
  * The same function as compiler/ref/ref_attention.c and the C SIMD template
  * (nnc_simd_attention); all arithmetic in f32.
  *
@@ -28,7 +33,9 @@
  * 65535; NNC_CUDA_E_LAUNCH when the runtime refuses. batch, heads, T or Dv of
  * 0 launch nothing; S == 0 writes zeros. Never synchronizes.
  *
- * Dispatch:
+ * Dispatch (with k_new or v_new set, every path but the decode kernels
+ * after one launch of nnc_attn_append_kernel; the decode kernels write the
+ * rows themselves):
  * - at most 4 query rows (a decode step) with D == Dv == 64, 16-byte rows
  *   and no lse: attention_decode.cuh, a block a query row with its keys
  *   dealt out to the block's threads;
@@ -95,12 +102,24 @@ template <typename E> struct nnc_cuda_attn_args {
   int kv_group; /* query heads a k/v head serves; 0 means 1 */
   int tf32; /* E = float: the products may run on tf32 tensor cores (--precision=tf32) */
   float *lse; /* may be NULL; else [batch, heads, T] contiguous: each row's log-sum-exp (for the backward) */
+  /* The kv-cache append folded into the attention (attention_append.cuh; may be NULL): this call's T new
+   * rows of k (v), element (b, g, t, d) at k_new + b*kn_sb + g*kn_sh + t*kn_st + d for k/v head g, that
+   * become rows S - T .. S - 1 of the cache k (v) points to: the attention writes them there and attends
+   * to them, so that no copy kernel runs before it. */
+  const E *k_new;
+  long long kn_sb, kn_sh, kn_st;
+  const E *v_new;
+  long long vn_sb, vn_sh, vn_st;
 };
 
 namespace nnc_attn {
 /* The k/v head that query head h reads (grouped-query attention). */
 template <typename E> __host__ __device__ __forceinline__ int kv_head(const nnc_cuda_attn_args<E> &a, int h) {
   return a.kv_group > 1 ? h / a.kv_group : h;
+}
+/* How many k/v heads there are. */
+template <typename E> __host__ __device__ __forceinline__ int kv_heads(const nnc_cuda_attn_args<E> &a) {
+  return a.kv_group > 1 ? a.heads / a.kv_group : a.heads;
 }
 }  // namespace nnc_attn
 
@@ -145,6 +164,7 @@ template <typename T> bool strides16(const nnc_cuda_attn_args<T> &a) {
 
 }  // namespace nnc_attn
 
+#include "attention_append.cuh"
 #include "attention_decode.cuh"
 
 /* Launches the tensor-core kernel with the tiles given (the arguments must
@@ -237,7 +257,9 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
                          "expected batch * heads < 2^31 and T <= %d, found batch %d, heads %d, T %d", 65535 * 16,
                          a.batch, a.heads, a.T);
-  if (a.batch == 0 || a.heads == 0 || a.T == 0 || a.Dv == 0) return NNC_CUDA_OK;
+  /* with new rows to append, Dv == 0 still has k's rows to write */
+  const bool appends = a.k_new || a.v_new;
+  if (a.batch == 0 || a.heads == 0 || a.T == 0 || (a.Dv == 0 && !appends)) return NNC_CUDA_OK;
   const struct {
     const void *p;
     const char *name;
@@ -255,8 +277,15 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected kv_group >= 0 dividing heads %d, found %d",
                          a.heads, a.kv_group);
 
-  /* a decode step needs none of the device's attributes: no host queries on its path */
+  nnc_cuda_status ast = nnc_attn::check_append(a, KERNEL, err);
+  if (ast != NNC_CUDA_OK) return ast;
+  if (a.Dv == 0) return nnc_attn::append_rows(a, stream, err, KERNEL);
+  /* a decode step needs none of the device's attributes: no host queries on
+   * its path; it writes the new rows (k_new, v_new) itself */
   if (nnc_cuda_attention_uses_decode(a)) return nnc_cuda_attention_decode(a, stream, err);
+  /* the other kernels read the caches whole: the new rows go in first */
+  ast = nnc_attn::append_rows(a, stream, err, KERNEL);
+  if (ast != NNC_CUDA_OK) return ast;
   int dev = 0, cc = 0, optin = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);

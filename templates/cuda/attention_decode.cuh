@@ -14,7 +14,9 @@
  * For D == Dv == 64 (GPT-2's and LLaMA-7B-like heads are 64 or 128; 128
  * would hold 256 floats a thread), rows 16-byte aligned (q, k, v, out and
  * every stride), no lse (inference). Same results as attention.cuh's
- * kernels up to the order of the sums; all arithmetic in f32. */
+ * kernels up to the order of the sums; all arithmetic in f32. With k_new /
+ * v_new set the kernels append the new rows themselves (attention_append.cuh):
+ * a decode step's kv append is no launch of its own. */
 #ifndef NNC_CUDA_ATTENTION_DECODE_CUH
 #define NNC_CUDA_ATTENTION_DECODE_CUH
 
@@ -49,6 +51,11 @@ __device__ __forceinline__ void merge_warps(const float (&part)[NW][D + 2], E *o
   }
 }
 
+/* The blocks of NW warps an SM must hold for the launcher's choice of NW
+ * (nnc_cuda_attention_decode) to run its rows in one wave: 6 of 4 warps,
+ * 3 of 8, 2 of 16; i.e. at most 80, 80 and 64 registers a thread. */
+constexpr int decode_min_blocks(int nw) { return nw <= 8 ? 24 / nw : 2; }
+
 }  // namespace nnc_attn
 
 template <typename E, int D, int NW>
@@ -57,9 +64,10 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   __shared__ float part[NW][D + 2];
   const int row = blockIdx.x; /* (b * heads + h) * T + i */
   const int i = row % a.T, bh = row / a.T, h = bh % a.heads, b = bh / a.heads;
+  const int g = nnc_attn::kv_head(a, h);
   const E *q = a.q + b * a.q_sb + h * a.q_sh + (long long)i * a.q_st;
-  const E *k = a.k + b * a.k_sb + nnc_attn::kv_head(a, h) * a.k_sh;
-  const E *v = a.v + b * a.v_sb + nnc_attn::kv_head(a, h) * a.v_sh;
+  /* keys S - T .. S - 1 from k_new / v_new when set (attention_append.cuh) */
+  const nnc_attn::key_rows<E> k = nnc_attn::rows_of(a, false, b, g, 0), v = nnc_attn::rows_of(a, true, b, g, 0);
   E *o = a.out + b * a.o_sb + h * a.o_sh + (long long)i * a.o_st;
   const E *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
   /* keys 0 .. last (causal: the cache's older rows and this call's up to i) */
@@ -78,7 +86,7 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   float m = -INFINITY, l = 0.0f;
   for (int j = threadIdx.x; j <= last; j += NW * 32) {
     if (mrow && nnc_dtype<E>::load(mrow[j]) == 0.0f) continue;
-    const E *kr = k + (long long)j * a.k_st;
+    const E *kr = k.row(j, a.k_st, a.kn_st);
     float s = 0.0f;
 #pragma unroll
     for (int d = 0; d < D; d += N) {
@@ -89,7 +97,7 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
     }
     const float mn = fmaxf(m, s), c = exp2f(m - mn), p = exp2f(s - mn);
     l = l * c + p;
-    const E *vr = v + (long long)j * a.v_st;
+    const E *vr = v.row(j, a.v_st, a.vn_st);
 #pragma unroll
     for (int d = 0; d < D; d += N) {
       float vv[N];
@@ -117,6 +125,8 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   }
   __syncthreads();
   nnc_attn::merge_warps<E, D, NW>(part, o);
+  /* one block of the k/v head writes the new rows into the caches (none of the launch reads them there) */
+  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, threadIdx.x, NW * 32);
 }
 
 /* The same for many keys a row (a batch of sequences over long caches): a
@@ -129,16 +139,18 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
  * D: few registers, many blocks an SM. The groups' partials merge by
  * shuffles within the warp, then through shared memory. */
 template <typename E, int D, int NW, int U>
-__global__ void __launch_bounds__(NW * 32) nnc_attn_decode_groups_kernel(const nnc_cuda_attn_args<E> a) {
+__global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_attn_decode_groups_kernel(const nnc_cuda_attn_args<E> a) {
   constexpr int N = nnc_dtype<E>::VEC, G = D / N, GROUPS = NW * 32 / G;
   static_assert(G >= 1 && G <= 32 && 32 % G == 0, "a key's row in 1 to 32 lanes of one warp");
   __shared__ float part[NW][D + 2];
   const int row = blockIdx.x; /* (b * heads + h) * T + i */
   const int i = row % a.T, bh = row / a.T, h = bh % a.heads, b = bh / a.heads;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % G, grp = threadIdx.x / G;
+  const int g = nnc_attn::kv_head(a, h);
   const E *q = a.q + b * a.q_sb + h * a.q_sh + (long long)i * a.q_st;
-  const E *k = a.k + b * a.k_sb + nnc_attn::kv_head(a, h) * a.k_sh + sub * N;
-  const E *v = a.v + b * a.v_sb + nnc_attn::kv_head(a, h) * a.v_sh + sub * N;
+  /* keys S - T .. S - 1 from k_new / v_new when set (attention_append.cuh): one block of the k/v head
+   * writes them into the caches, and no block reads those cache rows */
+  const nnc_attn::key_rows<E> k = nnc_attn::rows_of(a, false, b, g, sub * N), v = nnc_attn::rows_of(a, true, b, g, sub * N);
   E *o = a.out + b * a.o_sb + h * a.o_sh + (long long)i * a.o_st;
   const E *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
   const int last = a.causal ? min(a.S - 1, i + (a.S - a.T)) : a.S - 1;
@@ -164,8 +176,8 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_groups_kernel(const n
        * the loads do not wait for it */
       ok[u] = j <= last; /* the same in the whole group */
       if (ok[u]) {
-        kr[u] = *reinterpret_cast<const uint4 *>(k + (long long)j * a.k_st);
-        vr[u] = *reinterpret_cast<const uint4 *>(v + (long long)j * a.v_st);
+        kr[u] = *reinterpret_cast<const uint4 *>(k.row(j, a.k_st, a.kn_st));
+        vr[u] = *reinterpret_cast<const uint4 *>(v.row(j, a.v_st, a.vn_st));
       }
     }
     if (mrow) {
@@ -224,13 +236,16 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_groups_kernel(const n
   }
   __syncthreads();
   nnc_attn::merge_warps<E, D, NW>(part, o);
+  /* one block of the k/v head writes the new rows into the caches (none of the launch reads them
+   * there), last, when the loop's registers are free */
+  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, threadIdx.x, NW * 32);
 }
 
 /* Whether nnc_cuda_attention takes the decode kernel: few query rows, heads
- * of 64, 16-byte rows, no lse. */
+ * of 64, 16-byte rows (the new ones to append too), no lse. */
 template <typename T> bool nnc_cuda_attention_uses_decode(const nnc_cuda_attn_args<T> &a) {
   return a.T <= 4 && a.D == 64 && a.Dv == 64 && !a.lse && nnc_attn::aligned16(a.q) && nnc_attn::aligned16(a.k) &&
-         nnc_attn::aligned16(a.v) && nnc_attn::aligned16(a.out) && nnc_attn::strides16(a);
+         nnc_attn::aligned16(a.v) && nnc_attn::aligned16(a.out) && nnc_attn::strides16(a) && nnc_attn::append16(a);
 }
 
 namespace nnc_attn {

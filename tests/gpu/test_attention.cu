@@ -2,7 +2,9 @@
  * against a float64 CPU reference, for f32, tf32, bf16 and f16, on fresh random
  * inputs: odd sizes, causal and not (T != S too), padding masks with fully
  * masked rows, broadcast batch strides, a fused [B,T,3,H,D] qkv layout and
- * padded strides; both the tensor-core and the SIMT path (f32 takes the
+ * padded strides; the kv append folded in (k_new, v_new: the caches' new
+ * rows checked bit for bit, the rest unchanged, and read from k_new, not
+ * from the cache, which holds NaN there); both the tensor-core and the SIMT path (f32 takes the
  * tensor cores too: three tf32 products a product for D 32 and 64, one with
  * tf32 set). Outputs are
  * poisoned with NaN first; each case runs twice and must give the same bits
@@ -29,6 +31,8 @@
  * one head of k and v for all of them */
 enum layout { CONTIG, FUSED_QKV, BCAST, PAD8, PAD_ODD, GQA3, MQA };
 enum masking { NO_MASK, MASK, MASK_BCAST };
+enum appending { NO_APPEND, FUSED_NEW, CONTIG_NEW };
+static const int CAP_EXTRA = 3;
 
 struct tcase {
   const char *name;
@@ -37,6 +41,9 @@ struct tcase {
   layout lay;
   bool small;
   bool want_mma; /* bf16/f16 on sm_80+ must take the tensor-core path */
+  /* a kv append folded in (k_new, v_new): the new rows FUSED_NEW as in GPT-2's c_attn output [B, T, 2, KH, D],
+   * or CONTIG_NEW [B, KH, T, D] each (LLaMA's rope output); the caches hold CAP_EXTRA rows past S */
+  int append = NO_APPEND;
 };
 
 static const tcase CASES[] = {
@@ -81,6 +88,19 @@ static const tcase CASES[] = {
     {"gqa_d128_T65_S129_mask", 2, 6, 65, 129, 128, 128, 0, MASK, GQA3, false, true},
     {"mqa_T33_S45_causal", 2, 6, 33, 45, 64, 64, 1, NO_MASK, MQA, false, true},
     {"mqa_simt_odd_mask", 3, 6, 17, 19, 5, 7, 0, MASK, MQA, false, false},
+    /* the kv append folded in (attention_append.cuh): a decode step (T <= 4) writes the new rows inside the
+     * decode kernels, at B=64 (4 warps a row), B=28 (8) and fewer rows (16); longer T through the copy
+     * kernel before the flash kernels; odd S, masks, grouped heads */
+    {"append_decode_T1_S545_mask", 3, 12, 1, 545, 64, 64, 1, MASK, CONTIG, true, true, FUSED_NEW},
+    {"append_decode_B64_T1_S129_mask", 64, 12, 1, 129, 64, 64, 1, MASK, CONTIG, false, true, FUSED_NEW},
+    {"append_decode_B28_T1_S77", 28, 12, 1, 77, 64, 64, 1, NO_MASK, CONTIG, false, true, FUSED_NEW},
+    {"append_decode_T3_S301_pad8_mask", 2, 5, 3, 301, 64, 64, 1, MASK, PAD8, false, true, CONTIG_NEW},
+    {"append_decode_T1_S1", 2, 3, 1, 1, 64, 64, 1, NO_MASK, CONTIG, false, true, FUSED_NEW},
+    {"append_gqa_decode_T1_S299_mask", 3, 12, 1, 299, 64, 64, 1, MASK, GQA3, true, true, CONTIG_NEW},
+    {"append_mqa_decode_T2_S33", 2, 6, 2, 33, 64, 64, 1, NO_MASK, MQA, false, true, FUSED_NEW},
+    {"append_prefill_T17_S17_causal", 3, 12, 17, 17, 64, 64, 1, NO_MASK, CONTIG, true, true, FUSED_NEW},
+    {"append_prefill_gqa_T9_S21_mask", 2, 6, 9, 21, 64, 64, 1, MASK, GQA3, false, true, CONTIG_NEW},
+    {"append_simt_T5_S11_mask", 2, 3, 5, 11, 5, 7, 1, MASK, CONTIG, true, false, CONTIG_NEW},
 };
 
 struct view {
@@ -126,8 +146,10 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     const long long qst = D + pq, kst = D + pk, vst = Dv + pq;
     q = {0, (long long)H * Tq * qst, (long long)Tq * qst, qst};
     const bool bc = c.lay == BCAST;
-    k = {0, bc ? 0 : (long long)KH * S * kst, (long long)S * kst, kst};
-    v = {0, bc ? 0 : (long long)KH * S * vst, (long long)S * vst, vst};
+    /* a cache of Cap rows holds the S keys (an append case's rows past S must stay as they are) */
+    const long long Cap = S + (c.append ? CAP_EXTRA : 0);
+    k = {0, bc ? 0 : (long long)KH * Cap * kst, Cap * kst, kst};
+    v = {0, bc ? 0 : (long long)KH * Cap * vst, Cap * vst, vst};
   }
   const long long ost = Dv + (c.lay == PAD8 ? 8 : c.lay == PAD_ODD ? 1 : 0);
   o = {0, (long long)H * Tq * ost, (long long)Tq * ost, ost};
@@ -136,15 +158,47 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     hq.resize(extent(v, B, H, Tq, D));
     fill(hq, 2.0f);
   } else {
+    const int rows = S + (c.append ? CAP_EXTRA : 0);
     hq.resize(extent(q, B, H, Tq, D));
-    hk.resize(std::max(extent(k, B, KH, S, D), (size_t)1));
-    hv.resize(std::max(extent(v, B, KH, S, Dv), (size_t)1));
+    hk.resize(std::max(extent(k, B, KH, rows, D), (size_t)1));
+    hv.resize(std::max(extent(v, B, KH, rows, Dv), (size_t)1));
     fill(hq, 2.0f);
     fill(hk, 2.0f);
     fill(hv, 1.0f);
   }
-  const std::vector<T> &kk = c.lay == FUSED_QKV ? hq : hk;
-  const std::vector<T> &vv = c.lay == FUSED_QKV ? hq : hv;
+  /* the new rows of an append case, and the caches as the attention must see them (rows S - T .. S - 1
+   * replaced); the caches given to the kernel hold NaN there, so a block reading them shows */
+  view kn{}, vn{};
+  std::vector<T> hn, k_seen, v_seen;
+  if (c.append) {
+    const int stride = Dv > D ? Dv : D;
+    if (c.append == FUSED_NEW) {
+      const long long st = 2LL * KH * stride;
+      kn = {0, Tq * st, stride, st};
+      vn = {(long long)KH * stride, Tq * st, stride, st};
+    } else {
+      kn = {0, (long long)KH * Tq * D, (long long)Tq * D, D};
+      vn = {(long long)B * KH * Tq * D, (long long)KH * Tq * Dv, (long long)Tq * Dv, Dv};
+    }
+    hn.resize(std::max(extent(vn, B, KH, Tq, Dv), extent(kn, B, KH, Tq, D)));
+    fill(hn, 2.0f);
+    k_seen = hk;
+    v_seen = hv;
+    for (int b = 0; b < B; ++b)
+      for (int g = 0; g < KH; ++g)
+        for (int t = 0; t < Tq; ++t) {
+          for (int d = 0; d < D; ++d) {
+            k_seen[k.at(b, g, S - Tq + t, d)] = hn[kn.at(b, g, t, d)];
+            hk[k.at(b, g, S - Tq + t, d)] = h_from<T>(NAN);
+          }
+          for (int d = 0; d < Dv; ++d) {
+            v_seen[v.at(b, g, S - Tq + t, d)] = hn[vn.at(b, g, t, d)];
+            hv[v.at(b, g, S - Tq + t, d)] = h_from<T>(NAN);
+          }
+        }
+  }
+  const std::vector<T> &kk = c.lay == FUSED_QKV ? hq : c.append ? k_seen : hk;
+  const std::vector<T> &vv = c.lay == FUSED_QKV ? hq : c.append ? v_seen : hv;
 
   std::vector<T> hm;
   long long msb = 0;
@@ -161,6 +215,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   const size_t on = extent(o, B, H, Tq, Dv);
   T *dq = upload(hq), *dk = c.lay == FUSED_QKV ? dq : upload(hk), *dv = c.lay == FUSED_QKV ? dq : upload(hv);
   T *dm = hm.empty() ? nullptr : upload(hm);
+  T *dn = hn.empty() ? nullptr : upload(hn);
   T *dout = nullptr;
   CK(cudaMalloc(&dout, on * sizeof(T)));
 
@@ -175,11 +230,20 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   a.mask = dm, a.mask_sb = msb;
   a.kv_group = G;
   a.tf32 = tf32;
+  if (dn) {
+    a.k_new = dn + kn.off, a.kn_sb = kn.sb, a.kn_sh = kn.sh, a.kn_st = kn.st;
+    a.v_new = dn + vn.off, a.vn_sb = vn.sb, a.vn_sh = vn.sh, a.vn_st = vn.st;
+  }
 
   const bool mma = nnc_cuda_attention_uses_mma(a, cc);
   std::vector<T> out1(on), out2(on);
+  bool cache_ok = true;
   for (int rep = 0; rep < 2; ++rep) {
     CK(cudaMemset(dout, 0xff, on * sizeof(T))); /* NaN in every type */
+    if (dn) { /* the caches as before the step: NaN where the new rows go */
+      CK(cudaMemcpy(dk, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dv, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
     nnc_cuda_error err{};
     nnc_cuda_status st = nnc_cuda_attention(a, (cudaStream_t)0, &err);
     if (st != NNC_CUDA_OK) {
@@ -189,6 +253,13 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     }
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(rep ? out2.data() : out1.data(), dout, on * sizeof(T), cudaMemcpyDeviceToHost));
+    if (dn) { /* the new rows where they belong, bit for bit, and every other cache row as it was */
+      std::vector<T> ck(hk.size()), cv(hv.size());
+      CK(cudaMemcpy(ck.data(), dk, ck.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(cv.data(), dv, cv.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      cache_ok = cache_ok && std::memcmp(ck.data(), k_seen.data(), ck.size() * sizeof(T)) == 0 &&
+                 std::memcmp(cv.data(), v_seen.data(), cv.size() * sizeof(T)) == 0;
+    }
   }
 
   /* float64 reference */
@@ -233,11 +304,11 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     }
   const bool same = std::memcmp(out1.data(), out2.data(), on * sizeof(T)) == 0;
   const bool pathok = !c.want_mma || (std::is_same<T, float>::value && !tf32) || cc < 8 || mma;
-  const bool ok = !nan && worst <= tol && same && pathok;
-  std::printf("%s %-4s %-28s %-4s B=%d H=%d T=%d S=%d D=%d Dv=%d causal=%d mask=%d  max rel err %.3e%s%s%s\n",
+  const bool ok = !nan && worst <= tol && same && pathok && cache_ok;
+  std::printf("%s %-4s %-28s %-4s B=%d H=%d T=%d S=%d D=%d Dv=%d causal=%d mask=%d  max rel err %.3e%s%s%s%s\n",
               ok ? "PASS" : "FAIL", tname, c.name, mma ? "mma" : "simt", B, H, Tq, S, D, Dv, c.causal,
               (int)c.mask, worst, nan ? " (NaN written or left)" : "", same ? "" : " (runs differ)",
-              pathok ? "" : " (expected the mma path)");
+              pathok ? "" : " (expected the mma path)", cache_ok ? "" : " (caches not as a kv append leaves them)");
   if (!ok) ++failures;
   CK(cudaFree(dq));
   if (c.lay != FUSED_QKV) {
@@ -245,6 +316,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     CK(cudaFree(dv));
   }
   if (dm) CK(cudaFree(dm));
+  if (dn) CK(cudaFree(dn));
   CK(cudaFree(dout));
 }
 
@@ -259,9 +331,16 @@ static void arg_checks() {
   const bool neg = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_E_ARG;
   a.T = 0;
   const bool empty = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_OK;
-  const bool ok = null_q && neg && empty;
-  std::printf("%s args: NULL q -> E_ARG %d, T<0 -> E_ARG %d, T=0 -> OK %d\n", ok ? "PASS" : "FAIL", null_q, neg,
-              empty);
+  /* new rows to append into a cache that every batch shares (batch stride 0), or over fewer keys than rows */
+  float buf[64] = {};
+  a.T = 2, a.batch = 2, a.q = a.k = a.v = buf, a.out = buf, a.k_new = buf;
+  const bool shared = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_E_ARG &&
+                      std::strstr(err.msg, "k_new") != nullptr;
+  a.k_sb = 16, a.S = 1;
+  const bool short_s = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_E_ARG;
+  const bool ok = null_q && neg && empty && shared && short_s;
+  std::printf("%s args: NULL q -> E_ARG %d, T<0 -> E_ARG %d, T=0 -> OK %d, k_new into a shared cache -> E_ARG %d, "
+              "S < T -> E_ARG %d\n", ok ? "PASS" : "FAIL", null_q, neg, empty, shared, short_s);
   if (!ok) ++failures;
 }
 

@@ -1,0 +1,136 @@
+/* templates/cuda/attention_append.cuh — the kv-cache append folded into the
+ * attention (nnc_cuda_attn_args.k_new and v_new).
+ *
+ * A decode step of a transformer writes each layer's new key and value rows
+ * into the layer's caches, then attends over the caches. As kernels of their
+ * own the two copies cost 2-5 us each even under CUDA graphs: 24 of GPT-2's
+ * ~112 kernels a step, 0.11 ms of 1.1 at B=64 on an H200 (bench/NOTES.md,
+ * "Decode at B=64"). So the attention takes the new rows beside the caches
+ * and makes sure that rows S - T .. S - 1 of each cache hold them:
+ * - the decode kernels (attention_decode.cuh) do it inside: every block of
+ *   a (batch, k/v head) reads keys S - T .. S - 1 from k_new and v_new
+ *   (key_rows below), never from the cache, and exactly one of them, the
+ *   block of the group's first query head and the first query row
+ *   (appends_rows), writes them into the cache; no block of the launch
+ *   reads those cache rows, so nothing waits for the write;
+ * - every other path (prefill, the flash kernels) reads the caches whole:
+ *   nnc_attn::append_rows launches one small copy kernel for k and v
+ *   together, then the attention runs as it would without.
+ * The rows are copied as they are (the element type, no conversion), so the
+ * cache holds the same bits a separate copy kernel writes. */
+#ifndef NNC_CUDA_ATTENTION_APPEND_CUH
+#define NNC_CUDA_ATTENTION_APPEND_CUH
+
+namespace nnc_attn {
+
+/* Where a block's keys come from: rows j < fresh of the cache at cache +
+ * j * st, the rest from the new rows at fresh_rows + (j - fresh) * nst
+ * (fresh = S - T with k_new set, past every key without). The strides are
+ * the kernel's arguments (row's parameters), not registers of the loop. */
+template <typename E> struct key_rows {
+  const E *cache, *fresh_rows;
+  int fresh;
+  __device__ __forceinline__ const E *row(int j, long long st, long long nst) const {
+    return j >= fresh ? fresh_rows + (long long)(j - fresh) * nst : cache + (long long)j * st;
+  }
+};
+
+/* The keys (is_v false) or values of batch b and k/v head g, each row
+ * starting `col` elements in. */
+template <typename E>
+__device__ __forceinline__ key_rows<E> rows_of(const nnc_cuda_attn_args<E> &a, bool is_v, int b, int g, int col) {
+  key_rows<E> r;
+  const E *nw = is_v ? a.v_new : a.k_new;
+  r.cache = (is_v ? a.v + b * a.v_sb + g * a.v_sh : a.k + b * a.k_sb + g * a.k_sh) + col;
+  r.fresh = nw ? a.S - a.T : 0x7fffffff;
+  r.fresh_rows = nw ? nw + b * (is_v ? a.vn_sb : a.kn_sb) + g * (is_v ? a.vn_sh : a.kn_sh) + col : nullptr;
+  return r;
+}
+
+/* Whether the block of query head h and query row i is the one that writes
+ * its k/v head's new rows: the first query head of the group, first row. */
+template <typename E> __device__ __forceinline__ bool appends_rows(const nnc_cuda_attn_args<E> &a, int h, int i) {
+  return i == 0 && (a.kv_group > 1 ? h % a.kv_group : 0) == 0;
+}
+
+/* Copies the T new rows of k (width D) and v (width Dv) of batch b and k/v
+ * head g into rows S - T .. S - 1 of the caches, element by element over
+ * the threads `tid` of `nthreads`. */
+template <typename E>
+__device__ __forceinline__ void copy_new_rows(const nnc_cuda_attn_args<E> &a, int b, int g, int tid, int nthreads) {
+  E *kc = const_cast<E *>(a.k) + b * a.k_sb + g * a.k_sh + (long long)(a.S - a.T) * a.k_st;
+  E *vc = const_cast<E *>(a.v) + b * a.v_sb + g * a.v_sh + (long long)(a.S - a.T) * a.v_st;
+  if (a.k_new)
+    for (int e = tid; e < a.T * a.D; e += nthreads)
+      kc[(long long)(e / a.D) * a.k_st + e % a.D] =
+          a.k_new[b * a.kn_sb + g * a.kn_sh + (long long)(e / a.D) * a.kn_st + e % a.D];
+  if (a.v_new)
+    for (int e = tid; e < a.T * a.Dv; e += nthreads)
+      vc[(long long)(e / a.Dv) * a.v_st + e % a.Dv] =
+          a.v_new[b * a.vn_sb + g * a.vn_sh + (long long)(e / a.Dv) * a.vn_st + e % a.Dv];
+}
+
+}  // namespace nnc_attn
+
+/* The new rows of every (batch, k/v head) into the caches, ahead of an
+ * attention kernel that reads the caches whole: a block per (batch, k/v
+ * head), its threads over the T rows of k and v. */
+template <typename E> __global__ void __launch_bounds__(128) nnc_attn_append_kernel(const nnc_cuda_attn_args<E> a) {
+  const int g = blockIdx.x % nnc_attn::kv_heads(a), b = blockIdx.x / nnc_attn::kv_heads(a);
+  nnc_attn::copy_new_rows(a, b, g, threadIdx.x, blockDim.x);
+}
+
+namespace nnc_attn {
+
+/* Checks the new rows' arguments: set only over S >= T keys, aligned to
+ * the element size, and a cache of each batch's own (a broadcast cache,
+ * batch stride 0, would take every batch's rows in the same place). */
+template <typename E> nnc_cuda_status check_append(const nnc_cuda_attn_args<E> &a, const char *kernel, nnc_cuda_error *err) {
+  if (!a.k_new && !a.v_new) return NNC_CUDA_OK;
+  if (a.S < a.T)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected S >= T keys with new rows to append (k_new, v_new), "
+                         "found S = %d, T = %d", a.S, a.T);
+  const struct {
+    const void *p;
+    long long sb;
+    const char *name;
+  } x[2] = {{a.k_new, a.k_sb, "k_new"}, {a.v_new, a.v_sb, "v_new"}};
+  for (const auto &n : x) {
+    if (!n.p) continue;
+    if (reinterpret_cast<uintptr_t>(n.p) % sizeof(E) != 0)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected %s aligned to %zu bytes, found %p", n.name, sizeof(E), n.p);
+    if (n.sb == 0 && a.batch > 1)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected a cache for each batch with %s set, found a batch "
+                           "stride of 0 over %d batches", n.name, a.batch);
+  }
+  return NNC_CUDA_OK;
+}
+
+/* Whether the new rows (when set) allow 16-byte loads: the decode kernels'
+ * condition, as strides16 is for the caches. */
+template <typename E> bool append16(const nnc_cuda_attn_args<E> &a) {
+  const long long s[6] = {a.kn_sb, a.kn_sh, a.kn_st, a.vn_sb, a.vn_sh, a.vn_st};
+  if (a.k_new && (!aligned16(a.k_new) || s[0] * (long long)sizeof(E) % 16 || s[1] * (long long)sizeof(E) % 16 ||
+                  s[2] * (long long)sizeof(E) % 16))
+    return false;
+  if (a.v_new && (!aligned16(a.v_new) || s[3] * (long long)sizeof(E) % 16 || s[4] * (long long)sizeof(E) % 16 ||
+                  s[5] * (long long)sizeof(E) % 16))
+    return false;
+  return true;
+}
+
+/* Launches nnc_attn_append_kernel when there are new rows (one launch for k
+ * and v); the attention after it on the same stream reads them. */
+template <typename E> nnc_cuda_status append_rows(const nnc_cuda_attn_args<E> &a, cudaStream_t stream, nnc_cuda_error *err,
+                                                  const char *kernel) {
+  const long long blocks = (long long)a.batch * kv_heads(a);
+  if ((!a.k_new && !a.v_new) || blocks == 0 || a.T == 0) return NNC_CUDA_OK;
+  if (blocks > 0x7fffffffLL)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected batch * k/v heads < 2^31, found %lld", blocks);
+  nnc_attn_append_kernel<E><<<(unsigned)blocks, 128, 0, stream>>>(a);
+  return nnc_cuda_check_launch(err, kernel);
+}
+
+}  // namespace nnc_attn
+
+#endif
