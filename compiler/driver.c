@@ -24,7 +24,7 @@ static void explain_outputs(FILE *f, const nnc_graph *g, const nnc_precision *p)
               nnc_dtype_name(t->dtype), sh);
     else if (t->producer >= 0 && g->nodes[t->producer].op == NNC_OP_CAST)
       fprintf(f, "output %s: %s%s, cast from %s where it leaves (--outputs=storage would keep %s)\n",
-              g->outputs[i].name, nnc_dtype_name(t->dtype), sh, p->name, p->name);
+              g->outputs[i].name, nnc_dtype_name(t->dtype), sh, nnc_dtype_name(p->storage), nnc_dtype_name(p->storage));
   }
 }
 
@@ -95,18 +95,6 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                     "activations for a backward)", nnc_recompute_name(rc));
   if (!st) st = nnc_outputs_parse(o->outputs, &prec, err);
   if (!st) st = nnc_quantize_parse(o->quantize, &quant, err);
-  /* int8 weights: the C SIMD GEMM reads them (CUDA and OpenCL not yet);
-   * training updates float weights, and a plan slices the file's tensors */
-  if (!st && quant != NNC_QUANTIZE_NONE && t.family != NNC_FAMILY_C_SIMD)
-    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no %s GEMM yet; expected a c-simd "
-                    "target (c-simd, c-avx2, ...) or --quantize=none", nnc_quantize_name(quant), t.name,
-                    quant == NNC_QUANTIZE_INT4W ? "int4" : "int8");
-  if (!st && quant != NNC_QUANTIZE_NONE && o->train)
-    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
-                    "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));
-  if (!st && quant != NNC_QUANTIZE_NONE && (par.tp > 1 || par.dp > 1))
-    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --parallel (a rank's slices of a "
-                    "quantized weight are not built yet)", nnc_quantize_name(quant));
   /* e4m3 GEMMs: cuBLASLt's FP8 kernels need Ada's or Hopper's tensor cores */
   if (!st && prec.fp8 && (t.family != NNC_FAMILY_CUDA || t.cuda.sm < 89))
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--precision=fp8: target %s has no FP8 tensor cores; expected "
@@ -121,6 +109,18 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --parallel (a rank's slices of an "
                     "e4m3 weight are not built yet)");
   if (!st && prec.fp8) quant = NNC_QUANTIZE_FP8;
+  /* int8 weights: the C SIMD GEMM reads them (CUDA and OpenCL not yet);
+   * training updates float weights, and a plan slices the file's tensors */
+  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && t.family != NNC_FAMILY_C_SIMD)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no %s GEMM yet; expected a c-simd "
+                    "target (c-simd, c-avx2, ...) or --quantize=none", nnc_quantize_name(quant), t.name,
+                    quant == NNC_QUANTIZE_INT4W ? "int4" : "int8");
+  if (!st && quant != NNC_QUANTIZE_NONE && o->train)
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
+                    "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));
+  if (!st && quant != NNC_QUANTIZE_NONE && (par.tp > 1 || par.dp > 1))
+    st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --parallel (a rank's slices of a "
+                    "quantized weight are not built yet)", nnc_quantize_name(quant));
   prec.f32_weight_math = nnc_emit_has_f32_weights(t.family);
   /* the OpenCL emitter writes f32 outputs only: refused here, the one place
    * that knows both the option and the target */
@@ -167,7 +167,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .no_gemm_act_last = !nnc_emit_has_gemm_act_last(t.family),
                          .hoist_weights = at_load,
                          .gemm_windows = nnc_emit_gemm_windows(&t),
-                         .reduce_windows = nnc_emit_has_reduce_windows(t.family)};
+                         .reduce_windows = nnc_emit_has_reduce_windows(t.family),
+                         .attention_append = nnc_emit_has_attention_append(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
   if (!st) st = nnc_pass_quantize(&g, quant, &quantized, err);
   if (!st) {

@@ -47,6 +47,18 @@ nnc_status cu_emit_all_gather(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err)
 /* emit_shard.c: rank_slice, cross_entropy_shard and its gradient */
 nnc_status cu_emit_rank_slice(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
 nnc_status cu_emit_ce_shard(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
+/* --precision=fp8 (cuda_fp8.c): whether any weight is held as e4m3, whether
+ * GEMM d reads one; the tables and upload_fp8() of <model>.cu; the body of
+ * such a GEMM's launcher after `M, N, K` (A's rows quantized, with their
+ * norm, then nnc_cuda_gemm_fp8 with the cuBLASLt epilogue epi, the residual
+ * when lt_residual, added before the activation when act_after); and the
+ * workspace it needs. */
+bool cu_fp8_any(const ec_ctx *x);
+bool cu_fp8_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
+void cu_fp8_tables(const ec_ctx *x, nnc_sb *b);
+void cu_fp8_upload(const ec_ctx *x, nnc_sb *b);
+void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body);
+void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
  * rows). */

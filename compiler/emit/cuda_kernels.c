@@ -167,6 +167,13 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
                                                : "NNRT_EPI_GELU_TANH";
   /* act_last: cuBLASLt adds the residual (its C) before its epilogue, or before the epilogue kernel's activation */
   p->lt_residual = d->residual >= 0 && !d->residual_mul && (!p->post || d->act_last);
+  if (cu_fp8_gemm(x, d)) {   /* --precision=fp8: one way, whatever --tune=measure found for bf16 */
+    snprintf(p->why, sizeof p->why, "FP8: A's rows to e4m3 with a scale each%s, then cuBLASLt e4m3 x e4m3 with the "
+             "row and channel scales%s (its fallback where cuBLASLt has no algorithm: unscaled f32 rows, then the "
+             "scales and epilogue in a kernel)", p->pre_norm ? " by the norm kernel" : "",
+             p->post ? ", then an epilogue kernel" : "");
+    return NNC_OK;
+  }
   int pad = pad_of(x, d, &p->s, p->lt_residual);
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
@@ -415,6 +422,25 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
 }
 
 /* GEMM kernel ki as `static int NAME(m, c, s)` with implementation impl. */
+/* After the cuBLASLt call: the epilogue kernel (p->post) and the return. */
+static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const char *name, const char *batch, nnc_sb *b,
+                           nnc_sb *body) {
+  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
+  char bi[EC_EXPR + 32];
+  if (p->post) {
+    emit_post_kernel(x, ki, name, b);
+    char pr[256] = "nullptr", pout[256];
+    if (d->residual >= 0 && !d->act_last) ec_ptr(x, d->residual, pr, sizeof pr);
+    if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
+    nnc_sb_printf(body, "  const long long n = (long long)M * N%s;\n"
+                        "  %s_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
+                        "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name,
+                  ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
+  } else if (!p->pad_n) {
+    nnc_sb_printf(body, "  return 0;\n");
+  }
+}
+
 static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const char *name, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
@@ -423,7 +449,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   if (st) return st;
   nnc_sb body;
   nnc_sb_init(&body);
-  bool skinny = p.own < 0 && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
+  bool fp8 = cu_fp8_gemm(x, d);   /* cuda_fp8.c */
+  bool skinny = p.own < 0 && !fp8 && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
   nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
@@ -435,7 +462,15 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
     gemm_batch(x, k, &p, batch, sizeof batch, &sa, &sb);
     gemm_dims(x, &p, &body);
     const char *A = "A";
-    if (p.pre_norm) {
+    if (fp8 && (p.s.nb > 0 || d->a_trans || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE)) {
+      nnc_sb_free(&body);
+      return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: an e4m3 weight's GEMM must be a linear of one batch "
+                        "item with A [M, K] and no aux or bias gradient", ki);
+    }
+    if (fp8) {
+      cu_fp8_gemm_body(x, ki, p.lt_epi, p.lt_residual, d->act_last && !p.post, &body);
+      emit_post_call(x, ki, &p, name, batch, b, &body);
+    } else if (p.pre_norm) {
       /* the normalized rows of A, in the workspace */
       char pg[256], pbeta[256] = "nullptr";
       ec_ptr(x, d->norm_gamma, pg, sizeof pg);
@@ -453,9 +488,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
-    if (p.wg) {
+    if (!fp8 && p.wg) {
       wgmma_body(x, ki, &p, &body);
-    } else {
+    } else if (!fp8) {
       char inner[EXPR], ii[EXPR];
       ec_dims_product(x, d->out, p.s.first_inner, p.s.nb, inner, sizeof inner);
       nnc_sb_printf(&body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
@@ -523,18 +558,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                       times(batch, bi, sizeof bi), times(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), ki, x->P);
         if (!p.post) nnc_sb_printf(&body, "  return 0;\n");
       }
-      if (p.post) {
-        emit_post_kernel(x, ki, name, b);
-        char pr[256] = "nullptr", pout[256];
-        if (d->residual >= 0 && !d->act_last) ec_ptr(x, d->residual, pr, sizeof pr);
-        if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
-        nnc_sb_printf(&body, "  const long long n = (long long)M * N%s;\n"
-                             "  %s_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
-                             "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name,
-                      ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
-      } else if (!p.pad_n) {
-        nnc_sb_printf(&body, "  return 0;\n");
-      }
+      emit_post_call(x, ki, &p, name, batch, b, &body);
     }
   }
   char head[160];
@@ -613,7 +637,9 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
   gemm_plan p;
   nnc_error e;
   if (plan_gemm(x, k, impl, &p, &e)) return;
-  if (p.own >= 0 && p.pre_norm) {
+  if (cu_fp8_gemm(x, &k->d.gemm)) {
+    cu_fp8_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
+  } else if (p.own >= 0 && p.pre_norm) {
     char rows[EXPR];
     ec_dims_product(x, k->d.gemm.out, 0, x->g->tensors[k->d.gemm.out].rank - 1, rows, sizeof rows);
     nnc_sb_printf(b, "  {   /* kernel %d: row statistics of A, two floats a row */\n"
@@ -635,6 +661,32 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
 }
 
 /* ------------------------------------------------------------- attention */
+
+/* The kv appends folded into a forward attention (nnc_attention_desc.append):
+ * a.k_new / a.v_new and their strides, where the kv_append read its rows. */
+static void emit_appends(const ec_ctx *x, const nnc_kernel *k, nnc_sb *b) {
+  static const char *const names[2][2] = {{"k_new", "kn"}, {"v_new", "vn"}};
+  if (k->kind != NNC_KERNEL_ATTENTION) return;
+  const nnc_attention_desc *a = &k->d.attn;
+  for (int i = 0; i < 2; i++) {
+    const nnc_attn_append *ap = &a->append[i];
+    if (!ap->on) continue;
+    char off[EXPR], sb[EXPR], sh[EXPR], si[EXPR], p[256], cache[600], src[600];
+    nnc_emit_dim_expr(x->g, ap->src.offset, "d->", off, sizeof off);
+    nnc_emit_dim_expr(x->g, ap->src.sb, "d->", sb, sizeof sb);
+    nnc_emit_dim_expr(x->g, ap->src.sh, "d->", sh, sizeof sh);
+    nnc_emit_dim_expr(x->g, ap->src.si, "d->", si, sizeof si);
+    const bool zero = strcmp(off, "0") == 0;
+    if (i == 0 || !a->append[0].on)
+      nnc_sb_printf(b, "  /* the kv appends run inside the attention (a copy kernel each would cost a launch a layer):\n"
+                       "   * this call's T new rows become rows S - T .. S - 1 of the caches, attended to as they are written */\n");
+    nnc_sb_printf(b, "  /* %s read in place: %s, into %s */\n", names[i][0], ec_note(x, ap->src.base, src, sizeof src),
+                  ec_note(x, x->g->nodes[ap->node].in[0], cache, sizeof cache));
+    nnc_sb_printf(b, "  a.%s = %s%s%s;\n  a.%s_sb = %s;\n  a.%s_sh = %s;\n  a.%s_st = %s;\n", names[i][0],
+                  ec_ptr(x, ap->src.base, p, sizeof p), zero ? "" : " + ", zero ? "" : off, names[i][1], sb, names[i][1],
+                  sh, names[i][1], si);
+  }
+}
 
 /* Attention (nnc_cuda_attention) or its backward (nnc_cuda_attention_bwd):
  * sizes and the strides of contiguous operands, then pointers, the mask
@@ -711,6 +763,7 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
     if (!ec_attn_view(x, k, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
   }
   ec_attn_emit_views(x, k, "a.", NULL, &body);
+  emit_appends(x, k, &body);
   if (a->lse >= 0) ec_assign(x, &body, 2, "a.lse", a->lse);
   bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype;
   if (conv) {

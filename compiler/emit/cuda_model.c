@@ -49,9 +49,10 @@ static void front(const ec_ctx *x, nnc_sb *b) {
                    "#include \"%s.h\"\n#include \"runtime/nnrt.h\"\n#include \"runtime/cuda/nnrt_cuda.h\"\n%s"
                    "#include \"support/nnc_weights.h\"\n\n"
                    "#include \"kernels/attention.cuh\"\n#include \"kernels/layernorm.cuh\"\n"
-                   "#include \"kernels/loops.cuh\"\n#include \"kernels/reduce.cuh\"\n#include \"kernels/softmax.cuh\"\n#include \"kernels/transpose.cuh\"\n%s\n", p,
+                   "#include \"kernels/loops.cuh\"\n#include \"kernels/reduce.cuh\"\n#include \"kernels/softmax.cuh\"\n#include \"kernels/transpose.cuh\"\n%s%s\n", p,
                 x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "",
-                x->r->train ? "#include \"kernels/attention_bwd.cuh\"\n#include \"kernels/norm_bwd.cuh\"\n#include \"kernels/optim.cuh\"\n" : "");
+                x->r->train ? "#include \"kernels/attention_bwd.cuh\"\n#include \"kernels/norm_bwd.cuh\"\n#include \"kernels/optim.cuh\"\n" : "",
+                cu_fp8_any(x) ? "#include \"kernels/fp8.cuh\"   /* --precision=fp8 */\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);
   nnc_sb_printf(b, "/* The weights the model expects, in the order of the model's declarations\n"
@@ -65,6 +66,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   if (!g->nparams) nnc_sb_printf(b, "  {NNRT_F32, 0},\n");
   int64_t wbytes = g->nparams ? x->w_off[g->nparams] : 0;
   nnc_sb_printf(b, "};\n#define WEIGHT_BYTES %lldu\n\n", (long long)(wbytes ? wbytes : 256));
+  if (cu_fp8_any(x)) cu_fp8_tables(x, b);
   ec_emit_sym_tables(x, b);
   ec_emit_kernel_table(x, b);
   nnc_sb_printf(b,
@@ -110,6 +112,8 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     "  char err[512];\n", p, g->ninputs ? g->ninputs : 1, g->noutputs, p, g->nparams ? g->nparams : 1,
     g->nsyms ? g->nsyms : 1, s->nk ? s->nk : 1, p, p, p);
   if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;                 /* prepare() has run on these weights */\n");
+  if (cu_fp8_any(x))
+    nnc_sb_printf(b, "  int fp8_path[NKERNELS];       /* an FP8 GEMM's way, found by its first run (kernels/fp8.cuh) */\n");
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;               /* this rank's place among the plan's %d (NCCL) */\n"
                      "  int own_comm;                  /* made by create(), not given in the options */\n", x->world);
@@ -449,9 +453,10 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
   /* weights */
+  if (cu_fp8_any(x)) cu_fp8_upload(x, b);
   nnc_sb_printf(b,
     "/* Converts count floats to weight i's stored type and copies them to the device. */\n"
-    "static int upload(%s_model *m, int i, const float *data, size_t count) {\n"
+    "static int upload(%s_model *m, int i, const float *data, size_t count) {\n%s"
     "  size_t esize = layout[i].stored == NNRT_F32 || layout[i].stored == NNRT_I32 ? 4 : 2;\n"
     "  void *tmp = malloc(count * esize + 1);\n"
     "  if (!tmp) return fail(m, %s_E_NOMEM, \"out of memory converting weight %%s\", manifest[i].name);\n"
@@ -465,7 +470,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  free(tmp);\n%s"
     "  if (ce != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"copying weight %%s to the GPU: %%s\", manifest[i].name, cudaGetErrorString(ce));\n"
-    "  return 0;\n}\n\n", p, P,
+    "  return 0;\n}\n\n", p,
+    cu_fp8_any(x) ? "  if (fp8_layout[i].n) return upload_fp8(m, i, data, count);   /* held as e4m3 */\n" : "", P,
     cu_train_master(x) ? "  /* training: the master copy, in f32 as given */\n"
                          "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"
                        : "", P);

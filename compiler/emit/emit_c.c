@@ -644,6 +644,15 @@ nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error
   return st;
 }
 
+int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t) {
+  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL) {
+    /* e4m3 [N, K], then N f32 scales from the next 256 bytes */
+    int64_t n = t->shape[t->quant.axis].k, k = t->shape[1 - t->quant.axis].k;
+    return (n * k + 255) / 256 * 256 + n * 4;
+  }
+  return nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
+}
+
 nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
   const nnc_graph *g = x->g;
   x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
@@ -652,7 +661,7 @@ nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *t = &g->tensors[g->params[i]];
     x->w_off[i] = off;
-    off += (nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype) + 255) / 256 * 256;
+    off += (ec_held_bytes(g, t) + 255) / 256 * 256;
   }
   x->w_off[g->nparams] = off;
   return NNC_OK;

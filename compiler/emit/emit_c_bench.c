@@ -414,6 +414,8 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     : !x->device && held_w8a8(g) ? "\n    5e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* w8a8 against the float model: 5e-2 */"
     : !x->device && held_int8(g) ? "\n    2e-2, NULL, NULL, NULL, 0, NULL, NULL,   /* int8 weights against the float model: 2e-2 */"
     : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"
+    : x->r->precision.fp8 ? "\n    1e-1, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* fp8 GEMMs against the float model (e4m3: 3 "
+                            "mantissa bits, 2^-4 relative a rounding): 1e-1 */"
     : x->r->precision.storage == NNC_BF16 ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* bf16 storage: 1e-2 */"
     : x->r->precision.storage == NNC_F16  ? "\n    1e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* f16 storage: 1e-2 */"
     : x->r->precision.tf32                ? "\n    1e-2, b_stage, b_run_staged, b_peaks, 0,   /* tf32 matmuls: 1e-2 */"

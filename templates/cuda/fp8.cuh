@@ -1,0 +1,267 @@
+/* templates/cuda/fp8.cuh — --precision=fp8's kernels: e4m3 operands for
+ * cuBLASLt's FP8 GEMMs and the GEMM call itself.
+ *
+ * Weights: quantized once when they load, from f32 on the device, one scale
+ * per output channel (max|w| / 448), held [N, K] (K-major, what cuBLASLt's
+ * FP8 kernels read) whatever the file's layout.
+ * Activations: each GEMM's A quantized when it runs, a scale per row (its
+ * max|a| / 448: dynamic, no calibration), by one kernel that also applies
+ * the layernorm or rmsnorm the GEMM reads, from f32, so the normalized row
+ * is rounded once (to e4m3), not twice (bf16, then e4m3).
+ * The GEMM: cuBLASLt e4m3 x e4m3 with both scale vectors
+ * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: Hopper only) and the bias,
+ * activation and residual in its epilogue. Where cuBLASLt has no algorithm
+ * for that (Ada; a combination it lacks), the same product unscaled into f32
+ * rows of the workspace, a slice of rows at a time, then one kernel applies
+ * the scales, bias, activation and residual.
+ *
+ * Conversions round to nearest even and saturate to +-448 (cvt's
+ * .satfinite), as runtime/half.c's nnrt_f32_to_e4m3 does on the host. */
+#ifndef NNC_CUDA_FP8_CUH
+#define NNC_CUDA_FP8_CUH
+
+#include <cuda_fp8.h>
+
+#include "nnc_cuda.cuh"
+#include "runtime/cuda/nnrt_cuda.h"
+
+#define NNC_FP8_THREADS 256
+#define NNC_FP8_MAX 448.0f
+/* The fallback's f32 rows: at most this many bytes of workspace at a time. */
+#define NNC_FP8_TMP_BYTES ((size_t)16 << 20)
+
+__device__ __forceinline__ unsigned char nnc_to_e4m3(float v) {
+  return (unsigned char)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* 1 / scale for a slice whose largest magnitude is amax; 0 for a zero slice
+ * (its values stay 0 and its scale is 0). */
+__device__ __forceinline__ float nnc_fp8_inv(float amax) { return amax > 0.0f ? NNC_FP8_MAX / amax : 0.0f; }
+
+/* Weight quantization: block n makes output channel n, q[n][k] and
+ * scale[n], from w [N, K] (in_out 0) or [K, N] (in_out 1, GPT-2's Conv1D). */
+__global__ void nnc_fp8_weight_kernel(const float *w, int N, int K, int in_out, unsigned char *q, float *scale) {
+  __shared__ float red[NNC_FP8_THREADS / 32];
+  const int n = blockIdx.x;
+  const long long step = in_out ? N : 1;
+  const float *row = in_out ? w + n : w + (long long)n * K;
+  float amax = 0.0f;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(row[k * step]));
+  amax = nnc_group_reduce<nnc_max_op, NNC_FP8_THREADS>(amax, red);
+  const float inv = nnc_fp8_inv(amax);
+  for (int k = threadIdx.x; k < K; k += blockDim.x) q[(long long)n * K + k] = nnc_to_e4m3(row[k * step] * inv);
+  if (threadIdx.x == 0) scale[n] = amax / NNC_FP8_MAX;
+}
+
+/* w: N*K f32 on the device; q: N*K bytes, scale: N floats. */
+inline nnc_cuda_status nnc_cuda_fp8_weight(const float *w, int N, int K, bool in_out, unsigned char *q, float *scale,
+                                           cudaStream_t s, nnc_cuda_error *err) {
+  if (!w || !q || !scale || N < 0 || K < 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_weight", "a NULL pointer or a negative size");
+  if (N == 0) return NNC_CUDA_OK;
+  nnc_fp8_weight_kernel<<<N, NNC_FP8_THREADS, 0, s>>>(w, N, K, in_out ? 1 : 0, q, scale);
+  return nnc_cuda_check_launch(err, "nnc_cuda_fp8_weight");
+}
+
+/* What a GEMM's A rows are before they are quantized. */
+enum nnc_fp8_norm { NNC_FP8_PLAIN, NNC_FP8_LAYERNORM, NNC_FP8_RMSNORM };
+
+/* Block r quantizes row r of x (after its norm): q[r][j] and scale[r]. The
+ * row is read a few times (statistics, max, values): from L1 after the
+ * first. */
+template <typename T, int NORM>
+__global__ void nnc_fp8_rows_kernel(int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
+                                    unsigned char *q, float *scale) {
+  __shared__ float red[NNC_FP8_THREADS / 32];
+  const long long r = blockIdx.x;
+  const T *xr = x + r * ldx;
+  float mean = 0.0f, rstd = 1.0f;
+  if (NORM == NNC_FP8_LAYERNORM) {
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) s += nnc_dtype<T>::load(xr[j]);
+    mean = nnc_group_reduce<nnc_sum_op, NNC_FP8_THREADS>(s, red) / (float)cols;
+    float v = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float d = nnc_dtype<T>::load(xr[j]) - mean;
+      v = fmaf(d, d, v);
+    }
+    rstd = rsqrtf(nnc_group_reduce<nnc_sum_op, NNC_FP8_THREADS>(v, red) / (float)cols + eps);
+  } else if (NORM == NNC_FP8_RMSNORM) {
+    float v = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float a = nnc_dtype<T>::load(xr[j]);
+      v = fmaf(a, a, v);
+    }
+    rstd = rsqrtf(nnc_group_reduce<nnc_sum_op, NNC_FP8_THREADS>(v, red) / (float)cols + eps);
+  }
+  auto value = [&](int j) {
+    const float a = nnc_dtype<T>::load(xr[j]);
+    if (NORM == NNC_FP8_PLAIN) return a;
+    const float g = gamma ? nnc_dtype<T>::load(gamma[j]) : 1.0f;
+    const float b = NORM == NNC_FP8_LAYERNORM && beta ? nnc_dtype<T>::load(beta[j]) : 0.0f;
+    return fmaf((a - mean) * rstd, g, b);
+  };
+  float amax = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) amax = fmaxf(amax, fabsf(value(j)));
+  amax = nnc_group_reduce<nnc_max_op, NNC_FP8_THREADS>(amax, red);
+  const float inv = nnc_fp8_inv(amax);
+  unsigned char *qr = q + r * cols;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) qr[j] = nnc_to_e4m3(value(j) * inv);
+  if (threadIdx.x == 0) scale[r] = amax / NNC_FP8_MAX;
+}
+
+/* Row r of x [rows, cols] (leading dimension ldx), normalized as norm says
+ * (gamma, beta: cols elements or NULL), to e4m3 in q [rows, cols] with its
+ * scale in scale[r]. */
+template <typename T>
+nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T *x, long long ldx, const T *gamma,
+                                  const T *beta, float eps, unsigned char *q, float *scale, cudaStream_t s,
+                                  nnc_cuda_error *err) {
+  if (!x || !q || !scale || rows < 0 || cols < 0 || ldx < cols)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_rows", "a NULL pointer, a negative size or ldx < cols");
+  if (rows == 0) return NNC_CUDA_OK;
+  if (norm == NNC_FP8_LAYERNORM)
+    nnc_fp8_rows_kernel<T, NNC_FP8_LAYERNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, q, scale);
+  else if (norm == NNC_FP8_RMSNORM)
+    nnc_fp8_rows_kernel<T, NNC_FP8_RMSNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, q, scale);
+  else
+    nnc_fp8_rows_kernel<T, NNC_FP8_PLAIN><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, q, scale);
+  return nnc_cuda_check_launch(err, "nnc_cuda_fp8_rows");
+}
+
+/* One FP8 GEMM: D [M, N] (leading dimension N) = act(alpha * (a_scale[m] *
+ * w_scale[n] * A.W^T) + bias) + residual, A [M, K] and W [N, K] e4m3. act is
+ * NNRT_EPI_NONE, NNRT_EPI_RELU or NNRT_EPI_GELU_TANH; act_after_residual:
+ * act(... + residual) instead. tmp: workspace for the fallback's f32 rows. */
+template <typename TO> struct nnc_cuda_fp8_gemm_args {
+  int M, N, K;
+  const unsigned char *a;
+  const float *a_scale;
+  const unsigned char *w;
+  const float *w_scale;
+  const TO *bias;
+  const TO *residual;
+  bool act_after_residual;
+  TO *d;
+  float alpha;
+  int act;
+  float *tmp;
+};
+
+/* The fallback's epilogue over rows [0, rows) of tmp. */
+template <typename TO>
+__global__ void nnc_fp8_epilogue_kernel(nnc_cuda_fp8_gemm_args<TO> f, int rows, const float *tmp, const float *a_scale,
+                                        const TO *residual, TO *d) {
+  const long long n = (long long)rows * f.N;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
+    const int r = (int)(e / f.N), c = (int)(e % f.N);
+    float v = f.alpha * tmp[e] * a_scale[r] * f.w_scale[c];
+    if (f.bias) v += nnc_dtype<TO>::load(f.bias[c]);
+    if (residual && f.act_after_residual) v += nnc_dtype<TO>::load(residual[e]);
+    if (f.act == NNRT_EPI_RELU) v = fmaxf(v, 0.0f);
+    else if (f.act == NNRT_EPI_GELU_TANH)
+      v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    if (residual && !f.act_after_residual) v += nnc_dtype<TO>::load(residual[e]);
+    d[e] = nnc_dtype<TO>::store(v);
+  }
+}
+
+template <typename TO> constexpr nnrt_cuda_dtype nnc_fp8_out_type() {
+  return sizeof(TO) == 4 ? NNRT_DT_F32 : NNRT_DT_BF16;
+}
+
+/* The fallback: slices of rows unscaled into tmp, then the epilogue. */
+template <typename TO>
+nnc_cuda_status nnc_fp8_gemm_fallback(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, cudaStream_t s,
+                                      nnc_cuda_error *err) {
+  const long long per = (long long)(NNC_FP8_TMP_BYTES / ((size_t)f.N * sizeof(float)));
+  const int slice = (int)(per < 1 ? 1 : per > f.M ? f.M : per);
+  for (int r0 = 0; r0 < f.M; r0 += slice) {
+    const int rows = f.M - r0 < slice ? f.M - r0 : slice;
+    nnrt_cuda_gemm g = {};
+    g.M = rows;
+    g.N = f.N;
+    g.K = f.K;
+    g.batch = 1;
+    g.ab = NNRT_DT_E4M3;
+    g.out = NNRT_DT_F32;
+    g.A = f.a + (long long)r0 * f.K;
+    g.lda = f.K;
+    g.B = f.w;
+    g.ldb = f.K;
+    g.b_trans = true;
+    g.D = f.tmp;
+    g.ldd = f.N;
+    g.stride_d = (long long)rows * f.N;
+    g.alpha = 1.0f;
+    g.epilogue = NNRT_EPI_NONE;
+    nnrt_error e = {};
+    if (nnrt_cuda_gemm_run(h, &g, s, &e))
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "unscaled fallback: %s", e.msg);
+    const long long n = (long long)rows * f.N;
+    const unsigned blocks = (unsigned)((n + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS < 65535 * 8
+                                           ? (n + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS : 65535 * 8);
+    nnc_fp8_epilogue_kernel<TO><<<blocks, NNC_FP8_THREADS, 0, s>>>(
+        f, rows, f.tmp, f.a_scale + r0, f.residual ? f.residual + (long long)r0 * f.N : nullptr,
+        f.d + (long long)r0 * f.N);
+    if (nnc_cuda_check_launch(err, "nnc_cuda_gemm_fp8")) return NNC_CUDA_E_LAUNCH;
+  }
+  return NNC_CUDA_OK;
+}
+
+/* Bytes of workspace the fallback needs for an M x N product. */
+inline size_t nnc_cuda_fp8_tmp_bytes(long long M, long long N) {
+  const size_t all = (size_t)M * (size_t)N * sizeof(float), row = (size_t)N * sizeof(float);
+  if (all <= NNC_FP8_TMP_BYTES) return all;
+  return row > NNC_FP8_TMP_BYTES ? row : NNC_FP8_TMP_BYTES / row * row;
+}
+
+/* The product, by cuBLASLt with both scale vectors and its epilogue where it
+ * can (*path 1), else by the fallback (*path 2). *path 0: not known yet;
+ * the first call finds out (cuBLASLt answers "unsupported" before launching
+ * anything) and the model keeps the answer, so later calls (and a captured
+ * graph) take the path found at once. */
+template <typename TO>
+nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, int *path, cudaStream_t s,
+                                  nnc_cuda_error *err) {
+  if (!f.a || !f.a_scale || !f.w || !f.w_scale || !f.d || !f.tmp || !path)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "a NULL operand, scale, output or workspace");
+  if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
+  if (*path != 2) {
+    nnrt_cuda_gemm g = {};
+    g.M = f.M;
+    g.N = f.N;
+    g.K = f.K;
+    g.batch = 1;
+    g.ab = NNRT_DT_E4M3;
+    g.out = nnc_fp8_out_type<TO>();
+    g.A = f.a;
+    g.lda = f.K;
+    g.a_scale = f.a_scale;
+    g.B = f.w;
+    g.ldb = f.K;
+    g.b_trans = true;
+    g.b_scale = f.w_scale;
+    g.bias = f.bias;
+    g.residual = f.residual;
+    g.stride_r = (long long)f.M * f.N;
+    g.act_after_residual = f.act_after_residual;
+    g.D = f.d;
+    g.ldd = f.N;
+    g.stride_d = (long long)f.M * f.N;
+    g.alpha = f.alpha;
+    g.epilogue = f.act;
+    nnrt_error e = {};
+    nnrt_status st = nnrt_cuda_gemm_run(h, &g, s, &e);
+    if (st == NNRT_OK) {
+      *path = 1;
+      return NNC_CUDA_OK;
+    }
+    if (*path == 1 || st != NNRT_E_ARG || strncmp(e.msg, "unsupported", 11) != 0)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
+    *path = 2;
+  }
+  return nnc_fp8_gemm_fallback(h, f, s, err);
+}
+
+#endif

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tests/unit/fp8_cuda.sh NNC: --precision=fp8 on the CUDA targets without a
+# GPU (tests/meson.build runs it; bench/gpu_fp8.sh runs the folders).
+#  1. small GPT-2 (Conv1D weights [K, N], tied head) and BERT (nn.Linear
+#     [N, K], erf-GELU after its GEMM) folders for cuda-sm90a and cuda-sm89:
+#     --emit=ir marks the linear weights e4m3 (and not the tied wte), the
+#     .cu quantizes each GEMM's A in the norm kernel where there is one
+#     (no separate layernorm before an FP8 GEMM: GPT-2's pre-norms), and the folder builds
+#     with nvcc for its architecture (skipped without nvcc);
+#  2. the refusals, one a case, each with its message: targets without FP8
+#     tensor cores (c-simd, opencl, cuda-sm80, cuda-sm86), --train,
+#     --quantize, --parallel; none leaves an output folder behind.
+set -euo pipefail
+nnc=${1:?usage: fp8_cuda.sh NNC}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+gpt2="-D layers=2 -D d=64 -D heads=2 -D vocab=101 -D ctx=32 -D batch=3"
+bert="-D layers=2 -D hidden=64 -D heads=4 -D intermediate=128 -D vocab=31 -D positions=16 -D seq=16 -D batch=3"
+
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --target=cuda-sm90a --precision=fp8 $gpt2 --emit=ir > "$work/gpt2.ir"
+[ "$(grep -c 'held as e4m3' "$work/gpt2.ir")" -eq 8 ] || fail "gpt2: expected 8 e4m3 weights (4 a layer)"
+grep -q "param.*wte.weight.*held as e4m3" "$work/gpt2.ir" && fail "gpt2: the tied wte must stay bf16"
+# shellcheck disable=SC2086
+"$nnc" models/bert.lua --target=cuda-sm90a --precision=fp8 $bert --emit=ir > "$work/bert.ir"
+[ "$(grep -c 'held as e4m3' "$work/bert.ir")" -eq 12 ] || fail "bert: expected 12 e4m3 weights (6 a layer)"
+
+have_nvcc=1
+command -v nvcc > /dev/null 2>&1 || { have_nvcc=0; echo "no nvcc: the folders are emitted, not built"; }
+for target in cuda-sm90a cuda-sm89; do
+  arch=$([ "$target" = cuda-sm90a ] && echo "-gencode arch=compute_90a,code=sm_90a" || echo "-gencode arch=compute_89,code=sm_89")
+  for model in gpt2 bert; do
+    dir="$work/${model}_$target"
+    defines=$([ "$model" = gpt2 ] && echo "$gpt2" || echo "$bert")
+    # shellcheck disable=SC2086
+    "$nnc" "models/$model.lua" --target=$target --precision=fp8 $defines -o "$dir"
+    cu="$dir/$model.cu"
+    grep -q '#include "kernels/fp8.cuh"' "$cu" || fail "$model $target: no kernels/fp8.cuh"
+    calls=$(grep -c "nnc_cuda_gemm_fp8(m->blas" "$cu")
+    [ "$calls" -eq "$(grep -c 'held as e4m3' "$work/$model.ir")" ] || fail "$model $target: $calls FP8 GEMMs"
+    # GPT-2's pre-norms fuse into the quantization (BERT's post-norms are stored: they are the residual too)
+    if [ "$model" = gpt2 ]; then
+      grep -q "nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_LAYERNORM" "$cu" || fail "$model $target: no fused layernorm"
+    fi
+    both=$(awk '/^static int k[0-9]+\(/ { f = 0; n = 0 } /nnc_cuda_layernorm\(/ { n = 1 } /nnc_cuda_gemm_fp8\(m->blas/ { f = 1 }
+                f && n { print; f = 0 }' "$cu")
+    [ -z "$both" ] || fail "$model $target: a layernorm kernel before an FP8 GEMM"
+    grep -q "upload_fp8(m, i, data, count)" "$cu" || fail "$model $target: the weights are not quantized at load"
+    grep -q "fp8 GEMMs against the float model" "$dir/bench_$model.c" || fail "$model $target: not fp8's tolerance"
+    if [ $have_nvcc = 1 ]; then
+      make -s -C "$dir" -j2 ARCH="$arch" "bench_$model" > "$dir.make.log" 2>&1 || { tail -30 "$dir.make.log"; fail "$model $target: nvcc build"; }
+    fi
+  done
+done
+
+# refusal CMD... EXIT PATTERN: exits EXIT, says PATTERN, leaves no folder
+refusal() {
+  local want=$1 pattern=$2
+  shift 2
+  local out rc=0
+  out=$("$nnc" "$@" -o "$work/refused" 2>&1) || rc=$?
+  [ "$rc" -eq "$want" ] || { echo "$out"; fail "$*: exit $rc, expected $want"; }
+  grep -q -- "$pattern" <<< "$out" || { echo "$out"; fail "$*: expected a message matching '$pattern'"; }
+  [ ! -e "$work/refused" ] || fail "$*: left an output folder"
+}
+for t in c-simd opencl cuda-sm80 cuda-sm86; do
+  refusal 6 "--precision=fp8: target $t has no FP8 tensor cores; expected cuda-sm89, cuda-sm90 or cuda-sm90a" \
+    models/mlp.lua --target=$t --precision=fp8
+done
+refusal 1 "--precision=fp8: expected no --train" models/mlp.lua --target=cuda-sm90a --precision=fp8 --train
+refusal 1 "--precision=fp8: expected no --quantize (fp8 already holds the linear weights as e4m3), found --quantize=int8w" \
+  models/mlp.lua --target=cuda-sm90a --precision=fp8 --quantize=int8w
+refusal 1 "--precision=fp8: expected no --parallel" models/mlp.lua --target=cuda-sm90a --precision=fp8 --parallel=tp:2
+echo "ok"
