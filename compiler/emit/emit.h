@@ -76,6 +76,10 @@ typedef struct nnc_emitter {
   /* Whether it writes a reduce kernel of an im2col and a max or mean over
    * its taps (pooling) as one kernel reading the image. */
   bool reduce_windows;
+  /* Whether its attention takes a kv_append's new rows and writes them into
+   * the cache it reads (nnc_attention_desc.append, passes/fold_append.c), so
+   * that the append is no kernel of its own. */
+  bool attention_append;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -95,6 +99,8 @@ bool nnc_emit_has_gemm_act_last(nnc_target_family f);
 int nnc_emit_gemm_windows(const nnc_target_desc *t);
 /* Whether the emitter of family f pools straight from images (nnc_emitter.reduce_windows). */
 bool nnc_emit_has_reduce_windows(nnc_target_family f);
+/* Whether the emitter of family f folds kv appends into the attention (nnc_emitter.attention_append). */
+bool nnc_emit_has_attention_append(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

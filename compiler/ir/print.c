@@ -128,6 +128,21 @@ static void print_attn(FILE *f, const nnc_attention_desc *d) {
 
 static const char *const fwd_names[4] = {"q", "k", "v", "out"}, *const grad_names[4] = {"dout", "dq", "dk", "dv"};
 
+/* The kv appends folded into an attention: the node and where its new rows are read. */
+static void print_appends(FILE *f, const nnc_graph *g, const nnc_attention_desc *d) {
+  bool any = false;
+  for (int i = 0; i < 2; i++) {
+    const nnc_attn_append *a = &d->append[i];
+    if (!a->on) continue;
+    char o[64], b[64], h[64], r[64];
+    fprintf(f, "%s %s_new=%%%d:t%d+%s[%s,%s,%s]", any ? "" : "      appends:", fwd_names[NNC_ATTN_K + i], a->node,
+            a->src.base, nnc_dim_format(g, a->src.offset, o, sizeof o), nnc_dim_format(g, a->src.sb, b, sizeof b),
+            nnc_dim_format(g, a->src.sh, h, sizeof h), nnc_dim_format(g, a->src.si, r, sizeof r));
+    any = true;
+  }
+  if (any) fputc('\n', f);
+}
+
 static void print_attn_grad(FILE *f, const nnc_graph *g, const nnc_attention_grad_desc *d) {
   char o[16], q[16], k[16], v[16];
   print_attn(f, &d->fwd);
@@ -153,6 +168,7 @@ static void print_kernels(FILE *f, const nnc_schedule *s) {
     if (k->kind == NNC_KERNEL_ATTENTION) {
       print_attn(f, &k->d.attn);
       print_views(f, g, k->d.attn.view, fwd_names);
+      print_appends(f, g, &k->d.attn);
     }
     if (k->kind == NNC_KERNEL_ATTENTION_GRAD) print_attn_grad(f, g, &k->d.attn_grad);
   }

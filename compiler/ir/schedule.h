@@ -109,6 +109,21 @@ typedef struct nnc_attn_view {
 
 enum { NNC_ATTN_Q, NNC_ATTN_K, NNC_ATTN_V, NNC_ATTN_OUT };
 
+/* A kv_append folded into the attention that reads its cache in place
+ * (passes/fold_append.c, on a target whose attention writes the new rows
+ * itself: nnc_emitter.attention_append): the kv_append node `node` runs
+ * inside the attention kernel, which takes this call's T new rows from x
+ * (element (b, h, t, c) of the kv_append's x at src.offset + b*src.sb +
+ * h*src.sh + t*src.si + c of tensor src.base: the projection it came from,
+ * or x itself) as keys S - T .. S - 1 and writes them into rows S - T ..
+ * S - 1 of the cache (k's or v's view base). Not `on`: a kv_append kernel
+ * of its own wrote the cache before the attention. */
+typedef struct nnc_attn_append {
+  bool on;
+  int node;
+  nnc_attn_view src;
+} nnc_attn_append;
+
 typedef struct nnc_attention_desc {
   int q, k, v, mask, out;
   int lse;                     /* f32 [..., T]: each row's log-sum-exp of its scaled, masked
@@ -116,6 +131,7 @@ typedef struct nnc_attention_desc {
   bool causal;
   double scale;
   nnc_attn_view view[4];       /* indexed by NNC_ATTN_Q ... NNC_ATTN_OUT */
+  nnc_attn_append append[2];   /* k's and v's (index NNC_ATTN_K - 1, NNC_ATTN_V - 1) */
 } nnc_attention_desc;
 
 enum { NNC_ATTN_DOUT, NNC_ATTN_DQ, NNC_ATTN_DK, NNC_ATTN_DV };

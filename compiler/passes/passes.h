@@ -207,6 +207,9 @@ typedef struct nnc_compile_opts {
                             image is bf16/f16 with channels a multiple of 8: the windows are never stored */
   bool reduce_windows;   /* a max or mean over an NHWC im2col's taps (pooling) that alone reads the windows
                             is one reduce kernel reading the image, when the channels are a multiple of 8 */
+  bool attention_append; /* a kv_append whose cache only its attention reads runs inside that attention
+                            kernel (nnc_attention_desc.append, fold_append.c): the target's attention writes
+                            the new rows itself */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may
@@ -218,6 +221,14 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
  * into the attention's operand views; the folded kernels leave the schedule.
  * Runs between fusion and memory planning. */
 nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err);
+
+/* Folds each kv_append kernel whose cache an attention kernel reads in
+ * place (after nnc_pass_fold_heads) into that attention: its nodes join the
+ * attention kernel, the attention's append[] says where the new rows are,
+ * and the kv_append kernel leaves the schedule. Only for a target whose
+ * attention writes the new rows (nnc_compile_opts.attention_append). Runs
+ * before memory planning. */
+nnc_status nnc_pass_fold_append(nnc_schedule *s, nnc_error *err);
 
 /* Marks the kernels that read weights alone, directly or through other
  * such kernels, and write no graph output (nnc_kernel.at_load). */

@@ -58,6 +58,34 @@ static bool has_views(const nnc_attention_desc *d) {
   return false;
 }
 
+/* The kv appends folded into the kernel (passes/fold_append.c), before it
+ * attends: each kv_append's T rows, read through the append's view, into
+ * rows S - T .. S - 1 of its cache, as nnc_ref_op_kv_append writes them. */
+static nnc_status run_appends(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
+  for (int i = 0; i < 2; i++) {
+    const nnc_attn_append *a = &k->d.attn.append[i];
+    if (!a->on) continue;
+    const nnc_node *n = &r->g->nodes[a->node];
+    const double *x;
+    nnc_status st = nnc_ref_kernel_operand(r, k, ki, a->src.base, "a kv_append's rows", &x, err);
+    if (st) return st;
+    double *cache = nnc_ref_alloc(r, n->in[0]);
+    if (!cache) return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
+    nnc_ref_shape sc = nnc_ref_shape_of(r, n->in[0]), sx = nnc_ref_shape_of(r, n->in[1]), sy = nnc_ref_shape_of(r, n->out[0]);
+    int64_t B = sx.d[0], H = sx.d[1], T = sx.d[2], D = sx.d[3], C = sc.d[2], S = sy.d[2];
+    if (sx.rank != 4 || S < T || S > C)
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected x [B,H,T,D] with T <= S <= the cache's %lld rows, "
+                                 "found rank %d, T = %lld, S = %lld", (long long)C, sx.rank, (long long)T, (long long)S);
+    view_at at = eval_view(r, &a->src);
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t t = 0; t < T; t++)
+          for (int64_t c = 0; c < D; c++)
+            cache[((b * H + h) * C + S - T + t) * D + c] = x[at.off + b * at.sb + h * at.sh + t * at.si + c];
+  }
+  return NNC_OK;
+}
+
 /* Attention on rank-4 operands whose head split and merge were folded in
  * (passes/fold_heads.c): the same streaming softmax as below, each operand
  * read, and the output written, through its view. */
@@ -67,6 +95,8 @@ static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_e
   const char *roles[3] = {"q", "k", "v"};
   const double *src[3], *mask = NULL;
   view_at at[4];
+  nnc_status ast = run_appends(r, k, ki, err);
+  if (ast) return ast;
   for (int i = 0; i < 4; i++) {
     if (!d->view[i].on || r->g->tensors[ops[i]].rank != 4)
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected every operand of a folded attention to "

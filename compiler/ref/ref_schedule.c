@@ -58,6 +58,18 @@ static bool read_through_view(const nnc_kernel *k, const nnc_node *n, int j) {
          k->d.attn_grad.fwd.view[j].on;
 }
 
+/* Whether node i of kernel k belongs to a kv_append folded into its
+ * attention (fold_append.c puts those nodes first): the attention reads the
+ * kv_append's rows through its own view (ref_attention.c's run_appends). */
+static bool appended(const nnc_kernel *k, int i) {
+  if (k->kind != NNC_KERNEL_ATTENTION) return false;
+  for (int a = 0; a < 2; a++)
+    if (k->d.attn.append[a].on)
+      for (int j = i; j < k->nnodes; j++)
+        if (k->nodes[j] == k->d.attn.append[a].node) return true;
+  return false;
+}
+
 /* The kernel's lists are well formed and every tensor its nodes read from
  * outside is one of its inputs with a value. */
 static nnc_status check_kernel(const nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
@@ -78,6 +90,7 @@ static nnc_status check_kernel(const nnc_ref *r, const nnc_kernel *k, int ki, nn
     if (id < 0 || id >= r->g->nnodes || r->g->nodes[id].dead)
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected live nodes, found node id %d", id);
     const nnc_node *n = &r->g->nodes[id];
+    if (appended(k, i)) continue;
     for (int j = 0; j < n->nin; j++) {
       int t = n->in[j];
       if (t >= 0 && t < r->g->ntensors && made_inside(r, k, i, t)) continue;

@@ -876,6 +876,118 @@ static void test_llama_generate_in_place(void **state) {
   model_free(&m);
 }
 
+/* A --generate model compiled as for a target whose attention appends the
+ * kv caches itself (attention_append: CUDA) or not (C SIMD, OpenCL). */
+static void load_generate(model *m, const char *name, const char *const *d, int nd, bool fold) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
+  nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = nd, .generating = true};
+  nnc_compile_opts co = {.attention_append = fold};
+  nnc_error err = {0};
+  memset(m, 0, sizeof *m);
+  nnc_graph_init(&m->g);
+  if (nnc_frontend_load(&o, &m->g, &err)) fail_msg("loading %s: %s", path, err.msg);
+  nnc_schedule_init(&m->s, &m->g);
+  m->scheduled = true;
+  if (nnc_compile_graph_for(&m->g, &co, &m->s, &err)) fail_msg("compiling %s: %s", path, err.msg);
+}
+
+/* How many kernels hold a kv_append node, and how many of those are attentions. */
+static void count_appends(const model *m, int *kernels, int *in_attention) {
+  *kernels = *in_attention = 0;
+  for (int k = 0; k < m->s.nk; k++) {
+    const nnc_kernel *kn = &m->s.k[k];
+    bool has = false;
+    for (int i = 0; i < kn->nnodes; i++) has |= m->g.nodes[kn->nodes[i]].op == NNC_OP_KV_APPEND;
+    *kernels += has;
+    *in_attention += has && kn->kind == NNC_KERNEL_ATTENTION;
+  }
+}
+
+/* fold_append: under --generate on a target whose attention writes the new
+ * rows (CUDA), each layer's k and v appends run inside its attention kernel
+ * (two kernels fewer a layer), reading the new rows where the kv_append
+ * did (GPT-2: c_attn's output through the head split; LLaMA: k from rope's
+ * output, v from the q|k|v projection), and no kv_append output is stored.
+ * Without the capability (C SIMD, OpenCL) the schedule is as before. The
+ * float64 reference runs GPT-2's folded schedule to the graph's logits and
+ * the same caches, at S = 5 keys of which T = 2 are new. */
+static void test_generate_append_folded(void **state) {
+  (void)state;
+  const char *g2[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=16", "batch=3"};
+  const char *ll[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
+  const struct {
+    const char *name;
+    const char *const *d;
+    int nd, layers;
+  } cases[] = {{"gpt2", g2, 6, 2}, {"llama", ll, 8, 3}};
+  for (int c = 0; c < 2; c++) {
+    model plain, folded;
+    load_generate(&plain, cases[c].name, cases[c].d, cases[c].nd, false);
+    load_generate(&folded, cases[c].name, cases[c].d, cases[c].nd, true);
+    int kernels, in_attn;
+    count_appends(&plain, &kernels, &in_attn);
+    assert_int_equal(kernels, 2 * cases[c].layers);
+    assert_int_equal(in_attn, 0);
+    count_appends(&folded, &kernels, &in_attn);
+    assert_int_equal(kernels, cases[c].layers);
+    assert_int_equal(in_attn, cases[c].layers);
+    assert_int_equal(folded.s.nk, plain.s.nk - 2 * cases[c].layers);
+    for (int k = 0; k < folded.s.nk; k++) {
+      const nnc_kernel *kn = &folded.s.k[k];
+      if (kn->kind != NNC_KERNEL_ATTENTION) continue;
+      const nnc_attention_desc *a = &kn->d.attn;
+      for (int i = 0; i < 2; i++) {
+        assert_true(a->append[i].on && a->append[i].src.on);
+        const nnc_node *n = &folded.g.nodes[a->append[i].node];
+        assert_int_equal(n->op, NNC_OP_KV_APPEND);
+        assert_int_equal(n->in[0], a->view[NNC_ATTN_K + i].base);   /* the cache the attention reads */
+        assert_int_equal(folded.s.kernel_of_node[a->append[i].node], k);
+        bool reads = false;
+        for (int j = 0; j < kn->nin; j++) reads |= kn->in[j] == a->append[i].src.base;
+        assert_true(reads);
+        nnc_op from = folded.g.nodes[folded.g.tensors[a->append[i].src.base].producer].op;
+        if (c == 1 && i == 0) assert_int_equal(from, NNC_OP_ROPE);
+        else assert_int_equal(from, NNC_OP_LINEAR);
+      }
+    }
+    for (int t = 0; t < folded.g.ntensors; t++) {
+      int p = folded.g.tensors[t].producer;
+      if (p >= 0 && !folded.g.nodes[p].dead && folded.g.nodes[p].op == NNC_OP_KV_APPEND)
+        assert_int_equal(folded.s.plan.buf[t].storage, NNC_STORE_NONE);
+    }
+    if (c == 0) {
+      int64_t *sym = sizes(&folded.g, 3, 2);
+      int ss = nnc_graph_find_symbol(&folded.g, "S");
+      assert_true(ss >= 0);
+      sym[ss] = 5;
+      nnc_ref graph, sched;
+      nnc_error err = {0};
+      ref_setup(&graph, &folded, sym, 7);
+      ref_setup(&sched, &folded, sym, 7);
+      run_graph(&graph);
+      if (nnc_ref_run_schedule(&sched, &folded.s, &err) != NNC_OK) fail_msg("%s", err.msg);
+      for (int o = 0; o < folded.g.noutputs; o++) {
+        int id = folded.g.outputs[o].tensor;
+        double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+        if (!(e <= 1e-12)) fail_msg("gpt2 output %s: schedule vs graph rel error %g", folded.g.outputs[o].name, e);
+      }
+      for (int i = 0; i < folded.g.nstates; i++) {
+        int id = folded.g.states[i];
+        assert_non_null(sched.val[id]);
+        /* the rows as the schedule's fused c_attn computed them: equal up to the order of its sums */
+        double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+        if (!(e <= 1e-12)) fail_msg("gpt2 cache %s: schedule vs graph rel error %g", folded.g.tensors[id].name, e);
+      }
+      nnc_ref_free(&sched);
+      nnc_ref_free(&graph);
+      free(sym);
+    }
+    model_free(&folded);
+    model_free(&plain);
+  }
+}
+
 /* --------------------------------------------------------------- bert */
 
 static const char *const bert_small[] = {"layers=2", "hidden=15", "heads=3", "intermediate=37",
@@ -1021,6 +1133,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
       cmocka_unit_test(test_llama_default_params),
       cmocka_unit_test(test_llama_generate_in_place),
+      cmocka_unit_test(test_generate_append_folded),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
       cmocka_unit_test(test_bert_one_layer_by_hand),
