@@ -22,6 +22,8 @@
 
 #include <cuda_fp8.h>
 
+#include <cstring>
+
 #include "nnc_cuda.cuh"
 #include "runtime/cuda/nnrt_cuda.h"
 
@@ -257,7 +259,10 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
       *path = 1;
       return NNC_CUDA_OK;
     }
-    if (*path == 1 || st != NNRT_E_ARG || strncmp(e.msg, "unsupported", 11) != 0)
+    /* no algorithm: "unsupported: ..." from the runtime, or the heuristic's own NOT_SUPPORTED */
+    const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
+                                           std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
+    if (*path == 1 || !none)
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
     *path = 2;
   }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# bench/gpu_fp8.sh: --precision=fp8 on a GPU (issue 17 part 3), in one call.
+#
+# Here (with Lua and nnc):   NNC=build/h-fp8/compiler/nnc bash bench/gpu_fp8.sh generate
+#   small GPT-2 and BERT fp8 folders (cuda-sm90a), and GPT-2 124M at B=8
+#   T=1024 in bf16 and fp8 (cuda-sm90a), into build/gpu_fp8/.
+# On the GPU machine:        bash bench/gpu_fp8.sh run
+#   1. tests/gpu/test_fp8.cu built and run with --time: the e4m3 kernels bit
+#      for bit against runtime/half.c, the FP8 GEMM both ways (cuBLASLt with
+#      row/channel scale vectors, the fallback) against float64, and
+#      GPT-2's c_fc (8192 x 3072 x 768) FP8 against bf16 cuBLASLt;
+#   2. every folder built; the small ones' bench --check at odd sizes, one
+#      under compute-sanitizer memcheck;
+#   3. GPT-2 124M (random weights scaled like PyTorch's init), bf16 and fp8:
+#      bench --check against the float model's float64 reference at B=1
+#      T=CHECK_T (max relative error, cosine, top-1), then B=8 T=1024 timed
+#      (CUDA graphs on, the default) in ROUNDS alternating rounds: the median
+#      of the rounds' medians, in ms and tokens/s;
+#   4. torch.compile's MODES on the same GPT-2 (bench/gpu_peers.py, bf16,
+#      random weights from the manifest), unless PEERS=0.
+# Prints one table last, also in $OUT/table.txt; logs in $OUT (or
+# build/gpu_fp8/out). Environment: ROUNDS (3), RUNS (50), CHECK_T (64),
+# MODES (default,reduce-overhead), PEERS (1), ARCH (sm_90a).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+G=$ROOT/build/gpu_fp8
+ROUNDS=${ROUNDS:-3} RUNS=${RUNS:-50} CHECK_T=${CHECK_T:-64} MODES=${MODES:-default,reduce-overhead}
+PEERS=${PEERS:-1} ARCH=${ARCH:-sm_90a}
+GSMALL="-D layers=2 -D d=64 -D heads=2 -D vocab=101 -D ctx=32 -D batch=3"
+BSMALL="-D layers=2 -D hidden=64 -D heads=4 -D intermediate=128 -D vocab=31 -D positions=16 -D seq=16 -D batch=3"
+
+generate() {
+  local nnc=${NNC:-$ROOT/build/release/compiler/nnc}
+  rm -rf "$G" && mkdir -p "$G"
+  # shellcheck disable=SC2086  # several -D words
+  "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=fp8 $GSMALL -o "$G/gpt2_small_fp8" || exit 1
+  # shellcheck disable=SC2086
+  "$nnc" "$ROOT/models/bert.lua" --target=cuda-${ARCH/_/} --precision=fp8 $BSMALL -o "$G/bert_small_fp8" || exit 1
+  for p in bf16 fp8; do
+    "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=$p -D batch=8 -o "$G/gpt2_$p" || exit 1
+  done
+  echo "generated: $(ls "$G" | tr '\n' ' ')"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ms() { "$@" --json --no-peaks 2>/dev/null | grep -o '"median_ms": [0-9.e+-]*' | head -1 | awk '{ print $2 }'; }
+# "max relative error X, cosine Y ok" and the top-1 line of an output of a check log
+figures() {
+  local log=$1 out=$2
+  awk -v o="$out" '$1 == o && /max relative error/ { for (i = 1; i <= NF; i++) { if ($i == "error") e = $(i + 1); if ($i == "cosine") c = $(i + 1) } }
+                   $1 == o && /top-1 agreement/ { for (i = 1; i <= NF; i++) if ($i == "agreement") t = $(i + 1) " " $(i + 2) " " $(i + 3) " " $(i + 4) " " $(i + 5) }
+                   END { sub(",", "", e); print e, c, (t == "" ? "-" : t) }' "$log"
+}
+
+run() {
+  local out=${OUT:-$G/out}
+  mkdir -p "$out"
+  : > "$out/checks.txt"
+  # 1. the kernels alone
+  (nvcc -std=c++17 -O3 -gencode arch=compute_${ARCH#sm_},code=$ARCH -I"$ROOT/templates/cuda" -I"$ROOT/tests/gpu" -I"$ROOT" \
+     -I"$ROOT/runtime" -I"$ROOT/runtime/cuda" -o "$G/test_fp8" "$ROOT/tests/gpu/test_fp8.cu" "$ROOT"/runtime/status.c \
+     "$ROOT"/runtime/half.c "$ROOT"/runtime/cuda/{status,device,alloc,host,stream,gemm,peaks}.c -lcublasLt \
+     > "$out/make_test_fp8.log" 2>&1 && "$G/test_fp8" --time > "$out/test_fp8.log" 2>&1; echo "test_fp8 rc=$?" >> "$out/checks.txt") &
+  # 2. the folders
+  for d in gpt2_small_fp8 gpt2_bf16 gpt2_fp8; do
+    (make -s -C "$G/$d" -j6 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_gpt2 > "$out/make_$d.log" 2>&1 || echo "build $d failed" >> "$out/checks.txt") &
+  done
+  (make -s -C "$G/bert_small_fp8" -j4 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_bert > "$out/make_bert_small_fp8.log" 2>&1 ||
+     echo "build bert_small_fp8 failed" >> "$out/checks.txt") &
+  wait
+  "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 --runs 3 --no-peaks > "$out/check_gpt2_small_fp8.log" 2>&1
+  echo "gpt2_small_fp8 check rc=$?" >> "$out/checks.txt"
+  "$G/bert_small_fp8/bench_bert" --check -d B=3 -d T=13 --runs 3 --no-peaks > "$out/check_bert_small_fp8.log" 2>&1
+  echo "bert_small_fp8 check rc=$?" >> "$out/checks.txt"
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 \
+    --runs 1 --warmup 0 --no-peaks --cuda-graphs off > "$out/memcheck_gpt2_small_fp8.log" 2>&1
+  echo "memcheck gpt2_small_fp8 rc=$?" >> "$out/checks.txt"
+  # 3. GPT-2 124M: accuracy, then speed
+  for p in bf16 fp8; do
+    "$G/gpt2_$p/bench_gpt2" --check -d B=1 -d T="$CHECK_T" --runs 1 --warmup 0 --no-peaks > "$out/check_gpt2_$p.log" 2>&1
+    echo "gpt2_$p check rc=$?" >> "$out/checks.txt"
+  done
+  for p in bf16 fp8; do : > "$out/t_$p.txt"; done
+  for _ in $(seq "$ROUNDS"); do
+    for p in bf16 fp8; do ms "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
+  done
+  "$G/gpt2_fp8/bench_gpt2" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_fp8.log" 2>&1
+  # 4. the peer: torch.compile on the same model (its random weights from the manifest)
+  if [ "$PEERS" = 1 ]; then
+    python3 - "$G/gpt2_bf16/weights_manifest.json" "$out/w_gpt2.safetensors" <<'EOF'
+import json, sys, torch
+from safetensors.torch import save_file
+man = json.load(open(sys.argv[1]))
+g = torch.Generator().manual_seed(0)
+save_file({t["name"]: (torch.randn(t["shape"], generator=g) * 0.02).float() for t in man["tensors"]}, sys.argv[2])
+EOF
+    timeout -k 10 200 python3 "$ROOT/bench/gpu_peers.py" model --model gpt2 --weights "$out/w_gpt2.safetensors" \
+      --precision bf16 --dims B=8,T=1024 --heads 12 --modes "$MODES" --runs 50 --partial > "$out/peer_gpt2.json" 2> "$out/peer_gpt2.err"
+    rm -f "$out/w_gpt2.safetensors"
+  fi
+  {
+    echo
+    nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+    cat "$out/checks.txt"
+    grep -E "^(ok|FAIL)|^time" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -12
+    echo "small folders:"
+    grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_bert_small_fp8.log" | sed 's/^/  /'
+    grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" | sed 's/^/  memcheck: /'
+    echo "GPT-2 124M (random weights), check at B=1 T=$CHECK_T against the float model's float64 reference; B=8 T=1024 timed, graphs on:"
+    printf "%-6s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
+    for p in bf16 fp8; do
+      local t
+      t=$(median < "$out/t_$p.txt")
+      read -r e c t1 <<< "$(figures "$out/check_gpt2_$p.log" logits)"
+      printf "%-6s %12s %10s %-28s %10.3f %14.0f\n" "$p" "$e" "$c" "$t1" "$t" "$(awk -v m="$t" 'BEGIN { print (m > 0) ? 8192 / m * 1000 : 0 }')"
+    done
+    if [ "$PEERS" = 1 ]; then
+      echo "peer (torch.compile, GPT-2 bf16 B=8 T=1024):"
+      tail -1 "$out/peer_gpt2.json"
+      tail -2 "$out/peer_gpt2.err"
+    fi
+  } | tee "$out/table.txt"
+}
+
+case "${1:-}" in
+  generate) generate ;;
+  run) run ;;
+  *) echo "usage: bash bench/gpu_fp8.sh generate|run"; exit 2 ;;
+esac
