@@ -10,7 +10,9 @@
  * here too, and so is what CUDA graphs (--cuda-graphs) need of every folder:
  * nothing that forward() runs may synchronize or allocate, which would break
  * a stream capture. The training graphs (--train) of GPT-2, the MLP and the
- * embedding loss build too. With the argument "volta": cuda-sm70 (test_volta). */
+ * embedding loss build too. With the argument "volta": cuda-sm70 (test_volta); "skinny": the
+ * decode GEMMs' branch (test_skinny); "kv": the kv appends of --generate decoders in the attention
+ * (test_kv_append). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -698,6 +700,71 @@ static void test_skinny(void **state) {
   assert_int_equal(sh("%s", cmd), 0);
 }
 
+/* nnc --generate of models/<model>.lua for target (--precision=precision unless NULL) into out. */
+static nnc_status emit_generate(const char *model, const char *target, const char *precision, const char *const *defs,
+                                int nd, const char *out, nnc_error *err) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
+  nnc_build_opts o = {.model = path, .target = target, .defines = defs, .ndefines = nd, .precision = precision,
+                      .out_dir = out, .generate = true};
+  return nnc_build(&o, err);
+}
+
+/* The kv appends of a --generate decoder run inside the attention on CUDA
+ * (passes/fold_append.c; bench/NOTES.md "Decode at B=64": a copy kernel a
+ * cache a layer cost 2-5 us each): GPT-2's and LLaMA's attention kernels
+ * on cuda-sm90a take each layer's new k and v rows (a.k_new, a.v_new:
+ * c_attn's output through the head split; rope's output and the q|k|v
+ * projection's v) and no kv_append kernel is left; heads of 64, so the
+ * decode kernels that write the rows themselves are the ones a decode step
+ * runs; both folders build with nvcc. c-simd keeps its kv_append kernels.
+ * What the kernels write and read is checked on a GPU
+ * (tests/gpu/test_attention.cu's append_* cases, bench/gpu_generate.sh). */
+static void test_kv_append(void **state) {
+  (void)state;
+  const char *gpt2[] = {"layers=2", "d=128", "heads=2", "vocab=101", "ctx=64", "batch=4"};
+  const char *llama[] = {"layers=2", "d=128", "heads=2", "kv_heads=1", "ffn=64", "vocab=101", "ctx=64", "batch=4"};
+  const struct {
+    const char *model, *name, *const *defs;
+    int nd;
+  } cases[] = {{"models/gpt2.lua", "gpt2", gpt2, 6}, {"models/llama.lua", "llama", llama, 8}};
+  for (int c = 0; c < 2; c++) {
+    char out[512], p[600], cmd[2048];
+    nnc_error err = {0};
+    snprintf(out, sizeof out, "%s/kv_%s_sm90a", work, cases[c].name);
+    assert_int_equal(emit_generate(cases[c].model, "cuda-sm90a", "bf16", cases[c].defs, cases[c].nd, out, &err), NNC_OK);
+    snprintf(p, sizeof p, "%s/%s.cu", out, cases[c].name);
+    assert_false(file_has(p, "kv_append: x's T rows"));
+    assert_true(file_has(p, "  /* the kv appends run inside the attention (a copy kernel each would cost a launch a layer):\n"
+                            "   * this call's T new rows become rows S - T .. S - 1 of the caches, attended to as they are written */\n"));
+    /* each layer's attention takes both caches' new rows */
+    snprintf(cmd, sizeof cmd, "test $(grep -c '  a.k_new = ' %s) -eq 2 && test $(grep -c '  a.v_new = ' %s) -eq 2 && "
+             "test $(grep -c 'nnc_cuda_attention(a, s, &e)' %s) -eq 2", p, p, p);
+    assert_int_equal(sh("%s", cmd), 0);
+    if (c == 0) {
+      assert_true(file_has(p, "  /* k_new read in place: h.0.attn.c_attn [B,T,384], into cache.0.k [B,2,64,64] */\n"
+                              "  a.k_new = (__nv_bfloat16 *)c.arena + 128;\n  a.kn_sb = 384 * d->T;\n  a.kn_sh = 64;\n"
+                              "  a.kn_st = 384;\n"));
+    } else {
+      assert_true(file_has(p, "  /* k_new read in place: rope [B,1,T,64], into cache.0.k [B,1,64,64] */\n"));
+    }
+    snprintf(out, sizeof out, "%s/kv_%s_c", work, cases[c].name);
+    assert_int_equal(emit_generate(cases[c].model, "c-simd", NULL, cases[c].defs, cases[c].nd, out, &err), NNC_OK);
+    snprintf(p, sizeof p, "%s/%s.c", out, cases[c].name);
+    snprintf(cmd, sizeof cmd, "test $(grep -c 'kv_append: x.s T rows' %s) -eq 4", p);
+    assert_int_equal(sh("%s", cmd), 0);
+  }
+  if (!have_nvcc()) {
+    skip();
+    return;
+  }
+  for (int c = 0; c < 2; c++) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/kv_%s_sm90a", work, cases[c].name);
+    build_folder(out, cases[c].name, "");
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(work, sizeof work, "/tmp/nnc_emit_cuda_XXXXXX");
@@ -716,6 +783,9 @@ int main(int argc, char **argv) {
   /* "skinny": the decode GEMMs' branch (a test of its own, so that it can be run alone) */
   const struct CMUnitTest skinny[] = {cmocka_unit_test(test_skinny)};
   if (argc > 1 && strcmp(argv[1], "skinny") == 0) return cmocka_run_group_tests(skinny, setup, teardown);
+  /* "kv": the kv appends folded into the attention of --generate decoders */
+  const struct CMUnitTest kv[] = {cmocka_unit_test(test_kv_append)};
+  if (argc > 1 && strcmp(argv[1], "kv") == 0) return cmocka_run_group_tests(kv, setup, teardown);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_product_dims),
