@@ -96,7 +96,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
 
 /* Kernel k's statement in forward() and forward_only(). */
 static void launch_one(const ec_ctx *x, nnc_sb *b, int k) {
-  if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  /* a view: it aliases its input, nothing to run */\n");
+  if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  /* %s */\n", ec_view_note(&x->s->k[k]));
   else nnc_sb_printf(b, "  RUN(%d, k%d(c));\n", k, k);
 }
 
@@ -141,6 +141,31 @@ static void model_forward(const ec_ctx *x, nnc_sb *b) {
   if (x->r->train) model_forward_only(x, b);
 }
 
+/* Where the weights' order in their block is not their declaration order
+ * (passes/join_weights.c: the members of a joined weight follow each other),
+ * the table of that order; true when written. */
+static bool weight_order_table(const ec_ctx *x, nnc_sb *b) {
+  const nnc_graph *g = x->g;
+  int *order = malloc((size_t)(g->nparams + 1) * sizeof *order);
+  nnc_error e;
+  if (!order || nnc_weight_order(x->s, order, &e)) {
+    free(order);
+    b->oom = true;
+    return false;
+  }
+  bool same = true;
+  for (int j = 0; j < g->nparams; j++) same &= order[j] == j;
+  if (!same) {
+    nnc_sb_printf(b, "/* The order of the weights in m->weights: the members of a weight joined for\n"
+                     " * one GEMM (q, k, v) follow each other, so that the joined weight is theirs,\n"
+                     " * not a copy. */\nstatic const int w_order[NPARAMS] = {");
+    for (int j = 0; j < g->nparams; j++) nnc_sb_printf(b, "%s%d", j ? ", " : "", order[j]);
+    nnc_sb_printf(b, "};\n\n");
+  }
+  free(order);
+  return !same;
+}
+
 static void model_api(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
   const char *p = x->p, *P = x->P;
@@ -179,6 +204,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   char held[256];
   if (q8) snprintf(held, sizeof held, "held_bytes(i)");
   else snprintf(held, sizeof held, "((size_t)%s * 4 + 63) / 64 * 64", numel);
+  bool joined = weight_order_table(x, b);
   char comm_create[2048] = "";
   if (x->world > 1)
     snprintf(comm_create, sizeof comm_create,
@@ -233,7 +259,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    m->par = nnc_glue_par(&m->pool);\n"
     "    m->arena = nnrt_arena_base(m->arena_handle);\n%s"
     "    size_t off = 0;\n"
-    "    for (int i = 0; i < NPARAMS; i++) {\n"
+    "%s"
     "      m->w[i] = (unsigned char *)m->weights + off;\n"
     "      off += %s;\n"
     "    }\n"
@@ -246,6 +272,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    %s_destroy(m);\n    return rc;\n  }\n"
     "  *out = m;\n  return 0;\n}\n\n",
     p, p, P, held, comm_create, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "",
+    joined ? "    for (int j = 0; j < NPARAMS; j++) {\n      const int i = w_order[j];\n"
+           : "    for (int i = 0; i < NPARAMS; i++) {\n",
     held, p, p);
   nnc_sb_printf(b,
     "void %s_destroy(%s_model *m) {\n"

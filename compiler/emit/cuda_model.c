@@ -145,7 +145,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
 
 /* Kernel k's statement in forward() and forward_only(). */
 static void launch_one(const ec_ctx *x, nnc_sb *b, int k) {
-  if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  RUN(%d, 0);   /* a view: it aliases its input, nothing to run */\n", k);
+  if (x->s->k[k].kind == NNC_KERNEL_VIEW) nnc_sb_printf(b, "  RUN(%d, 0);   /* %s */\n", k, ec_view_note(&x->s->k[k]));
   else nnc_sb_printf(b, "  RUN(%d, k%d(m, c, s));\n", k, k);
   cu_grad_buckets_after(x, k, b);
 }

@@ -644,6 +644,11 @@ nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error
   return st;
 }
 
+const char *ec_view_note(const nnc_kernel *k) {
+  return nnc_kernel_is_joined_view(k) ? "its weights are loaded one after the other: the joined weight is theirs, nothing to copy"
+                                      : "a view: it aliases its input, nothing to run";
+}
+
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t) {
   if (t->quant.kind == NNC_QUANT_FP8_CHANNEL) {
     /* e4m3 [N, K], then N f32 scales from the next 256 bytes */
@@ -657,14 +662,19 @@ nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
   const nnc_graph *g = x->g;
   x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);
   if (!x->w_off) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  int *order = malloc((size_t)(g->nparams + 1) * sizeof *order);
+  if (!order) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while emitting");
+  nnc_status st = nnc_weight_order(x->s, order, err);
   int64_t off = 0;
-  for (int i = 0; i < g->nparams; i++) {
+  for (int j = 0; !st && j < g->nparams; j++) {
+    int i = order[j];
     const nnc_tensor *t = &g->tensors[g->params[i]];
     x->w_off[i] = off;
     off += (ec_held_bytes(g, t) + 255) / 256 * 256;
   }
+  free(order);
   x->w_off[g->nparams] = off;
-  return NNC_OK;
+  return st;
 }
 
 const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k) {

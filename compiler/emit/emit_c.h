@@ -153,6 +153,9 @@ bool ec_emit_forward_only(const ec_ctx *x, nnc_sb *b, const char *profiling, con
 
 /* `static void kernel_cost(int k, const <p>_dims *d, double *flops, double
  * *bytes)`: each kernel's flops and the bytes it must move at the sizes d. */
+/* What a view kernel's line in the forward says: a view, or weights joined
+ * for one GEMM in place (passes/join_weights.c). */
+const char *ec_view_note(const nnc_kernel *k);
 /* The bytes weight t takes in a device target's weights block: its dtype's,
  * or --precision=fp8's e4m3 values and scales (cuda_fp8.c). */
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t);

@@ -251,7 +251,7 @@ static void launches(const ocl_ctx *o, nnc_sb *b, bool load) {
     if (s->k[k].at_load != load) {
       if (!load) nnc_sb_printf(b, "  /* %s  %s: made once the weights are loaded (prepare, kernel %d) */\n", where, name, k);
     } else if (s->k[k].kind == NNC_KERNEL_VIEW) {
-      nnc_sb_printf(b, "  /* %s  %s: a view, nothing to run (kernel %d) */\n", where, name, k);
+      nnc_sb_printf(b, "  /* %s  %s: %s (kernel %d) */\n", where, name, ec_view_note(&s->k[k]), k);
     } else {
       nnc_sb_printf(b, "  if ((rc = k%d(m, d))) return rc;   /* %s  %s */\n", k, where, name);
     }

@@ -228,7 +228,7 @@ void nnc_hfuse_explain(FILE *f, const nnc_graph *g) {
       used += (size_t)snprintf(ns + used, sizeof ns - used, "%s%lld", i ? "+" : "",
                                (long long)wi->shape[cat->attrs.axis].k);
     }
-    fprintf(f, "hfuse: %s:%d: %s: one GEMM, N = %s = %lld, K = %lld, its weights concatenated when they load "
+    fprintf(f, "hfuse: %s:%d: %s: one GEMM, N = %s = %lld, K = %lld, its weights joined when they load "
             "(--hfuse=off: one GEMM each)\n", n->loc.file ? n->loc.file : "?", n->loc.line, n->label, ns,
             (long long)y->shape[y->rank - 1].k, (long long)w->shape[n->attrs.weight_in_out ? 0 : 1].k);
   }

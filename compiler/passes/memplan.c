@@ -67,8 +67,9 @@ static nnc_status classify(const nnc_schedule *s, nnc_buffer *buf, nnc_error *er
       if (nnc_graph_is_output(g, t)) {
         b->storage = NNC_STORE_USER;
       } else if (k->kind == NNC_KERNEL_VIEW) {
-        if (k->nin != 1)
+        if (k->nin != 1 && !nnc_kernel_is_joined_view(k))
           return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "memory plan: a view kernel reads %d tensors", k->nin);
+        /* a joined view (join_weights.c) starts at its first member */
         b->storage = NNC_STORE_ALIAS;
         b->alias_of = root_of(buf, k->in[0]);
       } else {

@@ -13,6 +13,12 @@
 #     forward) on c-simd.
 #  3. _set_weight of a fused weight after a run rebuilds the concatenation
 #     (tests/ops/hfuse_set_weight.c against the c-simd folder of hfuse.lua).
+#  4. Weights joined in place (compiler/passes/join_weights.c): BERT with
+#     hidden 64, whose q, k, v weights and biases are multiples of 256 bytes,
+#     holds the joined weight as its members' memory: each concatenation is
+#     a view ("nothing to copy"), the arena is no larger than with
+#     --hfuse=off (the copies lived there), --check passes, on c-simd and
+#     opencl-cpu; the odd sizes above keep the copy.
 set -euo pipefail
 nnc=${1:?usage: hfuse.sh NNC [opencl]}
 opencl=${2:-}
@@ -109,4 +115,25 @@ dir="$work/ops_c-simd"
 cc -std=c11 -Wall -Wextra -Werror -I"$dir" tests/ops/hfuse_set_weight.c "$dir/libhfuse.a" -o "$work/set_weight" \
   -lm -lpthread || fail "hfuse_set_weight: build"
 "$work/set_weight" "$work/hfuse.safetensors" || fail "set_weight after a run"
+grep -q "nothing to copy" "$dir/hfuse.c" && fail "hfuse.lua: odd sizes joined in place, expected copies"
+
+# 4. joined in place
+bert64="-D layers=2 -D hidden=64 -D heads=4 -D intermediate=50 -D vocab=31 -D positions=9 -D seq=7 -D batch=3"
+arena() { sed -nE 's/.*"arena_bytes": ([0-9]+).*/\1/p' <<< "$1"; }
+for t in "${targets[@]}"; do
+  for h in on off; do
+    dir="$work/bert64_${t}_$h"
+    # shellcheck disable=SC2086
+    "$nnc" models/bert.lua $bert64 --target="$t" --hfuse=$h -o "$dir"
+    make -s -C "$dir" -j2 bench_bert > "$dir.make.log" 2>&1 || { cat "$dir.make.log"; fail "bert64 $t $h: build"; }
+    out=$("$dir/bench_bert" --check --runs 1 --warmup 0 --no-peaks -d B=3 -d T=7 --json 2>&1) \
+      || { echo "$out"; fail "bert64 $t --hfuse=$h: --check"; }
+    eval "arena_$h=$(arena "$out")"
+  done
+  src=$(ls "$work/bert64_${t}_on"/bert.c)
+  [ "$(grep -c "nothing to copy" "$src")" = 4 ] || fail "bert64 $t: expected 4 joined views (2 layers x weight, bias)"
+  # shellcheck disable=SC2154  # set by eval above
+  [ "$arena_on" -le "$arena_off" ] || fail "bert64 $t: arena $arena_on bytes with the joined weights, $arena_off without"
+  echo "bert64 $t: joined in place, arena $arena_on bytes (--hfuse=off $arena_off)"
+done
 echo "ok"
