@@ -53,21 +53,36 @@ template <typename E> __device__ __forceinline__ bool appends_rows(const nnc_cud
   return i == 0 && (a.kv_group > 1 ? h % a.kv_group : 0) == 0;
 }
 
-/* Copies the T new rows of k (width D) and v (width Dv) of batch b and k/v
- * head g into rows S - T .. S - 1 of the caches, element by element over
- * the threads `tid` of `nthreads`. */
+/* Copies T rows of width w from src (row stride sst) to dst (dst_st) over
+ * the threads `tid` of `nthreads`: 16 bytes at a time when vec (w a
+ * multiple of 16 bytes, both 16-byte aligned with such strides), else an
+ * element at a time. */
 template <typename E>
-__device__ __forceinline__ void copy_new_rows(const nnc_cuda_attn_args<E> &a, int b, int g, int tid, int nthreads) {
-  E *kc = const_cast<E *>(a.k) + b * a.k_sb + g * a.k_sh + (long long)(a.S - a.T) * a.k_st;
-  E *vc = const_cast<E *>(a.v) + b * a.v_sb + g * a.v_sh + (long long)(a.S - a.T) * a.v_st;
+__device__ __forceinline__ void copy_rows(E *dst, long long dst_st, const E *src, long long sst, int T, int w, bool vec,
+                                          int tid, int nthreads) {
+  constexpr int N = nnc_dtype<E>::VEC;
+  if (vec) {
+    const int nv = w / N;
+    for (int e = tid; e < T * nv; e += nthreads)
+      *reinterpret_cast<uint4 *>(dst + (long long)(e / nv) * dst_st + e % nv * N) =
+          *reinterpret_cast<const uint4 *>(src + (long long)(e / nv) * sst + e % nv * N);
+  } else {
+    for (int e = tid; e < T * w; e += nthreads) dst[(long long)(e / w) * dst_st + e % w] = src[(long long)(e / w) * sst + e % w];
+  }
+}
+
+/* Copies the T new rows of k (width D) and v (width Dv) of batch b and k/v
+ * head g into rows S - T .. S - 1 of the caches (vec: as copy_rows). */
+template <typename E>
+__device__ __forceinline__ void copy_new_rows(const nnc_cuda_attn_args<E> &a, int b, int g, bool vec, int tid,
+                                              int nthreads) {
+  const long long row = a.S - a.T;
   if (a.k_new)
-    for (int e = tid; e < a.T * a.D; e += nthreads)
-      kc[(long long)(e / a.D) * a.k_st + e % a.D] =
-          a.k_new[b * a.kn_sb + g * a.kn_sh + (long long)(e / a.D) * a.kn_st + e % a.D];
+    copy_rows(const_cast<E *>(a.k) + b * a.k_sb + g * a.k_sh + row * a.k_st, a.k_st,
+              a.k_new + b * a.kn_sb + g * a.kn_sh, a.kn_st, a.T, a.D, vec, tid, nthreads);
   if (a.v_new)
-    for (int e = tid; e < a.T * a.Dv; e += nthreads)
-      vc[(long long)(e / a.Dv) * a.v_st + e % a.Dv] =
-          a.v_new[b * a.vn_sb + g * a.vn_sh + (long long)(e / a.Dv) * a.vn_st + e % a.Dv];
+    copy_rows(const_cast<E *>(a.v) + b * a.v_sb + g * a.v_sh + row * a.v_st, a.v_st,
+              a.v_new + b * a.vn_sb + g * a.vn_sh, a.vn_st, a.T, a.Dv, vec, tid, nthreads);
 }
 
 }  // namespace nnc_attn
@@ -75,9 +90,10 @@ __device__ __forceinline__ void copy_new_rows(const nnc_cuda_attn_args<E> &a, in
 /* The new rows of every (batch, k/v head) into the caches, ahead of an
  * attention kernel that reads the caches whole: a block per (batch, k/v
  * head), its threads over the T rows of k and v. */
-template <typename E> __global__ void __launch_bounds__(128) nnc_attn_append_kernel(const nnc_cuda_attn_args<E> a) {
+template <typename E>
+__global__ void __launch_bounds__(128) nnc_attn_append_kernel(const nnc_cuda_attn_args<E> a, bool vec) {
   const int g = blockIdx.x % nnc_attn::kv_heads(a), b = blockIdx.x / nnc_attn::kv_heads(a);
-  nnc_attn::copy_new_rows(a, b, g, threadIdx.x, blockDim.x);
+  nnc_attn::copy_new_rows(a, b, g, vec, threadIdx.x, blockDim.x);
 }
 
 namespace nnc_attn {
@@ -119,6 +135,16 @@ template <typename E> bool append16(const nnc_cuda_attn_args<E> &a) {
   return true;
 }
 
+/* Whether the new rows and the caches' rows they go to allow 16-byte
+ * copies: widths, pointers and strides all multiples of 16 bytes. */
+template <typename E> bool rows16(const nnc_cuda_attn_args<E> &a) {
+  const long long s[6] = {a.k_sb, a.k_sh, a.k_st, a.v_sb, a.v_sh, a.v_st};
+  for (long long x : s)
+    if (x * (long long)sizeof(E) % 16 != 0) return false;
+  return append16(a) && aligned16(a.k) && aligned16(a.v) && a.D % nnc_dtype<E>::VEC == 0 &&
+         a.Dv % nnc_dtype<E>::VEC == 0;
+}
+
 /* Launches nnc_attn_append_kernel when there are new rows (one launch for k
  * and v); the attention after it on the same stream reads them. */
 template <typename E> nnc_cuda_status append_rows(const nnc_cuda_attn_args<E> &a, cudaStream_t stream, nnc_cuda_error *err,
@@ -127,7 +153,7 @@ template <typename E> nnc_cuda_status append_rows(const nnc_cuda_attn_args<E> &a
   if ((!a.k_new && !a.v_new) || blocks == 0 || a.T == 0) return NNC_CUDA_OK;
   if (blocks > 0x7fffffffLL)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected batch * k/v heads < 2^31, found %lld", blocks);
-  nnc_attn_append_kernel<E><<<(unsigned)blocks, 128, 0, stream>>>(a);
+  nnc_attn_append_kernel<E><<<(unsigned)blocks, 128, 0, stream>>>(a, rows16(a));
   return nnc_cuda_check_launch(err, kernel);
 }
 

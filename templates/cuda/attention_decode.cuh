@@ -125,8 +125,9 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   }
   __syncthreads();
   nnc_attn::merge_warps<E, D, NW>(part, o);
-  /* one block of the k/v head writes the new rows into the caches (none of the launch reads them there) */
-  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, threadIdx.x, NW * 32);
+  /* one block of the k/v head writes the new rows into the caches (none of the launch reads them there),
+   * 16 bytes at a time (the decode kernels' rows are) */
+  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, true, threadIdx.x, NW * 32);
 }
 
 /* The same for many keys a row (a batch of sequences over long caches): a
@@ -237,8 +238,8 @@ __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_
   __syncthreads();
   nnc_attn::merge_warps<E, D, NW>(part, o);
   /* one block of the k/v head writes the new rows into the caches (none of the launch reads them
-   * there), last, when the loop's registers are free */
-  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, threadIdx.x, NW * 32);
+   * there), last, when the loop's registers are free; 16 bytes at a time (the decode kernels' rows are) */
+  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, true, threadIdx.x, NW * 32);
 }
 
 /* Whether nnc_cuda_attention takes the decode kernel: few query rows, heads
