@@ -5,7 +5,7 @@
 #   NNC=build/lead/compiler/nnc bash bench/gpu_generate.sh generate   # here: the folders
 #   bash bench/gpu_generate.sh run                                     # on the GPU machine
 #
-# run builds every folder; at small sizes (f32 and bf16, GPT-2 and LLaMA)
+# run builds every folder; at small sizes (f32 and bf16, GPT-2 and LLaMA; bf16 with heads of 64 too)
 # `bench_<model> --check` with older keys in the cache and
 # `generate_<model> --check`: every decode step's logits against the float64
 # reference of a full forward, prompts of three lengths in one batch; one
@@ -32,11 +32,17 @@ G=$ROOT/build/gpu_generate
 ARCH=${ARCH:-sm_90a} PROMPT=${PROMPT:-512} STEPS=${STEPS:-64}
 GSMALL="-D layers=2 -D d=64 -D heads=4 -D vocab=101 -D ctx=40 -D batch=4"
 LSMALL="-D layers=2 -D d=48 -D heads=6 -D kv_heads=2 -D ffn=37 -D vocab=101 -D ctx=40 -D batch=4"
+# heads of 64: a decode step takes the decode kernels, which append the kv caches' new rows themselves
+# (attention_append.cuh); the small heads above take the copy kernel before the flash kernels
+GHD64="-D layers=2 -D d=128 -D heads=2 -D vocab=101 -D ctx=40 -D batch=4"
+LHD64="-D layers=2 -D d=192 -D heads=3 -D kv_heads=1 -D ffn=64 -D vocab=101 -D ctx=40 -D batch=4"
 # name model precision defines
 CASES="gpt2_f32 models/gpt2 f32 $GSMALL
 gpt2_bf16 models/gpt2 bf16 $GSMALL
 llama_f32 models/llama f32 $LSMALL
 llama_bf16 models/llama bf16 $LSMALL
+gpt2_hd64_bf16 models/gpt2 bf16 $GHD64
+llama_hd64_bf16 models/llama bf16 $LHD64
 gpt2_full_bf16 models/gpt2 bf16 -D batch=64 -D ctx=640"
 BASE=gpt2_full_bf16_base SKINNY=gpt2_full_bf16_skinny
 
@@ -85,6 +91,9 @@ run() {
   (cd "$G/gpt2_bf16" && timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./generate_gpt2 --check \
      --prompt '1,2,3;4,5,6,7,8' --steps 4 > "$out/memcheck.log" 2>&1)
   echo "memcheck generate_gpt2 (bf16): rc $? $(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")" >> "$t"
+  (cd "$G/llama_hd64_bf16" && timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 ./generate_llama --check \
+     --prompt '1,2,3;4,5,6,7,8' --steps 4 > "$out/memcheck_hd64.log" 2>&1)
+  echo "memcheck generate_llama (heads of 64, the decode kernels' appends): rc $? $(grep -m1 'ERROR SUMMARY' "$out/memcheck_hd64.log")" >> "$t"
   for b in 1 64; do
     prompts "$PROMPT" "$b" "$out/prompts_b$b.txt"
     (cd "$G/gpt2_full_bf16" && ./generate_gpt2 --prompt-file "$out/prompts_b$b.txt" --steps "$STEPS" > "$out/time_b$b.log" 2>&1)
