@@ -48,7 +48,7 @@ ms() { "$@" --json --no-peaks 2>/dev/null | grep -o '"median_ms": [0-9.e+-]*' | 
 figures() {
   local log=$1 out=$2
   awk -v o="$out" '$1 == o && /max relative error/ { for (i = 1; i <= NF; i++) { if ($i == "error") e = $(i + 1); if ($i == "cosine") c = $(i + 1) } }
-                   $1 == o && /top-1 agreement/ { for (i = 1; i <= NF; i++) if ($i == "agreement") t = $(i + 1) " " $(i + 2) " " $(i + 3) " " $(i + 4) " " $(i + 5) }
+                   $1 == o && /top-1 agreement/ && !/warning/ { for (i = 1; i <= NF; i++) if ($i == "agreement") t = $(i + 1) " " $(i + 2) " " $(i + 3) " " $(i + 4) " " $(i + 5) }
                    END { sub(",", "", e); print e, c, (t == "" ? "-" : t) }' "$log"
 }
 
@@ -102,7 +102,7 @@ EOF
     echo
     nvidia-smi --query-gpu=name --format=csv,noheader | head -1
     cat "$out/checks.txt"
-    grep -E "^(ok|FAIL)|^time" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -12
+    grep -E "FAIL|failures|^time|asked path 0.*ran path [12]" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -24
     echo "small folders:"
     grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_bert_small_fp8.log" | sed 's/^/  /'
     grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" | sed 's/^/  memcheck: /'

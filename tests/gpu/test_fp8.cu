@@ -225,11 +225,25 @@ static void time_cfc(nnrt_cuda_blas *h) {
   g.alpha = 1; g.epilogue = NNRT_EPI_GELU_TANH;
   double ms = median_ms([&] { nnrt_error e = {}; return nnrt_cuda_gemm_run(h, &g, 0, &e) == NNRT_OK; });
   std::printf("time c_fc 8192x3072x768 bf16 cuBLASLt: %.4f ms, %.0f TFLOP/s\n", ms, flop / ms / 1e9);
+  /* what the scale vectors cost: the same e4m3 product without them */
+  nnrt_cuda_gemm g8 = g;
+  g8.ab = NNRT_DT_E4M3;
+  g8.A = a;
+  g8.B = w;
+  g8.ldb = K;
+  g8.b_trans = true;
+  ms = median_ms([&] { nnrt_error e = {}; return nnrt_cuda_gemm_run(h, &g8, 0, &e) == NNRT_OK; });
+  std::printf("time c_fc 8192x3072x768 fp8 without scale vectors: %.4f ms, %.0f TFLOP/s\n", ms, flop / ms / 1e9);
   unsigned char *q;
   float *qs;
   CK(cudaMalloc(&q, (size_t)M * K)); CK(cudaMalloc(&qs, M * 4));
   ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_LAYERNORM, M, K, ab, K, wb, wb, 1e-5f, q, qs, 0, &e) == NNC_CUDA_OK; });
   std::printf("time layernorm + e4m3 rows 8192x768: %.4f ms, %.0f GB/s\n", ms, (double)M * K * 3 / ms / 1e6);
+  unsigned char *q4;
+  float *qs4;
+  CK(cudaMalloc(&q4, (size_t)M * 3072)); CK(cudaMalloc(&qs4, M * 4));
+  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_PLAIN, M, 3072, d, 3072, nullptr, nullptr, 0.0f, q4, qs4, 0, &e) == NNC_CUDA_OK; });
+  std::printf("time e4m3 rows 8192x3072: %.4f ms, %.0f GB/s\n", ms, (double)M * 3072 * 3 / ms / 1e6);
 }
 
 int main(int argc, char **argv) {
@@ -246,7 +260,12 @@ int main(int argc, char **argv) {
   check_weight(48, 80, false);
   check_weight(48, 80, true);
   if (!small) check_weight(768, 2304, true);
-  for (int norm = 0; norm < 3; norm++) check_rows((nnc_fp8_norm)norm, small ? 5 : 37, small ? 64 : 768);
+  /* the warp kernel (rows of 16-byte vectors, up to 16 a lane) and the block kernel (100: not whole vectors) */
+  for (int norm = 0; norm < 3; norm++) {
+    check_rows((nnc_fp8_norm)norm, small ? 5 : 37, small ? 64 : 768);
+    check_rows((nnc_fp8_norm)norm, 5, 100);
+    if (!small) check_rows((nnc_fp8_norm)norm, 9, 3072);
+  }
   nnrt_cuda_blas *h = nullptr;
   nnrt_error re = {};
   if (nnrt_cuda_blas_create(0, &h, &re)) return std::printf("FAIL blas: %s\n", re.msg), 1;
