@@ -59,7 +59,10 @@ static void usage(FILE *f) {
     "\n"
     "  --target=T        the target to compile for (see --list-targets)\n"
     "  --precision=P     f32 (default), tf32 (f32 storage, tf32 tensor-core matmuls),\n"
-    "                    bf16 or f16 (narrow storage, f32 accumulation; GPU targets)\n"
+    "                    bf16 or f16 (narrow storage, f32 accumulation; GPU targets),\n"
+    "                    fp8 (cuda-sm89 and up: bf16 storage, the linear layers'\n"
+    "                    weights e4m3 with a scale per output channel, their GEMMs'\n"
+    "                    rows of A e4m3 with a scale per row, computed as they run)\n"
     );
   fprintf(f,
     "  --quantize=int8w  c-simd: hold the linear layers' weights as int8 with an f32\n"

@@ -130,7 +130,7 @@ static void test_targets(void **state) {
   assert_non_null(strstr(out, "--precision=bf16: target c-simd computes and stores f32"));
   assert_false(exists("outdir"));
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=f8 -o outdir"), 1);
-  assert_non_null(strstr(out, "--precision: expected f32, tf32, bf16 or f16, found \"f8\""));
+  assert_non_null(strstr(out, "--precision: expected f32, tf32, bf16, f16 or fp8, found \"f8\""));
   assert_false(exists("outdir"));
   assert_int_equal(nnc(out, sizeof out, "tiny.lua --target=cuda-sm80 --precision=bf16 -o cudadir"), 0);
   assert_true(exists("cudadir/tiny.cu"));
