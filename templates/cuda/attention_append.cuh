@@ -26,7 +26,8 @@ namespace nnc_attn {
 /* Where a block's keys come from: rows j < fresh of the cache at cache +
  * j * st, the rest from the new rows at fresh_rows + (j - fresh) * nst
  * (fresh = S - T with k_new set, past every key without). The strides are
- * the kernel's arguments (row's parameters), not registers of the loop. */
+ * row()'s arguments, read from the kernel's parameters: no registers held
+ * through the key loop for them. */
 template <typename E> struct key_rows {
   const E *cache, *fresh_rows;
   int fresh;
