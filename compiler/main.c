@@ -18,11 +18,14 @@
 #include "passes/passes.h"
 #include "random_weights.h"
 #include "tune/target.h"
+#include "calibrate.h"
 
 typedef enum { EMIT_NONE, EMIT_IR, EMIT_DOT, EMIT_PLAN } emit_kind;
 
 typedef struct cli {
   bool weights;          /* `nnc weights`: write random weights instead */
+  bool calibrate;        /* `nnc calibrate`: fp8's static activation scales (calibrate.h) */
+  const char *cal_weights, *cal_data, *cal_method;   /* its --weights, --data, --method */
   unsigned long long seed;
   const char *model;
   const char *target;
@@ -53,6 +56,8 @@ static void usage(FILE *f) {
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
     "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8|int4w] [--hfuse=on|off]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8|int4w] [-D name=value]...\n"
+    "       nnc calibrate MODEL.lua --weights W.safetensors --data INPUTS.safetensors -o OUT.safetensors\n"
+    "                     [--method=absmax|percentile:P] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
@@ -133,6 +138,12 @@ static void usage(FILE *f) {
     "with --quantize=int8w the linear weights lie on their channels' int8 grid, so an\n"
     "int8w folder holds them exactly (its --check then measures the int8 kernels);\n"
     "likewise w8a8's 6-bit grid and int4w's grids of 128-k groups.\n"
+    "`nnc calibrate` runs the model on the float64 reference with the weights and the\n"
+    "inputs of --data (named as the model names them; B, T, ... from their shapes) and\n"
+    "writes OUT: the weights' tensors plus \"<weight>.input_scale\" for each weight a\n"
+    "--precision=fp8 folder holds as e4m3, the largest |value| its linears read (or\n"
+    "--method=percentile:P of them) / 448. Such a folder loading OUT quantizes those\n"
+    "GEMMs' rows with that fixed scale instead of each row's own.\n"
     "\n"
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"
@@ -147,6 +158,10 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     c->weights = true;
     first = 2;
   }
+  if (argc > 1 && strcmp(argv[1], "calibrate") == 0) {
+    c->calibrate = true;
+    first = 2;
+  }
   for (int i = first; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--target=", 9) == 0) c->target = a + 9;
@@ -157,6 +172,11 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
       c->seed = strtoull(a + 7, &end, 10);
       if (!a[7] || *end) return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--seed: expected a number, found \"%s\"", a + 7);
     }
+    else if (c->calibrate && strcmp(a, "--weights") == 0 && i + 1 < argc) c->cal_weights = argv[++i];
+    else if (c->calibrate && strncmp(a, "--weights=", 10) == 0) c->cal_weights = a + 10;
+    else if (c->calibrate && strcmp(a, "--data") == 0 && i + 1 < argc) c->cal_data = argv[++i];
+    else if (c->calibrate && strncmp(a, "--data=", 7) == 0) c->cal_data = a + 7;
+    else if (c->calibrate && strncmp(a, "--method=", 9) == 0) c->cal_method = a + 9;
     else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
     else if (strcmp(a, "--explain") == 0) c->explain = true;
@@ -213,6 +233,10 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
   if (c->recompute && !c->train)
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step "
                       "keeps activations for a backward)", c->recompute);
+  if (c->calibrate && (!c->out || !c->cal_weights || !c->cal_data || c->emit != EMIT_NONE || c->target || c->train ||
+                       c->generate || c->parallel || c->quantize || c->precision))
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc calibrate: expected MODEL.lua --weights W.safetensors --data "
+                      "INPUTS.safetensors -o OUT.safetensors [--method=absmax|percentile:P] [-D name=value]");
   if (c->weights && (!c->out || c->emit != EMIT_NONE || c->target))
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc weights: expected MODEL.lua -o FILE.safetensors");
   return NNC_OK;
@@ -253,6 +277,12 @@ static void print_summary(const nnc_schedule *s) {
 }
 
 static nnc_status run(const cli *c, nnc_error *err) {
+  if (c->calibrate) {
+    nnc_calibrate_opts co = {.model = c->model, .defines = c->defines, .ndefines = c->ndefines,
+                             .weights = c->cal_weights, .data = c->cal_data, .out = c->out};
+    nnc_status st = nnc_calibrate_method(c->cal_method, &co.percentile, err);
+    return st ? st : nnc_calibrate(&co, stdout, err);
+  }
   if (c->target) {
     const nnc_target_info *target;
     nnc_status st = nnc_target_find(c->target, &target, err);

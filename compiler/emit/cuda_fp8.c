@@ -4,8 +4,10 @@
  * A weight marked NNC_QUANT_FP8_CHANNEL (passes/quantize.c) is held in the
  * weights block as e4m3 [N, K] (K-major whatever the file's layout, as
  * cuBLASLt's FP8 kernels read it), then its N f32 scales at the next 256
- * bytes. upload() sends the float values to the device and quantizes them
- * there. A GEMM reading such a weight quantizes its A to e4m3 first, a scale
+ * bytes, then one f32: the fixed scale of its GEMMs' A from `nnc calibrate`
+ * ("<weight>.input_scale" in the file load() reads), 0 for each row's own.
+ * upload() sends the float values to the device and quantizes them there
+ * (and sets the fixed scale to 0). A GEMM reading such a weight quantizes its A to e4m3 first, a scale
  * per row, in one kernel that also applies the layernorm or rmsnorm it
  * reads; then nnc_cuda_gemm_fp8 runs cuBLASLt e4m3 x e4m3 with both scale
  * vectors and the epilogue, or its fallback. Everything else is as under
@@ -72,29 +74,53 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
     "  nnc_cuda_error ke = {};\n"
     "  int bad = ce == cudaSuccess && nnc_cuda_fp8_weight(dev, fp8_layout[i].n, fp8_layout[i].k, fp8_layout[i].in_out != 0,\n"
     "                                                     q, (float *)(q + fp8_layout[i].scales), m->stream, &ke);\n"
+    "  const float dynamic = 0.0f;   /* until load_input_scales gives a fixed one */\n"
+    "  if (ce == cudaSuccess && !bad)\n"
+    "    ce = cudaMemcpyAsync(q + fp8_layout[i].scales + (size_t)fp8_layout[i].n * 4, &dynamic, sizeof dynamic,\n"
+    "                         cudaMemcpyHostToDevice, m->stream);\n"
     "  if (ce == cudaSuccess && !bad) ce = cudaStreamSynchronize(m->stream);\n"
     "  nnrt_cuda_free(m->alloc, dev, NULL);\n"
     "  if (bad) return fail(m, %s_E_DEVICE, \"quantizing weight %%s to e4m3: %%s\", manifest[i].name, ke.msg);\n"
     "  if (ce != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"quantizing weight %%s to e4m3: %%s\", manifest[i].name, cudaGetErrorString(ce));\n"
     "  return 0;\n}\n\n", p, P, P, P);
+  nnc_sb_printf(b,
+    "/* nnc calibrate's fixed scales of the e4m3 GEMMs' A: \"<weight>.input_scale\", one f32,\n"
+    " * for the weights whose file has one (the others keep each row's own scale). */\n"
+    "static int load_input_scales(%s_model *m, const nnrt_st *st) {\n"
+    "  for (int i = 0; i < NPARAMS; i++) {\n"
+    "    if (!fp8_layout[i].n) continue;\n"
+    "    char name[512];\n"
+    "    snprintf(name, sizeof name, \"%%s.input_scale\", manifest[i].name);\n"
+    "    const nnrt_st_tensor *t = NULL;\n"
+    "    nnrt_error e = {};\n"
+    "    if (nnrt_st_find(st, name, &t, &e)) continue;\n"
+    "    float v = 0.0f;\n"
+    "    if (t->numel != 1 || nnrt_st_copy_f32(st, t, &v, 1, &e) || !(v > 0.0f) || !isfinite(v))\n"
+    "      return fail(m, %s_E_FORMAT, \"%%s: expected one positive finite float, found %%lld values%%s%%s\", name,\n"
+    "                  (long long)t->numel, e.msg[0] ? \": \" : \"\", e.msg);\n"
+    "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n * 4;\n"
+    "    cudaError_t ce = cudaMemcpy(at, &v, sizeof v, cudaMemcpyHostToDevice);\n"
+    "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%%s to the GPU: %%s\", name, cudaGetErrorString(ce));\n"
+    "  }\n  return 0;\n}\n\n", p, P, P);
 }
 
-/* The pointers of weight t held as e4m3, and its scales. */
-static void weight_ptrs(const ec_ctx *x, int t, char *q, char *scale, size_t n) {
+/* The pointers of weight t held as e4m3, its scales and its A's fixed scale. */
+static void weight_ptrs(const ec_ctx *x, int t, char *q, char *scale, char *fixed, size_t n) {
   const nnc_tensor *w = &x->g->tensors[t];
   long long off = (long long)x->w_off[x->param_of[t]];
   int64_t nn, kk;
   nk_of(w, &nn, &kk);
   snprintf(q, n, "(const unsigned char *)(c.weights + %lld)", off);
   snprintf(scale, n, "(const float *)(c.weights + %lld)", off + (long long)pad256(nn * kk));
+  snprintf(fixed, n, "(const float *)(c.weights + %lld)", off + (long long)(pad256(nn * kk) + nn * 4));
 }
 
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
   const char *ta = cu_stype(x, d->a), *to = cu_stype(x, d->out);
-  char pa[256], lit[64], wq[256], ws[256];
+  char pa[256], lit[64], wq[256], ws[256], wf[256];
   nnc_sb_printf(body, "  unsigned char *Aq = (unsigned char *)m->ws;   /* A's rows as e4m3 */\n"
                       "  float *a_scale = (float *)((unsigned char *)m->ws + pad_offset((size_t)M * K));   /* a scale a row */\n"
                       "  nnc_cuda_error e;\n");
@@ -106,11 +132,12 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
   nnc_sb_printf(body, "  /* %s */\n", d->prologue == NNC_NORM_NONE  ? "A's rows to e4m3"
                                       : d->prologue == NNC_NORM_LAYER ? "the layernorm and the rows' e4m3 in one kernel"
                                                                       : "the rmsnorm and the rows' e4m3 in one kernel");
-  nnc_sb_printf(body, "  if (nnc_cuda_fp8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, Aq, a_scale, s, &e))\n"
+  weight_ptrs(x, d->b, wq, ws, wf, sizeof wq);
+  nnc_sb_printf(body, "  const float *fixed = %s;   /* nnc calibrate's scale of A, or 0: each row's */\n", wf);
+  nnc_sb_printf(body, "  if (nnc_cuda_fp8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, fixed, Aq, a_scale, s, &e))\n"
                       "    return kernel_failed(m, %d, e.msg);\n",
                 ta, norm, ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
                 ec_literal(d->prologue != NNC_NORM_NONE ? d->norm_eps : 0.0, false, lit, sizeof lit), ki);
-  weight_ptrs(x, d->b, wq, ws, sizeof wq);
   nnc_sb_printf(body, "  nnc_cuda_fp8_gemm_args<%s> f = {};\n  f.M = M;\n  f.N = N;\n  f.K = K;\n"
                       "  f.a = Aq;\n  f.a_scale = a_scale;\n"
                       "  f.w = %s;   /* %s, e4m3 [N, K] */\n  f.w_scale = %s;\n",

@@ -501,13 +501,14 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "    }\n"
     "    rc = upload(m, i, (const float *)host[i], n);\n"
     "  }\n"
-    "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n"
+    "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n%s"
     "  if (rc) return rc;\n"
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p, numel, P,
     sharded ? shards_load : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
-    numel, ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
+    numel, cu_fp8_any(x) ? "  if (!rc) rc = load_input_scales(m, st);   /* nnc calibrate's, where the file has them */\n" : "",
+    ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   char slice_set[900];
   snprintf(slice_set, sizeof slice_set,

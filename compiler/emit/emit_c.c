@@ -651,9 +651,10 @@ const char *ec_view_note(const nnc_kernel *k) {
 
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t) {
   if (t->quant.kind == NNC_QUANT_FP8_CHANNEL) {
-    /* e4m3 [N, K], then N f32 scales from the next 256 bytes */
+    /* e4m3 [N, K], then N f32 scales from the next 256 bytes and the
+     * input's fixed scale (0: each row's own) */
     int64_t n = t->shape[t->quant.axis].k, k = t->shape[1 - t->quant.axis].k;
-    return (n * k + 255) / 256 * 256 + n * 4;
+    return (n * k + 255) / 256 * 256 + n * 4 + 4;
   }
   return nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
 }

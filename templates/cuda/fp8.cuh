@@ -5,7 +5,8 @@
  * per output channel (max|w| / 448), held [N, K] (K-major, what cuBLASLt's
  * FP8 kernels read) whatever the file's layout.
  * Activations: each GEMM's A quantized when it runs, a scale per row (its
- * max|a| / 448: dynamic, no calibration), by one kernel that also applies
+ * max|a| / 448: dynamic), or one fixed scale from `nnc calibrate` (values
+ * beyond it saturate), by one kernel that also applies
  * the layernorm or rmsnorm the GEMM reads, from f32, so the normalized row
  * is rounded once (to e4m3), not twice (bf16, then e4m3).
  * The GEMM: cuBLASLt e4m3 x e4m3 with both scale vectors
@@ -40,6 +41,13 @@ __device__ __forceinline__ unsigned char nnc_to_e4m3(float v) {
  * (its values stay 0 and its scale is 0). */
 __device__ __forceinline__ float nnc_fp8_inv(float amax) { return amax > 0.0f ? NNC_FP8_MAX / amax : 0.0f; }
 
+/* The largest |value| a fixed scale (nnc calibrate's, > 0) stands for, or 0:
+ * each row's own. Values beyond it saturate to +-448. */
+__device__ __forceinline__ float nnc_fp8_fixed_amax(const float *fixed) {
+  const float f = fixed ? *fixed : 0.0f;
+  return f > 0.0f ? f * NNC_FP8_MAX : 0.0f;
+}
+
 /* Weight quantization: block n makes output channel n, q[n][k] and
  * scale[n], from w [N, K] (in_out 0) or [K, N] (in_out 1, GPT-2's Conv1D). */
 __global__ void nnc_fp8_weight_kernel(const float *w, int N, int K, int in_out, unsigned char *q, float *scale) {
@@ -73,7 +81,7 @@ enum nnc_fp8_norm { NNC_FP8_PLAIN, NNC_FP8_LAYERNORM, NNC_FP8_RMSNORM };
  * first. */
 template <typename T, int NORM>
 __global__ void nnc_fp8_rows_kernel(int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                                    unsigned char *q, float *scale) {
+                                    const float *fixed, unsigned char *q, float *scale) {
   __shared__ float red[NNC_FP8_THREADS / 32];
   const long long r = blockIdx.x;
   const T *xr = x + r * ldx;
@@ -103,9 +111,12 @@ __global__ void nnc_fp8_rows_kernel(int cols, const T *x, long long ldx, const T
     const float b = NORM == NNC_FP8_LAYERNORM && beta ? nnc_dtype<T>::load(beta[j]) : 0.0f;
     return fmaf((a - mean) * rstd, g, b);
   };
-  float amax = 0.0f;
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) amax = fmaxf(amax, fabsf(value(j)));
-  amax = nnc_group_reduce<nnc_max_op, NNC_FP8_THREADS>(amax, red);
+  float amax = nnc_fp8_fixed_amax(fixed);
+  if (!(amax > 0.0f)) {
+    amax = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) amax = fmaxf(amax, fabsf(value(j)));
+    amax = nnc_group_reduce<nnc_max_op, NNC_FP8_THREADS>(amax, red);
+  }
   const float inv = nnc_fp8_inv(amax);
   unsigned char *qr = q + r * cols;
   for (int j = threadIdx.x; j < cols; j += blockDim.x) qr[j] = nnc_to_e4m3(value(j) * inv);
@@ -120,7 +131,7 @@ __global__ void nnc_fp8_rows_kernel(int cols, const T *x, long long ldx, const T
 template <typename T, int NORM, int V>
 __global__ void __launch_bounds__(NNC_FP8_THREADS)
 nnc_fp8_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                         unsigned char *q, float *scale) {
+                         const float *fixed, unsigned char *q, float *scale) {
   constexpr int E = nnc_dtype<T>::VEC;
   const int lane = threadIdx.x % 32;
   const long long r = (long long)blockIdx.x * (NNC_FP8_THREADS / 32) + threadIdx.x / 32;
@@ -179,12 +190,15 @@ nnc_fp8_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const T 
       for (int j = 0; j < E; j++) v[i][j] = fmaf((v[i][j] - mean) * rstd, g[j], b[j]);
     }
   }
-  float amax = 0.0f;
+  float amax = nnc_fp8_fixed_amax(fixed);
+  if (!(amax > 0.0f)) {
+    amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < V; i++)
+    for (int i = 0; i < V; i++)
 #pragma unroll
-    for (int j = 0; j < E; j++) amax = fmaxf(amax, fabsf(v[i][j]));
-  amax = nnc_warp_reduce<nnc_max_op, 32>(amax);
+      for (int j = 0; j < E; j++) amax = fmaxf(amax, fabsf(v[i][j]));
+    amax = nnc_warp_reduce<nnc_max_op, 32>(amax);
+  }
   const float inv = nnc_fp8_inv(amax);
   unsigned char *qr = q + r * cols;
 #pragma unroll
@@ -202,50 +216,51 @@ nnc_fp8_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const T 
 
 template <typename T, int NORM, int V>
 static void nnc_fp8_rows_warp(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                              unsigned char *q, float *scale, cudaStream_t s) {
+                              const float *fixed, unsigned char *q, float *scale, cudaStream_t s) {
   constexpr int W = NNC_FP8_THREADS / 32;
   nnc_fp8_rows_warp_kernel<T, NORM, V><<<(unsigned)((rows + W - 1) / W), NNC_FP8_THREADS, 0, s>>>(rows, cols, x, ldx, gamma,
-                                                                                               beta, eps, q, scale);
+                                                                                               beta, eps, fixed, q, scale);
 }
 
 /* The warp kernel for V vectors a lane, the smallest of 1, 2, 4, 8, 16 that
  * holds the row; false when none does (or the row is not whole vectors). */
 template <typename T, int NORM>
 static bool nnc_fp8_rows_fast(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                              unsigned char *q, float *scale, cudaStream_t s) {
+                              const float *fixed, unsigned char *q, float *scale, cudaStream_t s) {
   constexpr int E = nnc_dtype<T>::VEC;
   auto al = [](const void *p) { return p == nullptr || (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
   if (cols % E || ldx % E || !al(x) || !al(gamma) || !al(beta) || (reinterpret_cast<uintptr_t>(q) & 7u)) return false;
   const int per = (cols / E + 31) / 32;
-  if (per <= 1) nnc_fp8_rows_warp<T, NORM, 1>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s);
-  else if (per <= 2) nnc_fp8_rows_warp<T, NORM, 2>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s);
-  else if (per <= 4) nnc_fp8_rows_warp<T, NORM, 4>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s);
-  else if (per <= 8) nnc_fp8_rows_warp<T, NORM, 8>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s);
-  else if (per <= 16) nnc_fp8_rows_warp<T, NORM, 16>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s);
+  if (per <= 1) nnc_fp8_rows_warp<T, NORM, 1>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
+  else if (per <= 2) nnc_fp8_rows_warp<T, NORM, 2>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
+  else if (per <= 4) nnc_fp8_rows_warp<T, NORM, 4>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
+  else if (per <= 8) nnc_fp8_rows_warp<T, NORM, 8>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
+  else if (per <= 16) nnc_fp8_rows_warp<T, NORM, 16>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
   else return false;
   return true;
 }
 
 /* Row r of x [rows, cols] (leading dimension ldx), normalized as norm says
  * (gamma, beta: cols elements or NULL), to e4m3 in q [rows, cols] with its
- * scale in scale[r]. */
+ * scale in scale[r]: the row's max |value| / 448, or *fixed where fixed is
+ * not NULL and *fixed > 0 (a device float: nnc calibrate's scale). */
 template <typename T>
 nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T *x, long long ldx, const T *gamma,
-                                  const T *beta, float eps, unsigned char *q, float *scale, cudaStream_t s,
-                                  nnc_cuda_error *err) {
+                                  const T *beta, float eps, const float *fixed, unsigned char *q, float *scale,
+                                  cudaStream_t s, nnc_cuda_error *err) {
   if (!x || !q || !scale || rows < 0 || cols < 0 || ldx < cols)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_rows", "a NULL pointer, a negative size or ldx < cols");
   if (rows == 0) return NNC_CUDA_OK;
-  const bool fast = norm == NNC_FP8_LAYERNORM ? nnc_fp8_rows_fast<T, NNC_FP8_LAYERNORM>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s)
-                  : norm == NNC_FP8_RMSNORM   ? nnc_fp8_rows_fast<T, NNC_FP8_RMSNORM>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s)
-                                              : nnc_fp8_rows_fast<T, NNC_FP8_PLAIN>(rows, cols, x, ldx, gamma, beta, eps, q, scale, s);
+  const bool fast = norm == NNC_FP8_LAYERNORM ? nnc_fp8_rows_fast<T, NNC_FP8_LAYERNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s)
+                  : norm == NNC_FP8_RMSNORM   ? nnc_fp8_rows_fast<T, NNC_FP8_RMSNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s)
+                                              : nnc_fp8_rows_fast<T, NNC_FP8_PLAIN>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
   if (fast) return nnc_cuda_check_launch(err, "nnc_cuda_fp8_rows");
   if (norm == NNC_FP8_LAYERNORM)
-    nnc_fp8_rows_kernel<T, NNC_FP8_LAYERNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, q, scale);
+    nnc_fp8_rows_kernel<T, NNC_FP8_LAYERNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
   else if (norm == NNC_FP8_RMSNORM)
-    nnc_fp8_rows_kernel<T, NNC_FP8_RMSNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, q, scale);
+    nnc_fp8_rows_kernel<T, NNC_FP8_RMSNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
   else
-    nnc_fp8_rows_kernel<T, NNC_FP8_PLAIN><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, q, scale);
+    nnc_fp8_rows_kernel<T, NNC_FP8_PLAIN><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
   return nnc_cuda_check_launch(err, "nnc_cuda_fp8_rows");
 }
 

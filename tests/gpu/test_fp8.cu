@@ -1,7 +1,9 @@
 /* tests/gpu/test_fp8.cu — templates/cuda/fp8.cuh on a GPU (--precision=fp8):
- *  - nnc_cuda_fp8_weight ([N, K] and [K, N] sources) and nnc_cuda_fp8_rows
- *    (plain, layernorm, rmsnorm) bit for bit against runtime/half.c's
- *    nnrt_f32_to_e4m3 of the same f32 products (value * 448 / max);
+ *  - nnc_cuda_fp8_weight ([N, K] and [K, N] sources) bit for bit against
+ *    runtime/half.c's nnrt_f32_to_e4m3 of the same f32 products (value *
+ *    448 / max); nnc_cuda_fp8_rows (plain, layernorm, rmsnorm; the warp and
+ *    the block kernel) within one e4m3 step of a float64 norm, and with a
+ *    fixed scale (nnc calibrate's) bit for bit;
  *  - nnc_cuda_gemm_fp8, both ways (cuBLASLt with its row/channel scale
  *    vectors and epilogue: path 1; the unscaled f32 fallback and the
  *    epilogue kernel: path 2), against a float64 product of the dequantized
@@ -92,7 +94,7 @@ static void check_rows(nnc_fp8_norm norm, int M, int K) {
   CK(cudaMalloc(&dq, (size_t)M * K + 1));
   CK(cudaMalloc(&ds, (size_t)M * 4 + 4));
   nnc_cuda_error e;
-  if (nnc_cuda_fp8_rows<__nv_bfloat16>(norm, M, K, dx, K, dg, db, 1e-5f, dq, ds, 0, &e)) {
+  if (nnc_cuda_fp8_rows<__nv_bfloat16>(norm, M, K, dx, K, dg, db, 1e-5f, nullptr, dq, ds, 0, &e)) {
     std::printf("FAIL rows: %s\n", e.msg);
     failures++;
   }
@@ -125,6 +127,34 @@ static void check_rows(nnc_fp8_norm norm, int M, int K) {
   /* half a step at the top of the range: 16/448 of the max */
   if (!(worst <= 0.04)) { std::printf("FAIL rows norm %d %dx%d: error %.3g of the row's max\n", (int)norm, M, K, worst); failures++; }
   cudaFree(dx); cudaFree(dg); cudaFree(db); cudaFree(dq); cudaFree(ds);
+}
+
+/* A fixed scale (nnc calibrate's) for plain rows: half the true max, so the
+ * larger values saturate; bytes and scales as the host computes them. */
+static void check_rows_fixed(int M, int K) {
+  std::vector<__nv_bfloat16> x((size_t)M * K);
+  for (auto &v : x) v = __float2bfloat16_rn(uni(2.0f));
+  const float f = 1.0f / 448.0f, amax = f * 448.0f, inv = 448.0f / amax;
+  auto dx = dev_copy(x);
+  auto df = dev_copy(std::vector<float>{f});
+  unsigned char *dq;
+  float *ds;
+  CK(cudaMalloc(&dq, (size_t)M * K + 1));
+  CK(cudaMalloc(&ds, (size_t)M * 4 + 4));
+  nnc_cuda_error e;
+  if (nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_PLAIN, M, K, dx, K, nullptr, nullptr, 0.0f, df, dq, ds, 0, &e)) {
+    std::printf("FAIL rows fixed: %s\n", e.msg);
+    failures++;
+  }
+  auto q = host_copy(dq, (size_t)M * K);
+  auto s = host_copy(ds, (size_t)M);
+  int bad = 0;
+  for (int m = 0; m < M; m++) {
+    bad += s[m] != amax / 448.0f;
+    for (int k = 0; k < K; k++) bad += q[(size_t)m * K + k] != nnrt_f32_to_e4m3(__bfloat162float(x[(size_t)m * K + k]) * inv);
+  }
+  if (bad) { std::printf("FAIL rows fixed %dx%d: %d values differ\n", M, K, bad); failures++; }
+  cudaFree(dx); cudaFree(df); cudaFree(dq); cudaFree(ds);
 }
 
 template <typename TO> static double out_of(TO v) { return h_to(v); }
@@ -237,12 +267,12 @@ static void time_cfc(nnrt_cuda_blas *h) {
   unsigned char *q;
   float *qs;
   CK(cudaMalloc(&q, (size_t)M * K)); CK(cudaMalloc(&qs, M * 4));
-  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_LAYERNORM, M, K, ab, K, wb, wb, 1e-5f, q, qs, 0, &e) == NNC_CUDA_OK; });
+  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_LAYERNORM, M, K, ab, K, wb, wb, 1e-5f, nullptr, q, qs, 0, &e) == NNC_CUDA_OK; });
   std::printf("time layernorm + e4m3 rows 8192x768: %.4f ms, %.0f GB/s\n", ms, (double)M * K * 3 / ms / 1e6);
   unsigned char *q4;
   float *qs4;
   CK(cudaMalloc(&q4, (size_t)M * 3072)); CK(cudaMalloc(&qs4, M * 4));
-  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_PLAIN, M, 3072, d, 3072, nullptr, nullptr, 0.0f, q4, qs4, 0, &e) == NNC_CUDA_OK; });
+  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_PLAIN, M, 3072, d, 3072, nullptr, nullptr, 0.0f, nullptr, q4, qs4, 0, &e) == NNC_CUDA_OK; });
   std::printf("time e4m3 rows 8192x3072: %.4f ms, %.0f GB/s\n", ms, (double)M * 3072 * 3 / ms / 1e6);
 }
 
@@ -266,6 +296,8 @@ int main(int argc, char **argv) {
     check_rows((nnc_fp8_norm)norm, 5, 100);
     if (!small) check_rows((nnc_fp8_norm)norm, 9, 3072);
   }
+  check_rows_fixed(7, 64);    /* the warp kernel */
+  check_rows_fixed(7, 100);   /* the block kernel */
   nnrt_cuda_blas *h = nullptr;
   nnrt_error re = {};
   if (nnrt_cuda_blas_create(0, &h, &re)) return std::printf("FAIL blas: %s\n", re.msg), 1;

@@ -7,7 +7,11 @@
 #     .cu quantizes each GEMM's A in the norm kernel where there is one
 #     (no separate layernorm before an FP8 GEMM: GPT-2's pre-norms), and the folder builds
 #     with nvcc for its architecture (skipped without nvcc);
-#  2. the refusals, one a case, each with its message: targets without FP8
+#  2. nnc calibrate on the small GPT-2 (random weights, a batch of ids): one
+#     input_scale a e4m3 weight (max |A| / 448) beside the weights' tensors,
+#     a percentile below the max, a second calibration of its own output
+#     replacing the scales, the folders' loader reading them; its refusals;
+#  3. the refusals, one a case, each with its message: targets without FP8
 #     tensor cores (c-simd, opencl, cuda-sm80, cuda-sm86), --train,
 #     --quantize, --parallel; none leaves an output folder behind.
 set -euo pipefail
@@ -54,6 +58,63 @@ for target in cuda-sm90a cuda-sm89; do
     fi
   done
 done
+
+# nnc calibrate: the weights' tensors plus a scale a e4m3 weight
+# shellcheck disable=SC2086
+"$nnc" weights models/gpt2.lua $gpt2 -o "$work/w.safetensors"
+python3 - "$work/data.safetensors" <<'EOF'
+import json, struct, sys
+ids = [(i * 37 + 11) % 101 for i in range(2 * 9)]
+data = struct.pack("<%di" % len(ids), *ids)
+hdr = json.dumps({"ids": {"dtype": "I32", "shape": [2, 9], "data_offsets": [0, len(data)]}}).encode()
+hdr += b" " * ((8 - len(hdr) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
+EOF
+# the tensors of a safetensors file: name, dtype, shape (and the value of a one-float tensor) a line
+tensors() {
+  python3 - "$1" <<'EOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+for name, t in sorted(json.loads(raw[8:8 + n]).items()):
+    if name == "__metadata__": continue
+    a, b = t["data_offsets"]
+    vals = struct.unpack("<f", raw[8 + n + a:8 + n + b]) if t["dtype"] == "F32" and b - a == 4 else ()
+    print(name, t["dtype"], t["shape"], *vals)
+EOF
+}
+# shellcheck disable=SC2086
+cal() { "$nnc" calibrate models/gpt2.lua $gpt2 --weights "$1" --data "$work/data.safetensors" -o "$2" "${@:3}"; }
+cal "$work/w.safetensors" "$work/cal.safetensors" > "$work/cal.log" || fail "calibrate"
+[ "$(grep -c '\.input_scale ' "$work/cal.log")" -eq 8 ] || fail "calibrate: expected 8 scales"
+tensors "$work/w.safetensors" > "$work/w.txt"
+tensors "$work/cal.safetensors" > "$work/cal.txt"
+[ "$(grep -c '\.input_scale F32 \[1\] ' "$work/cal.txt")" -eq 8 ] || fail "calibrate: expected 8 input_scale tensors"
+grep -v input_scale "$work/cal.txt" | cmp -s - "$work/w.txt" || fail "calibrate: the weights' tensors changed"
+grep -q "^h.0.attn.c_attn.weight.input_scale " "$work/cal.txt" || fail "calibrate: no scale for h.0.attn.c_attn.weight"
+! grep -q "^wte.weight.input_scale" "$work/cal.txt" || fail "calibrate: a scale for the tied wte"
+# the scale is max |A| / 448 as printed ("NAME SCALE (max |A| V of N values)")
+awk '{ v = $5; if ($2 <= 0 || $2 * 448 < v * 0.999 || $2 * 448 > v * 1.001) bad = 1 } END { exit bad }' \
+  "$work/cal.log" || fail "calibrate: a scale is not max |A| / 448"
+cal "$work/w.safetensors" "$work/p90.safetensors" --method=percentile:90 > "$work/p90.log" || fail "calibrate percentile"
+# field 10: the percentile line's scale after the 8 fields of the max's
+paste -d ' ' "$work/cal.log" "$work/p90.log" | awk '{ if (!($10 < $2)) bad = 1 } END { exit bad }' ||
+  fail "calibrate: percentile:90 not below the max"
+# its own output again: the scales replaced, not added
+cal "$work/cal.safetensors" "$work/cal2.safetensors" > /dev/null || fail "calibrate of a calibrated file"
+tensors "$work/cal2.safetensors" | cmp -s - "$work/cal.txt" || fail "calibrate: recalibrating changed the file"
+grep -q "load_input_scales(m, st)" "$work/gpt2_cuda-sm90a/gpt2.cu" || fail "the folder does not read input_scale"
+out=$(cal "$work/w.safetensors" "$work/x.safetensors" --method=percentile:0 2>&1) && fail "percentile:0 accepted"
+grep -q "expected absmax or percentile:P with 0 < P <= 100" <<< "$out" || fail "percentile:0: $out"
+# shellcheck disable=SC2086
+out=$("$nnc" calibrate models/gpt2.lua $gpt2 --weights "$work/w.safetensors" --data "$work/w.safetensors" \
+      -o "$work/x.safetensors" 2>&1) && fail "data without the input accepted"
+grep -q "expected the input ids, found none" <<< "$out" || fail "data without ids: $out"
+# shellcheck disable=SC2086
+out=$("$nnc" calibrate models/gpt2.lua $gpt2 --data "$work/data.safetensors" -o "$work/x.safetensors" 2>&1) &&
+  fail "calibrate without --weights accepted"
+grep -q "nnc calibrate: expected MODEL.lua --weights" <<< "$out" || fail "no --weights: $out"
+[ ! -e "$work/x.safetensors" ] || fail "a refused calibration wrote its output"
 
 # refusal CMD... EXIT PATTERN: exits EXIT, says PATTERN, leaves no folder
 refusal() {
