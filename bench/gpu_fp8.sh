@@ -10,7 +10,9 @@
 #      row/channel scale vectors, the fallback) against float64, and
 #      GPT-2's c_fc (8192 x 3072 x 768) FP8 against bf16 cuBLASLt;
 #   2. every folder built; the small ones' bench --check at odd sizes, one
-#      under compute-sanitizer memcheck;
+#      under compute-sanitizer memcheck; the small GPT-2 also with weights
+#      from `nnc weights` as they are (each row's scale) and as `nnc
+#      calibrate` wrote them for a batch of ids (fixed scales);
 #   3. GPT-2 124M (random weights scaled like PyTorch's init), bf16 and fp8:
 #      bench --check against the float model's float64 reference at B=1
 #      T=CHECK_T (max relative error, cosine, top-1), then B=8 T=1024 timed
@@ -39,6 +41,20 @@ generate() {
   for p in bf16 fp8; do
     "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=$p -D batch=8 -o "$G/gpt2_$p" || exit 1
   done
+  # static activation scales: random weights, calibrated on 3 x 17 ids
+  # shellcheck disable=SC2086
+  "$nnc" weights "$ROOT/models/gpt2.lua" $GSMALL -o "$G/w_small.safetensors" || exit 1
+  python3 - "$G/ids_small.safetensors" <<'EOF'
+import json, struct, sys
+ids = [(i * 37 + 11) % 101 for i in range(3 * 17)]
+data = struct.pack("<%di" % len(ids), *ids)
+hdr = json.dumps({"ids": {"dtype": "I32", "shape": [3, 17], "data_offsets": [0, len(data)]}}).encode()
+hdr += b" " * ((8 - len(hdr) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hdr)) + hdr + data)
+EOF
+  # shellcheck disable=SC2086
+  "$nnc" calibrate "$ROOT/models/gpt2.lua" $GSMALL --weights "$G/w_small.safetensors" --data "$G/ids_small.safetensors" \
+    -o "$G/w_small_cal.safetensors" > "$G/calibrate.log" || exit 1
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
 
@@ -72,6 +88,11 @@ run() {
   echo "gpt2_small_fp8 check rc=$?" >> "$out/checks.txt"
   "$G/bert_small_fp8/bench_bert" --check -d B=3 -d T=13 --runs 3 --no-peaks > "$out/check_bert_small_fp8.log" 2>&1
   echo "bert_small_fp8 check rc=$?" >> "$out/checks.txt"
+  for w in w_small w_small_cal; do
+    "$G/gpt2_small_fp8/bench_gpt2" --weights "$G/$w.safetensors" --check -d B=3 -d T=17 --runs 3 --no-peaks \
+      > "$out/check_gpt2_small_fp8_$w.log" 2>&1
+    echo "gpt2_small_fp8 --weights $w check rc=$?" >> "$out/checks.txt"
+  done
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 \
     --runs 1 --warmup 0 --no-peaks --cuda-graphs off > "$out/memcheck_gpt2_small_fp8.log" 2>&1
   echo "memcheck gpt2_small_fp8 rc=$?" >> "$out/checks.txt"
@@ -104,7 +125,8 @@ EOF
     cat "$out/checks.txt"
     grep -E "FAIL|failures|^time|asked path 0.*ran path [12]" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -24
     echo "small folders:"
-    grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_bert_small_fp8.log" | sed 's/^/  /'
+    grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_bert_small_fp8.log" \
+      "$out/check_gpt2_small_fp8_w_small.log" "$out/check_gpt2_small_fp8_w_small_cal.log" | sed "s#^$out/##; s/^/  /"
     grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" | sed 's/^/  memcheck: /'
     echo "GPT-2 124M (random weights), check at B=1 T=$CHECK_T against the float model's float64 reference; B=8 T=1024 timed, graphs on:"
     printf "%-6s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
