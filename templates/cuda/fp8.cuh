@@ -355,7 +355,9 @@ inline size_t nnc_cuda_fp8_tmp_bytes(long long M, long long N) {
  * can (*path 1), else by the fallback (*path 2). *path 0: not known yet;
  * the first call finds out (cuBLASLt answers "unsupported" before launching
  * anything) and the model keeps the answer, so later calls (and a captured
- * graph) take the path found at once. */
+ * graph) take the path found at once. A kernel whose first call took path
+ * 1 keeps it; a later size cuBLASLt has no algorithm for (a decode step's
+ * few rows) takes the fallback for that call only. */
 template <typename TO>
 nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, int *path, cudaStream_t s,
                                   nnc_cuda_error *err) {
@@ -389,15 +391,14 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
     nnrt_error e = {};
     nnrt_status st = nnrt_cuda_gemm_run(h, &g, s, &e);
     if (st == NNRT_OK) {
-      *path = 1;
+      if (*path == 0) *path = 1;
       return NNC_CUDA_OK;
     }
     /* no algorithm: "unsupported: ..." from the runtime, or the heuristic's own NOT_SUPPORTED */
     const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
                                            std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
-    if (*path == 1 || !none)
-      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
-    *path = 2;
+    if (!none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
+    if (*path == 0) *path = 2;
   }
   return nnc_fp8_gemm_fallback(h, f, s, err);
 }
