@@ -12,7 +12,9 @@
 #   2. every folder built; the small ones' bench --check at odd sizes, one
 #      under compute-sanitizer memcheck; the small GPT-2 also with weights
 #      from `nnc weights` as they are (each row's scale) and as `nnc
-#      calibrate` wrote them for a batch of ids (fixed scales);
+#      calibrate` wrote them for a batch of ids (fixed scales); a small
+#      --generate GPT-2 fp8: generate_gpt2 --check (every decode step's
+#      logits against a full forward of the float model);
 #   3. GPT-2 124M (random weights scaled like PyTorch's init), bf16 and fp8:
 #      bench --check against the float model's float64 reference at B=1
 #      T=CHECK_T (max relative error, cosine, top-1), then B=8 T=1024 timed
@@ -36,6 +38,8 @@ generate() {
   rm -rf "$G" && mkdir -p "$G"
   # shellcheck disable=SC2086  # several -D words
   "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=fp8 $GSMALL -o "$G/gpt2_small_fp8" || exit 1
+  # shellcheck disable=SC2086
+  "$nnc" "$ROOT/models/gpt2.lua" --generate --target=cuda-${ARCH/_/} --precision=fp8 $GSMALL -o "$G/gpt2_gen_fp8" || exit 1
   # shellcheck disable=SC2086
   "$nnc" "$ROOT/models/bert.lua" --target=cuda-${ARCH/_/} --precision=fp8 $BSMALL -o "$G/bert_small_fp8" || exit 1
   for p in bf16 fp8; do
@@ -78,6 +82,8 @@ run() {
      "$ROOT"/runtime/half.c "$ROOT"/runtime/cuda/{status,device,alloc,host,stream,gemm,peaks}.c -lcublasLt \
      > "$out/make_test_fp8.log" 2>&1 && "$G/test_fp8" --time > "$out/test_fp8.log" 2>&1; echo "test_fp8 rc=$?" >> "$out/checks.txt") &
   # 2. the folders
+  (make -s -C "$G/gpt2_gen_fp8" -j4 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" generate_gpt2 > "$out/make_gpt2_gen_fp8.log" 2>&1 ||
+     echo "build gpt2_gen_fp8 failed" >> "$out/checks.txt") &
   for d in gpt2_small_fp8 gpt2_bf16 gpt2_fp8; do
     (make -s -C "$G/$d" -j6 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_gpt2 > "$out/make_$d.log" 2>&1 || echo "build $d failed" >> "$out/checks.txt") &
   done
@@ -93,6 +99,8 @@ run() {
       > "$out/check_gpt2_small_fp8_$w.log" 2>&1
     echo "gpt2_small_fp8 --weights $w check rc=$?" >> "$out/checks.txt"
   done
+  (cd "$G/gpt2_gen_fp8" && ./generate_gpt2 --check --prompt '3,1,4,1,5;9,2' --steps 7 > "$out/check_gpt2_gen_fp8.log" 2>&1)
+  echo "gpt2_gen_fp8 generate --check rc=$?" >> "$out/checks.txt"
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 \
     --runs 1 --warmup 0 --no-peaks --cuda-graphs off > "$out/memcheck_gpt2_small_fp8.log" 2>&1
   echo "memcheck gpt2_small_fp8 rc=$?" >> "$out/checks.txt"
