@@ -348,7 +348,10 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
       size_t len = strlen(by);
       char te[EXPR - 16];
-      snprintf(e, sizeof e, "%d.0 * %s", nnc_dtype_size(x->g->tensors[t].dtype), delems(x, t, te, sizeof te));
+      /* an e4m3 weight (--precision=fp8) is read as its bytes */
+      const nnc_tensor *tt = &x->g->tensors[t];
+      int esize = tt->quant.kind == NNC_QUANT_FP8_CHANNEL ? 1 : nnc_dtype_size(tt->dtype);
+      snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;
       snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
       line = (wrap ? 0 : line + 3) + strlen(e);
