@@ -8,7 +8,7 @@
  * quantized weight is checked against the float one (each element within
  * half a step of its group's scale) and the file form's round trip
  * (export, import) against the held bytes. */
-#include "test_simd_util.h"
+#include "test_simd_quant.h"
 
 /* Weight [N=2, K=3] = {{0.7, -1.4, 0.2}, {0, 0, 0}}: one group per row,
  * scales 1.4/7 = 0.2 and 0; q = round(w / 0.2) = {3.5 -> 4 (ties to even),
@@ -55,19 +55,10 @@ static void test_hand_quantized(void **state) {
   free(q);
 }
 
-typedef struct qcase {
-  int M, N, K, batch;
-  int trans;      /* the weight is [N,K] (nn.Linear), else [K,N] */
-  int threads;
-  int epilogue;   /* bias, gelu and a residual */
-} qcase;
-
-static double wat(const float *W, const qcase *c, int n, int k) {
-  return W[c->trans ? (size_t)n * c->K + k : (size_t)k * c->N + n];
-}
+static double wat(const float *W, const tq_case *c, int n, int k) { return W[tq_w_at(c, k, n)]; }
 
 /* The quantized values against the float ones, and the file form's round trip. */
-static int check_quantized(const float *W, const void *q, const qcase *c) {
+static int check_quantized(const float *W, const void *q, const tq_case *c) {
   int N = c->N, K = c->K, G = (K + NNC_SIMD_Q4_GROUP - 1) / NNC_SIMD_Q4_GROUP;
   for (int n = 0; n < N; n++)
     for (int g = 0; g < G; g++) {
@@ -108,64 +99,18 @@ static int check_quantized(const float *W, const void *q, const qcase *c) {
   return same;
 }
 
-static int run_case(const qcase *c) {
-  int M = c->M, N = c->N, K = c->K, nb = c->batch;
-  float *W = trandom((size_t)N * K, -1, 1);
+static void use_q4(nnc_simd_gemm_args *g, const void *q) { g->b_q4 = q; }
+static const tq_form q4 = {"q4", nnc_simd_q4_bytes, nnc_simd_q4_pack, nnc_simd_q4_value, use_q4, 0, NULL, NULL};
+
+static int run_case(const tq_case *c) {
+  float *W = trandom((size_t)c->N * c->K, -1, 1);
   /* groups that differ in scale, along k as along n, as trained weights do */
-  for (int n = 0; n < N; n++)
-    for (int k = 0; k < K; k++)
-      W[c->trans ? (size_t)n * K + k : (size_t)k * N + n] *= 0.01f + (float)(n % 7) + (float)(k / NNC_SIMD_Q4_GROUP % 3);
-  void *q = malloc(nnc_simd_q4_bytes(N, K) + 1);
+  for (int n = 0; n < c->N; n++)
+    for (int k = 0; k < c->K; k++) W[tq_w_at(c, k, n)] *= 0.01f + (float)(n % 7) + (float)(k / NNC_SIMD_Q4_GROUP % 3);
+  void *q = malloc(nnc_simd_q4_bytes(c->N, c->K) + 1);
   assert_non_null(q);
-  nnc_simd_q4_pack(W, c->trans ? K : N, c->trans, N, K, q);
-  if (!check_quantized(W, q, c)) return 0;
-  size_t na = (size_t)nb * M * K, nc = (size_t)nb * M * N;
-  float *A = trandom(na, -1, 1), *C = talloc(nc), *bias = trandom((size_t)N, -1, 1), *R = trandom(nc, -1, 1);
-  tpoison(C, nc);
-  nnc_simd_gemm_args g;
-  memset(&g, 0, sizeof g);
-  g.M = M; g.N = N; g.K = K; g.batch = nb;
-  g.A = A; g.lda = K; g.stride_a = (ptrdiff_t)M * K;
-  g.b_trans = c->trans; g.b_q4 = q;   /* B itself is not given: stride_b 0 */
-  g.C = C; g.ldc = N; g.stride_c = (ptrdiff_t)M * N;
-  g.alpha = 1;
-  if (c->epilogue) {
-    g.bias = bias;
-    g.act = NNC_SIMD_ACT_GELU_TANH;
-    g.residual = R; g.ldr = N; g.stride_r = (ptrdiff_t)M * N;
-  }
-  tpool tp = {c->threads, 0};
-  nnc_simd_par par = {tpool_parallel_for, &tp, c->threads};
-  const nnc_simd_par *pp = c->threads ? &par : NULL;
-  size_t ws = nnc_simd_gemm_workspace_bytes(&g, c->threads ? c->threads : 1);
-  void *w_buf = malloc(ws);
-  nnc_simd_error e;
-  int ok = nnc_simd_gemm(&g, pp, w_buf, ws, &e) == NNC_SIMD_OK;
-  if (!ok) fprintf(stderr, "gemm: %s\n", e.msg);
-  double *ref = malloc(sizeof(double) * (size_t)(M * N + 1));
-  for (int b = 0; ok && b < nb; b++) {
-    for (int i = 0; i < M; i++)
-      for (int n = 0; n < N; n++) {
-        double s = 0;
-        for (int k = 0; k < K; k++) s += (double)A[(size_t)b * M * K + (size_t)i * K + k] * nnc_simd_q4_value(q, N, K, k, n);
-        if (c->epilogue) {
-          s += bias[n];
-          s = 0.5 * s * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (s + 0.044715 * s * s * s)));
-          s += R[(size_t)b * M * N + (size_t)i * N + n];
-        }
-        ref[(size_t)i * N + n] = s;
-      }
-    char what[160];
-    snprintf(what, sizeof what, "q4 M=%d N=%d K=%d batch %d item %d trans=%d threads=%d epilogue=%d", M, N, K, nb, b,
-             c->trans, c->threads, c->epilogue);
-    ok = tcheck(what, C + (size_t)b * M * N, N, ref, M, N, 1e-5);
-  }
-  free(ref);
-  free(w_buf);
-  free(A);
-  free(C);
-  free(bias);
-  free(R);
+  nnc_simd_q4_pack(W, c->trans ? c->K : c->N, c->trans, c->N, c->K, q);
+  int ok = check_quantized(W, q, c) && tq_gemm_case(&q4, q, c);
   free(W);
   free(q);
   return ok;
@@ -180,7 +125,7 @@ static void test_sizes(void **state) {
     for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
       for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
         for (int trans = 0; trans < 2; trans++) {
-          qcase c = {Ms[mi], Ns[ni], Ks[ki], 1, trans, 0, (int)(mi + ni + ki) % 2};
+          tq_case c = {Ms[mi], Ns[ni], Ks[ki], 1, trans, 0, 0, (int)(mi + ni + ki) % 2};
           assert_true(run_case(&c));
         }
 }
@@ -190,11 +135,11 @@ static void test_sizes(void **state) {
 static void test_threads_and_batch(void **state) {
   (void)state;
   trng_seed(42);
-  const qcase cases[] = {
-    {3, 200, 70, 1, 1, 2, 1}, {150, 70, 260, 1, 1, 3, 0}, {40, 129, 33, 3, 0, 2, 1},
-    {1, 3100, 17, 1, 1, 2, 0},   /* more than one NC panel */
-    {5, 48, 600, 2, 1, 4, 1},    /* K in three passes */
-    {1, 40, 577, 1, 0, 2, 1}, {31, 40, 577, 1, 1, 2, 0},
+  const tq_case cases[] = {
+    {3, 200, 70, 1, 1, 0, 2, 1}, {150, 70, 260, 1, 1, 0, 3, 0}, {40, 129, 33, 3, 0, 0, 2, 1},
+    {1, 3100, 17, 1, 1, 0, 2, 0},   /* more than one NC panel */
+    {5, 48, 600, 2, 1, 0, 4, 1},    /* K in three passes */
+    {1, 40, 577, 1, 0, 0, 2, 1}, {31, 40, 577, 1, 1, 0, 2, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) assert_true(run_case(&cases[i]));
 }
@@ -202,22 +147,7 @@ static void test_threads_and_batch(void **state) {
 /* M = 0 writes nothing; K = 0 gives the epilogue of a zero product. */
 static void test_empty(void **state) {
   (void)state;
-  float C[4] = {7, 7, 7, 7}, bias[2] = {1, -1};
-  void *q = malloc(nnc_simd_q4_bytes(2, 0) + 1);
-  nnc_simd_q4_pack(NULL, 0, 1, 2, 0, q);
-  nnc_simd_gemm_args g;
-  memset(&g, 0, sizeof g);
-  g.M = 0; g.N = 2; g.K = 0; g.batch = 1; g.b_trans = 1; g.b_q4 = q; g.C = C; g.ldc = 2; g.alpha = 1;
-  char ws[1024];
-  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, NULL), NNC_SIMD_OK);
-  assert_true(C[0] == 7 && C[3] == 7);
-  g.M = 2;
-  g.bias = bias;
-  float A[1] = {0};
-  g.A = A; g.lda = 0;
-  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, NULL), NNC_SIMD_OK);
-  assert_true(C[0] == 1 && C[1] == -1 && C[2] == 1 && C[3] == -1);
-  free(q);
+  tq_check_empty(&q4);
 }
 
 /* An int4 B with b_packed or b_q8, or with a batch that does not share it. */

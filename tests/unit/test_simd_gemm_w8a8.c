@@ -7,7 +7,7 @@
  * layouts, A transposed, with the epilogue, threads, a batch sharing the
  * weight, K = 1, N = 1, M = 0, K = 0; a layernorm prologue against the f32
  * GEMM (to int8's precision); bad arguments. */
-#include "test_simd_util.h"
+#include "test_simd_quant.h"
 
 /* Weight [N,K] = {{0.9, -2, 0.5}, {0, 0, 0}, {-0.25, 0.125, 3}}: scales
  * 2/31, 0, 3/31; A = [[1, 1, 1], [2, 0, -1]]: row scales 1/127, 2/127. */
@@ -43,90 +43,19 @@ static void test_hand(void **state) {
   free(q);
 }
 
-typedef struct wcase {
-  int M, N, K, batch;
-  int trans;      /* the weight is [N,K] (nn.Linear), else [K,N] */
-  int a_trans;    /* A is stored [K,M] */
-  int threads;
-  int epilogue;   /* bias, gelu and a residual */
-} wcase;
+static void use_w8a8(nnc_simd_gemm_args *g, const void *q) { g->b_w8a8 = q; }
+static const tq_form w8a8 = {"w8a8", nnc_simd_w8a8_bytes, nnc_simd_w8a8_pack, nnc_simd_w8a8_value, use_w8a8, 1,
+                             nnc_simd_w8a8_export, nnc_simd_w8a8_import};
 
-static double at(const float *A, const wcase *c, int i, int k) {
-  return c->a_trans ? A[(size_t)k * c->M + i] : A[(size_t)i * c->K + k];
-}
-
-static int run_case(const wcase *c) {
-  int M = c->M, N = c->N, K = c->K, nb = c->batch;
-  float *W = trandom((size_t)N * K, -1, 1);
-  for (int n = 0; n < N; n++)
-    for (int k = 0; k < K; k++) W[c->trans ? (size_t)n * K + k : (size_t)k * N + n] *= 0.01f + (float)(n % 7);
-  void *q = malloc(nnc_simd_w8a8_bytes(N, K) + 1);
+static int run_case(const tq_case *c) {
+  float *W = trandom((size_t)c->N * c->K, -1, 1);
+  for (int n = 0; n < c->N; n++)
+    for (int k = 0; k < c->K; k++) W[tq_w_at(c, k, n)] *= 0.01f + (float)(n % 7);
+  void *q = malloc(nnc_simd_w8a8_bytes(c->N, c->K) + 1);
   assert_non_null(q);
-  nnc_simd_w8a8_pack(W, c->trans ? K : N, c->trans, N, K, q);
-  for (int n = 0; n < N; n++) {   /* the 6-bit weight is the float one to half a step */
-    double amax = 0;
-    for (int k = 0; k < K; k++) amax = fmax(amax, fabs(W[c->trans ? (size_t)n * K + k : (size_t)k * N + n]));
-    for (int k = 0; k < K; k++) {
-      double w = W[c->trans ? (size_t)n * K + k : (size_t)k * N + n];
-      if (!(fabs(nnc_simd_w8a8_value(q, N, K, k, n) - w) <= amax / 31 * 0.5 * (1 + 1e-5))) return 0;
-    }
-  }
-  size_t na = (size_t)nb * M * K, nc = (size_t)nb * M * N;
-  float *A = trandom(na, -1, 1), *C = talloc(nc), *bias = trandom((size_t)N, -1, 1), *R = trandom(nc, -1, 1);
-  for (size_t i = 0; i < na; i++) A[i] *= 1.0f + (float)(i % 5);   /* rows of different ranges */
-  tpoison(C, nc);
-  nnc_simd_gemm_args g;
-  memset(&g, 0, sizeof g);
-  g.M = M; g.N = N; g.K = K; g.batch = nb;
-  g.A = A; g.lda = c->a_trans ? M : K; g.a_trans = c->a_trans; g.stride_a = (ptrdiff_t)M * K;
-  g.b_trans = c->trans; g.b_w8a8 = q;
-  g.C = C; g.ldc = N; g.stride_c = (ptrdiff_t)M * N;
-  g.alpha = 1;
-  if (c->epilogue) {
-    g.bias = bias;
-    g.act = NNC_SIMD_ACT_GELU_TANH;
-    g.residual = R; g.ldr = N; g.stride_r = (ptrdiff_t)M * N;
-  }
-  tpool tp = {c->threads, 0};
-  nnc_simd_par par = {tpool_parallel_for, &tp, c->threads};
-  const nnc_simd_par *pp = c->threads ? &par : NULL;
-  size_t ws = nnc_simd_gemm_workspace_bytes(&g, c->threads ? c->threads : 1);
-  void *w_buf = malloc(ws);
-  nnc_simd_error e;
-  int ok = nnc_simd_gemm(&g, pp, w_buf, ws, &e) == NNC_SIMD_OK;
-  if (!ok) fprintf(stderr, "gemm: %s\n", e.msg);
-  double *ref = malloc(sizeof(double) * (size_t)(M * N + 1));
-  float *row = malloc(sizeof(float) * (size_t)(K + 1));
-  int8_t *qa = malloc((size_t)K + 1);
-  for (int b = 0; ok && b < nb; b++) {
-    const float *Ab = A + (size_t)b * M * K;
-    for (int i = 0; i < M; i++) {
-      for (int k = 0; k < K; k++) row[k] = (float)at(Ab, c, i, k);
-      double sa = nnc_simd_a8_quantize(row, K, qa);
-      for (int n = 0; n < N; n++) {
-        double s = 0;
-        for (int k = 0; k < K; k++) s += qa[k] * sa * nnc_simd_w8a8_value(q, N, K, k, n);
-        if (c->epilogue) {
-          s += bias[n];
-          s = 0.5 * s * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (s + 0.044715 * s * s * s)));
-          s += R[(size_t)b * M * N + (size_t)i * N + n];
-        }
-        ref[(size_t)i * N + n] = s;
-      }
-    }
-    char what[160];
-    snprintf(what, sizeof what, "w8a8 M=%d N=%d K=%d batch %d item %d trans=%d a_trans=%d threads=%d epilogue=%d",
-             M, N, K, nb, b, c->trans, c->a_trans, c->threads, c->epilogue);
-    ok = tcheck(what, C + (size_t)b * M * N, N, ref, M, N, 1e-5);
-  }
-  free(qa);
-  free(row);
-  free(ref);
-  free(w_buf);
-  free(A);
-  free(C);
-  free(bias);
-  free(R);
+  nnc_simd_w8a8_pack(W, c->trans ? c->K : c->N, c->trans, c->N, c->K, q);
+  /* the 6-bit weight is the float one to half a step */
+  int ok = tq_within_half_step(&w8a8, W, q, c, 31) && tq_gemm_case(&w8a8, q, c);
   free(W);
   free(q);
   return ok;
@@ -144,7 +73,7 @@ static void test_sizes(void **state) {
       for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
         for (int trans = 0; trans < 2; trans++) {
           int odd = (int)(mi + ni + ki) % 2;
-          wcase c = {Ms[mi], Ns[ni], Ks[ki], 1, trans, odd && trans, 0, odd};
+          tq_case c = {Ms[mi], Ns[ni], Ks[ki], 1, trans, odd && trans, 0, odd};
           assert_true(run_case(&c));
         }
 }
@@ -188,7 +117,7 @@ static void test_quantize(void **state) {
 static void test_threads_and_batch(void **state) {
   (void)state;
   trng_seed(28);
-  const wcase cases[] = {
+  const tq_case cases[] = {
     {3, 200, 70, 1, 1, 0, 2, 1}, {150, 70, 260, 1, 1, 0, 3, 0}, {40, 129, 33, 3, 0, 0, 2, 1},
     {1, 3100, 17, 1, 1, 0, 2, 0}, {37, 48, 1536, 2, 1, 0, 4, 1},
   };
@@ -233,22 +162,7 @@ static void test_prologue(void **state) {
 /* M = 0 writes nothing; K = 0 gives the epilogue of a zero product. */
 static void test_empty(void **state) {
   (void)state;
-  float C[4] = {7, 7, 7, 7}, bias[2] = {1, -1};
-  void *q = malloc(nnc_simd_w8a8_bytes(2, 0) + 1);
-  nnc_simd_w8a8_pack(NULL, 0, 1, 2, 0, q);
-  nnc_simd_gemm_args g;
-  memset(&g, 0, sizeof g);
-  g.M = 0; g.N = 2; g.K = 0; g.batch = 1; g.b_trans = 1; g.b_w8a8 = q; g.C = C; g.ldc = 2; g.alpha = 1;
-  char ws[1024];
-  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, NULL), NNC_SIMD_OK);
-  assert_true(C[0] == 7 && C[3] == 7);
-  g.M = 2;
-  g.bias = bias;
-  float A[1] = {0};
-  g.A = A; g.lda = 0;
-  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, NULL), NNC_SIMD_OK);
-  assert_true(C[0] == 1 && C[1] == -1 && C[2] == 1 && C[3] == -1);
-  free(q);
+  tq_check_empty(&w8a8);
 }
 
 /* A w8a8 B with b_q8, or with a batch that does not share it. */
@@ -272,38 +186,12 @@ static void test_errors(void **state) {
   free(q);
 }
 
-/* A quantized checkpoint's form: export then import gives the held bytes
- * back (w8a8: the column sums too), and each exported value times its
- * column's scale is the value the GEMM multiplies by; odd sizes, both
- * layouts. */
+/* A quantized checkpoint's form (the column sums too): export, import,
+ * values (test_simd_quant.h). */
 static void test_file_form(void **state) {
   (void)state;
   trng_seed(61);
-  const int Ns[] = {1, 3, 17, 33}, Ks[] = {1, 5, 31, 300};
-  for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
-    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
-      for (int trans = 0; trans < 2; trans++) {
-        int N = Ns[ni], K = Ks[ki];
-        float *W = trandom((size_t)N * K, -1, 1);
-        size_t bytes = nnc_simd_w8a8_bytes(N, K);
-        unsigned char *q = malloc(bytes), *back = malloc(bytes);
-        int8_t *values = malloc((size_t)N * K);
-        float *scales = malloc(sizeof(float) * (size_t)N);
-        nnc_simd_w8a8_pack(W, trans ? K : N, trans, N, K, q);
-        nnc_simd_w8a8_export(q, trans, N, K, values, scales);
-        memset(back, 0x5a, bytes);
-        nnc_simd_w8a8_import(values, scales, trans, N, K, back);
-        assert_memory_equal(back, q, bytes);
-        for (int n = 0; n < N; n++)
-          for (int k = 0; k < K; k++)
-            assert_true((float)values[trans ? (size_t)n * K + k : (size_t)k * N + n] * scales[n] ==
-                        nnc_simd_w8a8_value(q, N, K, k, n));
-        free(W);
-        free(q);
-        free(back);
-        free(values);
-        free(scales);
-      }
+  tq_check_file_form8(&w8a8);
 }
 
 int main(void) {
