@@ -5,7 +5,12 @@
  * weights block as e4m3 [N, K] (K-major whatever the file's layout, as
  * cuBLASLt's FP8 kernels read it), then its N f32 scales at the next 256
  * bytes, then one f32: the fixed scale of its GEMMs' A from `nnc calibrate`
- * ("<weight>.input_scale" in the file load() reads), 0 for each row's own.
+ * ("<weight>.input_scale" in the file load() reads), 0 for each row's own
+ * (ec_fp8_held). A tied weight (GPT-2's wte: the embedding's table and the
+ * LM head's weight) keeps its bf16 values first, for the gather, and its
+ * e4m3 copy has N rounded up to 16 (rows of zeros, scales 0): its GEMM runs
+ * on the real N where cuBLASLt takes it, else the fallback computes the
+ * padded columns and its epilogue writes only the real ones.
  * upload() sends the float values to the device and quantizes them there
  * (and sets the fixed scale to 0). A GEMM reading such a weight quantizes its A to e4m3 first, a scale
  * per row, in one kernel that also applies the layernorm or rmsnorm it
@@ -32,30 +37,26 @@ bool cu_fp8_any(const ec_ctx *x) {
 
 bool cu_fp8_gemm(const ec_ctx *x, const nnc_gemm_desc *d) { return !d->windowed && fp8_weight(x, d->b) != NULL; }
 
-/* N and K of a held weight: its output channels and their length. */
-static void nk_of(const nnc_tensor *t, int64_t *n, int64_t *k) {
-  *n = t->shape[t->quant.axis].k;
-  *k = t->shape[1 - t->quant.axis].k;
-}
-
-/* Where the scales start after the values (ec_held_bytes's layout). */
-static int64_t pad256(int64_t v) { return (v + 255) / 256 * 256; }
-
 void cu_fp8_tables(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
-  nnc_sb_printf(b, "/* --precision=fp8: the weights held as e4m3 [n, k] (n > 0), a scale per output\n"
-                   " * channel `scales` bytes after them; in_out: the file holds [k, n]. */\n"
-                   "static const struct {\n  int n, k, in_out;\n  size_t scales;\n} fp8_layout[%d] = {\n",
+  nnc_sb_printf(b, "/* --precision=fp8: the weights held as e4m3 [n_pad, k] (n > 0) `q` bytes into the\n"
+                   " * weight's place (after a tied weight's bf16 values, which its other readers read),\n"
+                   " * n_pad - n rows of zeros, a scale per output channel `scales` bytes in, then the\n"
+                   " * fixed scale of its GEMMs' A; in_out: the file holds [k, n]. */\n"
+                   "static const struct {\n  int n, n_pad, k, in_out;\n  size_t q, scales;\n} fp8_layout[%d] = {\n",
                 g->nparams ? g->nparams : 1);
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *t = fp8_weight(x, g->params[i]);
-    int64_t n = 0, k = 0;
-    if (t) nk_of(t, &n, &k);
-    if (t) nnc_sb_printf(b, "  {%lld, %lld, %d, %lld},   /* %s */\n", (long long)n, (long long)k, t->quant.axis,
-                         (long long)pad256(n * k), t->name);
-    else nnc_sb_printf(b, "  {0, 0, 0, 0},\n");
+    if (!t) {
+      nnc_sb_printf(b, "  {0, 0, 0, 0, 0, 0},\n");
+      continue;
+    }
+    ec_fp8_held h = ec_fp8_held_of(t);
+    nnc_sb_printf(b, "  {%lld, %lld, %lld, %d, %lld, %lld},   /* %s%s */\n", (long long)h.n, (long long)h.n_pad,
+                  (long long)h.k, t->quant.axis, (long long)h.q, (long long)h.scales, t->name,
+                  t->quant.tied ? ": tied, an e4m3 copy for its linears after its bf16 values" : "");
   }
-  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, 0},\n");
+  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, 0, 0, 0},\n");
   nnc_sb_printf(b, "};\n\n");
 }
 
@@ -63,21 +64,25 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   nnc_sb_printf(b,
     "/* --precision=fp8: weight i's float values to the device, then quantized there to\n"
-    " * e4m3 [n, k] with a scale per output channel (max|w| / 448). */\n"
+    " * e4m3 [n, k] with a scale per output channel (max|w| / 448); the padded rows and\n"
+    " * their scales zero. */\n"
     "static int upload_fp8(%s_model *m, int i, const float *data, size_t count) {\n"
     "  float *dev = NULL;\n"
     "  nnrt_error e = {};\n"
     "  if (nnrt_cuda_malloc(m->alloc, count * sizeof *dev, (void **)&dev, &e))\n"
     "    return fail(m, %s_E_NOMEM, \"quantizing weight %%s: %%s\", manifest[i].name, e.msg);\n"
-    "  unsigned char *q = m->weights + layout[i].offset;\n"
+    "  unsigned char *w = m->weights + layout[i].offset, *q = w + fp8_layout[i].q;\n"
+    "  float *scales = (float *)(w + fp8_layout[i].scales);\n"
+    "  const size_t n = (size_t)fp8_layout[i].n, pad = (size_t)(fp8_layout[i].n_pad - fp8_layout[i].n);\n"
     "  cudaError_t ce = cudaMemcpyAsync(dev, data, count * sizeof *dev, cudaMemcpyHostToDevice, m->stream);\n"
+    "  if (ce == cudaSuccess && pad) ce = cudaMemsetAsync(q + n * (size_t)fp8_layout[i].k, 0, pad * (size_t)fp8_layout[i].k, m->stream);\n"
+    "  if (ce == cudaSuccess && pad) ce = cudaMemsetAsync(scales + n, 0, pad * sizeof *scales, m->stream);\n"
     "  nnc_cuda_error ke = {};\n"
     "  int bad = ce == cudaSuccess && nnc_cuda_fp8_weight(dev, fp8_layout[i].n, fp8_layout[i].k, fp8_layout[i].in_out != 0,\n"
-    "                                                     q, (float *)(q + fp8_layout[i].scales), m->stream, &ke);\n"
+    "                                                     q, scales, m->stream, &ke);\n"
     "  const float dynamic = 0.0f;   /* until load_input_scales gives a fixed one */\n"
     "  if (ce == cudaSuccess && !bad)\n"
-    "    ce = cudaMemcpyAsync(q + fp8_layout[i].scales + (size_t)fp8_layout[i].n * 4, &dynamic, sizeof dynamic,\n"
-    "                         cudaMemcpyHostToDevice, m->stream);\n"
+    "    ce = cudaMemcpyAsync(scales + fp8_layout[i].n_pad, &dynamic, sizeof dynamic, cudaMemcpyHostToDevice, m->stream);\n"
     "  if (ce == cudaSuccess && !bad) ce = cudaStreamSynchronize(m->stream);\n"
     "  nnrt_cuda_free(m->alloc, dev, NULL);\n"
     "  if (bad) return fail(m, %s_E_DEVICE, \"quantizing weight %%s to e4m3: %%s\", manifest[i].name, ke.msg);\n"
@@ -99,7 +104,7 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
     "    if (t->numel != 1 || nnrt_st_copy_f32(st, t, &v, 1, &e) || !(v > 0.0f) || !isfinite(v))\n"
     "      return fail(m, %s_E_FORMAT, \"%%s: expected one positive finite float, found %%lld values%%s%%s\", name,\n"
     "                  (long long)t->numel, e.msg[0] ? \": \" : \"\", e.msg);\n"
-    "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n * 4;\n"
+    "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n_pad * 4;\n"
     "    cudaError_t ce = cudaMemcpy(at, &v, sizeof v, cudaMemcpyHostToDevice);\n"
     "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%%s to the GPU: %%s\", name, cudaGetErrorString(ce));\n"
     "  }\n  return 0;\n}\n\n", p, P, P);
@@ -107,13 +112,11 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
 
 /* The pointers of weight t held as e4m3, its scales and its A's fixed scale. */
 static void weight_ptrs(const ec_ctx *x, int t, char *q, char *scale, char *fixed, size_t n) {
-  const nnc_tensor *w = &x->g->tensors[t];
+  ec_fp8_held h = ec_fp8_held_of(&x->g->tensors[t]);
   long long off = (long long)x->w_off[x->param_of[t]];
-  int64_t nn, kk;
-  nk_of(w, &nn, &kk);
-  snprintf(q, n, "(const unsigned char *)(c.weights + %lld)", off);
-  snprintf(scale, n, "(const float *)(c.weights + %lld)", off + (long long)pad256(nn * kk));
-  snprintf(fixed, n, "(const float *)(c.weights + %lld)", off + (long long)(pad256(nn * kk) + nn * 4));
+  snprintf(q, n, "(const unsigned char *)(c.weights + %lld)", off + (long long)h.q);
+  snprintf(scale, n, "(const float *)(c.weights + %lld)", off + (long long)h.scales);
+  snprintf(fixed, n, "(const float *)(c.weights + %lld)", off + (long long)h.fixed);
 }
 
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body) {
@@ -142,20 +145,27 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
                       "  f.a = Aq;\n  f.a_scale = a_scale;\n"
                       "  f.w = %s;   /* %s, e4m3 [N, K] */\n  f.w_scale = %s;\n",
                 to, wq, x->g->tensors[d->b].name, ws);
+  const nnc_tensor *w = &x->g->tensors[d->b];
+  if (w->quant.tied)
+    nnc_sb_printf(body, "  f.n_pad = %lld;   /* the copy's rows, N rounded up to 16: the fallback's columns */\n",
+                  (long long)ec_fp8_held_of(w).n_pad);
   if (d->bias >= 0) ec_assign(x, body, 2, "f.bias", d->bias);
   if (lt_residual) ec_assign(x, body, 2, "f.residual", d->residual);
   if (lt_residual && act_after) nnc_sb_printf(body, "  f.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
   ec_assign(x, body, 2, "f.d", d->out);
   nnc_sb_printf(body, "  f.alpha = %s;\n  f.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), epi);
   nnc_sb_printf(body, "  f.tmp = (float *)((unsigned char *)a_scale + pad_offset((size_t)M * sizeof(float)));   "
-                      "/* the fallback's f32 rows */\n"
+                      "/* the fallback's f32 columns */\n"
                       "  if (nnc_cuda_gemm_fp8(m->blas, f, &m->fp8_path[%d], s, &e)) return kernel_failed(m, %d, e.msg);\n",
                 ki, ki);
 }
 
 void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b) {
-  nnc_sb_printf(b, "  {   /* kernel %d: A as e4m3, its row scales, the fallback's f32 rows */\n"
+  const nnc_tensor *w = &x->g->tensors[x->s->k[ki].d.gemm.b];
+  char cols[64];   /* the fallback's columns: a tied copy's padded rows */
+  if (w->quant.tied) snprintf(cols, sizeof cols, "%lld", (long long)ec_fp8_held_of(w).n_pad);
+  nnc_sb_printf(b, "  {   /* kernel %d: A as e4m3, its row scales, the fallback's f32 columns */\n"
                    "    size_t w = pad_offset((size_t)(%s) * (%s)) + pad_offset((size_t)(%s) * sizeof(float)) +\n"
                    "               nnc_cuda_fp8_tmp_bytes((long long)(%s), (long long)(%s));\n"
-                   "    if (w > need) need = w;\n  }\n", ki, M, K, M, M, N);
+                   "    if (w > need) need = w;\n  }\n", ki, M, K, M, M, w->quant.tied ? cols : N);
 }

@@ -169,8 +169,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   p->lt_residual = d->residual >= 0 && !d->residual_mul && (!p->post || d->act_last);
   if (cu_fp8_gemm(x, d)) {   /* --precision=fp8: one way, whatever --tune=measure found for bf16 */
     snprintf(p->why, sizeof p->why, "FP8: A's rows to e4m3 with a scale each%s, then cuBLASLt e4m3 x e4m3 with the "
-             "row and channel scales%s (its fallback where cuBLASLt has no algorithm: unscaled f32 rows, then the "
-             "scales and epilogue in a kernel)", p->pre_norm ? " by the norm kernel" : "",
+             "row and channel scales%s (its fallback where cuBLASLt has no algorithm: unscaled f32 columns, then "
+             "the scales and epilogue in a kernel)", p->pre_norm ? " by the norm kernel" : "",
              p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
   }

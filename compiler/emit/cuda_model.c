@@ -470,11 +470,12 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  free(tmp);\n%s"
     "  if (ce != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"copying weight %%s to the GPU: %%s\", manifest[i].name, cudaGetErrorString(ce));\n"
-    "  return 0;\n}\n\n", p,
-    cu_fp8_any(x) ? "  if (fp8_layout[i].n) return upload_fp8(m, i, data, count);   /* held as e4m3 */\n" : "", P,
+    "%s  return 0;\n}\n\n", p,
+    cu_fp8_any(x) ? "  if (fp8_layout[i].n && !fp8_layout[i].q) return upload_fp8(m, i, data, count);   /* held as e4m3 */\n" : "", P,
     cu_train_master(x) ? "  /* training: the master copy, in f32 as given */\n"
                          "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"
-                       : "", P);
+                       : "", P,
+    cu_fp8_any(x) ? "  if (fp8_layout[i].q) return upload_fp8(m, i, data, count);   /* tied: the e4m3 copy its linears read */\n" : "");
   /* a tensor-parallel plan's rank holds slices of the weights */
   const bool sharded = x->g->ranks > 1;
   const char *numel = sharded ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";

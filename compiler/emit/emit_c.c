@@ -652,13 +652,22 @@ const char *ec_view_note(const nnc_kernel *k) {
                                       : "a view: it aliases its input, nothing to run";
 }
 
+static int64_t pad256(int64_t v) { return (v + 255) / 256 * 256; }
+
+ec_fp8_held ec_fp8_held_of(const nnc_tensor *t) {
+  ec_fp8_held h;
+  h.n = t->shape[t->quant.axis].k;
+  h.k = t->shape[1 - t->quant.axis].k;
+  h.n_pad = t->quant.tied ? (h.n + 15) / 16 * 16 : h.n;
+  h.q = t->quant.tied ? pad256(h.n * h.k * nnc_dtype_size(t->dtype)) : 0;
+  h.scales = h.q + pad256(h.n_pad * h.k);
+  h.fixed = h.scales + h.n_pad * 4;
+  h.bytes = h.fixed + 4;
+  return h;
+}
+
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t) {
-  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL) {
-    /* e4m3 [N, K], then N f32 scales from the next 256 bytes and the
-     * input's fixed scale (0: each row's own) */
-    int64_t n = t->shape[t->quant.axis].k, k = t->shape[1 - t->quant.axis].k;
-    return (n * k + 255) / 256 * 256 + n * 4 + 4;
-  }
+  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL) return ec_fp8_held_of(t).bytes;
   return nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
 }
 

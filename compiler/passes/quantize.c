@@ -26,7 +26,13 @@
  * as e4m3 with a scale per output channel, where K and N are multiples of
  * 16 (cuBLASLt's FP8 kernels want 16-byte rows of both operands; a weight
  * outside that stays bf16). Each GEMM reading one quantizes its A to e4m3
- * per row as it runs. */
+ * per row as it runs. A weight that other ops read too (a head tied to the
+ * embedding: the gather reads a few rows of it, the head GEMM all of it) is
+ * marked `tied`: it stays bf16 for those readers and the folder makes an
+ * e4m3 copy for its linears at load, N rounded up to a multiple of 16 (the
+ * head's 50257 rows are the GEMM's largest: 1.44 of GPT-2's 4.37 ms when
+ * bf16). Only fp8 does this: for int8w/w8a8/int4w the copy would be read
+ * by CPU GEMMs that gain less than the memory it costs. */
 #include <string.h>
 
 #include "passes.h"
@@ -46,15 +52,22 @@ const char *nnc_quantize_name(nnc_quantize q) {
        : q == NNC_QUANTIZE_FP8 ? "fp8" : "none";
 }
 
-/* The output-channel axis of parameter p when every live reader is a linear
- * reading it as its weight alone (all with the same layout); -1 otherwise. */
-static int channel_axis(const nnc_graph *g, int p) {
+/* The output-channel axis of parameter p when every live linear reading it
+ * reads it as its weight alone (all with the same layout), at least one
+ * does, and (unless `others` is given) nothing else reads it; -1 otherwise.
+ * *others: whether ops that are not linears read it too. */
+static int channel_axis(const nnc_graph *g, int p, bool *others) {
   int axis = -1;
+  if (others) *others = false;
   for (int n = 0; n < g->nnodes; n++) {
     const nnc_node *x = &g->nodes[n];
     if (x->dead) continue;
     for (int i = 0; i < x->nin; i++) {
       if (x->in[i] != p) continue;
+      if (x->op != NNC_OP_LINEAR && others) {
+        *others = true;
+        continue;
+      }
       if (x->op != NNC_OP_LINEAR || i != 1) return -1;
       int a = x->attrs.weight_in_out ? 1 : 0;   /* nn.Linear's [N, K], or [K, N] */
       if (axis >= 0 && axis != a) return -1;
@@ -64,10 +77,11 @@ static int channel_axis(const nnc_graph *g, int p) {
   return axis;
 }
 
-/* fp8: both dims constant multiples of 16 (cuBLASLt's FP8 rows of 16 bytes). */
-static bool fp8_fits(const nnc_tensor *t) {
+/* fp8: both dims constant, K a multiple of 16 (cuBLASLt's FP8 rows of 16
+ * bytes), N too unless the weight is a tied copy (whose rows are padded). */
+static bool fp8_fits(const nnc_tensor *t, int axis, bool tied) {
   for (int d = 0; d < 2; d++)
-    if (!nnc_dim_is_const(t->shape[d]) || t->shape[d].k % 16 != 0) return false;
+    if (!nnc_dim_is_const(t->shape[d]) || (t->shape[d].k % 16 != 0 && !(tied && d == axis))) return false;
   return true;
 }
 
@@ -78,14 +92,15 @@ nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error
   for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
     nnc_tensor *t = &g->tensors[g->params[i]];
     if (t->dtype != from || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
-    if (q == NNC_QUANTIZE_FP8 && !fp8_fits(t)) continue;
-    int axis = channel_axis(g, g->params[i]);
-    if (axis < 0) continue;
+    bool tied = false;
+    int axis = channel_axis(g, g->params[i], q == NNC_QUANTIZE_FP8 ? &tied : NULL);
+    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t, axis, tied))) continue;
     t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP
                   : q == NNC_QUANTIZE_FP8   ? NNC_QUANT_FP8_CHANNEL : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
     t->quant.a8 = q == NNC_QUANTIZE_W8A8;
     t->quant.group = q == NNC_QUANTIZE_INT4W ? NNC_QUANTIZE_INT4_GROUP : 0;
+    t->quant.tied = tied;
     marked++;
   }
   if (count) *count = marked;

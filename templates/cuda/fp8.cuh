@@ -12,9 +12,13 @@
  * The GEMM: cuBLASLt e4m3 x e4m3 with both scale vectors
  * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: Hopper only) and the bias,
  * activation and residual in its epilogue. Where cuBLASLt has no algorithm
- * for that (Ada; a combination it lacks), the same product unscaled into f32
- * rows of the workspace, a slice of rows at a time, then one kernel applies
- * the scales, bias, activation and residual.
+ * for that (Ada; a combination it lacks; a tied LM head's N = 50257, whose
+ * rows of D are not 16-byte aligned), the same product unscaled into f32
+ * columns of the workspace, a slice of columns at a time (all of A's rows
+ * against a few hundred of W's: the slice stays in L2 for the epilogue),
+ * then one kernel applies the scales, bias, activation and residual and
+ * writes the slice's columns of D that are real (a padded weight's extra
+ * columns are computed, never written).
  *
  * Conversions round to nearest even and saturate to +-448 (cvt's
  * .satfinite), as runtime/half.c's nnrt_f32_to_e4m3 does on the host. */
@@ -30,7 +34,7 @@
 
 #define NNC_FP8_THREADS 256
 #define NNC_FP8_MAX 448.0f
-/* The fallback's f32 rows: at most this many bytes of workspace at a time. */
+/* The fallback's f32 columns: at most this many bytes of workspace at a time. */
 #define NNC_FP8_TMP_BYTES ((size_t)16 << 20)
 
 __device__ __forceinline__ unsigned char nnc_to_e4m3(float v) {
@@ -267,9 +271,11 @@ nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T
 /* One FP8 GEMM: D [M, N] (leading dimension N) = act(alpha * (a_scale[m] *
  * w_scale[n] * A.W^T) + bias) + residual, A [M, K] and W [N, K] e4m3. act is
  * NNRT_EPI_NONE, NNRT_EPI_RELU or NNRT_EPI_GELU_TANH; act_after_residual:
- * act(... + residual) instead. tmp: workspace for the fallback's f32 rows. */
+ * act(... + residual) instead. n_pad: W's rows when it has more than N (a
+ * tied copy's N rounded up to 16, the extra rows and scales zero), else 0.
+ * tmp: workspace for the fallback's f32 columns (nnc_cuda_fp8_tmp_bytes). */
 template <typename TO> struct nnc_cuda_fp8_gemm_args {
-  int M, N, K;
+  int M, N, K, n_pad;
   const unsigned char *a;
   const float *a_scale;
   const unsigned char *w;
@@ -283,21 +289,23 @@ template <typename TO> struct nnc_cuda_fp8_gemm_args {
   float *tmp;
 };
 
-/* The fallback's epilogue over rows [0, rows) of tmp. */
+/* The fallback's epilogue over columns [n0, n0 + cols) of D, tmp [M, cols]
+ * holding them unscaled; columns past N (a padded weight's) are skipped. */
 template <typename TO>
-__global__ void nnc_fp8_epilogue_kernel(nnc_cuda_fp8_gemm_args<TO> f, int rows, const float *tmp, const float *a_scale,
-                                        const TO *residual, TO *d) {
-  const long long n = (long long)rows * f.N;
+__global__ void nnc_fp8_epilogue_kernel(nnc_cuda_fp8_gemm_args<TO> f, int n0, int cols, const float *tmp) {
+  const long long n = (long long)f.M * cols;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
-    const int r = (int)(e / f.N), c = (int)(e % f.N);
-    float v = f.alpha * tmp[e] * a_scale[r] * f.w_scale[c];
+    const int r = (int)(e / cols), c = n0 + (int)(e % cols);
+    if (c >= f.N) continue;
+    const long long at = (long long)r * f.N + c;
+    float v = f.alpha * tmp[e] * f.a_scale[r] * f.w_scale[c];
     if (f.bias) v += nnc_dtype<TO>::load(f.bias[c]);
-    if (residual && f.act_after_residual) v += nnc_dtype<TO>::load(residual[e]);
+    if (f.residual && f.act_after_residual) v += nnc_dtype<TO>::load(f.residual[at]);
     if (f.act == NNRT_EPI_RELU) v = fmaxf(v, 0.0f);
     else if (f.act == NNRT_EPI_GELU_TANH)
       v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    if (residual && !f.act_after_residual) v += nnc_dtype<TO>::load(residual[e]);
-    d[e] = nnc_dtype<TO>::store(v);
+    if (f.residual && !f.act_after_residual) v += nnc_dtype<TO>::load(f.residual[at]);
+    f.d[at] = nnc_dtype<TO>::store(v);
   }
 }
 
@@ -305,50 +313,56 @@ template <typename TO> constexpr nnrt_cuda_dtype nnc_fp8_out_type() {
   return sizeof(TO) == 4 ? NNRT_DT_F32 : NNRT_DT_BF16;
 }
 
-/* The fallback: slices of rows unscaled into tmp, then the epilogue. */
+/* The fallback's slice: columns of a multiple of 16 (W's rows of the slice
+ * start 16-byte aligned, tmp's rows too) such that M of them fit in
+ * NNC_FP8_TMP_BYTES, at least 16, at most all n_cols. */
+inline long long nnc_fp8_slice_cols(long long M, long long n_cols) {
+  long long per = (long long)(NNC_FP8_TMP_BYTES / ((size_t)(M > 0 ? M : 1) * sizeof(float))) / 16 * 16;
+  if (per < 16) per = 16;
+  return per > n_cols ? n_cols : per;
+}
+
+/* Bytes of workspace the fallback needs for M rows of n_cols columns (N, or
+ * a padded weight's n_pad). */
+inline size_t nnc_cuda_fp8_tmp_bytes(long long M, long long n_cols) {
+  return (size_t)M * (size_t)nnc_fp8_slice_cols(M, n_cols) * sizeof(float);
+}
+
+/* The fallback: slices of columns unscaled into tmp, then the epilogue. */
 template <typename TO>
 nnc_cuda_status nnc_fp8_gemm_fallback(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, cudaStream_t s,
                                       nnc_cuda_error *err) {
-  const long long per = (long long)(NNC_FP8_TMP_BYTES / ((size_t)f.N * sizeof(float)));
-  const int slice = (int)(per < 1 ? 1 : per > f.M ? f.M : per);
-  for (int r0 = 0; r0 < f.M; r0 += slice) {
-    const int rows = f.M - r0 < slice ? f.M - r0 : slice;
+  const int n_cols = f.n_pad > f.N ? f.n_pad : f.N;
+  const int slice = (int)nnc_fp8_slice_cols(f.M, n_cols);
+  for (int n0 = 0; n0 < n_cols; n0 += slice) {
+    const int cols = n_cols - n0 < slice ? n_cols - n0 : slice;
     nnrt_cuda_gemm g = {};
-    g.M = rows;
-    g.N = f.N;
+    g.M = f.M;
+    g.N = cols;
     g.K = f.K;
     g.batch = 1;
     g.ab = NNRT_DT_E4M3;
     g.out = NNRT_DT_F32;
-    g.A = f.a + (long long)r0 * f.K;
+    g.A = f.a;
     g.lda = f.K;
-    g.B = f.w;
+    g.B = f.w + (long long)n0 * f.K;
     g.ldb = f.K;
     g.b_trans = true;
     g.D = f.tmp;
-    g.ldd = f.N;
-    g.stride_d = (long long)rows * f.N;
+    g.ldd = cols;
+    g.stride_d = (long long)f.M * cols;
     g.alpha = 1.0f;
     g.epilogue = NNRT_EPI_NONE;
     nnrt_error e = {};
     if (nnrt_cuda_gemm_run(h, &g, s, &e))
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "unscaled fallback: %s", e.msg);
-    const long long n = (long long)rows * f.N;
+    const long long n = (long long)f.M * cols;
     const unsigned blocks = (unsigned)((n + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS < 65535 * 8
                                            ? (n + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS : 65535 * 8);
-    nnc_fp8_epilogue_kernel<TO><<<blocks, NNC_FP8_THREADS, 0, s>>>(
-        f, rows, f.tmp, f.a_scale + r0, f.residual ? f.residual + (long long)r0 * f.N : nullptr,
-        f.d + (long long)r0 * f.N);
+    nnc_fp8_epilogue_kernel<TO><<<blocks, NNC_FP8_THREADS, 0, s>>>(f, n0, cols, f.tmp);
     if (nnc_cuda_check_launch(err, "nnc_cuda_gemm_fp8")) return NNC_CUDA_E_LAUNCH;
   }
   return NNC_CUDA_OK;
-}
-
-/* Bytes of workspace the fallback needs for an M x N product. */
-inline size_t nnc_cuda_fp8_tmp_bytes(long long M, long long N) {
-  const size_t all = (size_t)M * (size_t)N * sizeof(float), row = (size_t)N * sizeof(float);
-  if (all <= NNC_FP8_TMP_BYTES) return all;
-  return row > NNC_FP8_TMP_BYTES ? row : NNC_FP8_TMP_BYTES / row * row;
 }
 
 /* The product, by cuBLASLt with both scale vectors and its epilogue where it
@@ -363,6 +377,9 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
                                   nnc_cuda_error *err) {
   if (!f.a || !f.a_scale || !f.w || !f.w_scale || !f.d || !f.tmp || !path)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "a NULL operand, scale, output or workspace");
+  if (f.n_pad && (f.n_pad < f.N || f.n_pad % 16))
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "n_pad: expected 0 or a multiple of 16 >= N = %d, found %d",
+                         f.N, f.n_pad);
   if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
   if (*path != 2) {
     nnrt_cuda_gemm g = {};

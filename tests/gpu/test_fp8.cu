@@ -159,24 +159,29 @@ static void check_rows_fixed(int M, int K) {
 
 template <typename TO> static double out_of(TO v) { return h_to(v); }
 
+/* n_pad > N: W has n_pad rows, those past N zero with scales 0 (a tied
+ * head's copy); the columns past N must not be written. */
 template <typename TO>
-static void check_gemm(nnrt_cuda_blas *h, int M, int N, int K, int act, bool bias, bool res, bool after, int path) {
-  std::vector<uint8_t> a((size_t)M * K), w((size_t)N * K);
-  std::vector<float> sa(M), sw(N);
+static void check_gemm(nnrt_cuda_blas *h, int M, int N, int K, int act, bool bias, bool res, bool after, int path,
+                       int n_pad = 0) {
+  const int NW = n_pad > N ? n_pad : N;
+  std::vector<uint8_t> a((size_t)M * K), w((size_t)NW * K, 0);
+  std::vector<float> sa(M), sw(NW, 0.0f);
   for (auto &v : a) v = nnrt_f32_to_e4m3(uni(448.0f));
-  for (auto &v : w) v = nnrt_f32_to_e4m3(uni(448.0f));
+  for (size_t i = 0; i < (size_t)N * K; i++) w[i] = nnrt_f32_to_e4m3(uni(448.0f));
   for (auto &v : sa) v = 1e-3f * (1 + uni(0.5f));
-  for (auto &v : sw) v = 1e-4f * (1 + uni(0.5f));
-  std::vector<TO> bb(N), rr((size_t)M * N), dd((size_t)M * N, h_from<TO>(NAN));
+  for (int n = 0; n < N; n++) sw[n] = 1e-4f * (1 + uni(0.5f));
+  /* D has a row of guards after it: a padded column written past M x N shows there */
+  std::vector<TO> bb(N), rr((size_t)M * N), dd((size_t)(M + 1) * N, h_from<TO>(NAN));
   for (auto &v : bb) v = h_from<TO>(uni(1.0f));
   for (auto &v : rr) v = h_from<TO>(uni(1.0f));
   auto da = dev_copy(a), dw = dev_copy(w);
   auto dsa = dev_copy(sa), dsw = dev_copy(sw);
   auto db = dev_copy(bb), dr = dev_copy(rr), dd_ = dev_copy(dd);
   float *tmp;
-  CK(cudaMalloc(&tmp, nnc_cuda_fp8_tmp_bytes(M, N) + 4));
+  CK(cudaMalloc(&tmp, nnc_cuda_fp8_tmp_bytes(M, NW) + 4));
   nnc_cuda_fp8_gemm_args<TO> f = {};
-  f.M = M; f.N = N; f.K = K;
+  f.M = M; f.N = N; f.K = K; f.n_pad = n_pad;
   f.a = da; f.a_scale = dsa; f.w = dw; f.w_scale = dsw;
   f.bias = bias ? db : nullptr;
   f.residual = res ? dr : nullptr;
@@ -193,7 +198,10 @@ static void check_gemm(nnrt_cuda_blas *h, int M, int N, int K, int act, bool bia
     return;
   }
   CK(cudaDeviceSynchronize());
-  auto got = host_copy(dd_, (size_t)M * N);
+  auto got = host_copy(dd_, (size_t)(M + 1) * N);
+  int guards = 0;
+  for (int n = 0; n < N; n++) guards += !std::isnan(out_of(got[(size_t)M * N + n]));
+  if (guards) { std::printf("FAIL gemm %dx%dx%d n_pad %d: %d values written past D\n", M, N, K, n_pad, guards); failures++; }
   double worst = 0, scale = 0;
   std::vector<double> ref((size_t)M * N);
   for (int m = 0; m < M; m++)
@@ -210,15 +218,15 @@ static void check_gemm(nnrt_cuda_blas *h, int M, int N, int K, int act, bool bia
       ref[(size_t)m * N + n] = v;
       scale = std::fmax(scale, std::fabs(v));
     }
-  for (size_t i = 0; i < ref.size(); i++) {
+  for (size_t i = 0; i < ref.size(); i++) {   /* got's guard row is past ref's end */
     double g = out_of(got[i]);
     worst = std::isnan(g) ? INFINITY : std::fmax(worst, std::fabs(g - ref[i]));
     if (std::isinf(worst)) break;
   }
   const bool ok = worst <= 1e-2 * scale;
-  std::printf("%s gemm %s %dx%dx%d act %d bias %d res %d after %d: asked path %d, ran path %d, error %.3g of max %.3g\n",
-              ok ? "ok  " : "FAIL", sizeof(TO) == 4 ? "f32" : "bf16", M, N, K, act, bias, res, after, path, p,
-              worst / scale, scale);
+  std::printf("%s gemm %s %dx%dx%d n_pad %d act %d bias %d res %d after %d: asked path %d, ran path %d, error %.3g of "
+              "max %.3g\n", ok ? "ok  " : "FAIL", sizeof(TO) == 4 ? "f32" : "bf16", M, N, K, n_pad, act, bias, res, after,
+              path, p, worst / scale, scale);
   failures += !ok;
   cudaFree(da); cudaFree(dw); cudaFree(dsa); cudaFree(dsw); cudaFree(db); cudaFree(dr); cudaFree(dd_); cudaFree(tmp);
 }
@@ -276,6 +284,58 @@ static void time_cfc(nnrt_cuda_blas *h) {
   std::printf("time e4m3 rows 8192x3072: %.4f ms, %.0f GB/s\n", ms, (double)M * 3072 * 3 / ms / 1e6);
 }
 
+/* GPT-2 124M's tied LM head at B=8 T=1024: 8192 x 50257 x 768, its e4m3
+ * copy padded to 50272 rows; the way the model takes (path 0: cuBLASLt on
+ * the real N where it has an algorithm, else the fallback over the padded
+ * columns) and the fallback forced, f32 and bf16 logits; bf16 cuBLASLt as
+ * the bf16 folder runs it. */
+static void time_head(nnrt_cuda_blas *h) {
+  const int M = 8192, N = 50257, NP = 50272, K = 768;
+  unsigned char *a, *w;
+  float *sa, *sw, *tmp;
+  void *d;
+  __nv_bfloat16 *ab, *wb;
+  CK(cudaMalloc(&a, (size_t)M * K)); CK(cudaMalloc(&w, (size_t)NP * K));
+  CK(cudaMalloc(&sa, M * 4)); CK(cudaMalloc(&sw, NP * 4));
+  CK(cudaMalloc(&tmp, nnc_cuda_fp8_tmp_bytes(M, NP)));
+  CK(cudaMalloc(&d, (size_t)M * N * 4));
+  CK(cudaMalloc(&ab, (size_t)M * K * 2)); CK(cudaMalloc(&wb, (size_t)N * K * 2));
+  CK(cudaMemset(a, 0x30, (size_t)M * K)); CK(cudaMemset(w, 0x30, (size_t)NP * K));
+  CK(cudaMemset(ab, 0, (size_t)M * K * 2)); CK(cudaMemset(wb, 0, (size_t)N * K * 2));
+  std::vector<float> ones(NP, 1.0f);
+  CK(cudaMemcpy(sa, ones.data(), M * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(sw, ones.data(), NP * 4, cudaMemcpyHostToDevice));
+  const double flop = 2.0 * M * N * K;
+  for (int f32 = 1; f32 >= 0; f32--)
+    for (int path = 0; path <= 2; path += 2) {
+      int p = path;
+      double ms;
+      if (f32) {
+        nnc_cuda_fp8_gemm_args<float> f = {};
+        f.M = M; f.N = N; f.K = K; f.n_pad = NP; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw;
+        f.d = (float *)d; f.alpha = 1; f.act = NNRT_EPI_NONE; f.tmp = tmp;
+        ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8(h, f, &p, 0, &e) == NNC_CUDA_OK; });
+      } else {
+        nnc_cuda_fp8_gemm_args<__nv_bfloat16> f = {};
+        f.M = M; f.N = N; f.K = K; f.n_pad = NP; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw;
+        f.d = (__nv_bfloat16 *)d; f.alpha = 1; f.act = NNRT_EPI_NONE; f.tmp = tmp;
+        ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8(h, f, &p, 0, &e) == NNC_CUDA_OK; });
+      }
+      std::printf("time head 8192x50257x768 fp8 %s logits, asked path %d, ran path %d: %.4f ms, %.0f TFLOP/s\n",
+                  f32 ? "f32" : "bf16", path, p, ms, flop / ms / 1e9);
+    }
+  for (int f32 = 1; f32 >= 0; f32--) {
+    nnrt_cuda_gemm g = {};
+    g.M = M; g.N = N; g.K = K; g.batch = 1; g.ab = NNRT_DT_BF16; g.out = f32 ? NNRT_DT_F32 : NNRT_DT_BF16;
+    g.A = ab; g.lda = K; g.B = wb; g.ldb = K; g.b_trans = true; g.D = d; g.ldd = N; g.stride_d = (long long)M * N;
+    g.alpha = 1; g.epilogue = NNRT_EPI_NONE;
+    double ms = median_ms([&] { nnrt_error e = {}; return nnrt_cuda_gemm_run(h, &g, 0, &e) == NNRT_OK; });
+    std::printf("time head 8192x50257x768 bf16 cuBLASLt %s logits: %.4f ms, %.0f TFLOP/s\n", f32 ? "f32" : "bf16", ms,
+                flop / ms / 1e9);
+  }
+  cudaFree(a); cudaFree(w); cudaFree(sa); cudaFree(sw); cudaFree(tmp); cudaFree(d); cudaFree(ab); cudaFree(wb);
+}
+
 int main(int argc, char **argv) {
   bool small = false, timing = false;
   for (int i = 1; i < argc; i++) {
@@ -311,7 +371,14 @@ int main(int argc, char **argv) {
       check_gemm<__nv_bfloat16>(h, M, N, K, NNRT_EPI_RELU, true, true, true, path);
       check_gemm<float>(h, M, N, K, NNRT_EPI_NONE, false, false, false, path);
     }
+  /* a tied head's padded copy: N = 50 of 64 rows; 4096 x 1030 of 1040 takes two slices of columns */
+  for (int path = 0; path <= 2; path += 2) {
+    check_gemm<float>(h, 33, 50, 64, NNRT_EPI_NONE, false, false, false, path, 64);
+    check_gemm<__nv_bfloat16>(h, 33, 50, 64, NNRT_EPI_NONE, true, true, false, path, 64);
+    if (!small) check_gemm<float>(h, 4096, 1030, 64, NNRT_EPI_NONE, false, false, false, path, 1040);
+  }
   if (timing) time_cfc(h);
+  if (timing) time_head(h);
   nnrt_cuda_blas_destroy(h);
   std::printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
   return failures ? 1 : 0;
