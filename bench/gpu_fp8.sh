@@ -14,12 +14,15 @@
 #      from `nnc weights` as they are (each row's scale) and as `nnc
 #      calibrate` wrote them for a batch of ids (fixed scales); a small
 #      --generate GPT-2 fp8: generate_gpt2 --check (every decode step's
-#      logits against a full forward of the float model);
-#   3. GPT-2 124M (random weights scaled like PyTorch's init), bf16 and fp8:
-#      bench --check against the float model's float64 reference at B=1
-#      T=CHECK_T (max relative error, cosine, top-1), then B=8 T=1024 timed
-#      (CUDA graphs on, the default) in ROUNDS alternating rounds: the median
-#      of the rounds' medians, in ms and tokens/s;
+#      logits against a full forward of the float model); the small GPT-2
+#      fp8 with bf16 logits (--outputs=storage) checked too;
+#   3. GPT-2 124M (random weights scaled like PyTorch's init), bf16 and fp8,
+#      each with f32 logits and with bf16 logits (--outputs=storage: half
+#      the bytes, what PyTorch's bf16 model returns): bench --check against
+#      the float model's float64 reference at B=1 T=CHECK_T (max relative
+#      error, cosine, top-1), then B=8 T=1024 timed (CUDA graphs on, the
+#      default) in ROUNDS alternating rounds: the median of the rounds'
+#      medians, in ms and tokens/s; one profiled fp8 run a logits type;
 #   4. torch.compile's MODES on the same GPT-2 (bench/gpu_peers.py, bf16,
 #      random weights from the manifest), unless PEERS=0.
 # Prints one table last, also in $OUT/table.txt; logs in $OUT (or
@@ -39,11 +42,16 @@ generate() {
   # shellcheck disable=SC2086  # several -D words
   "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=fp8 $GSMALL -o "$G/gpt2_small_fp8" || exit 1
   # shellcheck disable=SC2086
+  "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=fp8 --outputs=storage $GSMALL \
+    -o "$G/gpt2_small_fp8_st" || exit 1
+  # shellcheck disable=SC2086
   "$nnc" "$ROOT/models/gpt2.lua" --generate --target=cuda-${ARCH/_/} --precision=fp8 $GSMALL -o "$G/gpt2_gen_fp8" || exit 1
   # shellcheck disable=SC2086
   "$nnc" "$ROOT/models/bert.lua" --target=cuda-${ARCH/_/} --precision=fp8 $BSMALL -o "$G/bert_small_fp8" || exit 1
   for p in bf16 fp8; do
     "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=$p -D batch=8 -o "$G/gpt2_$p" || exit 1
+    "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=$p --outputs=storage -D batch=8 \
+      -o "$G/gpt2_${p}_st" || exit 1
   done
   # static activation scales: random weights, calibrated on 3 x 17 ids
   # shellcheck disable=SC2086
@@ -84,7 +92,7 @@ run() {
   # 2. the folders
   (make -s -C "$G/gpt2_gen_fp8" -j4 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" generate_gpt2 > "$out/make_gpt2_gen_fp8.log" 2>&1 ||
      echo "build gpt2_gen_fp8 failed" >> "$out/checks.txt") &
-  for d in gpt2_small_fp8 gpt2_bf16 gpt2_fp8; do
+  for d in gpt2_small_fp8 gpt2_small_fp8_st gpt2_bf16 gpt2_fp8 gpt2_bf16_st gpt2_fp8_st; do
     (make -s -C "$G/$d" -j6 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_gpt2 > "$out/make_$d.log" 2>&1 || echo "build $d failed" >> "$out/checks.txt") &
   done
   (make -s -C "$G/bert_small_fp8" -j4 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_bert > "$out/make_bert_small_fp8.log" 2>&1 ||
@@ -92,6 +100,8 @@ run() {
   wait
   "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 --runs 3 --no-peaks > "$out/check_gpt2_small_fp8.log" 2>&1
   echo "gpt2_small_fp8 check rc=$?" >> "$out/checks.txt"
+  "$G/gpt2_small_fp8_st/bench_gpt2" --check -d B=3 -d T=17 --runs 3 --no-peaks > "$out/check_gpt2_small_fp8_st.log" 2>&1
+  echo "gpt2_small_fp8_st (bf16 logits) check rc=$?" >> "$out/checks.txt"
   "$G/bert_small_fp8/bench_bert" --check -d B=3 -d T=13 --runs 3 --no-peaks > "$out/check_bert_small_fp8.log" 2>&1
   echo "bert_small_fp8 check rc=$?" >> "$out/checks.txt"
   for w in w_small w_small_cal; do
@@ -105,15 +115,18 @@ run() {
     --runs 1 --warmup 0 --no-peaks --cuda-graphs off > "$out/memcheck_gpt2_small_fp8.log" 2>&1
   echo "memcheck gpt2_small_fp8 rc=$?" >> "$out/checks.txt"
   # 3. GPT-2 124M: accuracy, then speed
-  for p in bf16 fp8; do
+  local variants="bf16 fp8 bf16_st fp8_st"
+  for p in $variants; do
     "$G/gpt2_$p/bench_gpt2" --check -d B=1 -d T="$CHECK_T" --runs 1 --warmup 0 --no-peaks > "$out/check_gpt2_$p.log" 2>&1
     echo "gpt2_$p check rc=$?" >> "$out/checks.txt"
   done
-  for p in bf16 fp8; do : > "$out/t_$p.txt"; done
+  for p in $variants; do : > "$out/t_$p.txt"; done
   for _ in $(seq "$ROUNDS"); do
-    for p in bf16 fp8; do ms "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
+    for p in $variants; do ms "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
   done
-  "$G/gpt2_fp8/bench_gpt2" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_fp8.log" 2>&1
+  for p in fp8 fp8_st; do
+    "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_$p.log" 2>&1
+  done
   # 4. the peer: torch.compile on the same model (its random weights from the manifest)
   if [ "$PEERS" = 1 ]; then
     python3 - "$G/gpt2_bf16/weights_manifest.json" "$out/w_gpt2.safetensors" <<'EOF'
@@ -133,17 +146,20 @@ EOF
     cat "$out/checks.txt"
     grep -E "FAIL|failures|^time|asked path 0.*ran path [12]" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -24
     echo "small folders:"
-    grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_bert_small_fp8.log" \
+    grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_gpt2_small_fp8_st.log" "$out/check_bert_small_fp8.log" \
       "$out/check_gpt2_small_fp8_w_small.log" "$out/check_gpt2_small_fp8_w_small_cal.log" | sed "s#^$out/##; s/^/  /"
     grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" | sed 's/^/  memcheck: /'
-    echo "GPT-2 124M (random weights), check at B=1 T=$CHECK_T against the float model's float64 reference; B=8 T=1024 timed, graphs on:"
-    printf "%-6s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
-    for p in bf16 fp8; do
+    echo "GPT-2 124M (random weights), check at B=1 T=$CHECK_T against the float model's float64 reference; B=8 T=1024 timed, graphs on"
+    echo "(_st: --outputs=storage, bf16 logits):"
+    printf "%-8s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
+    for p in $variants; do
       local t
       t=$(median < "$out/t_$p.txt")
       read -r e c t1 <<< "$(figures "$out/check_gpt2_$p.log" logits)"
-      printf "%-6s %12s %10s %-28s %10.3f %14.0f\n" "$p" "$e" "$c" "$t1" "$t" "$(awk -v m="$t" 'BEGIN { print (m > 0) ? 8192 / m * 1000 : 0 }')"
+      printf "%-8s %12s %10s %-28s %10.3f %14.0f\n" "$p" "$e" "$c" "$t1" "$t" "$(awk -v m="$t" 'BEGIN { print (m > 0) ? 8192 / m * 1000 : 0 }')"
     done
+    echo "the head's kernels (gpt2.lua:9x) in the per-kernel profiles, f32 then bf16 logits:"
+    grep -h "gpt2.lua:9[0-9]" "$out/profile_gpt2_fp8.log" "$out/profile_gpt2_fp8_st.log" | cut -c1-150 | sed 's/^/  /'
     if [ "$PEERS" = 1 ]; then
       echo "peer (torch.compile, GPT-2 bf16 B=8 T=1024):"
       tail -1 "$out/peer_gpt2.json"
