@@ -148,13 +148,19 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
     return no(reason, reason_size, "BGRAD_A needs A transposed (stored [K,M], as a weight gradient's dy^T)");
   if (g->epilogue == NNRT_EPI_BGRAD_B && g->b_trans)
     return no(reason, reason_size, "BGRAD_B needs B stored [K,N], not transposed (as a weight gradient's dy)");
-  if (g->out == NNRT_DT_E4M3)
-    return no(reason, reason_size, "e4m3 is an input type only: expected a bf16 or f32 output");
+  if (g->out == NNRT_DT_E4M3 && g->ab != NNRT_DT_E4M3)
+    return no(reason, reason_size, "an e4m3 output needs e4m3 inputs: expected a bf16 or f32 output");
+  if (g->out == NNRT_DT_E4M3 && !g->d_scale)
+    return no(reason, reason_size, "an e4m3 output needs d_scale (what its values are multiplied by), found NULL");
+  if (g->out == NNRT_DT_E4M3 && g->residual)
+    return no(reason, reason_size, "an e4m3 output takes no residual (cuBLASLt's C would be bf16)");
+  if (g->out != NNRT_DT_E4M3 && g->d_scale)
+    return no(reason, reason_size, "d_scale is for an e4m3 output only");
   if (g->ab != NNRT_DT_E4M3 && (g->a_scale || g->b_scale))
     return no(reason, reason_size, "a_scale and b_scale are for e4m3 inputs only");
   if (g->ab == NNRT_DT_E4M3) {
-    if (g->out != NNRT_DT_BF16 && g->out != NNRT_DT_F32)
-      return no(reason, reason_size, "e4m3 inputs must give a bf16 or f32 output");
+    if (g->out != NNRT_DT_BF16 && g->out != NNRT_DT_F32 && g->out != NNRT_DT_E4M3)
+      return no(reason, reason_size, "e4m3 inputs must give a bf16, f32 or e4m3 output");
     if (g->a_trans || !g->b_trans)
       return no(reason, reason_size, "e4m3 needs A [M,K] and B [N,K] (b_trans): cuBLASLt's FP8 kernels read both "
                 "operands K-major");
@@ -229,6 +235,10 @@ void nnrt_cuda_blas_destroy(nnrt_cuda_blas *h) {
 
 long long nnrt_cuda_blas_heuristic_queries(const nnrt_cuda_blas *h) { return h ? h->queries : 0; }
 
+/* The bias's type (and C's): the output's, bf16 for an e4m3 output (the
+ * types cuBLASLt's FP8 kernels pair with e4m3 D). */
+static nnrt_cuda_dtype bias_type(const nnrt_cuda_gemm *g) { return g->out == NNRT_DT_E4M3 ? NNRT_DT_BF16 : g->out; }
+
 /* Argument checks beyond what nnrt_cuda_gemm_supported covers; g has
  * M, N, K, batch > 0. */
 static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error *err) {
@@ -271,9 +281,9 @@ static nnrt_status check_args(const nnrt_cuda_gemm *g, gemm_name *d, nnrt_error 
   if (g->bgrad && g->alpha != 1.0f)
     return nnrt_errorf(err, NNRT_E_ARG, "%s: BGRAD sums its operand unscaled, so alpha must be 1, found %g", name_of(d),
                        (double)g->alpha);
-  size_t ea = dtype_size(g->ab), eo = dtype_size(g->out);
+  size_t ea = dtype_size(g->ab), eo = dtype_size(g->out), ebias = dtype_size(bias_type(g));
   const struct { const void *p; size_t size; const char *name; } ptrs[] = {
-      {g->A, ea, "A"}, {g->B, ea, "B"}, {g->D, eo, "D"}, {g->bias, eo, "bias"},
+      {g->A, ea, "A"}, {g->B, ea, "B"}, {g->D, eo, "D"}, {g->bias, ebias, "bias"},
       {g->residual, eo, "residual"}, {g->bgrad, eo, "bgrad"}};
   for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
     if ((uintptr_t)ptrs[i].p % ptrs[i].size != 0)
@@ -359,10 +369,13 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale,
                                           sizeof g->a_scale));
   }
+  if (g->d_scale)
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale,
+                                          sizeof g->d_scale));
   /* BGRAD's output rides the bias pointer */
   const void *bias = g->bgrad ? g->bgrad : g->bias;
   if (bias) {
-    int32_t bt = (int32_t)tout;
+    int32_t bt = (int32_t)cuda_type(bias_type(g));
     int64_t bstride = 0; /* one bias for every batch item */
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
                                           sizeof bt));
@@ -390,7 +403,7 @@ static nnrt_status plan_build(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, plan *
     LT_TRY(make_layout(&p->lb, tab, g->M, g->K, g->lda, g->batch, batched ? g->stride_a : 0));
   else
     LT_TRY(make_layout(&p->lb, tab, g->K, g->M, g->lda, g->batch, batched ? g->stride_a : 0));
-  LT_TRY(make_layout(&p->lc, tout, g->N, g->M, g->ldd, g->batch,
+  LT_TRY(make_layout(&p->lc, cuda_type(bias_type(g)), g->N, g->M, g->ldd, g->batch,
                      batched ? (g->residual ? g->stride_r : g->stride_d) : 0));
   LT_TRY(make_layout(&p->ld, tout, g->N, g->M, g->ldd, g->batch, batched ? g->stride_d : 0));
 
@@ -493,8 +506,11 @@ nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaS
     bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->b_scale, sizeof g->b_scale);
   if (g->a_scale && bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->a_scale, sizeof g->a_scale);
+  if (g->d_scale && bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale, sizeof g->d_scale);
   float beta = g->residual ? 1.0f : 0.0f;
-  const void *c = g->residual ? g->residual : g->D;
+  /* an e4m3 D has a bf16 C, never read (beta 0, no residual): none given, as cuBLASLt's FP8 sample does */
+  const void *c = g->residual ? g->residual : g->out == NNRT_DT_E4M3 ? NULL : g->D;
   if (bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasLtMatmul(h->lt, p->desc, &g->alpha, g->B, p->la, g->A, p->lb, &beta, c, p->lc, g->D,
                         p->ld, &p->algo, h->workspace, h->workspace_bytes, s);

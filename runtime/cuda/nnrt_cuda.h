@@ -200,7 +200,11 @@ typedef enum {
  * bias) + residual: A's rows and B's output channels each have an f32
  * scale (cuBLASLt's CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, Hopper
  * only: elsewhere the heuristic finds no algorithm and the call answers
- * "unsupported"); without them the product is unscaled.
+ * "unsupported"); without them the product is unscaled. ab E4M3 -> out
+ * E4M3 too, with d_scale (one device float the result is multiplied by
+ * before it is rounded to e4m3: 1 / the scale its reader's A takes), a bf16
+ * bias, no residual; cuBLASLt may have no algorithm for it with the scale
+ * vectors (then "unsupported", as above).
  * bias is [N] of the out type, the same for every batch item.
  * residual has D's shape and leading dimension ldd, batch stride stride_r,
  * and may be D itself (then stride_r must equal stride_d).
@@ -233,6 +237,8 @@ typedef struct nnrt_cuda_gemm {
   const float *a_scale;          /* E4M3 only: [M] device floats, A's row m is a_scale[m] times its bytes' values */
   const float *b_scale;          /* E4M3 only: [N] device floats, B's row n (an output channel) likewise; both or
                                     neither */
+  const float *d_scale;          /* out E4M3 only (and required): one device float, D = e4m3(d_scale * (...)),
+                                    saturating: the next GEMM's A quantized by this one's epilogue */
 } nnrt_cuda_gemm;
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a

@@ -420,4 +420,57 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
   return nnc_fp8_gemm_fallback(h, f, s, err);
 }
 
+/* The product written as e4m3 for the next GEMM's A, by cuBLASLt's epilogue
+ * (bias and activation as f says; no residual): d8[m][n] = e4m3(*d8_scale *
+ * value), where *d8_scale (a device float) is 1 / the reader's fixed A
+ * scale (nnc calibrate's), so the reader takes d8 as its quantized A with
+ * no pass of its own. *path as nnc_cuda_gemm_fp8's: 1 cuBLASLt has an
+ * algorithm, 2 it has none: then nothing is written and *wrote is false,
+ * and the caller writes f.d as usual and quantizes it in the reader. */
+template <typename TO>
+nnc_cuda_status nnc_cuda_gemm_fp8_e4m3(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, unsigned char *d8,
+                                       const float *d8_scale, int *path, bool *wrote, cudaStream_t s,
+                                       nnc_cuda_error *err) {
+  *wrote = false;
+  if (!f.a || !f.a_scale || !f.w || !f.w_scale || !d8 || !d8_scale || !path)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "a NULL operand, scale or output");
+  if (f.residual || sizeof(TO) != 2)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "expected a bf16 bias and no residual");
+  if (*path == 2) return NNC_CUDA_OK;
+  if (f.M == 0 || f.N == 0) return *wrote = true, NNC_CUDA_OK;
+  nnrt_cuda_gemm g = {};
+  g.M = f.M;
+  g.N = f.N;
+  g.K = f.K;
+  g.batch = 1;
+  g.ab = NNRT_DT_E4M3;
+  g.out = NNRT_DT_E4M3;
+  g.A = f.a;
+  g.lda = f.K;
+  g.a_scale = f.a_scale;
+  g.B = f.w;
+  g.ldb = f.K;
+  g.b_trans = true;
+  g.b_scale = f.w_scale;
+  g.bias = f.bias;
+  g.D = d8;
+  g.ldd = f.N;
+  g.stride_d = (long long)f.M * f.N;
+  g.alpha = f.alpha;
+  g.epilogue = f.act;
+  g.d_scale = d8_scale;
+  nnrt_error e = {};
+  nnrt_status st = nnrt_cuda_gemm_run(h, &g, s, &e);
+  if (st == NNRT_OK) {
+    *path = 1;
+    *wrote = true;
+    return NNC_CUDA_OK;
+  }
+  const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
+                                         std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
+  if (!none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "%s", e.msg);
+  *path = 2;
+  return NNC_CUDA_OK;
+}
+
 #endif

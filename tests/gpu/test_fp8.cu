@@ -282,6 +282,79 @@ static void time_cfc(nnrt_cuda_blas *h) {
   CK(cudaMalloc(&q4, (size_t)M * 3072)); CK(cudaMalloc(&qs4, M * 4));
   ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_PLAIN, M, 3072, d, 3072, nullptr, nullptr, 0.0f, nullptr, q4, qs4, 0, &e) == NNC_CUDA_OK; });
   std::printf("time e4m3 rows 8192x3072: %.4f ms, %.0f GB/s\n", ms, (double)M * 3072 * 3 / ms / 1e6);
+  /* c_fc writing mlp.c_proj's A as e4m3 itself (a fixed scale): against bf16 out + the rows pass above */
+  float *dsc;
+  CK(cudaMalloc(&dsc, 4));
+  CK(cudaMemcpy(dsc, ones.data(), 4, cudaMemcpyHostToDevice));
+  nnc_cuda_fp8_gemm_args<__nv_bfloat16> f = {};
+  f.M = M; f.N = N; f.K = K; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw; f.bias = bias;
+  f.alpha = 1; f.act = NNRT_EPI_GELU_TANH;
+  int p = 0;
+  bool wrote = false;
+  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8_e4m3(h, f, q4, dsc, &p, &wrote, 0, &e) == NNC_CUDA_OK; });
+  if (wrote) std::printf("time c_fc 8192x3072x768 fp8 with e4m3 output: %.4f ms, %.0f TFLOP/s\n", ms, flop / ms / 1e9);
+  else std::printf("time c_fc 8192x3072x768 fp8 with e4m3 output: cuBLASLt has no algorithm\n");
+  cudaFree(dsc);
+}
+
+/* The product written as e4m3 (mlp.c_proj's A by c_fc's epilogue, with a
+ * fixed scale): where cuBLASLt has an algorithm, each byte within e4m3's
+ * rounding (2^-4 relative, a subnormal's 2^-9 absolute) of
+ * d_scale * (the float64 product + bias, GELU), saturated to 448; where it
+ * has none, said so (the folder keeps its bf16 output and row pass). */
+static void check_gemm_e4m3_out(nnrt_cuda_blas *h, int M, int N, int K) {
+  std::vector<uint8_t> a((size_t)M * K), w((size_t)N * K), d8((size_t)M * N, 0x7f);
+  std::vector<float> sa(M), sw(N);
+  for (auto &v : a) v = nnrt_f32_to_e4m3(uni(448.0f));
+  for (auto &v : w) v = nnrt_f32_to_e4m3(uni(448.0f));
+  for (auto &v : sa) v = 1e-3f * (1 + uni(0.5f));
+  for (auto &v : sw) v = 1e-4f * (1 + uni(0.5f));
+  std::vector<__nv_bfloat16> bb(N);
+  for (auto &v : bb) v = h_from<__nv_bfloat16>(uni(1.0f));
+  const float inv = 448.0f / 3.0f;   /* the reader's fixed scale: values up to 3 */
+  std::vector<float> dsv(1, inv);
+  auto da = dev_copy(a), dw = dev_copy(w), dd = dev_copy(d8);
+  auto dsa = dev_copy(sa), dsw = dev_copy(sw), ds = dev_copy(dsv);
+  auto db = dev_copy(bb);
+  nnc_cuda_fp8_gemm_args<__nv_bfloat16> f = {};
+  f.M = M; f.N = N; f.K = K;
+  f.a = da; f.a_scale = dsa; f.w = dw; f.w_scale = dsw; f.bias = db;
+  f.alpha = 0.5f;
+  f.act = NNRT_EPI_GELU_TANH;
+  int p = 0;
+  bool wrote = false;
+  nnc_cuda_error e;
+  if (nnc_cuda_gemm_fp8_e4m3(h, f, dd, ds, &p, &wrote, 0, &e)) {
+    std::printf("FAIL gemm e4m3 out %dx%dx%d: %s\n", M, N, K, e.msg);
+    failures++;
+    return;
+  }
+  if (!wrote) {
+    std::printf("note gemm e4m3 out %dx%dx%d (scale vectors, GELU + bias, D_SCALE): cuBLASLt has no algorithm (path %d)\n",
+                M, N, K, p);
+    return;
+  }
+  CK(cudaDeviceSynchronize());
+  auto got = host_copy(dd, (size_t)M * N);
+  int bad = 0;
+  double worst = 0;
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      double acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += (double)nnrt_e4m3_to_f32(a[(size_t)m * K + k]) * nnrt_e4m3_to_f32(w[(size_t)n * K + k]);
+      double v = 0.5 * acc * sa[m] * sw[n] + out_of(bb[n]);
+      v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+      double want = std::fmax(-448.0, std::fmin(448.0, v * inv));
+      double g = nnrt_e4m3_to_f32(got[(size_t)m * N + n]);
+      double err = std::fabs(g - want);
+      worst = std::fmax(worst, err / (std::fabs(want) + 1e-9));
+      bad += !(err <= 0.07 * std::fabs(want) + 0.01);
+    }
+  std::printf("%s gemm e4m3 out %dx%dx%d GELU + bias, D_SCALE: path %d, worst relative %.3g, %d bytes off\n",
+              bad ? "FAIL" : "ok  ", M, N, K, p, worst, bad);
+  failures += bad != 0;
+  cudaFree(da); cudaFree(dw); cudaFree(dd); cudaFree(dsa); cudaFree(dsw); cudaFree(ds); cudaFree(db);
 }
 
 /* GPT-2 124M's tied LM head at B=8 T=1024: 8192 x 50257 x 768, its e4m3
@@ -377,6 +450,8 @@ int main(int argc, char **argv) {
     check_gemm<__nv_bfloat16>(h, 33, 50, 64, NNRT_EPI_NONE, true, true, false, path, 64);
     if (!small) check_gemm<float>(h, 4096, 1030, 64, NNRT_EPI_NONE, false, false, false, path, 1040);
   }
+  check_gemm_e4m3_out(h, 33, 48, 64);
+  if (!small) check_gemm_e4m3_out(h, 129, 80, 768);
   if (timing) time_cfc(h);
   if (timing) time_head(h);
   nnrt_cuda_blas_destroy(h);

@@ -300,7 +300,8 @@ static void test_gemm_supported(void **state) {
 }
 
 /* e4m3 (--precision=fp8): A [M,K] and B [N,K] only, K a multiple of 16, a
- * bf16 or f32 output, no batch, the plain epilogues, both scales or none;
+ * bf16, f32 or (with d_scale, no residual) e4m3 output, no batch, the plain
+ * epilogues, both scales or none;
  * the scales change the plan key (another scale mode). */
 static void test_gemm_e4m3(void **state) {
   (void)state;
@@ -327,11 +328,29 @@ static void test_gemm_e4m3(void **state) {
   nnrt_cuda_gemm b = g;
   b.out = NNRT_DT_F16;
   assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
-  assert_non_null(strstr(why, "bf16 or f32"));
+  assert_non_null(strstr(why, "bf16, f32 or e4m3"));
+  /* an e4m3 output (the next GEMM's A): with d_scale, no residual; a bf16 input cannot give one */
   b = g;
   b.out = NNRT_DT_E4M3;
   assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
-  assert_non_null(strstr(why, "input type only"));
+  assert_non_null(strstr(why, "needs d_scale"));
+  b.d_scale = sa;
+  b.epilogue = NNRT_EPI_GELU_TANH;
+  assert_true(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  b.epilogue = NNRT_EPI_NONE;
+  b.residual = sb;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "takes no residual"));
+  b = g;
+  b.d_scale = sa;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "d_scale is for an e4m3 output only"));
+  b = base_gemm();
+  b.ab = NNRT_DT_BF16;
+  b.out = NNRT_DT_E4M3;
+  b.d_scale = sa;
+  assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
+  assert_non_null(strstr(why, "needs e4m3 inputs"));
   b = g;
   b.b_trans = false;
   assert_false(nnrt_cuda_gemm_supported(&b, why, sizeof why));
