@@ -440,7 +440,12 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
  * scale (nnc calibrate's), so the reader takes d8 as its quantized A with
  * no pass of its own. *path as nnc_cuda_gemm_fp8's: 1 cuBLASLt has an
  * algorithm, 2 it has none: then nothing is written and *wrote is false,
- * and the caller writes f.d as usual and quantizes it in the reader. */
+ * and the caller writes f.d as usual and quantizes it in the reader. The
+ * first call takes any refusal of cuBLASLt's (the heuristic's, or the
+ * launch's, before anything runs) as "none", since e4m3 D together with
+ * scale vectors had not been run when this was written, and leaves the
+ * reason in err->msg; a later size without an algorithm falls back for
+ * that call only. */
 template <typename TO>
 nnc_cuda_status nnc_cuda_gemm_fp8_e4m3(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, unsigned char *d8,
                                        const float *d8_scale, int *path, bool *wrote, cudaStream_t s,
@@ -482,8 +487,10 @@ nnc_cuda_status nnc_cuda_gemm_fp8_e4m3(nnrt_cuda_blas *h, const nnc_cuda_fp8_gem
   }
   const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
                                          std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
-  if (!none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "%s", e.msg);
-  *path = 2;
+  if (*path == 1 && !none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "%s", e.msg);
+  (void)cudaGetLastError();
+  (void)nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "%s", e.msg);   /* why, for the caller */
+  if (*path == 0) *path = 2;
   return NNC_CUDA_OK;
 }
 

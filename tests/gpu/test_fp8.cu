@@ -330,8 +330,8 @@ static void check_gemm_e4m3_out(nnrt_cuda_blas *h, int M, int N, int K) {
     return;
   }
   if (!wrote) {
-    std::printf("note gemm e4m3 out %dx%dx%d (scale vectors, GELU + bias, D_SCALE): cuBLASLt has no algorithm (path %d)\n",
-                M, N, K, p);
+    std::printf("note gemm e4m3 out %dx%dx%d (scale vectors, GELU + bias, D_SCALE): cuBLASLt has no algorithm (path %d): %s\n",
+                M, N, K, p, e.msg);
     return;
   }
   CK(cudaDeviceSynchronize());
