@@ -63,21 +63,10 @@ void cu_fp8_tables(const ec_ctx *x, nnc_sb *b) {
 void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   nnc_sb_printf(b,
-    "/* The captured graphs, dropped when a weight's fixed scale comes or goes: a graph\n"
-    " * keeps the way each FP8 GEMM took when it was captured (its A written as e4m3 by\n"
-    " * the GEMM before it, or quantized by a row pass). */\n"
-    "static void drop_graphs(%s_model *m) {\n"
-    "  cudaStreamSynchronize(m->stream);\n"
-    "  for (int i = 0; i < NGRAPHS; i++)\n"
-    "    if (m->graph[i].exec) cudaGraphExecDestroy(m->graph[i].exec), m->graph[i].exec = NULL;\n"
-    "}\n\n", p);
-  nnc_sb_printf(b,
     "/* --precision=fp8: weight i's float values to the device, then quantized there to\n"
     " * e4m3 [n, k] with a scale per output channel (max|w| / 448); the padded rows and\n"
     " * their scales zero. */\n"
     "static int upload_fp8(%s_model *m, int i, const float *data, size_t count) {\n"
-    "  if (m->fp8_fixed[i]) drop_graphs(m);   /* its GEMMs' A no longer has a fixed scale */\n"
-    "  m->fp8_fixed[i] = 0;\n"
     "  float *dev = NULL;\n"
     "  nnrt_error e = {};\n"
     "  if (nnrt_cuda_malloc(m->alloc, count * sizeof *dev, (void **)&dev, &e))\n"
@@ -115,13 +104,9 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
     "    if (t->numel != 1 || nnrt_st_copy_f32(st, t, &v, 1, &e) || !(v > 0.0f) || !isfinite(v))\n"
     "      return fail(m, %s_E_FORMAT, \"%%s: expected one positive finite float, found %%lld values%%s%%s\", name,\n"
     "                  (long long)t->numel, e.msg[0] ? \": \" : \"\", e.msg);\n"
-    "    /* the scale and its inverse (what a GEMM writing this A as e4m3 multiplies by) */\n"
-    "    const float both[2] = {v, 1.0f / v};\n"
     "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n_pad * 4;\n"
-    "    cudaError_t ce = cudaMemcpy(at, both, sizeof both, cudaMemcpyHostToDevice);\n"
+    "    cudaError_t ce = cudaMemcpy(at, &v, sizeof v, cudaMemcpyHostToDevice);\n"
     "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%%s to the GPU: %%s\", name, cudaGetErrorString(ce));\n"
-    "    if (!m->fp8_fixed[i]) drop_graphs(m);\n"
-    "    m->fp8_fixed[i] = 1;\n"
     "  }\n  return 0;\n}\n\n", p, P, P);
 }
 
@@ -132,39 +117,6 @@ static void weight_ptrs(const ec_ctx *x, int t, char *q, char *scale, char *fixe
   snprintf(q, n, "(const unsigned char *)(c.weights + %lld)", off + (long long)h.q);
   snprintf(scale, n, "(const float *)(c.weights + %lld)", off + (long long)h.scales);
   snprintf(fixed, n, "(const float *)(c.weights + %lld)", off + (long long)h.fixed);
-}
-
-/* The kernel that reads kernel ki's output as its quantized A: an FP8 GEMM
- * whose A it is with no norm, no other kernel reading it, not a model
- * output, ki an FP8 GEMM writing it in bf16 with no residual and no
- * epilogue kernel after cuBLASLt's (post). With nnc calibrate's fixed scale
- * for the reader's weight, ki can write that A as e4m3 itself (GPT-2's c_fc
- * for mlp.c_proj: the reader's row pass over 8192 x 3072 was 36 us a layer
- * on an H200). -1 when there is none. */
-static int e4m3_reader(const ec_ctx *x, int ki) {
-  const nnc_kernel *k = &x->s->k[ki];
-  const nnc_gemm_desc *d = &k->d.gemm;
-  int out = d->out, reader = -1;
-  if (k->kind != NNC_KERNEL_GEMM || !cu_fp8_gemm(x, d) || d->residual >= 0 || x->g->tensors[out].dtype != NNC_BF16 ||
-      nnc_graph_is_output(x->g, out) || cu_gemm_post(x, ki))
-    return -1;
-  for (int j = 0; j < x->s->nk; j++)
-    for (int i = 0; i < x->s->k[j].nin; i++) {
-      if (x->s->k[j].in[i] != out) continue;
-      const nnc_kernel *r = &x->s->k[j];
-      if (reader >= 0 || r->kind != NNC_KERNEL_GEMM || !cu_fp8_gemm(x, &r->d.gemm) || r->d.gemm.a != out ||
-          r->d.gemm.prologue != NNC_NORM_NONE)
-        return -1;
-      reader = j;
-    }
-  return reader;
-}
-
-/* The kernel that may write kernel ki's A as e4m3 (ki is its e4m3_reader), or -1. */
-static int e4m3_writer(const ec_ctx *x, int ki) {
-  for (int j = 0; j < x->s->nk; j++)
-    if (e4m3_reader(x, j) == ki) return j;
-  return -1;
 }
 
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body) {
@@ -185,18 +137,9 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
                                                                       : "the rmsnorm and the rows' e4m3 in one kernel");
   weight_ptrs(x, d->b, wq, ws, wf, sizeof wq);
   nnc_sb_printf(body, "  const float *fixed = %s;   /* nnc calibrate's scale of A, or 0: each row's */\n", wf);
-  int from = d->prologue == NNC_NORM_NONE ? e4m3_writer(x, ki) : -1;
-  ec_ptr(x, d->a, pa, sizeof pa);
-  if (from >= 0)
-    nnc_sb_printf(body, "  if (m->fp8_a8[%d]) {   /* kernel %d wrote A as e4m3 with the fixed scale: no row pass */\n"
-                        "    Aq = (unsigned char *)%s;\n"
-                        "    if (nnc_cuda_fp8_fill(a_scale, M, fixed, s, &e)) return kernel_failed(m, %d, e.msg);\n"
-                        "  } else ", ki, from, pa, ki);
-  else
-    nnc_sb_printf(body, "  ");
-  nnc_sb_printf(body, "if (nnc_cuda_fp8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, fixed, Aq, a_scale, s, &e))\n"
+  nnc_sb_printf(body, "  if (nnc_cuda_fp8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, fixed, Aq, a_scale, s, &e))\n"
                       "    return kernel_failed(m, %d, e.msg);\n",
-                ta, norm, pa, pg, pbeta,
+                ta, norm, ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
                 ec_literal(d->prologue != NNC_NORM_NONE ? d->norm_eps : 0.0, false, lit, sizeof lit), ki);
   nnc_sb_printf(body, "  nnc_cuda_fp8_gemm_args<%s> f = {};\n  f.M = M;\n  f.N = N;\n  f.K = K;\n"
                       "  f.a = Aq;\n  f.a_scale = a_scale;\n"
@@ -212,26 +155,8 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
   ec_assign(x, body, 2, "f.d", d->out);
   nnc_sb_printf(body, "  f.alpha = %s;\n  f.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), epi);
   nnc_sb_printf(body, "  f.tmp = (float *)((unsigned char *)a_scale + pad_offset((size_t)M * sizeof(float)));   "
-                      "/* the fallback's f32 columns */\n");
-  int reader = e4m3_reader(x, ki);
-  if (reader >= 0) {
-    const nnc_gemm_desc *r = &x->s->k[reader].d.gemm;
-    const nnc_tensor *rw = &x->g->tensors[r->b];
-    long long inv = (long long)(x->w_off[x->param_of[r->b]] + ec_fp8_held_of(rw).inv);
-    nnc_sb_printf(body,
-      "  /* kernel %d (%s's GEMM) reads this output alone as its A: with nnc calibrate's fixed scale\n"
-      "   * for it, cuBLASLt's epilogue writes it as e4m3 (times 1 / that scale) and kernel %d has no row pass */\n"
-      "  m->fp8_a8[%d] = 0;\n"
-      "  if (m->fp8_fixed[%d]) {\n"
-      "    bool wrote = false;\n"
-      "    if (nnc_cuda_gemm_fp8_e4m3(m->blas, f, (unsigned char *)f.d, (const float *)(c.weights + %lld), &m->fp8_out_path[%d],\n"
-      "                               &wrote, s, &e))\n"
-      "      return kernel_failed(m, %d, e.msg);\n"
-      "    m->fp8_a8[%d] = wrote;\n"
-      "    if (wrote) return 0;\n"
-      "  }\n", reader, rw->name, reader, reader, x->param_of[r->b], inv, ki, ki, reader);
-  }
-  nnc_sb_printf(body, "  if (nnc_cuda_gemm_fp8(m->blas, f, &m->fp8_path[%d], s, &e)) return kernel_failed(m, %d, e.msg);\n",
+                      "/* the fallback's f32 columns */\n"
+                      "  if (nnc_cuda_gemm_fp8(m->blas, f, &m->fp8_path[%d], s, &e)) return kernel_failed(m, %d, e.msg);\n",
                 ki, ki);
 }
 

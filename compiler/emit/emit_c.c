@@ -662,8 +662,7 @@ ec_fp8_held ec_fp8_held_of(const nnc_tensor *t) {
   h.q = t->quant.tied ? pad256(h.n * h.k * nnc_dtype_size(t->dtype)) : 0;
   h.scales = h.q + pad256(h.n_pad * h.k);
   h.fixed = h.scales + h.n_pad * 4;
-  h.inv = h.fixed + 4;
-  h.bytes = h.inv + 4;
+  h.bytes = h.fixed + 4;
   return h;
 }
 

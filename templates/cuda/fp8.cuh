@@ -268,20 +268,6 @@ nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T
   return nnc_cuda_check_launch(err, "nnc_cuda_fp8_rows");
 }
 
-/* scale[0, rows) = *fixed: the row scales of an A written as e4m3 with one
- * fixed scale (nnc_cuda_gemm_fp8_e4m3), for the GEMM's scale vector. */
-__global__ void nnc_fp8_fill_kernel(float *scale, int rows, const float *fixed) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < rows) scale[r] = *fixed;
-}
-
-inline nnc_cuda_status nnc_cuda_fp8_fill(float *scale, int rows, const float *fixed, cudaStream_t s, nnc_cuda_error *err) {
-  if (!scale || !fixed || rows < 0) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_fill", "a NULL pointer or rows < 0");
-  if (rows == 0) return NNC_CUDA_OK;
-  nnc_fp8_fill_kernel<<<(rows + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS, NNC_FP8_THREADS, 0, s>>>(scale, rows, fixed);
-  return nnc_cuda_check_launch(err, "nnc_cuda_fp8_fill");
-}
-
 /* One FP8 GEMM: D [M, N] (leading dimension N) = act(alpha * (a_scale[m] *
  * w_scale[n] * A.W^T) + bias) + residual, A [M, K] and W [N, K] e4m3. act is
  * NNRT_EPI_NONE, NNRT_EPI_RELU or NNRT_EPI_GELU_TANH; act_after_residual:
