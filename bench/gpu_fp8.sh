@@ -144,7 +144,7 @@ EOF
     echo
     nvidia-smi --query-gpu=name --format=csv,noheader | head -1
     cat "$out/checks.txt"
-    grep -E "FAIL|failures|^time|asked path 0.*ran path [12]|e4m3 out" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -40
+    grep -E "FAIL|failures|^time|asked path 0.*ran path [12]|e4m3 out|probe" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -40
     echo "small folders:"
     grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_gpt2_small_fp8_st.log" "$out/check_bert_small_fp8.log" \
       "$out/check_gpt2_small_fp8_w_small.log" "$out/check_gpt2_small_fp8_w_small_cal.log" | sed "s#^$out/##; s/^/  /"

@@ -6,11 +6,8 @@
  * cuBLASLt's FP8 kernels read it), then its N f32 scales at the next 256
  * bytes, then one f32: the fixed scale of its GEMMs' A from `nnc calibrate`
  * ("<weight>.input_scale" in the file load() reads), 0 for each row's own
- * (ec_fp8_held). A tied weight (GPT-2's wte: the embedding's table and the
- * LM head's weight) keeps its bf16 values first, for the gather, and its
- * e4m3 copy has N rounded up to 16 (rows of zeros, scales 0): its GEMM runs
- * on the real N where cuBLASLt takes it, else the fallback computes the
- * padded columns and its epilogue writes only the real ones.
+ * (ec_fp8_held). A tied weight (a head tied to the embedding's table)
+ * keeps its bf16 values first, for the gather, then its e4m3 copy.
  * upload() sends the float values to the device and quantizes them there
  * (and sets the fixed scale to 0). A GEMM reading such a weight quantizes its A to e4m3 first, a scale
  * per row, in one kernel that also applies the layernorm or rmsnorm it
@@ -39,24 +36,24 @@ bool cu_fp8_gemm(const ec_ctx *x, const nnc_gemm_desc *d) { return !d->windowed 
 
 void cu_fp8_tables(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
-  nnc_sb_printf(b, "/* --precision=fp8: the weights held as e4m3 [n_pad, k] (n > 0) `q` bytes into the\n"
+  nnc_sb_printf(b, "/* --precision=fp8: the weights held as e4m3 [n, k] (n > 0) `q` bytes into the\n"
                    " * weight's place (after a tied weight's bf16 values, which its other readers read),\n"
-                   " * n_pad - n rows of zeros, a scale per output channel `scales` bytes in, then the\n"
-                   " * fixed scale of its GEMMs' A; in_out: the file holds [k, n]. */\n"
-                   "static const struct {\n  int n, n_pad, k, in_out;\n  size_t q, scales;\n} fp8_layout[%d] = {\n",
+                   " * a scale per output channel `scales` bytes in, then the fixed scale of its GEMMs'\n"
+                   " * A; in_out: the file holds [k, n]. */\n"
+                   "static const struct {\n  int n, k, in_out;\n  size_t q, scales;\n} fp8_layout[%d] = {\n",
                 g->nparams ? g->nparams : 1);
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *t = fp8_weight(x, g->params[i]);
     if (!t) {
-      nnc_sb_printf(b, "  {0, 0, 0, 0, 0, 0},\n");
+      nnc_sb_printf(b, "  {0, 0, 0, 0, 0},\n");
       continue;
     }
     ec_fp8_held h = ec_fp8_held_of(t);
-    nnc_sb_printf(b, "  {%lld, %lld, %lld, %d, %lld, %lld},   /* %s%s */\n", (long long)h.n, (long long)h.n_pad,
-                  (long long)h.k, t->quant.axis, (long long)h.q, (long long)h.scales, t->name,
+    nnc_sb_printf(b, "  {%lld, %lld, %d, %lld, %lld},   /* %s%s */\n", (long long)h.n, (long long)h.k,
+                  t->quant.axis, (long long)h.q, (long long)h.scales, t->name,
                   t->quant.tied ? ": tied, an e4m3 copy for its linears after its bf16 values" : "");
   }
-  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, 0, 0, 0},\n");
+  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, 0, 0},\n");
   nnc_sb_printf(b, "};\n\n");
 }
 
@@ -64,8 +61,7 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   nnc_sb_printf(b,
     "/* --precision=fp8: weight i's float values to the device, then quantized there to\n"
-    " * e4m3 [n, k] with a scale per output channel (max|w| / 448); the padded rows and\n"
-    " * their scales zero. */\n"
+    " * e4m3 [n, k] with a scale per output channel (max|w| / 448). */\n"
     "static int upload_fp8(%s_model *m, int i, const float *data, size_t count) {\n"
     "  float *dev = NULL;\n"
     "  nnrt_error e = {};\n"
@@ -73,16 +69,13 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
     "    return fail(m, %s_E_NOMEM, \"quantizing weight %%s: %%s\", manifest[i].name, e.msg);\n"
     "  unsigned char *w = m->weights + layout[i].offset, *q = w + fp8_layout[i].q;\n"
     "  float *scales = (float *)(w + fp8_layout[i].scales);\n"
-    "  const size_t n = (size_t)fp8_layout[i].n, pad = (size_t)(fp8_layout[i].n_pad - fp8_layout[i].n);\n"
     "  cudaError_t ce = cudaMemcpyAsync(dev, data, count * sizeof *dev, cudaMemcpyHostToDevice, m->stream);\n"
-    "  if (ce == cudaSuccess && pad) ce = cudaMemsetAsync(q + n * (size_t)fp8_layout[i].k, 0, pad * (size_t)fp8_layout[i].k, m->stream);\n"
-    "  if (ce == cudaSuccess && pad) ce = cudaMemsetAsync(scales + n, 0, pad * sizeof *scales, m->stream);\n"
     "  nnc_cuda_error ke = {};\n"
     "  int bad = ce == cudaSuccess && nnc_cuda_fp8_weight(dev, fp8_layout[i].n, fp8_layout[i].k, fp8_layout[i].in_out != 0,\n"
     "                                                     q, scales, m->stream, &ke);\n"
     "  const float dynamic = 0.0f;   /* until load_input_scales gives a fixed one */\n"
     "  if (ce == cudaSuccess && !bad)\n"
-    "    ce = cudaMemcpyAsync(scales + fp8_layout[i].n_pad, &dynamic, sizeof dynamic, cudaMemcpyHostToDevice, m->stream);\n"
+    "    ce = cudaMemcpyAsync(scales + fp8_layout[i].n, &dynamic, sizeof dynamic, cudaMemcpyHostToDevice, m->stream);\n"
     "  if (ce == cudaSuccess && !bad) ce = cudaStreamSynchronize(m->stream);\n"
     "  nnrt_cuda_free(m->alloc, dev, NULL);\n"
     "  if (bad) return fail(m, %s_E_DEVICE, \"quantizing weight %%s to e4m3: %%s\", manifest[i].name, ke.msg);\n"
@@ -104,7 +97,7 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
     "    if (t->numel != 1 || nnrt_st_copy_f32(st, t, &v, 1, &e) || !(v > 0.0f) || !isfinite(v))\n"
     "      return fail(m, %s_E_FORMAT, \"%%s: expected one positive finite float, found %%lld values%%s%%s\", name,\n"
     "                  (long long)t->numel, e.msg[0] ? \": \" : \"\", e.msg);\n"
-    "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n_pad * 4;\n"
+    "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n * 4;\n"
     "    cudaError_t ce = cudaMemcpy(at, &v, sizeof v, cudaMemcpyHostToDevice);\n"
     "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%%s to the GPU: %%s\", name, cudaGetErrorString(ce));\n"
     "  }\n  return 0;\n}\n\n", p, P, P);
@@ -145,10 +138,6 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
                       "  f.a = Aq;\n  f.a_scale = a_scale;\n"
                       "  f.w = %s;   /* %s, e4m3 [N, K] */\n  f.w_scale = %s;\n",
                 to, wq, x->g->tensors[d->b].name, ws);
-  const nnc_tensor *w = &x->g->tensors[d->b];
-  if (w->quant.tied)
-    nnc_sb_printf(body, "  f.n_pad = %lld;   /* the copy's rows, N rounded up to 16: the fallback's columns */\n",
-                  (long long)ec_fp8_held_of(w).n_pad);
   if (d->bias >= 0) ec_assign(x, body, 2, "f.bias", d->bias);
   if (lt_residual) ec_assign(x, body, 2, "f.residual", d->residual);
   if (lt_residual && act_after) nnc_sb_printf(body, "  f.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
@@ -161,11 +150,8 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
 }
 
 void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b) {
-  const nnc_tensor *w = &x->g->tensors[x->s->k[ki].d.gemm.b];
-  char cols[64];   /* the fallback's columns: a tied copy's padded rows */
-  if (w->quant.tied) snprintf(cols, sizeof cols, "%lld", (long long)ec_fp8_held_of(w).n_pad);
   nnc_sb_printf(b, "  {   /* kernel %d: A as e4m3, its row scales, the fallback's f32 columns */\n"
                    "    size_t w = pad_offset((size_t)(%s) * (%s)) + pad_offset((size_t)(%s) * sizeof(float)) +\n"
                    "               nnc_cuda_fp8_tmp_bytes((long long)(%s), (long long)(%s));\n"
-                   "    if (w > need) need = w;\n  }\n", ki, M, K, M, M, w->quant.tied ? cols : N);
+                   "    if (w > need) need = w;\n  }\n", ki, M, K, M, M, N);
 }

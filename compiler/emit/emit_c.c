@@ -658,10 +658,9 @@ ec_fp8_held ec_fp8_held_of(const nnc_tensor *t) {
   ec_fp8_held h;
   h.n = t->shape[t->quant.axis].k;
   h.k = t->shape[1 - t->quant.axis].k;
-  h.n_pad = t->quant.tied ? (h.n + 15) / 16 * 16 : h.n;
   h.q = t->quant.tied ? pad256(h.n * h.k * nnc_dtype_size(t->dtype)) : 0;
-  h.scales = h.q + pad256(h.n_pad * h.k);
-  h.fixed = h.scales + h.n_pad * 4;
+  h.scales = h.q + pad256(h.n * h.k);
+  h.fixed = h.scales + h.n * 4;
   h.bytes = h.fixed + 4;
   return h;
 }

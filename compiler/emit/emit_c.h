@@ -158,12 +158,11 @@ bool ec_emit_forward_only(const ec_ctx *x, nnc_sb *b, const char *profiling, con
 const char *ec_view_note(const nnc_kernel *k);
 /* --precision=fp8's layout of a weight held as e4m3 (NNC_QUANT_FP8_CHANNEL),
  * in bytes from its offset in the weights block: a tied weight's bf16
- * values first (what its other readers read), then the e4m3 [n_pad, k] at
- * q, n_pad f32 channel scales at scales (from the next 256 bytes), one f32
- * at fixed (its GEMMs' A scale from nnc calibrate, 0: each row's own).
- * n_pad: n rounded up to 16 when tied (rows of zeros), else n. */
+ * values first (what its other readers read), then the e4m3 [n, k] at q,
+ * n f32 channel scales at scales (from the next 256 bytes), one f32 at
+ * fixed (its GEMMs' A scale from nnc calibrate, 0: each row's own). */
 typedef struct ec_fp8_held {
-  int64_t n, n_pad, k, q, scales, fixed, bytes;
+  int64_t n, k, q, scales, fixed, bytes;
 } ec_fp8_held;
 ec_fp8_held ec_fp8_held_of(const nnc_tensor *t);
 /* The bytes weight t takes in a device target's weights block: its dtype's,

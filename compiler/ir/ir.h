@@ -308,10 +308,9 @@ typedef struct nnc_quant {
   int a8;
   int group;             /* INT4_GROUP: k per scale along the other axis (128; the last group of a
                             channel is shorter when K is not a multiple) */
-  int tied;              /* FP8_CHANNEL: other readers than linears read it too (GPT-2's wte, the LM head's
-                            weight and the embedding's table): its values stay bf16 for them, and the
-                            linears read an e4m3 copy made at load, its N rounded up to a multiple of 16
-                            (rows of zeros) for cuBLASLt's FP8 kernels */
+  int tied;              /* FP8_CHANNEL: other readers than linears read it too (a head tied to the
+                            embedding's table): its values stay bf16 for them, and the linears read an
+                            e4m3 copy made at load */
 } nnc_quant;
 
 typedef struct nnc_tensor {

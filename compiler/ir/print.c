@@ -205,8 +205,8 @@ nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
       fprintf(f, "  (held as int8, a scale per slice along dim %d: --quantize=%s)", x->quant.axis + 1,
               x->quant.a8 ? "w8a8, 6-bit, its GEMM's rows int8 too" : "int8w");
     else if (x->quant.kind == NNC_QUANT_FP8_CHANNEL && x->quant.tied)
-      fprintf(f, "  (tied: bf16 for its other readers, and an e4m3 copy [N rounded up to 16, K] for its linears, a "
-              "scale per slice along dim %d: --precision=fp8, its GEMM's rows e4m3 too)", x->quant.axis + 1);
+      fprintf(f, "  (tied: bf16 for its other readers, and an e4m3 copy [N, K] for its linears, a scale per slice "
+              "along dim %d: --precision=fp8, its GEMM's rows e4m3 too)", x->quant.axis + 1);
     else if (x->quant.kind == NNC_QUANT_FP8_CHANNEL)
       fprintf(f, "  (held as e4m3 [N, K], a scale per slice along dim %d: --precision=fp8, its GEMM's rows e4m3 too)",
               x->quant.axis + 1);

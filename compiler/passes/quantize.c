@@ -29,10 +29,14 @@
  * per row as it runs. A weight that other ops read too (a head tied to the
  * embedding: the gather reads a few rows of it, the head GEMM all of it) is
  * marked `tied`: it stays bf16 for those readers and the folder makes an
- * e4m3 copy for its linears at load, N rounded up to a multiple of 16 (the
- * head's 50257 rows are the GEMM's largest: 1.44 of GPT-2's 4.37 ms when
- * bf16). Only fp8 does this: for int8w/w8a8/int4w the copy would be read
- * by CPU GEMMs that gain less than the memory it costs. */
+ * e4m3 copy for its linears at load, under the same rule: N a multiple of
+ * 16. GPT-2's 50257 is not, so its head stays bf16: with the copy's rows
+ * padded to 50272 cuBLASLt has no algorithm writing the 50257-wide logits
+ * (rows not 16-byte aligned) and the fallback (unscaled f32 slices, then
+ * the epilogue) took 3.75 ms on an H200 against the bf16 head's 1.44; a
+ * vocabulary padded in the model (50304, as llm.c's) gets the copy. Only
+ * fp8 does this: for int8w/w8a8/int4w the copy would be read by CPU GEMMs
+ * that gain less than the memory it costs. */
 #include <string.h>
 
 #include "passes.h"
@@ -77,11 +81,10 @@ static int channel_axis(const nnc_graph *g, int p, bool *others) {
   return axis;
 }
 
-/* fp8: both dims constant, K a multiple of 16 (cuBLASLt's FP8 rows of 16
- * bytes), N too unless the weight is a tied copy (whose rows are padded). */
-static bool fp8_fits(const nnc_tensor *t, int axis, bool tied) {
+/* fp8: both dims constant multiples of 16 (cuBLASLt's FP8 rows of 16 bytes). */
+static bool fp8_fits(const nnc_tensor *t) {
   for (int d = 0; d < 2; d++)
-    if (!nnc_dim_is_const(t->shape[d]) || (t->shape[d].k % 16 != 0 && !(tied && d == axis))) return false;
+    if (!nnc_dim_is_const(t->shape[d]) || t->shape[d].k % 16 != 0) return false;
   return true;
 }
 
@@ -94,7 +97,7 @@ nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error
     if (t->dtype != from || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
     bool tied = false;
     int axis = channel_axis(g, g->params[i], q == NNC_QUANTIZE_FP8 ? &tied : NULL);
-    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t, axis, tied))) continue;
+    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t))) continue;
     t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP
                   : q == NNC_QUANTIZE_FP8   ? NNC_QUANT_FP8_CHANNEL : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;

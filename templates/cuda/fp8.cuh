@@ -12,13 +12,10 @@
  * The GEMM: cuBLASLt e4m3 x e4m3 with both scale vectors
  * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: Hopper only) and the bias,
  * activation and residual in its epilogue. Where cuBLASLt has no algorithm
- * for that (Ada; a combination it lacks; a tied LM head's N = 50257, whose
- * rows of D are not 16-byte aligned), the same product unscaled into f32
+ * for that (Ada; a combination it lacks), the same product unscaled into f32
  * columns of the workspace, a slice of columns at a time (all of A's rows
  * against a few hundred of W's: the slice stays in L2 for the epilogue),
- * then one kernel applies the scales, bias, activation and residual and
- * writes the slice's columns of D that are real (a padded weight's extra
- * columns are computed, never written).
+ * then one kernel applies the scales, bias, activation and residual.
  *
  * Conversions round to nearest even and saturate to +-448 (cvt's
  * .satfinite), as runtime/half.c's nnrt_f32_to_e4m3 does on the host. */
@@ -271,11 +268,10 @@ nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T
 /* One FP8 GEMM: D [M, N] (leading dimension N) = act(alpha * (a_scale[m] *
  * w_scale[n] * A.W^T) + bias) + residual, A [M, K] and W [N, K] e4m3. act is
  * NNRT_EPI_NONE, NNRT_EPI_RELU or NNRT_EPI_GELU_TANH; act_after_residual:
- * act(... + residual) instead. n_pad: W's rows when it has more than N (a
- * tied copy's N rounded up to 16, the extra rows and scales zero), else 0.
- * tmp: workspace for the fallback's f32 columns (nnc_cuda_fp8_tmp_bytes). */
+ * act(... + residual) instead. tmp: workspace for the fallback's f32
+ * columns (nnc_cuda_fp8_tmp_bytes). */
 template <typename TO> struct nnc_cuda_fp8_gemm_args {
-  int M, N, K, n_pad;
+  int M, N, K;
   const unsigned char *a;
   const float *a_scale;
   const unsigned char *w;
@@ -290,13 +286,12 @@ template <typename TO> struct nnc_cuda_fp8_gemm_args {
 };
 
 /* The fallback's epilogue over columns [n0, n0 + cols) of D, tmp [M, cols]
- * holding them unscaled; columns past N (a padded weight's) are skipped. */
+ * holding them unscaled. */
 template <typename TO>
 __global__ void nnc_fp8_epilogue_kernel(nnc_cuda_fp8_gemm_args<TO> f, int n0, int cols, const float *tmp) {
   const long long n = (long long)f.M * cols;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
     const int r = (int)(e / cols), c = n0 + (int)(e % cols);
-    if (c >= f.N) continue;
     const long long at = (long long)r * f.N + c;
     float v = f.alpha * tmp[e] * f.a_scale[r] * f.w_scale[c];
     if (f.bias) v += nnc_dtype<TO>::load(f.bias[c]);
@@ -322,8 +317,7 @@ inline long long nnc_fp8_slice_cols(long long M, long long n_cols) {
   return per > n_cols ? n_cols : per;
 }
 
-/* Bytes of workspace the fallback needs for M rows of n_cols columns (N, or
- * a padded weight's n_pad). */
+/* Bytes of workspace the fallback needs for an M x n_cols product. */
 inline size_t nnc_cuda_fp8_tmp_bytes(long long M, long long n_cols) {
   return (size_t)M * (size_t)nnc_fp8_slice_cols(M, n_cols) * sizeof(float);
 }
@@ -332,10 +326,9 @@ inline size_t nnc_cuda_fp8_tmp_bytes(long long M, long long n_cols) {
 template <typename TO>
 nnc_cuda_status nnc_fp8_gemm_fallback(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, cudaStream_t s,
                                       nnc_cuda_error *err) {
-  const int n_cols = f.n_pad > f.N ? f.n_pad : f.N;
-  const int slice = (int)nnc_fp8_slice_cols(f.M, n_cols);
-  for (int n0 = 0; n0 < n_cols; n0 += slice) {
-    const int cols = n_cols - n0 < slice ? n_cols - n0 : slice;
+  const int slice = (int)nnc_fp8_slice_cols(f.M, f.N);
+  for (int n0 = 0; n0 < f.N; n0 += slice) {
+    const int cols = f.N - n0 < slice ? f.N - n0 : slice;
     nnrt_cuda_gemm g = {};
     g.M = f.M;
     g.N = cols;
@@ -377,9 +370,6 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
                                   nnc_cuda_error *err) {
   if (!f.a || !f.a_scale || !f.w || !f.w_scale || !f.d || !f.tmp || !path)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "a NULL operand, scale, output or workspace");
-  if (f.n_pad && (f.n_pad < f.N || f.n_pad % 16))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "n_pad: expected 0 or a multiple of 16 >= N = %d, found %d",
-                         f.N, f.n_pad);
   if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
   if (*path != 2) {
     nnrt_cuda_gemm g = {};

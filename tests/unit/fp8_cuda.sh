@@ -3,10 +3,10 @@
 # GPU (tests/meson.build runs it; bench/gpu_fp8.sh runs the folders).
 #  1. small GPT-2 (Conv1D weights [K, N], tied head) and BERT (nn.Linear
 #     [N, K], erf-GELU after its GEMM) folders for cuda-sm90a and cuda-sm89:
-#     --emit=ir marks the linear weights e4m3 and the tied wte with an e4m3
-#     copy for the head (its vocabulary padded to 16, after its bf16 values,
-#     which the gather reads), the
-#     .cu quantizes each GEMM's A in the norm kernel where there is one
+#     --emit=ir marks the linear weights e4m3; the tied wte keeps bf16 (its
+#     vocabulary of 101 is not a multiple of 16), and with a vocabulary of
+#     112 gets an e4m3 copy for the head after its bf16 values (which the
+#     gather reads); the .cu quantizes each GEMM's A in the norm kernel where there is one
 #     (no separate layernorm before an FP8 GEMM: GPT-2's pre-norms), and the folder builds
 #     with nvcc for its architecture (skipped without nvcc);
 #  2. nnc calibrate on the small GPT-2 (random weights, a batch of ids): one
@@ -28,8 +28,23 @@ bert="-D layers=2 -D hidden=64 -D heads=4 -D intermediate=128 -D vocab=31 -D pos
 # shellcheck disable=SC2086
 "$nnc" models/gpt2.lua --target=cuda-sm90a --precision=fp8 $gpt2 --emit=ir > "$work/gpt2.ir"
 [ "$(grep -c 'held as e4m3' "$work/gpt2.ir")" -eq 8 ] || fail "gpt2: expected 8 e4m3 weights (4 a layer)"
-grep -q "param.*wte.weight bf16\[101,64\].*tied: bf16 for its other readers, and an e4m3 copy" "$work/gpt2.ir" ||
-  fail "gpt2: the tied wte must stay bf16 with an e4m3 copy for the head"
+grep -q "param.*wte.weight.*e4m3" "$work/gpt2.ir" && fail "gpt2: the tied wte of 101 rows must stay bf16"
+# a vocabulary of a multiple of 16: the head reads an e4m3 copy of wte, the gather its bf16 values
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --target=cuda-sm90a --precision=fp8 ${gpt2/vocab=101/vocab=112} --emit=ir > "$work/gpt2_112.ir"
+grep -q "param.*wte.weight bf16\[112,64\].*tied: bf16 for its other readers, and an e4m3 copy" "$work/gpt2_112.ir" ||
+  fail "gpt2 vocab 112: wte must stay bf16 with an e4m3 copy for the head"
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --target=cuda-sm90a --precision=fp8 ${gpt2/vocab=101/vocab=112} -o "$work/gpt2_112"
+cu="$work/gpt2_112/gpt2.cu"
+[ "$(grep -c "nnc_cuda_gemm_fp8(m->blas" "$cu")" -eq 9 ] || fail "gpt2 vocab 112: expected 9 FP8 GEMMs (the head's too)"
+# the copy after the bf16 values (112 x 64 x 2 bytes), its scales after it (112 x 64)
+grep -q "{112, 64, 0, 14336, 21504},   /\* wte.weight: tied" "$cu" || fail "gpt2 vocab 112: wte's copy's layout"
+grep -q "if (fp8_layout\[i\].q) return upload_fp8(m, i, data, count);" "$cu" || fail "gpt2 vocab 112: no copy at load"
+if command -v nvcc > /dev/null 2>&1; then
+  make -s -C "$work/gpt2_112" -j2 ARCH="-gencode arch=compute_90a,code=sm_90a" bench_gpt2 > "$work/gpt2_112.make.log" 2>&1 ||
+    { tail -30 "$work/gpt2_112.make.log"; fail "gpt2 vocab 112: nvcc build"; }
+fi
 # shellcheck disable=SC2086
 "$nnc" models/bert.lua --target=cuda-sm90a --precision=fp8 $bert --emit=ir > "$work/bert.ir"
 [ "$(grep -c 'held as e4m3' "$work/bert.ir")" -eq 12 ] || fail "bert: expected 12 e4m3 weights (6 a layer)"
@@ -46,14 +61,10 @@ for target in cuda-sm90a cuda-sm89; do
     cu="$dir/$model.cu"
     grep -q '#include "kernels/fp8.cuh"' "$cu" || fail "$model $target: no kernels/fp8.cuh"
     calls=$(grep -c "nnc_cuda_gemm_fp8(m->blas" "$cu")
-    [ "$calls" -eq "$(grep -c 'held as e4m3\|an e4m3 copy' "$work/$model.ir")" ] || fail "$model $target: $calls FP8 GEMMs"
+    [ "$calls" -eq "$(grep -c 'held as e4m3' "$work/$model.ir")" ] || fail "$model $target: $calls FP8 GEMMs"
     # GPT-2's pre-norms fuse into the quantization (BERT's post-norms are stored: they are the residual too)
     if [ "$model" = gpt2 ]; then
       grep -q "nnc_cuda_fp8_rows<__nv_bfloat16>(NNC_FP8_LAYERNORM" "$cu" || fail "$model $target: no fused layernorm"
-      # the head: wte's e4m3 copy (101 rows padded to 112) after its bf16 values (101 x 64 x 2 bytes, to 256)
-      grep -q "{101, 112, 64, 0, 13056, 20224},   /\* wte.weight: tied" "$cu" || fail "$model $target: wte's copy's layout"
-      grep -q "f.n_pad = 112;" "$cu" || fail "$model $target: the head GEMM does not read the padded copy"
-      grep -q "if (fp8_layout\[i\].q) return upload_fp8(m, i, data, count);" "$cu" || fail "$model $target: no copy at load"
     fi
     both=$(awk '/^static int k[0-9]+\(/ { f = 0; n = 0 } /nnc_cuda_layernorm\(/ { n = 1 } /nnc_cuda_gemm_fp8\(m->blas/ { f = 1 }
                 f && n { print; f = 0 }' "$cu")
@@ -93,14 +104,13 @@ EOF
 # shellcheck disable=SC2086
 cal() { "$nnc" calibrate models/gpt2.lua $gpt2 --weights "$1" --data "$work/data.safetensors" -o "$2" "${@:3}"; }
 cal "$work/w.safetensors" "$work/cal.safetensors" > "$work/cal.log" || fail "calibrate"
-# 9: the 8 e4m3 weights and the head's copy of wte
-[ "$(grep -c '\.input_scale ' "$work/cal.log")" -eq 9 ] || fail "calibrate: expected 9 scales"
+[ "$(grep -c '\.input_scale ' "$work/cal.log")" -eq 8 ] || fail "calibrate: expected 8 scales"
 tensors "$work/w.safetensors" > "$work/w.txt"
 tensors "$work/cal.safetensors" > "$work/cal.txt"
-[ "$(grep -c '\.input_scale F32 \[1\] ' "$work/cal.txt")" -eq 9 ] || fail "calibrate: expected 9 input_scale tensors"
+[ "$(grep -c '\.input_scale F32 \[1\] ' "$work/cal.txt")" -eq 8 ] || fail "calibrate: expected 8 input_scale tensors"
 grep -v input_scale "$work/cal.txt" | cmp -s - "$work/w.txt" || fail "calibrate: the weights' tensors changed"
 grep -q "^h.0.attn.c_attn.weight.input_scale " "$work/cal.txt" || fail "calibrate: no scale for h.0.attn.c_attn.weight"
-grep -q "^wte.weight.input_scale " "$work/cal.txt" || fail "calibrate: no scale for the head (wte's copy)"
+! grep -q "^wte.weight.input_scale" "$work/cal.txt" || fail "calibrate: a scale for the bf16 wte"
 # the scale is max |A| / 448 as printed ("NAME SCALE (max |A| V of N values)")
 awk '{ v = $5; if ($2 <= 0 || $2 * 448 < v * 0.999 || $2 * 448 > v * 1.001) bad = 1 } END { exit bad }' \
   "$work/cal.log" || fail "calibrate: a scale is not max |A| / 448"
