@@ -168,7 +168,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .hoist_weights = at_load,
                          .gemm_windows = nnc_emit_gemm_windows(&t),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family),
-                         .attention_append = nnc_emit_has_attention_append(t.family)};
+                         .attention_append = nnc_emit_has_attention_append(t.family),
+                         .attention_rope = nnc_emit_has_attention_rope(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
   if (!st) st = nnc_pass_quantize(&g, quant, &quantized, err);
   if (!st) {

@@ -688,6 +688,42 @@ static void emit_appends(const ec_ctx *x, const nnc_kernel *k, nnc_sb *b) {
   }
 }
 
+/* The ropes folded into a forward attention (nnc_attention_desc.rope): q
+ * read where its rope read x, and the rope's arguments (k_new is already
+ * where k's rope read x: emit_appends). */
+static void emit_ropes(const ec_ctx *x, const nnc_kernel *k, nnc_sb *b) {
+  if (k->kind != NNC_KERNEL_ATTENTION) return;
+  const nnc_attention_desc *a = &k->d.attn;
+  const nnc_attn_rope *q = &a->rope[0], *kn = &a->rope[1];
+  if (!q->on && !kn->on) return;
+  const nnc_node *n = &x->g->nodes[(q->on ? q : kn)->node];
+  char lit[64], src[600];
+  nnc_sb_printf(b, "  /* the ropes of %s run inside the attention (a kernel each would cost a launch a layer): it turns\n"
+                   "   * the rows as it reads them, entry i < %d of each row with i + %d by pos * %s^(-2i/%d) */\n",
+                q->on && kn->on ? "q and the new key rows" : q->on ? "q" : "the new key rows", n->attrs.rot_dims / 2,
+                n->attrs.rot_dims / 2, ec_literal(n->attrs.scalar, true, lit, sizeof lit), n->attrs.rot_dims);
+  if (q->on) {
+    char off[EXPR], sb[EXPR], sh[EXPR], si[EXPR], p[256];
+    nnc_emit_dim_expr(x->g, q->src.offset, "d->", off, sizeof off);
+    nnc_emit_dim_expr(x->g, q->src.sb, "d->", sb, sizeof sb);
+    nnc_emit_dim_expr(x->g, q->src.sh, "d->", sh, sizeof sh);
+    nnc_emit_dim_expr(x->g, q->src.si, "d->", si, sizeof si);
+    const bool zero = strcmp(off, "0") == 0;
+    nnc_sb_printf(b, "  /* q read before its rope: %s (turned in place there where the attention does not take its decode kernels) */\n",
+                  ec_note(x, q->src.base, src, sizeof src));
+    nnc_sb_printf(b, "  a.q = %s%s%s;\n  a.q_sb = %s;\n  a.q_sh = %s;\n  a.q_st = %s;\n  a.rope_q = 1;\n",
+                  ec_ptr(x, q->src.base, p, sizeof p), zero ? "" : " + ", zero ? "" : off, sb, sh, si);
+  }
+  if (kn->on) nnc_sb_printf(b, "  a.rope_k = 1;   /* k_new holds the key rows before their rope */\n");
+  if (n->nin > 1) {
+    ec_assign(x, b, 2, "a.rope_pos", n->in[1]);
+    /* positions [B, T]: a row of T each batch; [T]: one for all */
+    nnc_sb_printf(b, "  a.rope_pos_sb = %s;\n", x->g->tensors[n->in[1]].rank == 2 ? "T" : "0");
+  }
+  nnc_sb_printf(b, "  a.rope_base = %s;\n  a.rope_dims = %d;\n", ec_literal(n->attrs.scalar, true, lit, sizeof lit),
+                n->attrs.rot_dims);
+}
+
 /* Attention (nnc_cuda_attention) or its backward (nnc_cuda_attention_bwd):
  * sizes and the strides of contiguous operands, then pointers, the mask
  * (converted to q's type in the workspace when it is not) and the call. */
@@ -730,6 +766,7 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
     ec_attn_strides view;
     for (int i = 0; i < n; i++) {
       if (ec_attn_view(x, k, i, &view)) continue;   /* its view's strides are set where it is assigned */
+      if (i == NNC_ATTN_Q && !grad && a->rope[0].on) continue;   /* q's are its rope's (emit_ropes) */
       const char *w = o[i].wide ? "Dv" : "D", *rows = o[i].keys ? "S" : "T", *p = o[i].strides;
       /* a batch dim of k or v that is 1 broadcasts: stride 0 */
       bool bcast = nnc_dim_eq_const(x->g->tensors[o[i].t].shape[0], 1) && !nnc_dim_eq_const(q->shape[0], 1);
@@ -760,10 +797,13 @@ static nnc_status emit_attention(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *
   for (int i = 0; i < n; i++) {
     char lhs[16];
     snprintf(lhs, sizeof lhs, "a.%s", o[i].ptr);
+    /* q behind a folded rope is never stored: emit_ropes points at the rope's x */
+    if (i == NNC_ATTN_Q && !grad && a->rope[0].on) continue;
     if (!ec_attn_view(x, k, i, &unused)) ec_assign(x, &body, 2, lhs, o[i].t);
   }
   ec_attn_emit_views(x, k, "a.", NULL, &body);
   emit_appends(x, k, &body);
+  emit_ropes(x, k, &body);
   if (a->lse >= 0) ec_assign(x, &body, 2, "a.lse", a->lse);
   bool conv = a->mask >= 0 && x->g->tensors[a->mask].dtype != x->g->tensors[a->q].dtype;
   if (conv) {

@@ -80,6 +80,10 @@ typedef struct nnc_emitter {
    * the cache it reads (nnc_attention_desc.append, passes/fold_append.c), so
    * that the append is no kernel of its own. */
   bool attention_append;
+  /* Whether its attention also rotates q's rows and the new key rows of a
+   * rope that only it reads (nnc_attention_desc.rope, passes/fold_rope.c),
+   * so that the ropes of a decode step are no kernels of their own. */
+  bool attention_rope;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -101,6 +105,8 @@ int nnc_emit_gemm_windows(const nnc_target_desc *t);
 bool nnc_emit_has_reduce_windows(nnc_target_family f);
 /* Whether the emitter of family f folds kv appends into the attention (nnc_emitter.attention_append). */
 bool nnc_emit_has_attention_append(nnc_target_family f);
+/* Whether the emitter of family f folds ropes into the attention (nnc_emitter.attention_rope). */
+bool nnc_emit_has_attention_rope(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

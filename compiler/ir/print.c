@@ -143,6 +143,22 @@ static void print_appends(FILE *f, const nnc_graph *g, const nnc_attention_desc 
   if (any) fputc('\n', f);
 }
 
+/* The ropes folded into an attention: the node and where it reads x. */
+static void print_ropes(FILE *f, const nnc_graph *g, const nnc_attention_desc *d) {
+  static const char *const names[2] = {"q", "k_new"};
+  bool any = false;
+  for (int i = 0; i < 2; i++) {
+    const nnc_attn_rope *r = &d->rope[i];
+    if (!r->on) continue;
+    char o[64], b[64], h[64], s[64];
+    fprintf(f, "%s %s=%%%d:t%d+%s[%s,%s,%s]", any ? "" : "      ropes:", names[i], r->node, r->src.base,
+            nnc_dim_format(g, r->src.offset, o, sizeof o), nnc_dim_format(g, r->src.sb, b, sizeof b),
+            nnc_dim_format(g, r->src.sh, h, sizeof h), nnc_dim_format(g, r->src.si, s, sizeof s));
+    any = true;
+  }
+  if (any) fputc('\n', f);
+}
+
 static void print_attn_grad(FILE *f, const nnc_graph *g, const nnc_attention_grad_desc *d) {
   char o[16], q[16], k[16], v[16];
   print_attn(f, &d->fwd);
@@ -169,6 +185,7 @@ static void print_kernels(FILE *f, const nnc_schedule *s) {
       print_attn(f, &k->d.attn);
       print_views(f, g, k->d.attn.view, fwd_names);
       print_appends(f, g, &k->d.attn);
+      print_ropes(f, g, &k->d.attn);
     }
     if (k->kind == NNC_KERNEL_ATTENTION_GRAD) print_attn_grad(f, g, &k->d.attn_grad);
   }

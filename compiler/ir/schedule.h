@@ -124,6 +124,20 @@ typedef struct nnc_attn_append {
   nnc_attn_view src;
 } nnc_attn_append;
 
+/* A rope folded into the attention (passes/fold_rope.c, on a target whose
+ * attention rotates its rows itself: nnc_emitter.attention_rope): rope node
+ * `node` (its attrs: base, rot_dims; its input 1: the positions, or none)
+ * runs inside the attention kernel, which reads the rope's x [B, H, T, D]
+ * through src (as nnc_attn_append.src) and turns the rows as it reads them.
+ * rope[0]: q is that rope's output (through reshapes); rope[1]: append[0]'s
+ * new key rows are (append[0].src is then the rope's src too). Not `on`: a
+ * rope kernel of its own wrote the rows. */
+typedef struct nnc_attn_rope {
+  bool on;
+  int node;
+  nnc_attn_view src;
+} nnc_attn_rope;
+
 typedef struct nnc_attention_desc {
   int q, k, v, mask, out;
   int lse;                     /* f32 [..., T]: each row's log-sum-exp of its scaled, masked
@@ -132,6 +146,7 @@ typedef struct nnc_attention_desc {
   double scale;
   nnc_attn_view view[4];       /* indexed by NNC_ATTN_Q ... NNC_ATTN_OUT */
   nnc_attn_append append[2];   /* k's and v's (index NNC_ATTN_K - 1, NNC_ATTN_V - 1) */
+  nnc_attn_rope rope[2];       /* q's and the new key rows' */
 } nnc_attention_desc;
 
 enum { NNC_ATTN_DOUT, NNC_ATTN_DQ, NNC_ATTN_DK, NNC_ATTN_DV };

@@ -210,6 +210,8 @@ typedef struct nnc_compile_opts {
   bool attention_append; /* a kv_append whose cache only its attention reads runs inside that attention
                             kernel (nnc_attention_desc.append, fold_append.c): the target's attention writes
                             the new rows itself */
+  bool attention_rope;   /* the ropes of an appending attention's q and new key rows run inside it
+                            (nnc_attention_desc.rope, fold_rope.c): the target's attention rotates them */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may
@@ -229,6 +231,14 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err);
  * attention writes the new rows (nnc_compile_opts.attention_append). Runs
  * before memory planning. */
 nnc_status nnc_pass_fold_append(nnc_schedule *s, nnc_error *err);
+
+/* Folds the rope kernels whose outputs only an appending attention reads
+ * (its q, through reshapes, and its folded kv append's new key rows; after
+ * nnc_pass_fold_append) into that attention: their nodes join it, its
+ * rope[] says where the unrotated rows are and how to turn them, and the
+ * rope kernels leave the schedule. Only for a target whose attention
+ * rotates (nnc_compile_opts.attention_rope). Runs before memory planning. */
+nnc_status nnc_pass_fold_rope(nnc_schedule *s, nnc_error *err);
 
 /* Marks the kernels that read weights alone, directly or through other
  * such kernels, and write no graph output (nnc_kernel.at_load). */

@@ -58,16 +58,81 @@ static bool has_views(const nnc_attention_desc *d) {
   return false;
 }
 
+/* A rope folded into the kernel (passes/fold_rope.c) as the graph runs it:
+ * its x [B, H, T, D] gathered through the rope's view, then the rope node
+ * itself (nnc_ref_op_rope); its output's value is the kernel's until the
+ * kernel ends. */
+static nnc_status run_rope(nnc_ref *r, const nnc_kernel *k, int ki, const nnc_attn_rope *ro, nnc_error *err) {
+  const nnc_node *n = &r->g->nodes[ro->node];
+  const double *src;
+  nnc_status st = nnc_ref_kernel_operand(r, k, ki, ro->src.base, "a rope's rows", &src, err);
+  if (st) return st;
+  nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[0]);
+  if (sx.rank != 4)
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a folded rope's x [B,H,T,D], found rank %d", sx.rank);
+  double *x = nnc_ref_alloc(r, n->in[0]);
+  if (!x) return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
+  view_at at = eval_view(r, &ro->src);
+  for (int64_t b = 0; b < sx.d[0]; b++)
+    for (int64_t h = 0; h < sx.d[1]; h++)
+      for (int64_t t = 0; t < sx.d[2]; t++)
+        for (int64_t c = 0; c < sx.d[3]; c++)
+          x[((b * sx.d[1] + h) * sx.d[2] + t) * sx.d[3] + c] = src[at.off + b * at.sb + h * at.sh + t * at.si + c];
+  return nnc_ref_eval_node(r, ro->node, err);
+}
+
+/* q's folded rope, then the reshapes from its output to q (fold_rope.c
+ * folds the view kernels between them), as the graph runs them. */
+static nnc_status run_q_rope(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
+  const nnc_attention_desc *d = &k->d.attn;
+  if (!d->rope[0].on) return NNC_OK;
+  nnc_status st = run_rope(r, k, ki, &d->rope[0], err);
+  int chain[8], n = 0, y = r->g->nodes[d->rope[0].node].out[0];
+  for (int t = d->q; !st && t != y; t = r->g->nodes[chain[n - 1]].in[0]) {
+    int p = r->g->tensors[t].producer;
+    if (p < 0 || n == 8 || r->g->nodes[p].op != NNC_OP_RESHAPE)
+      return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected q to be its rope's output through "
+                                 "reshapes, found tensor %d", t);
+    chain[n++] = p;
+  }
+  while (!st && n > 0) st = nnc_ref_eval_node(r, chain[--n], err);
+  return st;
+}
+
+/* An operand the kernel reads: q made inside it by its folded rope, or one
+ * of its inputs. */
+static nnc_status operand(const nnc_ref *r, const nnc_kernel *k, int ki, int t, const char *role, const double **out,
+                          nnc_error *err) {
+  if (k->d.attn.rope[0].on && t == k->d.attn.q && r->val[t]) {
+    *out = r->val[t];
+    return NNC_OK;
+  }
+  return nnc_ref_kernel_operand(r, k, ki, t, role, out, err);
+}
+
 /* The kv appends folded into the kernel (passes/fold_append.c), before it
  * attends: each kv_append's T rows, read through the append's view, into
- * rows S - T .. S - 1 of its cache, as nnc_ref_op_kv_append writes them. */
+ * rows S - T .. S - 1 of its cache, as nnc_ref_op_kv_append writes them;
+ * with k's rope folded too (fold_rope.c), k's rows are that rope's output. */
 static nnc_status run_appends(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
   for (int i = 0; i < 2; i++) {
     const nnc_attn_append *a = &k->d.attn.append[i];
     if (!a->on) continue;
     const nnc_node *n = &r->g->nodes[a->node];
     const double *x;
-    nnc_status st = nnc_ref_kernel_operand(r, k, ki, a->src.base, "a kv_append's rows", &x, err);
+    nnc_attn_view src = a->src;
+    nnc_status st;
+    if (i == 0 && k->d.attn.rope[1].on) {
+      /* the rope's output, contiguous */
+      st = run_rope(r, k, ki, &k->d.attn.rope[1], err);
+      x = r->val[n->in[1]];
+      if (!st && !x) st = nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected k's folded rope to feed its append");
+      const nnc_ref_shape sx = nnc_ref_shape_of(r, n->in[1]);
+      src = (nnc_attn_view){.on = true, .offset = nnc_dim_const(0), .sb = nnc_dim_const(sx.d[1] * sx.d[2] * sx.d[3]),
+                            .sh = nnc_dim_const(sx.d[2] * sx.d[3]), .si = nnc_dim_const(sx.d[3])};
+    } else {
+      st = nnc_ref_kernel_operand(r, k, ki, a->src.base, "a kv_append's rows", &x, err);
+    }
     if (st) return st;
     double *cache = nnc_ref_alloc(r, n->in[0]);
     if (!cache) return nnc_ref_kernel_fail(r, k, ki, NNC_E_NOMEM, err, "out of memory");
@@ -76,7 +141,7 @@ static nnc_status run_appends(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error
     if (sx.rank != 4 || S < T || S > C)
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected x [B,H,T,D] with T <= S <= the cache's %lld rows, "
                                  "found rank %d, T = %lld, S = %lld", (long long)C, sx.rank, (long long)T, (long long)S);
-    view_at at = eval_view(r, &a->src);
+    view_at at = eval_view(r, &src);
     for (int64_t b = 0; b < B; b++)
       for (int64_t h = 0; h < H; h++)
         for (int64_t t = 0; t < T; t++)
@@ -86,9 +151,20 @@ static nnc_status run_appends(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error
   return NNC_OK;
 }
 
-/* Attention on rank-4 operands whose head split and merge were folded in
+/* The heads of an operand [B, heads..., R, C]: its dims between the first
+ * and the last two. */
+static int64_t heads_of(const nnc_ref_shape *s) {
+  int64_t h = 1;
+  for (int i = 1; i < s->rank - 2; i++) h *= s->d[i];
+  return h;
+}
+
+/* Attention on operands whose head split and merge were folded in
  * (passes/fold_heads.c): the same streaming softmax as below, each operand
- * read, and the output written, through its view. */
+ * read, and the output written, through its view (an operand without one:
+ * its own tensor, contiguous); [B, heads..., R, C] with every dim between
+ * the first and the last two a head, k and v heads each serving H / Hk
+ * query heads (grouped-query attention). */
 static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
   const nnc_attention_desc *d = &k->d.attn;
   const int ops[4] = {d->q, d->k, d->v, d->out};
@@ -96,26 +172,34 @@ static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_e
   const double *src[3], *mask = NULL;
   view_at at[4];
   nnc_status ast = run_appends(r, k, ki, err);
+  if (!ast) ast = run_q_rope(r, k, ki, err);
   if (ast) return ast;
   for (int i = 0; i < 4; i++) {
-    if (!d->view[i].on || r->g->tensors[ops[i]].rank != 4)
+    nnc_ref_shape sh = nnc_ref_shape_of(r, ops[i]);
+    if (sh.rank < 4)
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected every operand of a folded attention to "
-                                 "have a view and rank 4, found operand %d without", i);
-    at[i] = eval_view(r, &d->view[i]);
+                                 "have rank 4 or more, found operand %d of rank %d", i, sh.rank);
+    int64_t R = sh.d[sh.rank - 2], C = sh.d[sh.rank - 1];
+    at[i] = d->view[i].on ? eval_view(r, &d->view[i]) : (view_at){0, heads_of(&sh) * R * C, R * C, C};
   }
   for (int i = 0; i < 3; i++) {
-    nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->view[i].base, roles[i], &src[i], err);
+    nnc_status st = operand(r, k, ki, d->view[i].on ? d->view[i].base : ops[i], roles[i], &src[i], err);
     if (st) return st;
   }
   if (d->mask >= 0) {
     nnc_status st = nnc_ref_kernel_operand(r, k, ki, d->mask, "padding mask", &mask, err);
     if (st) return st;
   }
-  if (!nnc_ref_kernel_lists(k->out, k->nout, d->view[3].base))
+  const int yt = d->view[3].on ? d->view[3].base : d->out;
+  if (!nnc_ref_kernel_lists(k->out, k->nout, yt))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected the output view's base among the outputs");
   nnc_ref_shape q = nnc_ref_shape_of(r, d->q), kk = nnc_ref_shape_of(r, d->k), v = nnc_ref_shape_of(r, d->v);
-  int64_t B = q.d[0], H = q.d[1], T = q.d[2], D = q.d[3], S = kk.d[2], Dv = v.d[3];
-  double *y = nnc_ref_alloc(r, d->view[3].base), *lse = d->lse >= 0 ? nnc_ref_alloc(r, d->lse) : NULL;
+  int64_t B = q.d[0], H = heads_of(&q), T = q.d[q.rank - 2], D = q.d[q.rank - 1], S = kk.d[kk.rank - 2];
+  int64_t Dv = v.d[v.rank - 1], Hk = heads_of(&kk), G = Hk > 0 && H % Hk == 0 ? H / Hk : 0;
+  if (G == 0 || heads_of(&v) != Hk)
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected k and v heads dividing q's %lld, found %lld and %lld",
+                               (long long)H, (long long)Hk, (long long)heads_of(&v));
+  double *y = nnc_ref_alloc(r, yt), *lse = d->lse >= 0 ? nnc_ref_alloc(r, d->lse) : NULL;
   double *acc = malloc((size_t)(Dv > 0 ? Dv : 1) * sizeof *acc);
   if (!y || !acc || (d->lse >= 0 && !lse)) {
     free(acc);
@@ -130,8 +214,8 @@ static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_e
         for (int64_t s = 0; s < S; s++) {
           if (d->causal && s > t + (S - T)) continue;
           if (mask && mask[b * S + s] == 0) continue;
-          const double *kr = src[1] + at[1].off + b * at[1].sb + h * at[1].sh + s * at[1].si;
-          const double *vr = src[2] + at[2].off + b * at[2].sb + h * at[2].sh + s * at[2].si;
+          const double *kr = src[1] + at[1].off + b * at[1].sb + h / G * at[1].sh + s * at[1].si;
+          const double *vr = src[2] + at[2].off + b * at[2].sb + h / G * at[2].sh + s * at[2].si;
           double x = 0;
           for (int64_t c = 0; c < D; c++) x += qr[c] * kr[c];
           x *= d->scale;
@@ -156,6 +240,7 @@ static nnc_status attention_views(nnc_ref *r, const nnc_kernel *k, int ki, nnc_e
 
 nnc_status nnc_ref_kernel_attention(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
   const nnc_attention_desc *d = &k->d.attn;
+  /* folded appends and ropes come with the caches' views */
   if (has_views(d)) return attention_views(r, k, ki, err);
   const double *q, *kk, *v, *mask = NULL;
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC], d4[NNC_REF_DESC];

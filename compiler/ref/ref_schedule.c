@@ -58,15 +58,19 @@ static bool read_through_view(const nnc_kernel *k, const nnc_node *n, int j) {
          k->d.attn_grad.fwd.view[j].on;
 }
 
-/* Whether node i of kernel k belongs to a kv_append folded into its
- * attention (fold_append.c puts those nodes first): the attention reads the
- * kv_append's rows through its own view (ref_attention.c's run_appends). */
+/* Whether node i of kernel k belongs to a kv_append or rope folded into
+ * its attention (fold_append.c and fold_rope.c put those nodes first): the
+ * attention reads their rows through its own views (ref_attention.c's
+ * run_appends and run_ropes). */
 static bool appended(const nnc_kernel *k, int i) {
   if (k->kind != NNC_KERNEL_ATTENTION) return false;
-  for (int a = 0; a < 2; a++)
-    if (k->d.attn.append[a].on)
+  for (int a = 0; a < 4; a++) {
+    bool on = a < 2 ? k->d.attn.append[a].on : k->d.attn.rope[a - 2].on;
+    int node = a < 2 ? k->d.attn.append[a].node : k->d.attn.rope[a - 2].node;
+    if (on)
       for (int j = i; j < k->nnodes; j++)
-        if (k->nodes[j] == k->d.attn.append[a].node) return true;
+        if (k->nodes[j] == node) return true;
+  }
   return false;
 }
 

@@ -23,6 +23,9 @@
  *   S - T .. S - 1, this call writes from k_new and v_new ([batch, k/v
  *   heads, T, D] with strides kn_sb, kn_sh, kn_st; likewise v) before or
  *   while attending to them; the cache's other rows are left as they are.
+ *   rope_q, rope_k (0: none): q and k_new hold rows before a rotary
+ *   embedding the attention applies itself (attention_rope.cuh; rope_pos,
+ *   rope_pos_sb, rope_base, rope_dims); the caches get the rotated rows.
  * The same function as compiler/ref/ref_attention.c and the C SIMD template
  * (nnc_simd_attention); all arithmetic in f32.
  *
@@ -33,9 +36,10 @@
  * 65535; NNC_CUDA_E_LAUNCH when the runtime refuses. batch, heads, T or Dv of
  * 0 launch nothing; S == 0 writes zeros. Never synchronizes.
  *
- * Dispatch (with k_new or v_new set, every path but the decode kernels
- * after one launch of nnc_attn_append_kernel; the decode kernels write the
- * rows themselves):
+ * Dispatch (with k_new or v_new set, or rope_q, every path but the decode
+ * kernels after one launch of nnc_attn_append_kernel, which also rotates
+ * q's rows in place; the decode kernels write the rows and rotate
+ * themselves):
  * - at most 4 query rows (a decode step) with D == Dv == 64, 16-byte rows
  *   and no lse: attention_decode.cuh, a block a query row with its keys
  *   dealt out to the block's threads;
@@ -110,6 +114,15 @@ template <typename E> struct nnc_cuda_attn_args {
   long long kn_sb, kn_sh, kn_st;
   const E *v_new;
   long long vn_sb, vn_sh, vn_st;
+  /* Rope folded into the attention (attention_rope.cuh; rope_q and rope_k 0: none): q (rope_q) and k_new
+   * (rope_k) hold rows not yet rotated, which the attention turns as a rope kernel would have: the leading
+   * rope_dims entries of each row (pairs i, i + rope_dims/2) by pos * rope_base^(-2i/rope_dims), pos =
+   * rope_pos[b * rope_pos_sb + t] for time row t of batch b (rope_pos NULL: t). */
+  const int *rope_pos;
+  long long rope_pos_sb;
+  double rope_base;
+  int rope_dims;
+  int rope_q, rope_k;
 };
 
 namespace nnc_attn {
@@ -164,6 +177,7 @@ template <typename T> bool strides16(const nnc_cuda_attn_args<T> &a) {
 
 }  // namespace nnc_attn
 
+#include "attention_rope.cuh"
 #include "attention_append.cuh"
 #include "attention_decode.cuh"
 
@@ -278,12 +292,15 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
                          a.heads, a.kv_group);
 
   nnc_cuda_status ast = nnc_attn::check_append(a, KERNEL, err);
+  if (ast == NNC_CUDA_OK) ast = nnc_attn::check_rope(a, KERNEL, err);
   if (ast != NNC_CUDA_OK) return ast;
   if (a.Dv == 0) return nnc_attn::append_rows(a, stream, err, KERNEL);
   /* a decode step needs none of the device's attributes: no host queries on
-   * its path; it writes the new rows (k_new, v_new) itself */
+   * its path; it writes the new rows (k_new, v_new) itself, and rotates
+   * (rope_q, rope_k) as it reads */
   if (nnc_cuda_attention_uses_decode(a)) return nnc_cuda_attention_decode(a, stream, err);
-  /* the other kernels read the caches whole: the new rows go in first */
+  /* the other kernels read the caches whole: the new rows go in first, and
+   * the query rows are rotated where they are (attention_rope.cuh) */
   ast = nnc_attn::append_rows(a, stream, err, KERNEL);
   if (ast != NNC_CUDA_OK) return ast;
   int dev = 0, cc = 0, optin = 0, sms = 0;

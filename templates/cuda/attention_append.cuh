@@ -73,14 +73,22 @@ __device__ __forceinline__ void copy_rows(E *dst, long long dst_st, const E *src
 }
 
 /* Copies the T new rows of k (width D) and v (width Dv) of batch b and k/v
- * head g into rows S - T .. S - 1 of the caches (vec: as copy_rows). */
-template <typename E>
+ * head g into rows S - T .. S - 1 of the caches (vec: as copy_rows); with
+ * ROPE and rope_k, k's rotated (attention_rope.cuh). ROPE false: a caller
+ * that never has rope_k set, compiled without the angles' code. krows (not
+ * NULL): k's rows already rotated, T rows of D at stride D (the decode
+ * kernels' shared copy). */
+template <bool ROPE, typename E>
 __device__ __forceinline__ void copy_new_rows(const nnc_cuda_attn_args<E> &a, int b, int g, bool vec, int tid,
-                                              int nthreads) {
+                                              int nthreads, const E *krows = nullptr) {
   const long long row = a.S - a.T;
-  if (a.k_new)
-    copy_rows(const_cast<E *>(a.k) + b * a.k_sb + g * a.k_sh + row * a.k_st, a.k_st,
-              a.k_new + b * a.kn_sb + g * a.kn_sh, a.kn_st, a.T, a.D, vec, tid, nthreads);
+  E *kc = const_cast<E *>(a.k) + b * a.k_sb + g * a.k_sh + row * a.k_st;
+  if (krows)
+    copy_rows(kc, a.k_st, krows, a.D, a.T, a.D, vec, tid, nthreads);
+  else if (ROPE && a.k_new && a.rope_k)
+    rope_rows(a, kc, a.k_st, a.k_new + b * a.kn_sb + g * a.kn_sh, a.kn_st, a.T, a.D, b, 0, tid, nthreads);
+  else if (a.k_new)
+    copy_rows(kc, a.k_st, a.k_new + b * a.kn_sb + g * a.kn_sh, a.kn_st, a.T, a.D, vec, tid, nthreads);
   if (a.v_new)
     copy_rows(const_cast<E *>(a.v) + b * a.v_sb + g * a.v_sh + row * a.v_st, a.v_st,
               a.v_new + b * a.vn_sb + g * a.vn_sh, a.vn_st, a.T, a.Dv, vec, tid, nthreads);
@@ -90,11 +98,14 @@ __device__ __forceinline__ void copy_new_rows(const nnc_cuda_attn_args<E> &a, in
 
 /* The new rows of every (batch, k/v head) into the caches, ahead of an
  * attention kernel that reads the caches whole: a block per (batch, k/v
- * head), its threads over the T rows of k and v. */
+ * head), its threads over the T rows of k and v; with rope_q, the rows of
+ * the group's query heads rotated in place too (attention_rope.cuh). */
 template <typename E>
 __global__ void __launch_bounds__(128) nnc_attn_append_kernel(const nnc_cuda_attn_args<E> a, bool vec) {
   const int g = blockIdx.x % nnc_attn::kv_heads(a), b = blockIdx.x / nnc_attn::kv_heads(a);
-  nnc_attn::copy_new_rows(a, b, g, vec, threadIdx.x, blockDim.x);
+  nnc_attn::copy_new_rows<true>(a, b, g, vec, threadIdx.x, blockDim.x);
+  const int group = a.kv_group > 1 ? a.kv_group : 1;
+  if (a.rope_q) nnc_attn::rope_q_in_place(a, b, g * group, group, threadIdx.x, blockDim.x);
 }
 
 namespace nnc_attn {
@@ -146,12 +157,13 @@ template <typename E> bool rows16(const nnc_cuda_attn_args<E> &a) {
          a.Dv % nnc_dtype<E>::VEC == 0;
 }
 
-/* Launches nnc_attn_append_kernel when there are new rows (one launch for k
- * and v); the attention after it on the same stream reads them. */
+/* Launches nnc_attn_append_kernel when there are new rows or query rows to
+ * rotate (one launch for k, v and q); the attention after it on the same
+ * stream reads them. */
 template <typename E> nnc_cuda_status append_rows(const nnc_cuda_attn_args<E> &a, cudaStream_t stream, nnc_cuda_error *err,
                                                   const char *kernel) {
   const long long blocks = (long long)a.batch * kv_heads(a);
-  if ((!a.k_new && !a.v_new) || blocks == 0 || a.T == 0) return NNC_CUDA_OK;
+  if ((!a.k_new && !a.v_new && !a.rope_q) || blocks == 0 || a.T == 0) return NNC_CUDA_OK;
   if (blocks > 0x7fffffffLL)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected batch * k/v heads < 2^31, found %lld", blocks);
   nnc_attn_append_kernel<E><<<(unsigned)blocks, 128, 0, stream>>>(a, rows16(a));

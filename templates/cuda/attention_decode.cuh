@@ -16,7 +16,9 @@
  * every stride), no lse (inference). Same results as attention.cuh's
  * kernels up to the order of the sums; all arithmetic in f32. With k_new /
  * v_new set the kernels append the new rows themselves (attention_append.cuh):
- * a decode step's kv append is no launch of its own. */
+ * a decode step's kv append is no launch of its own; with rope_q / rope_k
+ * the groups kernel's ROPE variant rotates the query row and the new key
+ * rows into shared memory first (attention_rope.cuh): no rope launches. */
 #ifndef NNC_CUDA_ATTENTION_DECODE_CUH
 #define NNC_CUDA_ATTENTION_DECODE_CUH
 
@@ -58,6 +60,7 @@ constexpr int decode_min_blocks(int nw) { return nw <= 8 ? 24 / nw : 2; }
 
 }  // namespace nnc_attn
 
+/* (The launcher does not take this kernel: gpu_attn_decode.cu's baseline. It takes no rope_q / rope_k.) */
 template <typename E, int D, int NW>
 __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda_attn_args<E> a) {
   constexpr int N = nnc_dtype<E>::VEC; /* elements in 16 bytes */
@@ -127,7 +130,7 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
   nnc_attn::merge_warps<E, D, NW>(part, o);
   /* one block of the k/v head writes the new rows into the caches (none of the launch reads them there),
    * 16 bytes at a time (the decode kernels' rows are) */
-  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, true, threadIdx.x, NW * 32);
+  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows<false>(a, b, g, true, threadIdx.x, NW * 32);
 }
 
 /* The same for many keys a row (a batch of sequences over long caches): a
@@ -139,11 +142,13 @@ __global__ void __launch_bounds__(NW * 32) nnc_attn_decode_kernel(const nnc_cuda
  * their softmax update is one rescale. A thread keeps VEC accumulators, not
  * D: few registers, many blocks an SM. The groups' partials merge by
  * shuffles within the warp, then through shared memory. */
-template <typename E, int D, int NW, int U>
+template <typename E, int D, int NW, int U, bool ROPE = false>
 __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_attn_decode_groups_kernel(const nnc_cuda_attn_args<E> a) {
   constexpr int N = nnc_dtype<E>::VEC, G = D / N, GROUPS = NW * 32 / G;
   static_assert(G >= 1 && G <= 32 && 32 % G == 0, "a key's row in 1 to 32 lanes of one warp");
   __shared__ float part[NW][D + 2];
+  /* ROPE (attention_rope.cuh): the block's query row and its k/v head's T <= 4 new key rows, rotated */
+  __shared__ __align__(16) E rq[ROPE ? D : 1], rk[ROPE ? 4 * D : 1];
   const int row = blockIdx.x; /* (b * heads + h) * T + i */
   const int i = row % a.T, bh = row / a.T, h = bh % a.heads, b = bh / a.heads;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % G, grp = threadIdx.x / G;
@@ -151,7 +156,23 @@ __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_
   const E *q = a.q + b * a.q_sb + h * a.q_sh + (long long)i * a.q_st;
   /* keys S - T .. S - 1 from k_new / v_new when set (attention_append.cuh): one block of the k/v head
    * writes them into the caches, and no block reads those cache rows */
-  const nnc_attn::key_rows<E> k = nnc_attn::rows_of(a, false, b, g, sub * N), v = nnc_attn::rows_of(a, true, b, g, sub * N);
+  nnc_attn::key_rows<E> k = nnc_attn::rows_of(a, false, b, g, sub * N);
+  const nnc_attn::key_rows<E> v = nnc_attn::rows_of(a, true, b, g, sub * N);
+  if constexpr (ROPE) {
+    /* every block of the k/v head rotates the same new rows to the same bits; the appending block
+     * copies its rotated rows into the cache at the end */
+    if (a.rope_q) {
+      nnc_attn::rope_rows(a, rq, D, q, a.q_st, 1, D, b, i, threadIdx.x, NW * 32);
+      q = rq;
+    }
+    if (a.rope_k) {
+      nnc_attn::rope_rows(a, rk, D, a.k_new + b * a.kn_sb + g * a.kn_sh, a.kn_st, a.T, D, b, 0, threadIdx.x, NW * 32);
+      k.fresh_rows = rk + sub * N;
+    }
+    __syncthreads();
+  }
+  /* the new key rows' stride: k_new's, or the rotated rows' in shared memory */
+  const auto knst = [&]() -> long long { return ROPE && a.rope_k ? D : a.kn_st; };
   E *o = a.out + b * a.o_sb + h * a.o_sh + (long long)i * a.o_st;
   const E *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
   const int last = a.causal ? min(a.S - 1, i + (a.S - a.T)) : a.S - 1;
@@ -177,7 +198,7 @@ __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_
        * the loads do not wait for it */
       ok[u] = j <= last; /* the same in the whole group */
       if (ok[u]) {
-        kr[u] = *reinterpret_cast<const uint4 *>(k.row(j, a.k_st, a.kn_st));
+        kr[u] = *reinterpret_cast<const uint4 *>(k.row(j, a.k_st, knst()));
         vr[u] = *reinterpret_cast<const uint4 *>(v.row(j, a.v_st, a.vn_st));
       }
     }
@@ -239,7 +260,8 @@ __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_
   nnc_attn::merge_warps<E, D, NW>(part, o);
   /* one block of the k/v head writes the new rows into the caches (none of the launch reads them
    * there), last, when the loop's registers are free; 16 bytes at a time (the decode kernels' rows are) */
-  if (nnc_attn::appends_rows(a, h, i)) nnc_attn::copy_new_rows(a, b, g, true, threadIdx.x, NW * 32);
+  if (nnc_attn::appends_rows(a, h, i))
+    nnc_attn::copy_new_rows<false>(a, b, g, true, threadIdx.x, NW * 32, ROPE && a.rope_k ? rk : nullptr);
 }
 
 /* Whether nnc_cuda_attention takes the decode kernel: few query rows, heads
@@ -276,7 +298,12 @@ nnc_cuda_status nnc_cuda_attention_decode(const nnc_cuda_attn_args<T> &a, cudaSt
   if (rows > 0x7fffffffLL)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL, "expected batch * heads * T < 2^31, found %lld", rows);
   const long long sms = nnc_attn::sm_count();
-  if (rows <= 2 * sms) nnc_attn_decode_groups_kernel<T, 64, 16, 2><<<(unsigned)rows, 16 * 32, 0, stream>>>(a);
+  /* rope folded in: the variant that rotates as it reads (the other keeps its registers and loads as they were) */
+  if (a.rope_q || a.rope_k) {
+    if (rows <= 2 * sms) nnc_attn_decode_groups_kernel<T, 64, 16, 2, true><<<(unsigned)rows, 16 * 32, 0, stream>>>(a);
+    else if (rows <= 3 * sms) nnc_attn_decode_groups_kernel<T, 64, 8, 4, true><<<(unsigned)rows, 8 * 32, 0, stream>>>(a);
+    else nnc_attn_decode_groups_kernel<T, 64, 4, 4, true><<<(unsigned)rows, 4 * 32, 0, stream>>>(a);
+  } else if (rows <= 2 * sms) nnc_attn_decode_groups_kernel<T, 64, 16, 2><<<(unsigned)rows, 16 * 32, 0, stream>>>(a);
   else if (rows <= 3 * sms) nnc_attn_decode_groups_kernel<T, 64, 8, 4><<<(unsigned)rows, 8 * 32, 0, stream>>>(a);
   else nnc_attn_decode_groups_kernel<T, 64, 4, 4><<<(unsigned)rows, 4 * 32, 0, stream>>>(a);
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);

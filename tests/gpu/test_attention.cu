@@ -4,7 +4,12 @@
  * masked rows, broadcast batch strides, a fused [B,T,3,H,D] qkv layout and
  * padded strides; the kv append folded in (k_new, v_new: the caches' new
  * rows checked bit for bit, the rest unchanged, and read from k_new, not
- * from the cache, which holds NaN there); both the tensor-core and the SIMT path (f32 takes the
+ * from the cache, which holds NaN there); rope folded in (rope_q, rope_k:
+ * q and the new key rows given before rotation, the reference rotating them
+ * on the host in the same f32 steps with one rounding (the angles' cos and
+ * sin from the device's libm, as a rope kernel has them), the cache's new rows
+ * checked bit for bit against that, q left as it was by the decode kernels
+ * and rotated in place, bit for bit, by the other paths); both the tensor-core and the SIMT path (f32 takes the
  * tensor cores too: three tf32 products a product for D 32 and 64, one with
  * tf32 set). Outputs are
  * poisoned with NaN first; each case runs twice and must give the same bits
@@ -44,6 +49,9 @@ struct tcase {
   /* a kv append folded in (k_new, v_new): the new rows FUSED_NEW as in GPT-2's c_attn output [B, T, 2, KH, D],
    * or CONTIG_NEW [B, KH, T, D] each (LLaMA's rope output); the caches hold CAP_EXTRA rows past S */
   int append = NO_APPEND;
+  /* rope folded in (attention_rope.cuh): the leading rope_dims entries of q's and the new key rows turned
+   * at positions of each (batch, row) of their own; 0: none */
+  int rope_dims = 0;
 };
 
 static const tcase CASES[] = {
@@ -101,6 +109,17 @@ static const tcase CASES[] = {
     {"append_prefill_T17_S17_causal", 3, 12, 17, 17, 64, 64, 1, NO_MASK, CONTIG, true, true, FUSED_NEW},
     {"append_prefill_gqa_T9_S21_mask", 2, 6, 9, 21, 64, 64, 1, MASK, GQA3, false, true, CONTIG_NEW},
     {"append_simt_T5_S11_mask", 2, 3, 5, 11, 5, 7, 1, MASK, CONTIG, true, false, CONTIG_NEW},
+    /* rope folded in too (attention_rope.cuh): the decode kernels rotate as they read; the other paths
+     * rotate in the append kernel (the cache's rows) and q in place */
+    {"rope_decode_T1_S545_mask", 3, 12, 1, 545, 64, 64, 1, MASK, CONTIG, true, true, CONTIG_NEW, 64},
+    {"rope_gqa_decode_T1_S299_mask", 3, 12, 1, 299, 64, 64, 1, MASK, GQA3, true, true, CONTIG_NEW, 64},
+    {"rope_gqa_decode_B64_T1_S129_mask", 64, 12, 1, 129, 64, 64, 1, MASK, GQA3, false, true, CONTIG_NEW, 64},
+    {"rope_gqa_decode_T2_S33", 2, 6, 2, 33, 64, 64, 1, NO_MASK, GQA3, false, true, CONTIG_NEW, 64},
+    {"rope_decode_T3_S301_pad8_mask_dims32", 2, 5, 3, 301, 64, 64, 1, MASK, PAD8, true, true, FUSED_NEW, 32},
+    {"rope_mqa_decode_T4_S4", 2, 6, 4, 4, 64, 64, 1, NO_MASK, MQA, false, true, FUSED_NEW, 64},
+    {"rope_prefill_gqa_T9_S21_mask", 2, 6, 9, 21, 64, 64, 1, MASK, GQA3, true, true, CONTIG_NEW, 64},
+    {"rope_prefill_T17_S17_causal", 3, 12, 17, 17, 64, 64, 1, NO_MASK, CONTIG, false, true, FUSED_NEW, 64},
+    {"rope_simt_T5_S11_mask_dims4", 2, 3, 5, 11, 5, 7, 1, MASK, CONTIG, false, false, CONTIG_NEW, 4},
 };
 
 struct view {
@@ -128,6 +147,41 @@ template <typename T> static T *upload(const std::vector<T> &h) {
   CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
+
+/* The rope's cos and sin of pair i at each position, as floats, computed
+ * on the device the way attention_rope.cuh's rope_cs (and emit_rope.c's
+ * kernel) does: the device's double pow, cos and sin, which the host's libm
+ * does not match to the last bit (a position of hundreds of radians moves
+ * the float rounding of about one value in 10^5). cs[(r * half + i) * 2]. */
+__global__ void rope_angles(const int *pos, int n, int dims, double base, float *cs) {
+  const int half = dims / 2;
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n * half; e += gridDim.x * blockDim.x) {
+    const double th = (double)pos[e / half] * pow(base, -2.0 * (e % half) / dims);
+    cs[2 * e] = (float)cos(th);
+    cs[2 * e + 1] = (float)sin(th);
+  }
+}
+
+/* Row x (w entries, stride 1) rotated as a separate rope kernel does, with
+ * the angles cs of its position (half pairs): every f32 product and sum
+ * rounded on its own, one rounding to T. */
+template <typename T> static void host_rope(const T *x, T *y, int w, int dims, const float *cs) {
+  const int half = dims / 2;
+  for (int d = 0; d < w; ++d) {
+    const float xd = (float)h_to(x[d]);
+    if (d >= 2 * half) {
+      y[d] = x[d];
+      continue;
+    }
+    const int i = d < half ? d : d - half;
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const float other = (float)h_to(x[d < half ? d + half : d - half]);
+    const volatile float xc = xd * c, os = other * s; /* two roundings, never one fused multiply-add */
+    y[d] = h_from<T>(d < half ? xc - os : xc + os);
+  }
+}
+
+static const double ROPE_BASE = 10000.0;
 
 /* tf32: f32 data with the products on tf32 tensor cores (a.tf32 = 1). */
 template <typename T> static void run_case(const tcase &c, int cc, const char *tname, double tol, bool tf32 = false) {
@@ -197,6 +251,39 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
           }
         }
   }
+  /* rope: positions [B, T] of their own per batch; q as the attention must see it (hq stays as given) */
+  std::vector<int> hpos;
+  std::vector<T> q_seen = hq;
+  if (c.rope_dims) {
+    hpos.resize((size_t)B * Tq);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < Tq; ++t) hpos[(size_t)b * Tq + t] = S - Tq + t + 37 * b; /* left padding moves them */
+    const int half = c.rope_dims / 2, np = B * Tq;
+    std::vector<float> cs((size_t)np * half * 2);
+    int *dp = upload(hpos);
+    float *dcs = nullptr;
+    CK(cudaMalloc(&dcs, cs.size() * sizeof(float)));
+    rope_angles<<<(np * half + 127) / 128, 128>>>(dp, np, c.rope_dims, ROPE_BASE, dcs);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(cs.data(), dcs, cs.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaFree(dcs));
+    CK(cudaFree(dp));
+    std::vector<T> row(std::max(D, 1)), out(std::max(D, 1));
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < Tq; ++t) {
+        const float *at = cs.data() + ((size_t)b * Tq + t) * half * 2;
+        for (int h = 0; h < H; ++h) {
+          for (int d = 0; d < D; ++d) row[d] = hq[q.at(b, h, t, d)];
+          host_rope(row.data(), out.data(), D, c.rope_dims, at);
+          for (int d = 0; d < D; ++d) q_seen[q.at(b, h, t, d)] = out[d];
+        }
+        for (int g = 0; g < KH; ++g) {
+          for (int d = 0; d < D; ++d) row[d] = hn[kn.at(b, g, t, d)];
+          host_rope(row.data(), out.data(), D, c.rope_dims, at);
+          for (int d = 0; d < D; ++d) k_seen[k.at(b, g, S - Tq + t, d)] = out[d];
+        }
+      }
+  }
   const std::vector<T> &kk = c.lay == FUSED_QKV ? hq : c.append ? k_seen : hk;
   const std::vector<T> &vv = c.lay == FUSED_QKV ? hq : c.append ? v_seen : hv;
 
@@ -218,6 +305,11 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   T *dn = hn.empty() ? nullptr : upload(hn);
   T *dout = nullptr;
   CK(cudaMalloc(&dout, on * sizeof(T)));
+  int *dpos = nullptr;
+  if (!hpos.empty()) {
+    CK(cudaMalloc(&dpos, hpos.size() * sizeof(int)));
+    CK(cudaMemcpy(dpos, hpos.data(), hpos.size() * sizeof(int), cudaMemcpyHostToDevice));
+  }
 
   nnc_cuda_attn_args<T> a{};
   a.batch = B, a.heads = H, a.T = Tq, a.S = S, a.D = D, a.Dv = Dv;
@@ -234,12 +326,19 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     a.k_new = dn + kn.off, a.kn_sb = kn.sb, a.kn_sh = kn.sh, a.kn_st = kn.st;
     a.v_new = dn + vn.off, a.vn_sb = vn.sb, a.vn_sh = vn.sh, a.vn_st = vn.st;
   }
+  if (c.rope_dims) {
+    a.rope_pos = dpos, a.rope_pos_sb = Tq, a.rope_base = ROPE_BASE, a.rope_dims = c.rope_dims;
+    a.rope_q = 1, a.rope_k = 1;
+  }
+  /* the decode kernels leave q as it was; the other paths rotate it in place */
+  const std::vector<T> &q_after = c.rope_dims && !nnc_cuda_attention_uses_decode(a) ? q_seen : hq;
 
   const bool mma = nnc_cuda_attention_uses_mma(a, cc);
   std::vector<T> out1(on), out2(on);
   bool cache_ok = true;
   for (int rep = 0; rep < 2; ++rep) {
     CK(cudaMemset(dout, 0xff, on * sizeof(T))); /* NaN in every type */
+    if (c.rope_dims) CK(cudaMemcpy(dq, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
     if (dn) { /* the caches as before the step: NaN where the new rows go */
       CK(cudaMemcpy(dk, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
       CK(cudaMemcpy(dv, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -260,6 +359,11 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
       cache_ok = cache_ok && std::memcmp(ck.data(), k_seen.data(), ck.size() * sizeof(T)) == 0 &&
                  std::memcmp(cv.data(), v_seen.data(), cv.size() * sizeof(T)) == 0;
     }
+    if (c.rope_dims) {
+      std::vector<T> cq(hq.size());
+      CK(cudaMemcpy(cq.data(), dq, cq.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      cache_ok = cache_ok && std::memcmp(cq.data(), q_after.data(), cq.size() * sizeof(T)) == 0;
+    }
   }
 
   /* float64 reference */
@@ -279,7 +383,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
             continue;
           }
           double x = 0;
-          for (int d = 0; d < D; ++d) x += h_to(hq[q.at(b, h, i, d)]) * h_to(kk[k.at(b, h / G, j, d)]);
+          for (int d = 0; d < D; ++d) x += h_to(q_seen[q.at(b, h, i, d)]) * h_to(kk[k.at(b, h / G, j, d)]);
           sc[j] = x * (double)a.scale;
           mx = std::max(mx, sc[j]);
         }
@@ -308,7 +412,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   std::printf("%s %-4s %-28s %-4s B=%d H=%d T=%d S=%d D=%d Dv=%d causal=%d mask=%d  max rel err %.3e%s%s%s%s\n",
               ok ? "PASS" : "FAIL", tname, c.name, mma ? "mma" : "simt", B, H, Tq, S, D, Dv, c.causal,
               (int)c.mask, worst, nan ? " (NaN written or left)" : "", same ? "" : " (runs differ)",
-              pathok ? "" : " (expected the mma path)", cache_ok ? "" : " (caches not as a kv append leaves them)");
+              pathok ? "" : " (expected the mma path)", cache_ok ? "" : " (caches or q not as a kv append and rope leave them)");
   if (!ok) ++failures;
   CK(cudaFree(dq));
   if (c.lay != FUSED_QKV) {
@@ -317,6 +421,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   }
   if (dm) CK(cudaFree(dm));
   if (dn) CK(cudaFree(dn));
+  if (dpos) CK(cudaFree(dpos));
   CK(cudaFree(dout));
 }
 
@@ -338,9 +443,17 @@ static void arg_checks() {
                       std::strstr(err.msg, "k_new") != nullptr;
   a.k_sb = 16, a.S = 1;
   const bool short_s = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_E_ARG;
-  const bool ok = null_q && neg && empty && shared && short_s;
+  /* rope: keys to rotate without new rows, an odd rotated width */
+  a.S = 4, a.k_new = nullptr, a.rope_k = 1, a.rope_dims = 4, a.rope_base = 10000.0;
+  const bool rope_no_new = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_E_ARG &&
+                           std::strstr(err.msg, "rope_k") != nullptr;
+  a.rope_k = 0, a.rope_q = 1, a.rope_dims = 3;
+  const bool rope_odd = nnc_cuda_attention(a, (cudaStream_t)0, &err) == NNC_CUDA_E_ARG &&
+                        std::strstr(err.msg, "rope_dims") != nullptr;
+  const bool ok = null_q && neg && empty && shared && short_s && rope_no_new && rope_odd;
   std::printf("%s args: NULL q -> E_ARG %d, T<0 -> E_ARG %d, T=0 -> OK %d, k_new into a shared cache -> E_ARG %d, "
-              "S < T -> E_ARG %d\n", ok ? "PASS" : "FAIL", null_q, neg, empty, shared, short_s);
+              "S < T -> E_ARG %d, rope_k without k_new -> E_ARG %d, rope_dims 3 -> E_ARG %d\n", ok ? "PASS" : "FAIL",
+              null_q, neg, empty, shared, short_s, rope_no_new, rope_odd);
   if (!ok) ++failures;
 }
 

@@ -715,7 +715,9 @@ static nnc_status emit_generate(const char *model, const char *target, const cha
  * cache a layer cost 2-5 us each): GPT-2's and LLaMA's attention kernels
  * on cuda-sm90a take each layer's new k and v rows (a.k_new, a.v_new:
  * c_attn's output through the head split; rope's output and the q|k|v
- * projection's v) and no kv_append kernel is left; heads of 64, so the
+ * projection's v; LLaMA's ropes fold in too, passes/fold_rope.c: q and k
+ * read from the projection, no rope kernel left) and no kv_append kernel
+ * is left; heads of 64, so the
  * decode kernels that write the rows themselves are the ones a decode step
  * runs; both folders build with nvcc. c-simd keeps its kv_append kernels.
  * What the kernels write and read is checked on a GPU
@@ -746,7 +748,14 @@ static void test_kv_append(void **state) {
                               "  a.k_new = (__nv_bfloat16 *)c.arena + 128;\n  a.kn_sb = 384 * d->T;\n  a.kn_sh = 64;\n"
                               "  a.kn_st = 384;\n"));
     } else {
-      assert_true(file_has(p, "  /* k_new read in place: rope [B,1,T,64], into cache.0.k [B,1,64,64] */\n"));
+      /* LLaMA's ropes run inside the attention too (passes/fold_rope.c): k_new and q are the projection's */
+      assert_true(file_has(p, "  /* k_new read in place: model.layers.0.self_attn.q_proj|k_proj|v_proj (line 48) [B,T,256], "
+                              "into cache.0.k [B,1,64,64] */\n"));
+      assert_false(file_has(p, "rope: entry i <"));
+      snprintf(cmd, sizeof cmd, "test $(grep -c '  a.rope_q = 1;' %s) -eq 2 && test $(grep -c '  a.rope_k = 1; ' %s) -eq 2 && "
+               "test $(grep -c '  a.rope_pos = c.in.position_ids;' %s) -eq 2", p, p, p);
+      assert_int_equal(sh("%s", cmd), 0);
+      assert_true(file_has(p, "  /* q read before its rope: model.layers.0.self_attn.q_proj|k_proj|v_proj (line 48) [B,T,256]"));
     }
     snprintf(out, sizeof out, "%s/kv_%s_c", work, cases[c].name);
     assert_int_equal(emit_generate(cases[c].model, "c-simd", NULL, cases[c].defs, cases[c].nd, out, &err), NNC_OK);

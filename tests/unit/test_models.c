@@ -878,18 +878,24 @@ static void test_llama_generate_in_place(void **state) {
 
 /* A --generate model compiled as for a target whose attention appends the
  * kv caches itself (attention_append: CUDA) or not (C SIMD, OpenCL). */
+static void load_generate_opts(model *m, const char *name, const char *const *d, int nd, const nnc_compile_opts *co);
+
 static void load_generate(model *m, const char *name, const char *const *d, int nd, bool fold) {
+  nnc_compile_opts co = {.attention_append = fold};
+  load_generate_opts(m, name, d, nd, &co);
+}
+
+static void load_generate_opts(model *m, const char *name, const char *const *d, int nd, const nnc_compile_opts *co) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
   nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = nd, .generating = true};
-  nnc_compile_opts co = {.attention_append = fold};
   nnc_error err = {0};
   memset(m, 0, sizeof *m);
   nnc_graph_init(&m->g);
   if (nnc_frontend_load(&o, &m->g, &err)) fail_msg("loading %s: %s", path, err.msg);
   nnc_schedule_init(&m->s, &m->g);
   m->scheduled = true;
-  if (nnc_compile_graph_for(&m->g, &co, &m->s, &err)) fail_msg("compiling %s: %s", path, err.msg);
+  if (nnc_compile_graph_for(&m->g, co, &m->s, &err)) fail_msg("compiling %s: %s", path, err.msg);
 }
 
 /* How many kernels hold a kv_append node, and how many of those are attentions. */
@@ -983,6 +989,98 @@ static void test_generate_append_folded(void **state) {
       nnc_ref_free(&graph);
       free(sym);
     }
+    model_free(&folded);
+    model_free(&plain);
+  }
+}
+
+/* How many kernels hold a rope node, and how many of those are attentions. */
+static void count_ropes(const model *m, int *kernels, int *in_attention) {
+  *kernels = *in_attention = 0;
+  for (int k = 0; k < m->s.nk; k++) {
+    const nnc_kernel *kn = &m->s.k[k];
+    int n = 0;
+    for (int i = 0; i < kn->nnodes; i++) n += m->g.nodes[kn->nodes[i]].op == NNC_OP_ROPE;
+    *kernels += kn->kind != NNC_KERNEL_ATTENTION && n > 0;
+    *in_attention += kn->kind == NNC_KERNEL_ATTENTION ? n : 0;
+  }
+}
+
+/* fold_rope: under --generate on a target whose attention rotates (CUDA),
+ * LLaMA's q and k ropes run inside its attention kernel (with grouped-query
+ * attention the reshape of q's heads too: three kernels fewer a layer, two
+ * without), which reads q and the new key rows where the ropes read them
+ * (the q|k|v projection); the ropes' outputs are never stored. (Plain
+ * multi-head LLaMA keeps its kv_append kernels: fold_heads does not read
+ * its caches in place, so nothing folds.) The float64
+ * reference runs the folded schedule to the graph's logits and caches, at
+ * S = 5 keys of which T = 2 are new, positions and padding as drawn. */
+static void test_generate_rope_folded(void **state) {
+  (void)state;
+  const char *gqa[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
+  const char *mqa[] = {"layers=2", "d=48", "heads=6", "kv_heads=1", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
+  const struct {
+    const char *const *d;
+    int layers, fewer;   /* kernels fewer a layer */
+  } cases[] = {{gqa, 3, 3}, {mqa, 2, 3}};
+  for (int c = 0; c < 2; c++) {
+    model plain, folded;
+    nnc_compile_opts po = {.attention_append = true}, fo = {.attention_append = true, .attention_rope = true};
+    load_generate_opts(&plain, "llama", cases[c].d, 8, &po);
+    load_generate_opts(&folded, "llama", cases[c].d, 8, &fo);
+    int kernels, in_attn;
+    count_ropes(&plain, &kernels, &in_attn);
+    assert_int_equal(kernels, 2 * cases[c].layers);
+    assert_int_equal(in_attn, 0);
+    count_ropes(&folded, &kernels, &in_attn);
+    if (kernels) fail_msg("case %d: %d rope kernels left", c, kernels);
+    assert_int_equal(in_attn, 2 * cases[c].layers);
+    if (folded.s.nk != plain.s.nk - cases[c].fewer * cases[c].layers)
+      fail_msg("case %d: %d kernels folded, %d plain", c, folded.s.nk, plain.s.nk);
+    for (int k = 0; k < folded.s.nk; k++) {
+      const nnc_kernel *kn = &folded.s.k[k];
+      if (kn->kind != NNC_KERNEL_ATTENTION) continue;
+      const nnc_attention_desc *a = &kn->d.attn;
+      for (int i = 0; i < 2; i++) {
+        assert_true(a->rope[i].on && a->rope[i].src.on);
+        assert_int_equal(folded.g.nodes[a->rope[i].node].op, NNC_OP_ROPE);
+        assert_int_equal(folded.s.kernel_of_node[a->rope[i].node], k);
+        /* x where the projection wrote it, an input of the attention */
+        int from = folded.g.tensors[a->rope[i].src.base].producer;
+        assert_int_equal(folded.g.nodes[from].op, NNC_OP_LINEAR);
+        bool reads = false;
+        for (int j = 0; j < kn->nin; j++) reads |= kn->in[j] == a->rope[i].src.base;
+        assert_true(reads);
+        int y = folded.g.nodes[a->rope[i].node].out[0];
+        assert_int_equal(folded.s.plan.buf[y].storage, NNC_STORE_NONE);
+      }
+      assert_int_equal(a->append[0].src.base, a->rope[1].src.base);
+      assert_int_equal(folded.s.plan.buf[a->q].storage, NNC_STORE_NONE);
+    }
+    int64_t *sym = sizes(&folded.g, 3, 2);
+    int ss = nnc_graph_find_symbol(&folded.g, "S");
+    assert_true(ss >= 0);
+    sym[ss] = 5;
+    nnc_ref graph, sched;
+    nnc_error err = {0};
+    ref_setup(&graph, &folded, sym, 11);
+    ref_setup(&sched, &folded, sym, 11);
+    run_graph(&graph);
+    if (nnc_ref_run_schedule(&sched, &folded.s, &err) != NNC_OK) fail_msg("%s", err.msg);
+    for (int o = 0; o < folded.g.noutputs; o++) {
+      int id = folded.g.outputs[o].tensor;
+      double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+      if (!(e <= 1e-12)) fail_msg("llama output %s: schedule vs graph rel error %g", folded.g.outputs[o].name, e);
+    }
+    for (int i = 0; i < folded.g.nstates; i++) {
+      int id = folded.g.states[i];
+      assert_non_null(sched.val[id]);
+      double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+      if (!(e <= 1e-12)) fail_msg("llama cache %s: schedule vs graph rel error %g", folded.g.tensors[id].name, e);
+    }
+    nnc_ref_free(&sched);
+    nnc_ref_free(&graph);
+    free(sym);
     model_free(&folded);
     model_free(&plain);
   }
@@ -1134,6 +1232,7 @@ int main(void) {
       cmocka_unit_test(test_llama_default_params),
       cmocka_unit_test(test_llama_generate_in_place),
       cmocka_unit_test(test_generate_append_folded),
+      cmocka_unit_test(test_generate_rope_folded),
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
       cmocka_unit_test(test_bert_one_layer_by_hand),
