@@ -264,6 +264,12 @@ typedef struct ec_loop_target {
   /* This process's rank in the plan as kernel text (CUDA's run_args c.rank),
    * or NULL where the target runs no parallel plan */
   const char *rank;
+  /* Whether rope's products are written as round-to-nearest intrinsics
+   * (CUDA's __fmul_rn, __fadd_rn, __fsub_rn): each product and the sum
+   * rounded on its own, so that nvcc does not fuse a * c - b * s into an
+   * FMA and the attention's folded rope (attention_rope.cuh) writes the same
+   * bits; false: plain operators */
+  bool rn_products;
 } ec_loop_target;
 
 /* How the recurrent steps (emit_recurrent.c) reach an element of tensor t

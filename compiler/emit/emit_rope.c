@@ -3,7 +3,10 @@
  * pair of rotated entries, or one entry past the rotated width). Angles are
  * computed in double, as the reference does: theta = pos * base^(-2i/dims)
  * reaches hundreds of radians at long positions, where a float's rounding
- * alone would be 1e-5 of the result. */
+ * alone would be 1e-5 of the result. On CUDA each f32 product and sum is
+ * rounded on its own (ec_loop_target.rn_products: nvcc would fuse them into
+ * an FMA), so that a rope folded into the attention (attention_rope.cuh)
+ * writes the same bits as this kernel. */
 #include <stdio.h>
 
 #include "c_simd.h"
@@ -139,8 +142,10 @@ nnc_status ec_emit_device_rope(const ec_loop_target *lt, int ki, nnc_error *err)
     s.D - s.half, s.T, s.inner, cnt, s.xrow, s.half, s.pos, s.base, n->attrs.rot_dims, n->attrs.reverse ? "-" : "",
     ec_loop_ld(x, n->in[0], "x", "xr + i", a, sizeof a),
     ec_loop_ld(x, n->in[0], "x", "xr + i + HALF", b, sizeof b),
-    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i", "a * c - b * s", s1, sizeof s1),
-    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", "b * c + a * s", s2, sizeof s2),
+    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i", lt->rn_products ? "__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s))" : "a * c - b * s",
+               s1, sizeof s1),
+    ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i + HALF",
+               lt->rn_products ? "__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s))" : "b * c + a * s", s2, sizeof s2),
     ec_loop_st(x, n->out[0], "y", "r * (W + HALF) + i + HALF", ec_loop_ld(x, n->in[0], "x", "xr + i + HALF", k, sizeof k), s3,
        sizeof s3));
   lt->finish(lt->self, ki, cnt, &body);

@@ -297,6 +297,8 @@ nnc_cuda_status nnc_cuda_attention_decode(const nnc_cuda_attn_args<T> &a, cudaSt
   const long long rows = (long long)a.batch * a.heads * a.T;
   if (rows > 0x7fffffffLL)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL, "expected batch * heads * T < 2^31, found %lld", rows);
+  if ((a.rope_q || a.rope_k) && a.T > 4) /* the ROPE variant's shared rows: at most 4 new keys */
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, nnc_attn::KERNEL, "expected T <= 4 rows with rope folded in, found %d", a.T);
   const long long sms = nnc_attn::sm_count();
   /* rope folded in: the variant that rotates as it reads (the other keeps its registers and loads as they were) */
   if (a.rope_q || a.rope_k) {

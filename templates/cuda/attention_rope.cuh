@@ -20,7 +20,8 @@
  * theta_i = pos * base^(-2i/rope_dims), the angle and its cos and sin in
  * double, each then rounded to float; y_i = x_i c - x_{i+half} s,
  * y_{i+half} = x_{i+half} c + x_i s in f32, each product and the sum
- * rounded on its own (no FMA: the host's C computes the same bits); entries
+ * rounded on its own (no FMA: emit_rope.c's CUDA kernel writes the same
+ * intrinsics, and the host's C computes the same bits); entries
  * past rope_dims pass through; one rounding to the element type. So the
  * cache holds the bits a rope kernel and a copy would have written, and the
  * attention sees the query a rope kernel would have stored.
