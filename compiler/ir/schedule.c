@@ -30,6 +30,26 @@ void nnc_schedule_free(nnc_schedule *s) {
   memset(s, 0, sizeof *s);
 }
 
+nnc_status nnc_schedule_drop(nnc_schedule *s, const bool *drop, nnc_error *err) {
+  int *map = malloc((size_t)(s->nk + 1) * sizeof *map);
+  if (!map) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while scheduling");
+  int n = 0;
+  for (int k = 0; k < s->nk; k++) {
+    if (drop[k]) {
+      free(s->k[k].nodes);
+      map[k] = -1;
+      continue;
+    }
+    map[k] = n;
+    s->k[n++] = s->k[k];
+  }
+  s->nk = n;
+  for (int i = 0; i < s->g->nnodes; i++)
+    if (s->kernel_of_node[i] >= 0) s->kernel_of_node[i] = map[s->kernel_of_node[i]];
+  free(map);
+  return NNC_OK;
+}
+
 nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
                             const int *nodes, int *idx, nnc_error *err) {
   if (s->nk == s->cap_k) {

@@ -219,6 +219,10 @@ typedef struct nnc_schedule {
 
 void nnc_schedule_init(nnc_schedule *s, const nnc_graph *g);
 void nnc_schedule_free(nnc_schedule *s);
+/* Removes the kernels k with drop[k] (their nodes freed: a pass that folded
+ * them elsewhere has moved or cleared them), keeping the others' order, and
+ * renumbers kernel_of_node. */
+nnc_status nnc_schedule_drop(nnc_schedule *s, const bool *drop, nnc_error *err);
 /* Appends a kernel (copying `nodes`) and returns its index in *idx. */
 nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
                             const int *nodes, int *idx, nnc_error *err);

@@ -477,25 +477,7 @@ nnc_status nnc_pass_fold_heads(nnc_schedule *s, nnc_error *err) {
                                                     : fold_one(&c, k, folded_piece, err);
   for (int k = 0; k < s->nk && !st; k++) st = drop_split(&c, k, folded_piece, err);
   free(folded_piece);
-  /* the schedule without the dropped kernels, in the same order */
-  int n = 0;
-  int *map = malloc((size_t)(s->nk + 1) * sizeof *map);
-  if (!st && !map) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_heads: out of memory");
-  for (int k = 0; !st && k < s->nk; k++) {
-    if (c.drop[k]) {
-      free(s->k[k].nodes);
-      map[k] = -1;
-      continue;
-    }
-    map[k] = n;
-    s->k[n++] = s->k[k];
-  }
-  if (!st) {
-    s->nk = n;
-    for (int i = 0; i < s->g->nnodes; i++)
-      if (s->kernel_of_node[i] >= 0) s->kernel_of_node[i] = map[s->kernel_of_node[i]];
-  }
-  free(map);
+  if (!st) st = nnc_schedule_drop(s, c.drop, err);
   free(c.drop);
   nnc_uses_free(&c.u);
   return st;

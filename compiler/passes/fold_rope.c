@@ -242,22 +242,6 @@ static nnc_status fold_attention(nnc_schedule *s, const nnc_uses *u, int ki, boo
   return NNC_OK;
 }
 
-/* The schedule without the dropped kernels, in the same order. */
-static nnc_status compact(nnc_schedule *s, const bool *drop, nnc_error *err) {
-  int *map = malloc((size_t)(s->nk + 1) * sizeof *map);
-  if (!map) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_rope: out of memory");
-  int n = 0;
-  for (int k = 0; k < s->nk; k++) {
-    map[k] = drop[k] ? -1 : n;
-    if (!drop[k]) s->k[n++] = s->k[k];
-  }
-  s->nk = n;
-  for (int i = 0; i < s->g->nnodes; i++)
-    if (s->kernel_of_node[i] >= 0) s->kernel_of_node[i] = map[s->kernel_of_node[i]];
-  free(map);
-  return NNC_OK;
-}
-
 nnc_status nnc_pass_fold_rope(nnc_schedule *s, nnc_error *err) {
   bool *drop = calloc((size_t)s->nk + 1, sizeof *drop);
   if (!drop) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_rope: out of memory");
@@ -270,7 +254,7 @@ nnc_status nnc_pass_fold_rope(nnc_schedule *s, nnc_error *err) {
   bool folded = false;
   for (int ki = 0; ki < s->nk && !st; ki++) st = fold_attention(s, &u, ki, drop, &folded, err);
   nnc_uses_free(&u);
-  if (!st && folded) st = compact(s, drop, err);
+  if (!st && folded) st = nnc_schedule_drop(s, drop, err);
   free(drop);
   return st;
 }
