@@ -910,6 +910,36 @@ static void count_appends(const model *m, int *kernels, int *in_attention) {
   }
 }
 
+/* The float64 reference runs m's folded schedule at B = 3, T = 2 and S = 5
+ * keys (of which T are new) to the graph's outputs and caches within 1e-12
+ * (the same values up to the order of the fused kernels' sums). */
+static void schedule_equals_graph(const model *m, uint64_t seed, const char *what) {
+  int64_t *sym = sizes(&m->g, 3, 2);
+  int ss = nnc_graph_find_symbol(&m->g, "S");
+  assert_true(ss >= 0);
+  sym[ss] = 5;
+  nnc_ref graph, sched;
+  nnc_error err = {0};
+  ref_setup(&graph, m, sym, seed);
+  ref_setup(&sched, m, sym, seed);
+  run_graph(&graph);
+  if (nnc_ref_run_schedule(&sched, &m->s, &err) != NNC_OK) fail_msg("%s", err.msg);
+  for (int o = 0; o < m->g.noutputs; o++) {
+    int id = m->g.outputs[o].tensor;
+    double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+    if (!(e <= 1e-12)) fail_msg("%s output %s: schedule vs graph rel error %g", what, m->g.outputs[o].name, e);
+  }
+  for (int i = 0; i < m->g.nstates; i++) {
+    int id = m->g.states[i];
+    assert_non_null(sched.val[id]);
+    double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+    if (!(e <= 1e-12)) fail_msg("%s cache %s: schedule vs graph rel error %g", what, m->g.tensors[id].name, e);
+  }
+  nnc_ref_free(&sched);
+  nnc_ref_free(&graph);
+  free(sym);
+}
+
 /* fold_append: under --generate on a target whose attention writes the new
  * rows (CUDA), each layer's k and v appends run inside its attention kernel
  * (two kernels fewer a layer), reading the new rows where the kv_append
@@ -962,33 +992,7 @@ static void test_generate_append_folded(void **state) {
       if (p >= 0 && !folded.g.nodes[p].dead && folded.g.nodes[p].op == NNC_OP_KV_APPEND)
         assert_int_equal(folded.s.plan.buf[t].storage, NNC_STORE_NONE);
     }
-    if (c == 0) {
-      int64_t *sym = sizes(&folded.g, 3, 2);
-      int ss = nnc_graph_find_symbol(&folded.g, "S");
-      assert_true(ss >= 0);
-      sym[ss] = 5;
-      nnc_ref graph, sched;
-      nnc_error err = {0};
-      ref_setup(&graph, &folded, sym, 7);
-      ref_setup(&sched, &folded, sym, 7);
-      run_graph(&graph);
-      if (nnc_ref_run_schedule(&sched, &folded.s, &err) != NNC_OK) fail_msg("%s", err.msg);
-      for (int o = 0; o < folded.g.noutputs; o++) {
-        int id = folded.g.outputs[o].tensor;
-        double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
-        if (!(e <= 1e-12)) fail_msg("gpt2 output %s: schedule vs graph rel error %g", folded.g.outputs[o].name, e);
-      }
-      for (int i = 0; i < folded.g.nstates; i++) {
-        int id = folded.g.states[i];
-        assert_non_null(sched.val[id]);
-        /* the rows as the schedule's fused c_attn computed them: equal up to the order of its sums */
-        double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
-        if (!(e <= 1e-12)) fail_msg("gpt2 cache %s: schedule vs graph rel error %g", folded.g.tensors[id].name, e);
-      }
-      nnc_ref_free(&sched);
-      nnc_ref_free(&graph);
-      free(sym);
-    }
+    if (c == 0) schedule_equals_graph(&folded, 7, "gpt2");
     model_free(&folded);
     model_free(&plain);
   }
@@ -1057,30 +1061,7 @@ static void test_generate_rope_folded(void **state) {
       assert_int_equal(a->append[0].src.base, a->rope[1].src.base);
       assert_int_equal(folded.s.plan.buf[a->q].storage, NNC_STORE_NONE);
     }
-    int64_t *sym = sizes(&folded.g, 3, 2);
-    int ss = nnc_graph_find_symbol(&folded.g, "S");
-    assert_true(ss >= 0);
-    sym[ss] = 5;
-    nnc_ref graph, sched;
-    nnc_error err = {0};
-    ref_setup(&graph, &folded, sym, 11);
-    ref_setup(&sched, &folded, sym, 11);
-    run_graph(&graph);
-    if (nnc_ref_run_schedule(&sched, &folded.s, &err) != NNC_OK) fail_msg("%s", err.msg);
-    for (int o = 0; o < folded.g.noutputs; o++) {
-      int id = folded.g.outputs[o].tensor;
-      double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
-      if (!(e <= 1e-12)) fail_msg("llama output %s: schedule vs graph rel error %g", folded.g.outputs[o].name, e);
-    }
-    for (int i = 0; i < folded.g.nstates; i++) {
-      int id = folded.g.states[i];
-      assert_non_null(sched.val[id]);
-      double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
-      if (!(e <= 1e-12)) fail_msg("llama cache %s: schedule vs graph rel error %g", folded.g.tensors[id].name, e);
-    }
-    nnc_ref_free(&sched);
-    nnc_ref_free(&graph);
-    free(sym);
+    schedule_equals_graph(&folded, 11, "llama");
     model_free(&folded);
     model_free(&plain);
   }
