@@ -169,9 +169,10 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   p->lt_residual = d->residual >= 0 && !d->residual_mul && (!p->post || d->act_last);
   if (cu_fp8_gemm(x, d)) {   /* --precision=fp8: one way, whatever --tune=measure found for bf16 */
     snprintf(p->why, sizeof p->why, "FP8: A's rows to e4m3 with a scale each%s, then cuBLASLt e4m3 x e4m3 with the "
-             "row and channel scales%s (its fallback where cuBLASLt has no algorithm: unscaled f32 columns, then "
-             "the scales and epilogue in a kernel)", p->pre_norm ? " by the norm kernel" : "",
-             p->post ? ", then an epilogue kernel" : "");
+             "row and channel scales%s (where cuBLASLt has no algorithm: %s)", p->pre_norm ? " by the norm kernel" : "",
+             p->post ? ", then an epilogue kernel" : "",
+             x->r->target->cuda.wgmma_ok ? "nnc's wgmma FP8 GEMM, rows of any N"
+                                         : "unscaled f32 columns, then the scales and epilogue in a kernel");
     return NNC_OK;
   }
   int pad = pad_of(x, d, &p->s, p->lt_residual);
@@ -295,6 +296,20 @@ static const char *nnrt_dt(const ec_ctx *x, int t) {
   }
 }
 
+/* The loop of an epilogue kernel after cuBLASLt: NNC_UNROLL elements a
+ * thread, every load issued before the first store (one 2-byte load at a
+ * time kept such a kernel at a third of the bandwidth, as the elementwise
+ * loops found). arrays declares the loaded values ("ay[NNC_UNROLL], ..."),
+ * loads fills them for element e, ex is y's new value for element u. */
+static void post_loop(nnc_sb *b, const char *arrays, const char *loads, const char *ex) {
+  nnc_sb_printf(b, "  NNC_LOOP_UNROLLED(e0, stride, n) {\n    float %s;\n"
+                   "    NNC_UNROLL_FOR(u) {\n      if (e0 + u * stride >= n) break;\n"
+                   "      const long long e = e0 + u * stride;\n%s    }\n"
+                   "    NNC_UNROLL_FOR(u) {\n      if (e0 + u * stride >= n) break;\n"
+                   "      nnc_st(&y[e0 + u * stride], %s);\n    }\n  }\n}\n\n",
+                arrays, loads, ex);
+}
+
 /* The epilogue kernel of the cuBLASLt path: out = act(out) (+ residual),
  * named after its launcher fn (the probe has one launcher per
  * implementation, each cuBLASLt one with its epilogue kernel). */
@@ -312,23 +327,25 @@ static void emit_post_kernel(const ec_ctx *x, int ki, const char *fn, nnc_sb *b)
       act.op = NNC_OP_ACT_GRAD;
       act.attrs.act = d->act;
     }
-    ec_node_expr(x, &act, "nnc_ld(x[e])", "nnc_ld(y[e])", false, d->out, ex, sizeof ex);
+    ec_node_expr(x, &act, "ax[u]", "ay[u]", false, d->out, ex, sizeof ex);
     const char *ty = cu_stype(x, d->out);
     nnc_sb_printf(b, "/* kernel %d's %s after cuBLASLt */\n", ki,
                   grad ? "activation's derivative at its saved input" : "activation of its saved input");
     nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *x, long long n) {\n", fn, ty, ty);
-    nnc_sb_printf(b, "  NNC_LOOP(e, n) nnc_st(&y[e], %s);\n}\n\n", ex);
+    if (grad) post_loop(b, "ax[NNC_UNROLL], ay[NNC_UNROLL]", "      ax[u] = nnc_ld(x[e]);\n      ay[u] = nnc_ld(y[e]);\n", ex);
+    else post_loop(b, "ax[NNC_UNROLL]", "      ax[u] = nnc_ld(x[e]);\n", ex);
     return;
   }
-  ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
+  ec_node_expr(x, &act, "ay[u]", "", false, d->out, ex, sizeof ex);
   const char *ty = cu_stype(x, d->out);
   bool res = d->residual >= 0 && !d->act_last;   /* act_last: cuBLASLt added it */
   const char *with = !res ? "" : d->residual_mul ? " times the residual" : " and residual";
   nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, with);
   nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *r, long long n) {\n", fn, ty, ty);
-  nnc_sb_printf(b, "  NNC_LOOP(e, n) {\n    const float v = nnc_ld(y[e]);\n");
-  nnc_sb_printf(b, "    nnc_st(&y[e], %s%s);\n  }\n}\n\n", ex,
-                !res ? "" : d->residual_mul ? " * nnc_ld(r[e])" : " + nnc_ld(r[e])");
+  char full[1100];
+  snprintf(full, sizeof full, "%s%s", ex, !res ? "" : d->residual_mul ? " * ar[u]" : " + ar[u]");
+  post_loop(b, res ? "ay[NNC_UNROLL], ar[NNC_UNROLL]" : "ay[NNC_UNROLL]",
+            res ? "      ay[u] = nnc_ld(y[e]);\n      ar[u] = nnc_ld(r[e]);\n" : "      ay[u] = nnc_ld(y[e]);\n", full);
 }
 
 /* Batch dims [0, first_inner) of the output broadcast differently in A and B
@@ -365,6 +382,12 @@ static void outer_loop(const ec_ctx *x, const nnc_kernel *k, const gemm_plan *p,
 
 /* The chosen implementation of kernel k: --tune=measure's, else "" (the rule's). */
 static const char *impl_of(const ec_ctx *x, int k) { return x->r->tiles ? x->r->tiles[k].impl : ""; }
+
+bool cu_gemm_post(const ec_ctx *x, int ki) {
+  gemm_plan p;
+  nnc_error e;
+  return plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e) != NNC_OK || p.post;
+}
 
 /* nnc's GEMM: one call of gemm.cuh with every fusion in its arguments. */
 static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
@@ -433,7 +456,7 @@ static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const ch
     if (d->residual >= 0 && !d->act_last) ec_ptr(x, d->residual, pr, sizeof pr);
     if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
     nnc_sb_printf(body, "  const long long n = (long long)M * N%s;\n"
-                        "  %s_post<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
+                        "  %s_post<<<nnc_loop_blocks((n + NNC_UNROLL - 1) / NNC_UNROLL), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
                         "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name,
                   ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
   } else if (!p->pad_n) {
