@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <cmocka.h>
 
 #include <math.h>
@@ -29,8 +28,7 @@ static void test_llama_default_params(void **state) {
   load_model(&m, "llama", NULL, 0);
   assert_int_equal(m.g.nparams, 2 + 12 * 9 + 1);
   int64_t total = 0;
-  for (int i = 0; i < m.g.nparams; i++)
-    total += nnc_tensor_max_elems(&m.g, &m.g.tensors[m.g.params[i]]);
+  for (int i = 0; i < m.g.nparams; i++) total += nnc_tensor_max_elems(&m.g, &m.g.tensors[m.g.params[i]]);
   assert_int_equal(total, 124668672);
   static const struct {
     const char *name;
@@ -49,38 +47,29 @@ static void test_llama_default_params(void **state) {
               {"lm_head.weight", 32000, 768}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     int t = find_tensor(&m.g, m.g.params, m.g.nparams, want[i].name);
-    if (t < 0)
-      fail_msg("no parameter %s", want[i].name);
+    if (t < 0) fail_msg("no parameter %s", want[i].name);
     const nnc_tensor *x = &m.g.tensors[t];
     assert_int_equal(x->rank, want[i].cols ? 2 : 1);
     assert_true(nnc_dim_eq_const(x->shape[0], want[i].rows));
-    if (want[i].cols)
-      assert_true(nnc_dim_eq_const(x->shape[1], want[i].cols));
+    if (want[i].cols) assert_true(nnc_dim_eq_const(x->shape[1], want[i].cols));
   }
-  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 3,
-              (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 32000}});
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 3, (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 32000}});
   int ropes = 0;
   for (int n = 0; n < m.g.nnodes; n++) {
     const nnc_node *nd = &m.g.nodes[n];
-    if (nd->dead)
-      continue;
+    if (nd->dead) continue;
     ropes += nd->op == NNC_OP_ROPE;
     for (int o = 0; o < nd->nout; o++) {
       const nnc_tensor *y = &m.g.tensors[nd->out[o]];
-      bool heads12 = y->rank == 4 && nnc_dim_eq_const(y->shape[1], 12) &&
-                     nnc_dim_eq_const(y->shape[3], 64);
-      if (heads12 && nd->op != NNC_OP_ROPE && nd->op != NNC_OP_TRANSPOSE &&
-          nd->op != NNC_OP_RESHAPE)
-        fail_msg("node %d (%s) writes a 12-head tensor", n,
-                 nnc_op_info_of(nd->op)->name);
+      bool heads12 = y->rank == 4 && nnc_dim_eq_const(y->shape[1], 12) && nnc_dim_eq_const(y->shape[3], 64);
+      if (heads12 && nd->op != NNC_OP_ROPE && nd->op != NNC_OP_TRANSPOSE && nd->op != NNC_OP_RESHAPE)
+        fail_msg("node %d (%s) writes a 12-head tensor", n, nnc_op_info_of(nd->op)->name);
     }
   }
   assert_int_equal(ropes, 2 * 12);
-  /* causal grouped-query attention is one attention kernel a layer (k and v
-   * read with head stride 0) */
+  /* causal grouped-query attention is one attention kernel a layer (k and v read with head stride 0) */
   int attn = 0;
-  for (int k = 0; k < m.s.nk; k++)
-    attn += m.s.k[k].kind == NNC_KERNEL_ATTENTION;
+  for (int k = 0; k < m.s.nk; k++) attn += m.s.k[k].kind == NNC_KERNEL_ATTENTION;
   assert_int_equal(attn, 12);
   model_free(&m);
 }
@@ -93,27 +82,22 @@ static void test_llama_default_params(void **state) {
  * copy): four copy kernels a layer, two ropes and two kv_appends. */
 static void test_llama_generate_in_place(void **state) {
   (void)state;
-  const char *d[] = {"layers=3", "d=48",      "heads=6", "kv_heads=2",
-                     "ffn=37",   "vocab=101", "ctx=24",  "batch=4"};
+  const char *d[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
   char path[512];
   snprintf(path, sizeof path, "%s/models/llama.lua", NNC_SOURCE_ROOT);
-  nnc_frontend_opts o = {
-      .path = path, .defines = d, .ndefines = 8, .generating = true};
+  nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = 8, .generating = true};
   nnc_error err = {0};
   model m;
   memset(&m, 0, sizeof m);
   nnc_graph_init(&m.g);
-  if (nnc_frontend_load(&o, &m.g, &err))
-    fail_msg("loading %s: %s", path, err.msg);
+  if (nnc_frontend_load(&o, &m.g, &err)) fail_msg("loading %s: %s", path, err.msg);
   nnc_schedule_init(&m.s, &m.g);
   m.scheduled = true;
-  if (nnc_compile_graph_for(&m.g, NULL, &m.s, &err))
-    fail_msg("compiling %s: %s", path, err.msg);
+  if (nnc_compile_graph_for(&m.g, NULL, &m.s, &err)) fail_msg("compiling %s: %s", path, err.msg);
   int attn = 0;
   for (int k = 0; k < m.s.nk; k++) {
     const nnc_kernel *kn = &m.s.k[k];
-    if (kn->kind != NNC_KERNEL_ATTENTION)
-      continue;
+    if (kn->kind != NNC_KERNEL_ATTENTION) continue;
     attn++;
     const nnc_attention_desc *a = &kn->d.attn;
     assert_true(a->causal && a->mask >= 0);
@@ -122,25 +106,20 @@ static void test_llama_generate_in_place(void **state) {
       const nnc_tensor *cache = &m.g.tensors[a->view[i].base];
       assert_int_equal(cache->kind, NNC_TENSOR_STATE);
       /* heads a capacity (24 rows of 8) apart */
-      assert_true(nnc_dim_eq_const(a->view[i].sh, 24 * 8) &&
-                  nnc_dim_eq_const(a->view[i].si, 8));
+      assert_true(nnc_dim_eq_const(a->view[i].sh, 24 * 8) && nnc_dim_eq_const(a->view[i].si, 8));
     }
-    assert_true(a->view[NNC_ATTN_OUT].on &&
-                nnc_dim_eq_const(a->view[NNC_ATTN_OUT].si, 48));
+    assert_true(a->view[NNC_ATTN_OUT].on && nnc_dim_eq_const(a->view[NNC_ATTN_OUT].si, 48));
   }
   assert_int_equal(attn, 3);
   int moves = 0, ropes = 0;
   for (int k = 0; k < m.s.nk; k++) {
     const nnc_kernel *kn = &m.s.k[k];
-    if (kn->kind != NNC_KERNEL_MOVE)
-      continue;
+    if (kn->kind != NNC_KERNEL_MOVE) continue;
     moves++;
-    if (m.g.nodes[kn->nodes[kn->nnodes - 1]].op != NNC_OP_ROPE)
-      continue;
+    if (m.g.nodes[kn->nodes[kn->nnodes - 1]].op != NNC_OP_ROPE) continue;
     ropes++;
     assert_true(kn->d.src.on);
-    assert_int_equal(m.g.nodes[m.g.tensors[kn->d.src.base].producer].op,
-                     NNC_OP_LINEAR);
+    assert_int_equal(m.g.nodes[m.g.tensors[kn->d.src.base].producer].op, NNC_OP_LINEAR);
   }
   assert_int_equal(ropes, 2 * 3);
   assert_int_equal(moves, 4 * 3);
@@ -154,41 +133,33 @@ static void test_llama_generate_in_place(void **state) {
 
 /* A --generate model compiled as for a target whose attention appends the
  * kv caches itself (attention_append: CUDA) or not (C SIMD, OpenCL). */
-static void load_generate_opts(model *m, const char *name, const char *const *d,
-                               int nd, const nnc_compile_opts *co);
+static void load_generate_opts(model *m, const char *name, const char *const *d, int nd, const nnc_compile_opts *co);
 
-static void load_generate(model *m, const char *name, const char *const *d,
-                          int nd, bool fold) {
+static void load_generate(model *m, const char *name, const char *const *d, int nd, bool fold) {
   nnc_compile_opts co = {.attention_append = fold};
   load_generate_opts(m, name, d, nd, &co);
 }
 
-static void load_generate_opts(model *m, const char *name, const char *const *d,
-                               int nd, const nnc_compile_opts *co) {
+static void load_generate_opts(model *m, const char *name, const char *const *d, int nd, const nnc_compile_opts *co) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
-  nnc_frontend_opts o = {
-      .path = path, .defines = d, .ndefines = nd, .generating = true};
+  nnc_frontend_opts o = {.path = path, .defines = d, .ndefines = nd, .generating = true};
   nnc_error err = {0};
   memset(m, 0, sizeof *m);
   nnc_graph_init(&m->g);
-  if (nnc_frontend_load(&o, &m->g, &err))
-    fail_msg("loading %s: %s", path, err.msg);
+  if (nnc_frontend_load(&o, &m->g, &err)) fail_msg("loading %s: %s", path, err.msg);
   nnc_schedule_init(&m->s, &m->g);
   m->scheduled = true;
-  if (nnc_compile_graph_for(&m->g, co, &m->s, &err))
-    fail_msg("compiling %s: %s", path, err.msg);
+  if (nnc_compile_graph_for(&m->g, co, &m->s, &err)) fail_msg("compiling %s: %s", path, err.msg);
 }
 
-/* How many kernels hold a kv_append node, and how many of those are attentions.
- */
+/* How many kernels hold a kv_append node, and how many of those are attentions. */
 static void count_appends(const model *m, int *kernels, int *in_attention) {
   *kernels = *in_attention = 0;
   for (int k = 0; k < m->s.nk; k++) {
     const nnc_kernel *kn = &m->s.k[k];
     bool has = false;
-    for (int i = 0; i < kn->nnodes; i++)
-      has |= m->g.nodes[kn->nodes[i]].op == NNC_OP_KV_APPEND;
+    for (int i = 0; i < kn->nnodes; i++) has |= m->g.nodes[kn->nodes[i]].op == NNC_OP_KV_APPEND;
     *kernels += has;
     *in_attention += has && kn->kind == NNC_KERNEL_ATTENTION;
   }
@@ -197,8 +168,7 @@ static void count_appends(const model *m, int *kernels, int *in_attention) {
 /* The float64 reference runs m's folded schedule at B = 3, T = 2 and S = 5
  * keys (of which T are new) to the graph's outputs and caches within 1e-12
  * (the same values up to the order of the fused kernels' sums). */
-static void schedule_equals_graph(const model *m, uint64_t seed,
-                                  const char *what) {
+static void schedule_equals_graph(const model *m, uint64_t seed, const char *what) {
   int64_t *sym = sizes(&m->g, 3, 2);
   int ss = nnc_graph_find_symbol(&m->g, "S");
   assert_true(ss >= 0);
@@ -208,24 +178,17 @@ static void schedule_equals_graph(const model *m, uint64_t seed,
   ref_setup(&graph, m, sym, seed);
   ref_setup(&sched, m, sym, seed);
   run_graph(&graph);
-  if (nnc_ref_run_schedule(&sched, &m->s, &err) != NNC_OK)
-    fail_msg("%s", err.msg);
+  if (nnc_ref_run_schedule(&sched, &m->s, &err) != NNC_OK) fail_msg("%s", err.msg);
   for (int o = 0; o < m->g.noutputs; o++) {
     int id = m->g.outputs[o].tensor;
-    double e = nnc_ref_rel_error(sched.val[id], graph.val[id],
-                                 nnc_ref_elems(&graph, id));
-    if (!(e <= 1e-12))
-      fail_msg("%s output %s: schedule vs graph rel error %g", what,
-               m->g.outputs[o].name, e);
+    double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+    if (!(e <= 1e-12)) fail_msg("%s output %s: schedule vs graph rel error %g", what, m->g.outputs[o].name, e);
   }
   for (int i = 0; i < m->g.nstates; i++) {
     int id = m->g.states[i];
     assert_non_null(sched.val[id]);
-    double e = nnc_ref_rel_error(sched.val[id], graph.val[id],
-                                 nnc_ref_elems(&graph, id));
-    if (!(e <= 1e-12))
-      fail_msg("%s cache %s: schedule vs graph rel error %g", what,
-               m->g.tensors[id].name, e);
+    double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
+    if (!(e <= 1e-12)) fail_msg("%s cache %s: schedule vs graph rel error %g", what, m->g.tensors[id].name, e);
   }
   nnc_ref_free(&sched);
   nnc_ref_free(&graph);
@@ -242,10 +205,8 @@ static void schedule_equals_graph(const model *m, uint64_t seed,
  * the same caches, at S = 5 keys of which T = 2 are new. */
 static void test_generate_append_folded(void **state) {
   (void)state;
-  const char *g2[] = {"layers=2",  "d=24",   "heads=3",
-                      "vocab=101", "ctx=16", "batch=3"};
-  const char *ll[] = {"layers=3", "d=48",      "heads=6", "kv_heads=2",
-                      "ffn=37",   "vocab=101", "ctx=24",  "batch=4"};
+  const char *g2[] = {"layers=2", "d=24", "heads=3", "vocab=101", "ctx=16", "batch=3"};
+  const char *ll[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
   const struct {
     const char *name;
     const char *const *d;
@@ -265,37 +226,28 @@ static void test_generate_append_folded(void **state) {
     assert_int_equal(folded.s.nk, plain.s.nk - 2 * cases[c].layers);
     for (int k = 0; k < folded.s.nk; k++) {
       const nnc_kernel *kn = &folded.s.k[k];
-      if (kn->kind != NNC_KERNEL_ATTENTION)
-        continue;
+      if (kn->kind != NNC_KERNEL_ATTENTION) continue;
       const nnc_attention_desc *a = &kn->d.attn;
       for (int i = 0; i < 2; i++) {
         assert_true(a->append[i].on && a->append[i].src.on);
         const nnc_node *n = &folded.g.nodes[a->append[i].node];
         assert_int_equal(n->op, NNC_OP_KV_APPEND);
-        assert_int_equal(
-            n->in[0],
-            a->view[NNC_ATTN_K + i].base); /* the cache the attention reads */
+        assert_int_equal(n->in[0], a->view[NNC_ATTN_K + i].base);   /* the cache the attention reads */
         assert_int_equal(folded.s.kernel_of_node[a->append[i].node], k);
         bool reads = false;
-        for (int j = 0; j < kn->nin; j++)
-          reads |= kn->in[j] == a->append[i].src.base;
+        for (int j = 0; j < kn->nin; j++) reads |= kn->in[j] == a->append[i].src.base;
         assert_true(reads);
-        nnc_op from =
-            folded.g.nodes[folded.g.tensors[a->append[i].src.base].producer].op;
-        if (c == 1 && i == 0)
-          assert_int_equal(from, NNC_OP_ROPE);
-        else
-          assert_int_equal(from, NNC_OP_LINEAR);
+        nnc_op from = folded.g.nodes[folded.g.tensors[a->append[i].src.base].producer].op;
+        if (c == 1 && i == 0) assert_int_equal(from, NNC_OP_ROPE);
+        else assert_int_equal(from, NNC_OP_LINEAR);
       }
     }
     for (int t = 0; t < folded.g.ntensors; t++) {
       int p = folded.g.tensors[t].producer;
-      if (p >= 0 && !folded.g.nodes[p].dead &&
-          folded.g.nodes[p].op == NNC_OP_KV_APPEND)
+      if (p >= 0 && !folded.g.nodes[p].dead && folded.g.nodes[p].op == NNC_OP_KV_APPEND)
         assert_int_equal(folded.s.plan.buf[t].storage, NNC_STORE_NONE);
     }
-    if (c == 0)
-      schedule_equals_graph(&folded, 7, "gpt2");
+    if (c == 0) schedule_equals_graph(&folded, 7, "gpt2");
     model_free(&folded);
     model_free(&plain);
   }
@@ -307,8 +259,7 @@ static void count_ropes(const model *m, int *kernels, int *in_attention) {
   for (int k = 0; k < m->s.nk; k++) {
     const nnc_kernel *kn = &m->s.k[k];
     int n = 0;
-    for (int i = 0; i < kn->nnodes; i++)
-      n += m->g.nodes[kn->nodes[i]].op == NNC_OP_ROPE;
+    for (int i = 0; i < kn->nnodes; i++) n += m->g.nodes[kn->nodes[i]].op == NNC_OP_ROPE;
     *kernels += kn->kind != NNC_KERNEL_ATTENTION && n > 0;
     *in_attention += kn->kind == NNC_KERNEL_ATTENTION ? n : 0;
   }
@@ -325,18 +276,15 @@ static void count_ropes(const model *m, int *kernels, int *in_attention) {
  * S = 5 keys of which T = 2 are new, positions and padding as drawn. */
 static void test_generate_rope_folded(void **state) {
   (void)state;
-  const char *gqa[] = {"layers=3", "d=48",      "heads=6", "kv_heads=2",
-                       "ffn=37",   "vocab=101", "ctx=24",  "batch=4"};
-  const char *mqa[] = {"layers=2", "d=48",      "heads=6", "kv_heads=1",
-                       "ffn=37",   "vocab=101", "ctx=24",  "batch=4"};
+  const char *gqa[] = {"layers=3", "d=48", "heads=6", "kv_heads=2", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
+  const char *mqa[] = {"layers=2", "d=48", "heads=6", "kv_heads=1", "ffn=37", "vocab=101", "ctx=24", "batch=4"};
   const struct {
     const char *const *d;
-    int layers, fewer; /* kernels fewer a layer */
+    int layers, fewer;   /* kernels fewer a layer */
   } cases[] = {{gqa, 3, 3}, {mqa, 2, 3}};
   for (int c = 0; c < 2; c++) {
     model plain, folded;
-    nnc_compile_opts po = {.attention_append = true},
-                     fo = {.attention_append = true, .attention_rope = true};
+    nnc_compile_opts po = {.attention_append = true}, fo = {.attention_append = true, .attention_rope = true};
     load_generate_opts(&plain, "llama", cases[c].d, 8, &po);
     load_generate_opts(&folded, "llama", cases[c].d, 8, &fo);
     int kernels, in_attn;
@@ -344,16 +292,13 @@ static void test_generate_rope_folded(void **state) {
     assert_int_equal(kernels, 2 * cases[c].layers);
     assert_int_equal(in_attn, 0);
     count_ropes(&folded, &kernels, &in_attn);
-    if (kernels)
-      fail_msg("case %d: %d rope kernels left", c, kernels);
+    if (kernels) fail_msg("case %d: %d rope kernels left", c, kernels);
     assert_int_equal(in_attn, 2 * cases[c].layers);
     if (folded.s.nk != plain.s.nk - cases[c].fewer * cases[c].layers)
-      fail_msg("case %d: %d kernels folded, %d plain", c, folded.s.nk,
-               plain.s.nk);
+      fail_msg("case %d: %d kernels folded, %d plain", c, folded.s.nk, plain.s.nk);
     for (int k = 0; k < folded.s.nk; k++) {
       const nnc_kernel *kn = &folded.s.k[k];
-      if (kn->kind != NNC_KERNEL_ATTENTION)
-        continue;
+      if (kn->kind != NNC_KERNEL_ATTENTION) continue;
       const nnc_attention_desc *a = &kn->d.attn;
       for (int i = 0; i < 2; i++) {
         assert_true(a->rope[i].on && a->rope[i].src.on);
@@ -363,8 +308,7 @@ static void test_generate_rope_folded(void **state) {
         int from = folded.g.tensors[a->rope[i].src.base].producer;
         assert_int_equal(folded.g.nodes[from].op, NNC_OP_LINEAR);
         bool reads = false;
-        for (int j = 0; j < kn->nin; j++)
-          reads |= kn->in[j] == a->rope[i].src.base;
+        for (int j = 0; j < kn->nin; j++) reads |= kn->in[j] == a->rope[i].src.base;
         assert_true(reads);
         int y = folded.g.nodes[a->rope[i].node].out[0];
         assert_int_equal(folded.s.plan.buf[y].storage, NNC_STORE_NONE);
