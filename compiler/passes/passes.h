@@ -47,6 +47,17 @@ nnc_status nnc_pass_layout(nnc_graph *g, bool weights_at_load, int *cancelled, n
  * *permuted counts them. */
 nnc_status nnc_pass_layout_flatten(nnc_graph *g, int *permuted, nnc_error *err);
 
+/* Moves the nodes appended from index `from` on to the front of the node
+ * array (casts of inputs, which must run before every reader). Node ids live
+ * only in tensors' producer fields here (passes after build the rest). */
+nnc_status nnc_pass_nodes_to_front(nnc_graph *g, int from, nnc_error *err);
+
+/* A padding mask that is a graph input (or parameter) read by two or more
+ * padding_masks of another dtype is cast to that dtype once, in front of the
+ * graph, and they read the cast (mask_cast.c); *cast counts the casts.
+ * Target-independent; runs before nnc_pass_cse. */
+nnc_status nnc_pass_mask_cast(nnc_graph *g, int *cast, nnc_error *err);
+
 /* Dead-code elimination: nodes none of whose outputs reach a graph output are
  * marked dead. */
 nnc_status nnc_pass_dce(nnc_graph *g, int *removed, nnc_error *err);
@@ -100,6 +111,10 @@ const char *nnc_quantize_name(nnc_quantize q);
  * are the ones the kernels have (a weight that layout_flatten permutes stays
  * f32). */
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err);
+/* The same for --precision=fp8 (NNC_QUANTIZE_FP8), with any_n: the
+ * target's FP8 GEMMs write output rows of any N (nnc_emit_fp8_any_n), so
+ * only K must be a multiple of 16. */
+nnc_status nnc_pass_quantize_fp8(nnc_graph *g, bool any_n, int *count, nnc_error *err);
 
 /* --train: appends the backward graph (reverse-mode autodiff, one rule per
  * op in autodiff_rules.c) and makes the outputs the loss and a gradient per

@@ -10,9 +10,10 @@ nnc_status nnc_compile_graph_for(nnc_graph *g, const nnc_compile_opts *o, nnc_sc
   if (!s->g && s->nk == 0) nnc_schedule_init(s, g);
   if (s->g != g)
     return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "compile: the schedule was set up for another graph");
-  int merged = 0, removed = 0, cancelled = 0;
+  int merged = 0, removed = 0, cancelled = 0, masks = 0;
   nnc_status st = nnc_pass_check(g, err);
   if (!st) st = nnc_pass_layout(g, o && o->hoist_weights, &cancelled, err);
+  if (!st) st = nnc_pass_mask_cast(g, &masks, err);
   if (!st) st = nnc_pass_cse(g, &merged, err);
   if (!st) st = nnc_pass_dce(g, &removed, err);
   if (!st) st = nnc_pass_fuse(g, o, s, err);

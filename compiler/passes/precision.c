@@ -17,10 +17,7 @@
 #include "passes.h"
 #include "precision_internal.h"
 
-/* Moves the nodes appended from index `from` on to the front of the node
- * array: the casts of inputs must run before every reader. Node ids live only
- * in tensors' producer fields (passes after this one build the rest). */
-static nnc_status move_to_front(nnc_graph *g, int from, nnc_error *err) {
+nnc_status nnc_pass_nodes_to_front(nnc_graph *g, int from, nnc_error *err) {
   int n = g->nnodes, moved = n - from;
   if (moved <= 0 || from == 0) return NNC_OK;
   nnc_node *tmp = malloc((size_t)n * sizeof *tmp);
@@ -102,7 +99,7 @@ static nnc_status cast_loss_scale(nnc_graph *g, int mul, int scale, nnc_error *e
   for (int n = 0; !st && n < first_new; n++)
     for (int j = 0; j < g->nodes[n].nin; j++)
       if (g->nodes[n].in[j] == scale) g->nodes[n].in[j] = cast;
-  return st ? st : move_to_front(g, first_new, err);
+  return st ? st : nnc_pass_nodes_to_front(g, first_new, err);
 }
 
 nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *err) {
@@ -144,8 +141,8 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
       for (int j = 0; j < g->nodes[n].nin; j++)
         if (g->nodes[n].in[j] == in) g->nodes[n].in[j] = cast;
   }
-  nnc_status st = move_to_front(g, first_new, err);
-  /* move_to_front moved the seed's multiplication with the rest */
+  nnc_status st = nnc_pass_nodes_to_front(g, first_new, err);
+  /* nnc_pass_nodes_to_front moved the seed's multiplication with the rest */
   if (!st && mul >= 0) st = cast_loss_scale(g, seed_mul(g, &scale), scale, err);
   /* inference carries the storage dtype to every value */
   if (!st) st = nnc_pass_check(g, err);

@@ -12,7 +12,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <cmocka.h>
 
 #include <math.h>
@@ -24,25 +23,20 @@
 
 /* ---------------------------------------------------------------- mlp */
 
-static void mlp_by_hand(const model *m, int64_t b, int64_t pixels, int64_t h1,
-                        int64_t h2, int64_t classes, uint64_t seed) {
+static void mlp_by_hand(const model *m, int64_t b, int64_t pixels, int64_t h1, int64_t h2,
+                        int64_t classes, uint64_t seed) {
   int64_t *sym = sizes(&m->g, b, 1);
   nnc_ref r;
   ref_setup(&r, m, sym, seed);
   run_graph(&r);
   const double *x = r.val[input_id(&m->g, "image")];
   double *a = vec(b * h1), *c = vec(b * h2), *y = vec(b * classes);
-  dense(x, b, pixels, pval(&r, "fc1.weight"), pval(&r, "fc1.bias"), h1, false,
-        a);
-  for (int64_t i = 0; i < b * h1; i++)
-    a[i] = fmax(a[i], 0.0);
+  dense(x, b, pixels, pval(&r, "fc1.weight"), pval(&r, "fc1.bias"), h1, false, a);
+  for (int64_t i = 0; i < b * h1; i++) a[i] = fmax(a[i], 0.0);
   dense(a, b, h1, pval(&r, "fc2.weight"), pval(&r, "fc2.bias"), h2, false, c);
-  for (int64_t i = 0; i < b * h2; i++)
-    c[i] = fmax(c[i], 0.0);
-  dense(c, b, h2, pval(&r, "out.weight"), pval(&r, "out.bias"), classes, false,
-        y);
-  check_close(r.val[output_id(&m->g, "logits")], y, b * classes, 1e-12,
-              "mlp logits");
+  for (int64_t i = 0; i < b * h2; i++) c[i] = fmax(c[i], 0.0);
+  dense(c, b, h2, pval(&r, "out.weight"), pval(&r, "out.bias"), classes, false, y);
+  check_close(r.val[output_id(&m->g, "logits")], y, b * classes, 1e-12, "mlp logits");
   free(a), free(c), free(y);
   nnc_ref_free(&r);
   free(sym);
@@ -63,10 +57,8 @@ static void test_mlp_default(void **state) {
   free(l.e);
   assert_int_equal(m.g.ninputs, 1);
   assert_int_equal(m.g.noutputs, 1);
-  check_shape(&m.g, input_id(&m.g, "image"), NNC_F32, 2,
-              (dimspec[]){{"B", 0}, {NULL, 784}});
-  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 2,
-              (dimspec[]){{"B", 0}, {NULL, 10}});
+  check_shape(&m.g, input_id(&m.g, "image"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 784}});
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 10}});
   assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 256);
   check_schedule(&m, 3, 1);
   mlp_by_hand(&m, 3, 784, 512, 256, 10, 7);
@@ -76,23 +68,19 @@ static void test_mlp_default(void **state) {
 
 static void test_mlp_small(void **state) {
   (void)state;
-  static const char *const defs[] = {"pixels=29", "hidden1=17", "hidden2=13",
-                                     "classes=7", "batch=9"};
+  static const char *const defs[] = {"pixels=29", "hidden1=17", "hidden2=13", "classes=7", "batch=9"};
   model m;
   load_model(&m, "mlp", defs, 5);
   assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 9);
-  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 2,
-              (dimspec[]){{"B", 0}, {NULL, 7}});
+  check_shape(&m.g, output_id(&m.g, "logits"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 7}});
   check_schedule(&m, 3, 1);
   check_schedule(&m, 9, 1);
-  for (uint64_t seed = 11; seed <= 13; seed++)
-    mlp_by_hand(&m, 5, 29, 17, 13, 7, seed);
+  for (uint64_t seed = 11; seed <= 13; seed++) mlp_by_hand(&m, 5, 29, 17, 13, 7, seed);
   model_free(&m);
 }
 
-static void bert_expect(expect_list *l, int layers, int64_t hidden,
-                        int64_t inter, int64_t vocab, int64_t positions,
-                        int64_t types) {
+static void bert_expect(expect_list *l, int layers, int64_t hidden, int64_t inter, int64_t vocab,
+                        int64_t positions, int64_t types) {
   want(l, 2, vocab, hidden, "embeddings.word_embeddings.weight");
   want(l, 2, positions, hidden, "embeddings.position_embeddings.weight");
   want(l, 2, types, hidden, "embeddings.token_type_embeddings.weight");
@@ -101,18 +89,13 @@ static void bert_expect(expect_list *l, int layers, int64_t hidden,
   for (int i = 0; i < layers; i++) {
     static const char *const qkv[] = {"query", "key", "value"};
     for (int j = 0; j < 3; j++) {
-      want(l, 2, hidden, hidden, "encoder.layer.%d.attention.self.%s.weight", i,
-           qkv[j]);
-      want(l, 1, hidden, 0, "encoder.layer.%d.attention.self.%s.bias", i,
-           qkv[j]);
+      want(l, 2, hidden, hidden, "encoder.layer.%d.attention.self.%s.weight", i, qkv[j]);
+      want(l, 1, hidden, 0, "encoder.layer.%d.attention.self.%s.bias", i, qkv[j]);
     }
-    want(l, 2, hidden, hidden, "encoder.layer.%d.attention.output.dense.weight",
-         i);
+    want(l, 2, hidden, hidden, "encoder.layer.%d.attention.output.dense.weight", i);
     want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.dense.bias", i);
-    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.LayerNorm.weight",
-         i);
-    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.LayerNorm.bias",
-         i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.LayerNorm.weight", i);
+    want(l, 1, hidden, 0, "encoder.layer.%d.attention.output.LayerNorm.bias", i);
     want(l, 2, inter, hidden, "encoder.layer.%d.intermediate.dense.weight", i);
     want(l, 1, inter, 0, "encoder.layer.%d.intermediate.dense.bias", i);
     want(l, 2, hidden, inter, "encoder.layer.%d.output.dense.weight", i);
@@ -122,11 +105,11 @@ static void bert_expect(expect_list *l, int layers, int64_t hidden,
   }
 }
 
+
 /* --------------------------------------------------------------- bert */
 
-static const char *const bert_small[] = {
-    "layers=2", "hidden=15",    "heads=3", "intermediate=37",
-    "vocab=53", "positions=29", "batch=5", "seq=19"};
+static const char *const bert_small[] = {"layers=2", "hidden=15", "heads=3", "intermediate=37",
+                                         "vocab=53", "positions=29", "batch=5", "seq=19"};
 
 static void test_bert_default_params(void **state) {
   (void)state;
@@ -138,21 +121,39 @@ static void test_bert_default_params(void **state) {
   check_params(&m.g, &l);
   free(l.e);
   assert_int_equal(m.g.ninputs, 3);
-  static const char *const ins[] = {"input_ids", "token_type_ids",
-                                    "attention_mask"};
+  static const char *const ins[] = {"input_ids", "token_type_ids", "attention_mask"};
   for (int i = 0; i < 3; i++) {
     assert_string_equal(m.g.tensors[m.g.inputs[i]].name, ins[i]);
-    check_shape(&m.g, m.g.inputs[i], NNC_I32, 2,
-                (dimspec[]){{"B", 0}, {"T", 0}});
+    check_shape(&m.g, m.g.inputs[i], NNC_I32, 2, (dimspec[]){{"B", 0}, {"T", 0}});
   }
   assert_int_equal(m.g.noutputs, 2);
   check_shape(&m.g, output_id(&m.g, "last_hidden_state"), NNC_F32, 3,
               (dimspec[]){{"B", 0}, {"T", 0}, {NULL, 384}});
-  check_shape(&m.g, output_id(&m.g, "sentence_embedding"), NNC_F32, 2,
-              (dimspec[]){{"B", 0}, {NULL, 384}});
+  check_shape(&m.g, output_id(&m.g, "sentence_embedding"), NNC_F32, 2, (dimspec[]){{"B", 0}, {NULL, 384}});
   assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "B")].max, 32);
   assert_int_equal(m.g.syms[nnc_graph_find_symbol(&m.g, "T")].max, 128);
   model_free(&m);
+}
+
+/* mask_cast.c: every attention reads one cast of the i32 attention_mask
+ * input to its scores' dtype, made once, not the input itself (which each
+ * attention kernel would convert again). */
+static void check_mask_cast_once(const model *m) {
+  int mask = input_id(&m->g, "attention_mask"), cast = -1, nattn = 0;
+  for (int k = 0; k < m->s.nk; k++) {
+    const nnc_kernel *kn = &m->s.k[k];
+    if (kn->kind != NNC_KERNEL_ATTENTION) continue;
+    nattn++;
+    int t = kn->d.attn.mask;
+    assert_true(t >= 0 && t != mask);
+    const nnc_node *p = &m->g.nodes[m->g.tensors[t].producer];
+    assert_int_equal(p->op, NNC_OP_CAST);
+    assert_int_equal(p->in[0], mask);
+    assert_int_equal(m->g.tensors[t].dtype, m->g.tensors[kn->d.attn.q].dtype);
+    if (cast < 0) cast = t;
+    assert_int_equal(t, cast);
+  }
+  assert_true(nattn >= 2);
 }
 
 static void test_bert_small(void **state) {
@@ -166,15 +167,15 @@ static void test_bert_small(void **state) {
   check_schedule(&m, 3, 13);
   check_schedule(&m, 5, 19);
   check_schedule(&m, 1, 1);
-  check_heads_folded(&m, 1, false,
-                     15); /* the one move left: the position rows */
+  check_heads_folded(&m, 1, false, 15);   /* the one move left: the position rows */
+  check_mask_cast_once(&m);
   model_free(&m);
 }
 
 /* One post-norm BERT layer and the masked mean pooling, at hidden, heads,
  * inter; batch b, T. */
-static void bert_by_hand(const model *m, int64_t b, int64_t T, int64_t hid,
-                         int64_t heads, int64_t inter, uint64_t seed) {
+static void bert_by_hand(const model *m, int64_t b, int64_t T, int64_t hid, int64_t heads, int64_t inter,
+                         uint64_t seed) {
   int64_t *sym = sizes(&m->g, b, T);
   nnc_ref r;
   ref_setup(&r, m, sym, seed);
@@ -186,73 +187,61 @@ static void bert_by_hand(const model *m, int64_t b, int64_t T, int64_t hid,
   const double *pe = pval(&r, "embeddings.position_embeddings.weight");
   const double *te = pval(&r, "embeddings.token_type_embeddings.weight");
   int64_t rows = b * T;
-  double *x = vec(rows * hid), *q = vec(rows * hid), *k = vec(rows * hid),
-         *v = vec(rows * hid);
-  double *y = vec(rows * hid), *a = vec(rows * hid), *f = vec(rows * inter),
-         *pool = vec(b * hid);
+  double *x = vec(rows * hid), *q = vec(rows * hid), *k = vec(rows * hid), *v = vec(rows * hid);
+  double *y = vec(rows * hid), *a = vec(rows * hid), *f = vec(rows * inter), *pool = vec(b * hid);
   for (int64_t bt = 0; bt < rows; bt++) {
     int64_t w = (int64_t)ids[bt], s = (int64_t)types[bt], t = bt % T;
     assert_true(s == 0 || s == 1);
-    for (int64_t c = 0; c < hid; c++)
-      a[bt * hid + c] = we[w * hid + c] + pe[t * hid + c] + te[s * hid + c];
+    for (int64_t c = 0; c < hid; c++) a[bt * hid + c] = we[w * hid + c] + pe[t * hid + c] + te[s * hid + c];
   }
-  layer_norm(a, rows, hid, pval(&r, "embeddings.LayerNorm.weight"),
-             pval(&r, "embeddings.LayerNorm.bias"), 1e-12, x);
+  layer_norm(a, rows, hid, pval(&r, "embeddings.LayerNorm.weight"), pval(&r, "embeddings.LayerNorm.bias"),
+             1e-12, x);
   const char *p = "encoder.layer.0";
-  dense(x, rows, hid, pval(&r, "%s.attention.self.query.weight", p),
-        pval(&r, "%s.attention.self.query.bias", p), hid, false, q);
-  dense(x, rows, hid, pval(&r, "%s.attention.self.key.weight", p),
-        pval(&r, "%s.attention.self.key.bias", p), hid, false, k);
-  dense(x, rows, hid, pval(&r, "%s.attention.self.value.weight", p),
-        pval(&r, "%s.attention.self.value.bias", p), hid, false, v);
+  dense(x, rows, hid, pval(&r, "%s.attention.self.query.weight", p), pval(&r, "%s.attention.self.query.bias", p),
+        hid, false, q);
+  dense(x, rows, hid, pval(&r, "%s.attention.self.key.weight", p), pval(&r, "%s.attention.self.key.bias", p),
+        hid, false, k);
+  dense(x, rows, hid, pval(&r, "%s.attention.self.value.weight", p), pval(&r, "%s.attention.self.value.bias", p),
+        hid, false, v);
   attend(q, k, v, hid, b, T, heads, hid / heads, false, mask, y);
   dense(y, rows, hid, pval(&r, "%s.attention.output.dense.weight", p),
         pval(&r, "%s.attention.output.dense.bias", p), hid, false, a);
-  for (int64_t i = 0; i < rows * hid; i++)
-    a[i] += x[i];
+  for (int64_t i = 0; i < rows * hid; i++) a[i] += x[i];
   layer_norm(a, rows, hid, pval(&r, "%s.attention.output.LayerNorm.weight", p),
              pval(&r, "%s.attention.output.LayerNorm.bias", p), 1e-12, x);
-  dense(x, rows, hid, pval(&r, "%s.intermediate.dense.weight", p),
-        pval(&r, "%s.intermediate.dense.bias", p), inter, false, f);
-  for (int64_t i = 0; i < rows * inter; i++)
-    f[i] = 0.5 * f[i] * (1.0 + erf(f[i] / sqrt(2.0)));
-  dense(f, rows, inter, pval(&r, "%s.output.dense.weight", p),
-        pval(&r, "%s.output.dense.bias", p), hid, false, a);
-  for (int64_t i = 0; i < rows * hid; i++)
-    a[i] += x[i];
-  layer_norm(a, rows, hid, pval(&r, "%s.output.LayerNorm.weight", p),
-             pval(&r, "%s.output.LayerNorm.bias", p), 1e-12, x);
+  dense(x, rows, hid, pval(&r, "%s.intermediate.dense.weight", p), pval(&r, "%s.intermediate.dense.bias", p),
+        inter, false, f);
+  for (int64_t i = 0; i < rows * inter; i++) f[i] = 0.5 * f[i] * (1.0 + erf(f[i] / sqrt(2.0)));
+  dense(f, rows, inter, pval(&r, "%s.output.dense.weight", p), pval(&r, "%s.output.dense.bias", p), hid, false,
+        a);
+  for (int64_t i = 0; i < rows * hid; i++) a[i] += x[i];
+  layer_norm(a, rows, hid, pval(&r, "%s.output.LayerNorm.weight", p), pval(&r, "%s.output.LayerNorm.bias", p),
+             1e-12, x);
   for (int64_t bi = 0; bi < b; bi++) {
     double n = 0;
-    for (int64_t t = 0; t < T; t++)
-      n += mask[bi * T + t];
+    for (int64_t t = 0; t < T; t++) n += mask[bi * T + t];
     assert_true(n >= 1);
     for (int64_t c = 0; c < hid; c++) {
       double s = 0;
-      for (int64_t t = 0; t < T; t++)
-        s += x[(bi * T + t) * hid + c] * mask[bi * T + t];
+      for (int64_t t = 0; t < T; t++) s += x[(bi * T + t) * hid + c] * mask[bi * T + t];
       pool[bi * hid + c] = s / n;
     }
   }
-  check_close(r.val[output_id(&m->g, "last_hidden_state")], x, rows * hid,
-              1e-10, "bert last_hidden_state");
-  check_close(r.val[output_id(&m->g, "sentence_embedding")], pool, b * hid,
-              1e-10, "bert sentence_embedding");
+  check_close(r.val[output_id(&m->g, "last_hidden_state")], x, rows * hid, 1e-10, "bert last_hidden_state");
+  check_close(r.val[output_id(&m->g, "sentence_embedding")], pool, b * hid, 1e-10, "bert sentence_embedding");
   free(x), free(q), free(k), free(v), free(y), free(a), free(f), free(pool);
   nnc_ref_free(&r);
   free(sym);
 }
 
 /* The random mask has padding somewhere, or the masked path is untested. */
-static void check_mask_has_padding(const model *m, int64_t b, int64_t T,
-                                   uint64_t seed) {
+static void check_mask_has_padding(const model *m, int64_t b, int64_t T, uint64_t seed) {
   int64_t *sym = sizes(&m->g, b, T);
   nnc_ref r;
   ref_setup(&r, m, sym, seed);
   const double *mask = r.val[input_id(&m->g, "attention_mask")];
   int zeros = 0;
-  for (int64_t i = 0; i < b * T; i++)
-    zeros += mask[i] == 0;
+  for (int64_t i = 0; i < b * T; i++) zeros += mask[i] == 0;
   assert_true(zeros > 0);
   nnc_ref_free(&r);
   free(sym);
@@ -260,9 +249,8 @@ static void check_mask_has_padding(const model *m, int64_t b, int64_t T,
 
 static void test_bert_one_layer_by_hand(void **state) {
   (void)state;
-  static const char *const defs[] = {
-      "layers=1", "hidden=15",    "heads=3", "intermediate=37",
-      "vocab=53", "positions=29", "batch=5", "seq=19"};
+  static const char *const defs[] = {"layers=1", "hidden=15", "heads=3", "intermediate=37",
+                                     "vocab=53", "positions=29", "batch=5", "seq=19"};
   model m;
   load_model(&m, "bert", defs, 8);
   check_mask_has_padding(&m, 3, 13, 5);
