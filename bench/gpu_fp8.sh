@@ -3,12 +3,17 @@
 #
 # Here (with Lua and nnc):   NNC=build/h-fp8/compiler/nnc bash bench/gpu_fp8.sh generate
 #   small GPT-2 and BERT fp8 folders (cuda-sm90a), and GPT-2 124M at B=8
-#   T=1024 in bf16 and fp8 (cuda-sm90a), into build/gpu_fp8/.
+#   T=1024 in bf16 and fp8 (cuda-sm90a), into build/gpu_fp8/; with
+#   NNC_BASE=<an nnc built from another commit>, that nnc's fp8 GPT-2 124M
+#   too (gpt2_fp8_base: checked and timed beside, the same run's before).
 # On the GPU machine:        bash bench/gpu_fp8.sh run
-#   1. tests/gpu/test_fp8.cu built and run with --time: the e4m3 kernels bit
-#      for bit against runtime/half.c, the FP8 GEMM both ways (cuBLASLt with
-#      row/channel scale vectors, the fallback) against float64, and
-#      GPT-2's c_fc (8192 x 3072 x 768) FP8 against bf16 cuBLASLt;
+#   1. tests/gpu/test_fp8.cu built (sm_90a: with nnc's wgmma FP8 GEMM) and
+#      run with --time: the e4m3 kernels bit for bit against runtime/half.c,
+#      the FP8 GEMM every way (cuBLASLt with row/channel scale vectors, the
+#      fallback, our kernel) against float64, our kernel alone at odd sizes
+#      with every epilogue and output type, and GPT-2's GEMMs at B=8 T=1024
+#      (head, c_attn, c_proj, c_fc, mlp.c_proj): ours against cuBLASLt FP8
+#      and bf16; then its --small cases under compute-sanitizer memcheck;
 #   2. every folder built; the small ones' bench --check at odd sizes, one
 #      under compute-sanitizer memcheck; the small GPT-2 also with weights
 #      from `nnc weights` as they are (each row's scale) and as `nnc
@@ -22,7 +27,11 @@
 #      the float model's float64 reference at B=1 T=CHECK_T (max relative
 #      error, cosine, top-1), then B=8 T=1024 timed (CUDA graphs on, the
 #      default) in ROUNDS alternating rounds: the median of the rounds'
-#      medians, in ms and tokens/s; one profiled fp8 run a logits type;
+#      medians, in ms and tokens/s; fp8_own: the fp8 folder built with
+#      -DNNC_FP8_OWN_ALL=1 (our kernel for every FP8 GEMM, not only where
+#      cuBLASLt has none); _cal: timed with fixed activation scales
+#      (input_scale 4/448 for every matrix: timing only), where c_fc writes
+#      mlp.c_proj's A as e4m3; per-kernel profiles of the fp8 runs;
 #   4. torch.compile's MODES on the same GPT-2 (bench/gpu_peers.py, bf16,
 #      random weights from the manifest), unless PEERS=0.
 # Prints one table last, also in $OUT/table.txt; logs in $OUT (or
@@ -53,6 +62,11 @@ generate() {
     "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=$p --outputs=storage -D batch=8 \
       -o "$G/gpt2_${p}_st" || exit 1
   done
+  # the same sources, built with our FP8 GEMM for every GEMM (run's NNC_FP8_OWN_ALL=1)
+  cp -r "$G/gpt2_fp8" "$G/gpt2_fp8_own"
+  if [ -n "${NNC_BASE:-}" ]; then
+    "$NNC_BASE" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=fp8 -D batch=8 -o "$G/gpt2_fp8_base" || exit 1
+  fi
   # static activation scales: random weights, calibrated on 3 x 17 ids
   # shellcheck disable=SC2086
   "$nnc" weights "$ROOT/models/gpt2.lua" $GSMALL -o "$G/w_small.safetensors" || exit 1
@@ -85,7 +99,9 @@ run() {
   mkdir -p "$out"
   : > "$out/checks.txt"
   # 1. the kernels alone
-  (nvcc -std=c++17 -O3 -gencode arch=compute_${ARCH#sm_},code=$ARCH -I"$ROOT/templates/cuda" -I"$ROOT/tests/gpu" -I"$ROOT" \
+  local a90
+  a90=$([ "$ARCH" = sm_90a ] && echo -DNNC_CUDA_SM90A)
+  (nvcc -std=c++17 -O3 -gencode arch=compute_${ARCH#sm_},code=$ARCH $a90 -I"$ROOT/templates/cuda" -I"$ROOT/tests/gpu" -I"$ROOT" \
      -I"$ROOT/runtime" -I"$ROOT/runtime/cuda" -o "$G/test_fp8" "$ROOT/tests/gpu/test_fp8.cu" "$ROOT"/runtime/status.c \
      "$ROOT"/runtime/half.c "$ROOT"/runtime/cuda/{status,device,alloc,host,stream,gemm,peaks}.c -lcublasLt \
      > "$out/make_test_fp8.log" 2>&1 && "$G/test_fp8" --time > "$out/test_fp8.log" 2>&1; echo "test_fp8 rc=$?" >> "$out/checks.txt") &
@@ -95,9 +111,15 @@ run() {
   for d in gpt2_small_fp8 gpt2_small_fp8_st gpt2_bf16 gpt2_fp8 gpt2_bf16_st gpt2_fp8_st; do
     (make -s -C "$G/$d" -j6 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_gpt2 > "$out/make_$d.log" 2>&1 || echo "build $d failed" >> "$out/checks.txt") &
   done
+  [ -d "$G/gpt2_fp8_base" ] && (make -s -C "$G/gpt2_fp8_base" -j6 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_gpt2 \
+    > "$out/make_gpt2_fp8_base.log" 2>&1 || echo "build gpt2_fp8_base failed" >> "$out/checks.txt") &
+  (make -s -C "$G/gpt2_fp8_own" -j6 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" NVCCFLAGS="-O3 -DNNC_FP8_OWN_ALL=1" \
+     bench_gpt2 > "$out/make_gpt2_fp8_own.log" 2>&1 || echo "build gpt2_fp8_own failed" >> "$out/checks.txt") &
   (make -s -C "$G/bert_small_fp8" -j4 ARCH="-gencode arch=compute_${ARCH#sm_},code=$ARCH" bench_bert > "$out/make_bert_small_fp8.log" 2>&1 ||
      echo "build bert_small_fp8 failed" >> "$out/checks.txt") &
   wait
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/test_fp8" --small > "$out/memcheck_test_fp8.log" 2>&1
+  echo "memcheck test_fp8 --small rc=$?" >> "$out/checks.txt"
   "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 --runs 3 --no-peaks > "$out/check_gpt2_small_fp8.log" 2>&1
   echo "gpt2_small_fp8 check rc=$?" >> "$out/checks.txt"
   "$G/gpt2_small_fp8_st/bench_gpt2" --check -d B=3 -d T=17 --runs 3 --no-peaks > "$out/check_gpt2_small_fp8_st.log" 2>&1
@@ -114,19 +136,44 @@ run() {
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 \
     --runs 1 --warmup 0 --no-peaks --cuda-graphs off > "$out/memcheck_gpt2_small_fp8.log" 2>&1
   echo "memcheck gpt2_small_fp8 rc=$?" >> "$out/checks.txt"
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 \
+    --weights "$G/w_small_cal.safetensors" --runs 1 --warmup 0 --no-peaks --cuda-graphs off \
+    > "$out/memcheck_gpt2_small_fp8_cal.log" 2>&1
+  echo "memcheck gpt2_small_fp8 (calibrated: c_fc writing e4m3) rc=$?" >> "$out/checks.txt"
   # 3. GPT-2 124M: accuracy, then speed
-  local variants="bf16 fp8 bf16_st fp8_st"
+  local variants="bf16 fp8 bf16_st fp8_st fp8_own"
+  [ -d "$G/gpt2_fp8_base" ] && variants="$variants fp8_base"
   for p in $variants; do
     "$G/gpt2_$p/bench_gpt2" --check -d B=1 -d T="$CHECK_T" --runs 1 --warmup 0 --no-peaks > "$out/check_gpt2_$p.log" 2>&1
     echo "gpt2_$p check rc=$?" >> "$out/checks.txt"
   done
-  for p in $variants; do : > "$out/t_$p.txt"; done
+  # fixed activation scales (as nnc calibrate writes them) for timing only: random weights like
+  # PyTorch's init and input_scale 4/448 for every matrix (the folder reads those of its e4m3
+  # weights): c_fc then writes mlp.c_proj's A as e4m3 itself
+  python3 - "$G/gpt2_fp8/weights_manifest.json" "$out/w_cal.safetensors" <<'EOF'
+import json, sys, torch
+from safetensors.torch import save_file
+man = json.load(open(sys.argv[1]))
+g = torch.Generator().manual_seed(0)
+w = {t["name"]: (torch.randn(t["shape"], generator=g) * 0.02).float() for t in man["tensors"]}
+w.update({n + ".input_scale": torch.tensor([4.0 / 448]) for n, t in list(w.items()) if t.dim() == 2})
+save_file(w, sys.argv[2])
+EOF
+  timed() {   # VARIANT ARGS...: its folder, and the fixed-scale weights for *_cal
+    case $1 in
+      *_cal) "$G/gpt2_${1%_cal}/bench_gpt2" --weights "$out/w_cal.safetensors" "${@:2}" ;;
+      *) "$G/gpt2_$1/bench_gpt2" "${@:2}" ;;
+    esac
+  }
+  local timed_variants="$variants fp8_cal fp8_st_cal"
+  for p in $timed_variants; do : > "$out/t_$p.txt"; done
   for _ in $(seq "$ROUNDS"); do
-    for p in $variants; do ms "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
+    for p in $timed_variants; do ms timed "$p" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
   done
-  for p in fp8 fp8_st; do
-    "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_$p.log" 2>&1
+  for p in fp8 fp8_st fp8_own fp8_st_cal; do
+    timed "$p" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_$p.log" 2>&1
   done
+  rm -f "$out/w_cal.safetensors"
   # 4. the peer: torch.compile on the same model (its random weights from the manifest)
   if [ "$PEERS" = 1 ]; then
     python3 - "$G/gpt2_bf16/weights_manifest.json" "$out/w_gpt2.safetensors" <<'EOF'
@@ -144,22 +191,28 @@ EOF
     echo
     nvidia-smi --query-gpu=name --format=csv,noheader | head -1
     cat "$out/checks.txt"
-    grep -E "FAIL|failures|^time|asked path 0.*ran path [12]|e4m3 out|probe" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -40
+    grep -E "FAIL|failures|^time|asked path 0.*ran path [123]|e4m3 out|probe" "$out/test_fp8.log" | sed 's/^/test_fp8: /' | tail -60
+    grep -cE "^ok +own" "$out/test_fp8.log" | sed 's/^/test_fp8: own-kernel cases passed: /'
+    grep -E "ERROR SUMMARY" "$out/memcheck_test_fp8.log" | sed 's/^/memcheck test_fp8 --small: /'
     echo "small folders:"
     grep -E "max relative error|top-1" "$out/check_gpt2_small_fp8.log" "$out/check_gpt2_small_fp8_st.log" "$out/check_bert_small_fp8.log" \
       "$out/check_gpt2_small_fp8_w_small.log" "$out/check_gpt2_small_fp8_w_small_cal.log" | sed "s#^$out/##; s/^/  /"
-    grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" | sed 's/^/  memcheck: /'
+    grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" "$out/memcheck_gpt2_small_fp8_cal.log" | sed "s#^$out/##; s/^/  /"
     echo "GPT-2 124M (random weights), check at B=1 T=$CHECK_T against the float model's float64 reference; B=8 T=1024 timed, graphs on"
-    echo "(_st: --outputs=storage, bf16 logits):"
-    printf "%-8s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
-    for p in $variants; do
-      local t
+    echo "(_st: --outputs=storage, bf16 logits; _own: every FP8 GEMM ours; _cal: fixed activation scales 4/448, c_fc writing e4m3;"
+    echo " _base: NNC_BASE's folder):"
+    printf "%-12s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
+    for p in $timed_variants; do
+      local t e c t1
       t=$(median < "$out/t_$p.txt")
-      read -r e c t1 <<< "$(figures "$out/check_gpt2_$p.log" logits)"
-      printf "%-8s %12s %10s %-28s %10.3f %14.0f\n" "$p" "$e" "$c" "$t1" "$t" "$(awk -v m="$t" 'BEGIN { print (m > 0) ? 8192 / m * 1000 : 0 }')"
+      e=- c=- t1="(timed only)"
+      [ -f "$out/check_gpt2_$p.log" ] && read -r e c t1 <<< "$(figures "$out/check_gpt2_$p.log" logits)"
+      printf "%-12s %12s %10s %-28s %10.3f %14.0f\n" "$p" "$e" "$c" "$t1" "$t" "$(awk -v m="$t" 'BEGIN { print (m > 0) ? 8192 / m * 1000 : 0 }')"
     done
-    echo "the head's kernels (gpt2.lua:9x) in the per-kernel profiles, f32 then bf16 logits:"
-    grep -h "gpt2.lua:9[0-9]" "$out/profile_gpt2_fp8.log" "$out/profile_gpt2_fp8_st.log" | cut -c1-150 | sed 's/^/  /'
+    echo "the head's kernels (gpt2.lua:9x) in the per-kernel profiles, fp8 f32 logits, bf16 logits, all ours:"
+    grep -h "gpt2.lua:9[0-9]" "$out/profile_gpt2_fp8.log" "$out/profile_gpt2_fp8_st.log" "$out/profile_gpt2_fp8_own.log" | cut -c1-150 | sed 's/^/  /'
+    echo "layer 0's kernels: fp8 bf16 logits, fp8 all ours, fp8 bf16 logits with fixed scales:"
+    grep -h "h\.0\." "$out/profile_gpt2_fp8_st.log" "$out/profile_gpt2_fp8_own.log" "$out/profile_gpt2_fp8_st_cal.log" | cut -c1-150 | sed 's/^/  /'
     if [ "$PEERS" = 1 ]; then
       echo "peer (torch.compile, GPT-2 bf16 B=8 T=1024):"
       tail -1 "$out/peer_gpt2.json"

@@ -12,10 +12,15 @@
  * The GEMM: cuBLASLt e4m3 x e4m3 with both scale vectors
  * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: Hopper only) and the bias,
  * activation and residual in its epilogue. Where cuBLASLt has no algorithm
- * for that (Ada; a combination it lacks), the same product unscaled into f32
- * columns of the workspace, a slice of columns at a time (all of A's rows
- * against a few hundred of W's: the slice stays in L2 for the epilogue),
- * then one kernel applies the scales, bias, activation and residual.
+ * for that (Ada; a combination it lacks: rows of D not 16-byte aligned, as
+ * GPT-2's tied head's 50257), on sm_90a nnc's own wgmma FP8 GEMM
+ * (gemm_wgmma_fp8.cuh: any N, the scales and epilogue in its registers),
+ * elsewhere the same product unscaled into f32 columns of the workspace, a
+ * slice of columns at a time (all of A's rows against a few hundred of
+ * W's: the slice stays in L2 for the epilogue), then one kernel applies
+ * the scales, bias, activation and residual. On sm_90a our kernel also
+ * writes a GEMM's output as e4m3 for the next GEMM's A when that A has a
+ * fixed (calibrated) scale, which cuBLASLt refuses with scale vectors.
  *
  * Conversions round to nearest even and saturate to +-448 (cvt's
  * .satfinite), as runtime/half.c's nnrt_f32_to_e4m3 does on the host. */
@@ -28,6 +33,9 @@
 
 #include "nnc_cuda.cuh"
 #include "runtime/cuda/nnrt_cuda.h"
+#if defined(NNC_CUDA_SM90A)
+#include "gemm_wgmma_fp8.cuh"
+#endif
 
 #define NNC_FP8_THREADS 256
 #define NNC_FP8_MAX 448.0f
@@ -358,8 +366,72 @@ nnc_cuda_status nnc_fp8_gemm_fallback(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm
   return NNC_CUDA_OK;
 }
 
+/* Whether this build has nnc's own wgmma FP8 GEMM (path 3): sm_90a only. */
+constexpr bool nnc_fp8_has_own() {
+#if defined(NNC_CUDA_SM90A)
+  return true;
+#else
+  return false;
+#endif
+}
+
+/* Which GEMMs our kernel serves where both could: 1 every one (its first
+ * call takes path 3 without asking cuBLASLt), 0 only those cuBLASLt has
+ * no algorithm for. Chosen by timing on an H200 (NOTES); a build may set
+ * it (-DNNC_FP8_OWN_ALL=0/1) to measure the other. */
+#ifndef NNC_FP8_OWN_ALL
+#define NNC_FP8_OWN_ALL 0
+#endif
+
+/* Path 3: f by gemm_wgmma_fp8.cuh, written to d (TO) or, with d8, as e4m3
+ * divided by *d8_scale (then f.d is not written). */
+template <typename TO>
+nnc_cuda_status nnc_fp8_gemm_own(const nnc_cuda_fp8_gemm_args<TO> &f, unsigned char *d8, const float *d8_scale,
+                                 cudaStream_t s, nnc_cuda_error *err) {
+#if defined(NNC_CUDA_SM90A)
+  const int act = f.act == NNRT_EPI_NONE ? NNC_GWF_NONE : f.act == NNRT_EPI_RELU ? NNC_GWF_RELU
+                : f.act == NNRT_EPI_GELU_TANH ? NNC_GWF_GELU_TANH : -1;
+  auto fill = [&](auto &g) {
+    g.M = f.M;
+    g.N = f.N;
+    g.K = f.K;
+    g.a = reinterpret_cast<const __nv_fp8_e4m3 *>(f.a);
+    g.lda = f.K;
+    g.a_scale = f.a_scale;
+    g.a_scale_step = 1;
+    g.b = reinterpret_cast<const __nv_fp8_e4m3 *>(f.w);
+    g.ldb = f.K;
+    g.b_scale = f.w_scale;
+    g.bias = f.bias;
+    g.residual = f.residual;
+    g.ldr = f.N;
+    g.act = act;
+    g.act_after_residual = f.act_after_residual;
+    g.alpha = f.alpha;
+  };
+  if (d8) {
+    nnc_cuda_gemm_wgmma_fp8_args<__nv_fp8_e4m3, TO> g = {};
+    fill(g);
+    g.out_scale = d8_scale;
+    g.c = reinterpret_cast<__nv_fp8_e4m3 *>(d8);
+    g.ldc = f.N;
+    return nnc_cuda_gemm_wgmma_fp8(g, s, err);
+  }
+  nnc_cuda_gemm_wgmma_fp8_args<TO, TO> g = {};
+  fill(g);
+  g.c = f.d;
+  g.ldc = f.N;
+  return nnc_cuda_gemm_wgmma_fp8(g, s, err);
+#else
+  (void)f, (void)d8, (void)d8_scale, (void)s;
+  return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8",
+                       "path 3 (nnc's wgmma FP8 GEMM) needs an sm_90a build (NNC_CUDA_SM90A), found another");
+#endif
+}
+
 /* The product, by cuBLASLt with both scale vectors and its epilogue where it
- * can (*path 1), else by the fallback (*path 2). *path 0: not known yet;
+ * can (*path 1), else by our kernel on sm_90a (*path 3) or the fallback
+ * (*path 2). With NNC_FP8_OWN_ALL an sm_90a build takes path 3 first. *path 0: not known yet;
  * the first call finds out (cuBLASLt answers "unsupported" before launching
  * anything) and the model keeps the answer, so later calls (and a captured
  * graph) take the path found at once. A kernel whose first call took path
@@ -371,6 +443,9 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
   if (!f.a || !f.a_scale || !f.w || !f.w_scale || !f.d || !f.tmp || !path)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "a NULL operand, scale, output or workspace");
   if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
+  /* D's rows not 16-byte aligned (N % 16 under bf16 or f32): cuBLASLt has no FP8 algorithm */
+  if (*path == 0 && nnc_fp8_has_own() && (NNC_FP8_OWN_ALL || f.N % 16)) *path = 3;
+  if (*path == 3) return nnc_fp8_gemm_own(f, nullptr, nullptr, s, err);
   if (*path != 2) {
     nnrt_cuda_gemm g = {};
     g.M = f.M;
@@ -405,69 +480,51 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
     const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
                                            std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
     if (!none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
+    if (nnc_fp8_has_own()) {   /* this call, and every later one where the first found none */
+      if (*path == 0) *path = 3;
+      return nnc_fp8_gemm_own(f, nullptr, nullptr, s, err);
+    }
     if (*path == 0) *path = 2;
   }
   return nnc_fp8_gemm_fallback(h, f, s, err);
 }
 
-/* The product written as e4m3 for the next GEMM's A, by cuBLASLt's epilogue
- * (bias and activation as f says; no residual): d8[m][n] = e4m3(*d8_scale *
- * value), where *d8_scale (a device float) is 1 / the reader's fixed A
- * scale (nnc calibrate's), so the reader takes d8 as its quantized A with
- * no pass of its own. *path as nnc_cuda_gemm_fp8's: 1 cuBLASLt has an
- * algorithm, 2 it has none: then nothing is written and *wrote is false,
- * and the caller writes f.d as usual and quantizes it in the reader. The
- * first call takes any refusal of cuBLASLt's (the heuristic's, or the
- * launch's, before anything runs) as "none", since e4m3 D together with
- * scale vectors had not been run when this was written, and leaves the
- * reason in err->msg; a later size without an algorithm falls back for
- * that call only. */
+/* The product written as e4m3 for the next GEMM's A (bias, activation and
+ * residual as f says): d8[m][n] = e4m3(value / *d8_scale), saturated to
+ * +-448, where *d8_scale (a device float) is the reader's fixed A scale
+ * (nnc calibrate's), so the reader takes d8 as its quantized A with no
+ * pass of its own. Only our kernel does this (sm_90a): cuBLASLt refused
+ * e4m3 D with the scale vectors on an H200 (NOTES, "FP8 round 2"). *wrote:
+ * whether d8 was written; where it was not (no sm_90a build) nothing ran,
+ * and the caller writes f.d as usual and quantizes it in the reader. */
 template <typename TO>
-nnc_cuda_status nnc_cuda_gemm_fp8_e4m3(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_args<TO> &f, unsigned char *d8,
-                                       const float *d8_scale, int *path, bool *wrote, cudaStream_t s,
-                                       nnc_cuda_error *err) {
+nnc_cuda_status nnc_cuda_gemm_fp8_e4m3(const nnc_cuda_fp8_gemm_args<TO> &f, unsigned char *d8, const float *d8_scale,
+                                       bool *wrote, cudaStream_t s, nnc_cuda_error *err) {
   *wrote = false;
-  if (!f.a || !f.a_scale || !f.w || !f.w_scale || !d8 || !d8_scale || !path)
+  if (!f.a || !f.a_scale || !f.w || !f.w_scale || !d8 || !d8_scale)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "a NULL operand, scale or output");
-  if (f.residual || sizeof(TO) != 2)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "expected a bf16 bias and no residual");
-  if (*path == 2) return NNC_CUDA_OK;
-  if (f.M == 0 || f.N == 0) return *wrote = true, NNC_CUDA_OK;
-  nnrt_cuda_gemm g = {};
-  g.M = f.M;
-  g.N = f.N;
-  g.K = f.K;
-  g.batch = 1;
-  g.ab = NNRT_DT_E4M3;
-  g.out = NNRT_DT_E4M3;
-  g.A = f.a;
-  g.lda = f.K;
-  g.a_scale = f.a_scale;
-  g.B = f.w;
-  g.ldb = f.K;
-  g.b_trans = true;
-  g.b_scale = f.w_scale;
-  g.bias = f.bias;
-  g.D = d8;
-  g.ldd = f.N;
-  g.stride_d = (long long)f.M * f.N;
-  g.alpha = f.alpha;
-  g.epilogue = f.act;
-  g.d_scale = d8_scale;
-  nnrt_error e = {};
-  nnrt_status st = nnrt_cuda_gemm_run(h, &g, s, &e);
-  if (st == NNRT_OK) {
-    *path = 1;
-    *wrote = true;
-    return NNC_CUDA_OK;
-  }
-  const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
-                                         std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
-  if (*path == 1 && !none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "%s", e.msg);
-  (void)cudaGetLastError();
-  (void)nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8_e4m3", "%s", e.msg);   /* why, for the caller */
-  if (*path == 0) *path = 2;
+  if (!nnc_fp8_has_own()) return NNC_CUDA_OK;
+  if (nnc_fp8_gemm_own(f, d8, d8_scale, s, err)) return NNC_CUDA_E_ARG;
+  *wrote = true;
   return NNC_CUDA_OK;
+}
+
+/* All of a GEMM's row scales set to one fixed scale (a device float): the
+ * reader of an A written as e4m3 by its producer, where its own GEMM takes
+ * a scale per row (cuBLASLt's vectors, the fallback, our kernel alike). */
+__global__ void nnc_fp8_fill_kernel(float *scale, int rows, const float *fixed) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) scale[r] = *fixed;
+}
+
+inline nnc_cuda_status nnc_cuda_fp8_fill(float *scale, int rows, const float *fixed, cudaStream_t s,
+                                         nnc_cuda_error *err) {
+  if (!scale || !fixed || rows < 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_fill", "expected device pointers and rows >= 0, found %p, %p, %d",
+                         (void *)scale, (const void *)fixed, rows);
+  if (rows == 0) return NNC_CUDA_OK;
+  nnc_fp8_fill_kernel<<<(unsigned)((rows + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS), NNC_FP8_THREADS, 0, s>>>(scale, rows, fixed);
+  return nnc_cuda_check_launch(err, "nnc_cuda_fp8_fill");
 }
 
 #endif

@@ -50,48 +50,61 @@ constexpr const char *KERNEL = "nnc_cuda_gemm_wgmma";
 
 template <typename T> constexpr size_t smem_bytes() { return (size_t)STAGES * (BM + BN) * BK * sizeof(T) + 1024; }
 
-/* Starts the copy of rows [0, R) of a 64-element-wide piece (columns k0..)
+/* Elements of T in a 128-byte row piece (a k step): BK for bf16/f16, 128
+ * for e4m3 (gemm_wgmma_fp8.cuh); and in a 16-byte chunk. */
+template <typename T> __host__ __device__ constexpr int piece() { return 128 / (int)sizeof(T); }
+template <typename T> __host__ __device__ constexpr int chunk() { return 16 / (int)sizeof(T); }
+
+/* Starts the copy of rows [0, R) of a 128-byte-wide piece (columns k0..)
  * of a row-major matrix into a swizzled tile; rows past nrows and chunks
  * past K are zero-filled. Each thread copies one chunk column of rows 32
  * apart (one swizzle key). */
 template <typename T, int R>
 __device__ __forceinline__ void load_rows(T *dst, const T *src, long long ld, int row0, int nrows, int k0, int K) {
+  constexpr int P = piece<T>(), E = chunk<T>();
   const int ch = threadIdx.x % 8, r0 = threadIdx.x / 8;
-  const bool kin = k0 + ch * 8 < K;
-  const uint32_t d = nnc_smem_u32(dst + r0 * BK + ((ch ^ (r0 % 8)) * 8));
+  const bool kin = k0 + ch * E < K;
+  const uint32_t d = nnc_smem_u32(dst + r0 * P + ((ch ^ (r0 % 8)) * E));
 #pragma unroll
   for (int i = 0; i < R / 32; ++i) {
     const int r = r0 + 32 * i;
     const bool ok = kin && row0 + r < nrows;
-    nnc_cp_async16(d + (uint32_t)(32 * i * BK * sizeof(T)), ok ? src + (long long)(row0 + r) * ld + k0 + ch * 8 : src,
-                   ok);
+    nnc_cp_async16(d + (uint32_t)(32 * i * 128), ok ? src + (long long)(row0 + r) * ld + k0 + ch * E : src, ok);
   }
 }
 
-/* The k loop (conv_wgmma.cuh's too): acc (a warpgroup's 64 x N_ of f32)
- * gets the products of kt_end steps of 64. load(t) starts step t's copies
+/* The k loop (conv_wgmma.cuh's and gemm_wgmma_fp8.cuh's too): acc (a
+ * warpgroup's 64 x N_ of f32) gets the products of kt_end steps of one
+ * 128-byte row piece (64 bf16, 128 e4m3). load(t) starts step t's copies
  * into stage t % STAGES and commits one cp.async group (an empty one past
  * the end); sa(t) and sb(t) are the step's A and B tiles, A's rows of
  * warpgroup wg 64 rows down. Ends with every copy landed, every product
- * done and the stages free for the epilogue. */
-template <typename T, int N_, class Load, class SA, class SB>
+ * done and the stages free for the epilogue.
+ * AHEAD: the steps whose copies are in flight while one computes. STAGES -
+ * 2 (bf16) lets step kt - 1's products run on while step kt's start; STAGES
+ * - 1 (e4m3, whose step is half the work for the same bytes, so more bytes
+ * must be on their way to keep the tensor cores fed) waits for each step's
+ * products before the next step's copies overwrite its stage. */
+template <typename T, int N_, int AHEAD = STAGES - 2, class Load, class SA, class SB>
 __device__ __forceinline__ void mainloop(float (&acc)[N_ / 2], int kt_end, int wg, const Load &load, const SA &sa,
                                          const SB &sb) {
+  static_assert(AHEAD == STAGES - 2 || AHEAD == STAGES - 1, "a stage for each step in flight and the one computing");
 #pragma unroll
   for (int i = 0; i < N_ / 2; ++i) acc[i] = 0.0f;
-  for (int t = 0; t < STAGES - 2; ++t) load(t);
+  for (int t = 0; t < AHEAD; ++t) load(t);
   for (int kt = 0; kt < kt_end; ++kt) {
-    nnc_cp_async_wait<STAGES - 3>(); /* step kt has landed */
+    nnc_cp_async_wait<AHEAD - 1>(); /* step kt has landed */
     nnc_wg::fence_proxy_async();
-    __syncthreads(); /* ... for every thread, and step kt - 2's products are done in both warpgroups */
-    load(kt + STAGES - 2);
-    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa(kt) + wg * 64 * BK));
+    __syncthreads(); /* ... for every thread, and the products of the step whose stage load() refills are done */
+    load(kt + AHEAD);
+    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa(kt) + wg * 64 * piece<T>()));
     const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sb(kt)));
     nnc_wg::fence();
+    /* four products a piece, each 32 bytes of the rows (k16 of bf16, k32 of e4m3) */
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::template ss<N_>(acc, da + 2 * kk, db + 2 * kk, 1);
+    for (int kk = 0; kk < 4; ++kk) nnc_wg::mma<T>::template ss<N_>(acc, da + 2 * kk, db + 2 * kk, 1);
     nnc_wg::commit();
-    nnc_wg::wait<1>(); /* step kt - 1's products */
+    nnc_wg::wait<STAGES - 1 - AHEAD>(); /* step kt - 1's products (AHEAD = STAGES - 2), or step kt's */
   }
   nnc_wg::wait<0>();
   nnc_wg::fence_regs(acc);

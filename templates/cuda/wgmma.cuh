@@ -5,7 +5,7 @@
  * the product runs asynchronously until wait() — twice the rate of mma.sync
  * on an H100.
  *
- * Operand tiles here are rows of 128 bytes (64 bf16/f16) in the 128-byte
+ * Operand tiles here are rows of 128 bytes (64 bf16/f16, 128 e4m3) in the 128-byte
  * swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8), groups of
  * 8 rows 1024 bytes apart, the tile 1024-byte aligned (the hardware applies
  * the XOR to address bits 4-6 from bits 7-9). That one layout serves:
@@ -26,6 +26,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 namespace nnc_wg {
@@ -116,6 +117,32 @@ NNC_WG_MMA(__nv_bfloat16, ".bf16")
 NNC_WG_MMA(__half, ".f16")
 
 #undef NNC_WG_MMA
+
+/* e4m3 x e4m3 (f32 accumulators): one m64nNk32 step reads 32 bytes of each
+ * row, as a k16 step of bf16 does, so the same descriptors and the same
+ * "+ 2 a step" walk serve. FP8 wgmma takes K-major operands only (no
+ * transpose immediates), and only the ss form is built. */
+template <> struct mma<__nv_fp8_e4m3> {
+  template <int N> __device__ __forceinline__ static void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
+    static_assert(N == 64 || N == 128 || N == 256, "n64, n128 or n256");
+    if constexpr (N == 64)
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " NNC_WG_R32 ", %32, %33, p, 1, 1;\n}\n"
+                   : NNC_WG_ACC32(d, 0)
+                   : "l"(a), "l"(b), "r"(acc));
+    else if constexpr (N == 128)
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " NNC_WG_R64 ", %64, %65, p, 1, 1;\n}\n"
+                   : NNC_WG_ACC32(d, 0), NNC_WG_ACC32(d, 32)
+                   : "l"(a), "l"(b), "r"(acc));
+    else
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " NNC_WG_R128 ", %128, %129, p, 1, 1;\n}\n"
+                   : NNC_WG_ACC32(d, 0), NNC_WG_ACC32(d, 32), NNC_WG_ACC32(d, 64), NNC_WG_ACC32(d, 96)
+                   : "l"(a), "l"(b), "r"(acc));
+  }
+};
+
 #undef NNC_WG_ACC8
 #undef NNC_WG_ACC32
 #undef NNC_WG_R32

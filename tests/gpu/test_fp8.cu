@@ -4,17 +4,26 @@
  *    448 / max); nnc_cuda_fp8_rows (plain, layernorm, rmsnorm; the warp and
  *    the block kernel) within one e4m3 step of a float64 norm, and with a
  *    fixed scale (nnc calibrate's) bit for bit;
- *  - nnc_cuda_gemm_fp8, both ways (cuBLASLt with its row/channel scale
+ *  - nnc_cuda_gemm_fp8, every way (cuBLASLt with its row/channel scale
  *    vectors and epilogue: path 1; the unscaled f32 fallback and the
- *    epilogue kernel: path 2), against a float64 product of the dequantized
- *    operands: bias, residual, relu / tanh-GELU, act after the residual,
- *    bf16 and f32 outputs, odd M and N, outputs poisoned with NaN first.
- *    Tolerance: max |out - ref| <= 1e-2 * max |ref| (bf16 output, fast
- *    accumulation);
- *  - with --time: GPT-2 124M's c_fc at B=8 T=1024 (8192 x 3072 x 768),
- *    FP8 against cuBLASLt bf16, median of 20 (the row quantization apart).
+ *    epilogue kernel: path 2; in sm_90a builds nnc's wgmma FP8 GEMM: path
+ *    3, also what path 0 finds for rows of D not 16-byte aligned), against
+ *    a float64 product of the dequantized operands: bias, residual, relu /
+ *    tanh-GELU, act after the residual, bf16 and f32 outputs, odd M and N,
+ *    outputs poisoned with NaN first. Tolerance: max |out - ref| <= 1e-2 *
+ *    max |ref| (bf16 output, fast accumulation);
+ *  - (sm_90a) gemm_wgmma_fp8.cuh called directly: M not a multiple of 128,
+ *    N odd (50257 too), K a multiple of 16 only and K = 0, every epilogue,
+ *    f32 / bf16 / e4m3 output, a scale per row or one; pad columns and a
+ *    guard row that must keep their poison (check_own); e4m3 output for the
+ *    next GEMM's A with a fixed scale (nnc_cuda_gemm_fp8_e4m3);
+ *  - with --time: GPT-2 124M's GEMMs at B=8 T=1024 (the head 8192 x 50257 x
+ *    768, c_attn, attn.c_proj, c_fc, mlp.c_proj): ours, cuBLASLt FP8 and
+ *    bf16, nnc's bf16 wgmma GEMM for the head; c_fc's paths; median of 20
+ *    (the row quantization apart).
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda -I. -Iruntime -Iruntime/cuda \
+ *     (or -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A: our kernel's cases too) \
  *     -o test_fp8 tests/gpu/test_fp8.cu runtime/status.c runtime/half.c runtime/cuda/{status,device,alloc,host,stream,gemm,peaks}.c -lcublasLt
  *   ./test_fp8 [--small] [--time]
  * Exits 1 on any failure, 77 (skipped) without a GPU of compute capability 8.9 or more. */
@@ -22,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "fp8.cuh"
@@ -285,20 +295,19 @@ static void time_cfc(nnrt_cuda_blas *h) {
   nnc_cuda_fp8_gemm_args<__nv_bfloat16> f = {};
   f.M = M; f.N = N; f.K = K; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw; f.bias = bias;
   f.alpha = 1; f.act = NNRT_EPI_GELU_TANH;
-  int p = 0;
   bool wrote = false;
-  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8_e4m3(h, f, q4, dsc, &p, &wrote, 0, &e) == NNC_CUDA_OK; });
-  if (wrote) std::printf("time c_fc 8192x3072x768 fp8 with e4m3 output: %.4f ms, %.0f TFLOP/s\n", ms, flop / ms / 1e9);
-  else std::printf("time c_fc 8192x3072x768 fp8 with e4m3 output: cuBLASLt has no algorithm\n");
+  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8_e4m3(f, q4, dsc, &wrote, 0, &e) == NNC_CUDA_OK; });
+  if (wrote) std::printf("time c_fc 8192x3072x768 fp8 with e4m3 output (ours): %.4f ms, %.0f TFLOP/s\n", ms, flop / ms / 1e9);
+  else std::printf("time c_fc 8192x3072x768 fp8 with e4m3 output: not built here (sm_90a only)\n");
   cudaFree(dsc);
 }
 
 /* The product written as e4m3 (mlp.c_proj's A by c_fc's epilogue, with a
- * fixed scale): where cuBLASLt has an algorithm, each byte within e4m3's
- * rounding (2^-4 relative, a subnormal's 2^-9 absolute) of
- * d_scale * (the float64 product + bias, GELU), saturated to 448; where it
- * has none, said so (the folder keeps its bf16 output and row pass). */
-static void check_gemm_e4m3_out(nnrt_cuda_blas *h, int M, int N, int K) {
+ * fixed scale): on sm_90a (our kernel) each byte within e4m3's rounding
+ * (2^-4 relative, a subnormal's 2^-9 absolute) of (the float64 product +
+ * bias, GELU) / the scale, saturated to 448; elsewhere said not written
+ * (the folder keeps its bf16 output and row pass). */
+static void check_gemm_e4m3_out(int M, int N, int K) {
   std::vector<uint8_t> a((size_t)M * K), w((size_t)N * K), d8((size_t)M * N, 0x7f);
   std::vector<float> sa(M), sw(N);
   for (auto &v : a) v = nnrt_f32_to_e4m3(uni(448.0f));
@@ -307,8 +316,9 @@ static void check_gemm_e4m3_out(nnrt_cuda_blas *h, int M, int N, int K) {
   for (auto &v : sw) v = 1e-4f * (1 + uni(0.5f));
   std::vector<__nv_bfloat16> bb(N);
   for (auto &v : bb) v = h_from<__nv_bfloat16>(uni(1.0f));
-  const float inv = 448.0f / 3.0f;   /* the reader's fixed scale: values up to 3 */
-  std::vector<float> dsv(1, inv);
+  const float fixed = 3.0f / 448.0f;   /* the reader's fixed scale: values up to 3 */
+  const double inv = 448.0 / (double)(fixed * 448.0f);
+  std::vector<float> dsv(1, fixed);
   auto da = dev_copy(a), dw = dev_copy(w), dd = dev_copy(d8);
   auto dsa = dev_copy(sa), dsw = dev_copy(sw), ds = dev_copy(dsv);
   auto db = dev_copy(bb);
@@ -317,17 +327,15 @@ static void check_gemm_e4m3_out(nnrt_cuda_blas *h, int M, int N, int K) {
   f.a = da; f.a_scale = dsa; f.w = dw; f.w_scale = dsw; f.bias = db;
   f.alpha = 0.5f;
   f.act = NNRT_EPI_GELU_TANH;
-  int p = 0;
   bool wrote = false;
   nnc_cuda_error e;
-  if (nnc_cuda_gemm_fp8_e4m3(h, f, dd, ds, &p, &wrote, 0, &e)) {
+  if (nnc_cuda_gemm_fp8_e4m3(f, dd, ds, &wrote, 0, &e)) {
     std::printf("FAIL gemm e4m3 out %dx%dx%d: %s\n", M, N, K, e.msg);
     failures++;
     return;
   }
   if (!wrote) {
-    std::printf("note gemm e4m3 out %dx%dx%d (scale vectors, GELU + bias, D_SCALE): cuBLASLt has no algorithm (path %d): %s\n",
-                M, N, K, p, e.msg);
+    std::printf("note gemm e4m3 out %dx%dx%d: not written (no sm_90a build)\n", M, N, K);
     return;
   }
   CK(cudaDeviceSynchronize());
@@ -347,8 +355,8 @@ static void check_gemm_e4m3_out(nnrt_cuda_blas *h, int M, int N, int K) {
       worst = std::fmax(worst, err / (std::fabs(want) + 1e-9));
       bad += !(err <= 0.07 * std::fabs(want) + 0.01);
     }
-  std::printf("%s gemm e4m3 out %dx%dx%d GELU + bias, D_SCALE: path %d, worst relative %.3g, %d bytes off\n",
-              bad ? "FAIL" : "ok  ", M, N, K, p, worst, bad);
+  std::printf("%s gemm e4m3 out %dx%dx%d GELU + bias, fixed scale: worst relative %.3g, %d bytes off\n",
+              bad ? "FAIL" : "ok  ", M, N, K, worst, bad);
   failures += bad != 0;
   cudaFree(da); cudaFree(dw); cudaFree(dd); cudaFree(dsa); cudaFree(dsw); cudaFree(ds); cudaFree(db);
 }
@@ -432,6 +440,244 @@ static void time_head(nnrt_cuda_blas *h) {
   cudaFree(a); cudaFree(w); cudaFree(sa); cudaFree(sw); cudaFree(tmp); cudaFree(d); cudaFree(ab); cudaFree(wb);
 }
 
+#if defined(NNC_CUDA_SM90A)
+/* nnc's wgmma FP8 GEMM (gemm_wgmma_fp8.cuh) called directly, against a
+ * float64 product of the e4m3 operands: TO f32, bf16 or e4m3 (then divided
+ * by a fixed scale of 0.8 max|ref| / 448, so the top fifth saturates),
+ * every epilogue, a scale per row or one for all (step 0). C has 5 pad
+ * columns past N in each row and a guard row after M, all poisoned: they
+ * must keep their bytes; every element inside must be written (poison
+ * NaN, or e4m3's 0x7f, which satfinite never writes). Tolerance: floats
+ * 1e-2 of max|ref| (FP8 wgmma's accumulation is not full f32); e4m3 one
+ * rounding (2^-4 relative, 2^-9 absolute) plus 2e-3 of max|ref|. */
+template <typename T> static T poison_of() {
+  if constexpr (sizeof(T) == 1) { T v; v.__x = 0x7f; return v; }
+  else return h_from<T>(NAN);
+}
+static double val_of(float v) { return v; }
+static double val_of(__nv_bfloat16 v) { return h_to(v); }
+static double val_of(__nv_fp8_e4m3 v) { return nnrt_e4m3_to_f32(v.__x); }
+
+template <typename TO, typename TI>
+static void check_own(int M, int N, int K, int act, bool bias, bool res, bool after, int step) {
+  const long long ldc = N + 5, ldr = N + 2;
+  std::vector<uint8_t> a((size_t)M * K + 1), w((size_t)N * K + 1);
+  std::vector<float> sa(M), sw(N);
+  for (auto &v : a) v = nnrt_f32_to_e4m3(uni(448.0f));
+  for (auto &v : w) v = nnrt_f32_to_e4m3(uni(448.0f));
+  for (auto &v : sa) v = 1e-3f * (1 + uni(0.5f));
+  for (auto &v : sw) v = 1e-4f * (1 + uni(0.5f));
+  std::vector<TI> bb(N), rr((size_t)M * ldr);
+  for (auto &v : bb) v = h_from<TI>(uni(1.0f));
+  for (auto &v : rr) v = h_from<TI>(uni(1.0f));
+  const double alpha = 0.5;
+  std::vector<double> ref((size_t)M * N);
+  double mx = 0;
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      double acc = 0;
+      for (int k = 0; k < K; k++)
+        acc += (double)nnrt_e4m3_to_f32(a[(size_t)m * K + k]) * nnrt_e4m3_to_f32(w[(size_t)n * K + k]);
+      double v = alpha * acc * sa[(size_t)m * step] * sw[n];
+      if (bias) v += val_of(bb[n]);
+      if (res && after) v += val_of(rr[(size_t)m * ldr + n]);
+      if (act == NNC_GWF_RELU) v = v > 0 ? v : 0;
+      if (act == NNC_GWF_GELU_TANH) v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+      if (res && !after) v += val_of(rr[(size_t)m * ldr + n]);
+      ref[(size_t)m * N + n] = v;
+      mx = std::fmax(mx, std::fabs(v));
+    }
+  const float fixed = (float)(0.8 * mx / 448.0);
+  std::vector<TO> cc((size_t)(M + 1) * ldc, poison_of<TO>());
+  auto da = dev_copy(a), dw = dev_copy(w);
+  auto dsa = dev_copy(sa), dsw = dev_copy(sw), dfx = dev_copy(std::vector<float>{fixed});
+  auto db = dev_copy(bb), dr = dev_copy(rr);
+  auto dc = dev_copy(cc);
+  nnc_cuda_gemm_wgmma_fp8_args<TO, TI> g = {};
+  g.M = M; g.N = N; g.K = K;
+  g.a = reinterpret_cast<const __nv_fp8_e4m3 *>(da); g.lda = K;
+  g.a_scale = dsa; g.a_scale_step = step;
+  g.b = reinterpret_cast<const __nv_fp8_e4m3 *>(dw); g.ldb = K;
+  g.b_scale = dsw;
+  g.bias = bias ? db : nullptr;
+  g.residual = res ? dr : nullptr; g.ldr = ldr;
+  g.act = act; g.act_after_residual = after;
+  g.alpha = (float)alpha;
+  g.out_scale = dfx;
+  g.c = dc; g.ldc = ldc;
+  /* step 0 reads a_scale[0] for every row */
+  const char *tn = sizeof(TO) == 4 ? "f32" : sizeof(TO) == 2 ? "bf16" : "e4m3";
+  nnc_cuda_error e;
+  if (nnc_cuda_gemm_wgmma_fp8(g, 0, &e)) {
+    std::printf("FAIL own %s %dx%dx%d: %s\n", tn, M, N, K, e.msg);
+    failures++;
+    return;
+  }
+  CK(cudaDeviceSynchronize());
+  auto got = host_copy(dc, (size_t)(M + 1) * ldc);
+  const TO pz = poison_of<TO>();
+  long long touched = 0, unwritten = 0, off = 0;
+  double worst = 0;
+  const double inv = 448.0 / (double)(fixed * 448.0f);
+  for (int m = 0; m <= M; m++)
+    for (long long n = 0; n < ldc; n++) {
+      const TO v = got[(size_t)m * ldc + n];
+      const bool poisoned = std::memcmp(&v, &pz, sizeof v) == 0 || (sizeof(TO) > 1 && std::isnan(val_of(v)));
+      if (m == M || n >= N) { touched += !poisoned; continue; }
+      if (poisoned) { unwritten++; continue; }
+      const double r = ref[(size_t)m * N + n];
+      if (sizeof(TO) == 1) {
+        const double want = std::fmax(-448.0, std::fmin(448.0, r * inv)), err = std::fabs(val_of(v) - want);
+        worst = std::fmax(worst, err / 448.0);
+        off += !(err <= 0.0625 * std::fabs(want) + 1.0 / 512 + 2e-3 * mx * inv);
+      } else {
+        const double err = std::fabs(val_of(v) - r) / (mx > 0 ? mx : 1);
+        worst = std::fmax(worst, err);
+        off += !(err <= 1e-2);
+      }
+    }
+  const bool ok = !touched && !unwritten && !off;
+  std::printf("%s own %s %dx%dx%d act %d bias %d res %d after %d step %d: error %.3g of max %.3g, %lld off, "
+              "%lld unwritten, %lld pad/guard values touched\n",
+              ok ? "ok  " : "FAIL", tn, M, N, K, act, bias, res, after, step, worst, mx, off, unwritten, touched);
+  failures += !ok;
+  cudaFree(da); cudaFree(dw); cudaFree(dsa); cudaFree(dsw); cudaFree(db); cudaFree(dr); cudaFree(dc); cudaFree(dfx);
+}
+
+static void check_own_all(bool small) {
+  /* M not a multiple of 128, N odd and past a 256 tile, K a multiple of 16
+   * only (a partial 128-byte piece), several pieces, K = 0 (bias alone) */
+  const int sizes[][3] = {{77, 300, 48}, {200, 515, 784}, {130, 257, 16}, {5, 40, 0}};
+  for (int s = 0; s < (small ? 2 : 4); s++) {
+    const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+    check_own<float, float>(M, N, K, NNC_GWF_NONE, false, false, false, 1);
+    check_own<float, float>(M, N, K, NNC_GWF_GELU_TANH, true, false, false, 0);
+    check_own<__nv_bfloat16, __nv_bfloat16>(M, N, K, NNC_GWF_RELU, true, true, false, 1);
+    check_own<__nv_bfloat16, __nv_bfloat16>(M, N, K, NNC_GWF_GELU_TANH, true, true, true, 1);
+    check_own<__nv_bfloat16, __nv_bfloat16>(M, N, K, NNC_GWF_NONE, true, true, false, 0);
+    check_own<__nv_fp8_e4m3, __nv_bfloat16>(M, N, K, NNC_GWF_GELU_TANH, true, false, false, 1);
+    check_own<__nv_fp8_e4m3, __nv_bfloat16>(M, N, K, NNC_GWF_NONE, false, true, false, 0);
+    check_own<__nv_fp8_e4m3, float>(M, N, K, NNC_GWF_RELU, true, true, true, 1);
+  }
+  /* the tied head's N: rows of 50257 (not 16-byte aligned) */
+  check_own<float, float>(small ? 33 : 150, 50257, 32, NNC_GWF_NONE, false, false, false, 1);
+  if (!small) check_own<__nv_bfloat16, __nv_bfloat16>(131, 50257, 48, NNC_GWF_NONE, true, false, false, 1);
+}
+
+/* Random e4m3 bytes (no NaN) and bf16 values on the device, for timings. */
+__global__ void fill_e4m3(unsigned char *p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    unsigned char b = (unsigned char)(h & 0xef);   /* exponent below the top: |v| < 256, never NaN */
+    p[i] = b;
+  }
+}
+__global__ void fill_bf16(__nv_bfloat16 *p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = __float2bfloat16_rn(((float)(h & 0xffff) / 65536.0f - 0.5f));
+  }
+}
+
+/* GPT-2 124M's GEMMs at B=8 T=1024 (M = 8192), random operands: ours,
+ * cuBLASLt FP8 with its scale vectors (path 1; "ran path 3" where it has
+ * no algorithm), cuBLASLt bf16 with the same epilogue, and for the head
+ * nnc's bf16 wgmma GEMM (what the bf16 model runs). Median of 20. */
+static void time_own(nnrt_cuda_blas *h) {
+  const int M = 8192;
+  struct shape { const char *name; int N, K; bool bias, res; int act; };
+  const shape shapes[] = {{"head", 50257, 768, false, false, NNRT_EPI_NONE},
+                          {"c_attn", 2304, 768, true, false, NNRT_EPI_NONE},
+                          {"attn.c_proj", 768, 768, true, true, NNRT_EPI_NONE},
+                          {"c_fc", 3072, 768, true, false, NNRT_EPI_GELU_TANH},
+                          {"mlp.c_proj", 768, 3072, true, true, NNRT_EPI_NONE}};
+  unsigned char *a, *w, *q;
+  float *sa, *sw, *tmp, *fx;
+  __nv_bfloat16 *ab, *wb, *bias, *res;
+  void *d;
+  CK(cudaMalloc(&a, (size_t)M * 3072)); CK(cudaMalloc(&w, (size_t)50257 * 768));
+  CK(cudaMalloc(&q, (size_t)M * 3072));
+  CK(cudaMalloc(&sa, M * 4)); CK(cudaMalloc(&sw, 50257 * 4)); CK(cudaMalloc(&fx, 4));
+  CK(cudaMalloc(&tmp, nnc_cuda_fp8_tmp_bytes(M, 50257)));
+  CK(cudaMalloc(&ab, (size_t)M * 3072 * 2)); CK(cudaMalloc(&wb, (size_t)50257 * 768 * 2));
+  CK(cudaMalloc(&bias, 50257 * 2)); CK(cudaMalloc(&res, (size_t)M * 3072 * 2));
+  CK(cudaMalloc(&d, (size_t)M * 50257 * 4));
+  fill_e4m3<<<1024, 256>>>(a, (long long)M * 3072, 1);
+  fill_e4m3<<<1024, 256>>>(w, (long long)50257 * 768, 2);
+  fill_bf16<<<1024, 256>>>(ab, (long long)M * 3072, 3);
+  fill_bf16<<<1024, 256>>>(wb, (long long)50257 * 768, 4);
+  fill_bf16<<<1024, 256>>>(bias, 50257, 5);
+  fill_bf16<<<1024, 256>>>(res, (long long)M * 3072, 6);
+  CK(cudaGetLastError());
+  std::vector<float> sc(50257, 1.0f / 4096);
+  CK(cudaMemcpy(sa, sc.data(), M * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(sw, sc.data(), 50257 * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(fx, sc.data(), 4, cudaMemcpyHostToDevice));
+  for (const shape &x : shapes) {
+    const double flop = 2.0 * M * x.N * x.K;
+    for (int f32 = (x.res ? 0 : 1); f32 >= 0; f32--) {
+      if (f32 && std::strcmp(x.name, "head") != 0) continue;   /* f32 out: the logits only */
+      const char *on = f32 ? "f32" : "bf16";
+      for (int path = 3; path >= 1; path -= 2) {
+        if (path == 1 && x.N % 16) {   /* rows of D not 16-byte aligned */
+          std::printf("time %s 8192x%dx%d %s out: fp8 cuBLASLt: no algorithm (N %% 16 != 0)\n", x.name, x.N, x.K, on);
+          continue;
+        }
+        double ms;
+        int p = path;
+        if (f32) {
+          nnc_cuda_fp8_gemm_args<float> f = {};
+          f.M = M; f.N = x.N; f.K = x.K; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw;
+          f.d = (float *)d; f.alpha = 1; f.act = x.act; f.tmp = tmp;
+          ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8(h, f, &p, 0, &e) == NNC_CUDA_OK; });
+        } else {
+          nnc_cuda_fp8_gemm_args<__nv_bfloat16> f = {};
+          f.M = M; f.N = x.N; f.K = x.K; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw;
+          f.bias = x.bias ? bias : nullptr; f.residual = x.res ? res : nullptr; f.act_after_residual = false;
+          f.d = (__nv_bfloat16 *)d; f.alpha = 1; f.act = x.act; f.tmp = tmp;
+          ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8(h, f, &p, 0, &e) == NNC_CUDA_OK; });
+        }
+        std::printf("time %s 8192x%dx%d %s out: fp8 %s: %.4f ms, %.0f TFLOP/s\n", x.name, x.N, x.K, on,
+                    path == 3 ? "ours (path 3)" : "cuBLASLt (path 1)", ms,
+                    flop / ms / 1e9);
+      }
+      nnrt_cuda_gemm g = {};
+      g.M = M; g.N = x.N; g.K = x.K; g.batch = 1; g.ab = NNRT_DT_BF16; g.out = f32 ? NNRT_DT_F32 : NNRT_DT_BF16;
+      g.A = ab; g.lda = x.K; g.B = wb; g.ldb = x.K; g.b_trans = true; g.D = d; g.ldd = x.N;
+      g.stride_d = (long long)M * x.N; g.alpha = 1; g.epilogue = x.act;
+      g.bias = x.bias ? bias : nullptr;
+      g.residual = x.res ? res : nullptr; g.stride_r = (long long)M * x.N;
+      double ms = median_ms([&] { nnrt_error e = {}; return nnrt_cuda_gemm_run(h, &g, 0, &e) == NNRT_OK; });
+      std::printf("time %s 8192x%dx%d %s out: bf16 cuBLASLt: %.4f ms, %.0f TFLOP/s\n", x.name, x.N, x.K, on, ms,
+                  ms > 0 ? flop / ms / 1e9 : 0.0);
+      if (std::strcmp(x.name, "head") == 0) {
+        auto own16 = [&](auto *out) {
+          nnc_cuda_gemm_wgmma_args<__nv_bfloat16, std::remove_pointer_t<decltype(out)>> b = {};
+          b.M = M; b.N = x.N; b.K = x.K; b.a = ab; b.lda = x.K; b.b = wb; b.ldb = x.K; b.alpha = 1;
+          b.c = out; b.ldc = x.N;
+          return median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_wgmma(b, 0, &e) == NNC_CUDA_OK; });
+        };
+        ms = f32 ? own16((float *)d) : own16((__nv_bfloat16 *)d);
+        std::printf("time %s 8192x%dx%d %s out: bf16 nnc wgmma: %.4f ms, %.0f TFLOP/s\n", x.name, x.N, x.K, on, ms,
+                    flop / ms / 1e9);
+      }
+    }
+    if (std::strcmp(x.name, "c_fc") == 0) {
+      nnc_cuda_fp8_gemm_args<__nv_bfloat16> f = {};
+      f.M = M; f.N = x.N; f.K = x.K; f.a = a; f.a_scale = sa; f.w = w; f.w_scale = sw; f.bias = bias;
+      f.alpha = 1; f.act = x.act;
+      bool wrote = false;
+      double ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_gemm_fp8_e4m3(f, q, fx, &wrote, 0, &e) == NNC_CUDA_OK; });
+      std::printf("time c_fc 8192x3072x768 e4m3 out: fp8 ours: %.4f ms, %.0f TFLOP/s\n", ms, flop / ms / 1e9);
+    }
+  }
+  cudaFree(a); cudaFree(w); cudaFree(q); cudaFree(sa); cudaFree(sw); cudaFree(fx); cudaFree(tmp);
+  cudaFree(ab); cudaFree(wb); cudaFree(bias); cudaFree(res); cudaFree(d);
+}
+#endif
+
 int main(int argc, char **argv) {
   bool small = false, timing = false;
   for (int i = 1; i < argc; i++) {
@@ -458,7 +704,8 @@ int main(int argc, char **argv) {
   nnrt_error re = {};
   if (nnrt_cuda_blas_create(0, &h, &re)) return std::printf("FAIL blas: %s\n", re.msg), 1;
   const int sizes[][3] = {{17, 48, 64}, {64, 128, 128}, {129, 80, 768}};
-  for (int path = 0; path <= 2; path += 2)
+  /* path 3 (our kernel) only in sm_90a builds */
+  for (int path = 0; path <= (nnc_fp8_has_own() ? 3 : 2); path += path == 0 ? 2 : 1)
     for (int s = 0; s < (small ? 1 : 3); s++) {
       const int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
       check_gemm<__nv_bfloat16>(h, M, N, K, NNRT_EPI_NONE, false, false, false, path);
@@ -469,8 +716,16 @@ int main(int argc, char **argv) {
     }
   /* the fallback in two slices of columns: 4096 x 1040 f32 is more than NNC_FP8_TMP_BYTES */
   if (!small) check_gemm<float>(h, 4096, 1040, 64, NNRT_EPI_NONE, false, false, false, 2);
-  check_gemm_e4m3_out(h, 33, 48, 64);
-  if (!small) check_gemm_e4m3_out(h, 129, 80, 768);
+  /* rows of D not 16-byte aligned: cuBLASLt has no algorithm; path 0 finds
+   * our kernel on sm_90a (ran path 3), the fallback elsewhere */
+  check_gemm<float>(h, 19, 101, 64, NNRT_EPI_NONE, true, false, false, 0);
+  check_gemm<__nv_bfloat16>(h, 19, 101, 64, NNRT_EPI_GELU_TANH, true, false, false, 0);
+#if defined(NNC_CUDA_SM90A)
+  check_own_all(small);
+  if (timing) time_own(h);
+#endif
+  check_gemm_e4m3_out(33, 48, 64);
+  if (!small) check_gemm_e4m3_out(129, 80, 768);
   probe_e4m3_out(h);
   if (timing) time_cfc(h);
   if (timing) time_head(h);
