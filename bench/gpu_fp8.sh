@@ -29,9 +29,7 @@
 #      default) in ROUNDS alternating rounds: the median of the rounds'
 #      medians, in ms and tokens/s; fp8_own: the fp8 folder built with
 #      -DNNC_FP8_OWN_ALL=1 (our kernel for every FP8 GEMM, not only where
-#      cuBLASLt has none); _cal: timed with fixed activation scales
-#      (input_scale 4/448 for every matrix: timing only), where c_fc writes
-#      mlp.c_proj's A as e4m3; per-kernel profiles of the fp8 runs;
+#      cuBLASLt has none); per-kernel profiles of the fp8 runs;
 #   4. torch.compile's MODES on the same GPT-2 (bench/gpu_peers.py, bf16,
 #      random weights from the manifest), unless PEERS=0.
 # Prints one table last, also in $OUT/table.txt; logs in $OUT (or
@@ -139,7 +137,7 @@ run() {
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$G/gpt2_small_fp8/bench_gpt2" --check -d B=3 -d T=17 \
     --weights "$G/w_small_cal.safetensors" --runs 1 --warmup 0 --no-peaks --cuda-graphs off \
     > "$out/memcheck_gpt2_small_fp8_cal.log" 2>&1
-  echo "memcheck gpt2_small_fp8 (calibrated: c_fc writing e4m3) rc=$?" >> "$out/checks.txt"
+  echo "memcheck gpt2_small_fp8 (calibrated: fixed scales) rc=$?" >> "$out/checks.txt"
   # 3. GPT-2 124M: accuracy, then speed
   local variants="bf16 fp8 bf16_st fp8_st fp8_own"
   [ -d "$G/gpt2_fp8_base" ] && variants="$variants fp8_base"
@@ -147,33 +145,13 @@ run() {
     "$G/gpt2_$p/bench_gpt2" --check -d B=1 -d T="$CHECK_T" --runs 1 --warmup 0 --no-peaks > "$out/check_gpt2_$p.log" 2>&1
     echo "gpt2_$p check rc=$?" >> "$out/checks.txt"
   done
-  # fixed activation scales (as nnc calibrate writes them) for timing only: random weights like
-  # PyTorch's init and input_scale 4/448 for every matrix (the folder reads those of its e4m3
-  # weights): c_fc then writes mlp.c_proj's A as e4m3 itself
-  python3 - "$G/gpt2_fp8/weights_manifest.json" "$out/w_cal.safetensors" <<'EOF'
-import json, sys, torch
-from safetensors.torch import save_file
-man = json.load(open(sys.argv[1]))
-g = torch.Generator().manual_seed(0)
-w = {t["name"]: (torch.randn(t["shape"], generator=g) * 0.02).float() for t in man["tensors"]}
-w.update({n + ".input_scale": torch.tensor([4.0 / 448]) for n, t in list(w.items()) if t.dim() == 2})
-save_file(w, sys.argv[2])
-EOF
-  timed() {   # VARIANT ARGS...: its folder, and the fixed-scale weights for *_cal
-    case $1 in
-      *_cal) "$G/gpt2_${1%_cal}/bench_gpt2" --weights "$out/w_cal.safetensors" "${@:2}" ;;
-      *) "$G/gpt2_$1/bench_gpt2" "${@:2}" ;;
-    esac
-  }
-  local timed_variants="$variants fp8_cal fp8_st_cal"
-  for p in $timed_variants; do : > "$out/t_$p.txt"; done
+  for p in $variants; do : > "$out/t_$p.txt"; done
   for _ in $(seq "$ROUNDS"); do
-    for p in $timed_variants; do ms timed "$p" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
+    for p in $variants; do ms "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs "$RUNS" --warmup 10 >> "$out/t_$p.txt"; done
   done
-  for p in fp8 fp8_st fp8_own fp8_st_cal; do
-    timed "$p" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_$p.log" 2>&1
+  for p in fp8 fp8_st fp8_own; do
+    "$G/gpt2_$p/bench_gpt2" -d B=8 -d T=1024 --runs 20 --warmup 5 --no-peaks > "$out/profile_gpt2_$p.log" 2>&1
   done
-  rm -f "$out/w_cal.safetensors"
   # 4. the peer: torch.compile on the same model (its random weights from the manifest)
   if [ "$PEERS" = 1 ]; then
     python3 - "$G/gpt2_bf16/weights_manifest.json" "$out/w_gpt2.safetensors" <<'EOF'
@@ -199,20 +177,18 @@ EOF
       "$out/check_gpt2_small_fp8_w_small.log" "$out/check_gpt2_small_fp8_w_small_cal.log" | sed "s#^$out/##; s/^/  /"
     grep -E "ERROR SUMMARY" "$out/memcheck_gpt2_small_fp8.log" "$out/memcheck_gpt2_small_fp8_cal.log" | sed "s#^$out/##; s/^/  /"
     echo "GPT-2 124M (random weights), check at B=1 T=$CHECK_T against the float model's float64 reference; B=8 T=1024 timed, graphs on"
-    echo "(_st: --outputs=storage, bf16 logits; _own: every FP8 GEMM ours; _cal: fixed activation scales 4/448, c_fc writing e4m3;"
-    echo " _base: NNC_BASE's folder):"
+    echo "(_st: --outputs=storage, bf16 logits; _own: every FP8 GEMM ours; _base: NNC_BASE's folder):"
     printf "%-12s %12s %10s %-28s %10s %14s\n" prec "max rel err" cosine "top-1" "ms" "tokens/s"
-    for p in $timed_variants; do
+    for p in $variants; do
       local t e c t1
       t=$(median < "$out/t_$p.txt")
-      e=- c=- t1="(timed only)"
-      [ -f "$out/check_gpt2_$p.log" ] && read -r e c t1 <<< "$(figures "$out/check_gpt2_$p.log" logits)"
+      read -r e c t1 <<< "$(figures "$out/check_gpt2_$p.log" logits)"
       printf "%-12s %12s %10s %-28s %10.3f %14.0f\n" "$p" "$e" "$c" "$t1" "$t" "$(awk -v m="$t" 'BEGIN { print (m > 0) ? 8192 / m * 1000 : 0 }')"
     done
     echo "the head's kernels (gpt2.lua:9x) in the per-kernel profiles, fp8 f32 logits, bf16 logits, all ours:"
     grep -h "gpt2.lua:9[0-9]" "$out/profile_gpt2_fp8.log" "$out/profile_gpt2_fp8_st.log" "$out/profile_gpt2_fp8_own.log" | cut -c1-150 | sed 's/^/  /'
-    echo "layer 0's kernels: fp8 bf16 logits, fp8 all ours, fp8 bf16 logits with fixed scales:"
-    grep -h "h\.0\." "$out/profile_gpt2_fp8_st.log" "$out/profile_gpt2_fp8_own.log" "$out/profile_gpt2_fp8_st_cal.log" | cut -c1-150 | sed 's/^/  /'
+    echo "layer 0's kernels: fp8 bf16 logits, then every FP8 GEMM ours:"
+    grep -h "h\.0\." "$out/profile_gpt2_fp8_st.log" "$out/profile_gpt2_fp8_own.log" | cut -c1-150 | sed 's/^/  /'
     if [ "$PEERS" = 1 ]; then
       echo "peer (torch.compile, GPT-2 bf16 B=8 T=1024):"
       tail -1 "$out/peer_gpt2.json"

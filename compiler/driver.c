@@ -171,9 +171,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .attention_append = nnc_emit_has_attention_append(t.family),
                          .attention_rope = nnc_emit_has_attention_rope(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
-  if (!st)
-    st = quant == NNC_QUANTIZE_FP8 ? nnc_pass_quantize_fp8(&g, nnc_emit_fp8_any_n(&t), &quantized, err)
-                                   : nnc_pass_quantize(&g, quant, &quantized, err);
+  if (!st) st = nnc_pass_quantize(&g, quant, &quantized, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
     if (!tiles) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while tuning");

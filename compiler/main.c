@@ -12,14 +12,12 @@
 #include <unistd.h>
 
 #include "driver.h"
-#include "emit/emit.h"
 #include "frontend/frontend.h"
 #include "ir/print.h"
 #include "nnc_config.h"
 #include "passes/passes.h"
 #include "random_weights.h"
 #include "tune/target.h"
-#include "tune/tune.h"
 #include "calibrate.h"
 
 typedef enum { EMIT_NONE, EMIT_IR, EMIT_DOT, EMIT_PLAN } emit_kind;
@@ -336,13 +334,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
   if (!st && !c->weights && nnc_hfuse_wanted(c->hfuse < 0, c->train, &par, quant, true))
     st = nnc_pass_hfuse(&g, NULL, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
-  /* fp8: the e4m3 weights the target's folder holds (any N where its FP8 GEMMs write any rows) */
-  nnc_target_desc td;
-  bool any_n = false;
-  if (!st && quant == NNC_QUANTIZE_FP8 && c->target && !(st = nnc_target_describe(c->target, &td, err)))
-    any_n = nnc_emit_fp8_any_n(&td);
-  if (!st)
-    st = quant == NNC_QUANTIZE_FP8 ? nnc_pass_quantize_fp8(&g, any_n, NULL, err) : nnc_pass_quantize(&g, quant, NULL, err);
+  if (!st) st = nnc_pass_quantize(&g, quant, NULL, err);
   if (!st) {
     if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);
     else if (c->emit == EMIT_NONE) print_summary(&s);

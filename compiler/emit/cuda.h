@@ -58,8 +58,6 @@ bool cu_fp8_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
 void cu_fp8_tables(const ec_ctx *x, nnc_sb *b);
 void cu_fp8_upload(const ec_ctx *x, nnc_sb *b);
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body);
-/* Whether GEMM kernel ki runs an epilogue kernel after cuBLASLt (cuda_kernels.c's plan). */
-bool cu_gemm_post(const ec_ctx *x, int ki);
 void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's

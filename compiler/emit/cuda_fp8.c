@@ -13,16 +13,15 @@
  * per row, in one kernel that also applies the layernorm or rmsnorm it
  * reads; then nnc_cuda_gemm_fp8 runs cuBLASLt e4m3 x e4m3 with both scale
  * vectors and the epilogue, or (where it has no algorithm) nnc's wgmma FP8
- * GEMM on sm_90a, its fallback elsewhere. On sm_90a, a GEMM whose output
- * only another FP8 GEMM reads, as its plain A (GPT-2's c_fc for
- * mlp.c_proj), writes that A as e4m3 itself when the reader's weight has
- * nnc calibrate's fixed scale, and the reader skips its row pass
- * (e4m3_reader). Everything else is as under --precision=bf16. */
+ * GEMM on sm_90a, its fallback elsewhere. Everything else is as under
+ * --precision=bf16. (GPT-2's c_fc writing mlp.c_proj's A as e4m3 itself,
+ * with nnc calibrate's fixed scale, through that GEMM, was built in 6ac3067
+ * and taken out: 0.147 ms on an H200 against cuBLASLt's 0.068 plus the
+ * reader's 0.033 row pass.) */
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda.h"
-#include "emit_targets.h"
 
 #define EXPR EC_EXPR
 
@@ -30,8 +29,6 @@ static const nnc_tensor *fp8_weight(const ec_ctx *x, int t) {
   const nnc_tensor *w = &x->g->tensors[t];
   return w->kind == NNC_TENSOR_PARAM && w->quant.kind == NNC_QUANT_FP8_CHANNEL ? w : NULL;
 }
-
-bool nnc_cuda_fp8_any_n(const nnc_target_desc *t) { return t->cuda.wgmma_ok; }
 
 bool cu_fp8_any(const ec_ctx *x) {
   for (int i = 0; i < x->g->nparams; i++)
@@ -67,20 +64,9 @@ void cu_fp8_tables(const ec_ctx *x, nnc_sb *b) {
 void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
   const char *p = x->p, *P = x->P;
   nnc_sb_printf(b,
-    "/* The captured graphs, dropped when a weight's fixed scale comes or goes: a graph\n"
-    " * keeps the way each FP8 GEMM took when it was captured (its A written as e4m3 by\n"
-    " * the GEMM before it, or quantized by a row pass). */\n"
-    "static void drop_graphs(%s_model *m) {\n"
-    "  cudaStreamSynchronize(m->stream);\n"
-    "  for (int i = 0; i < NGRAPHS; i++)\n"
-    "    if (m->graph[i].exec) cudaGraphExecDestroy(m->graph[i].exec), m->graph[i].exec = NULL;\n"
-    "}\n\n", p);
-  nnc_sb_printf(b,
     "/* --precision=fp8: weight i's float values to the device, then quantized there to\n"
     " * e4m3 [n, k] with a scale per output channel (max|w| / 448). */\n"
     "static int upload_fp8(%s_model *m, int i, const float *data, size_t count) {\n"
-    "  if (m->fp8_fixed[i]) drop_graphs(m);   /* its GEMMs' A no longer has a fixed scale */\n"
-    "  m->fp8_fixed[i] = 0;\n"
     "  float *dev = NULL;\n"
     "  nnrt_error e = {};\n"
     "  if (nnrt_cuda_malloc(m->alloc, count * sizeof *dev, (void **)&dev, &e))\n"
@@ -118,8 +104,6 @@ void cu_fp8_upload(const ec_ctx *x, nnc_sb *b) {
     "    unsigned char *at = m->weights + layout[i].offset + fp8_layout[i].scales + (size_t)fp8_layout[i].n * 4;\n"
     "    cudaError_t ce = cudaMemcpy(at, &v, sizeof v, cudaMemcpyHostToDevice);\n"
     "    if (ce != cudaSuccess) return fail(m, %s_E_DEVICE, \"%%s to the GPU: %%s\", name, cudaGetErrorString(ce));\n"
-    "    if (!m->fp8_fixed[i]) drop_graphs(m);\n"
-    "    m->fp8_fixed[i] = 1;\n"
     "  }\n  return 0;\n}\n\n", p, P, P);
 }
 
@@ -130,43 +114,6 @@ static void weight_ptrs(const ec_ctx *x, int t, char *q, char *scale, char *fixe
   snprintf(q, n, "(const unsigned char *)(c.weights + %lld)", off + (long long)h.q);
   snprintf(scale, n, "(const float *)(c.weights + %lld)", off + (long long)h.scales);
   snprintf(fixed, n, "(const float *)(c.weights + %lld)", off + (long long)h.fixed);
-}
-
-/* The kernel that reads kernel ki's output as its quantized A, where ki
- * may write that A as e4m3 itself: on sm_90a (our kernel writes e4m3 with
- * the scale vectors, which cuBLASLt refused), ki an FP8 GEMM writing it in
- * bf16 with no epilogue kernel after its own, the output no model output,
- * and its one reader an FP8 GEMM taking it as its A with no norm. With nnc
- * calibrate's fixed scale for the reader's weight (known when the weights
- * load), ki writes e4m3 and the reader has no row pass (GPT-2's c_fc for
- * mlp.c_proj: that pass over 8192 x 3072 took 32-36 us a layer on an
- * H200). -1 when there is none. */
-static int e4m3_reader(const ec_ctx *x, int ki) {
-  const nnc_kernel *k = &x->s->k[ki];
-  if (!x->r->target->cuda.wgmma_ok || k->kind != NNC_KERNEL_GEMM) return -1;
-  const nnc_gemm_desc *d = &k->d.gemm;
-  const int out = d->out;
-  if (!cu_fp8_gemm(x, d) || x->g->tensors[out].dtype != NNC_BF16 || nnc_graph_is_output(x->g, out) ||
-      cu_gemm_post(x, ki))
-    return -1;
-  int reader = -1;
-  for (int j = 0; j < x->s->nk; j++)
-    for (int i = 0; i < x->s->k[j].nin; i++) {
-      if (x->s->k[j].in[i] != out) continue;
-      const nnc_kernel *r = &x->s->k[j];
-      if (reader >= 0 || r->kind != NNC_KERNEL_GEMM || !cu_fp8_gemm(x, &r->d.gemm) || r->d.gemm.a != out ||
-          r->d.gemm.prologue != NNC_NORM_NONE)
-        return -1;
-      reader = j;
-    }
-  return reader;
-}
-
-/* The kernel that may write kernel ki's A as e4m3 (ki is its e4m3_reader), or -1. */
-static int e4m3_writer(const ec_ctx *x, int ki) {
-  for (int j = 0; j < x->s->nk; j++)
-    if (e4m3_reader(x, j) == ki) return j;
-  return -1;
 }
 
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body) {
@@ -187,18 +134,9 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
                                                                       : "the rmsnorm and the rows' e4m3 in one kernel");
   weight_ptrs(x, d->b, wq, ws, wf, sizeof wq);
   nnc_sb_printf(body, "  const float *fixed = %s;   /* nnc calibrate's scale of A, or 0: each row's */\n", wf);
-  const int from = d->prologue == NNC_NORM_NONE ? e4m3_writer(x, ki) : -1;
-  ec_ptr(x, d->a, pa, sizeof pa);
-  if (from >= 0)
-    nnc_sb_printf(body, "  if (m->fp8_fixed[%d]) {   /* kernel %d wrote A as e4m3 with the fixed scale: no row pass */\n"
-                        "    Aq = (unsigned char *)%s;\n"
-                        "    if (nnc_cuda_fp8_fill(a_scale, M, fixed, s, &e)) return kernel_failed(m, %d, e.msg);\n"
-                        "  } else ", x->param_of[d->b], from, pa, ki);
-  else
-    nnc_sb_printf(body, "  ");
-  nnc_sb_printf(body, "if (nnc_cuda_fp8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, fixed, Aq, a_scale, s, &e))\n"
+  nnc_sb_printf(body, "  if (nnc_cuda_fp8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, fixed, Aq, a_scale, s, &e))\n"
                       "    return kernel_failed(m, %d, e.msg);\n",
-                ta, norm, pa, pg, pbeta,
+                ta, norm, ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
                 ec_literal(d->prologue != NNC_NORM_NONE ? d->norm_eps : 0.0, false, lit, sizeof lit), ki);
   nnc_sb_printf(body, "  nnc_cuda_fp8_gemm_args<%s> f = {};\n  f.M = M;\n  f.N = N;\n  f.K = K;\n"
                       "  f.a = Aq;\n  f.a_scale = a_scale;\n"
@@ -210,23 +148,8 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
   ec_assign(x, body, 2, "f.d", d->out);
   nnc_sb_printf(body, "  f.alpha = %s;\n  f.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), epi);
   nnc_sb_printf(body, "  f.tmp = (float *)((unsigned char *)a_scale + pad_offset((size_t)M * sizeof(float)));   "
-                      "/* the fallback's f32 columns */\n");
-  const int reader = e4m3_reader(x, ki);
-  if (reader >= 0) {
-    const nnc_gemm_desc *r = &x->s->k[reader].d.gemm;
-    char rq[256], rs[256], rf[256];
-    weight_ptrs(x, r->b, rq, rs, rf, sizeof rq);
-    nnc_sb_printf(body,
-      "  if (m->fp8_fixed[%d]) {\n"
-      "    /* kernel %d (%s's GEMM) reads this output alone as its A, and that A has nnc calibrate's\n"
-      "     * fixed scale: written here as e4m3 (divided by the scale), so kernel %d has no row pass */\n"
-      "    bool wrote = false;\n"
-      "    if (nnc_cuda_gemm_fp8_e4m3(f, (unsigned char *)f.d, %s, &wrote, s, &e)) return kernel_failed(m, %d, e.msg);\n"
-      "    if (!wrote) return kernel_failed(m, %d, \"expected an sm_90a build (nnc's wgmma FP8 GEMM) for an e4m3 output\");\n"
-      "    return 0;\n"
-      "  }\n", x->param_of[r->b], reader, x->g->tensors[r->b].name, reader, rf, ki, ki);
-  }
-  nnc_sb_printf(body, "  if (nnc_cuda_gemm_fp8(m->blas, f, &m->fp8_path[%d], s, &e)) return kernel_failed(m, %d, e.msg);\n",
+                      "/* the fallback's f32 columns */\n"
+                      "  if (nnc_cuda_gemm_fp8(m->blas, f, &m->fp8_path[%d], s, &e)) return kernel_failed(m, %d, e.msg);\n",
                 ki, ki);
 }
 

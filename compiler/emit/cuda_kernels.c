@@ -383,12 +383,6 @@ static void outer_loop(const ec_ctx *x, const nnc_kernel *k, const gemm_plan *p,
 /* The chosen implementation of kernel k: --tune=measure's, else "" (the rule's). */
 static const char *impl_of(const ec_ctx *x, int k) { return x->r->tiles ? x->r->tiles[k].impl : ""; }
 
-bool cu_gemm_post(const ec_ctx *x, int ki) {
-  gemm_plan p;
-  nnc_error e;
-  return plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e) != NNC_OK || p.post;
-}
-
 /* nnc's GEMM: one call of gemm.cuh with every fusion in its arguments. */
 static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
   const nnc_kernel *k = &x->s->k[ki];

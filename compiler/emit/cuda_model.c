@@ -113,8 +113,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
     g->nsyms ? g->nsyms : 1, s->nk ? s->nk : 1, p, p, p);
   if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;                 /* prepare() has run on these weights */\n");
   if (cu_fp8_any(x))
-    nnc_sb_printf(b, "  int fp8_path[NKERNELS];       /* an FP8 GEMM's way, found by its first run (kernels/fp8.cuh) */\n"
-                     "  unsigned char fp8_fixed[NPARAMS];  /* weight i's GEMMs' A has nnc calibrate's fixed scale */\n");
+    nnc_sb_printf(b, "  int fp8_path[NKERNELS];       /* an FP8 GEMM's way, found by its first run (kernels/fp8.cuh) */\n");
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;               /* this rank's place among the plan's %d (NCCL) */\n"
                      "  int own_comm;                  /* made by create(), not given in the options */\n", x->world);

@@ -19,15 +19,14 @@
 #define MARKER ".nnc-output"
 
 static const nnc_emitter emitters[] = {
-  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false, false, false,
-   NULL},
+  {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false, false, false},
   /* CUDA's attention appends the kv cache's new rows itself (attention_append.cuh) and turns q's and
    * those rows by their rope (attention_rope.cuh): a decode step's appends and ropes are no kernels of
    * their own, which cost a launch each on a GPU */
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
-   nnc_cuda_gemm_windows, true, true, true, nnc_cuda_fp8_any_n},
+   nnc_cuda_gemm_windows, true, true, true},
   {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false, false,
-   false, NULL},
+   false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -85,11 +84,6 @@ bool nnc_emit_has_attention_append(nnc_target_family f) {
 bool nnc_emit_has_attention_rope(nnc_target_family f) {
   const nnc_emitter *e = emitter_of(f);
   return e && e->attention_rope;
-}
-
-bool nnc_emit_fp8_any_n(const nnc_target_desc *t) {
-  const nnc_emitter *e = emitter_of(t->family);
-  return e && e->fp8_any_n && e->fp8_any_n(t);
 }
 
 bool nnc_emit_has_f32_weights(nnc_target_family f) {

@@ -84,10 +84,6 @@ typedef struct nnc_emitter {
    * rope that only it reads (nnc_attention_desc.rope, passes/fold_rope.c),
    * so that the ropes of a decode step are no kernels of their own. */
   bool attention_rope;
-  /* Whether its FP8 GEMMs on target t write output rows of any N (nnc's
-   * own wgmma FP8 GEMM, sm_90a), so a weight held as e4m3 needs only K a
-   * multiple of 16; NULL or false: N too (cuBLASLt's 16-byte rows). */
-  bool (*fp8_any_n)(const nnc_target_desc *t);
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -111,8 +107,6 @@ bool nnc_emit_has_reduce_windows(nnc_target_family f);
 bool nnc_emit_has_attention_append(nnc_target_family f);
 /* Whether the emitter of family f folds ropes into the attention (nnc_emitter.attention_rope). */
 bool nnc_emit_has_attention_rope(nnc_target_family f);
-/* Whether the FP8 GEMMs of t's emitter write rows of any N on t (nnc_emitter.fp8_any_n). */
-bool nnc_emit_fp8_any_n(const nnc_target_desc *t);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

@@ -17,9 +17,6 @@ nnc_status nnc_cuda_variants(const nnc_emit_request *r, nnc_kernel_variants *out
 /* The most outputs of a GEMM that gathers A from an im2col's image on t
  * (wgmma's implicit convolution, sm_90a), 0 elsewhere: see cuda_conv.c. */
 int nnc_cuda_gemm_windows(const nnc_target_desc *t);
-/* Whether t's FP8 GEMMs write rows of any N (nnc's wgmma FP8 GEMM where
- * cuBLASLt has no algorithm: sm_90a): see cuda_fp8.c. */
-bool nnc_cuda_fp8_any_n(const nnc_target_desc *t);
 
 /* OpenCL C 1.2 for any OpenCL device, PoCL included (opencl, opencl-gpu,
  * opencl-cpu): see opencl.c. */

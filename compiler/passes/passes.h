@@ -111,10 +111,6 @@ const char *nnc_quantize_name(nnc_quantize q);
  * are the ones the kernels have (a weight that layout_flatten permutes stays
  * f32). */
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err);
-/* The same for --precision=fp8 (NNC_QUANTIZE_FP8), with any_n: the
- * target's FP8 GEMMs write output rows of any N (nnc_emit_fp8_any_n), so
- * only K must be a multiple of 16. */
-nnc_status nnc_pass_quantize_fp8(nnc_graph *g, bool any_n, int *count, nnc_error *err);
 
 /* --train: appends the backward graph (reverse-mode autodiff, one rule per
  * op in autodiff_rules.c) and makes the outputs the loss and a gradient per

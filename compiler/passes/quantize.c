@@ -30,12 +30,14 @@
  * embedding: the gather reads a few rows of it, the head GEMM all of it) is
  * marked `tied`: it stays bf16 for those readers and the folder makes an
  * e4m3 copy for its linears at load, under the same rule: N a multiple of
- * 16. Where the target's FP8 GEMMs write rows of any N (nnc_pass_quantize_fp8's
- * any_n: nnc's own wgmma FP8 GEMM on cuda-sm90a, which writes each row in
- * place) only K must be: GPT-2's tied head (N = 50257) is then e4m3 too.
- * Elsewhere it stays bf16: cuBLASLt has no algorithm writing 50257-wide
- * rows (not 16-byte aligned) and the fallback (unscaled f32 slices, then
- * the epilogue) took 3.75 ms on an H200 against the bf16 head's 1.44. Only
+ * 16. GPT-2's 50257 is not, so its head stays bf16: with the copy's rows
+ * padded to 50272 cuBLASLt has no algorithm writing the 50257-wide logits
+ * (rows not 16-byte aligned) and the fallback (unscaled f32 slices, then
+ * the epilogue) took 3.75 ms on an H200 against the bf16 head's 1.44; nnc's
+ * own wgmma FP8 GEMM (cuda-sm90a) writes those rows but took 1.56 ms, and
+ * the FP8 head costs accuracy (random weights: cosine 0.99976 -> 0.99913),
+ * so the rule stays (commit 6ac3067 has the any-N wiring); a vocabulary
+ * padded in the model (50304, as llm.c's) gets the copy. Only
  * fp8 does this: for int8w/w8a8/int4w the copy would be read by CPU GEMMs
  * that gain less than the memory it costs. */
 #include <string.h>
@@ -82,28 +84,15 @@ static int channel_axis(const nnc_graph *g, int p, bool *others) {
   return axis;
 }
 
-/* fp8: both dims constant, K (axis 1 - axis) a multiple of 16 (rows of
- * 16-byte chunks), N (axis) too unless any_n (cuBLASLt's FP8 output rows
- * of 16 bytes). */
-static bool fp8_fits(const nnc_tensor *t, int axis, bool any_n) {
+/* fp8: both dims constant multiples of 16 (cuBLASLt's FP8 rows of 16 bytes). */
+static bool fp8_fits(const nnc_tensor *t) {
   for (int d = 0; d < 2; d++)
-    if (!nnc_dim_is_const(t->shape[d]) || (t->shape[d].k % 16 != 0 && !(any_n && d == axis))) return false;
+    if (!nnc_dim_is_const(t->shape[d]) || t->shape[d].k % 16 != 0) return false;
   return true;
 }
 
-static nnc_status quantize(nnc_graph *g, nnc_quantize q, bool any_n, int *count);
-
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err) {
   (void)err;
-  return quantize(g, q, false, count);
-}
-
-nnc_status nnc_pass_quantize_fp8(nnc_graph *g, bool any_n, int *count, nnc_error *err) {
-  (void)err;
-  return quantize(g, NNC_QUANTIZE_FP8, any_n, count);
-}
-
-static nnc_status quantize(nnc_graph *g, nnc_quantize q, bool any_n, int *count) {
   int marked = 0;
   nnc_dtype from = q == NNC_QUANTIZE_FP8 ? NNC_BF16 : NNC_F32;
   for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
@@ -111,7 +100,7 @@ static nnc_status quantize(nnc_graph *g, nnc_quantize q, bool any_n, int *count)
     if (t->dtype != from || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
     bool tied = false;
     int axis = channel_axis(g, g->params[i], q == NNC_QUANTIZE_FP8 ? &tied : NULL);
-    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t, axis, any_n))) continue;
+    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t))) continue;
     t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP
                   : q == NNC_QUANTIZE_FP8   ? NNC_QUANT_FP8_CHANNEL : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
