@@ -99,14 +99,16 @@ static bool own_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shap
 }
 
 /* nnc's wgmma GEMM (sm_90a): bf16/f16 operands, A as [M, K], B as [N, K], the output in
- * f32 or the operands' type, no batch, K a multiple of 8, a bias its only
- * fusion besides a norm kernel before it. */
+ * f32 or the operands' type, no batch, K a multiple of 8; its epilogue adds
+ * the bias and a residual (in the output's type) and applies ReLU, SiLU or
+ * either GELU, before or after the residual. A norm kernel may run before it. */
 static bool wgmma_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
   nnc_dtype t = x->g->tensors[d->a].dtype, o = x->g->tensors[d->out].dtype;
+  bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_SILU || d->act == NNC_OP_GELU;
+  bool res = d->residual < 0 || (!d->residual_mul && x->g->tensors[d->residual].dtype == o);
   return x->r->target->cuda.wgmma_ok && !d->a_trans && d->aux_kind == NNC_AUX_NONE && (t == NNC_BF16 || t == NNC_F16) &&
-         x->g->tensors[d->b].dtype == t &&
-         (o == t || o == NNC_F32) && d->b_trans && s->nb == 0 && constant(s->K) && atoll(s->K) % 8 == 0 &&
-         d->act == NNC_OP_NONE && d->residual < 0;
+         x->g->tensors[d->b].dtype == t && (o == t || o == NNC_F32) && d->b_trans && s->nb == 0 && constant(s->K) &&
+         atoll(s->K) % 8 == 0 && act && res && d->bgrad_from == NNC_BGRAD_NONE;
 }
 
 /* The heuristic result an implementation's name asks for: "cublaslt-a2"
@@ -178,6 +180,10 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   int pad = pad_of(x, d, &p->s, p->lt_residual);
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
+  /* Not by rule for an activation cuBLASLt lacks: on an H200, BERT's
+   * intermediate.dense (4096 x 1536 x 384, erf-GELU) took 58 us there
+   * against 29 us for cuBLASLt and the epilogue kernel (bench/NOTES.md);
+   * --tune=measure weighs it. */
   if ((!impl || !impl[0]) && pad >= 1024 && wg_fits) {
     p->wg = true;
   } else if (!impl || !impl[0]) {
@@ -206,8 +212,14 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   }
   bool widen = x->g->tensors[d->out].dtype != x->g->tensors[d->a].dtype;
   if (p->wg) {
-    snprintf(p->why, sizeof p->why, "nnc's wgmma GEMM%s, rows written in place%s (%s)",
-             p->pre_norm ? " after a norm kernel" : "", widen ? ", f32 out" : "", how);
+    p->post = false;   /* its epilogue applies the activation and residual */
+    snprintf(p->why, sizeof p->why, "nnc's wgmma GEMM%s, rows written in place%s%s (%s)",
+             p->pre_norm ? " after a norm kernel" : "", widen ? ", f32 out" : "",
+             d->act != NNC_OP_NONE && d->residual >= 0 ? ", the activation and residual in its epilogue"
+             : d->act != NNC_OP_NONE                   ? ", the activation in its epilogue"
+             : d->residual >= 0                        ? ", the residual in its epilogue"
+                                                       : "",
+             how);
     return NNC_OK;
   }
   char algo[48] = "";
@@ -432,6 +444,12 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
   ec_assign(x, body, 2, "g.b", d->b);
   nnc_sb_printf(body, "  g.ldb = K;\n");
   if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
+  if (d->residual >= 0) {
+    ec_assign(x, body, 2, "g.residual", d->residual);
+    nnc_sb_printf(body, "  g.ldr = N;\n");
+  }
+  if (d->act != NNC_OP_NONE) nnc_sb_printf(body, "  g.act = %s;\n", cu_gemm_act(d));
+  if (d->act != NNC_OP_NONE && d->residual >= 0 && d->act_last) nnc_sb_printf(body, "  g.act_last = true;\n");
   nnc_sb_printf(body, "  g.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
   ec_assign(x, body, 2, "g.c", d->out);
   nnc_sb_printf(body, "  g.ldc = N;\n%s  if (nnc_cuda_gemm_wgmma(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"

@@ -1,7 +1,9 @@
-/* templates/cuda/gemm_wgmma.cuh — C = alpha * A B^T (+ bias) on Hopper's
- * wgmma (sm_90a only), for the GEMMs cuBLASLt cannot write well: output
- * rows of any length and alignment (GPT-2's LM head, N = 50257), in f32 or
- * the operands' type, written straight into place. cuBLASLt's kernels
+/* templates/cuda/gemm_wgmma.cuh — C = act(alpha * A B^T + bias) + residual
+ * (or act(... + residual) when act_last) on Hopper's wgmma (sm_90a only),
+ * for the GEMMs cuBLASLt cannot write well: output rows of any length and
+ * alignment (GPT-2's LM head, N = 50257), in f32 or the operands' type,
+ * written straight into place, and activations its epilogues lack (erf-GELU,
+ * SiLU), which otherwise cost a pass over C after it. cuBLASLt's kernels
  * store through TMA, which needs 16-byte aligned rows; nnc's other way was
  * padded rows in a workspace and a copy (1.65 GB of f32 logits read and
  * written again at B=8 T=1024).
@@ -26,6 +28,7 @@
 #ifndef NNC_CUDA_GEMM_WGMMA_CUH
 #define NNC_CUDA_GEMM_WGMMA_CUH
 
+#include "gemm_kernel.cuh"
 #include "gemm_mma.cuh"
 #include "nnc_cuda.cuh"
 #include "wgmma.cuh"
@@ -36,7 +39,11 @@ template <typename T, typename TO> struct nnc_cuda_gemm_wgmma_args {
   long long lda;
   const T *b; /* [N][ldb]: C = A B^T */
   long long ldb;
-  const T *bias; /* [N], or NULL */
+  const T *bias;     /* [N], or NULL */
+  const TO *residual; /* [M][ldr], or NULL: added after act (before it when act_last) */
+  long long ldr;
+  nnc_cuda_act act; /* NNC_CUDA_ACT_NONE (0) unless set */
+  bool act_last;
   float alpha;
   TO *c;
   long long ldc;
@@ -164,9 +171,16 @@ __global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(con
     const int row = m0 + wg * 64 + r;
     if (row >= g.M) break;
     TO *crow = g.c + (long long)row * g.ldc + n0;
+    const TO *rrow = g.residual ? g.residual + (long long)row * g.ldr + n0 : nullptr;
 #pragma unroll
-    for (int c = t; c < BN; c += 128)
-      if (n0 + c < g.N) store(crow + c, cs[r * CST + c]);
+    for (int c = t; c < BN; c += 128) {
+      if (n0 + c >= g.N) continue;
+      float v = cs[r * CST + c];
+      if (!g.act_last) v = nnc_gemm_act_rt(g.act, v);
+      if (rrow) v += nnc_dtype<TO>::load(rrow[c]);
+      if (g.act_last) v = nnc_gemm_act_rt(g.act, v);
+      store(crow + c, v);
+    }
   }
 #elif defined(__CUDA_ARCH__)
   /* device code for another architecture: never dispatched to (see
@@ -187,6 +201,10 @@ nnc_cuda_status nnc_cuda_gemm_wgmma(const nnc_cuda_gemm_wgmma_args<T, TO> &g, cu
                          "expected K, lda and ldb multiples of 8, lda and ldb >= K, ldc >= N; found K %d, lda %lld, "
                          "ldb %lld, ldc %lld, N %d",
                          g.K, g.lda, g.ldb, g.ldc, g.N);
+  if ((unsigned)g.act > (unsigned)NNC_CUDA_ACT_SILU)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected an nnc_cuda_act, found %d", (int)g.act);
+  if (g.residual && g.ldr < g.N)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected ldr >= N, found ldr %lld, N %d", g.ldr, g.N);
   if (!g.a || !g.b || !g.c)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected device pointers for a, b and c, found %p, %p, %p",
                          (const void *)g.a, (const void *)g.b, (const void *)g.c);

@@ -3,9 +3,11 @@
  * operands, f32 and narrow outputs, odd M and N (partial tiles both ways),
  * K not a multiple of 64, rows of C longer than N whose extra elements must
  * keep their poison, bias, alpha, K = 0, M = 0, GPT-2's LM head row
- * (N = 50257) and the argument checks. Outputs are poisoned with NaN first.
+ * (N = 50257), the epilogue's activations (ReLU, SiLU, both GELUs) and
+ * residual, before and after each other, and the argument checks. Outputs are poisoned with NaN first.
  * Tolerance: max |out - ref| <= tol * max |ref| per case, tol 1e-5 for f32
- * output (f32 accumulation of exact products), 1e-2 for bf16/f16 output.
+ * output (f32 accumulation of exact products; 1e-3 with the tanh GELU's
+ * tanh.approx), 1e-2 for bf16/f16 output.
  *
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Itemplates/cuda \
  *     -o test_gemm_wgmma tests/gpu/test_gemm_wgmma.cu
@@ -45,6 +47,8 @@ struct tcase {
   int M, N, K, pad_c; /* ldc = N + pad_c */
   bool bias, small;
   float alpha;
+  nnc_cuda_act act;
+  bool residual, act_last;
 };
 
 static const tcase CASES[] = {
@@ -54,22 +58,42 @@ static const tcase CASES[] = {
     {"m3_n50257_k768_lm_head", 3, 50257, 768, 0, false, false, 1.0f},
     {"m257_n300_k8", 257, 300, 8, 1, true, false, 1.0f},
     {"m260_n300_k0_bias", 260, 300, 0, 0, true, false, 1.0f},
+    {"m130_n1537_k384_gelu_erf", 130, 1537, 384, 0, true, true, 1.0f, NNC_CUDA_ACT_GELU_ERF},
+    {"m67_n300_k72_gelu_tanh_res", 67, 300, 72, 2, true, false, 1.0f, NNC_CUDA_ACT_GELU_TANH, true},
+    {"m129_n258_k64_silu", 129, 258, 64, 0, false, false, 1.0f, NNC_CUDA_ACT_SILU},
+    {"m33_n129_k40_res_relu_last", 33, 129, 40, 1, true, true, 0.5f, NNC_CUDA_ACT_RELU, true, true},
+    {"m200_n384_k384_residual", 200, 384, 384, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, true},
 };
+
+/* The epilogue's activations in float64. */
+static double act_of(nnc_cuda_act a, double x) {
+  switch (a) {
+  case NNC_CUDA_ACT_RELU: return x > 0 ? x : 0;
+  case NNC_CUDA_ACT_SILU: return x / (1 + std::exp(-x));
+  case NNC_CUDA_ACT_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case NNC_CUDA_ACT_GELU_TANH: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  default: return x;
+  }
+}
 
 template <typename T, typename TO> static void run_case(const tcase &c, const char *tn) {
   const int M = c.M, N = c.N, K = c.K;
   const long long lda = K + 8, ldb = K, ldc = (long long)N + c.pad_c;
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<T> ha((size_t)M * lda + 1), hb((size_t)N * ldb + 1), hbias(N);
+  std::vector<TO> hr((size_t)M * ldc + 1);
   for (auto &x : ha) x = to<T>(u(rng));
   for (auto &x : hb) x = to<T>(u(rng) * 0.1f);
   for (auto &x : hbias) x = to<T>(u(rng));
+  for (auto &x : hr) x = to<TO>(u(rng));
   T *da, *db, *dbias;
-  TO *dc;
+  TO *dc, *dr;
   CK(cudaMalloc(&da, ha.size() * sizeof(T)));
   CK(cudaMalloc(&db, hb.size() * sizeof(T)));
   CK(cudaMalloc(&dbias, hbias.size() * sizeof(T) + 1));
   CK(cudaMalloc(&dc, ((size_t)M * ldc + 1) * sizeof(TO)));
+  CK(cudaMalloc(&dr, hr.size() * sizeof(TO)));
+  CK(cudaMemcpy(dr, hr.data(), hr.size() * sizeof(TO), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(da, ha.data(), ha.size() * sizeof(T), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(db, hb.data(), hb.size() * sizeof(T), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dbias, hbias.data(), hbias.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -81,6 +105,8 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
   g.a = da, g.lda = lda, g.b = db, g.ldb = ldb;
   g.bias = c.bias ? dbias : nullptr;
   g.alpha = c.alpha;
+  g.act = c.act, g.act_last = c.act_last;
+  if (c.residual) g.residual = dr, g.ldr = ldc;
   g.c = dc, g.ldc = ldc;
   nnc_cuda_error err;
   if (nnc_cuda_gemm_wgmma(g, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
@@ -97,7 +123,9 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
     for (int j = 0; j < N; ++j) {
       double s = 0;
       for (int k = 0; k < K; ++k) s += from(ha[(size_t)i * lda + k]) * from(hb[(size_t)j * ldb + k]);
-      ref[j] = c.alpha * s + (c.bias ? from(hbias[j]) : 0.0);
+      double v = c.alpha * s + (c.bias ? from(hbias[j]) : 0.0);
+      const double r = c.residual ? from(hr[(size_t)i * ldc + j]) : 0.0;
+      ref[j] = c.act_last ? act_of(c.act, v + r) : act_of(c.act, v) + r;
       maxref = std::fmax(maxref, std::fabs(ref[j]));
     }
     for (int j = 0; j < N; ++j) {
@@ -106,7 +134,8 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
     }
     for (long long j = N; j < ldc; ++j) pad_ok &= std::isnan(from(hc[(size_t)i * ldc + j]));
   }
-  const double tol = std::is_same<TO, float>::value ? 1e-5 : 1e-2;
+  /* the tanh GELU runs on tanh.approx (relative error about 2^-11) */
+  const double tol = !std::is_same<TO, float>::value ? 1e-2 : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3 : 1e-5;
   const double rel = maxref > 0 ? maxerr / maxref : maxerr;
   const bool ok = rel <= tol && pad_ok;
   std::printf("%s %-26s %-9s max rel error %.3g (tol %g)%s\n", ok ? "PASS" : "FAIL", c.name, tn, rel, tol,
@@ -116,6 +145,7 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
   CK(cudaFree(db));
   CK(cudaFree(dbias));
   CK(cudaFree(dc));
+  CK(cudaFree(dr));
 }
 
 /* Refusals: nothing launched, E_ARG with a message. */
@@ -142,6 +172,10 @@ static void arg_checks() {
   expect("b NULL", x, NNC_CUDA_E_ARG);
   x = g, x.M = -1;
   expect("M < 0", x, NNC_CUDA_E_ARG);
+  x = g, x.act = (nnc_cuda_act)99;
+  expect("unknown activation", x, NNC_CUDA_E_ARG);
+  x = g, x.residual = c, x.ldr = 3;
+  expect("ldr < N", x, NNC_CUDA_E_ARG);
   x = g, x.M = 0, x.a = nullptr;
   expect("M = 0 (nothing to do)", x, NNC_CUDA_OK);
   CK(cudaDeviceSynchronize());
