@@ -9,10 +9,12 @@
  * and makes sure that rows S - T .. S - 1 of each cache hold them:
  * - the decode kernels (attention_decode.cuh) do it inside: every block of
  *   a (batch, k/v head) reads keys S - T .. S - 1 from k_new and v_new
- *   (key_rows below), never from the cache, and exactly one of them, the
- *   block of the group's first query head and the first query row
- *   (appends_rows), writes them into the cache; no block of the launch
- *   reads those cache rows, so nothing waits for the write;
+ *   (the groups kernel before its loop over the cache's older keys, the
+ *   kernel of a thread a key through key_rows below), never from the
+ *   cache, and exactly one of them, the block of the group's first query
+ *   head and the first query row (appends_rows), writes them into the
+ *   cache; no block of the launch reads those cache rows, so nothing waits
+ *   for the write;
  * - every other path (prefill, the flash kernels) reads the caches whole:
  *   nnc_attn::append_rows launches one small copy kernel for k and v
  *   together, then the attention runs as it would without.

@@ -97,11 +97,15 @@ static const tcase CASES[] = {
     {"mqa_T33_S45_causal", 2, 6, 33, 45, 64, 64, 1, NO_MASK, MQA, false, true},
     {"mqa_simt_odd_mask", 3, 6, 17, 19, 5, 7, 0, MASK, MQA, false, false},
     /* the kv append folded in (attention_append.cuh): a decode step (T <= 4) writes the new rows inside the
-     * decode kernels, at B=64 (4 warps a row), B=28 (8) and fewer rows (16); longer T through the copy
+     * decode kernels, at B=64 (4 warps a row), B=28 (8), B=8 (16) and fewer rows (split over a cluster's
+     * blocks on sm_90a, else 16 warps); longer T through the copy
      * kernel before the flash kernels; odd S, masks, grouped heads */
     {"append_decode_T1_S545_mask", 3, 12, 1, 545, 64, 64, 1, MASK, CONTIG, true, true, FUSED_NEW},
     {"append_decode_B64_T1_S129_mask", 64, 12, 1, 129, 64, 64, 1, MASK, CONTIG, false, true, FUSED_NEW},
     {"append_decode_B28_T1_S77", 28, 12, 1, 77, 64, 64, 1, NO_MASK, CONTIG, false, true, FUSED_NEW},
+    {"append_decode_B8_T1_S300_mask", 8, 12, 1, 300, 64, 64, 1, MASK, CONTIG, false, true, FUSED_NEW},
+    /* few rows (48) over many keys: on sm_90a each row's keys split over a cluster of 8 blocks */
+    {"append_decode_T4_S700_causal_pad8_mask", 1, 12, 4, 700, 64, 64, 1, MASK, PAD8, false, true, FUSED_NEW},
     {"append_decode_T3_S301_pad8_mask", 2, 5, 3, 301, 64, 64, 1, MASK, PAD8, false, true, CONTIG_NEW},
     {"append_decode_T1_S1", 2, 3, 1, 1, 64, 64, 1, NO_MASK, CONTIG, false, true, FUSED_NEW},
     {"append_gqa_decode_T1_S299_mask", 3, 12, 1, 299, 64, 64, 1, MASK, GQA3, true, true, CONTIG_NEW},
@@ -115,6 +119,7 @@ static const tcase CASES[] = {
     {"rope_gqa_decode_T1_S299_mask", 3, 12, 1, 299, 64, 64, 1, MASK, GQA3, true, true, CONTIG_NEW, 64},
     {"rope_gqa_decode_B64_T1_S129_mask", 64, 12, 1, 129, 64, 64, 1, MASK, GQA3, false, true, CONTIG_NEW, 64},
     {"rope_gqa_decode_T2_S33", 2, 6, 2, 33, 64, 64, 1, NO_MASK, GQA3, false, true, CONTIG_NEW, 64},
+    {"rope_gqa_decode_B8_T1_S200_mask", 8, 12, 1, 200, 64, 64, 1, MASK, GQA3, false, true, CONTIG_NEW, 64},
     {"rope_decode_T3_S301_pad8_mask_dims32", 2, 5, 3, 301, 64, 64, 1, MASK, PAD8, true, true, FUSED_NEW, 32},
     {"rope_mqa_decode_T4_S4", 2, 6, 4, 4, 64, 64, 1, NO_MASK, MQA, false, true, FUSED_NEW, 64},
     {"rope_prefill_gqa_T9_S21_mask", 2, 6, 9, 21, 64, 64, 1, MASK, GQA3, true, true, CONTIG_NEW, 64},
