@@ -1,16 +1,23 @@
 /* bench/gpu_attn_decode.cu — the decode attention (templates/cuda/
  * attention_decode.cuh) at GPT-2's decode shape: B rows of one query each,
  * 12 heads of 64, S cached keys in a cache of ctx rows [B, 12, ctx, 64]
- * bf16, a padding mask [B, S] of ones, causal. Times the kernel of a thread
- * a key (nnc_attn_decode_kernel) and the one of a group of threads a key
- * (nnc_attn_decode_groups_kernel, what nnc_cuda_attention launches) in the
- * same process, checks that they agree, and prints the cache bytes read a
- * call over the time beside the device-to-device copy rate (read + write)
+ * bf16, a padding mask [B, S] of ones, causal. Times, in one process:
+ * - the kernel of a thread a key (nnc_attn_decode_kernel, the baseline);
+ * - what nnc_cuda_attention launches for the three calls a model makes:
+ *   plain (the cache holds every key), append (k_new / v_new: the new row
+ *   from the projection, written into the cache by the kernel, GPT-2's
+ *   decode step) and rope (rope_q / rope_k on top: LLaMA's);
+ * - unless built with -DGAD_LAUNCHER_ONLY (a build against older
+ *   templates), the groups kernel's variants: warps a block (NW), keys in
+ *   flight a group (U), L2 prefetch distance in trips (PF), and each row
+ *   split over a cluster of P blocks;
+ * checks that they agree, and prints the cache bytes read a call over the
+ * time (GB/s) and as a % of the device-to-device copy rate (read + write)
  * measured here. Median of SAMPLES of ITERS back-to-back launches / ITERS;
- * the caches rotate over enough copies (> 400 MB) that they come from memory.
- * Correctness against float64: tests/gpu/test_attention.cu's decode cases.
+ * the caches rotate over enough copies (> 400 MB) that they come from
+ * memory. Correctness against float64: tests/gpu/test_attention.cu.
  *
- *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda -o gpu_attn_decode bench/gpu_attn_decode.cu
+ *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Itemplates/cuda -o gpu_attn_decode bench/gpu_attn_decode.cu
  *   ./gpu_attn_decode [B] [S]      (64 544) */
 #include <algorithm>
 #include <cmath>
@@ -51,13 +58,44 @@ template <class F> static double time_us(F f) {
     t.push_back(1000.0 * ms / ITERS);
   }
   CK(cudaGetLastError());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
 
+static std::vector<float> fetch(const bf16 *d, size_t n) {
+  std::vector<bf16> h(n);
+  CK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) f[i] = __bfloat162float(h[i]);
+  return f;
+}
+
+/* max |x - y| / max |x| (NaN in y: infinite). */
+static double rel_diff(const std::vector<float> &x, const std::vector<float> &y) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    d = std::max(d, std::isnan(y[i]) ? INFINITY : std::fabs((double)x[i] - y[i])), r = std::max(r, std::fabs((double)x[i]));
+  return d / r;
+}
+
+struct bench {
+  double bytes = 0, bw = 0;
+  int failed = 0;
+  void row(const char *name, double us) const {
+    std::printf("| %s | %.1f us | %.0f GB/s | %.0f%% of copy |\n", name, us, bytes / us / 1e3, 100 * bytes / us / 1e3 / (bw / 1e9));
+  }
+  void agree(const char *what, double r) {
+    const bool ok = r < 1e-2;
+    failed += !ok;
+    std::printf("%s %s: max |diff| / max |out| %.3g\n", ok ? "PASS" : "FAIL", what, r);
+  }
+};
+
 int main(int argc, char **argv) {
   const int B = argc > 1 ? std::atoi(argv[1]) : 64, S = argc > 2 ? std::atoi(argv[2]) : 544, ctx = S + 96;
-  const size_t cache = (size_t)B * H * ctx * D;
+  const size_t cache = (size_t)B * H * ctx * D, rowsz = (size_t)B * H * D;
   const int copies = std::max(2, (int)(400e6 / (2.0 * cache * 2)) + 1);
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -71,53 +109,125 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < cache; ++i) h[i] = __float2bfloat16_rn(u(rng));
     CK(cudaMemcpy(vs[c], h.data(), cache * 2, cudaMemcpyHostToDevice));
   }
-  std::vector<bf16> hq((size_t)B * H * D), hm((size_t)B * S, __float2bfloat16_rn(1.0f));
+  /* q and the new k and v rows: [B, 12, 1, 64] each, as a projection's outputs are in GPT-2 (apart) */
+  std::vector<bf16> hq(3 * rowsz), hm((size_t)B * S, __float2bfloat16_rn(1.0f));
   for (auto &x : hq) x = __float2bfloat16_rn(u(rng));
-  bf16 *q, *mask, *o1, *o2;
+  std::vector<int> hpos(B, S - 1);
+  bf16 *q, *mask, *o1, *o2, *o3;
+  int *pos;
   CK(cudaMalloc(&q, hq.size() * 2));
   CK(cudaMalloc(&mask, hm.size() * 2));
-  CK(cudaMalloc(&o1, hq.size() * 2));
-  CK(cudaMalloc(&o2, hq.size() * 2));
+  CK(cudaMalloc(&pos, B * sizeof(int)));
+  for (bf16 **o : {&o1, &o2, &o3}) CK(cudaMalloc(o, rowsz * 2));
   CK(cudaMemcpy(q, hq.data(), hq.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(mask, hm.data(), hm.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(pos, hpos.data(), B * sizeof(int), cudaMemcpyHostToDevice));
   nnc_cuda_attn_args<bf16> a = {};
   a.batch = B, a.heads = H, a.T = 1, a.S = S, a.D = D, a.Dv = D;
   a.q = q, a.q_sb = H * D, a.q_sh = D, a.q_st = D;
   a.k_sb = a.v_sb = (long long)H * ctx * D, a.k_sh = a.v_sh = (long long)ctx * D, a.k_st = a.v_st = D;
   a.o_sb = H * D, a.o_sh = D, a.o_st = D;
   a.scale = 0.125f, a.causal = 1, a.mask = mask, a.mask_sb = S;
+  nnc_cuda_attn_args<bf16> ap = a, ar = a; /* append; append and rope */
+  ap.k_new = ar.k_new = q + rowsz, ap.v_new = ar.v_new = q + 2 * rowsz;
+  ap.kn_sb = ap.vn_sb = ar.kn_sb = ar.vn_sb = H * D, ap.kn_sh = ap.vn_sh = ar.kn_sh = ar.vn_sh = D;
+  ap.kn_st = ap.vn_st = ar.kn_st = ar.vn_st = D;
+  ar.rope_pos = pos, ar.rope_pos_sb = 1, ar.rope_base = 10000.0, ar.rope_dims = D, ar.rope_q = ar.rope_k = 1;
   const unsigned rows = (unsigned)(B * H);
-  auto run = [&](int which, int i, bf16 *o) {
-    a.k = ks[i % copies], a.v = vs[i % copies], a.out = o;
-    if (which == 0) nnc_attn_decode_kernel<bf16, 64, 4><<<rows, 128>>>(a);
-    else nnc_attn_decode_groups_kernel<bf16, 64, 4, 4><<<rows, 128>>>(a);
+  bench bn;
+  /* the launcher's call: 0 plain, 1 append, 2 append + rope; on cache copy i */
+  auto launch = [&](int which, int i, bf16 *o) {
+    nnc_cuda_attn_args<bf16> x = which == 0 ? a : which == 1 ? ap : ar;
+    x.k = ks[i % copies], x.v = vs[i % copies], x.out = o;
+    nnc_cuda_error err;
+    if (nnc_cuda_attention(x, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
+      std::fprintf(stderr, "nnc_cuda_attention: %s\n", err.msg);
+      std::exit(2);
+    }
   };
-  run(0, 0, o1), run(1, 0, o2);
+  auto thread_a_key = [&](int i, bf16 *o) {
+    nnc_cuda_attn_args<bf16> x = a;
+    x.k = ks[i % copies], x.v = vs[i % copies], x.out = o;
+    nnc_attn_decode_kernel<bf16, 64, 4><<<rows, 128>>>(x);
+  };
+  /* plain on copy 0 and the thread-a-key kernel agree; the append writes copy 1's row S - 1, after which
+   * the plain call over copy 1 sees the same keys */
+  thread_a_key(0, o1), launch(0, 0, o2);
   CK(cudaDeviceSynchronize());
-  std::vector<bf16> r1(hq.size()), r2(hq.size());
-  CK(cudaMemcpy(r1.data(), o1, r1.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(r2.data(), o2, r2.size() * 2, cudaMemcpyDeviceToHost));
-  double maxd = 0, maxr = 0;
-  for (size_t i = 0; i < r1.size(); ++i) {
-    const double x = __bfloat162float(r1[i]), y = __bfloat162float(r2[i]);
-    maxd = std::max(maxd, std::isnan(y) ? INFINITY : std::fabs(x - y)), maxr = std::max(maxr, std::fabs(x));
-  }
-  const bool ok = maxd / maxr < 1e-2;
-  std::printf("%s groups vs thread-a-key kernel: max |diff| / max |out| %.3g\n", ok ? "PASS" : "FAIL", maxd / maxr);
+  const std::vector<float> plain0 = fetch(o2, rowsz);
+  bn.agree("launcher (plain) vs thread-a-key kernel", rel_diff(fetch(o1, rowsz), plain0));
+  launch(1, 1, o1), launch(0, 1, o2);
+  CK(cudaDeviceSynchronize());
+  bn.agree("launcher append vs plain over the appended cache", rel_diff(fetch(o2, rowsz), fetch(o1, rowsz)));
+  launch(2, 1, o3);
+  CK(cudaDeviceSynchronize());
+  const std::vector<float> r3 = fetch(o3, rowsz);
+  bool finite = true;
+  for (float x : r3) finite = finite && std::isfinite(x);
+  bn.failed += !finite;
+  std::printf("%s launcher rope: every output finite\n", finite ? "PASS" : "FAIL");
+
   void *x, *y;
   const size_t cb = 256u << 20;
   CK(cudaMalloc(&x, cb));
   CK(cudaMalloc(&y, cb));
   const double copy_us = time_us([&](int) { CK(cudaMemcpyAsync(y, x, cb, cudaMemcpyDeviceToDevice)); });
-  const double bw = 2.0 * cb / (copy_us * 1e-6);
-  const double bytes = 2.0 * B * H * S * D * 2; /* k and v rows read */
-  std::printf("B=%d S=%d: cache bytes read %.1f MB, copy %.0f GB/s, floor %.1f us\n", B, S, bytes / 1e6, bw / 1e9,
-              bytes / bw * 1e6);
-  const char *names[2] = {"thread a key (nnc_attn_decode_kernel)", "8 threads a key, 4 keys in flight (groups)"};
-  for (int which = 0; which < 2; ++which) {
-    const double us = time_us([&](int i) { run(which, i, which ? o2 : o1); });
-    std::printf("| %s | %.1f us | %.0f GB/s | %.0f%% of copy |\n", names[which], us, bytes / us / 1e3,
-                100 * bytes / us / 1e3 / (bw / 1e9));
-  }
-  return ok ? 0 : 1;
+  bn.bw = 2.0 * cb / (copy_us * 1e-6);
+  bn.bytes = 2.0 * B * H * S * D * 2; /* k and v rows read */
+  std::printf("B=%d S=%d: cache bytes read %.1f MB, copy %.0f GB/s, floor %.2f us\n", B, S, bn.bytes / 1e6, bn.bw / 1e9,
+              bn.bytes / bn.bw * 1e6);
+  std::printf("| kernel | time | cache GB/s | %% of copy |\n|---|---|---|---|\n");
+  bn.row("thread a key (nnc_attn_decode_kernel)", time_us([&](int i) { thread_a_key(i, o1); }));
+  const char *calls[3] = {"nnc_cuda_attention, plain", "nnc_cuda_attention, append (GPT-2's step)",
+                          "nnc_cuda_attention, append + rope (LLaMA's)"};
+  for (int which = 0; which < 3; ++which) bn.row(calls[which], time_us([&](int i) { launch(which, i, o1); }));
+#ifndef GAD_LAUNCHER_ONLY
+  /* the groups kernel's variants over the plain call: each checked against the launcher's output over
+   * copy 0 now (the timed appends above wrote row S - 1 of every copy) */
+  launch(0, 0, o2);
+  CK(cudaDeviceSynchronize());
+  const std::vector<float> ref0 = fetch(o2, rowsz);
+  auto variant = [&](const char *name, auto go) {
+    go(0, o3);
+    CK(cudaDeviceSynchronize());
+    const double r = rel_diff(ref0, fetch(o3, rowsz));
+    char what[160];
+    std::snprintf(what, sizeof what, "%s vs launcher", name);
+    if (r >= 1e-2) bn.agree(what, r);
+    bn.row(name, time_us([&](int i) { go(i, o3); }));
+  };
+  auto on_copy = [&](int i, bf16 *o) {
+    nnc_cuda_attn_args<bf16> x = a;
+    x.k = ks[i % copies], x.v = vs[i % copies], x.out = o;
+    return x;
+  };
+#define GAD_V(NW, U, PF)                                                                        \
+  variant("groups NW=" #NW " U=" #U " PF=" #PF, [&](int i, bf16 *o) {                             \
+    nnc_attn_decode_groups_kernel<bf16, 64, NW, U, false, PF><<<rows, NW * 32>>>(on_copy(i, o)); \
+  })
+  GAD_V(4, 4, 0);
+  GAD_V(4, 4, 1);
+  GAD_V(4, 4, 2);
+  GAD_V(4, 2, 0);
+  GAD_V(8, 4, 0);
+  GAD_V(8, 4, 1);
+  GAD_V(16, 2, 0);
+  GAD_V(16, 2, 1);
+  GAD_V(16, 2, 2);
+#undef GAD_V
+  /* each row's keys over a cluster of P blocks (what the launcher takes for few rows on sm_90a) */
+#define GAD_SPLIT(NW, U, P)                                                                           \
+  variant("split NW=" #NW " U=" #U " P=" #P, [&](int i, bf16 *o) {                                  \
+    nnc_cuda_error err;                                                                               \
+    if (nnc_attn::decode_split<bf16, NW, U, false>(on_copy(i, o), rows, P, (cudaStream_t)0, &err))   \
+      std::fprintf(stderr, "split: %s\n", err.msg), std::exit(2);                                     \
+  })
+  GAD_SPLIT(4, 4, 2);
+  GAD_SPLIT(4, 4, 4);
+  GAD_SPLIT(4, 4, 8);
+  GAD_SPLIT(8, 4, 2);
+  GAD_SPLIT(8, 4, 4);
+#undef GAD_SPLIT
+#endif
+  return bn.failed ? 1 : 0;
 }
