@@ -452,8 +452,12 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
   if (d->act != NNC_OP_NONE && d->residual >= 0 && d->act_last) nnc_sb_printf(body, "  g.act_last = true;\n");
   nnc_sb_printf(body, "  g.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
   ec_assign(x, body, 2, "g.c", d->out);
-  nnc_sb_printf(body, "  g.ldc = N;\n%s  if (nnc_cuda_gemm_wgmma(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
-                      "  return 0;\n", p->pre_norm ? "" : "  nnc_cuda_error e;\n", ki);
+  /* the instance with the epilogue only where there is one: it costs the plain product's stores */
+  char inst[96] = "";
+  if (d->act != NNC_OP_NONE || d->residual >= 0)
+    snprintf(inst, sizeof inst, "<%s, %s, true>", cu_stype(x, d->a), cu_stype(x, d->out));
+  nnc_sb_printf(body, "  g.ldc = N;\n%s  if (nnc_cuda_gemm_wgmma%s(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                      "  return 0;\n", p->pre_norm ? "" : "  nnc_cuda_error e;\n", inst, ki);
 }
 
 /* GEMM kernel ki as `static int NAME(m, c, s)` with implementation impl. */

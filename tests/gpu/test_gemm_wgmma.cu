@@ -109,7 +109,9 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
   if (c.residual) g.residual = dr, g.ldr = ldc;
   g.c = dc, g.ldc = ldc;
   nnc_cuda_error err;
-  if (nnc_cuda_gemm_wgmma(g, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
+  const bool epi = c.act != NNC_CUDA_ACT_NONE || c.residual;
+  if ((epi ? nnc_cuda_gemm_wgmma<T, TO, true>(g, (cudaStream_t)0, &err) : nnc_cuda_gemm_wgmma(g, (cudaStream_t)0, &err)) !=
+      NNC_CUDA_OK) {
     std::printf("FAIL %s %s: %s\n", c.name, tn, err.msg);
     ++failures;
     return;
@@ -157,8 +159,10 @@ static void arg_checks() {
   CK(cudaMalloc(&c, 4096));
   g.M = 4, g.N = 4, g.K = 8, g.a = d, g.lda = 8, g.b = d, g.ldb = 8, g.c = c, g.ldc = 4, g.alpha = 1;
   nnc_cuda_error err;
-  auto expect = [&](const char *what, nnc_cuda_gemm_wgmma_args<__nv_bfloat16, float> x, nnc_cuda_status want) {
-    const nnc_cuda_status st = nnc_cuda_gemm_wgmma(x, (cudaStream_t)0, &err);
+  auto expect = [&](const char *what, nnc_cuda_gemm_wgmma_args<__nv_bfloat16, float> x, nnc_cuda_status want,
+                    bool epi = false) {
+    const nnc_cuda_status st = epi ? nnc_cuda_gemm_wgmma<__nv_bfloat16, float, true>(x, (cudaStream_t)0, &err)
+                                   : nnc_cuda_gemm_wgmma(x, (cudaStream_t)0, &err);
     const bool ok = st == want;
     std::printf("%s args: %s -> %d%s%s\n", ok ? "PASS" : "FAIL", what, (int)st, st ? ": " : "", st ? err.msg : "");
     failures += !ok;
@@ -173,9 +177,11 @@ static void arg_checks() {
   x = g, x.M = -1;
   expect("M < 0", x, NNC_CUDA_E_ARG);
   x = g, x.act = (nnc_cuda_act)99;
-  expect("unknown activation", x, NNC_CUDA_E_ARG);
+  expect("unknown activation", x, NNC_CUDA_E_ARG, true);
   x = g, x.residual = c, x.ldr = 3;
-  expect("ldr < N", x, NNC_CUDA_E_ARG);
+  expect("ldr < N", x, NNC_CUDA_E_ARG, true);
+  x = g, x.act = NNC_CUDA_ACT_RELU;
+  expect("an activation without the epilogue instance", x, NNC_CUDA_E_ARG);
   x = g, x.M = 0, x.a = nullptr;
   expect("M = 0 (nothing to do)", x, NNC_CUDA_OK);
   CK(cudaDeviceSynchronize());
