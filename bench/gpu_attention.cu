@@ -167,18 +167,23 @@ template <int D, int BQ, int BK, int W, int MINB = 1> static launcher mma() {
 }
 
 #ifdef NNC_CUDA_SM90A
-template <int D, int BK, int NWG, int STAGES, int MINB> static launcher wgmma() {
+template <int D, int BK, int NWG, int STAGES, int MINB, int SCHED = (NWG == 1 ? 0 : 1)> static launcher wgmma() {
   return [](const nnc_cuda_attn_args<bf16> &a, cudaStream_t s, nnc_cuda_error *e) {
-    return nnc_cuda_attention_wgmma<bf16, D, BK, NWG, STAGES, MINB>(a, s, e);
+    return nnc_cuda_attention_wgmma<bf16, D, BK, NWG, STAGES, MINB, SCHED>(a, s, e);
   };
 }
 #endif
 
 /* mma.sync: tiles BQ x BK, W warps, at least MINB blocks an SM ("_m<MINB>");
- * wgmma (sm_90a builds, whose default is BK = 64, one warpgroup, two
- * stages, three blocks an SM; BK = 128 and two blocks an SM on grids under
- * one wave of four): BK keys a tile, NWG warpgroups of 64 queries, STAGES
- * buffers of K tiles ("_s<STAGES>"). */
+ * wgmma (sm_90a builds, whose default at D = 64 is BK = 64, one warpgroup,
+ * two stages, three blocks an SM; BK = 128 and two blocks an SM on grids
+ * under one wave of four; at D = 128 BK = 128, two warpgroups each on its
+ * own (SCHED 1), one block an SM): BK keys a tile, NWG warpgroups of 64
+ * queries, STAGES buffers of K tiles ("_s<STAGES>"), SCHED the sharing of
+ * the buffers ("_x<SCHED>" where not the launcher's default, which is 0
+ * for one warpgroup and 1 for more: 0 a block barrier a tile, 1 the
+ * warpgroups apart, 2 apart and taking turns); "_again": the default
+ * timed a second time (the spread within a run). */
 static std::vector<std::pair<const char *, launcher>> variants(int D) {
   if (D == 32)
     return {{"mma_bq128_bk64_w4", mma<32, 128, 64, 4>()},
@@ -191,10 +196,20 @@ static std::vector<std::pair<const char *, launcher>> variants(int D) {
             {"wgmma_bk64_wg1_s2_m4", wgmma<64, 64, 1, 2, 4>()},
             {"wgmma_bk64_wg1_s3_m3", wgmma<64, 64, 1, 3, 3>()},
             {"wgmma_bk128_wg1_s2_m2", wgmma<64, 128, 1, 2, 2>()},
-            {"wgmma_bk64_wg2_s2_m2", wgmma<64, 64, 2, 2, 2>()},
+            {"wgmma_bk64_wg2_s2_m2_x2", wgmma<64, 64, 2, 2, 2, 2>()},
 #endif
     };
-  return {{"mma_bq64_bk64_w4", mma<128, 64, 64, 4>()}, {"mma_bq128_bk64_w8", mma<128, 128, 64, 8>()}};
+  return {{"mma_bq128_bk128_w8", mma<128, 128, 128, 8>()},
+#ifdef NNC_CUDA_SM90A
+          {"wgmma_bk128_wg2_s2_m1_x2", wgmma<128, 128, 2, 2, 1, 2>()},
+          {"wgmma_bk128_wg2_s2_m1_x0", wgmma<128, 128, 2, 2, 1, 0>()},
+          {"wgmma_bk64_wg2_s2_m1", wgmma<128, 64, 2, 2, 1>()},
+          {"wgmma_bk64_wg2_s4_m1", wgmma<128, 64, 2, 4, 1>()},
+          {"wgmma_bk64_wg1_s2_m2", wgmma<128, 64, 1, 2, 2>()},
+          {"wgmma_bk64_wg3_s3_m1", wgmma<128, 64, 3, 3, 1>()},
+          {"wgmma_bk128_wg2_s2_m1_again", wgmma<128, 128, 2, 2, 1>()},
+#endif
+  };
 }
 
 int main(int argc, char **argv) {

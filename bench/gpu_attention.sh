@@ -78,9 +78,9 @@ if [ -n "${PROFILE:-}" ]; then
   echo "ncu exit status: $? (report in ncu_attention.txt)"
   # its static instruction mix (SASS opcodes, the main loop unrolled)
   {
-    echo "== SASS opcode counts, nnc_attn_wgmma_kernel<bf16, 64, 64, 1, 2, 3> (the default)"
+    echo "== SASS opcode counts, nnc_attn_wgmma_kernel<bf16, 64, 64, 1, 2, 3, 0> (the default)"
     cuobjdump -sass "$TMP/gpu_attention" \
-      | awk '/Function : .*nnc_attn_wgmma_kernelI13__nv_bfloat16Li64ELi64ELi1ELi2ELi3EE/ {f = 1; next} /Function :/ {f = 0} f' \
+      | awk '/Function : .*nnc_attn_wgmma_kernelI13__nv_bfloat16Li64ELi64ELi1ELi2ELi3ELi0EE/ {f = 1; next} /Function :/ {f = 0} f' \
       | grep -E '/\*[0-9a-f]{4}\*/' | sed -E 's@^ */\*[0-9a-f]+\*/ *@@; s/^@!?U?P[0-9T]+ +//' \
       | awk '{split($1, o, "."); print o[1]}' | sort | uniq -c | sort -rn | head -30
   } >>"$OUT/ncu_attention.txt" 2>&1

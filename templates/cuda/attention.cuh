@@ -44,14 +44,19 @@
  *   and no lse: attention_decode.cuh, a block a query row with its keys
  *   dealt out to the block's threads;
  * - built for cuda-sm90a (NNC_CUDA_SM90A: every device pass sm_90a) on a
- *   compute capability 9.0 GPU, bf16/f16 with D == Dv == 64 and the mma
- *   conditions below, with q, k, v the copy engine can walk (tma_fits: no
- *   broadcast stride, S > 0): wgmma fed by TMA (attention_wgmma.cuh), one
- *   warpgroup of 64 queries a block, BK = 64 keys a tile and three blocks
- *   an SM, or BK = 128 and two when the grid has fewer blocks than a wave
- *   of four an SM (B=8 H=12 causal T=1024: 43.8-44.5 us against 58.7 on
- *   mma.sync and SDPA's 47.1; B=1: 13.6-13.8 against SDPA's 15.0; session
- *   7, H100);
+ *   compute capability 9.0 GPU, bf16/f16 with D == Dv == 64 or 128 and
+ *   the mma conditions below, with q, k, v the copy engine can walk
+ *   (tma_fits: no broadcast stride, S > 0): wgmma fed by TMA
+ *   (attention_wgmma.cuh). D = 64: one warpgroup of 64 queries a block,
+ *   BK = 64 keys a tile and three blocks an SM, or BK = 128 and two when
+ *   the grid has fewer blocks than a wave of four an SM (B=8 H=12 causal
+ *   T=1024: 43.8-44.5 us against 58.7 on mma.sync and SDPA's 47.1; B=1:
+ *   13.6-13.8 against SDPA's 15.0; session 7, H100). D = 128: two
+ *   warpgroups of 64 queries a block, BK = 128, one block an SM (registers
+ *   and shared memory), the warpgroups sharing the buffers without a block
+ *   barrier (SCHED 1) (B=4 H=16 causal T=2048: 162.7-167.8 us against
+ *   266.6 on mma.sync and SDPA's 143.8-145.1: 0.86-0.89x; H200, helper
+ *   h-attn128, 2026-11-29);
  * - tensor cores (attention_mma.cuh) when T is bf16 or f16, or T is float
  *   (a.tf32 set: products on tf32; not set: each product as three tf32
  *   products, f32 accuracy, D 32 or 64 only; softmax in f32 always),
@@ -76,6 +81,14 @@
  *   more than 255 registers), BK = 128; 160 KB, one block an SM. B=4 H=16
  *   causal T=2048: 294 us (BK = 64: 307-310; 337 against 372 the session
  *   before).
+ * - wgmma (sm_90a), D = 128: BQ = 128 in two warpgroups, BK = 128, rings
+ *   of 2 K and 3 V tiles: 193 KB, one block an SM, 187 registers. B=4 H=16
+ *   causal T=2048 (H200, 2026-11-29): 162.7-167.8 us (ping-pong turns,
+ *   SCHED 2: 168-181; a block barrier a tile, SCHED 0: 192-202; BK = 64:
+ *   200-217; one warpgroup a block at BK = 64 and two blocks an SM:
+ *   192-203; three warpgroups at BK = 64: 226-234; the grid in groups of
+ *   heads whose K and V fit in L2: 171-179, though its DRAM reads fell
+ *   from about 320 to 140 MB).
  * - float (f32 rows padded to D + 4): BQ = 64, 4 warps, BK = 64 for D = 32
  *   and 64 (46 and 87 KB), BK = 32 for D = 128 (101 KB, tf32 only).
  * - SIMT: 4 warps of 4 rows (BQ = 16), BK = 64 keys (32 when 64 does not
@@ -197,10 +210,12 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
 }
 
 /* Launches the wgmma kernel (sm_90a) with the tiles given (the arguments
- * must satisfy the mma conditions above and nnc_attn::tma_fits, D == 64,
- * T bf16 or f16); the tensor maps of q, k and v are made here, on the host
- * (each once: nnc_tma::encode_4d keeps them). */
-template <typename T, int D, int BK, int NWG, int STAGES, int MINB>
+ * must satisfy the mma conditions above and nnc_attn::tma_fits, D == 64 or
+ * 128, T bf16 or f16); SCHED is how its warpgroups share the buffers
+ * (attention_wgmma.cuh: a block barrier for one warpgroup, each on its own
+ * for more by default). The tensor maps of q, k and v are made here, on
+ * the host (each once: nnc_tma::encode_4d keeps them). */
+template <typename T, int D, int BK, int NWG, int STAGES, int MINB, int SCHED = (NWG == 1 ? 0 : 1)>
 nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStream_t stream,
                                          nnc_cuda_error *err) {
   constexpr int BQ = 64 * NWG;
@@ -214,7 +229,7 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
                          "expected q, k, v the driver can describe as tensor maps (cuTensorMapEncodeTiled), found "
                          "it refused strides %lld/%lld/%lld (q), %lld/%lld/%lld (k), %lld/%lld/%lld (v) elements",
                          a.q_st, a.q_sh, a.q_sb, a.k_st, a.k_sh, a.k_sb, a.v_st, a.v_sh, a.v_sb);
-  auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB>;
+  auto kernel = nnc_attn_wgmma_kernel<T, D, BK, NWG, STAGES, MINB, SCHED>;
   const size_t smem = nnc_attn_wgmma_smem<T, D, BK, NWG, STAGES, STAGES + 1>();
   static nnc_smem_raised raised; /* this kernel's */
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, raised, err);
@@ -312,7 +327,11 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
 
 #ifdef NNC_CUDA_SM90A
   if constexpr (!std::is_same<T, float>::value)
-    if (cc == 9 && a.D == 64 && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a)) {
+    if (cc == 9 && (a.D == 64 || a.D == 128) && nnc_cuda_attention_uses_mma(a, cc) && nnc_attn::tma_fits(a)) {
+      /* 128 queries a block in two warpgroups, each on its own (SCHED 1),
+       * one block an SM: registers (O alone is 64 a thread) and shared
+       * memory allow no more */
+      if (a.D == 128) return nnc_cuda_attention_wgmma<T, 128, 128, 2, 2, 1>(a, stream, err);
       /* fewer blocks of 64 queries than one wave at four an SM (GPT-2 at
        * B=1): the SMs are not full, each block's chain of tiles is the
        * time, and tiles of 128 keys halve it */

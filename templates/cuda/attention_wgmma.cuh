@@ -1,24 +1,35 @@
 /* templates/cuda/attention_wgmma.cuh — the Hopper path of attention (sm_90a
  * only): flash attention with the products on wgmma (wgmma.cuh) and the
  * tiles brought in by the bulk tensor copy (tma.cuh), for bf16 and f16 with
- * D == Dv == 64. Included by attention.cuh, which dispatches to it when the
- * model is built for cuda-sm90a (NNC_CUDA_SM90A) and the tensors can be
- * described to the copy engine (nnc_attn::tma_fits).
+ * D == Dv == 64 or 128. Included by attention.cuh, which dispatches to it
+ * when the model is built for cuda-sm90a (NNC_CUDA_SM90A) and the tensors
+ * can be described to the copy engine (nnc_attn::tma_fits).
  *
  * A block of NWG warpgroups owns BQ = 64 * NWG consecutive queries of one
  * (batch, head); warpgroup g owns rows [64 g, 64 g + 64) of them, its warp w
  * the 16 rows from 64 g + 16 w, in the layout of the mma.sync path, so the
  * mask, online softmax and store are attention_tile.cuh's. Q, K and V land
- * in shared memory in the 128-byte swizzle, each tile one copy issued by
- * thread 0 that completes on a barrier of its buffer; K tiles of BK keys sit
+ * in shared memory in the 128-byte swizzle, a tile as D / 64 panels of 64
+ * columns (a swizzled row is 128 bytes), each panel one copy issued by one
+ * thread that completes on a barrier of its buffer; K tiles of BK keys sit
  * in a ring of STAGES buffers, V tiles in one of STAGES + 1, so the copies
  * of the next tiles overlap the work on this one.
  * Per tile and warpgroup: S = Q K^T as D / 16 wgmma steps reading Q and K
  * from shared memory (64 x BK accumulators in registers), mask and online
  * softmax, then O += P V with P from registers (rounded to T) and V read
  * from shared memory transposed, BK / 16 steps; S of the next tile runs
- * while this tile's softmax does (wg_tiles), and the other blocks of the
- * SM keep the tensor cores busy meanwhile.
+ * while this tile's softmax does (wg_tiles).
+ *
+ * How the warpgroups of a block share the buffers (SCHED): 0, a block
+ * barrier a tile, after which thread 0 starts the next copies (one
+ * warpgroup a block, the other blocks of the SM keeping the tensor cores
+ * busy: D = 64); 1, each warpgroup says when it is done with a tile and the
+ * last one to say so starts the copies into its buffers, so a warpgroup
+ * never waits for the other's softmax (two warpgroups, one block an SM: D
+ * = 128, whose 64 x 128 f32 O takes 64 registers a thread); 2, the same,
+ * and the warpgroups take turns issuing their products (FA3's ping-pong),
+ * meant to run one's softmax under the other's products: 3-11% slower
+ * than 1 at D = 128 on an H200 (helper h-attn128, 2026-11-29).
  *
  * Causal: key tiles above the diagonal of the block's last query are never
  * loaded, heavy (late) query blocks are scheduled first (tile_of_block); as
@@ -36,30 +47,38 @@
 template <typename T> struct nnc_cuda_attn_args;
 
 /* The kernel's parameter: the arguments and the tensor maps of q, k, v
- * (dims D, rows, heads, batch), read by the copy engine from parameter
- * space. */
+ * (dims D, rows, heads, batch; boxes of one panel), read by the copy
+ * engine from parameter space. */
 template <typename T> struct nnc_attn_wgmma_params {
   nnc_cuda_attn_args<T> a;
   CUtensorMap q, k, v;
 };
 
 /* Shared memory of one block: the Q tile, KS K tiles and VS V tiles, a
- * barrier each for them and Q, and the slack that aligns the first tile to
- * 1024 bytes (the swizzle's period). */
+ * barrier each for them and Q, KS counters of the warpgroups done with a
+ * step (SCHED 1 and 2), and the slack that aligns the first tile to 1024
+ * bytes (the swizzle's period). */
 template <typename T, int D, int BK, int NWG, int KS, int VS> constexpr size_t nnc_attn_wgmma_smem() {
-  return (size_t)(64 * NWG * D + (KS + VS) * BK * D) * sizeof(T) + (KS + VS + 1) * sizeof(uint64_t) + 1024;
+  return (size_t)(64 * NWG * D + (KS + VS) * BK * D) * sizeof(T) + (KS + VS + 1 + KS) * sizeof(uint64_t) + 1024;
 }
 
 namespace nnc_attn {
 
+/* A panel of a tile: 64 columns of its rows, 128 bytes a row. */
+constexpr int PANEL = 64;
+
 /* Issues S = Q K^T for a warpgroup (one commit group): the k16 step kd
- * starts 32 bytes further into the rows of both tiles. */
-template <typename T, int D, int BK>
+ * reads panel kd / 4 of both tiles (Q's panels QROWS rows, K's BK rows
+ * apart), 32 * (kd % 4) bytes into its rows. */
+template <typename T, int D, int BK, int QROWS>
 __device__ __forceinline__ void wg_qk(float (&s)[BK / 2], uint64_t dq, const T *kt) {
   const uint64_t dk = nnc_wg::desc_sw128(nnc_smem_u32(kt));
   nnc_wg::fence();
 #pragma unroll
-  for (int kd = 0; kd < D / 16; ++kd) nnc_wg::mma<T>::template ss<BK>(s, dq + 2 * kd, dk + 2 * kd, kd);
+  for (int kd = 0; kd < D / 16; ++kd) {
+    const int pn = kd / 4, c = kd % 4;
+    nnc_wg::mma<T>::template ss<BK>(s, dq + pn * (QROWS * 128 >> 4) + 2 * c, dk + pn * (BK * 128 >> 4) + 2 * c, kd);
+  }
   nnc_wg::commit();
 }
 
@@ -77,14 +96,41 @@ __device__ __forceinline__ void pack_weights(uint32_t (&p)[NT / 2][4], const flo
 }
 
 /* Issues O += P V for a warpgroup (one commit group): V's k16 step kk
- * starts 16 rows (2048 bytes) further down. */
+ * starts 16 rows (2048 bytes) further down its panels; D = 128 takes both
+ * panels (BK rows apart) in one n128 product. */
 template <typename T, int D, int BK>
 __device__ __forceinline__ void wg_pv(float (&o)[D / 2], const uint32_t (&p)[BK / 16][4], const T *vt) {
-  const uint64_t dv = nnc_wg::desc_sw128(nnc_smem_u32(vt));
-  nnc_wg::fence();
+  static_assert(D == 64 || D == 128, "one or two panels");
+  if constexpr (D == 64) {
+    const uint64_t dv = nnc_wg::desc_sw128(nnc_smem_u32(vt));
+    nnc_wg::fence();
 #pragma unroll
-  for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::rs_n64_tb(o, p[kk], dv + kk * (16 * D * sizeof(T) >> 4));
+    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::rs_n64_tb(o, p[kk], dv + kk * (16 * 128 >> 4));
+  } else {
+    const uint64_t dv = nnc_wg::desc_sw128_panels(nnc_smem_u32(vt), BK * 128);
+    nnc_wg::fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::rs_n128_tb(o, p[kk], dv + kk * (16 * 128 >> 4));
+  }
   nnc_wg::commit();
+}
+
+/* Named barriers (bar 0 is __syncthreads'; an immediate id, so that ptxas
+ * reserves only the ones used): sync waits until N threads have come (this
+ * one included), arrive counts this warp's without waiting. */
+template <int ID, int N> __device__ __forceinline__ void bar_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+template <int ID, int N> __device__ __forceinline__ void bar_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+/* Adds 1 to a counter in shared memory, returning the old value; acquire and
+ * release: what this thread's warpgroup did before is seen by the thread
+ * that counts next. */
+__device__ __forceinline__ uint32_t count_in(uint32_t *c) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;\n" : "=r"(old) : "r"(nnc_smem_u32(c)) : "memory");
+  return old;
 }
 
 /* The kernel's start: the block's queries and (batch, head), the key tiles
@@ -92,9 +138,11 @@ __device__ __forceinline__ void wg_pv(float (&o)[D / 2], const uint32_t (&p)[BK 
  * buffer t % KS, V tile t in buffer t % VS, each with a barrier that
  * completes when its copy has landed. */
 template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_block {
-  static constexpr int D = D_, BK = BK_, NWG = NWG_, KS = KS_, VS = VS_;
+  static constexpr int D = D_, BK = BK_, NWG = NWG_, KS = KS_, VS = VS_, BQ = 64 * NWG_;
+  static constexpr int NP = D / PANEL; /* panels a tile */
   T *sq, *sk, *sv;       /* Q, then KS K tiles, then VS V tiles */
   uint64_t *kbar, *vbar; /* kbar[KS], vbar[VS], then Q's */
+  uint32_t *done;        /* KS counters (as many uint64_t slots) after the barriers: warpgroups done with a step */
   const T *mrow;
   T *og;
   int q0, h, b, off, ntiles;
@@ -102,37 +150,44 @@ template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_blo
   __device__ __forceinline__ wg_block(const nnc_cuda_attn_args<T> &a, unsigned char *smem) {
     const uint32_t raw = nnc_smem_u32(smem);
     sq = reinterpret_cast<T *>(smem + (((raw + 1023) & ~1023u) - raw));
-    sk = sq + 64 * NWG * D;
+    sk = sq + BQ * D;
     sv = sk + KS * BK * D;
     kbar = reinterpret_cast<uint64_t *>(sv + VS * BK * D);
     vbar = kbar + KS;
+    done = reinterpret_cast<uint32_t *>(vbar + VS + 1);
     const block_tile bt = tile_of_block(a.heads, a.causal);
     h = bt.h, b = bt.b;
-    q0 = bt.qt * 64 * NWG;
+    q0 = bt.qt * BQ;
     off = a.S - a.T; /* causal: query i sees keys j <= i + off */
     og = a.out + b * a.o_sb + h * a.o_sh;
     mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
     int kend = a.S;
-    if (a.causal) kend = min(kend, q0 + 64 * NWG + off);
+    if (a.causal) kend = min(kend, q0 + BQ + off);
     ntiles = kend > 0 ? (kend + BK - 1) / BK : 0;
   }
   __device__ __forceinline__ uint64_t *qbar() const { return vbar + VS; }
   __device__ __forceinline__ T *kt(int t) const { return sk + (t % KS) * BK * D; }
   __device__ __forceinline__ T *vt(int t) const { return sv + (t % VS) * BK * D; }
-  /* Thread 0 starts a copy: Q, key tile t of K, of V (none past the last). */
+  /* One thread starts a copy: Q, key tile t of K, of V (none past the last),
+   * a copy a panel, all on the buffer's barrier. */
   __device__ __forceinline__ void load_q(const nnc_attn_wgmma_params<T> &p) const {
-    nnc_tma::arrive_expect(qbar(), 64 * NWG * D * sizeof(T));
-    nnc_tma::load_4d(sq, &p.q, qbar(), 0, q0, h, b);
+    nnc_tma::arrive_expect(qbar(), BQ * D * sizeof(T));
+#pragma unroll
+    for (int pn = 0; pn < NP; ++pn) nnc_tma::load_4d(sq + pn * BQ * PANEL, &p.q, qbar(), pn * PANEL, q0, h, b);
   }
   __device__ __forceinline__ void load_k(const nnc_attn_wgmma_params<T> &p, int t) const {
     if (t >= ntiles) return;
     nnc_tma::arrive_expect(&kbar[t % KS], BK * D * sizeof(T));
-    nnc_tma::load_4d(kt(t), &p.k, &kbar[t % KS], 0, t * BK, nnc_attn::kv_head(p.a, h), b);
+#pragma unroll
+    for (int pn = 0; pn < NP; ++pn)
+      nnc_tma::load_4d(kt(t) + pn * BK * PANEL, &p.k, &kbar[t % KS], pn * PANEL, t * BK, nnc_attn::kv_head(p.a, h), b);
   }
   __device__ __forceinline__ void load_v(const nnc_attn_wgmma_params<T> &p, int t) const {
     if (t >= ntiles) return;
     nnc_tma::arrive_expect(&vbar[t % VS], BK * D * sizeof(T));
-    nnc_tma::load_4d(vt(t), &p.v, &vbar[t % VS], 0, t * BK, nnc_attn::kv_head(p.a, h), b);
+#pragma unroll
+    for (int pn = 0; pn < NP; ++pn)
+      nnc_tma::load_4d(vt(t) + pn * BK * PANEL, &p.v, &vbar[t % VS], pn * PANEL, t * BK, nnc_attn::kv_head(p.a, h), b);
   }
   /* Waits until K (V) tile t has landed: the (t / KS)th phase of its buffer's barrier. */
   __device__ __forceinline__ void wait_k(int t) const { nnc_tma::wait(&kbar[t % KS], (unsigned)(t / KS) & 1u); }
@@ -141,6 +196,35 @@ template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_blo
   __device__ __forceinline__ bool edge(const nnc_cuda_attn_args<T> &a, int t, int row0) const {
     const int k0 = t * BK;
     return k0 + BK > a.S || (a.causal && k0 + BK - 1 > row0 + off) || mrow != nullptr;
+  }
+  /* This warpgroup is done with K tile j (and, with v, V tile j - 1): their
+   * buffers take tiles j + KS. SCHED 0: after a block barrier, thread 0
+   * starts those copies. Otherwise the warpgroup's threads meet (each has
+   * waited for its products), one of them counts the warpgroup in step j's
+   * counter, and the warpgroup that completes the count starts them; a
+   * counter serves steps KS apart, and no warpgroup reaches step j + KS
+   * before those copies have started. */
+  template <int SCHED>
+  __device__ __forceinline__ void release(const nnc_attn_wgmma_params<T> &p, int j, bool v) const {
+    if constexpr (SCHED == 0) {
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        load_k(p, j + KS);
+        if (v) load_v(p, j + KS);
+      }
+    } else {
+      static_assert(NWG <= 3, "a barrier of its own for each of at most three warpgroups");
+      if (threadIdx.x < 128)
+        bar_sync<1 + NWG, 128>();
+      else if (NWG == 2 || threadIdx.x < 256)
+        bar_sync<2 + NWG, 128>();
+      else
+        bar_sync<3 + NWG, 128>();
+      if (threadIdx.x % 128 == 0 && count_in(&done[j % KS]) % NWG == NWG - 1) {
+        load_k(p, j + KS);
+        if (v) load_v(p, j + KS);
+      }
+    }
   }
 };
 
@@ -153,7 +237,7 @@ template <typename T, typename Block> struct wg_rows {
   float o[1][ND][4], m[1][2], l[1][2];
   float sl2;           /* scale * log2 e: exp(x) = exp2(x * sl2 / scale) */
   int q64, row0, lane; /* the warpgroup's first query, the warp's, the lane */
-  uint64_t dq;         /* the warpgroup's Q rows */
+  uint64_t dq;         /* the warpgroup's Q rows (of panel 0) */
 
   __device__ __forceinline__ wg_rows(const nnc_cuda_attn_args<T> &a_, const Block &k_) : a(a_), k(k_) {
     const int g = threadIdx.x / 128;
@@ -161,7 +245,7 @@ template <typename T, typename Block> struct wg_rows {
     row0 = q64 + threadIdx.x % 128 / 32 * 16;
     lane = threadIdx.x % 32;
     sl2 = a.scale * 1.4426950408889634f;
-    dq = nnc_wg::desc_sw128(nnc_smem_u32(k.sq + g * 64 * D));
+    dq = nnc_wg::desc_sw128(nnc_smem_u32(k.sq + g * 64 * PANEL));
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) m[0][hr] = -INFINITY, l[0][hr] = 0.0f;
 #pragma unroll
@@ -172,7 +256,7 @@ template <typename T, typename Block> struct wg_rows {
   __device__ __forceinline__ float (&of())[ND * 4] { return reinterpret_cast<float(&)[ND * 4]>(o); }
   /* Issues S = Q K^T of tile j (landed). */
   __device__ __forceinline__ void qk(float (&s)[1][NT][4], int j) const {
-    wg_qk<T, D, BK>(reinterpret_cast<float(&)[NT * 4]>(s), dq, k.kt(j));
+    wg_qk<T, D, BK, Block::BQ>(reinterpret_cast<float(&)[NT * 4]>(s), dq, k.kt(j));
   }
   /* Raw scores of tile j, waited for, become its weights; alpha rescales O. */
   __device__ __forceinline__ void weights(float (&s)[1][NT][4], int j, float (&alpha)[1][2]) {
@@ -189,22 +273,43 @@ template <typename T, typename Block> struct wg_rows {
   }
 };
 
+/* SCHED 2's turns: a warpgroup (of two; second: the one of threads 128 to
+ * 255) waits for its turn (named barrier 1 for the first, 2 for the
+ * second: its own 128 threads and the other's 128), and passes the turn. */
+__device__ __forceinline__ void turn_wait(bool second) {
+  if (second)
+    bar_sync<2, 256>();
+  else
+    bar_sync<1, 256>();
+}
+__device__ __forceinline__ void turn_pass(bool second) {
+  if (second)
+    bar_arrive<1, 256>();
+  else
+    bar_arrive<2, 256>();
+}
+
 /* FA3's overlap inside a warpgroup: S of tile j and O += P V of tile j - 1
  * are issued together, the softmax of tile j runs while the second product
  * does, and O is rescaled once it has landed. No product stays in flight
  * across the loop's back edge (ptxas would serialise every wgmma). V tiles
- * live one step longer than K tiles, so VS == KS + 1: after the barrier of
- * step j, K tile j and V tile j - 1 are free, and tile j + KS goes into
- * their buffers (the block started K and V tiles 0 to KS - 2; K tile KS - 1
- * and V tiles KS - 1 and KS start here, K tile KS after tile 0's S).
+ * live one step longer than K tiles, so VS == KS + 1: after step j, K tile
+ * j and V tile j - 1 are free, and tile j + KS goes into their buffers
+ * (the block started K and V tiles 0 to KS - 2; K tile KS - 1 and V tiles
+ * KS - 1 and KS start here, K tile KS after tile 0's S).
  * Against the tile-by-tile loop (S, softmax, P V, each waited for) on an
  * H100, causal B=8 H=12 T=1024: 43.8 against 44.5 us at 3 and 4 blocks an
- * SM; B=1: 13.6 against 15.4 (session 7). */
-template <typename T, typename Block>
+ * SM; B=1: 13.6 against 15.4 (session 7).
+ * SCHED 2: the products of steps 1 to ntiles - 1 are issued in turns,
+ * warpgroup 0 first; warpgroup 1 passes the turn once fewer than it takes
+ * (the last pass would have no one to wait for it). */
+template <int SCHED, typename T, typename Block>
 __device__ __forceinline__ void wg_tiles(const nnc_attn_wgmma_params<T> &p, wg_rows<T, Block> &r, const Block &k) {
   constexpr int NT = Block::BK / 8, S = Block::KS;
   static_assert(Block::VS == Block::KS + 1, "V tiles live a step longer");
+  static_assert(SCHED != 2 || Block::NWG == 2, "turns between two warpgroups");
   if (k.ntiles == 0) return;
+  const bool second = threadIdx.x >= 128;
   if (threadIdx.x == 0) k.load_k(p, S - 1), k.load_v(p, S - 1), k.load_v(p, S);
   float s[1][NT][4], alpha[1][2];
   uint32_t pw[NT / 2][4];
@@ -213,21 +318,22 @@ __device__ __forceinline__ void wg_tiles(const nnc_attn_wgmma_params<T> &p, wg_r
   nnc_wg::wait<0>();
   r.weights(s, 0, alpha); /* O is still zero: nothing to rescale */
   pack_weights<T, NT>(pw, s);
-  __syncthreads(); /* K tile 0 is free */
-  if (threadIdx.x == 0) k.load_k(p, S);
+  k.template release<SCHED>(p, 0, false); /* K tile 0 */
+  if (SCHED == 2 && second && k.ntiles > 1) turn_pass(second);
   for (int j = 1; j < k.ntiles; ++j) {
     k.wait_k(j);
+    if constexpr (SCHED == 2) k.wait_v(j - 1), turn_wait(second);
     r.qk(s, j);
-    k.wait_v(j - 1);
+    if constexpr (SCHED != 2) k.wait_v(j - 1);
     r.pv(pw, j - 1);
+    if (SCHED == 2 && !(second && j == k.ntiles - 1)) turn_pass(second);
     nnc_wg::wait<1>();
     r.weights(s, j, alpha);
     nnc_wg::wait<0>();
     r.o_landed();
     rescale_rows<1, Block::D / 8>(r.o, alpha);
     pack_weights<T, NT>(pw, s);
-    __syncthreads(); /* every warpgroup is done with K tile j and V tile j - 1 */
-    if (threadIdx.x == 0) k.load_k(p, j + S), k.load_v(p, j + S);
+    k.template release<SCHED>(p, j, true); /* K tile j, V tile j - 1 */
   }
   k.wait_v(k.ntiles - 1);
   r.pv(pw, k.ntiles - 1);
@@ -237,22 +343,26 @@ __device__ __forceinline__ void wg_tiles(const nnc_attn_wgmma_params<T> &p, wg_r
 
 }  // namespace nnc_attn
 
-/* One block: the barriers, Q and K and V tiles 0 to STAGES - 2, the tiles
- * (STAGES buffers of K, STAGES + 1 of V), then the rows. */
-template <typename T, int D, int BK, int NWG, int STAGES, int MINB>
+/* One block: the barriers (and counters), Q and K and V tiles 0 to
+ * STAGES - 2, the tiles (STAGES buffers of K, STAGES + 1 of V), then the
+ * rows. */
+template <typename T, int D, int BK, int NWG, int STAGES, int MINB, int SCHED>
 __global__ void __launch_bounds__(NWG * 128, MINB)
     nnc_attn_wgmma_kernel(const __grid_constant__ nnc_attn_wgmma_params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace nnc_attn;
-  static_assert(D == 64, "rows of 128 bytes: one swizzle period a row");
+  static_assert(D == 64 || D == 128, "rows of one or two panels of 128 bytes");
   static_assert(BK == 64 || BK == 128, "S is one wgmma of n64 or n128");
   static_assert(STAGES >= 2, "a buffer to work on and one to fill");
+  static_assert(SCHED >= 0 && SCHED <= 2, "a way of sharing the buffers");
   using Block = wg_block<T, D, BK, NWG, STAGES, STAGES + 1>;
   extern __shared__ __align__(16) unsigned char nnc_attn_wg_smem[];
   const Block k(p.a, nnc_attn_wg_smem);
 
   if (threadIdx.x == 0) {
     for (int i = 0; i <= Block::KS + Block::VS; ++i) nnc_tma::init(&k.kbar[i], 1);
+    if constexpr (SCHED > 0)
+      for (int i = 0; i < Block::KS; ++i) k.done[i] = 0;
     nnc_tma::fence_init();
   }
   __syncthreads();
@@ -262,7 +372,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   }
   wg_rows<T, Block> r(p.a, k);
   nnc_tma::wait(k.qbar(), 0);
-  wg_tiles(p, r, k);
+  wg_tiles<SCHED>(p, r, k);
   r.store();
 #elif defined(__CUDA_ARCH__)
   /* device code for another architecture (nvcc's -arch=sm_90a adds compute_90
@@ -289,8 +399,8 @@ template <typename T> bool tma_fits(const nnc_cuda_attn_args<T> &a) {
 }
 
 /* The tensor map of one of q, k, v: dims (D, rows, heads, batch) (k and v:
- * their heads, fewer under grouped-query attention), boxes of
- * (D, box_rows, 1, 1); a stride a dimension of 1 makes meaningless becomes
+ * their heads, fewer under grouped-query attention), boxes of one panel,
+ * (64, box_rows, 1, 1); a stride a dimension of 1 makes meaningless becomes
  * 16 bytes, which the encoder accepts. */
 template <typename T>
 bool tma_map(CUtensorMap *map, const T *base, int rows, int heads, const nnc_cuda_attn_args<T> &a, long long st,
@@ -300,7 +410,7 @@ bool tma_map(CUtensorMap *map, const T *base, int rows, int heads, const nnc_cud
   const long long one = 16 / (long long)sizeof(T);
   const uint64_t dims[4] = {(uint64_t)a.D, (uint64_t)rows, (uint64_t)heads, (uint64_t)a.batch};
   const long long strides[3] = {st > 0 ? st : one, sh > 0 ? sh : one, sb > 0 ? sb : one};
-  const uint32_t box[4] = {(uint32_t)a.D, (uint32_t)box_rows, 1, 1};
+  const uint32_t box[4] = {(uint32_t)PANEL, (uint32_t)box_rows, 1, 1};
   return nnc_tma::encode_4d(map, base, type, dims, strides, box);
 }
 

@@ -39,6 +39,15 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
   return (uint64_t)((addr & 0x3FFFF) >> 4) | (group << 16) | (group << 32) | (1ull << 62);
 }
 
+/* The same for an MN-major B wider than one row of 128 bytes, held as
+ * panels of 64 columns (each a tile as above): panel p + 1 starts lbo
+ * bytes after panel p (the leading-dimension byte offset, which a single
+ * panel never uses). */
+__device__ __forceinline__ uint64_t desc_sw128_panels(uint32_t addr, uint32_t lbo) {
+  constexpr uint64_t group = 1024 >> 4;
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) | (group << 32) | (1ull << 62);
+}
+
 /* Orders this thread's register writes before the next wgmma reads them. */
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -81,7 +90,8 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N]) {
  *   from descriptors;
  *   acc = 0 overwrites d (the first k step).
  * rs_n64_tb: A (64 x 16) from registers, B (16 x 64, MN-major) from a
- *   descriptor, accumulating. */
+ *   descriptor, accumulating;
+ * rs_n128_tb: the same with B 16 x 128 (two panels: desc_sw128_panels). */
 template <typename T> struct mma;
 
 #define NNC_WG_MMA(T, TY)                                                                                        \
@@ -109,6 +119,13 @@ template <typename T> struct mma;
                    "wgmma.mma_async.sync.aligned.m64n64k16.f32" TY TY " " NNC_WG_R32                             \
                    ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                               \
                    : NNC_WG_ACC32(d, 0)                                                                          \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                                \
+    }                                                                                                            \
+    __device__ __forceinline__ static void rs_n128_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {      \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                \
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32" TY TY " " NNC_WG_R64                            \
+                   ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                               \
+                   : NNC_WG_ACC32(d, 0), NNC_WG_ACC32(d, 32)                                                     \
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                                \
     }                                                                                                            \
   };

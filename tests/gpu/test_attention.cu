@@ -20,7 +20,8 @@
  *   ./test_attention [--small | --case NAME]   (--small: the cases compute-sanitizer runs)
  * Built with -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A, the
  * bf16/f16 D = 64 cases take the wgmma path (attention_wgmma.cuh): tiles of
- * 128 keys on small grids, of 64 on the grid528 cases.
+ * 128 keys on small grids, of 64 on the grid528 cases; so do the D = 128
+ * ones (two warpgroups of 64 queries a block, tiles of 128 keys).
  * Exits 1 on any failure. */
 #include <cmath>
 #include <cstdio>
@@ -95,6 +96,16 @@ static const tcase CASES[] = {
     {"gqa_T77_S77_causal_mask", 3, 6, 77, 77, 64, 64, 1, MASK, GQA3, true, true},
     {"gqa_d128_T65_S129_mask", 2, 6, 65, 129, 128, 128, 0, MASK, GQA3, false, true},
     {"mqa_T33_S45_causal", 2, 6, 33, 45, 64, 64, 1, NO_MASK, MQA, false, true},
+    /* D = 128 on sm_90a's wgmma kernel (128 queries a block, 128 keys a tile, buffers in rings of 2 and 3):
+     * blocks of one tile and of several (the rings wrap), causal with S > T, masks, padded and fused rows,
+     * grouped and shared k/v heads; the small ones under the sanitizers */
+    {"d128_T131_S131_causal", 2, 3, 131, 131, 128, 128, 1, NO_MASK, CONTIG, true, true},
+    {"d128_T45_S397_pad8_mask", 2, 3, 45, 397, 128, 128, 0, MASK, PAD8, true, true},
+    {"gqa_d128_T33_S290_causal_mask", 2, 6, 33, 290, 128, 128, 1, MASK, GQA3, true, true},
+    {"d128_fused_qkv_T259_causal", 2, 4, 259, 259, 128, 128, 1, NO_MASK, FUSED_QKV, false, true},
+    {"d128_T517_S901_mask", 1, 4, 517, 901, 128, 128, 0, MASK, CONTIG, false, true},
+    {"mqa_d128_T65_S200_causal", 2, 4, 65, 200, 128, 128, 1, NO_MASK, MQA, false, true},
+    {"d128_B1_H8_T1024_causal", 1, 8, 1024, 1024, 128, 128, 1, NO_MASK, CONTIG, false, true},
     {"mqa_simt_odd_mask", 3, 6, 17, 19, 5, 7, 0, MASK, MQA, false, false},
     /* the kv append folded in (attention_append.cuh): a decode step (T <= 4) writes the new rows inside the
      * decode kernels, at B=64 (4 warps a row), B=28 (8), B=8 (16) and fewer rows (split over a cluster's
