@@ -185,17 +185,21 @@ double max_abs(const double *a, int64_t n) {
   return m;
 }
 
+void run_graph_and_schedule(const model *m, const int64_t *sym, uint64_t seed, nnc_ref *graph, nnc_ref *sched) {
+  nnc_error err = {0};
+  ref_setup(graph, m, sym, seed);
+  ref_setup(sched, m, sym, seed);
+  run_graph(graph);
+  if (nnc_ref_run_schedule(sched, &m->s, &err) != NNC_OK) fail_msg("%s", err.msg);
+}
+
 /* The schedule's outputs equal the graph's (relative error <= tol) for
  * several seeds, and are finite and not all zero. */
 void check_schedule_tol(const model *m, int64_t b, int64_t t, double tol) {
   int64_t *sym = sizes(&m->g, b, t);
   for (uint64_t seed = 1; seed <= 3; seed++) {
     nnc_ref graph, sched;
-    nnc_error err = {0};
-    ref_setup(&graph, m, sym, seed);
-    ref_setup(&sched, m, sym, seed);
-    run_graph(&graph);
-    if (nnc_ref_run_schedule(&sched, &m->s, &err) != NNC_OK) fail_msg("%s", err.msg);
+    run_graph_and_schedule(m, sym, seed, &graph, &sched);
     for (int o = 0; o < m->g.noutputs; o++) {
       int id = m->g.outputs[o].tensor;
       int64_t n = nnc_ref_elems(&graph, id);

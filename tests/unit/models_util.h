@@ -97,6 +97,9 @@ int64_t *sizes(const nnc_graph *g, int64_t b, int64_t t);
 void ref_setup(nnc_ref *r, const model *m, const int64_t *sym, uint64_t seed);
 void run_graph(nnc_ref *r);
 double max_abs(const double *a, int64_t n);
+/* The float64 reference over the unfused graph and over m's schedule, on
+ * the same random inputs and weights (sizes sym, seed); free both. */
+void run_graph_and_schedule(const model *m, const int64_t *sym, uint64_t seed, nnc_ref *graph, nnc_ref *sched);
 /* The fused schedule evaluated by the reference equals the graph within tol. */
 void check_schedule_tol(const model *m, int64_t b, int64_t t, double tol);
 void check_schedule(const model *m, int64_t b, int64_t t);

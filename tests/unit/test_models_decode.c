@@ -174,11 +174,7 @@ static void schedule_equals_graph(const model *m, uint64_t seed, const char *wha
   assert_true(ss >= 0);
   sym[ss] = 5;
   nnc_ref graph, sched;
-  nnc_error err = {0};
-  ref_setup(&graph, m, sym, seed);
-  ref_setup(&sched, m, sym, seed);
-  run_graph(&graph);
-  if (nnc_ref_run_schedule(&sched, &m->s, &err) != NNC_OK) fail_msg("%s", err.msg);
+  run_graph_and_schedule(m, sym, seed, &graph, &sched);
   for (int o = 0; o < m->g.noutputs; o++) {
     int id = m->g.outputs[o].tensor;
     double e = nnc_ref_rel_error(sched.val[id], graph.val[id], nnc_ref_elems(&graph, id));
