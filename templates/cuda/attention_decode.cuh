@@ -25,7 +25,11 @@
 #ifndef NNC_CUDA_ATTENTION_DECODE_CUH
 #define NNC_CUDA_ATTENTION_DECODE_CUH
 
+/* the cluster split's device code only (sm_90 and later): older toolchains
+ * (the sm_70 check's CUDA 12 headers under clang) lack what it includes */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #include <cooperative_groups.h>
+#endif
 
 namespace nnc_attn {
 
