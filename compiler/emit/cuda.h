@@ -3,7 +3,7 @@
  * cuda.c checks the schedule fits the target, lays the weights out in one
  * device block and writes the folder; cuda_model.c writes <model>.cu (the
  * model handle, forward() and the API), cuda_kernels.c the launch of every
- * kernel (GEMMs through cuBLASLt, attention and norms through templates/cuda),
+ * kernel (GEMMs through cuda_gemm.c, attention and norms through templates/cuda),
  * cuda_loops.c the CUDA kernels
  * nnc writes itself (elementwise chains, data movement, reductions), and
  * cuda_train.c the training API (--train), cuda_build.c the Makefile and
@@ -22,6 +22,18 @@ const char *cu_stype(const ec_ctx *x, int t);
  * run_args &c, cudaStream_t s)` (and the __global__ functions nnc writes)
  * and the cost function. */
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
+/* cuda_gemm.c: GEMM kernel ki's launcher (in the --tune=measure probe, every
+ * implementation's and a switch over them); the names of GEMM k's
+ * implementations, the rule's first; the statements raising `need` to its
+ * workspace; which of nnc's GEMM templates it includes (or'ed into own, wg,
+ * skinny); and the probe's run_kernel() and <p>_tune(). */
+nnc_status cu_emit_gemm_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err);
+void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants *v);
+void cu_gemm_workspace(const ec_ctx *x, int ki, nnc_sb *b);
+void cu_gemm_uses(const ec_ctx *x, int ki, bool *own, bool *wg, bool *skinny);
+void cu_emit_probe(const ec_ctx *x, nnc_sb *b);
+/* `int` of a size expression: a constant as it is, an expression of dims cast. */
+char *cu_as_int(const char *e, char *buf, size_t n);
 /* The body of a windowed GEMM kernel's launcher (cuda_conv.c): one call of
  * templates/cuda/conv_wgmma.cuh. */
 void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
