@@ -223,6 +223,13 @@ void nnc_schedule_free(nnc_schedule *s);
  * them elsewhere has moved or cleared them), keeping the others' order, and
  * renumbers kernel_of_node. */
 nnc_status nnc_schedule_drop(nnc_schedule *s, const bool *drop, nnc_error *err);
+/* One kernel's step of a folding pass: may fold other kernels into kernel
+ * ki (marking them in drop) and sets *folded when it does. */
+typedef nnc_status (*nnc_fold_fn)(nnc_schedule *s, const nnc_uses *u, int ki, bool *drop, bool *folded,
+                                  nnc_error *err);
+/* Runs fold over every kernel with the graph's uses, then drops what it
+ * folded (nnc_schedule_drop); pass names it in the out-of-memory message. */
+nnc_status nnc_schedule_fold(nnc_schedule *s, const char *pass, nnc_fold_fn fold, nnc_error *err);
 /* Appends a kernel (copying `nodes`) and returns its index in *idx. */
 nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
                             const int *nodes, int *idx, nnc_error *err);

@@ -96,26 +96,18 @@ static nnc_status fold_one(nnc_schedule *s, int ki, int ka, int slot, bool *drop
   return NNC_OK;
 }
 
-nnc_status nnc_pass_fold_append(nnc_schedule *s, nnc_error *err) {
-  bool *drop = calloc((size_t)s->nk + 1, sizeof *drop);
-  if (!drop) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_append: out of memory");
-  nnc_uses u;
-  nnc_status st = nnc_uses_build(s->g, &u, err);
-  if (st) {
-    free(drop);
-    return st;
+/* Attention kernel ki's k and v appends, each folded into it when only it reads the cache. */
+static nnc_status fold_appends(nnc_schedule *s, const nnc_uses *u, int ki, bool *drop, bool *folded, nnc_error *err) {
+  nnc_status st = NNC_OK;
+  if (s->k[ki].kind != NNC_KERNEL_ATTENTION) return NNC_OK;
+  for (int i = NNC_ATTN_K; i <= NNC_ATTN_V && !st; i++) {
+    int ka = append_kernel(s, u, ki, i);
+    if (ka >= 0 && !drop[ka]) st = fold_one(s, ki, ka, i - NNC_ATTN_K, drop, err);
+    *folded |= ka >= 0 && drop[ka];
   }
-  bool folded = false;
-  for (int ki = 0; ki < s->nk && !st; ki++) {
-    if (s->k[ki].kind != NNC_KERNEL_ATTENTION) continue;
-    for (int i = NNC_ATTN_K; i <= NNC_ATTN_V && !st; i++) {
-      int ka = append_kernel(s, &u, ki, i);
-      if (ka >= 0 && !drop[ka]) st = fold_one(s, ki, ka, i - NNC_ATTN_K, drop, err);
-      folded |= ka >= 0 && drop[ka];
-    }
-  }
-  nnc_uses_free(&u);
-  if (!st && folded) st = nnc_schedule_drop(s, drop, err);
-  free(drop);
   return st;
+}
+
+nnc_status nnc_pass_fold_append(nnc_schedule *s, nnc_error *err) {
+  return nnc_schedule_fold(s, "fold_append", fold_appends, err);
 }

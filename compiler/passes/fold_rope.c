@@ -243,18 +243,5 @@ static nnc_status fold_attention(nnc_schedule *s, const nnc_uses *u, int ki, boo
 }
 
 nnc_status nnc_pass_fold_rope(nnc_schedule *s, nnc_error *err) {
-  bool *drop = calloc((size_t)s->nk + 1, sizeof *drop);
-  if (!drop) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "fold_rope: out of memory");
-  nnc_uses u;
-  nnc_status st = nnc_uses_build(s->g, &u, err);
-  if (st) {
-    free(drop);
-    return st;
-  }
-  bool folded = false;
-  for (int ki = 0; ki < s->nk && !st; ki++) st = fold_attention(s, &u, ki, drop, &folded, err);
-  nnc_uses_free(&u);
-  if (!st && folded) st = nnc_schedule_drop(s, drop, err);
-  free(drop);
-  return st;
+  return nnc_schedule_fold(s, "fold_rope", fold_attention, err);
 }
