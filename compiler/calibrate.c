@@ -39,7 +39,7 @@ static nnc_status fp8_weights(const nnc_calibrate_opts *o, char ***names, int *n
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st) st = nnc_pass_precision(&g, &p, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
-  if (!st) st = nnc_pass_quantize(&g, NNC_QUANTIZE_FP8, n, err);
+  if (!st) st = nnc_pass_quantize(&g, NNC_QUANTIZE_FP8, true, n, err);
   if (!st) {
     *names = calloc((size_t)*n + 1, sizeof **names);
     if (!*names) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "calibrate: out of memory");

@@ -109,12 +109,18 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --parallel (a rank's slices of an "
                     "e4m3 weight are not built yet)");
   if (!st && prec.fp8) quant = NNC_QUANTIZE_FP8;
-  /* int8 weights: the C SIMD GEMM reads them (CUDA and OpenCL not yet);
+  /* int8 weights: the C SIMD GEMMs read every mode, CUDA's int8 GEMM
+   * w8a8's (mma.sync's int8 m16n8k32: sm_80 and up), OpenCL none yet;
    * training updates float weights, and a plan slices the file's tensors */
-  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && t.family != NNC_FAMILY_C_SIMD)
+  bool w8a8_here = quant == NNC_QUANTIZE_W8A8 && nnc_emit_has_w8a8(t.family);
+  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && t.family != NNC_FAMILY_C_SIMD && !w8a8_here)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no %s GEMM yet; expected a c-simd "
-                    "target (c-simd, c-avx2, ...) or --quantize=none", nnc_quantize_name(quant), t.name,
-                    quant == NNC_QUANTIZE_INT4W ? "int4" : "int8");
+                    "target (c-simd, c-avx2, ...)%s or --quantize=none", nnc_quantize_name(quant), t.name,
+                    quant == NNC_QUANTIZE_INT4W ? "int4" : "int8",
+                    t.family == NNC_FAMILY_CUDA ? ", --quantize=w8a8 (cuda-sm80 and up)" : "");
+  if (!st && w8a8_here && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=w8a8: target %s has no int8 mma.sync m16n8k32 (sm_80 "
+                    "and up); expected cuda-sm80 or newer", t.name);
   if (!st && quant != NNC_QUANTIZE_NONE && o->train)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
                     "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));
@@ -171,7 +177,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .attention_append = nnc_emit_has_attention_append(t.family),
                          .attention_rope = nnc_emit_has_attention_rope(t.family)};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
-  if (!st) st = nnc_pass_quantize(&g, quant, &quantized, err);
+  if (!st) st = nnc_pass_quantize(&g, quant, t.family != NNC_FAMILY_C_SIMD, &quantized, err);
   if (!st) {
     tiles = calloc((size_t)s.nk + 1, sizeof *tiles);
     if (!tiles) st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while tuning");
@@ -193,9 +199,11 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
             "of A to e4m3 as they run\n", quantized);
   else if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
     fprintf(o->explain, "--quantize=%s: %d linear weights held as %s, quantized "
-            "when the f32 weights load (--emit=ir marks them)%s\n", nnc_quantize_name(quant), quantized,
+            "when the f32 weights load%s (--emit=ir marks them)%s\n", nnc_quantize_name(quant), quantized,
             quant == NNC_QUANTIZE_INT4W ? "int4 with a scale per group of 128 k of an output channel"
-                                        : "int8 with a scale per output channel",
+            : t.family == NNC_FAMILY_CUDA ? "int8 [N, K] with a scale per output channel (K a multiple of 16)"
+                                          : "int8 with a scale per output channel",
+            t.family == NNC_FAMILY_CUDA ? ", on the GPU" : "",
             quant == NNC_QUANTIZE_W8A8 ? "; their GEMMs quantize each row of A to int8 as they run" : "");
   if (!st && o->explain) {
     nnc_hfuse_explain(o->explain, &g);

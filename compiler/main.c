@@ -76,7 +76,9 @@ static void usage(FILE *f) {
     "                    f32. bench --check compares with the float model. none: default\n"
     "  --quantize=w8a8   c-simd: those weights int8 (6-bit grid) and each of their GEMMs'\n"
     "                    rows of A quantized to int8 as it runs (a scale per row, its\n"
-    "                    absmax): int8 x int8 products summed in int32\n"
+    "                    absmax): int8 x int8 products summed in int32; cuda-sm80 and\n"
+    "                    up: the same on int8 tensor cores (8-bit weights [N, K], K a\n"
+    "                    multiple of 16, quantized on the GPU at load)\n"
     "  --quantize=int4w  c-simd: those weights int4, an f32 scale per group of 128\n"
     "                    consecutive k of an output channel (max|w| / 7), two a byte\n"
     "  --outputs=f32     the model's float outputs as f32 (default): with bf16 or f16\n"
@@ -283,8 +285,8 @@ static nnc_status run(const cli *c, nnc_error *err) {
     nnc_status st = nnc_calibrate_method(c->cal_method, &co.percentile, err);
     return st ? st : nnc_calibrate(&co, stdout, err);
   }
+  const nnc_target_info *target = NULL;
   if (c->target) {
-    const nnc_target_info *target;
     nnc_status st = nnc_target_find(c->target, &target, err);
     if (st) return st;
   }
@@ -334,7 +336,9 @@ static nnc_status run(const cli *c, nnc_error *err) {
   if (!st && !c->weights && nnc_hfuse_wanted(c->hfuse < 0, c->train, &par, quant, true))
     st = nnc_pass_hfuse(&g, NULL, err);
   if (!st) st = nnc_compile_graph(&g, &s, err);
-  if (!st) st = nnc_pass_quantize(&g, quant, NULL, err);
+  /* a GPU target's views show its w8a8 weights (nnc weights writes C SIMD's grids) */
+  if (!st) st = nnc_pass_quantize(&g, quant, target && target->family != NNC_FAMILY_C_SIMD,
+                                  NULL, err);
   if (!st) {
     if (c->weights) st = nnc_write_random_weights(&g, c->out, c->seed, err);
     else if (c->emit == EMIT_NONE) print_summary(&s);

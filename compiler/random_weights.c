@@ -15,8 +15,8 @@ static uint64_t splitmix64(uint64_t *s) {
 }
 
 /* A weight a quantized model holds (nnc_tensor.quant) on its grid: each
- * value q * s with s = max|w| / 127 of its channel (31 for w8a8's 6-bit
- * grid; for int4w, max|w| / 7 of each group of `group` elements along the
+ * value q * s with s = max|w| / qmax of its channel (127; 31 for w8a8's
+ * 6-bit grid; for int4w, max|w| / 7 of each group of `group` elements along the
  * channel), as the folder's quantizer would make it, so that quantizing it
  * again changes nothing. */
 static void snap_to_grid(const nnc_tensor *t, float *w) {
@@ -24,7 +24,7 @@ static void snap_to_grid(const nnc_tensor *t, float *w) {
   int64_t nch = t->quant.axis == 0 ? rows : cols, len = t->quant.axis == 0 ? cols : rows;
   bool int4 = t->quant.kind == NNC_QUANT_INT4_GROUP;
   int64_t group = int4 ? t->quant.group : len;
-  float qmax = int4 ? 7.0f : t->quant.a8 ? 31.0f : 127.0f;
+  float qmax = (float)t->quant.qmax;
   for (int64_t c = 0; c < nch; c++) {
     /* element i of channel c */
     float *at = t->quant.axis == 0 ? w + c * cols : w + c;

@@ -164,6 +164,15 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
                                          : "unscaled f32 columns, then the scales and epilogue in a kernel");
     return NNC_OK;
   }
+  if (cu_w8a8_gemm(x, d)) {   /* --quantize=w8a8: one way, whatever --tune=measure found for the float GEMM */
+    p->post = d->residual_mul;   /* the kernel's epilogue adds; a residual that multiplies is the epilogue kernel's */
+    p->lt_epi = "NNRT_EPI_NONE";
+    p->lt_residual = false;
+    snprintf(p->why, sizeof p->why, "W8A8: A's rows to int8 with a scale each%s, then nnc's int8 mma.sync GEMM "
+             "(int32 sums) with the row and channel scales, bias%s in its epilogue%s", p->pre_norm ? " by the norm kernel" : "",
+             p->post ? "" : ", activation and residual", p->post ? ", then an epilogue kernel" : "");
+    return NNC_OK;
+  }
   int pad = pad_of(x, d, &p->s, p->lt_residual);
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
@@ -476,7 +485,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   nnc_sb body;
   nnc_sb_init(&body);
   bool fp8 = cu_fp8_gemm(x, d);   /* cuda_fp8.c */
-  bool skinny = p.own < 0 && !fp8 && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
+  bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
+  bool quant = fp8 || w8a8;   /* A quantized, then a GEMM of its own */
+  bool skinny = p.own < 0 && !quant && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
   nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
@@ -488,13 +499,16 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
     gemm_batch(x, k, &p, batch, sizeof batch, &sa, &sb);
     gemm_dims(x, &p, &body);
     const char *A = "A";
-    if (fp8 && (p.s.nb > 0 || d->a_trans || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE)) {
+    if (quant && (p.s.nb > 0 || d->a_trans || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE)) {
       nnc_sb_free(&body);
-      return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: an e4m3 weight's GEMM must be a linear of one batch "
-                        "item with A [M, K] and no aux or bias gradient", ki);
+      return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: an %s weight's GEMM must be a linear of one batch "
+                        "item with A [M, K] and no aux or bias gradient", ki, fp8 ? "e4m3" : "int8");
     }
     if (fp8) {
       cu_fp8_gemm_body(x, ki, p.lt_epi, p.lt_residual, d->act_last && !p.post, &body);
+      emit_post_call(x, ki, &p, name, batch, b, &body);
+    } else if (w8a8) {
+      cu_w8a8_gemm_body(x, ki, p.post, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (p.pre_norm) {
       /* the normalized rows of A, in the workspace */
@@ -514,9 +528,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
-    if (!fp8 && p.wg) {
+    if (!quant && p.wg) {
       wgmma_body(x, ki, &p, &body);
-    } else if (!fp8) {
+    } else if (!quant) {
       char inner[EXPR], ii[EXPR];
       ec_dims_product(x, d->out, p.s.first_inner, p.s.nb, inner, sizeof inner);
       nnc_sb_printf(&body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
@@ -600,6 +614,8 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
   if (plan_gemm(x, k, impl, &p, &e)) return;
   if (cu_fp8_gemm(x, &k->d.gemm)) {
     cu_fp8_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
+  } else if (cu_w8a8_gemm(x, &k->d.gemm)) {
+    cu_w8a8_workspace(x, ki, p.s.M, p.s.K, b);
   } else if (p.own >= 0 && p.pre_norm) {
     char rows[EXPR];
     ec_dims_product(x, k->d.gemm.out, 0, x->g->tensors[k->d.gemm.out].rank - 1, rows, sizeof rows);

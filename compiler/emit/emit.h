@@ -84,6 +84,10 @@ typedef struct nnc_emitter {
    * rope that only it reads (nnc_attention_desc.rope, passes/fold_rope.c),
    * so that the ropes of a decode step are no kernels of their own. */
   bool attention_rope;
+  /* Whether its GEMMs read --quantize=w8a8's int8 weights and quantize
+   * their A to int8 (c_simd_quant.c, cuda_w8a8.c); without, the mode is
+   * refused. */
+  bool w8a8;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -107,6 +111,8 @@ bool nnc_emit_has_reduce_windows(nnc_target_family f);
 bool nnc_emit_has_attention_append(nnc_target_family f);
 /* Whether the emitter of family f folds ropes into the attention (nnc_emitter.attention_rope). */
 bool nnc_emit_has_attention_rope(nnc_target_family f);
+/* Whether the emitter of family f writes --quantize=w8a8 (nnc_emitter.w8a8). */
+bool nnc_emit_has_w8a8(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

@@ -348,9 +348,9 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
       size_t len = strlen(by);
       char te[EXPR - 16];
-      /* an e4m3 weight (--precision=fp8) is read as its bytes */
+      /* an e4m3 weight (--precision=fp8) or a GPU's int8 one (w8a8) is read as its bytes */
       const nnc_tensor *tt = &x->g->tensors[t];
-      int esize = tt->quant.kind == NNC_QUANT_FP8_CHANNEL ? 1 : nnc_dtype_size(tt->dtype);
+      int esize = ec_held_per_byte(x, tt) ? 1 : nnc_dtype_size(tt->dtype);
       snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;
       snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
@@ -665,8 +665,14 @@ ec_fp8_held ec_fp8_held_of(const nnc_tensor *t) {
   return h;
 }
 
+bool ec_held_per_byte(const ec_ctx *x, const nnc_tensor *t) {
+  return t->quant.kind == NNC_QUANT_FP8_CHANNEL || (x->device && t->quant.kind == NNC_QUANT_INT8_CHANNEL && t->quant.a8);
+}
+
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t) {
-  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL) return ec_fp8_held_of(t).bytes;
+  /* a device target's int8 weights (w8a8) are held as fp8's e4m3 ones are */
+  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL || (t->quant.kind == NNC_QUANT_INT8_CHANNEL && t->quant.a8))
+    return ec_fp8_held_of(t).bytes;
   return nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
 }
 

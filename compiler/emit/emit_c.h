@@ -160,13 +160,17 @@ const char *ec_view_note(const nnc_kernel *k);
  * in bytes from its offset in the weights block: a tied weight's bf16
  * values first (what its other readers read), then the e4m3 [n, k] at q,
  * n f32 channel scales at scales (from the next 256 bytes), one f32 at
- * fixed (its GEMMs' A scale from nnc calibrate, 0: each row's own). */
+ * fixed (its GEMMs' A scale from nnc calibrate, 0: each row's own). A GPU's
+ * w8a8 weight (int8, never tied) has the same layout, its fixed unused. */
 typedef struct ec_fp8_held {
   int64_t n, k, q, scales, fixed, bytes;
 } ec_fp8_held;
 ec_fp8_held ec_fp8_held_of(const nnc_tensor *t);
+/* Whether weight t is held one byte a value in x's folder (fp8's e4m3, a
+ * GPU's w8a8 int8): what its readers move. */
+bool ec_held_per_byte(const ec_ctx *x, const nnc_tensor *t);
 /* The bytes weight t takes in a device target's weights block: its dtype's,
- * or --precision=fp8's (ec_fp8_held). */
+ * or --precision=fp8's and w8a8's (ec_fp8_held). */
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t);
 /* x->w_off: every weight of a device target in one block, each at a
  * multiple of 256 bytes (16-byte vector loads, cuBLASLt's preferred

@@ -290,9 +290,11 @@ typedef struct nnc_shard {
  * values evaluates the quantized model, and given the file's, the float
  * one. The layout in memory is the target's (its GEMM's packing).
  * a8 (--quantize=w8a8): the GEMM reading it also quantizes its A to int8
- * per row when it runs, and the weight's grid is 6-bit (scale = max|w| /
- * 31, q in [-31, 31]: the AVX2 int8 products' int16 sums cannot saturate);
- * the reference, given q * scale, is then exact in the weights only. */
+ * per row when it runs; on C SIMD the weight's grid is 6-bit (scale =
+ * max|w| / 31, q in [-31, 31]: the AVX2 int8 products' int16 sums cannot
+ * saturate), on a GPU the full 8 bits, and the tensor's dtype is the
+ * storage dtype (bf16, f16 or f32); qmax says which grid. The reference,
+ * given q * scale, is then exact in the weights only. */
 typedef enum nnc_quant_kind {
   NNC_QUANT_NONE,
   NNC_QUANT_INT8_CHANNEL,
@@ -306,6 +308,8 @@ typedef struct nnc_quant {
   nnc_quant_kind kind;
   int axis;
   int a8;
+  int qmax;              /* the largest |q| of its grid: 127 (int8w; w8a8 on a GPU), 31 (w8a8 on C SIMD),
+                            7 (int4w), 448 (fp8) */
   int group;             /* INT4_GROUP: k per scale along the other axis (128; the last group of a
                             channel is shorter when K is not a multiple) */
   int tied;              /* FP8_CHANNEL: other readers than linears read it too (a head tied to the

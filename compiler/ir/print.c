@@ -220,7 +220,8 @@ nnc_status nnc_print_ir(FILE *f, const nnc_schedule *s, nnc_error *err) {
       fprintf(f, "  (a rank's slice: 1/%d of dim %d)", x->shard.parts, x->shard.axis + 1);
     if (x->quant.kind == NNC_QUANT_INT8_CHANNEL)
       fprintf(f, "  (held as int8, a scale per slice along dim %d: --quantize=%s)", x->quant.axis + 1,
-              x->quant.a8 ? "w8a8, 6-bit, its GEMM's rows int8 too" : "int8w");
+              !x->quant.a8 ? "int8w" : x->quant.qmax == 31 ? "w8a8, 6-bit, its GEMM's rows int8 too"
+                                                            : "w8a8, [N, K], its GEMM's rows int8 too");
     else if (x->quant.kind == NNC_QUANT_FP8_CHANNEL && x->quant.tied)
       fprintf(f, "  (tied: bf16 for its other readers, and an e4m3 copy [N, K] for its linears, a scale per slice "
               "along dim %d: --precision=fp8, its GEMM's rows e4m3 too)", x->quant.axis + 1);

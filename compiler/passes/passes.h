@@ -89,7 +89,8 @@ nnc_status nnc_pass_precision(nnc_graph *g, const nnc_precision *p, nnc_error *e
 
 /* --quantize (quantize.c): none, or int8w, the linear layers' weights held
  * as int8 with an f32 scale per output channel (nnc_tensor.quant), quantized
- * when the folder loads the f32 weights; or w8a8, those weights (6-bit) and
+ * when the folder loads the f32 weights; or w8a8, those weights (6-bit on
+ * C SIMD, 8-bit on a GPU) and
  * the GEMMs' activations too, per row when they run (nnc_quant.a8); or
  * int4w, those weights as int4 with a scale per group of 128 k. */
 typedef enum nnc_quantize {
@@ -109,8 +110,10 @@ const char *nnc_quantize_name(nnc_quantize q);
  * their weight, for mode q; *count (may be NULL) counts them. Runs on the
  * inference graph after nnc_compile_graph, so that the readers it looks at
  * are the ones the kernels have (a weight that layout_flatten permutes stays
- * f32). */
-nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err);
+ * f32). device: a GPU's int8 GEMM reads w8a8's weights (cuda_w8a8.c): they
+ * are those of the storage dtype (bf16, f16 or f32) whose K is a multiple
+ * of 16 (rows of 16 bytes), on the full 8-bit grid. */
+nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, bool device, int *count, nnc_error *err);
 
 /* --train: appends the backward graph (reverse-mode autodiff, one rule per
  * op in autodiff_rules.c) and makes the outputs the loss and a gradient per

@@ -12,10 +12,14 @@
  * stay f32: a lookup reads a few rows, not the whole table, and the small
  * vectors are not worth a scale each.
  *
- * w8a8: the same weights (on a 6-bit grid, nnc_quant.a8), and each GEMM
- * that reads one quantizes its A to int8 per row (the row's absmax) when it
- * runs, so that the products are int8 x int8 in int32. No calibration: the
- * scales come from the rows themselves.
+ * w8a8: the same weights (on a 6-bit grid on C SIMD, nnc_quant.a8), and
+ * each GEMM that reads one quantizes its A to int8 per row (the row's
+ * absmax) when it runs, so that the products are int8 x int8 in int32. No
+ * calibration: the scales come from the rows themselves. On a GPU (device)
+ * the weights are the storage dtype's (bf16 under --precision=bf16), on
+ * the full 8-bit grid (no AVX2 int16 sums to keep from saturating), and K
+ * must be a multiple of 16: the int8 GEMM copies 16-byte pieces of rows
+ * (a weight outside that keeps its float GEMM).
  *
  * int4w: the same weights as int4, a scale per group of 128 consecutive k
  * of an output channel (max|w| / 7 over the group; the last group shorter
@@ -91,20 +95,35 @@ static bool fp8_fits(const nnc_tensor *t) {
   return true;
 }
 
-nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, int *count, nnc_error *err) {
+/* w8a8 on a GPU: both dims constant, K (the axis other than the channels') a
+ * multiple of 16. */
+static bool device_fits(const nnc_tensor *t, int axis) {
+  return nnc_dim_is_const(t->shape[0]) && nnc_dim_is_const(t->shape[1]) && t->shape[1 - axis].k % 16 == 0;
+}
+
+/* The dtypes a weight may have to be held quantized: fp8's bf16, a GPU's
+ * storage dtypes, else f32. */
+static bool from_dtype(nnc_dtype d, nnc_quantize q, bool device) {
+  if (q == NNC_QUANTIZE_FP8) return d == NNC_BF16;
+  if (device) return d == NNC_F32 || d == NNC_BF16 || d == NNC_F16;
+  return d == NNC_F32;
+}
+
+nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, bool device, int *count, nnc_error *err) {
   (void)err;
   int marked = 0;
-  nnc_dtype from = q == NNC_QUANTIZE_FP8 ? NNC_BF16 : NNC_F32;
+  bool device8 = device && q == NNC_QUANTIZE_W8A8;
   for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
     nnc_tensor *t = &g->tensors[g->params[i]];
-    if (t->dtype != from || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
+    if (!from_dtype(t->dtype, q, device8) || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
     bool tied = false;
     int axis = channel_axis(g, g->params[i], q == NNC_QUANTIZE_FP8 ? &tied : NULL);
-    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t))) continue;
+    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t)) || (device8 && !device_fits(t, axis))) continue;
     t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP
                   : q == NNC_QUANTIZE_FP8   ? NNC_QUANT_FP8_CHANNEL : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
     t->quant.a8 = q == NNC_QUANTIZE_W8A8;
+    t->quant.qmax = q == NNC_QUANTIZE_INT4W ? 7 : q == NNC_QUANTIZE_FP8 ? 448 : q == NNC_QUANTIZE_W8A8 && !device8 ? 31 : 127;
     t->quant.group = q == NNC_QUANTIZE_INT4W ? NNC_QUANTIZE_INT4_GROUP : 0;
     t->quant.tied = tied;
     marked++;

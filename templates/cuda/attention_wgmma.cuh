@@ -213,14 +213,9 @@ template <typename T, int D_, int BK_, int NWG_, int KS_, int VS_> struct wg_blo
         if (v) load_v(p, j + KS);
       }
     } else {
-      static_assert(NWG <= 3, "a barrier of its own for each of at most three warpgroups");
-      if (threadIdx.x < 128)
-        bar_sync<1 + NWG, 128>();
-      else if (NWG == 2 || threadIdx.x < 256)
-        bar_sync<2 + NWG, 128>();
-      else
-        bar_sync<3 + NWG, 128>();
-      if (threadIdx.x % 128 == 0 && count_in(&done[j % KS]) % NWG == NWG - 1) {
+      /* each warp has waited for its own products: the last of the
+       * block's NWG * 4 warps to count itself starts the copies */
+      if (threadIdx.x % 32 == 0 && count_in(&done[j % KS]) % (NWG * 4) == NWG * 4 - 1) {
         load_k(p, j + KS);
         if (v) load_v(p, j + KS);
       }

@@ -1,14 +1,10 @@
 /* templates/cuda/fp8.cuh — --precision=fp8's kernels: e4m3 operands for
  * cuBLASLt's FP8 GEMMs and the GEMM call itself.
  *
- * Weights: quantized once when they load, from f32 on the device, one scale
- * per output channel (max|w| / 448), held [N, K] (K-major, what cuBLASLt's
- * FP8 kernels read) whatever the file's layout.
- * Activations: each GEMM's A quantized when it runs, a scale per row (its
- * max|a| / 448: dynamic), or one fixed scale from `nnc calibrate` (values
- * beyond it saturate), by one kernel that also applies
- * the layernorm or rmsnorm the GEMM reads, from f32, so the normalized row
- * is rounded once (to e4m3), not twice (bf16, then e4m3).
+ * Weights (per output channel, max|w| / 448, held [N, K]) and activations
+ * (a scale per row, max|a| / 448, or a fixed one from `nnc calibrate`;
+ * fused with the layernorm or rmsnorm the GEMM reads) are quantized by
+ * quant_rows.cuh's kernels in its e4m3 format.
  * The GEMM: cuBLASLt e4m3 x e4m3 with both scale vectors
  * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: Hopper only) and the bias,
  * activation and residual in its epilogue. Where cuBLASLt has no algorithm
@@ -35,222 +31,24 @@
 #include <cstring>
 
 #include "nnc_cuda.cuh"
+#include "quant_rows.cuh"
 #include "runtime/cuda/nnrt_cuda.h"
 #if defined(NNC_CUDA_SM90A)
 #include "gemm_wgmma_fp8.cuh"
 #endif
 
-#define NNC_FP8_THREADS 256
-#define NNC_FP8_MAX 448.0f
 /* The fallback's f32 columns: at most this many bytes of workspace at a time. */
 #define NNC_FP8_TMP_BYTES ((size_t)16 << 20)
 
-__device__ __forceinline__ unsigned char nnc_to_e4m3(float v) {
-  return (unsigned char)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
-
-/* 1 / scale for a slice whose largest magnitude is amax; 0 for a zero slice
- * (its values stay 0 and its scale is 0). */
-__device__ __forceinline__ float nnc_fp8_inv(float amax) { return amax > 0.0f ? NNC_FP8_MAX / amax : 0.0f; }
-
-/* The largest |value| a fixed scale (nnc calibrate's, > 0) stands for, or 0:
- * each row's own. Values beyond it saturate to +-448. */
-__device__ __forceinline__ float nnc_fp8_fixed_amax(const float *fixed) {
-  const float f = fixed ? *fixed : 0.0f;
-  return f > 0.0f ? f * NNC_FP8_MAX : 0.0f;
-}
-
-/* Weight quantization: block n makes output channel n, q[n][k] and
- * scale[n], from w [N, K] (in_out 0) or [K, N] (in_out 1, GPT-2's Conv1D). */
-__global__ void nnc_fp8_weight_kernel(const float *w, int N, int K, int in_out, unsigned char *q, float *scale) {
-  __shared__ float red[NNC_FP8_THREADS / 32];
-  const int n = blockIdx.x;
-  const long long step = in_out ? N : 1;
-  const float *row = in_out ? w + n : w + (long long)n * K;
-  float amax = 0.0f;
-  for (int k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(row[k * step]));
-  amax = nnc_group_reduce<nnc_max_op, NNC_FP8_THREADS>(amax, red);
-  const float inv = nnc_fp8_inv(amax);
-  for (int k = threadIdx.x; k < K; k += blockDim.x) q[(long long)n * K + k] = nnc_to_e4m3(row[k * step] * inv);
-  if (threadIdx.x == 0) scale[n] = amax / NNC_FP8_MAX;
-}
-
-/* w: N*K f32 on the device; q: N*K bytes, scale: N floats. */
+/* Weights: w (N*K f32 on the device, [N, K] or, in_out, [K, N]) to e4m3
+ * [N, K] in q with a scale per output channel in scale (max|w| / 448). */
 inline nnc_cuda_status nnc_cuda_fp8_weight(const float *w, int N, int K, bool in_out, unsigned char *q, float *scale,
                                            cudaStream_t s, nnc_cuda_error *err) {
-  if (!w || !q || !scale || N < 0 || K < 0)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_weight", "a NULL pointer or a negative size");
-  if (N == 0) return NNC_CUDA_OK;
-  nnc_fp8_weight_kernel<<<N, NNC_FP8_THREADS, 0, s>>>(w, N, K, in_out ? 1 : 0, q, scale);
-  return nnc_cuda_check_launch(err, "nnc_cuda_fp8_weight");
+  return nnc_cuda_quant_weight<nnc_quant_e4m3>(w, N, K, in_out, q, scale, s, "nnc_cuda_fp8_weight", err);
 }
 
-/* What a GEMM's A rows are before they are quantized. */
-enum nnc_fp8_norm { NNC_FP8_PLAIN, NNC_FP8_LAYERNORM, NNC_FP8_RMSNORM };
-
-/* Block r quantizes row r of x (after its norm): q[r][j] and scale[r]. The
- * row is read a few times (statistics, max, values): from L1 after the
- * first. */
-template <typename T, int NORM>
-__global__ void nnc_fp8_rows_kernel(int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                                    const float *fixed, unsigned char *q, float *scale) {
-  __shared__ float red[NNC_FP8_THREADS / 32];
-  const long long r = blockIdx.x;
-  const T *xr = x + r * ldx;
-  float mean = 0.0f, rstd = 1.0f;
-  if (NORM == NNC_FP8_LAYERNORM) {
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) s += nnc_dtype<T>::load(xr[j]);
-    mean = nnc_group_reduce<nnc_sum_op, NNC_FP8_THREADS>(s, red) / (float)cols;
-    float v = 0.0f;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-      const float d = nnc_dtype<T>::load(xr[j]) - mean;
-      v = fmaf(d, d, v);
-    }
-    rstd = rsqrtf(nnc_group_reduce<nnc_sum_op, NNC_FP8_THREADS>(v, red) / (float)cols + eps);
-  } else if (NORM == NNC_FP8_RMSNORM) {
-    float v = 0.0f;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-      const float a = nnc_dtype<T>::load(xr[j]);
-      v = fmaf(a, a, v);
-    }
-    rstd = rsqrtf(nnc_group_reduce<nnc_sum_op, NNC_FP8_THREADS>(v, red) / (float)cols + eps);
-  }
-  auto value = [&](int j) {
-    const float a = nnc_dtype<T>::load(xr[j]);
-    if (NORM == NNC_FP8_PLAIN) return a;
-    const float g = gamma ? nnc_dtype<T>::load(gamma[j]) : 1.0f;
-    const float b = NORM == NNC_FP8_LAYERNORM && beta ? nnc_dtype<T>::load(beta[j]) : 0.0f;
-    return fmaf((a - mean) * rstd, g, b);
-  };
-  float amax = nnc_fp8_fixed_amax(fixed);
-  if (!(amax > 0.0f)) {
-    amax = 0.0f;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) amax = fmaxf(amax, fabsf(value(j)));
-    amax = nnc_group_reduce<nnc_max_op, NNC_FP8_THREADS>(amax, red);
-  }
-  const float inv = nnc_fp8_inv(amax);
-  unsigned char *qr = q + r * cols;
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) qr[j] = nnc_to_e4m3(value(j) * inv);
-  if (threadIdx.x == 0) scale[r] = amax / NNC_FP8_MAX;
-}
-
-/* The same, a warp a row with the row in registers: V 16-byte vectors a
- * lane (V * 32 * VEC >= cols), read once, the bytes stored 8 (or 4) at a
- * time. For rows of 16-byte vectors (cols and ldx multiples of VEC, x,
- * gamma and beta 16-byte aligned): the block kernel above read each row
- * three or four times at 440 GB/s (GPT-2's 8192 x 768 in 42 us, H200). */
-template <typename T, int NORM, int V>
-__global__ void __launch_bounds__(NNC_FP8_THREADS)
-nnc_fp8_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                         const float *fixed, unsigned char *q, float *scale) {
-  constexpr int E = nnc_dtype<T>::VEC;
-  const int lane = threadIdx.x % 32;
-  const long long r = (long long)blockIdx.x * (NNC_FP8_THREADS / 32) + threadIdx.x / 32;
-  if (r >= rows) return;   /* the whole warp: its reductions are its own */
-  const int nvec = cols / E;
-  const T *xr = x + r * ldx;
-  float v[V][E];
-#pragma unroll
-  for (int i = 0; i < V; i++) {
-    const int c = lane + i * 32;
-    if (c < nvec) {
-      const uint4 raw = *reinterpret_cast<const uint4 *>(xr + (long long)c * E);
-      const T *t = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-      for (int j = 0; j < E; j++) v[i][j] = nnc_dtype<T>::load(t[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < E; j++) v[i][j] = 0.0f;
-    }
-  }
-  if (NORM != NNC_FP8_PLAIN) {
-    float mean = 0.0f;
-    if (NORM == NNC_FP8_LAYERNORM) {
-      float s = 0.0f;
-#pragma unroll
-      for (int i = 0; i < V; i++)
-#pragma unroll
-        for (int j = 0; j < E; j++) s += v[i][j];
-      mean = nnc_warp_reduce<nnc_sum_op, 32>(s) / (float)cols;
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < V; i++)
-      if (lane + i * 32 < nvec)
-#pragma unroll
-        for (int j = 0; j < E; j++) ss = fmaf(v[i][j] - mean, v[i][j] - mean, ss);
-    const float rstd = rsqrtf(nnc_warp_reduce<nnc_sum_op, 32>(ss) / (float)cols + eps);
-#pragma unroll
-    for (int i = 0; i < V; i++) {
-      const int c = lane + i * 32;
-      if (c >= nvec) continue;
-      float g[E], b[E];
-#pragma unroll
-      for (int j = 0; j < E; j++) g[j] = 1.0f, b[j] = 0.0f;
-      if (gamma) {
-        const uint4 raw = *reinterpret_cast<const uint4 *>(gamma + (long long)c * E);
-#pragma unroll
-        for (int j = 0; j < E; j++) g[j] = nnc_dtype<T>::load(reinterpret_cast<const T *>(&raw)[j]);
-      }
-      if (NORM == NNC_FP8_LAYERNORM && beta) {
-        const uint4 raw = *reinterpret_cast<const uint4 *>(beta + (long long)c * E);
-#pragma unroll
-        for (int j = 0; j < E; j++) b[j] = nnc_dtype<T>::load(reinterpret_cast<const T *>(&raw)[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < E; j++) v[i][j] = fmaf((v[i][j] - mean) * rstd, g[j], b[j]);
-    }
-  }
-  float amax = nnc_fp8_fixed_amax(fixed);
-  if (!(amax > 0.0f)) {
-    amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < V; i++)
-#pragma unroll
-      for (int j = 0; j < E; j++) amax = fmaxf(amax, fabsf(v[i][j]));
-    amax = nnc_warp_reduce<nnc_max_op, 32>(amax);
-  }
-  const float inv = nnc_fp8_inv(amax);
-  unsigned char *qr = q + r * cols;
-#pragma unroll
-  for (int i = 0; i < V; i++) {
-    const int c = lane + i * 32;
-    if (c >= nvec) continue;
-    unsigned char b[E];
-#pragma unroll
-    for (int j = 0; j < E; j++) b[j] = nnc_to_e4m3(v[i][j] * inv);
-    if constexpr (E == 8) *reinterpret_cast<uint2 *>(qr + (long long)c * E) = *reinterpret_cast<const uint2 *>(b);
-    else *reinterpret_cast<unsigned *>(qr + (long long)c * E) = *reinterpret_cast<const unsigned *>(b);
-  }
-  if (lane == 0) scale[r] = amax / NNC_FP8_MAX;
-}
-
-template <typename T, int NORM, int V>
-static void nnc_fp8_rows_warp(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                              const float *fixed, unsigned char *q, float *scale, cudaStream_t s) {
-  constexpr int W = NNC_FP8_THREADS / 32;
-  nnc_fp8_rows_warp_kernel<T, NORM, V><<<(unsigned)((rows + W - 1) / W), NNC_FP8_THREADS, 0, s>>>(rows, cols, x, ldx, gamma,
-                                                                                               beta, eps, fixed, q, scale);
-}
-
-/* The warp kernel for V vectors a lane, the smallest of 1, 2, 4, 8, 16 that
- * holds the row; false when none does (or the row is not whole vectors). */
-template <typename T, int NORM>
-static bool nnc_fp8_rows_fast(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                              const float *fixed, unsigned char *q, float *scale, cudaStream_t s) {
-  constexpr int E = nnc_dtype<T>::VEC;
-  auto al = [](const void *p) { return p == nullptr || (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-  if (cols % E || ldx % E || !al(x) || !al(gamma) || !al(beta) || (reinterpret_cast<uintptr_t>(q) & 7u)) return false;
-  const int per = (cols / E + 31) / 32;
-  if (per <= 1) nnc_fp8_rows_warp<T, NORM, 1>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 2) nnc_fp8_rows_warp<T, NORM, 2>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 4) nnc_fp8_rows_warp<T, NORM, 4>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 8) nnc_fp8_rows_warp<T, NORM, 8>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 16) nnc_fp8_rows_warp<T, NORM, 16>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else return false;
-  return true;
-}
+/* What a GEMM's A rows are before they are quantized (quant_rows.cuh's). */
+enum nnc_fp8_norm { NNC_FP8_PLAIN = NNC_QUANT_PLAIN, NNC_FP8_LAYERNORM = NNC_QUANT_LAYERNORM, NNC_FP8_RMSNORM = NNC_QUANT_RMSNORM };
 
 /* Row r of x [rows, cols] (leading dimension ldx), normalized as norm says
  * (gamma, beta: cols elements or NULL), to e4m3 in q [rows, cols] with its
@@ -260,20 +58,8 @@ template <typename T>
 nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T *x, long long ldx, const T *gamma,
                                   const T *beta, float eps, const float *fixed, unsigned char *q, float *scale,
                                   cudaStream_t s, nnc_cuda_error *err) {
-  if (!x || !q || !scale || rows < 0 || cols < 0 || ldx < cols)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_fp8_rows", "a NULL pointer, a negative size or ldx < cols");
-  if (rows == 0) return NNC_CUDA_OK;
-  const bool fast = norm == NNC_FP8_LAYERNORM ? nnc_fp8_rows_fast<T, NNC_FP8_LAYERNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s)
-                  : norm == NNC_FP8_RMSNORM   ? nnc_fp8_rows_fast<T, NNC_FP8_RMSNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s)
-                                              : nnc_fp8_rows_fast<T, NNC_FP8_PLAIN>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  if (fast) return nnc_cuda_check_launch(err, "nnc_cuda_fp8_rows");
-  if (norm == NNC_FP8_LAYERNORM)
-    nnc_fp8_rows_kernel<T, NNC_FP8_LAYERNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
-  else if (norm == NNC_FP8_RMSNORM)
-    nnc_fp8_rows_kernel<T, NNC_FP8_RMSNORM><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
-  else
-    nnc_fp8_rows_kernel<T, NNC_FP8_PLAIN><<<rows, NNC_FP8_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
-  return nnc_cuda_check_launch(err, "nnc_cuda_fp8_rows");
+  return nnc_cuda_quant_rows<nnc_quant_e4m3, T>((nnc_quant_norm)norm, rows, cols, x, ldx, gamma, beta, eps, fixed, q,
+                                                scale, s, "nnc_cuda_fp8_rows", err);
 }
 
 /* One FP8 GEMM: D [M, N] (leading dimension N) = act(alpha * (a_scale[m] *
@@ -361,9 +147,9 @@ nnc_cuda_status nnc_fp8_gemm_fallback(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm
     if (nnrt_cuda_gemm_run(h, &g, s, &e))
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "unscaled fallback: %s", e.msg);
     const long long n = (long long)f.M * cols;
-    const unsigned blocks = (unsigned)((n + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS < 65535 * 8
-                                           ? (n + NNC_FP8_THREADS - 1) / NNC_FP8_THREADS : 65535 * 8);
-    nnc_fp8_epilogue_kernel<TO><<<blocks, NNC_FP8_THREADS, 0, s>>>(f, n0, cols, f.tmp);
+    const unsigned blocks = (unsigned)((n + NNC_QUANT_THREADS - 1) / NNC_QUANT_THREADS < 65535 * 8
+                                           ? (n + NNC_QUANT_THREADS - 1) / NNC_QUANT_THREADS : 65535 * 8);
+    nnc_fp8_epilogue_kernel<TO><<<blocks, NNC_QUANT_THREADS, 0, s>>>(f, n0, cols, f.tmp);
     if (nnc_cuda_check_launch(err, "nnc_cuda_gemm_fp8")) return NNC_CUDA_E_LAUNCH;
   }
   return NNC_CUDA_OK;

@@ -68,6 +68,26 @@ __device__ __forceinline__ void load_4d(void *dst, const CUtensorMap *map, uint6
       : "memory");
 }
 
+/* Arrives on bar (one of its count arrivals), announcing no bytes. */
+__device__ __forceinline__ void arrive(uint64_t *bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(nnc_smem_u32(bar)) : "memory");
+}
+
+/* The 2-D form of load_4d: the box at (c0, c1) of a rank-2 map. */
+__device__ __forceinline__ void load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+          nnc_smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(nnc_smem_u32(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+/* Fetches a map (a kernel parameter) into the copy engine's cache before
+ * its first copy needs it. */
+__device__ __forceinline__ void prefetch_map(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 /* ------------------------------------------------------------ host side */
 
 /* The driver's cuTensorMapEncodeTiled (CUDA 12.0's signature), or NULL when
