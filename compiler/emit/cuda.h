@@ -25,12 +25,15 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* cuda_gemm.c: GEMM kernel ki's launcher (in the --tune=measure probe, every
  * implementation's and a switch over them); the names of GEMM k's
  * implementations, the rule's first; the statements raising `need` to its
- * workspace; which of nnc's GEMM templates it includes (or'ed into own, wg,
- * skinny); and the probe's run_kernel() and <p>_tune(). */
+ * workspace; which of nnc's GEMM templates it includes (or'ed into a
+ * cu_gemm_templates); and the probe's run_kernel() and <p>_tune(). */
 nnc_status cu_emit_gemm_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err);
 void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants *v);
 void cu_gemm_workspace(const ec_ctx *x, int ki, nnc_sb *b);
-void cu_gemm_uses(const ec_ctx *x, int ki, bool *own, bool *wg, bool *skinny);
+typedef struct {
+  bool own, wg, tma, skinny;   /* gemm.cuh, gemm_wgmma.cuh, gemm_tma.cuh, gemm_skinny.cuh */
+} cu_gemm_templates;
+void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t);
 void cu_emit_probe(const ec_ctx *x, nnc_sb *b);
 /* `int` of a size expression: a constant as it is, an expression of dims cast. */
 char *cu_as_int(const char *e, char *buf, size_t n);

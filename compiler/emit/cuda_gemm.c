@@ -40,7 +40,8 @@ typedef struct gemm_plan {
   int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
-  bool wg;             /* nnc's wgmma GEMM (templates/cuda/gemm_wgmma.cuh), after the norm kernel if pre_norm */
+  bool wg;             /* one of nnc's wgmma GEMMs, after the norm kernel if pre_norm: */
+  bool tma;            /* gemm_tma.cuh (TMA, warp-specialized, persistent) if set, else gemm_wgmma.cuh */
   char why[320];
 } gemm_plan;
 
@@ -188,6 +189,9 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   } else if (strcmp(impl, "wgmma") == 0 && wg_fits) {
     p->wg = true;
     how = "measured";
+  } else if (strcmp(impl, "tma") == 0 && wg_fits) {
+    p->wg = p->tma = true;
+    how = "measured";
   } else if (strcmp(impl, "cublaslt-padded") == 0 && pad && !p->algo) {
     p->pad_n = pad;
     how = "measured";
@@ -209,8 +213,8 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   bool widen = x->g->tensors[d->out].dtype != x->g->tensors[d->a].dtype;
   if (p->wg) {
     p->post = false;   /* its epilogue applies the activation and residual */
-    snprintf(p->why, sizeof p->why, "nnc's wgmma GEMM%s, rows written in place%s%s (%s)",
-             p->pre_norm ? " after a norm kernel" : "", widen ? ", f32 out" : "",
+    snprintf(p->why, sizeof p->why, "nnc's %s GEMM%s, rows written in place%s%s (%s)",
+             p->tma ? "TMA/wgmma persistent" : "wgmma", p->pre_norm ? " after a norm kernel" : "", widen ? ", f32 out" : "",
              d->act != NNC_OP_NONE && d->residual >= 0 ? ", the activation and residual in its epilogue"
              : d->act != NNC_OP_NONE                   ? ", the activation in its epilogue"
              : d->residual >= 0                        ? ", the residual in its epilogue"
@@ -230,8 +234,9 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
 
 /* The most a GEMM lists: the three cuBLASLt ways with the extra heuristic
  * results of plain and split (split needs padded rows, where nnc's GEMM does
- * not fit), or plain cuBLASLt with them and every tile configuration. */
-_Static_assert(3 + 2 * LT_ALGOS + 1 <= NNC_MAX_VARIANTS && 1 + LT_ALGOS + OWN_CFGS + 1 <= NNC_MAX_VARIANTS,
+ * not fit), or plain cuBLASLt with them and every tile configuration; then
+ * both wgmma GEMMs. */
+_Static_assert(3 + 2 * LT_ALGOS + 2 <= NNC_MAX_VARIANTS && 1 + LT_ALGOS + OWN_CFGS + 2 <= NNC_MAX_VARIANTS,
                "NNC_MAX_VARIANTS holds every implementation of a GEMM");
 
 /* The implementations of GEMM kernel k, the analytic rule's first; each of
@@ -261,6 +266,7 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
   if (!p.wg && wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
+  if (wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "tma");
   /* the key: sizes at the maxima, types and fusions */
   int64_t *max = malloc(((size_t)x->g->nsyms + 1) * sizeof *max);
   if (!max) {
@@ -427,12 +433,14 @@ static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *b
                       "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", own_cfg[p->own], ki);
 }
 
-/* nnc's wgmma GEMM: one call of gemm_wgmma.cuh writing the output rows in
- * place (A is the normalized copy in the workspace after a norm kernel). */
+/* nnc's wgmma GEMM: one call of gemm_wgmma.cuh or gemm_tma.cuh (the same
+ * arguments) writing the output rows in place (A is the normalized copy in
+ * the workspace after a norm kernel). */
 static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
-  nnc_sb_printf(body, "  nnc_cuda_gemm_wgmma_args<%s, %s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n",
+  const char *f = p->tma ? "nnc_cuda_gemm_tma" : "nnc_cuda_gemm_wgmma";
+  nnc_sb_printf(body, "  %s_args<%s, %s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n", f,
                 cu_stype(x, d->a), cu_stype(x, d->out));
   if (p->pre_norm) nnc_sb_printf(body, "  g.a = A;\n");
   else ec_assign(x, body, 2, "g.a", d->a);
@@ -452,8 +460,8 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
   char inst[96] = "";
   if (d->act != NNC_OP_NONE || d->residual >= 0)
     snprintf(inst, sizeof inst, "<%s, %s, true>", cu_stype(x, d->a), cu_stype(x, d->out));
-  nnc_sb_printf(body, "  g.ldc = N;\n%s  if (nnc_cuda_gemm_wgmma%s(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
-                      "  return 0;\n", p->pre_norm ? "" : "  nnc_cuda_error e;\n", inst, ki);
+  nnc_sb_printf(body, "  g.ldc = N;\n%s  if (%s%s(g, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                      "  return 0;\n", p->pre_norm ? "" : "  nnc_cuda_error e;\n", f, inst, ki);
 }
 
 /* GEMM kernel ki as `static int NAME(m, c, s)` with implementation impl. */
@@ -731,21 +739,23 @@ void cu_gemm_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   for (int i = 0; i < v.n; i++) gemm_workspace(x, ki, v.name[i], b);
 }
 
-void cu_gemm_uses(const ec_ctx *x, int ki, bool *own, bool *wg, bool *skinny) {
+void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t) {
   gemm_plan p;
   nnc_error e;
   nnc_kernel_variants v;
   cu_gemm_variants(x, &x->s->k[ki], &v);
   for (int i = 0; x->r->probe && i < v.n; i++) {
-    *own |= strncmp(v.name[i], "nnc-", 4) == 0;
-    *wg |= strcmp(v.name[i], "wgmma") == 0;
+    t->own |= strncmp(v.name[i], "nnc-", 4) == 0;
+    t->wg |= strcmp(v.name[i], "wgmma") == 0;
+    t->tma |= strcmp(v.name[i], "tma") == 0;
   }
   if (!x->r->probe && !plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e)) {
-    *own |= p.own >= 0;
-    *wg |= p.wg;
+    t->own |= p.own >= 0;
+    t->wg |= p.wg && !p.tma;
+    t->tma |= p.tma;
   }
   if (!plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e))
-    *skinny |= p.own < 0 && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
+    t->skinny |= p.own < 0 && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
 }
 
 void cu_emit_probe(const ec_ctx *x, nnc_sb *b) {

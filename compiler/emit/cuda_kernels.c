@@ -431,19 +431,21 @@ static nnc_status emit_loss(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
 
 nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   nnc_sb_printf(b, "/* ---------------------------------------------------------- the kernels */\n\n");
-  bool own = false, wg = false, conv = false, pool = false, skinny = false;   /* which of nnc's GEMMs (and pools) a kernel uses */
+  cu_gemm_templates t = {0};   /* which of nnc's GEMMs a kernel uses */
+  bool conv = false, pool = false;
   for (int ki = 0; ki < x->s->nk; ki++) {
     pool |= cu_is_pool(x, ki);
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
     conv |= x->s->k[ki].d.gemm.windowed;
-    cu_gemm_uses(x, ki, &own, &wg, &skinny);
+    cu_gemm_uses(x, ki, &t);
   }
-  if (own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
-  if (wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
+  if (t.own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
+  if (t.wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
+  if (t.tma) nnc_sb_printf(b, "#include \"kernels/gemm_tma.cuh\"   /* nnc's TMA/wgmma persistent GEMM (sm_90a) */\n");
   if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
   if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pools and depthwise convolutions from the image */\n");
-  if (skinny) nnc_sb_printf(b, "#include \"kernels/gemm_skinny.cuh\"   /* GEMMs of a few rows (decode steps) */\n");
-  if (own || wg || conv || pool || skinny) nnc_sb_printf(b, "\n");
+  if (t.skinny) nnc_sb_printf(b, "#include \"kernels/gemm_skinny.cuh\"   /* GEMMs of a few rows (decode steps) */\n");
+  if (t.own || t.wg || t.tma || conv || pool || t.skinny) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
                      "static int probe_variant[NKERNELS];\n\n");

@@ -259,8 +259,9 @@ static void test_probe_source(void **state) {
 
 /* BERT's probe on sm_90a: its erf-GELU GEMMs run an epilogue kernel after
  * each cuBLASLt implementation, one per launcher (each defined once: the
- * probe did not build when they shared a name), and nnc's wgmma GEMM is
- * among the implementations of the GEMMs it fits. */
+ * probe did not build when they shared a name), and nnc's wgmma GEMMs
+ * (gemm_wgmma.cuh, gemm_tma.cuh) are among the implementations of the GEMMs
+ * they fit. */
 static void test_probe_bert(void **state) {
   (void)state;
   mlp_case *c = calloc(1, sizeof *c);
@@ -283,6 +284,9 @@ static void test_probe_bert(void **state) {
                       "s>>>' %s", cu), 0);
   assert_true(file_has(cu, "\"wgmma\""));
   assert_true(file_has(cu, "#include \"kernels/gemm_wgmma.cuh\""));
+  assert_true(file_has(cu, "\"tma\""));
+  assert_true(file_has(cu, "#include \"kernels/gemm_tma.cuh\""));
+  assert_true(file_has(cu, "nnc_cuda_gemm_tma_args<__nv_bfloat16, __nv_bfloat16> g = {};"));
 }
 
 static void test_compile_from_file(void **state) {
