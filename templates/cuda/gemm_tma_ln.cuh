@@ -35,9 +35,8 @@
  *   from L2 (no multicast).
  * BM = 32 would halve the tiles' work again but wastes half of each wgmma
  * (its M is 64); splitting K needs a reduction through memory. Rows of N
- * <= 64 take one warpgroup and no exchange. The launcher picks the cluster
- * when its tiles fit in one wave of clusters and the block form's do not
- * take fewer waves (split forces either).
+ * <= 64 take one warpgroup and no exchange. The launcher picks the form
+ * by waves of tiles (pick_split; split forces either).
  * The epilogue stays in registers: the residual's pairs are loaded before
  * the k loop (they land under it), bias, gamma and beta sit in shared
  * memory as f32 for the whole kernel (the block's columns never change),
@@ -307,7 +306,9 @@ __global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL>::NTHREADS, 1)
 namespace nnc_gtl {
 
 /* How many clusters of the instance can run at once on the current device
- * (asked once a device, the first 16), 0 when the runtime cannot say. */
+ * (asked once a device, the first 16), 0 when the runtime cannot say. The
+ * cluster instances of one T share a kernel type, so they share the
+ * count: each takes one block an SM, and the count is then the GPCs'. */
 template <typename K> int max_clusters(K kernel, size_t smem, int threads) {
   static std::atomic<int> known[16];
   int dev = 0;
@@ -374,18 +375,32 @@ nnc_cuda_status launch(nnc_gemm_tma_ln_params<T> &p, int sms, cudaStream_t strea
   return nnc_cuda_check_launch(err, KERNEL);
 }
 
-/* The form for rows of N (> 64) on sms SMs: the cluster when its tiles fit
- * in one wave of clusters (taken as sms / 2; a tile takes about 0.6 of the
- * block form's: half the products, 57% of the loads at N = 384, a guess
- * that the timing mode measures) and that is no more waves' work. */
-inline int pick_split(int tiles, int sms) {
-  const long long waves1 = (tiles + sms - 1) / sms, waves2 = (tiles + sms / 2 - 1) / (sms / 2);
+/* The form for rows of N (> 64): the cluster when its tiles take fewer
+ * waves (clusters: how many run at once) counted as 0.6 of the block
+ * form's (half the products, 57% of the loads a block at N = 384; a guess
+ * that the timing mode measures). */
+inline int pick_split(int tiles, int sms, int clusters) {
+  if (clusters <= 0) clusters = sms / 2;
+  const long long waves1 = (tiles + sms - 1) / sms, waves2 = (tiles + clusters - 1) / clusters;
   return waves2 * 0.6 < (double)waves1 ? 2 : 1;
+}
+
+/* How many clusters of the cluster form for halves of NH run at once (0: unknown). */
+template <typename T, int NH> int clusters_of() {
+  using L = layout<NH, 1, 2>;
+  auto kernel = nnc_gemm_tma_ln_kernel<T, NH, 1, 2>;
+  static nnc_smem_raised raised;
+  if (nnc_raise_smem(kernel, L::SMEM, raised) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return max_clusters(kernel, L::SMEM, L::NTHREADS);
 }
 
 template <typename T, int NH>
 nnc_cuda_status launch_split(nnc_gemm_tma_ln_params<T> &p, int split, int sms, cudaStream_t stream,
                              nnc_cuda_error *err) {
+  if (split == 0) split = pick_split(p.tiles, sms, clusters_of<T, NH>());
   return split == 2 ? launch<T, NH, 1, 2>(p, sms, stream, err) : launch<T, NH, 2, 1>(p, sms, stream, err);
 }
 
@@ -448,12 +463,11 @@ nnc_cuda_status nnc_cuda_gemm_tma_ln(const nnc_cuda_gemm_tma_ln_args<T> &g, cuda
   auto even = [](const void *q, long long ld) { return reinterpret_cast<uintptr_t>(q) % 4 == 0 && ld % 2 == 0; };
   p.pair = even(g.c, g.ldc) && (!g.residual || even(g.residual, g.ldr)) && (!g.pre || even(g.pre, g.ldp));
   if (g.N <= 64) return launch<T, 64, 1, 1>(p, sms, stream, err);
-  const int split = g.split ? g.split : pick_split(p.tiles, sms);
   const int half = (g.N + 1) / 2;
-  if (half <= 64) return launch_split<T, 64>(p, split, sms, stream, err);
-  if (half <= 128) return launch_split<T, 128>(p, split, sms, stream, err);
-  if (half <= 192) return launch_split<T, 192>(p, split, sms, stream, err);
-  return launch_split<T, 256>(p, split, sms, stream, err);
+  if (half <= 64) return launch_split<T, 64>(p, g.split, sms, stream, err);
+  if (half <= 128) return launch_split<T, 128>(p, g.split, sms, stream, err);
+  if (half <= 192) return launch_split<T, 192>(p, g.split, sms, stream, err);
+  return launch_split<T, 256>(p, g.split, sms, stream, err);
 }
 
 #endif

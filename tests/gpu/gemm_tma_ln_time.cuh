@@ -1,6 +1,6 @@
 /* tests/gpu/gemm_tma_ln_time.cuh — test_gemm_tma_ln --time: BERT's post-norm
  * GEMMs (M = B T = 4096, N = 384; K = 384 after attention, 1536 after the
- * FFN), bf16, hidden = LayerNorm(A B^T + bias + hidden) in place as nnc runs
+ * FFN; and the latter at M = 8192, where the block form has one wave), bf16, hidden = LayerNorm(A B^T + bias + hidden) in place as nnc runs
  * them, three ways:
  * - fused: gemm_tma_ln.cuh (the launcher's form, and each form forced);
  * - gemm_tma.cuh (bias + residual epilogue, its own tile choice) into a
@@ -40,6 +40,7 @@ struct shape {
 static const shape SHAPES[] = {
     {"bert attention.output 384x384 +bias+res, LN", 4096, 384, 384},
     {"bert output 384x1536 +bias+res, LN", 4096, 384, 1536},
+    {"bert output, M = 8192 (128 row tiles)", 8192, 384, 1536},
 };
 
 /* One copy of a shape's operands. */
@@ -171,7 +172,7 @@ static bool one(const shape &s, int sms, char *row, size_t rown) {
   CK(cudaFree(y1));
   CK(cudaFree(y2));
 
-  const int split = nnc_gtl::pick_split((s.M + 63) / 64, sms);
+  const int split = nnc_gtl::pick_split((s.M + 63) / 64, sms, nnc_gtl::clusters_of<T, 192>());
   char ca[32], c1[32], c2[32], ct[32], cl[32], ctl[32], cb[32], cbl[32];
   cell(ca, sizeof ca, t_auto);
   cell(c1, sizeof c1, t_s1);
@@ -207,8 +208,7 @@ inline bool run() {
   static char rows[sizeof SHAPES / sizeof SHAPES[0]][512];
   bool ok = true;
   for (int i = 0; i < n; ++i) ok &= one(SHAPES[i], sms, rows[i], sizeof rows[i]);
-  using L = nnc_gtl::layout<192, 1, 2>;
-  const int clusters = nnc_gtl::max_clusters(nnc_gemm_tma_ln_kernel<T, 192, 1, 2>, L::SMEM, L::NTHREADS);
+  const int clusters = nnc_gtl::clusters_of<T, 192>();
   std::printf("\n## gemm_tma_ln on %s (%d SMs, %d clusters of 2 at once): us, median of 30, cold L2\n\n", prop.name,
               sms, clusters);
   std::printf("| GEMM (N x K, epilogue) | auto split | fused auto | fused split 1 (2 warpgroups) | fused split 2 "

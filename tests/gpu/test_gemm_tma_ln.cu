@@ -16,8 +16,9 @@
  *
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Itemplates/cuda -Itests/gpu -I. \
  *     [-DNNC_GEMM_TMA_WATCHDOG] -o test_gemm_tma_ln tests/gpu/test_gemm_tma_ln.cu -lcuda -lcublasLt
- *   ./test_gemm_tma_ln [--small | --time]
- * --small: the cases compute-sanitizer runs; --time: gemm_tma_ln_time.cuh's
+ *   ./test_gemm_tma_ln [--small | --time | --args]
+ * --small: the cases compute-sanitizer runs; --args: the argument checks
+ * only (a binary built elsewhere runs here); --time: gemm_tma_ln_time.cuh's
  * table (BERT's two shapes, fused against gemm_tma or cuBLASLt plus the row
  * kernel). Exits 1 on any failure, 77 (skipped) on a GPU that is not
  * compute capability 9.0. */
@@ -248,6 +249,7 @@ static void arg_checks() {
 int main(int argc, char **argv) {
   const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
   const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
+  const bool args_only = argc > 1 && std::strcmp(argv[1], "--args") == 0;
   int dev = 0, major = 0, minor = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -258,6 +260,7 @@ int main(int argc, char **argv) {
   }
   if (timing) return gemm_tma_ln_time::run() ? 0 : 1;
   arg_checks();
+  if (args_only) return failures ? 1 : 0;
   int n = 0;
   for (const tcase &c : CASES) {
     if (small && !c.small) continue;
