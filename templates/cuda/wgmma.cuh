@@ -85,8 +85,15 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N]) {
   "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, " \
   "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
+#define NNC_WG_R96 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, " \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, " \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, " \
+  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+
 /* mma<T>: d (+)= A B for T = bf16 or f16 with f32 accumulators.
- * ss<N>: A (64 x 16, K-major) and B (16 x N, K-major, N 64, 128 or 256)
+ * ss<N>: A (64 x 16, K-major) and B (16 x N, K-major, N 64, 128, 192 or 256)
  *   from descriptors;
  *   acc = 0 overwrites d (the first k step).
  * rs_n64_tb: A (64 x 16) from registers, B (16 x 64, MN-major) from a
@@ -97,11 +104,16 @@ template <typename T> struct mma;
 #define NNC_WG_MMA(T, TY)                                                                                        \
   template <> struct mma<T> {                                                                                    \
     template <int N> __device__ __forceinline__ static void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) { \
-      static_assert(N == 64 || N == 128 || N == 256, "n64, n128 or n256");                                       \
+      static_assert(N == 64 || N == 128 || N == 192 || N == 256, "n64, n128, n192 or n256");                 \
       if constexpr (N == 64)                                                                                     \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                              \
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32" TY TY " " NNC_WG_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
                      : NNC_WG_ACC32(d, 0)                                                                        \
+                     : "l"(a), "l"(b), "r"(acc));                                                                \
+      else if constexpr (N == 192)                                                                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                              \
+                     "wgmma.mma_async.sync.aligned.m64n192k16.f32" TY TY " " NNC_WG_R96 ", %96, %97, p, 1, 1, 0, 0;\n}\n" \
+                     : NNC_WG_ACC32(d, 0), NNC_WG_ACC32(d, 32), NNC_WG_ACC32(d, 64)                              \
                      : "l"(a), "l"(b), "r"(acc));                                                                \
       else if constexpr (N == 128)                                                                              \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                              \
@@ -164,6 +176,7 @@ template <> struct mma<__nv_fp8_e4m3> {
 #undef NNC_WG_ACC32
 #undef NNC_WG_R32
 #undef NNC_WG_R64
+#undef NNC_WG_R96
 #undef NNC_WG_R128
 
 }  // namespace nnc_wg

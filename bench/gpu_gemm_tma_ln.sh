@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench/gpu_gemm_tma_ln.sh: templates/cuda/gemm_tma_ln.cuh on an H100/H200 in
+# one GPU call of under 180 s: build test_gemm_tma_ln (sm_90a; ptxas -v's
+# registers and spills to the log), a short smoke run first (a hang there
+# costs 60 s, not the call), the float64 tests, the timings against
+# gemm_tma.cuh and cuBLASLt plus layernorm.cuh's row kernel, then
+# compute-sanitizer memcheck and racecheck on the small cases while the
+# budget lasts, and the timing table last.
+# The smoke run uses the watchdog build (a deadlocked barrier or exchange
+# prints what it waited on and traps after 20 s); everything after it the
+# plain build (the watchdog's printf makes ptxas serialize the wgmmas).
+# Run from the repository root. Logs go to $OUT (build/gpu_gemm_tma_ln_out
+# when unset). GEMM_TMA_LN_BIN: a folder holding test_gemm_tma_ln and
+# test_gemm_tma_ln_wd built by the nvcc lines below where nvcc is (with
+# build.log beside them): no build here when both run on this machine.
+set -uo pipefail
+OUT=${OUT:-build/gpu_gemm_tma_ln_out}
+mkdir -p "$OUT"
+status=0
+export PATH=/usr/local/cuda/bin:$PATH
+# BUDGET: seconds for the whole script; each step's timeout is cut to what
+# is left, so the table still comes out
+BUDGET=${BUDGET:-175}
+T0=$(date +%s)
+limit() { # the step's own limit $1, or what is left of the budget if less (at least 1: timeout 0 never stops)
+  local left=$((BUDGET - ($(date +%s) - T0)))
+  [ "$left" -lt 1 ] && left=1
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
+
+step() { echo "== $*"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1 |
+  tee "$OUT/device.log"
+
+runs() { # both binaries start and pass the argument checks on this machine (a build elsewhere may not)
+  [ -x "$1/test_gemm_tma_ln" ] && [ -x "$1/test_gemm_tma_ln_wd" ] &&
+    timeout 30 "$1/test_gemm_tma_ln" --args >"$OUT/probe.log" 2>&1 &&
+    timeout 30 "$1/test_gemm_tma_ln_wd" --args >>"$OUT/probe.log" 2>&1
+}
+
+if [ -n "${GEMM_TMA_LN_BIN:-}" ] && runs "$GEMM_TMA_LN_BIN"; then
+  BIN=$GEMM_TMA_LN_BIN
+  step "build: using $BIN"
+  [ -f "$BIN/build.log" ] && cp "$BIN/build.log" "$OUT/build.log"
+else
+  [ -n "${GEMM_TMA_LN_BIN:-}" ] && { echo "carried binaries do not run here:"; tail -5 "$OUT/probe.log"; }
+  BIN=$(mktemp -d)
+  step "build (test_gemm_tma_ln_wd: with the watchdog, for the smoke run; test_gemm_tma_ln: the rest)"
+  flags="-std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Itemplates/cuda -Itests/gpu -I."
+  flags="$flags -Xcompiler -Wall,-Wextra -Werror all-warnings -Xptxas -v"
+  nvcc $flags -DNNC_GEMM_TMA_WATCHDOG -o "$BIN/test_gemm_tma_ln_wd" tests/gpu/test_gemm_tma_ln.cu -lcuda -lcublasLt \
+    >"$OUT/build_wd.log" 2>&1 &
+  p1=$!
+  nvcc $flags -o "$BIN/test_gemm_tma_ln" tests/gpu/test_gemm_tma_ln.cu -lcuda -lcublasLt >"$OUT/build.log" 2>&1 &
+  p2=$!
+  wait $p1 || { tail -30 "$OUT/build_wd.log"; exit 1; }
+  wait $p2 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
+# the kernel's registers and spills, one line an instance (T, NH, warpgroups,
+# blocks a cluster; with two warpgroups ptxas reports the launch's 168, the
+# consumers run with setmaxnreg's 232)
+awk '/Compiling entry function .*nnc_gemm_tma_ln_kernel/ { k = $0; sub(/.*nnc_gemm_tma_ln_kernelI/, "", k); sub(/EEv.*/, "", k) }
+     k != "" && /spill stores/ { sp = $0; sub(/^ +/, "", sp) }
+     k != "" && /Used [0-9]+ registers/ { sub(/.*Used/, "Used"); print k ": " $0 ", " sp; k = "" }' "$OUT/build.log"
+
+step "smoke (--small, watchdog build, 60 s limit: a hang shows here)"
+timeout "$(limit 60)" "$BIN/test_gemm_tma_ln_wd" --small >"$OUT/smoke.log" 2>&1
+rc=$?
+tail -3 "$OUT/smoke.log"
+echo "smoke exit status: $rc"
+if [ $rc -ne 0 ]; then
+  grep -A1 '^FAIL\|watchdog' "$OUT/smoke.log" | head -30
+  echo "overall status: 1 (smoke failed; nothing else run)"
+  exit 1
+fi
+
+step "correctness (float64 reference, every case)"
+timeout "$(limit 60)" "$BIN/test_gemm_tma_ln" >"$OUT/test.log" 2>&1
+rc=$?
+grep -c '^PASS' "$OUT/test.log" | sed 's/^/passed: /'
+grep -A1 '^FAIL' "$OUT/test.log" | head -30
+tail -1 "$OUT/test.log"
+[ $rc -ne 0 ] && status=1
+
+# the timings before the sanitizers (the table matters more if the call runs short), printed last
+step "timings"
+timeout "$(limit 45)" "$BIN/test_gemm_tma_ln" --time >"$OUT/time.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && status=1
+grep -v '^|\|^## \|^$' "$OUT/time.log" | head -20
+echo "timing exit status: $rc"
+
+for tool in memcheck racecheck; do
+  step "compute-sanitizer $tool (--small)"
+  if [ "$(limit 60)" -lt 15 ]; then
+    echo "skipped: $(($(date +%s) - T0)) s of the ${BUDGET} s budget used"
+    status=1
+    continue
+  fi
+  timeout "$(limit 60)" compute-sanitizer --tool $tool --error-exitcode 3 "$BIN/test_gemm_tma_ln" --small \
+    >"$OUT/$tool.log" 2>&1
+  rc=$?
+  tail -3 "$OUT/$tool.log"
+  echo "$tool exit status: $rc"
+  [ $rc -ne 0 ] && status=1
+done
+
+echo "overall status: $status (0: built clean, every check passed, sanitizers clean)"
+sed -n '/^## gemm_tma_ln/,$p' "$OUT/time.log"
+exit $status
