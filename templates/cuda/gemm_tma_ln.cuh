@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL>::NTHREADS, 1)
     nnc_gemm_tma_ln_kernel(const __grid_constant__ nnc_gemm_tma_ln_params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace nnc_gtl;
-  using L = layout<NH, WGS, CL>;
+  using L = nnc_gtl::layout<NH, WGS, CL>; /* qualified: a generated model has a global `layout` */
   extern __shared__ __align__(16) unsigned char nnc_gtl_smem[];
   const uint32_t raw = nnc_smem_u32(nnc_gtl_smem);
   T *stages = reinterpret_cast<T *>(nnc_gtl_smem + (((raw + 1023) & ~1023u) - raw));

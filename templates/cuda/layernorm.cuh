@@ -17,6 +17,7 @@ template <typename T> struct nnc_layernorm_op {
     const bool live = r < a.rows;
     nnc_row_regs<T, TPR, VPT, true> t;
     t.load(live ? a.x + r * a.ldx : a.x, live ? a.cols : 0, lane, 0.0f);
+    t.params(a.gamma, a.beta);
     const float mean = nnc_group_reduce<nnc_sum_op, TPR>(
                            t.fold(0.0f, [](float acc, float v) { return acc + v; }), smem) /
                        (float)a.cols;
@@ -29,8 +30,7 @@ template <typename T> struct nnc_layernorm_op {
                       (float)a.cols;
     const float rstd = rsqrtf(var + a.eps);
     if (live)
-      t.store(a.y + r * a.ldy, a.gamma, a.beta,
-              [mean, rstd](float v, float g, float b) { return fmaf((v - mean) * rstd, g, b); });
+      t.store(a.y + r * a.ldy, [mean, rstd](float v, float g, float b) { return fmaf((v - mean) * rstd, g, b); });
   }
 
   __device__ static void stream(const args &a, long r, float *smem) {
@@ -62,12 +62,13 @@ template <typename T> struct nnc_rmsnorm_op {
     const bool live = r < a.rows;
     nnc_row_regs<T, TPR, VPT, true> t;
     t.load(live ? a.x + r * a.ldx : a.x, live ? a.cols : 0, lane, 0.0f);
+    t.params(a.gamma, nullptr);
     const float ms = nnc_group_reduce<nnc_sum_op, TPR>(
                          t.fold(0.0f, [](float acc, float v) { return fmaf(v, v, acc); }), smem) /
                      (float)a.cols;
     const float inv = rsqrtf(ms + a.eps);
     if (live)
-      t.store(a.y + r * a.ldy, a.gamma, nullptr, [inv](float v, float g, float) { return v * inv * g; });
+      t.store(a.y + r * a.ldy, [inv](float v, float g, float) { return v * inv * g; });
   }
 
   __device__ static void stream(const args &a, long r, float *smem) {

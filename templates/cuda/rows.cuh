@@ -48,6 +48,8 @@ template <typename T, int TPR, int VPT, bool RAW = false> struct nnc_row_regs {
   alignas(16) elem v[VPT][VEC];
   float e[EXTRA];
   int ecol[EXTRA]; /* column of e[k], -1 when the slot is unused */
+  alignas(16) T pv[2][VPT][VEC]; /* params(): p0's and p1's values at this thread's columns */
+  float pe[2][EXTRA];
   int head, nvec, lane;
 
   __device__ __forceinline__ bool has_vec(int i) const { return i * TPR + lane < nvec; }
@@ -112,39 +114,47 @@ template <typename T, int TPR, int VPT, bool RAW = false> struct nnc_row_regs {
     for (int k = 0; k < EXTRA; ++k) e[k] = f(e[k]);
   }
 
-  /* y[col] = f(value, p0[col], p1[col]) with p0 -> 1 and p1 -> 0 when NULL.
-   * y must have the same alignment as the x this row was loaded from. */
-  template <class F>
-  __device__ __forceinline__ void store(T *y, const T *p0, const T *p1, F f) const {
+  /* Loads p0's and p1's values at this thread's columns (a layernorm's
+   * gamma and beta; NULL: 1 and 0) for store(). Called right after load(),
+   * so that their latency passes under the row's reductions instead of
+   * after them. */
+  __device__ __forceinline__ void params(const T *p0, const T *p1) {
+    const T *p[2] = {p0, p1};
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const T *src = p[q] && has_vec(i) ? p[q] + vec_col(i) : nullptr;
+        if (src && nnc_is_aligned16(src)) {
+          *reinterpret_cast<uint4 *>(pv[q][i]) = *reinterpret_cast<const uint4 *>(src);
+        } else if (src) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) pv[q][i][j] = src[j];
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) pv[q][i][j] = nnc_dtype<T>::store(q == 0 ? 1.0f : 0.0f);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < EXTRA; ++k) pe[q][k] = p[q] && ecol[k] >= 0 ? nnc_dtype<T>::load(p[q][ecol[k]]) : (q == 0 ? 1.0f : 0.0f);
+    }
+  }
+
+  /* y[col] = f(value, p0[col], p1[col]) with params()' p0 and p1. y must
+   * have the same alignment as the x this row was loaded from. */
+  template <class F> __device__ __forceinline__ void store(T *y, F f) const {
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       if (!has_vec(i)) continue;
-      const int col = vec_col(i);
-      float a[VEC], b[VEC], out[VEC];
-      if (p0) {
-        nnc_load_vec_any(p0 + col, a);
-      } else {
+      float out[VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) a[j] = 1.0f;
-      }
-      if (p1) {
-        nnc_load_vec_any(p1 + col, b);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) b[j] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] = f(at(i, j), a[j], b[j]);
-      nnc_store_vec(y + col, out);
+      for (int j = 0; j < VEC; ++j)
+        out[j] = f(at(i, j), nnc_dtype<T>::load(pv[0][i][j]), nnc_dtype<T>::load(pv[1][i][j]));
+      nnc_store_vec(y + vec_col(i), out);
     }
 #pragma unroll
-    for (int k = 0; k < EXTRA; ++k) {
-      const int col = ecol[k];
-      if (col < 0) continue;
-      const float a = p0 ? nnc_dtype<T>::load(p0[col]) : 1.0f;
-      const float b = p1 ? nnc_dtype<T>::load(p1[col]) : 0.0f;
-      y[col] = nnc_dtype<T>::store(f(e[k], a, b));
-    }
+    for (int k = 0; k < EXTRA; ++k)
+      if (ecol[k] >= 0) y[ecol[k]] = nnc_dtype<T>::store(f(e[k], pe[0][k], pe[1][k]));
   }
 
   /* y[col] = f(value, col): for a value that depends on its column (the

@@ -19,6 +19,7 @@ template <typename T> struct nnc_softmax_op {
     const bool live = r < a.rows;
     nnc_row_regs<T, TPR, VPT> t;
     t.load(live ? a.x + r * a.ldx : a.x, live ? a.cols : 0, lane, -INFINITY);
+    t.params(nullptr, nullptr);
     const float m = nnc_group_reduce<nnc_max_op, TPR>(
         t.fold(-INFINITY, [](float acc, float v) { return fmaxf(acc, v); }), smem);
     /* e^(x - m) = 2^((x - m) log2 e); pads of -inf give 0. A row of -inf
@@ -29,7 +30,7 @@ template <typename T> struct nnc_softmax_op {
     const float s = nnc_group_reduce<nnc_sum_op, TPR>(
         t.fold(0.0f, [](float acc, float v) { return acc + v; }), smem);
     const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-    if (live) t.store(a.y + r * a.ldy, nullptr, nullptr, [inv](float v, float, float) { return v * inv; });
+    if (live) t.store(a.y + r * a.ldy, [inv](float v, float, float) { return v * inv; });
   }
 
   __device__ static void stream(const args &a, long r, float *smem) {
