@@ -311,32 +311,51 @@ inline int pick_bn(int M, int N, int sms) {
   return cost(128) * 1.1 < cost(256) ? 128 : 256;
 }
 
+/* p's tiling and the tensor maps of A and B (T: 2-byte or 1-byte
+ * elements) for BN-wide tiles; P: this kernel's parameters or
+ * gemm_tma8.cuh's. K == 0 leaves the maps unset (no loads). E_ARG for more
+ * than INT_MAX tiles, E_LAUNCH when the driver refuses a map. */
+template <int BN, typename T, typename P>
+nnc_cuda_status plan(P &p, int M, int N, int K, const T *a, long long lda, const T *b, long long ldb,
+                     const char *kernel, nnc_cuda_error *err) {
+  using L = tile<BN, T>;
+  const long long tiles = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  if (tiles > INT_MAX)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected at most %d tiles, found M %d, N %d (%lld)", INT_MAX, M,
+                         N, tiles);
+  p.tiles_m = (M + BM - 1) / BM;
+  p.tiles = (int)tiles;
+  p.kt = (K + L::BK - 1) / L::BK;
+  if (K > 0) {
+    const CUtensorMapDataType type = sizeof(T) == 1                     ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                     : std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    CUresult r = nnc_gtm::kmajor(&p.ma, a, type, (unsigned long long)M, (unsigned long long)K, (unsigned long long)lda,
+                                 BM);
+    if (r == CUDA_SUCCESS)
+      r = nnc_gtm::kmajor(&p.mb, b, type, (unsigned long long)N, (unsigned long long)K, (unsigned long long)ldb, BN);
+    if (r != CUDA_SUCCESS)
+      return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, kernel,
+                           "cuTensorMapEncodeTiled refused the operands (CUresult %d; %s): a %p lda %lld, b %p ldb "
+                           "%lld, K %d",
+                           (int)r, r == CUDA_ERROR_NOT_SUPPORTED ? "no encoder in this driver" : "driver",
+                           (const void *)a, lda, (const void *)b, ldb, K);
+  }
+  return NNC_CUDA_OK;
+}
+
+/* The persistent grid: a block an SM, or max_blocks when set; never more than the tiles. */
+inline int grid_of(int tiles, int max_blocks, int sms) {
+  const int want = max_blocks > 0 ? max_blocks : sms;
+  return tiles < want ? tiles : want;
+}
+
 template <typename T, typename TO, int BN, bool EPI>
 nnc_cuda_status launch(nnc_gemm_tma_params<T, TO> &p, int sms, cudaStream_t stream, nnc_cuda_error *err) {
   using L = tile<BN, T>;
   const nnc_cuda_gemm_tma_args<T, TO> &g = p.g;
-  const long long tiles = (long long)((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN);
-  if (tiles > INT_MAX)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected at most %d tiles, found M %d, N %d (%lld)", INT_MAX,
-                         g.M, g.N, tiles);
-  p.tiles_m = (g.M + BM - 1) / BM;
-  p.tiles = (int)tiles;
-  p.kt = (g.K + L::BK - 1) / L::BK;
-  if (g.K > 0) {
-    const CUtensorMapDataType type =
-        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    CUresult r = nnc_gtm::kmajor(&p.ma, g.a, type, (unsigned long long)g.M, (unsigned long long)g.K,
-                                 (unsigned long long)g.lda, BM);
-    if (r == CUDA_SUCCESS)
-      r = nnc_gtm::kmajor(&p.mb, g.b, type, (unsigned long long)g.N, (unsigned long long)g.K,
-                          (unsigned long long)g.ldb, BN);
-    if (r != CUDA_SUCCESS)
-      return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL,
-                           "cuTensorMapEncodeTiled refused the operands (CUresult %d; %s): a %p lda %lld, b %p ldb "
-                           "%lld, K %d",
-                           (int)r, r == CUDA_ERROR_NOT_SUPPORTED ? "no encoder in this driver" : "driver",
-                           (const void *)g.a, g.lda, (const void *)g.b, g.ldb, g.K);
-  }
+  const nnc_cuda_status st = plan<BN>(p, g.M, g.N, g.K, g.a, g.lda, g.b, g.ldb, KERNEL, err);
+  if (st != NNC_CUDA_OK) return st;
   auto kernel = nnc_gemm_tma_kernel<T, TO, BN, EPI>;
   const size_t smem = L::smem();
   static nnc_smem_raised raised;
@@ -344,8 +363,7 @@ nnc_cuda_status launch(nnc_gemm_tma_params<T, TO> &p, int sms, cudaStream_t stre
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute(%zu bytes) failed: %s", smem,
                          cudaGetErrorString(e));
-  const int grid = (int)(g.max_blocks > 0 ? (tiles < g.max_blocks ? tiles : g.max_blocks) : (tiles < sms ? tiles : sms));
-  kernel<<<grid, NTHREADS, smem, stream>>>(p);
+  kernel<<<grid_of(p.tiles, g.max_blocks, sms), NTHREADS, smem, stream>>>(p);
   return nnc_cuda_check_launch(err, KERNEL);
 }
 

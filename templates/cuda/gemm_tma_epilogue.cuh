@@ -59,18 +59,18 @@ template <int N, int CH = 0, class F> __device__ __forceinline__ void with_chunk
   }
 }
 
-/* Stores a staged chunk: c, res (or NULL) point at the chunk's first
- * element of C and of the residual; vec: every row of both starts 16-byte
- * aligned. */
-template <bool EPI, typename TO>
+/* Stores a staged chunk of at most ROWS rows: c, res (or NULL) point at
+ * the chunk's first element of C and of the residual; vec: every row of
+ * both starts 16-byte aligned. */
+template <bool EPI, int ROWS = 64, typename TO>
 __device__ __forceinline__ void store_chunk(const float *cs, TO *c, long long ldc, const TO *res, long long ldr,
                                             nnc_cuda_act act, bool act_last, bool stream, bool vec, int rows, int cols,
                                             int t) {
   if constexpr (!EPI) {
     if (vec && stream)
-      store_plain16<true>(cs, c, ldc, rows, cols, t);
+      store_plain16<true, TO, ROWS>(cs, c, ldc, rows, cols, t);
     else if (vec)
-      store_plain16<false>(cs, c, ldc, rows, cols, t);
+      store_plain16<false, TO, ROWS>(cs, c, ldc, rows, cols, t);
     else if (stream)
       store_plain<true>(cs, c, ldc, rows, cols, t);
     else
