@@ -173,9 +173,9 @@ __device__ __forceinline__ void consume(const nnc_gemm_tma8_params<T8, TO> &p, c
       const int m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * hr;
       rs[hr] = m < g.M ? g.alpha * g.a_scale[(long long)m * g.a_scale_step] : 0.0f;
     }
+    mainloop<T8, BN>(acc, p.kt, wg, lane, s, ph, stages, full, empty);
 #pragma unroll
     for (int i = 0; i < BN / 128; ++i) sws[t + 128 * i] = ws[i], sbias[t + 128 * i] = bias[i];
-    mainloop<T8, BN>(acc, p.kt, wg, lane, s, ph, stages, full, empty);
     const int row0 = m0 + wg * 64;
     if (row0 < g.M) epilogue<T8, TO, BN, EPI>(g, p.vec, acc, rs, cs, sws, sbias, wg, row0, n0, t);
   }

@@ -11,8 +11,9 @@
  * a few blocks that take many tiles each (max_blocks), rows of C 16-byte
  * aligned or not, and the argument checks. Tolerance: max |out - ref| <=
  * tol * max |ref|: s8 sums are exact, so 1e-5 for f32 out (1e-3 with the
- * tanh GELU's tanh.approx); e4m3 2e-3 for f32 out (Hopper's FP8 wgmma
- * adds in fewer bits than f32); 1e-2 for bf16/f16 out.
+ * tanh GELU's tanh.approx); e4m3 5e-3 for f32 out (Hopper's FP8 wgmma
+ * adds in fewer bits than f32: the largest error is printed); 1e-2 for
+ * bf16/f16 out.
  *
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A -Itemplates/cuda -Itests/gpu -I. \
  *     -Iruntime -Iruntime/cuda [-DNNC_GEMM_TMA_WATCHDOG] -o test_gemm_tma8 tests/gpu/test_gemm_tma8.cu \
@@ -151,7 +152,7 @@ template <typename T8, typename TO> static void run_case(const tcase &c, const c
   CK(cudaMemcpy(dr, hr.data(), hr.size() * sizeof(TO), cudaMemcpyHostToDevice));
   const bool epi = c.act != NNC_CUDA_ACT_NONE || c.residual;
   const double tol = !std::is_same<TO, float>::value      ? 1e-2
-                     : !s8                                 ? 2e-3
+                     : !s8                                 ? 5e-3
                      : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3
                                                            : 1e-5;
   for (int tile_n : {128, 256}) {
