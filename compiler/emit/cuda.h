@@ -77,7 +77,7 @@ void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, con
 /* --quantize=w8a8 (cuda_w8a8.c): whether any weight is held as int8 with
  * its GEMMs' A quantized too, whether GEMM d reads one; the tables and
  * upload_w8a8() of <model>.cu; the body of such a GEMM's launcher after
- * `M, N, K` (A's rows quantized, with their norm, then nnc_cuda_gemm_w8a8
+ * `M, N, K` (A's rows quantized, with their norm, then nnc_cuda_w8a8_gemm
  * with the whole epilogue, or only the bias when post: the epilogue
  * kernel does the rest); and the workspace it needs. */
 bool cu_w8a8_any(const ec_ctx *x);

@@ -161,7 +161,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     snprintf(p->why, sizeof p->why, "FP8: A's rows to e4m3 with a scale each%s, then cuBLASLt e4m3 x e4m3 with the "
              "row and channel scales%s (where cuBLASLt has no algorithm: %s)", p->pre_norm ? " by the norm kernel" : "",
              p->post ? ", then an epilogue kernel" : "",
-             x->r->target->cuda.wgmma_ok ? "nnc's wgmma FP8 GEMM, rows of any N"
+             x->r->target->cuda.wgmma_ok ? "nnc's TMA wgmma FP8 GEMM, rows of any N"
                                          : "unscaled f32 columns, then the scales and epilogue in a kernel");
     return NNC_OK;
   }
@@ -169,9 +169,10 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     p->post = d->residual_mul;   /* the kernel's epilogue adds; a residual that multiplies is the epilogue kernel's */
     p->lt_epi = "NNRT_EPI_NONE";
     p->lt_residual = false;
-    snprintf(p->why, sizeof p->why, "W8A8: A's rows to int8 with a scale each%s, then nnc's int8 mma.sync GEMM "
+    snprintf(p->why, sizeof p->why, "W8A8: A's rows to int8 with a scale each%s, then nnc's int8 %s GEMM "
              "(int32 sums) with the row and channel scales, bias%s in its epilogue%s", p->pre_norm ? " by the norm kernel" : "",
-             p->post ? "" : ", activation and residual", p->post ? ", then an epilogue kernel" : "");
+             x->r->target->cuda.wgmma_ok ? "TMA wgmma" : "mma.sync", p->post ? "" : ", activation and residual",
+             p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
   }
   int pad = pad_of(x, d, &p->s, p->lt_residual);

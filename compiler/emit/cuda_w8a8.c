@@ -10,8 +10,9 @@
  * device and quantizes them there (max|w| / 127 per output channel).
  * A GEMM reading such a weight quantizes its A to int8 first, a scale per
  * row (max|a| / 127), in one kernel that also applies the layernorm or
- * rmsnorm it reads; then nnc_cuda_gemm_w8a8 multiplies on int8 tensor cores
- * (int32 sums) and dequantizes in its epilogue: act(acc * a_scale[m] *
+ * rmsnorm it reads; then nnc_cuda_w8a8_gemm multiplies on int8 tensor cores
+ * (int32 sums; wgmma through gemm_tma8.cuh where the folder is built for
+ * sm_90a, mma.sync elsewhere) and dequantizes in its epilogue: act(acc * a_scale[m] *
  * w_scale[n] + bias) (+ residual), written in the output's dtype. A
  * residual that multiplies (SwiGLU's gate) is left to the epilogue kernel
  * the cuBLASLt path uses (p->post). Everything else is as under the
@@ -148,7 +149,7 @@ static void gemm_call(const ec_ctx *x, int ki, bool post, nnc_sb *body) {
       nnc_sb_printf(body, "  f.act_last = true;   /* act(A.B + bias + residual) */\n");
     nnc_sb_printf(body, "  f.act = %s;\n", cu_gemm_act(d));
   }
-  nnc_sb_printf(body, "  if (nnc_cuda_gemm_w8a8(f, s, &e)) return kernel_failed(m, %d, e.msg);\n", ki);
+  nnc_sb_printf(body, "  if (nnc_cuda_w8a8_gemm(f, s, &e)) return kernel_failed(m, %d, e.msg);\n", ki);
 }
 
 /* Kernel ki - 1 is a w8a8 GEMM of the same A and norm, run every time just

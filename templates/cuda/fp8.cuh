@@ -10,7 +10,8 @@
  * activation and residual in its epilogue. Where cuBLASLt has no algorithm
  * for that (Ada; a combination it lacks: rows of D not 16-byte aligned, as
  * GPT-2's tied head's 50257), on sm_90a nnc's own wgmma FP8 GEMM
- * (gemm_wgmma_fp8.cuh: any N, the scales and epilogue in its registers),
+ * (gemm_tma8.cuh, or gemm_wgmma_fp8.cuh with -DNNC_FP8_TMA8=0: any N, the
+ * scales and epilogue in its registers),
  * elsewhere the same product unscaled into f32 columns of the workspace, a
  * slice of columns at a time (all of A's rows against a few hundred of
  * W's: the slice stays in L2 for the epilogue), then one kernel applies
@@ -34,6 +35,7 @@
 #include "quant_rows.cuh"
 #include "runtime/cuda/nnrt_cuda.h"
 #if defined(NNC_CUDA_SM90A)
+#include "gemm_tma8.cuh"
 #include "gemm_wgmma_fp8.cuh"
 #endif
 
@@ -174,8 +176,17 @@ constexpr bool nnc_fp8_has_own() {
 #define NNC_FP8_OWN_ALL 0
 #endif
 
-/* Path 3: f by gemm_wgmma_fp8.cuh, written to d (TO) or, with d8, as e4m3
- * divided by *d8_scale (then f.d is not written). */
+/* Which kernel path 3 runs for f32 or bf16 C: 1 gemm_tma8.cuh (TMA loads,
+ * persistent, the epilogue under the next tile's loads), 0
+ * gemm_wgmma_fp8.cuh (a build may set it to compare). An e4m3 C is
+ * gemm_wgmma_fp8.cuh's alone. */
+#ifndef NNC_FP8_TMA8
+#define NNC_FP8_TMA8 1
+#endif
+
+/* Path 3: f by gemm_tma8.cuh or gemm_wgmma_fp8.cuh (NNC_FP8_TMA8), written
+ * to d (TO), or by gemm_wgmma_fp8.cuh with d8, as e4m3 divided by
+ * *d8_scale (then f.d is not written). */
 template <typename TO>
 nnc_cuda_status nnc_fp8_gemm_own(const nnc_cuda_fp8_gemm_args<TO> &f, unsigned char *d8, const float *d8_scale,
                                  cudaStream_t s, nnc_cuda_error *err) {
@@ -208,11 +219,28 @@ nnc_cuda_status nnc_fp8_gemm_own(const nnc_cuda_fp8_gemm_args<TO> &f, unsigned c
     g.ldc = f.N;
     return nnc_cuda_gemm_wgmma_fp8(g, s, err);
   }
-  nnc_cuda_gemm_wgmma_fp8_args<TO, TO> g = {};
-  fill(g);
-  g.c = f.d;
-  g.ldc = f.N;
-  return nnc_cuda_gemm_wgmma_fp8(g, s, err);
+  if constexpr (NNC_FP8_TMA8 != 0) {
+    if (act < 0)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "expected act none, relu or gelu_tanh, found %d",
+                           f.act);
+    nnc_cuda_gemm_tma8_args<__nv_fp8_e4m3, TO> t = {};
+    t.M = f.M, t.N = f.N, t.K = f.K;
+    t.a = reinterpret_cast<const __nv_fp8_e4m3 *>(f.a), t.lda = f.K, t.a_scale = f.a_scale, t.a_scale_step = 1;
+    t.b = reinterpret_cast<const __nv_fp8_e4m3 *>(f.w), t.ldb = f.K, t.b_scale = f.w_scale;
+    t.bias = f.bias, t.residual = f.residual, t.ldr = f.N, t.act_last = f.act_after_residual;
+    t.act = act == NNC_GWF_RELU        ? NNC_CUDA_ACT_RELU
+            : act == NNC_GWF_GELU_TANH ? NNC_CUDA_ACT_GELU_TANH
+                                       : NNC_CUDA_ACT_NONE;
+    t.alpha = f.alpha, t.c = f.d, t.ldc = f.N;
+    return t.act != NNC_CUDA_ACT_NONE || t.residual ? nnc_cuda_gemm_tma8<__nv_fp8_e4m3, TO, true>(t, s, err)
+                                                    : nnc_cuda_gemm_tma8<__nv_fp8_e4m3, TO, false>(t, s, err);
+  } else {
+    nnc_cuda_gemm_wgmma_fp8_args<TO, TO> g = {};
+    fill(g);
+    g.c = f.d;
+    g.ldc = f.N;
+    return nnc_cuda_gemm_wgmma_fp8(g, s, err);
+  }
 #else
   (void)f, (void)d8, (void)d8_scale, (void)s;
   return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8",

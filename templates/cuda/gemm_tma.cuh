@@ -90,7 +90,7 @@ template <typename T, typename TO> struct nnc_gemm_tma_params {
 
 namespace nnc_gt {
 
-constexpr int BM = 128, BK = 64, NTHREADS = 384;
+constexpr int BM = 128, NTHREADS = 384;
 constexpr int STAGE_BYTES = 192 * 1024;                /* all stages, either tile */
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232; /* 128 x 40 + 256 x 232 <= 64 K registers */
 constexpr unsigned EMPTY_ARRIVALS = 8;                 /* the consumers' warps */
@@ -100,12 +100,15 @@ constexpr const char *KERNEL = "nnc_cuda_gemm_tma";
  * period), STAGES x (A tile, B tile), the two epilogue buffers, the two
  * warpgroups' bias rows (as T: as f32 the block would need 64 bytes more
  * than the 227 KB it may have), the full and empty barriers. */
-template <int BN> struct tile {
+template <int BN, typename T> struct tile {
   static_assert(BN == 128 || BN == 256, "tiles of 128 x 128 or 128 x 256");
-  static constexpr int STAGES = STAGE_BYTES / ((BM + BN) * BK * 2); /* 4 or 6 */
+  /* k a stage: one 128-byte swizzle row (64 bf16/f16, or 128 e4m3/s8 for
+   * gemm_tma8.cuh, whose stages are the same bytes) */
+  static constexpr int BK = 128 / (int)sizeof(T);
+  static constexpr int STAGES = STAGE_BYTES / ((BM + BN) * 128); /* 4 or 6 */
   static constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + BN) * BK;
-  static constexpr unsigned TX = (unsigned)STAGE_ELEMS * 2; /* the bytes a stage's copies deliver (zero fill counts) */
-  template <typename T> static constexpr size_t smem() {
+  static constexpr unsigned TX = (unsigned)STAGE_ELEMS * sizeof(T); /* the bytes a stage's copies deliver (zero fill counts) */
+  static constexpr size_t smem() {
     return 1024 + (size_t)STAGES * STAGE_ELEMS * sizeof(T) + 2 * CHUNK_FLOATS * sizeof(float) + 2 * BN * sizeof(T) +
            2 * STAGES * sizeof(uint64_t);
   }
@@ -150,11 +153,12 @@ __device__ __forceinline__ void wait_bar(uint64_t *bar, unsigned parity, const c
 /* One thread of the producer: every k step of every tile of this block, in
  * the consumers' order. The wait on an empty barrier for parity ph ^ 1
  * passes at once in the first round (a fresh barrier counts the phase
- * before its first as complete), then waits for the consumers' release. */
-template <typename T, typename TO, int BN>
-__device__ __forceinline__ void produce(const nnc_gemm_tma_params<T, TO> &p, T *stages, uint64_t *full,
-                                        uint64_t *empty) {
-  using L = tile<BN>;
+ * before its first as complete), then waits for the consumers' release.
+ * P: this kernel's or gemm_tma8.cuh's parameters (maps ma, mb; tiles_m,
+ * tiles, kt). */
+template <typename T, int BN, typename P>
+__device__ __forceinline__ void produce(const P &p, T *stages, uint64_t *full, uint64_t *empty) {
+  using L = tile<BN, T>;
   if (p.kt == 0) return;
   nnc_tma::prefetch_map(&p.ma);
   nnc_tma::prefetch_map(&p.mb);
@@ -166,8 +170,8 @@ __device__ __forceinline__ void produce(const nnc_gemm_tma_params<T, TO> &p, T *
       wait_bar(&empty[s], ph ^ 1u, "empty", s);
       T *sa = stages + s * L::STAGE_ELEMS;
       nnc_tma::arrive_expect(&full[s], L::TX);
-      nnc_tma::load_2d(sa, &p.ma, &full[s], k * BK, m0);
-      nnc_tma::load_2d(sa + L::A_ELEMS, &p.mb, &full[s], k * BK, n0);
+      nnc_tma::load_2d(sa, &p.ma, &full[s], k * L::BK, m0);
+      nnc_tma::load_2d(sa + L::A_ELEMS, &p.mb, &full[s], k * L::BK, n0);
       if (++s == L::STAGES) s = 0, ph ^= 1u;
     }
   }
@@ -177,22 +181,23 @@ __device__ __forceinline__ void produce(const nnc_gemm_tma_params<T, TO> &p, T *
  * 64 rows (wg) by BN. s and ph (the stage and its full barrier's parity)
  * run on across tiles, as the producer's do. One product group stays in
  * flight while the next step's is issued; a stage is released once the
- * group that read it is done. Ends with every product landed in acc. */
-template <typename T, int BN>
-__device__ __forceinline__ void mainloop(float (&acc)[BN / 2], int kt, int wg, int lane, int &s, unsigned &ph,
+ * group that read it is done. Ends with every product landed in acc.
+ * Acc: float, or int for s8 operands (gemm_tma8.cuh). */
+template <typename T, int BN, typename Acc>
+__device__ __forceinline__ void mainloop(Acc (&acc)[BN / 2], int kt, int wg, int lane, int &s, unsigned &ph,
                                          const T *stages, uint64_t *full, uint64_t *empty) {
-  using L = tile<BN>;
+  using L = tile<BN, T>;
   if (kt == 0) return;
   int prev = 0;
   for (int k = 0; k < kt; ++k) {
     wait_bar(&full[s], ph, "full", s);
     const T *sa = stages + s * L::STAGE_ELEMS;
-    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa + wg * 64 * BK));
+    const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa + wg * 64 * L::BK));
     const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sa + L::A_ELEMS));
     nnc_wg::fence();
-    /* four k16 products a stage, 32 bytes further into the rows each */
+    /* four products a stage (k16 of bf16/f16, k32 of 8-bit), 32 bytes further into the rows each */
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) nnc_wg::mma<T>::template ss<BN>(acc, da + 2 * kk, db + 2 * kk, 1);
+    for (int kk = 0; kk < 4; ++kk) nnc_wg::mma<T>::template ss<BN>(acc, da + 2 * kk, db + 2 * kk, 1);
     nnc_wg::commit();
     nnc_wg::wait<1>();
     if (k > 0 && lane == 0) nnc_tma::arrive(&empty[prev]);
@@ -216,7 +221,8 @@ __device__ __forceinline__ void epilogue(const nnc_cuda_gemm_tma_args<T, TO> &g,
     const int nc = n0 + ch * CHUNK;
     if (nc >= g.N) break;
     wg_sync(wg);
-    stage_chunk_at<T, BN>(ch, cs, acc, sbias, g.alpha, t / 32, t % 32);
+    with_chunk<BN / CHUNK>(
+        ch, [&](auto c) { stage_chunk<T, BN, decltype(c)::value>(cs, acc, sbias, g.alpha, t / 32, t % 32); });
     wg_sync(wg);
     TO *c = g.c + (long long)row0 * g.ldc + nc;
     const TO *res = EPI && g.residual ? g.residual + (long long)row0 * g.ldr + nc : nullptr;
@@ -264,7 +270,7 @@ __global__ void __launch_bounds__(nnc_gt::NTHREADS, 1)
     nnc_gemm_tma_kernel(const __grid_constant__ nnc_gemm_tma_params<T, TO> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace nnc_gt;
-  using L = tile<BN>;
+  using L = tile<BN, T>;
   extern __shared__ __align__(16) unsigned char nnc_gt_smem[];
   const uint32_t raw = nnc_smem_u32(nnc_gt_smem);
   T *stages = reinterpret_cast<T *>(nnc_gt_smem + (((raw + 1023) & ~1023u) - raw));
@@ -279,7 +285,7 @@ __global__ void __launch_bounds__(nnc_gt::NTHREADS, 1)
   __syncthreads();
   if (threadIdx.x < 128) {
     regs_dec<PRODUCER_REGS>();
-    if (threadIdx.x == 0) produce<T, TO, BN>(p, stages, full, empty);
+    if (threadIdx.x == 0) produce<T, BN>(p, stages, full, empty);
   } else {
     regs_inc<CONSUMER_REGS>();
     consume<T, TO, BN, EPI>(p, stages, buffers, biases, full, empty);
@@ -305,41 +311,59 @@ inline int pick_bn(int M, int N, int sms) {
   return cost(128) * 1.1 < cost(256) ? 128 : 256;
 }
 
-template <typename T, typename TO, int BN, bool EPI>
-nnc_cuda_status launch(nnc_gemm_tma_params<T, TO> &p, int sms, cudaStream_t stream, nnc_cuda_error *err) {
-  using L = tile<BN>;
-  const nnc_cuda_gemm_tma_args<T, TO> &g = p.g;
-  const long long tiles = (long long)((g.M + BM - 1) / BM) * ((g.N + BN - 1) / BN);
+/* p's tiling and the tensor maps of A and B (T: 2-byte or 1-byte
+ * elements) for BN-wide tiles; P: this kernel's parameters or
+ * gemm_tma8.cuh's. K == 0 leaves the maps unset (no loads). E_ARG for more
+ * than INT_MAX tiles, E_LAUNCH when the driver refuses a map. */
+template <int BN, typename T, typename P>
+nnc_cuda_status plan(P &p, int M, int N, int K, const T *a, long long lda, const T *b, long long ldb,
+                     const char *kernel, nnc_cuda_error *err) {
+  using L = tile<BN, T>;
+  const long long tiles = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   if (tiles > INT_MAX)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected at most %d tiles, found M %d, N %d (%lld)", INT_MAX,
-                         g.M, g.N, tiles);
-  p.tiles_m = (g.M + BM - 1) / BM;
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected at most %d tiles, found M %d, N %d (%lld)", INT_MAX, M,
+                         N, tiles);
+  p.tiles_m = (M + BM - 1) / BM;
   p.tiles = (int)tiles;
-  p.kt = (g.K + BK - 1) / BK;
-  if (g.K > 0) {
-    const CUtensorMapDataType type =
-        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    CUresult r = nnc_gtm::kmajor(&p.ma, g.a, type, (unsigned long long)g.M, (unsigned long long)g.K,
-                                 (unsigned long long)g.lda, BM);
+  p.kt = (K + L::BK - 1) / L::BK;
+  if (K > 0) {
+    const CUtensorMapDataType type = sizeof(T) == 1                     ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                     : std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    CUresult r = nnc_gtm::kmajor(&p.ma, a, type, (unsigned long long)M, (unsigned long long)K, (unsigned long long)lda,
+                                 BM);
     if (r == CUDA_SUCCESS)
-      r = nnc_gtm::kmajor(&p.mb, g.b, type, (unsigned long long)g.N, (unsigned long long)g.K,
-                          (unsigned long long)g.ldb, BN);
+      r = nnc_gtm::kmajor(&p.mb, b, type, (unsigned long long)N, (unsigned long long)K, (unsigned long long)ldb, BN);
     if (r != CUDA_SUCCESS)
-      return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL,
+      return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, kernel,
                            "cuTensorMapEncodeTiled refused the operands (CUresult %d; %s): a %p lda %lld, b %p ldb "
                            "%lld, K %d",
                            (int)r, r == CUDA_ERROR_NOT_SUPPORTED ? "no encoder in this driver" : "driver",
-                           (const void *)g.a, g.lda, (const void *)g.b, g.ldb, g.K);
+                           (const void *)a, lda, (const void *)b, ldb, K);
   }
+  return NNC_CUDA_OK;
+}
+
+/* The persistent grid: a block an SM, or max_blocks when set; never more than the tiles. */
+inline int grid_of(int tiles, int max_blocks, int sms) {
+  const int want = max_blocks > 0 ? max_blocks : sms;
+  return tiles < want ? tiles : want;
+}
+
+template <typename T, typename TO, int BN, bool EPI>
+nnc_cuda_status launch(nnc_gemm_tma_params<T, TO> &p, int sms, cudaStream_t stream, nnc_cuda_error *err) {
+  using L = tile<BN, T>;
+  const nnc_cuda_gemm_tma_args<T, TO> &g = p.g;
+  const nnc_cuda_status st = plan<BN>(p, g.M, g.N, g.K, g.a, g.lda, g.b, g.ldb, KERNEL, err);
+  if (st != NNC_CUDA_OK) return st;
   auto kernel = nnc_gemm_tma_kernel<T, TO, BN, EPI>;
-  const size_t smem = L::template smem<T>();
+  const size_t smem = L::smem();
   static nnc_smem_raised raised;
   const cudaError_t e = nnc_raise_smem(kernel, smem, raised);
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute(%zu bytes) failed: %s", smem,
                          cudaGetErrorString(e));
-  const int grid = (int)(g.max_blocks > 0 ? (tiles < g.max_blocks ? tiles : g.max_blocks) : (tiles < sms ? tiles : sms));
-  kernel<<<grid, NTHREADS, smem, stream>>>(p);
+  kernel<<<grid_of(p.tiles, g.max_blocks, sms), NTHREADS, smem, stream>>>(p);
   return nnc_cuda_check_launch(err, KERNEL);
 }
 

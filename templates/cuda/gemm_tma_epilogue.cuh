@@ -12,6 +12,8 @@
 #ifndef NNC_CUDA_GEMM_TMA_EPILOGUE_CUH
 #define NNC_CUDA_GEMM_TMA_EPILOGUE_CUH
 
+#include <type_traits>
+
 #include "gemm_tma_rows.cuh"
 #include "nnc_cuda.cuh"
 
@@ -44,32 +46,31 @@ __device__ __forceinline__ void stage_chunk(float *cs, const float (&acc)[BN / 2
   }
 }
 
-/* stage_chunk of chunk ch (at run time): the accumulators' indices stay
- * constants while the chunk loop around it, and the store loops in it,
- * are compiled once rather than unrolled BN / 64 times. */
-template <typename T, int BN, int CH = 0>
-__device__ __forceinline__ void stage_chunk_at(int ch, float *cs, const float (&acc)[BN / 2], const T *sbias,
-                                               float alpha, int warp, int lane) {
-  if constexpr (CH < BN / CHUNK) {
+/* f(std::integral_constant<int, ch>) for a run-time ch < N: a staging of
+ * chunk ch keeps the accumulators' indices constants while the chunk loop
+ * around it, and the store loops in it, are compiled once rather than
+ * unrolled N times. */
+template <int N, int CH = 0, class F> __device__ __forceinline__ void with_chunk(int ch, F &&f) {
+  if constexpr (CH < N) {
     if (ch == CH)
-      stage_chunk<T, BN, CH>(cs, acc, sbias, alpha, warp, lane);
+      f(std::integral_constant<int, CH>());
     else
-      stage_chunk_at<T, BN, CH + 1>(ch, cs, acc, sbias, alpha, warp, lane);
+      with_chunk<N, CH + 1>(ch, f);
   }
 }
 
-/* Stores a staged chunk: c, res (or NULL) point at the chunk's first
- * element of C and of the residual; vec: every row of both starts 16-byte
- * aligned. */
-template <bool EPI, typename TO>
+/* Stores a staged chunk of at most ROWS rows: c, res (or NULL) point at
+ * the chunk's first element of C and of the residual; vec: every row of
+ * both starts 16-byte aligned. */
+template <bool EPI, int ROWS = 64, typename TO>
 __device__ __forceinline__ void store_chunk(const float *cs, TO *c, long long ldc, const TO *res, long long ldr,
                                             nnc_cuda_act act, bool act_last, bool stream, bool vec, int rows, int cols,
                                             int t) {
   if constexpr (!EPI) {
     if (vec && stream)
-      store_plain16<true>(cs, c, ldc, rows, cols, t);
+      store_plain16<true, TO, ROWS>(cs, c, ldc, rows, cols, t);
     else if (vec)
-      store_plain16<false>(cs, c, ldc, rows, cols, t);
+      store_plain16<false, TO, ROWS>(cs, c, ldc, rows, cols, t);
     else if (stream)
       store_plain<true>(cs, c, ldc, rows, cols, t);
     else

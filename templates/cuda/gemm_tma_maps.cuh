@@ -2,9 +2,10 @@
  * maps of its K-major operands, kept in a cache, and what it needs to know
  * of the device (SM count, compute capability), asked once.
  *
- * A map describes rows x cols elements of 2 bytes (cols = K, the contiguous
- * dimension; rows of ld elements) to the copy engine, read in boxes of 64
- * columns (128 bytes, the 128-byte swizzle's row) by box_rows rows; what
+ * A map describes rows x cols elements of 2 bytes (bf16, f16) or 1 byte
+ * (UINT8: e4m3 or s8 for gemm_tma8.cuh) (cols = K, the contiguous
+ * dimension; rows of ld elements) to the copy engine, read in boxes of 128
+ * bytes of columns (64 or 128, the 128-byte swizzle's row) by box_rows rows; what
  * lies past rows or cols reads as zeros. The driver takes microseconds a
  * map and a model asks for the same few hundred maps (weights by pointer,
  * activations in their arena) on every run, so maps are kept by (base,
@@ -63,8 +64,9 @@ inline CUresult kmajor(CUtensorMap *out, const void *base, CUtensorMapDataType t
     }
   const PFN_cuTensorMapEncodeTiled_v12000 enc = nnc_tma::encoder();
   if (!enc) return CUDA_ERROR_NOT_SUPPORTED;
-  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * 2};
-  const cuuint32_t box[2] = {64, box_rows}, estrides[2] = {1, 1};
+  const unsigned es = type == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2; /* bytes an element */
+  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * es};
+  const cuuint32_t box[2] = {128 / es, box_rows}, estrides[2] = {1, 1};
   const CUresult r = enc(out, type, 2, const_cast<void *>(base), dims, strides, box, estrides,
                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

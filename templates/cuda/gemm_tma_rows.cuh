@@ -88,10 +88,11 @@ __device__ __forceinline__ void store_plain(const float *cs, TO *c, long long ld
 
 /* Rows of 16-byte aligned starts: thread t takes columns [c0, c0 + V) of
  * rows t / TPR, t / TPR + RPP, ...: all of its rows (NR) in one batch. A
- * group that N cuts short is stored an element at a time. */
-template <bool CS, typename TO>
+ * group that N cuts short is stored an element at a time. ROWS: the most
+ * rows a chunk has (64; gemm_tma8.cuh's halves 32: half the registers). */
+template <bool CS, typename TO, int ROWS = 64>
 __device__ __forceinline__ void store_plain16(const float *cs, TO *c, long long ldc, int rows, int cols, int t) {
-  constexpr int V = 16 / (int)sizeof(TO), TPR = CHUNK / V, RPP = 128 / TPR, NR = 64 / RPP;
+  constexpr int V = 16 / (int)sizeof(TO), TPR = CHUNK / V, RPP = 128 / TPR, NR = ROWS / RPP;
   const int c0 = t % TPR * V, r0 = t / TPR;
   if (c0 >= cols) return;
   const bool whole = c0 + V <= cols;

@@ -7,8 +7,10 @@
  * Activations: each GEMM's A quantized to int8 when it runs, a scale per
  * row (max|a| / 127, symmetric; no calibration), in one kernel that also
  * applies the layernorm or rmsnorm the GEMM reads (nnc_cuda_w8a8_rows).
- * The product: nnc's int8 mma.sync GEMM with the scales, bias, activation
- * and residual in its epilogue (gemm_w8a8.cuh, nnc_cuda_gemm_w8a8).
+ * The product (nnc_cuda_w8a8_gemm): nnc's int8 GEMM with the scales, bias,
+ * activation and residual in its epilogue: on sm_90a builds
+ * (NNC_CUDA_SM90A) gemm_tma8.cuh's (wgmma s8 at twice mma.sync's rate,
+ * TMA loads, persistent), elsewhere gemm_w8a8.cuh's mma.sync one.
  *
  * Why our own GEMM and not cuBLASLt's int8 (CUDA_R_8I, COMPUTE_32I):
  * cuBLASLt's int8 matmuls scale by one alpha (or an alpha per row of D in
@@ -18,14 +20,21 @@
  * output: 50 MB of traffic against the 19 MB the GEMM reads and writes).
  * Its outer-vector scales are FP8's only. Here every scale is applied in
  * registers, any N is written (odd too), and sm_80 and sm_90 run the same
- * kernel. The price: mma.sync, not Hopper's wgmma, which the H200's full
- * int8 rate needs; a wgmma s8 kernel is the next step if the H200 says
- * this one is the bottleneck. */
+ * kernel; gemm_tma8.cuh does the same on Hopper's wgmma. */
 #ifndef NNC_CUDA_W8A8_CUH
 #define NNC_CUDA_W8A8_CUH
 
 #include "gemm_w8a8.cuh"
 #include "quant_rows.cuh"
+#if defined(NNC_CUDA_SM90A)
+#include "gemm_tma8.cuh"
+#endif
+
+/* Which kernel an sm_90a build runs: 1 gemm_tma8.cuh, 0 gemm_w8a8.cuh's
+ * mma.sync one (a build may set it to compare). */
+#ifndef NNC_W8A8_TMA8
+#define NNC_W8A8_TMA8 1
+#endif
 
 /* w (N*K f32 on the device, [N, K] or, in_out, [K, N]) to int8 [N, K] in q
  * with a scale per output channel in scale. */
@@ -44,6 +53,26 @@ nnc_cuda_status nnc_cuda_w8a8_rows(nnc_quant_norm norm, int rows, int cols, cons
                                    nnc_cuda_error *err) {
   return nnc_cuda_quant_rows<nnc_quant_s8, T>(norm, rows, cols, x, ldx, gamma, beta, eps, nullptr,
                                               reinterpret_cast<unsigned char *>(q), scale, s, "nnc_cuda_w8a8_rows", err);
+}
+
+/* The GEMM f describes, on the stream s: what a folder calls. Both kernels
+ * take the same arguments and sum int32 exactly; only the order of the
+ * epilogue's f32 operations differs. */
+template <typename TO>
+nnc_cuda_status nnc_cuda_w8a8_gemm(const nnc_cuda_w8a8_gemm_args<TO> &f, cudaStream_t s, nnc_cuda_error *err) {
+#if defined(NNC_CUDA_SM90A)
+  if constexpr (NNC_W8A8_TMA8 != 0) {
+    nnc_cuda_gemm_tma8_args<signed char, TO> t = {};
+    t.M = f.M, t.N = f.N, t.K = f.K;
+    t.a = f.a, t.lda = f.K, t.a_scale = f.a_scale, t.a_scale_step = 1;
+    t.b = f.w, t.ldb = f.K, t.b_scale = f.w_scale;
+    t.bias = f.bias, t.residual = f.residual, t.ldr = f.N, t.act = f.act, t.act_last = f.act_last;
+    t.alpha = f.alpha, t.c = f.d, t.ldc = f.N;
+    return t.act != NNC_CUDA_ACT_NONE || t.residual ? nnc_cuda_gemm_tma8<signed char, TO, true>(t, s, err)
+                                                    : nnc_cuda_gemm_tma8<signed char, TO, false>(t, s, err);
+  } else /* the mma.sync kernel, compiled only where it runs */
+#endif
+    return nnc_cuda_gemm_w8a8(f, s, err);
 }
 
 #endif

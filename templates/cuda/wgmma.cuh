@@ -19,7 +19,8 @@
  *
  * The accumulator of a 64 x N product: warp w of the warpgroup holds rows
  * 16w..16w+15 in the m16n8 layout of mma.sync, d[4 * nt + e] being row
- * lane/4 + 8 * (e / 2), column 8 * nt + 2 * (lane % 4) + e % 2; the A
+ * lane/4 + 8 * (e / 2), column 8 * nt + 2 * (lane % 4) + e % 2 (f32, or
+ * int32 for s8 operands); the A
  * fragment from registers is mma.sync's m16k16 A fragment. */
 #ifndef NNC_CUDA_WGMMA_CUH
 #define NNC_CUDA_WGMMA_CUH
@@ -63,6 +64,12 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* The same for the int32 accumulators of the s8 products. */
+template <int N> __device__ __forceinline__ void fence_regs(int (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
 #define NNC_WG_ACC8(d, i)                                                                              \
@@ -172,6 +179,35 @@ template <> struct mma<__nv_fp8_e4m3> {
   }
 };
 
+/* s8 x s8 (int32 accumulators, exact): the same k32 steps and descriptors
+ * as e4m3; integer wgmma takes no scale immediates, only scale-d. */
+#define NNC_WG_IACC8(d, i)                                                                             \
+  "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), "+r"(d[i + 6]), \
+      "+r"(d[i + 7])
+#define NNC_WG_IACC32(d, i) NNC_WG_IACC8(d, i), NNC_WG_IACC8(d, i + 8), NNC_WG_IACC8(d, i + 16), NNC_WG_IACC8(d, i + 24)
+template <> struct mma<signed char> {
+  template <int N> __device__ __forceinline__ static void ss(int (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
+    static_assert(N == 64 || N == 128 || N == 256, "n64, n128 or n256");
+    if constexpr (N == 64)
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 " NNC_WG_R32 ", %32, %33, p;\n}\n"
+                   : NNC_WG_IACC32(d, 0)
+                   : "l"(a), "l"(b), "r"(acc));
+    else if constexpr (N == 128)
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " NNC_WG_R64 ", %64, %65, p;\n}\n"
+                   : NNC_WG_IACC32(d, 0), NNC_WG_IACC32(d, 32)
+                   : "l"(a), "l"(b), "r"(acc));
+    else
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 " NNC_WG_R128 ", %128, %129, p;\n}\n"
+                   : NNC_WG_IACC32(d, 0), NNC_WG_IACC32(d, 32), NNC_WG_IACC32(d, 64), NNC_WG_IACC32(d, 96)
+                   : "l"(a), "l"(b), "r"(acc));
+  }
+};
+
+#undef NNC_WG_IACC8
+#undef NNC_WG_IACC32
 #undef NNC_WG_ACC8
 #undef NNC_WG_ACC32
 #undef NNC_WG_R32

@@ -59,16 +59,17 @@ for target in cuda-sm90a cuda-sm80; do
     "$nnc" "models/$model.lua" --target=$target $q $defines -o "$dir"
     cu="$dir/$model.cu"
     grep -q '#include "kernels/w8a8.cuh"' "$cu" || fail "$model $target: no kernels/w8a8.cuh"
-    calls=$(grep -c "nnc_cuda_gemm_w8a8(f, s, &e)" "$cu")
+    calls=$(grep -c "nnc_cuda_w8a8_gemm(f, s, &e)" "$cu")
     [ "$calls" -eq "$(grep -c 'w8a8, \[N, K\]' "$work/$model.ir")" ] || fail "$model $target: $calls int8 GEMMs"
     grep -q "if (w8a8_layout\[i\].n) return upload_w8a8(m, i, data, count);" "$cu" ||
       fail "$model $target: the weights are not quantized at load"
     grep -q "nnc_cuda_w8a8_weight(dev," "$cu" || fail "$model $target: no quantization on the GPU"
-    # the plan's reason, in the launcher's first comment
-    [ "$(grep -c "/\* W8A8: A's rows to int8 with a scale each.*then nnc's int8 mma.sync GEMM (int32 sums) with the row and channel scales, bias, activation and residual in its epilogue \*/" "$cu")" -eq "$calls" ] ||
+    # the plan's reason, in the launcher's first comment: sm_90a's kernel is gemm_tma8.cuh (wgmma), sm_80's mma.sync
+    kernel=$([ "$target" = cuda-sm90a ] && echo "TMA wgmma" || echo "mma.sync")
+    [ "$(grep -c "/\* W8A8: A's rows to int8 with a scale each.*then nnc's int8 $kernel GEMM (int32 sums) with the row and channel scales, bias, activation and residual in its epilogue \*/" "$cu")" -eq "$calls" ] ||
       fail "$model $target: the int8 GEMMs' comments"
     # no GEMM of an int8 weight through cuBLASLt or an epilogue kernel
-    both=$(awk '/^static int k[0-9]+\(/ { w = 0; o = 0 } /nnc_cuda_gemm_w8a8\(f/ { w = 1 }
+    both=$(awk '/^static int k[0-9]+\(/ { w = 0; o = 0 } /nnc_cuda_w8a8_gemm\(f/ { w = 1 }
                 /nnrt_cuda_gemm_run|_post<<<|nnc_cuda_layernorm\(/ { o = 1 } w && o { print; w = 0 }' "$cu")
     [ -z "$both" ] || fail "$model $target: cuBLASLt, a layernorm or an epilogue kernel beside an int8 GEMM: $both"
     if [ "$model" = gpt2 ]; then
@@ -96,7 +97,7 @@ llama="-D layers=2 -D d=64 -D heads=4 -D kv_heads=2 -D ffn=128 -D vocab=101 -D c
 # shellcheck disable=SC2086
 "$nnc" models/llama.lua --target=cuda-sm90a $q $llama -o "$work/llama"
 cu="$work/llama/llama.cu"
-[ "$(grep -c "nnc_cuda_gemm_w8a8(f, s, &e)" "$cu")" -eq 15 ] || fail "llama: expected 15 int8 GEMMs (7 a layer, the head)"
+[ "$(grep -c "nnc_cuda_w8a8_gemm(f, s, &e)" "$cu")" -eq 15 ] || fail "llama: expected 15 int8 GEMMs (7 a layer, the head)"
 [ "$(grep -c "f.act = NNC_CUDA_ACT_SILU;" "$cu")" -eq 2 ] || fail "llama: the gate's SiLU not in the epilogue"
 [ "$(grep -c "the activation and the residual: the epilogue kernel's, after" "$cu")" -eq 2 ] ||
   fail "llama: up_proj's gate product not left to the epilogue kernel"
