@@ -171,7 +171,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     p->lt_residual = false;
     snprintf(p->why, sizeof p->why, "W8A8: A's rows to int8 with a scale each%s, then nnc's int8 %s GEMM "
              "(int32 sums) with the row and channel scales, bias%s in its epilogue%s", p->pre_norm ? " by the norm kernel" : "",
-             x->r->target->cuda.wgmma_ok ? "TMA wgmma" : "mma.sync", p->post ? "" : ", activation and residual",
+             x->r->target->cuda.wgmma_ok ? "TMA wgmma (mma.sync under 1024 rows)" : "mma.sync", p->post ? "" : ", activation and residual",
              p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
   }

@@ -12,7 +12,7 @@
  * row (max|a| / 127), in one kernel that also applies the layernorm or
  * rmsnorm it reads; then nnc_cuda_w8a8_gemm multiplies on int8 tensor cores
  * (int32 sums; wgmma through gemm_tma8.cuh where the folder is built for
- * sm_90a, mma.sync elsewhere) and dequantizes in its epilogue: act(acc * a_scale[m] *
+ * sm_90a and A has 1024 rows or more, mma.sync elsewhere) and dequantizes in its epilogue: act(acc * a_scale[m] *
  * w_scale[n] + bias) (+ residual), written in the output's dtype. A
  * residual that multiplies (SwiGLU's gate) is left to the epilogue kernel
  * the cuBLASLt path uses (p->post). Everything else is as under the

@@ -64,8 +64,9 @@ for target in cuda-sm90a cuda-sm80; do
     grep -q "if (w8a8_layout\[i\].n) return upload_w8a8(m, i, data, count);" "$cu" ||
       fail "$model $target: the weights are not quantized at load"
     grep -q "nnc_cuda_w8a8_weight(dev," "$cu" || fail "$model $target: no quantization on the GPU"
-    # the plan's reason, in the launcher's first comment: sm_90a's kernel is gemm_tma8.cuh (wgmma), sm_80's mma.sync
-    kernel=$([ "$target" = cuda-sm90a ] && echo "TMA wgmma" || echo "mma.sync")
+    # the plan's reason, in the launcher's first comment: sm_90a's kernel is gemm_tma8.cuh (wgmma) from
+    # 1024 rows (w8a8.cuh's NNC_W8A8_TMA8_ROWS), sm_80's mma.sync
+    kernel=$([ "$target" = cuda-sm90a ] && echo "TMA wgmma (mma.sync under 1024 rows)" || echo "mma.sync")
     [ "$(grep -c "/\* W8A8: A's rows to int8 with a scale each.*then nnc's int8 $kernel GEMM (int32 sums) with the row and channel scales, bias, activation and residual in its epilogue \*/" "$cu")" -eq "$calls" ] ||
       fail "$model $target: the int8 GEMMs' comments"
     # no GEMM of an int8 weight through cuBLASLt or an epilogue kernel
