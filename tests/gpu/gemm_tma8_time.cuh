@@ -4,14 +4,16 @@
  * with its model's epilogue): cuBLASLt FP8 with its row/channel scale
  * vectors (fp8.cuh's path 1; the head, N = 50257, has no algorithm there,
  * so it runs on N = 50304, the padded vocabulary), gemm_wgmma_fp8.cuh
- * (path 3), gemm_w8a8.cuh, and the bf16 GEMMs (gemm_tma.cuh, cuBLASLt bf16,
+ * (called directly), gemm_w8a8.cuh, and the bf16 GEMMs (gemm_tma.cuh, cuBLASLt bf16,
  * gemm_tma_time.cuh's lt_gemm). Random operands, a scale per row of A.
  * Times are medians of 20 CUDA-event timings after 5 untimed runs;
  * TFLOP/s = 2 M N K / time. FP8's epilogues have no erf GELU: BERT's
  * ffn.in runs cuBLASLt FP8 and gemm_wgmma_fp8 with the tanh one (marked).
- * Checks: max |tma8 - wgmma_fp8| / max |wgmma_fp8| over all of C (e4m3,
- * with the tanh GELU where the row has erf) and max |tma8 - w8a8| / max
- * |w8a8| (s8), each under 1e-2. One Markdown table, last. */
+ * Checks, through the adapters a folder calls (fp8.cuh's path 3 and
+ * w8a8.cuh's nnc_cuda_w8a8_gemm, both gemm_tma8 on sm_90a): max |ours -
+ * gemm_wgmma_fp8| / max |gemm_wgmma_fp8| over all of C (e4m3, with the
+ * tanh GELU where the row has erf) and max |ours - gemm_w8a8| / max
+ * |gemm_w8a8| (s8), each under 1e-2. One Markdown table, last. */
 #ifndef NNC_GEMM_TMA8_TIME_CUH
 #define NNC_GEMM_TMA8_TIME_CUH
 
@@ -114,7 +116,7 @@ template <typename TO> static bool one(nnrt_cuda_blas *h, const shape &s, int sm
   const double t8_256 = median_ms([&] { return tma8(a8, b8, sa8, sb8, s.act, 256, c); });
   const double ti = median_ms([&] { return tma8(ai, bi, sai, sbi, s.act, 0, c); });
 
-  /* fp8.cuh's GEMM on path p (1: cuBLASLt FP8, on Np columns; 3: gemm_wgmma_fp8) */
+  /* fp8.cuh's GEMM on path p (1: cuBLASLt FP8, on Np columns; 3: nnc's own, gemm_tma8 in this build) */
   auto fp8 = [&](int p, int n, TO *out) {
     nnc_cuda_fp8_gemm_args<TO> f = {};
     f.M = s.M, f.N = n, f.K = s.K, f.a = reinterpret_cast<const unsigned char *>(a8), f.a_scale = sa8;
@@ -126,11 +128,19 @@ template <typename TO> static bool one(nnrt_cuda_blas *h, const shape &s, int sm
   };
   /* a residual needs rows of N: only rows that are not padded have one */
   const double tlt8 = s.residual && Np != s.N ? -1 : median_ms([&] { return fp8(1, Np, c3); });
-  const double twf = median_ms([&] { return fp8(3, s.N, c2); });
+  nnc_cuda_gemm_wgmma_fp8_args<TO, TO> wf = {};
+  wf.M = s.M, wf.N = s.N, wf.K = s.K, wf.a = a8, wf.lda = s.K, wf.a_scale = sa8, wf.a_scale_step = 1;
+  wf.b = b8, wf.ldb = s.K, wf.b_scale = sb8, wf.bias = bias, wf.residual = res, wf.ldr = s.N;
+  wf.act = s.act == NNC_CUDA_ACT_NONE ? NNC_GWF_NONE : s.act == NNC_CUDA_ACT_RELU ? NNC_GWF_RELU : NNC_GWF_GELU_TANH;
+  wf.alpha = 1.0f, wf.c = c2, wf.ldc = s.N;
+  const double twf = median_ms([&] {
+    const nnc_cuda_status st = nnc_cuda_gemm_wgmma_fp8(wf, (cudaStream_t)0, &err);
+    if (st != NNC_CUDA_OK) std::printf("  wgmma_fp8: %s\n", err.msg);
+    return st == NNC_CUDA_OK;
+  });
 
-  /* the e4m3 check: tma8 against gemm_wgmma_fp8 (c2), with its activation */
-  const nnc_cuda_act act8 = s.act == NNC_CUDA_ACT_GELU_ERF ? NNC_CUDA_ACT_GELU_TANH : s.act;
-  const bool ok8 = tma8(a8, b8, sa8, sb8, act8, 0, c);
+  /* the e4m3 check: fp8.cuh's path 3 (gemm_tma8 through its adapter) against gemm_wgmma_fp8 (c2) */
+  const bool ok8 = fp8(3, s.N, c);
   CK(cudaDeviceSynchronize());
   const double rel8 = ok8 ? gemm_tma_time::rel_diff(c, c2, (size_t)s.M * s.N) : INFINITY;
 
@@ -142,7 +152,9 @@ template <typename TO> static bool one(nnrt_cuda_blas *h, const shape &s, int sm
     if (st != NNC_CUDA_OK) std::printf("  w8a8: %s\n", err.msg);
     return st == NNC_CUDA_OK;
   });
-  const bool oki = tma8(ai, bi, sai, sbi, s.act, 0, c);
+  /* the s8 check: w8a8.cuh's nnc_cuda_w8a8_gemm (gemm_tma8 through its adapter) against mma.sync (c2) */
+  w.d = c;
+  const bool oki = nnc_cuda_w8a8_gemm(w, (cudaStream_t)0, &err) == NNC_CUDA_OK;
   CK(cudaDeviceSynchronize());
   const double reli = oki ? gemm_tma_time::rel_diff(c, c2, (size_t)s.M * s.N) : INFINITY;
 
