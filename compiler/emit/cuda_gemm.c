@@ -9,10 +9,10 @@
  * apply ReLU or tanh-GELU, and its C operand adds a residual when there is no
  * activation. A LayerNorm or RMSNorm of A's rows runs as a norm kernel before
  * it; an erf-GELU, SiLU, sigmoid or tanh, or an activation followed by a
- * residual, as an epilogue kernel after it. On cuda-sm90a, a GEMM whose
- * output rows cuBLASLt would write padded and copy (N not a multiple of 8,
- * 1024 or more: GPT-2's LM head) runs on nnc's wgmma GEMM instead, which
- * writes rows of any alignment in place. */
+ * residual, as an epilogue kernel after it. A GEMM whose output rows are
+ * not 16-byte aligned (N not a multiple of 8, 1024 or more: GPT-2's LM
+ * head) runs as cuBLASLt calls per phase of rows (the runtime's
+ * row_phases), which write the rows in place at the aligned rate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +39,7 @@ typedef struct gemm_plan {
   bool lt_residual;    /* the residual rides cuBLASLt's C operand */
   int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
+  bool phases;         /* cuBLASLt on rows that are not 16-byte aligned, a call per phase of rows (row_phases) */
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
   bool wg;             /* one of nnc's wgmma GEMMs, after the norm kernel if pre_norm: */
   bool tma;            /* gemm_tma.cuh (TMA, warp-specialized, persistent) if set, else gemm_wgmma.cuh */
@@ -70,6 +71,13 @@ static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *
  * of B starts at a row), one call's batch. */
 static bool split_fits(const nnc_gemm_desc *d, const ec_gemm_shape *s, int pad) {
   return pad && d->b_trans && s->first_inner == 0 && atoll(s->N) > 64;
+}
+
+/* nnrt_cuda_gemm's row_phases: output rows not 16-byte aligned (pad), one
+ * batch item, A [M, K], B [N, K], no aux or bias gradient. */
+static bool phases_fit(const nnc_gemm_desc *d, const ec_gemm_shape *s, int pad) {
+  return pad && d->b_trans && !d->a_trans && s->nb == 0 && d->aux_kind == NNC_AUX_NONE &&
+         d->bgrad_from == NNC_BGRAD_NONE;
 }
 
 /* nnc's GEMM takes bf16/f16 in and out alike, A as [M, K], one batch stride
@@ -117,13 +125,14 @@ static int algo_suffix(const char *impl, char *base, size_t n) {
  * these GEMMs at about 600 TFLOP/s, nnc's mma.sync GEMM 3-4x slower even with
  * the LayerNorm prologue and the epilogue fused, so the analytic rule always
  * takes cuBLASLt. Rows of 1024 elements or more whose N is not a multiple of
- * 8 are computed into padded rows and, where B is [N, K], in two calls: the
- * columns up to a multiple of 64, then the rest (GPT-2's LM head, N = 50257:
- * 6.5 ms in one call, 2.1 ms in two). impl (from --tune=measure) names
- * another of gemm_variants' choices; "-aN" after a cuBLASLt one runs
- * cuBLASLt's N-th heuristic result instead of its first. On sm_90a those
- * padded rows are nnc's wgmma GEMM's instead: measured on an H100, GPT-2's
- * LM head (f32 logits, B=8 T=1024) takes 1.57 ms there against 2.11 ms. */
+ * 8 run by phases of rows (row_phases) where B is [N, K] and there is one
+ * batch item: GPT-2's LM head (f32 logits, B=8 T=1024, H200) takes 1.19 ms
+ * so against 6.7 ms in one call, ~2.1 ms into padded rows copied after, and
+ * 1.45 ms on nnc's wgmma GEMM (sm_90a), which takes the other such GEMMs
+ * there; elsewhere they go into padded rows, in two calls when B is [N, K]
+ * (the columns up to a multiple of 64, then the rest). impl (from
+ * --tune=measure) names another of gemm_variants' choices; "-aN" after a
+ * cuBLASLt one runs cuBLASLt's N-th heuristic result instead of its first. */
 static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *impl, gemm_plan *p, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
   memset(p, 0, sizeof *p);
@@ -182,7 +191,9 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
    * intermediate.dense (4096 x 1536 x 384, erf-GELU) took 58 us there
    * against 29 us for cuBLASLt and the epilogue kernel (bench/NOTES.md);
    * --tune=measure weighs it. */
-  if ((!impl || !impl[0]) && pad >= 1024 && wg_fits) {
+  if ((!impl || !impl[0]) && pad >= 1024 && phases_fit(d, &p->s, pad)) {
+    p->phases = true;
+  } else if ((!impl || !impl[0]) && pad >= 1024 && wg_fits) {
     p->wg = true;
   } else if (!impl || !impl[0]) {
     if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
@@ -192,6 +203,9 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     how = "measured";
   } else if (strcmp(impl, "tma") == 0 && wg_fits) {
     p->wg = p->tma = true;
+    how = "measured";
+  } else if (strcmp(impl, "cublaslt-phased") == 0 && phases_fit(d, &p->s, pad) && !p->algo) {
+    p->phases = true;
     how = "measured";
   } else if (strcmp(impl, "cublaslt-padded") == 0 && pad && !p->algo) {
     p->pad_n = pad;
@@ -225,19 +239,20 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   }
   char algo[48] = "";
   if (p->algo) snprintf(algo, sizeof algo, ", the heuristic's algorithm %d%s", p->algo, p->split_n ? " in the first call" : "");
-  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
+  snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
            d->bgrad_from != NNC_BGRAD_NONE ? ", the bias gradient (dy's column sums) in its epilogue" : "",
            p->split_n ? " in two calls (N a multiple of 64, then the rest)" : "",
+           p->phases ? ", a call per phase of rows (rows of N are not 16-byte aligned: row_phases)" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
            algo, p->post ? ", then an epilogue kernel" : "", how);
   return NNC_OK;
 }
 
-/* The most a GEMM lists: the three cuBLASLt ways with the extra heuristic
- * results of plain and split (split needs padded rows, where nnc's GEMM does
- * not fit), or plain cuBLASLt with them and every tile configuration; then
- * both wgmma GEMMs. */
-_Static_assert(3 + 2 * LT_ALGOS + 2 <= NNC_MAX_VARIANTS && 1 + LT_ALGOS + OWN_CFGS + 2 <= NNC_MAX_VARIANTS,
+/* The most a GEMM lists: the four cuBLASLt ways (plain, padded, split,
+ * phased) with the extra heuristic results of plain and split (split needs
+ * padded rows, where nnc's GEMM does not fit), or plain cuBLASLt with them
+ * and every tile configuration; then both wgmma GEMMs. */
+_Static_assert(4 + 2 * LT_ALGOS + 2 <= NNC_MAX_VARIANTS && 1 + LT_ALGOS + OWN_CFGS + 2 <= NNC_MAX_VARIANTS,
                "NNC_MAX_VARIANTS holds every implementation of a GEMM");
 
 /* The implementations of GEMM kernel k, the analytic rule's first; each of
@@ -253,12 +268,14 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   int pad = pad_of(x, d, &p.s, p.lt_residual);
   /* the rule's choice first, then the other cuBLASLt ways */
   if (p.wg) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
+  if (p.phases) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
   const char *lt[3] = {"cublaslt", "cublaslt-padded", "cublaslt-split"};
   int first = p.split_n ? 2 : p.pad_n ? 1 : 0, nlt = !pad ? 1 : split_fits(d, &p.s, pad) ? 3 : 2;
   /* j = -1: the rule's way (unless it is wgmma's); then the others in order */
-  for (int j = p.wg ? 0 : -1; j < nlt; j++) {
+  bool other = p.wg || p.phases;   /* the rule's way is neither of lt's */
+  for (int j = other ? 0 : -1; j < nlt; j++) {
     int i = j < 0 ? first : j;
-    if (j == first && !p.wg) continue;
+    if (j == first && !other) continue;
     snprintf(v->name[v->n++], sizeof v->name[0], "%s", lt[i]);
     bool padded = i == 1;   /* tried with the heuristic's first result only */
     for (int a = 1; a <= LT_ALGOS && !padded; a++)
@@ -266,6 +283,7 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   }
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
+  if (!p.phases && phases_fit(d, &p.s, pad)) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
   if (!p.wg && wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
   if (wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "tma");
   /* the key: sizes at the maxima, types and fusions */
@@ -585,6 +603,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       if (p.algo)
         nnc_sb_printf(&body, "  g.algo = %d;   /* cuBLASLt's heuristic result %d, not its first: --tune=measure timed it faster */\n",
                       p.algo, p.algo);
+      if (p.phases)
+        nnc_sb_printf(&body, "  g.row_phases = true;   /* rows of N are not 16-byte aligned: a call per phase of rows */\n");
       nnc_sb_printf(&body, "  nnrt_error err = {};\n");
       if (p.s.first_inner > 0) {
         outer_loop(x, k, &p, ii, &body);

@@ -21,7 +21,7 @@
 
 #include "nnrt_cuda_impl.h"
 
-#define CACHE_PLANS 64
+#define CACHE_PLANS 128 /* a phased product takes up to 31 (row_phases) */
 
 typedef struct plan {
   bool valid;
@@ -182,6 +182,12 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
     return no(reason, reason_size, "tf32 applies to f32 inputs only");
   if (g->K == 0 && g->M > 0 && g->N > 0 && g->batch > 0)
     return no(reason, reason_size, "K = 0 (an empty inner dimension)");
+  if (g->row_phases && (g->batch > 1 || g->a_trans || !g->b_trans))
+    return no(reason, reason_size, "row_phases needs batch 1, A [M,K] and B [N,K] (b_trans): a phase's rows are "
+              "every P-th row of A, its columns start at a row of B");
+  if (g->row_phases && (aux || bgrad || g->a_scale))
+    return no(reason, reason_size, "row_phases takes no aux, bgrad or scale vectors (a phase's rows of a_scale would "
+              "be P apart)");
   return true;
 }
 
@@ -478,6 +484,60 @@ static nnrt_status plan_for(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, gemm_nam
   return NNRT_OK;
 }
 
+/* One cuBLASLt call of a checked, supported g (row_phases handled). */
+static nnrt_status run_one(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s, gemm_name *d,
+                           nnrt_error *err);
+
+static size_t gcd_of(size_t a, size_t b) {
+  while (b) {
+    size_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* row_phases (nnrt_cuda.h): phase r's rows start (D + r * ldd) mod 16
+ * bytes off a boundary; c of their columns reach the next one. cuBLASLt
+ * is as slow on aligned rows whose N is odd (GPT-2's head at ldd 50304:
+ * 6.7 ms, H200) as on unaligned ones, so the wide call takes a multiple of
+ * 64 columns. */
+static nnrt_status run_phases(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s, nnrt_error *err) {
+  size_t ea = dtype_size(g->ab), eo = dtype_size(g->out), eb = dtype_size(bias_type(g));
+  size_t row = (size_t)g->ldd * eo;
+  int P = (int)(16 / gcd_of(row % 16, 16));
+  for (int r = 0; r < P && r < g->M; r++) {
+    size_t off = (size_t)r * row, mis = ((uintptr_t)g->D + off) % 16;
+    int c = mis ? (int)((16 - mis) / eo) : 0;
+    nnrt_cuda_gemm q = *g;
+    q.row_phases = false;
+    q.M = (g->M - r + P - 1) / P;
+    q.A = (const char *)g->A + (size_t)r * (size_t)g->lda * ea;
+    q.lda = g->lda * P;
+    q.ldd = g->ldd * P;
+    q.D = (char *)g->D + off;
+    if (g->residual) q.residual = (const char *)g->residual + off;
+    /* [c, c + a multiple of 64): aligned rows of whole tiles; then the rest
+     * of N, then [0, c) */
+    int wide = c < g->N ? c + (g->N - c) / 64 * 64 : c;
+    const int parts[3][2] = {{c, wide}, {wide > c ? wide : c, g->N}, {0, c < g->N ? c : g->N}};
+    for (int part = 0; part < 3; part++) {
+      nnrt_cuda_gemm p = q;
+      int from = parts[part][0], to = parts[part][1];
+      if (to <= from) continue;
+      p.N = to - from;
+      p.B = (const char *)g->B + (size_t)from * (size_t)g->ldb * ea;
+      p.D = (char *)q.D + (size_t)from * eo;
+      if (g->residual) p.residual = (const char *)q.residual + (size_t)from * eo;
+      if (g->bias) p.bias = (const char *)g->bias + (size_t)from * eb;
+      gemm_name pn = {.g = &p};
+      nnrt_status st = run_one(h, &p, s, &pn, err);
+      if (st != NNRT_OK) return st;
+    }
+  }
+  return NNRT_OK;
+}
+
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
                                nnrt_error *err) {
   if (!g) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_gemm_run: gemm is NULL");
@@ -494,8 +554,15 @@ nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaS
     return nnrt_errorf(err, NNRT_E_ARG, "unsupported: %s: %s", name_of(d), why);
   nnrt_status st = check_args(g, d, err);
   if (st != NNRT_OK) return st;
+  if (g->row_phases) return run_phases(h, g, s, err);
+  return run_one(h, g, s, d, err);
+}
+
+static nnrt_status run_one(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s, gemm_name *d,
+                           nnrt_error *err) {
   plan *p = NULL;
-  if ((st = plan_for(h, g, d, &p, err)) != NNRT_OK) return st;
+  nnrt_status st = plan_for(h, g, d, &p, err);
+  if (st != NNRT_OK) return st;
   cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
   const void *bias = g->bgrad ? g->bgrad : g->bias;
   if (bias) bs = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);

@@ -239,7 +239,21 @@ typedef struct nnrt_cuda_gemm {
                                     neither */
   const float *d_scale;          /* out E4M3 only (and required): one device float, D = e4m3(d_scale * (...)),
                                     saturating: the next GEMM's A quantized by this one's epilogue */
+  bool row_phases;               /* for rows of D not 16-byte aligned (below) */
 } nnrt_cuda_gemm;
+
+/* row_phases: cuBLASLt's fast kernels need every row of D to start 16-byte
+ * aligned; rows of an odd length (GPT-2's LM head, N = ldd = 50257) get a
+ * kernel several times slower. With row_phases the product runs as P calls,
+ * P = 16 / gcd(ldd * size of out, 16): call r takes the rows m = r (mod P),
+ * whose starts agree mod 16 bytes (leading dimension P * ldd), from the
+ * first column at a 16-byte boundary on, a multiple of 64 columns (an odd
+ * N is as slow as unaligned rows); then narrow calls per phase for the
+ * columns after them and before them (at most 16 / size of out - 1). Each element is
+ * written once, so a residual (in place too) adds once. Needs batch 1, A
+ * [M,K] (not a_trans), B [N,K] (b_trans), no aux, bgrad or scale vectors
+ * (a_scale's rows would be P apart); d_scale is allowed. When ldd's rows
+ * are aligned already, the one call is the plain product. */
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a
  * query for one result. algo i in [1, NNRT_CUDA_GEMM_ALGOS) runs the i-th

@@ -317,6 +317,8 @@ static void buf_free(nnrt_cuda_alloc *a, buf *b) {
 
 /* One case, run with the heuristic's algo-th result; its max relative error
  * goes to the tables. tr: bit 0 B^T ([N,K]), bit 1 A^T ([K,M]). */
+static bool phases; /* gemm_case sets row_phases (test_gemm_row_phases) */
+
 static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, int tr,
                       bool bias, int res, int epi, int algo) {
   const combo *c = &COMBOS[ci];
@@ -344,6 +346,7 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.alpha = 0.75f;
   g.epilogue = epi;
   g.algo = algo;
+  g.row_phases = phases;
   /* ReLU and GELU with a residual: of the sum (cuBLASLt's order), what ResNet's relu(conv + shortcut) uses */
   g.act_after_residual = res != RES_NONE && (epi == NNRT_EPI_RELU || epi == NNRT_EPI_GELU_TANH);
   /* the GELU's input, D-shaped: written by GELU_TANH_AUX, read by DGELU_TANH */
@@ -351,9 +354,9 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.ldaux = (N + 7) / 8 * 8 + (sh.pad ? 8 : 0);
   g.stride_aux = (long long)M * g.ldaux + (sh.pad ? 8 : 0);
   char label[200];
-  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s%s bias=%d res=%s epi=%d algo=%d", M, N,
+  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s%s bias=%d res=%s epi=%d algo=%d%s", M, N,
            K, B, sh.pad, sh.shared_b ? " sharedB" : "", c->name, a_trans ? "A^T " : "", b_trans ? "B^T" : "B", bias,
-           RES_NAME[res], epi, algo);
+           RES_NAME[res], epi, algo, phases ? " row_phases" : "");
 
   buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0}, X = {0};
   size_t nX = (size_t)((B - 1) * g.stride_aux + (long long)M * g.ldaux);
@@ -402,7 +405,8 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.aux = aux ? X.d : NULL;
 
   bool want = epi != NNRT_EPI_GELU_ERF && (res == RES_NONE || epi == NNRT_EPI_NONE || g.act_after_residual) &&
-              (!aux || c->out == c->ab) && !(epi == NNRT_EPI_DGELU_TANH && bias);
+              (!aux || c->out == c->ab) && !(epi == NNRT_EPI_DGELU_TANH && bias) &&
+              (!phases || (B == 1 && !a_trans && b_trans && !aux));
   char why[160];
   bool sup = nnrt_cuda_gemm_supported(&g, why, sizeof why);
   EXPECT(sup == want, "%s: supported() says %d (%s)", label, sup, why);
@@ -521,6 +525,31 @@ static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool q
   for (int ci = 0; ci < NCOMBOS; ci++)
     printf("%-16s %6d %14.2e %8.0e\n", COMBOS[ci].name, combo_cases[ci], combo_max_err[ci],
            COMBOS[ci].tol);
+}
+
+/* row_phases: rows of D at every alignment (odd and padded ldd, N below
+ * the columns a phase skips, fewer rows than phases), every type pair,
+ * bias, residual (separate and in place: each element must get it once)
+ * and the epilogues; the layouts and epilogues it does not take must be
+ * refused as unsupported. Same float64 check and NaN-poisoned padding as
+ * every other case. quick: the first shape. */
+static void test_gemm_row_phases(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool quick) {
+  const shape shapes[] = {
+      {37, 101, 40, 1, 0, false}, {130, 517, 64, 1, 3, false}, {2, 5, 16, 1, 0, false},
+      {9, 3, 8, 1, 1, false},     {1, 1, 8, 1, 0, false},      {3, 2051, 24, 1, 0, false},
+  };
+  size_t nshapes = quick ? 1 : sizeof shapes / sizeof shapes[0];
+  int before = failures;
+  phases = true;
+  for (size_t si = 0; si < nshapes; si++)
+    for (int ci = 0; ci < NCOMBOS; ci++)
+      for (int tr = 0; tr < 4; tr++)
+        for (int bias = 0; bias < 2; bias++)
+          for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
+            for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_TANH_AUX; epi++)
+              gemm_case(h, a, shapes[si], ci, tr, bias, res, epi, 0);
+  phases = false;
+  printf("row_phases: %zu shapes, %d failure(s)\n", nshapes, failures - before);
 }
 
 /* BGRAD_A / BGRAD_B: a weight gradient D = A.B and its bias gradient, the
@@ -777,6 +806,51 @@ static int cmp_float(const void *x, const void *y) {
 
 /* Model-sized bf16 GEMMs (nn.Linear: B transposed, bias, optional GELU),
  * median of 30 timed runs after 5 warm-ups; inputs random. */
+/* GPT-2's LM head (8192 x 50257 x 768, rows of D 50257 long: not 16-byte
+ * aligned) three ways: one call, row_phases, and the vocabulary padded to
+ * 50304 (what llm.c computes; a model change). B holds 50304 rows. e4m3
+ * unscaled (row_phases takes no scale vectors): its speed alone. */
+static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
+  const int M = 8192, N = 50257, K = 768, LDP = 50304;
+  void *A = NULL, *B = NULL, *D = NULL;
+  OK(nnrt_cuda_malloc(a, (size_t)M * K * 2, &A, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)LDP * K * 2, &B, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)M * LDP * 4, &D, &err));
+  /* 0x38: 0.5 in bf16 pairs' high bytes and 1.0 as e4m3: finite products either way */
+  OK(nnrt_cuda_check(cudaMemset(A, 0x38, (size_t)M * K * 2), "memset", &err));
+  OK(nnrt_cuda_check(cudaMemset(B, 0x38, (size_t)LDP * K * 2), "memset", &err));
+  printf("\n%-34s %10s %10s\n", "LM head 8192x50257x768", "median ms", "TFLOP/s");
+  const struct { nnrt_cuda_dtype ab, out; const char *name; } types[] = {
+      {NNRT_DT_BF16, NNRT_DT_F32, "bf16->f32"}, {NNRT_DT_BF16, NNRT_DT_BF16, "bf16->bf16"},
+      {NNRT_DT_E4M3, NNRT_DT_F32, "e4m3->f32"}, {NNRT_DT_E4M3, NNRT_DT_BF16, "e4m3->bf16"}};
+  const char *ways[] = {"one call", "row_phases", "N = ldd = 50304"};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (int w = 0; w < 3; w++) {
+      nnrt_cuda_gemm g = {.M = M, .N = w == 2 ? LDP : N, .K = K, .batch = 1, .ab = types[t].ab, .out = types[t].out,
+                          .A = A, .lda = K, .B = B, .ldb = K, .b_trans = true, .D = D, .ldd = w == 2 ? LDP : N,
+                          .alpha = 1, .epilogue = NNRT_EPI_NONE, .row_phases = w == 1};
+      char label[64];
+      snprintf(label, sizeof label, "%s, %s", types[t].name, ways[w]);
+      if (nnrt_cuda_gemm_run(h, &g, s, &err) != NNRT_OK) {
+        printf("%-34s %s\n", label, err.msg);
+        continue;
+      }
+      float ms[15];
+      for (int r = 0; r < 2; r++) OK(nnrt_cuda_gemm_run(h, &g, s, &err));
+      for (int r = 0; r < 15; r++) {
+        OK(nnrt_cuda_event_record(e0, s, &err));
+        OK(nnrt_cuda_gemm_run(h, &g, s, &err));
+        OK(nnrt_cuda_event_record(e1, s, &err));
+        OK(nnrt_cuda_event_elapsed_ms(e0, e1, &ms[r], &err));
+      }
+      qsort(ms, 15, sizeof ms[0], cmp_float);
+      printf("%-34s %10.4f %10.1f\n", label, ms[7], 2.0 * M * N * K / (ms[7] * 1e-3) / 1e12);
+    }
+  nnrt_cuda_free(a, A, NULL);
+  nnrt_cuda_free(a, B, NULL);
+  nnrt_cuda_free(a, D, NULL);
+}
+
 static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   const struct { int M, N, K, epi; nnrt_cuda_dtype out; const char *name; } cases[] = {
       {8192, 3072, 768, NNRT_EPI_GELU_TANH, NNRT_DT_BF16, "gpt2 fc1+gelu"},
@@ -822,6 +896,7 @@ static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
     buf_free(a, &bi);
     buf_free(a, &D);
   }
+  bench_head(h, a, s, e0, e1);
   nnrt_cuda_event_destroy(e0);
   nnrt_cuda_event_destroy(e1);
   nnrt_cuda_stream_destroy(s);
@@ -859,6 +934,7 @@ int main(int argc, char **argv) {
     test_gemm_combinations(h, a, quick);
     test_gemm_algos(h, a, quick);
     test_gemm_bgrad(h, a, quick);
+    test_gemm_row_phases(h, a, quick);
   }
   if (cudaDeviceSynchronize() != cudaSuccess) FAIL("device faulted");
   nnrt_cuda_blas_destroy(h);

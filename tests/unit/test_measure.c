@@ -250,7 +250,9 @@ static void test_probe_source(void **state) {
   /* fc1 and fc2, then the head */
   assert_int_equal(sh("test $(grep -c '8, {\"cublaslt\", \"cublaslt-a1\", \"cublaslt-a2\", \"cublaslt-a3\", "
                       "\"nnc-128x256x32\", \"nnc-128x128x32\", \"nnc-128x128x64\", \"nnc-64x64x32\"}}' %s) -eq 2", cu), 0);
-  assert_true(file_has(cu, "5, {\"cublaslt\", \"cublaslt-a1\", \"cublaslt-a2\", \"cublaslt-a3\", \"cublaslt-padded\"}}"));
+  assert_true(file_has(cu, "6, {\"cublaslt\", \"cublaslt-a1\", \"cublaslt-a2\", \"cublaslt-a3\", \"cublaslt-padded\", "
+                          "\"cublaslt-phased\"}}"));
+  assert_true(file_has(cu, "g.row_phases = true;"));
   assert_true(file_has(cu, "/* implementation 3: cublaslt-a3 */"));
   /* three GEMMs, each with algo 1, 2 and 3 */
   for (int a = 1; a <= 3; a++) assert_int_equal(sh("test $(grep -c '  g.algo = %d;' %s) -eq 3", a, cu), 0);
@@ -296,8 +298,8 @@ static void test_compile_from_file(void **state) {
   mlp_variants(&v, &nk);
   /* fc1 and fc2 (N 128, 64, K 784, 128: multiples of 8) have cuBLASLt with
    * its heuristic's first to fourth result and the four tile configurations
-   * of nnc's GEMM; the 10-wide head the same four cuBLASLt and the padded
-   * rows; the other kernels one implementation */
+   * of nnc's GEMM; the 10-wide head the same four cuBLASLt, the padded
+   * rows and the phases of rows; the other kernels one implementation */
   int gemms = 0, head = -1, own = -1, alt = -1;
   for (int k = 0; k < nk; k++) {
     if (v[k].n == 8) {
@@ -310,12 +312,13 @@ static void test_compile_from_file(void **state) {
       assert_string_equal(v[k].name[7], "nnc-64x64x32");
       if (own < 0) own = k;
       else alt = k;
-    } else if (v[k].n == 5) {
+    } else if (v[k].n == 6) {
       head = k;
       assert_string_equal(v[k].name[0], "cublaslt");   /* 10 columns: not worth padding by rule */
       assert_string_equal(v[k].name[1], "cublaslt-a1");
       assert_string_equal(v[k].name[3], "cublaslt-a3");
       assert_string_equal(v[k].name[4], "cublaslt-padded");   /* no -aN: only plain and split have them */
+      assert_string_equal(v[k].name[5], "cublaslt-phased");
       assert_non_null(strstr(v[k].key, "N=10 "));
       assert_non_null(strstr(v[k].key, "out=bf16 b_trans bias"));   /* a bias: the logits' cast stays apart */
     } else {
@@ -357,7 +360,7 @@ static void test_compile_from_file(void **state) {
   assert_true(file_has(exp, "measured on Test GPU: cublaslt 9.0 us, cublaslt-a1 9.0 us, cublaslt-a2 9.0 us, "
                             "cublaslt-a3 9.0 us, nnc-128x256x32 9.0 us"));
   assert_true(file_has(exp, "nnc-64x64x32 3.0 us -> nnc-64x64x32"));
-  assert_true(file_has(exp, "cublaslt-a3 4.0 us, cublaslt-padded 2.0 us -> cublaslt-padded"));
+  assert_true(file_has(exp, "cublaslt-a3 4.0 us, cublaslt-padded 2.0 us, cublaslt-phased 4.0 us -> cublaslt-padded"));
   assert_true(file_has(exp, "measured on Test GPU: cublaslt 1.0 us, cublaslt-a1 unavailable, cublaslt-a2 0.5 us, "
                             "cublaslt-a3 6.0 us, nnc-128x256x32 6.0 us"));
   assert_true(file_has(exp, "nnc-64x64x32 6.0 us -> cublaslt-a2"));
