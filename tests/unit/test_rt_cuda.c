@@ -274,6 +274,35 @@ static void test_gemm_supported(void **state) {
   g.bgrad = &dummy;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   assert_non_null(strstr(why, "not BGRAD"));
+  /* row_phases: one batch item, A [M,K], B [N,K]; no aux, bgrad or scale vectors */
+  g = base_gemm();
+  g.row_phases = true;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));   /* batch 3 */
+  assert_non_null(strstr(why, "row_phases needs batch 1"));
+  g.batch = 1;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));   /* B [K,N] */
+  g.b_trans = true;
+  g.bias = g.residual = &dummy;
+  assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  g.a_trans = true;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  g.a_trans = false;
+  g.ab = g.out = NNRT_DT_BF16;
+  g.residual = NULL;
+  g.epilogue = NNRT_EPI_GELU_TANH_AUX;
+  g.aux = &dummy;
+  g.ldaux = 136;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "no aux, bgrad or scale vectors"));
+  g.epilogue = NNRT_EPI_NONE;
+  g.aux = NULL;
+  g.ab = NNRT_DT_E4M3;
+  g.K = 32;
+  g.a_scale = g.b_scale = (const float *)&dummy;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "scale vectors"));
+  g.a_scale = g.b_scale = NULL;
+  assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   g = base_gemm();
   g.K = 0;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
