@@ -39,7 +39,8 @@ typedef struct gemm_plan {
   bool lt_residual;    /* the residual rides cuBLASLt's C operand */
   int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
-  bool phases;         /* cuBLASLt on rows that are not 16-byte aligned, a call per phase of rows (row_phases) */
+  bool phases;         /* cuBLASLt on rows that are not 16-byte aligned, a call per phase of rows (row_phases):
+                          from PHASES_ROWS rows on when wg or pad_n is set (they take fewer), else always */
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
   bool wg;             /* one of nnc's wgmma GEMMs, after the norm kernel if pre_norm: */
   bool tma;            /* gemm_tma.cuh (TMA, warp-specialized, persistent) if set, else gemm_wgmma.cuh */
@@ -72,6 +73,12 @@ static int pad_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *
 static bool split_fits(const nnc_gemm_desc *d, const ec_gemm_shape *s, int pad) {
   return pad && d->b_trans && s->first_inner == 0 && atoll(s->N) > 64;
 }
+
+/* Phases of rows re-read B once a phase (4 for f32 rows, 8 for bf16): from
+ * this many rows on, the product outweighs that (GPT-2's LM head at 8192
+ * rows: 1.19 ms against 1.45 on nnc's wgmma GEMM, H200); below, the rule's
+ * other way (a decode step's 64 rows would read the 77 MB weight 4 times). */
+#define PHASES_ROWS 1024
 
 /* nnrt_cuda_gemm's row_phases: output rows not 16-byte aligned (pad), one
  * batch item, A [M, K], B [N, K], no aux or bias gradient. */
@@ -191,11 +198,12 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
    * intermediate.dense (4096 x 1536 x 384, erf-GELU) took 58 us there
    * against 29 us for cuBLASLt and the epilogue kernel (bench/NOTES.md);
    * --tune=measure weighs it. */
-  if ((!impl || !impl[0]) && pad >= 1024 && phases_fit(d, &p->s, pad)) {
-    p->phases = true;
-  } else if ((!impl || !impl[0]) && pad >= 1024 && wg_fits) {
+  bool rule = !impl || !impl[0];
+  /* from PHASES_ROWS rows on, phases; the rule's other way below that */
+  p->phases = rule && pad >= 1024 && phases_fit(d, &p->s, pad) && !p->post;
+  if (rule && pad >= 1024 && wg_fits) {
     p->wg = true;
-  } else if (!impl || !impl[0]) {
+  } else if (rule) {
     if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
     if (pad >= 1024 && split_fits(d, &p->s, pad)) p->split_n = (int)(atoll(p->s.N) / 64 * 64);
   } else if (strcmp(impl, "wgmma") == 0 && wg_fits) {
@@ -242,7 +250,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   snprintf(p->why, sizeof p->why, "cuBLASLt%s%s%s%s%s%s%s%s (%s)", p->pre_norm ? " after a norm kernel" : "",
            d->bgrad_from != NNC_BGRAD_NONE ? ", the bias gradient (dy's column sums) in its epilogue" : "",
            p->split_n ? " in two calls (N a multiple of 64, then the rest)" : "",
-           p->phases ? ", a call per phase of rows (rows of N are not 16-byte aligned: row_phases)" : "",
+           p->phases && !p->pad_n ? ", a call per phase of rows (rows of N are not 16-byte aligned: row_phases)" : "",
            p->pad_n ? " into rows padded to 16 bytes, copied" : "", p->pad_n && widen ? " as f32" : widen ? ", f32 out" : "",
            algo, p->post ? ", then an epilogue kernel" : "", how);
   return NNC_OK;
@@ -503,6 +511,35 @@ static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const ch
   }
 }
 
+/* From PHASES_ROWS rows on, the whole product as cuBLASLt calls per phase of
+ * rows, before the rule's way for fewer rows; a is A's normalized copy, or
+ * NULL for A itself. */
+static void phases_block(const ec_ctx *x, int ki, const gemm_plan *p, const char *a, nnc_sb *body) {
+  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
+  char lit[64];
+  nnc_sb_printf(body, "  /* %d rows or more: cuBLASLt, a call per phase of rows whose starts are 16-byte aligned alike\n"
+                      "     (row_phases), at the aligned rate; below, each phase's reading of B costs more than that saves */\n"
+                      "  if (M >= %d) {\n"
+                      "    nnrt_cuda_gemm g = {};\n    g.M = M;\n    g.N = N;\n    g.K = K;\n    g.batch = 1;\n"
+                      "    g.ab = %s;\n    g.out = %s;\n", PHASES_ROWS, PHASES_ROWS, nnrt_dt(x, d->a), nnrt_dt(x, d->out));
+  if (x->r->precision.tf32) nnc_sb_printf(body, "    g.tf32 = true;   /* --precision=tf32 */\n");
+  if (a) nnc_sb_printf(body, "    g.A = %s;\n", a);
+  else ec_assign(x, body, 4, "g.A", d->a);
+  nnc_sb_printf(body, "    g.lda = K;\n");
+  ec_assign(x, body, 4, "g.B", d->b);
+  nnc_sb_printf(body, "    g.ldb = K;\n    g.b_trans = true;\n");
+  if (d->bias >= 0) ec_assign(x, body, 4, "g.bias", d->bias);
+  if (p->lt_residual) {
+    ec_assign(x, body, 4, "g.residual", d->residual);
+    if (d->act_last) nnc_sb_printf(body, "    g.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
+  }
+  ec_assign(x, body, 4, "g.D", d->out);
+  nnc_sb_printf(body, "    g.ldd = N;\n    g.alpha = %s;\n    g.epilogue = %s;\n    g.row_phases = true;\n"
+                      "    nnrt_error err = {};\n"
+                      "    if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n"
+                      "    return 0;\n  }\n", ec_literal(d->alpha, false, lit, sizeof lit), p->lt_epi, ki);
+}
+
 static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const char *name, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_gemm_desc *d = &k->d.gemm;
@@ -555,6 +592,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
+    if (!quant && p.phases && (p.wg || p.pad_n)) phases_block(x, ki, &p, p.pre_norm ? "A" : NULL, &body);
     if (!quant && p.wg) {
       wgmma_body(x, ki, &p, &body);
     } else if (!quant) {
@@ -603,7 +641,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       if (p.algo)
         nnc_sb_printf(&body, "  g.algo = %d;   /* cuBLASLt's heuristic result %d, not its first: --tune=measure timed it faster */\n",
                       p.algo, p.algo);
-      if (p.phases)
+      if (p.phases && !p.pad_n)
         nnc_sb_printf(&body, "  g.row_phases = true;   /* rows of N are not 16-byte aligned: a call per phase of rows */\n");
       nnc_sb_printf(&body, "  nnrt_error err = {};\n");
       if (p.s.first_inner > 0) {

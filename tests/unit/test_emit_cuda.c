@@ -174,27 +174,33 @@ static void test_models(void **state) {
   assert_true(file_has(p, "precision bf16"));
   assert_true(file_has(p, "nnrt_cuda_gemm_run(m->blas, &g, s, &err)"));
   assert_true(file_has(p, "/* cuBLASLt after a norm kernel (by rule) */"));
-  /* the LM head: rows of 2001 f32 logits, not 16-byte aligned: cuBLASLt by phases of rows, written in place */
-  assert_true(file_has(p, "/* cuBLASLt after a norm kernel, a call per phase of rows (rows of N are not 16-byte aligned: "
-                          "row_phases), f32 out (by rule) */"));
-  assert_true(file_has(p, "g.row_phases = true;"));
-  assert_true(file_has(p, "g.D = c.out.logits;"));
-  assert_false(file_has(p, "nnc_unpad_rows"));
+  /* the LM head: padded rows, widened to the f32 logits by the copy (the output cast folded) */
+  assert_true(file_has(p, "/* cuBLASLt after a norm kernel in two calls (N a multiple of 64, then the rest) into rows "
+                          "padded to 16 bytes, copied as f32 (by rule) */"));
+  assert_true(file_has(p, "const int N0 = 1984;"));
+  assert_true(file_has(p, "nnc_unpad_rows<<<M, NNC_UNPAD_THREADS, 0, s>>>(c.out.logits, P, N, ldp);"));
+  /* from 1024 rows, cuBLASLt writes them in place by phases of rows */
+  assert_true(file_has(p, "  if (M >= 1024) {\n    nnrt_cuda_gemm g = {};\n"));
+  assert_true(file_has(p, "    g.D = c.out.logits;   /* logits [B,T,2001] */\n    g.ldd = N;\n"));
+  assert_true(file_has(p, "    g.row_phases = true;\n"));
   assert_true(file_has(p, "nnc_cuda_attention(a, s, &e)"));
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm90_bf16/Makefile", work);
   assert_true(file_has(p, "ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"));
-  /* sm_90a: the wgmma attention (NNC_CUDA_SM90A); the LM head by phases of
-   * rows, as on sm_80 (1.19 ms against nnc's wgmma GEMM's 1.45 on an H200) */
+  /* sm_90a: the wgmma attention (NNC_CUDA_SM90A) and the LM head on nnc's
+   * wgmma GEMM, which writes the f32 logits' unaligned rows in place, below
+   * 1024 rows; from there cuBLASLt by phases of rows */
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16/Makefile", work);
   assert_true(file_has(p, "ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90a,code=compute_90a"));
   assert_true(file_has(p, ",,-DNNC_CUDA_SM90A)\n"));   /* defined when ARCH builds sm_90a code only */
   snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16/gpt2.cu", work);
+  assert_true(file_has(p, "#include \"kernels/gemm_wgmma.cuh\""));
   /* (its comment goes on about the skinny GEMM's branch, test_skinny) */
-  assert_true(file_has(p, "/* cuBLASLt after a norm kernel, a call per phase of rows (rows of N are not 16-byte aligned: "
-                          "row_phases), f32 out (by rule)"));
-  assert_true(file_has(p, "g.row_phases = true;"));
-  assert_false(file_has(p, "nnc_cuda_gemm_wgmma_args"));
+  assert_true(file_has(p, "/* nnc's wgmma GEMM after a norm kernel, rows written in place, f32 out (by rule)"));
+  assert_true(file_has(p, "nnc_cuda_gemm_wgmma_args<__nv_bfloat16, float> g = {};"));
+  assert_true(file_has(p, "g.c = c.out.logits;"));
   assert_false(file_has(p, "nnc_unpad_rows"));
+  assert_true(file_has(p, "  if (M >= 1024) {\n    nnrt_cuda_gemm g = {};\n"));
+  assert_true(file_has(p, "    g.row_phases = true;\n"));
   assert_true(file_has(p, "nnrt_cuda_gemm_run(m->blas, &g, s, &err)"));   /* the block GEMMs stay on cuBLASLt */
   snprintf(p, sizeof p, "%s/bert_cuda-sm80_tf32/bert.cu", work);
   assert_true(file_has(p, "g.tf32 = true;"));
@@ -206,9 +212,9 @@ static void test_models(void **state) {
 }
 
 /* --outputs=storage: GPT-2's bf16 logits and the MLP's f16 ones are the
- * caller's uint16_t buffers. The LM head's cuBLASLt calls write the bf16
- * rows in place by phases of rows (no widening to f32); the harness takes
- * the outputs as bf16/f16. Built by nvcc for sm_80, sm_90 and sm_90a. */
+ * caller's uint16_t buffers. The LM head's cuBLASLt calls write padded bf16
+ * rows and the unpad copy writes bf16 (no widening to f32); the harness
+ * takes the outputs as bf16/f16. Built by nvcc for sm_80 and sm_90. */
 static void test_storage_outputs(void **state) {
   (void)state;
   if (!have_nvcc()) {
@@ -222,21 +228,25 @@ static void test_storage_outputs(void **state) {
   build_all("models/mlp.lua", "mlp", "cuda-sm80", "f16", "storage", mlp, 2, false, "");
   build_all("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", "storage", gpt2, 3, false, "");
   char p[512];
-  /* every target: cuBLASLt writes the bf16 logits in place by phases of rows, no padded copy */
-  for (int arch = 80; arch <= 90; arch += 10) {
-    snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d%s_bf16_storage/gpt2.cu", work, arch, arch == 90 ? "a" : "");
-    assert_true(file_has(p, "/* cuBLASLt after a norm kernel, a call per phase of rows (rows of N are not 16-byte "
-                            "aligned: row_phases) (by rule)"));
-    assert_true(file_has(p, "g.D = ((__nv_bfloat16 *)c.out.logits);"));
-    assert_false(file_has(p, "nnc_unpad_rows"));
-  }
+  /* sm_90a: the wgmma GEMM writes the bf16 logits in place, no padded copy */
+  snprintf(p, sizeof p, "%s/gpt2_cuda-sm90a_bf16_storage/gpt2.cu", work);
+  assert_true(file_has(p, "/* nnc's wgmma GEMM after a norm kernel, rows written in place (by rule)"));
+  assert_true(file_has(p, "nnc_cuda_gemm_wgmma_args<__nv_bfloat16, __nv_bfloat16> g = {};"));
+  assert_true(file_has(p, "g.c = ((__nv_bfloat16 *)c.out.logits);"));
+  assert_false(file_has(p, "nnc_unpad_rows"));
+  assert_true(file_has(p, "    g.D = ((__nv_bfloat16 *)c.out.logits);   /* linear [B,T,2001] */\n"));
+  assert_true(file_has(p, "    g.row_phases = true;\n"));
   for (int arch = 80; arch <= 90; arch += 10) {
     snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d_bf16_storage/gpt2.h", work, arch);
     assert_true(file_has(p, "  uint16_t *logits;   /* bf16[B,T,2001] */\n"));
     assert_true(file_has(p, " * bf16 outputs are left in the storage dtype (nnc --precision=bf16 --outputs=storage):\n"));
     snprintf(p, sizeof p, "%s/gpt2_cuda-sm%d_bf16_storage/gpt2.cu", work, arch);
     assert_true(file_has(p, " * precision bf16, outputs left in bf16 (--outputs=storage: no cast to f32).\n"));
-    assert_true(file_has(p, "g.row_phases = true;"));
+    assert_true(file_has(p, "/* cuBLASLt after a norm kernel in two calls (N a multiple of 64, then the rest) into rows "
+                            "padded to 16 bytes, copied (by rule)"));   /* sm_90: and the skinny branch */
+    assert_true(file_has(p, "  __nv_bfloat16 *P = (__nv_bfloat16 *)((unsigned char *)m->ws + "));
+    assert_true(file_has(p, "nnc_unpad_rows<<<M, NNC_UNPAD_THREADS, 0, s>>>(((__nv_bfloat16 *)c.out.logits), P, N, ldp);"));
+    assert_true(file_has(p, "    g.row_phases = true;\n"));   /* from 1024 rows */
     assert_true(file_has(p, "  dout.logits = (uint16_t *)m->out_dev[0];\n"));
     assert_true(file_has(p, "  if (!is_input && i == 0) return (size_t)(d->B * d->T * 2001) * 2;\n"));
     assert_false(file_has(p, "float *logits"));
