@@ -497,18 +497,42 @@ static size_t gcd_of(size_t a, size_t b) {
   return a;
 }
 
+/* Columns [from, to) of q's rows (q's D, residual, bias at column 0). */
+static nnrt_status run_columns(nnrt_cuda_blas *h, const nnrt_cuda_gemm *q, int from, int to, cudaStream_t s,
+                               nnrt_error *err) {
+  if (to <= from) return NNRT_OK;
+  size_t ea = dtype_size(q->ab), eo = dtype_size(q->out), eb = dtype_size(bias_type(q));
+  nnrt_cuda_gemm p = *q;
+  p.N = to - from;
+  p.B = (const char *)q->B + (size_t)from * (size_t)q->ldb * ea;
+  p.D = (char *)q->D + (size_t)from * eo;
+  if (q->residual) p.residual = (const char *)q->residual + (size_t)from * eo;
+  if (q->bias) p.bias = (const char *)q->bias + (size_t)from * eb;
+  gemm_name pn = {.g = &p};
+  return run_one(h, &p, s, &pn, err);
+}
+
 /* row_phases (nnrt_cuda.h): phase r's rows start (D + r * ldd) mod 16
  * bytes off a boundary; c of their columns reach the next one. cuBLASLt
- * is as slow on aligned rows whose N is odd (GPT-2's head at ldd 50304:
- * 6.7 ms, H200) as on unaligned ones, so the wide call takes a multiple of
- * 64 columns. */
+ * is as slow on aligned rows whose N is odd (GPT-2's head, N 50257 at
+ * ldd 50304: 6.7 ms, H200) as on unaligned ones, so the wide call takes a
+ * multiple of 64 columns. */
 static nnrt_status run_phases(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s, nnrt_error *err) {
-  size_t ea = dtype_size(g->ab), eo = dtype_size(g->out), eb = dtype_size(bias_type(g));
+  size_t ea = dtype_size(g->ab), eo = dtype_size(g->out);
   size_t row = (size_t)g->ldd * eo;
   int P = (int)(16 / gcd_of(row % 16, 16));
-  for (int r = 0; r < P && r < g->M; r++) {
+  /* Without a residual, the narrow columns of every phase go in two calls
+   * over all rows, [0, the widest lead) and [the first tail, N): a column
+   * a phase's wide call has written is written again, the same product
+   * rounded by another kernel (bf16 rows: 2 calls instead of 15). A
+   * residual must be added once: then per phase. */
+  bool merge = !g->residual;
+  int lead = 0, tail = g->N;
+  nnrt_status st = NNRT_OK;
+  for (int r = 0; r < P && r < g->M && st == NNRT_OK; r++) {
     size_t off = (size_t)r * row, mis = ((uintptr_t)g->D + off) % 16;
     int c = mis ? (int)((16 - mis) / eo) : 0;
+    if (c > g->N) c = g->N;
     nnrt_cuda_gemm q = *g;
     q.row_phases = false;
     q.M = (g->M - r + P - 1) / P;
@@ -519,23 +543,21 @@ static nnrt_status run_phases(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaSt
     if (g->residual) q.residual = (const char *)g->residual + off;
     /* [c, c + a multiple of 64): aligned rows of whole tiles; then the rest
      * of N, then [0, c) */
-    int wide = c < g->N ? c + (g->N - c) / 64 * 64 : c;
-    const int parts[3][2] = {{c, wide}, {wide > c ? wide : c, g->N}, {0, c < g->N ? c : g->N}};
-    for (int part = 0; part < 3; part++) {
-      nnrt_cuda_gemm p = q;
-      int from = parts[part][0], to = parts[part][1];
-      if (to <= from) continue;
-      p.N = to - from;
-      p.B = (const char *)g->B + (size_t)from * (size_t)g->ldb * ea;
-      p.D = (char *)q.D + (size_t)from * eo;
-      if (g->residual) p.residual = (const char *)q.residual + (size_t)from * eo;
-      if (g->bias) p.bias = (const char *)g->bias + (size_t)from * eb;
-      gemm_name pn = {.g = &p};
-      nnrt_status st = run_one(h, &p, s, &pn, err);
-      if (st != NNRT_OK) return st;
+    int wide = c + (g->N - c) / 64 * 64;
+    st = run_columns(h, &q, c, wide, s, err);
+    if (merge) {
+      lead = c > lead ? c : lead;
+      tail = wide < tail ? wide : tail;
+      continue;
     }
+    if (st == NNRT_OK) st = run_columns(h, &q, wide, g->N, s, err);
+    if (st == NNRT_OK) st = run_columns(h, &q, 0, c, s, err);
   }
-  return NNRT_OK;
+  nnrt_cuda_gemm all = *g;
+  all.row_phases = false;
+  if (merge && st == NNRT_OK) st = run_columns(h, &all, tail, g->N, s, err);
+  if (merge && st == NNRT_OK) st = run_columns(h, &all, 0, lead, s, err);
+  return st;
 }
 
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,

@@ -248,9 +248,10 @@ typedef struct nnrt_cuda_gemm {
  * P = 16 / gcd(ldd * size of out, 16): call r takes the rows m = r (mod P),
  * whose starts agree mod 16 bytes (leading dimension P * ldd), from the
  * first column at a 16-byte boundary on, a multiple of 64 columns (an odd
- * N is as slow as unaligned rows); then narrow calls per phase for the
- * columns after them and before them (at most 16 / size of out - 1). Each element is
- * written once, so a residual (in place too) adds once. Needs batch 1, A
+ * N is as slow as unaligned rows); then narrow calls for the columns
+ * after them and before them (fewer than 64 + 16 / size of out): two over
+ * all rows, or, with a residual (in place too), per phase, so that every
+ * element gets the residual once. Needs batch 1, A
  * [M,K] (not a_trans), B [N,K] (b_trans), no aux, bgrad or scale vectors
  * (a_scale's rows would be P apart); d_scale is allowed. When ldd's rows
  * are aligned already, the one call is the plain product. */
