@@ -16,22 +16,13 @@
 set -uo pipefail
 OUT=${OUT:-build/gpu_gemm_tma_out}
 mkdir -p "$OUT"
-status=0
 # BUDGET: seconds for the whole script (a device call allows 600); each
 # step's timeout is cut to what is left, so the table still comes out
 BUDGET=${BUDGET:-560}
-T0=$(date +%s)
-limit() { # the step's own limit $1, or what is left of the budget if less (at least 1: timeout 0 never stops)
-  local left=$((BUDGET - ($(date +%s) - T0)))
-  [ "$left" -lt 1 ] && left=1
-  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
-}
+# shellcheck source=bench/gpu_gemm_lib.sh
+. "$(dirname "$0")/gpu_gemm_lib.sh"
 
-step() { echo "== $*"; }
-
-step "device"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1 |
-  tee "$OUT/device.log"
+device
 
 if [ -n "${GEMM_TMA_BIN:-}" ] && [ -x "$GEMM_TMA_BIN/test_gemm_tma" ] && [ -x "$GEMM_TMA_BIN/test_gemm_tma_wd" ]; then
   BIN=$GEMM_TMA_BIN
@@ -48,55 +39,23 @@ else
   p2=$!
   wait $p1 || { tail -30 "$OUT/build_wd.log"; exit 1; }
   wait $p2 || { tail -30 "$OUT/build.log"; exit 1; }
-  # the kernel's registers and spills, one line an instance (ptxas reports the
-  # launch's 168; the consumers run with setmaxnreg's 232, the producer 40)
-  awk '/Compiling entry function .*nnc_gemm_tma_kernel/ { sub(/.*nnc_gemm_tma_kernelI/, ""); sub(/EEv.*/, ""); k = $0 }
-       k != "" && /spill stores/ { sp = $0; sub(/^ +/, "", sp) }
-       k != "" && /Used [0-9]+ registers/ { sub(/.*Used/, "Used"); print k ": " $0 ", " sp; k = "" }' "$OUT/build.log"
+  registers nnc_gemm_tma_kernel "$OUT/build.log"
 fi
 
 step "smoke (--small, 60 s limit: a hang shows here)"
-timeout 60 "$BIN/test_gemm_tma_wd" --small >"$OUT/smoke.log" 2>&1
-rc=$?
-tail -3 "$OUT/smoke.log"
-echo "smoke exit status: $rc"
-if [ $rc -ne 0 ]; then
+if ! smoke "$BIN/test_gemm_tma_wd" 3; then
   grep '^FAIL' "$OUT/smoke.log" | head -20
   echo "overall status: 1 (smoke failed; nothing else run)"
   exit 1
 fi
 
-step "correctness (float64 reference, every case)"
-timeout "$(limit 180)" "$BIN/test_gemm_tma" >"$OUT/test.log" 2>&1
-rc=$?
-grep -c '^PASS' "$OUT/test.log" | sed 's/^/passed: /'
-grep -A1 '^FAIL' "$OUT/test.log" | head -30
-tail -1 "$OUT/test.log"
-[ $rc -ne 0 ] && status=1
+correctness "$BIN/test_gemm_tma" 180 || status=1
 
 # the timings before the sanitizers (the table matters more than the
 # sanitizers if the call runs short), printed last
-step "timings"
-timeout "$(limit 150)" "$BIN/test_gemm_tma" --time >"$OUT/time.log" 2>&1
-rc=$?
-[ $rc -ne 0 ] && status=1
-grep -v '^|\|^## \|^$' "$OUT/time.log" | head -20
-echo "timing exit status: $rc"
+timings "$BIN/test_gemm_tma" 150 || status=1
 
-for tool in memcheck racecheck; do
-  step "compute-sanitizer $tool (--small)"
-  if [ "$(limit 120)" -lt 30 ]; then
-    echo "skipped: $(($(date +%s) - T0)) s of the ${BUDGET} s budget used"
-    status=1
-    continue
-  fi
-  timeout "$(limit 120)" compute-sanitizer --tool $tool --error-exitcode 3 "$BIN/test_gemm_tma" --small \
-    >"$OUT/$tool.log" 2>&1
-  rc=$?
-  tail -3 "$OUT/$tool.log"
-  echo "$tool exit status: $rc"
-  [ $rc -ne 0 ] && status=1
-done
+sanitizers "$BIN/test_gemm_tma" 120 30
 
 echo "overall status: $status (0: built clean, every check passed, sanitizers clean)"
 sed -n '/^## gemm_tma/,$p' "$OUT/time.log"

@@ -15,19 +15,11 @@
 set -uo pipefail
 OUT=${OUT:-build/gpu_gemm_tma8_out}
 mkdir -p "$OUT"
-status=0
 BUDGET=${BUDGET:-200}
-T0=$(date +%s)
-limit() { # the step's own limit $1, or what is left of the budget if less (at least 1)
-  local left=$((BUDGET - ($(date +%s) - T0)))
-  [ "$left" -lt 1 ] && left=1
-  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
-}
-step() { echo "== $*"; }
+# shellcheck source=bench/gpu_gemm_lib.sh
+. "$(dirname "$0")/gpu_gemm_lib.sh"
 
-step "device"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1 |
-  tee "$OUT/device.log"
+device
 
 runnable() { [ -x "$1" ] && ! ldd "$1" 2>&1 | grep -q "not found"; }
 BIN=${TMA8_BIN:-}
@@ -56,18 +48,13 @@ else
   wait $p2 || { tail -30 "$OUT/build.log"; exit 1; }
   wait $p3 || { tail -30 "$OUT/build_bf16.log"; exit 1; }
 fi
-# registers and spills, one line an instance (ptxas reports the launch's 168;
-# the consumers run with setmaxnreg's 232, the producer 40)
-awk '/Compiling entry function .*nnc_gemm_tma8_kernel/ { sub(/.*nnc_gemm_tma8_kernelI/, ""); sub(/EEv.*/, ""); k = $0 }
-     k != "" && /spill stores/ { sp = $0; sub(/^ +/, "", sp) }
-     k != "" && /Used [0-9]+ registers/ { sub(/.*Used/, "Used"); print k ": " $0 ", " sp; k = "" }' "$OUT/build.log" |
+# the 168 registers and 3 barriers every instance reports, left out
+registers nnc_gemm_tma8_kernel "$OUT/build.log" |
   sort | sed 's/Used 168 registers, used 3 barriers, //'
 
 step "smoke (--small under the watchdog, 60 s limit: a hang shows here)"
-timeout 60 "$BIN/test_gemm_tma8_wd" --small >"$OUT/smoke.log" 2>&1
+smoke "$BIN/test_gemm_tma8_wd" 2
 rc=$?
-tail -2 "$OUT/smoke.log"
-echo "smoke exit status: $rc"
 grep -A1 '^FAIL' "$OUT/smoke.log" | head -30
 # a hang (124) or a crash (a signal, or the watchdog's trap: CUDA errors exit 1 with "FAIL cuda") stops here;
 # cases over their tolerance go on to the full run, which says more
@@ -77,16 +64,10 @@ if [ $rc -eq 124 ] || [ $rc -ge 128 ] || grep -q '^FAIL cuda' "$OUT/smoke.log"; 
 fi
 [ $rc -ne 0 ] && status=1
 
-step "correctness (float64 reference, every case)"
-timeout "$(limit 60)" "$BIN/test_gemm_tma8" >"$OUT/test.log" 2>&1
-rc=$?
-grep -c '^PASS' "$OUT/test.log" | sed 's/^/passed: /'
-grep -A1 '^FAIL' "$OUT/test.log" | head -30
+correctness "$BIN/test_gemm_tma8" 60 || status=1
 # the largest error of each type pair, over every case and tile
 awk '/^PASS|^FAIL/ && /max rel error/ { t = $3; e = $9 + 0; if (!(t in m) || e > m[t]) m[t] = e }
      END { for (t in m) printf "max rel error %s: %.3g\n", t, m[t] }' "$OUT/test.log" | sort
-tail -1 "$OUT/test.log"
-[ $rc -ne 0 ] && status=1
 
 step "bf16 gemm_tma --small (the shared pipeline)"
 timeout "$(limit 40)" "$BIN/test_gemm_tma" --small >"$OUT/test_bf16.log" 2>&1
@@ -95,28 +76,9 @@ grep -A1 '^FAIL' "$OUT/test_bf16.log" | head -10
 tail -1 "$OUT/test_bf16.log"
 [ $rc -ne 0 ] && status=1
 
-step "timings"
-timeout "$(limit 60)" "$BIN/test_gemm_tma8" --time >"$OUT/time.log" 2>&1
-rc=$?
-[ $rc -ne 0 ] && status=1
-grep -v '^|\|^## \|^$' "$OUT/time.log" | head -20
-echo "timing exit status: $rc"
+timings "$BIN/test_gemm_tma8" 60 || status=1
 
-for tool in memcheck racecheck; do
-  step "compute-sanitizer $tool (--small)"
-  if [ "$(limit 60)" -lt 15 ]; then
-    echo "skipped: $(($(date +%s) - T0)) s of the ${BUDGET} s budget used"
-    status=1
-    continue
-  fi
-  timeout "$(limit 60)" compute-sanitizer --tool $tool --error-exitcode 3 "$BIN/test_gemm_tma8" --small \
-    >"$OUT/$tool.log" 2>&1
-  rc=$?
-  grep -c '^PASS' "$OUT/$tool.log" | sed 's/^/passed: /'
-  tail -2 "$OUT/$tool.log"
-  echo "$tool exit status: $rc$([ $rc -eq 124 ] && echo ' (timed out: the cases it finished were clean)')"
-  [ $rc -ne 0 ] && status=1
-done
+sanitizers "$BIN/test_gemm_tma8" 60 15
 
 echo "overall status: $status (0: every check passed, sanitizers clean) after $(($(date +%s) - T0)) s"
 sed -n '/^## gemm_tma8/,$p' "$OUT/time.log"

@@ -350,6 +350,69 @@ inline int grid_of(int tiles, int max_blocks, int sms) {
   return tiles < want ? tiles : want;
 }
 
+/* The arguments' checks of this pipeline's launchers (gemm_tma8.cuh's
+ * too), in one order so both refuse alike; each message names the kernel.
+ * G: either launcher's arguments. The operands' element size sets the
+ * rest: K, lda and ldb multiples of 16 bytes (the copy engine's strides),
+ * row strides under 2^40 bytes (the tensor map's limit). extra(): the
+ * launcher's own checks (gemm_tma8's scales), run after the pointers of a,
+ * b and c. NNC_CUDA_OK with *none true: M or N is 0, nothing to launch;
+ * else *sms is the current device's SM count. */
+template <bool EPI, typename G, typename Extra>
+nnc_cuda_status check_args(const G &g, const char *kernel, Extra extra, bool *none, int *sms, nnc_cuda_error *err) {
+  constexpr long long elem = sizeof(*g.a), k_multiple = 16 / elem, max_ld = (1ll << 40) / elem;
+  *none = false;
+  if (g.M < 0 || g.N < 0 || g.K < 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected sizes >= 0, found M %d, N %d, K %d", g.M, g.N, g.K);
+  if (g.M == 0 || g.N == 0) return *none = true, NNC_CUDA_OK;
+  if (g.M > INT_MAX - 256 || g.N > INT_MAX - 256) /* tile corners in int */
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected M and N under 2^31 - 256, found M %d, N %d", g.M, g.N);
+  if (g.K % k_multiple || g.lda % k_multiple || g.ldb % k_multiple || g.lda < g.K || g.ldb < g.K || g.ldc < g.N)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel,
+                         "expected K, lda and ldb multiples of %lld, lda and ldb >= K, ldc >= N; found K %d, lda %lld, "
+                         "ldb %lld, ldc %lld, N %d",
+                         k_multiple, g.K, g.lda, g.ldb, g.ldc, g.N);
+  if (g.lda >= max_ld || g.ldb >= max_ld)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected row strides under 2^40 bytes, found lda %lld, ldb %lld",
+                         g.lda, g.ldb);
+  if (!EPI && (g.act != NNC_CUDA_ACT_NONE || g.residual))
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel,
+                         "expected no activation or residual without the epilogue instance (EPI), found act %d, "
+                         "residual %p",
+                         (int)g.act, (const void *)g.residual);
+  if ((unsigned)g.act > (unsigned)NNC_CUDA_ACT_SILU)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected an nnc_cuda_act, found %d", (int)g.act);
+  if (g.residual && g.ldr < g.N)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected ldr >= N, found ldr %lld, N %d", g.ldr, g.N);
+  if (!g.a || !g.b || !g.c)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected device pointers for a, b and c, found %p, %p, %p",
+                         (const void *)g.a, (const void *)g.b, (const void *)g.c);
+  const nnc_cuda_status st = extra();
+  if (st != NNC_CUDA_OK) return st;
+  if ((reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b)) % 16)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected a and b 16-byte aligned, found %p and %p",
+                         (const void *)g.a, (const void *)g.b);
+  if (g.tile_n != 0 && g.tile_n != 128 && g.tile_n != 256)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected tile_n 0, 128 or 256, found %d", g.tile_n);
+  if (g.max_blocks < 0)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, kernel, "expected max_blocks >= 0, found %d", g.max_blocks);
+  int dev = 0, cc = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || !nnc_gtm::device_info(dev, sms, &cc))
+    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, kernel, "cannot query the current device");
+  if (cc != 90)
+    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, kernel,
+                         "expected a device of compute capability 9.0 (sm_90a), found %d.%d", cc / 10, cc % 10);
+  return NNC_CUDA_OK;
+}
+
+/* Every row of C (and of the residual) starts 16-byte aligned: the
+ * epilogue's 16-byte stores (params' vec). */
+template <typename G> bool rows_aligned(const G &g) {
+  constexpr long long out = sizeof(*g.c);
+  return reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.ldc * out % 16 == 0 &&
+         (!g.residual || (reinterpret_cast<uintptr_t>(g.residual) % 16 == 0 && g.ldr * out % 16 == 0));
+}
+
 template <typename T, typename TO, int BN, bool EPI>
 nnc_cuda_status launch(nnc_gemm_tma_params<T, TO> &p, int sms, cudaStream_t stream, nnc_cuda_error *err) {
   using L = tile<BN, T>;
@@ -374,49 +437,14 @@ nnc_cuda_status nnc_cuda_gemm_tma(const nnc_cuda_gemm_tma_args<T, TO> &g, cudaSt
   using namespace nnc_gt;
   static_assert(std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value, "bf16 or f16 operands");
   static_assert(std::is_same<TO, float>::value || std::is_same<TO, T>::value, "f32 or T out");
-  if (g.M < 0 || g.N < 0 || g.K < 0)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected sizes >= 0, found M %d, N %d, K %d", g.M, g.N, g.K);
-  if (g.M == 0 || g.N == 0) return NNC_CUDA_OK;
-  if (g.M > INT_MAX - 256 || g.N > INT_MAX - 256) /* tile corners in int */
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected M and N under 2^31 - 256, found M %d, N %d", g.M, g.N);
-  if (g.K % 8 || g.lda % 8 || g.ldb % 8 || g.lda < g.K || g.ldb < g.K || g.ldc < g.N)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
-                         "expected K, lda and ldb multiples of 8, lda and ldb >= K, ldc >= N; found K %d, lda %lld, "
-                         "ldb %lld, ldc %lld, N %d",
-                         g.K, g.lda, g.ldb, g.ldc, g.N);
-  if (g.lda >= (1ll << 39) || g.ldb >= (1ll << 39))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected row strides under 2^40 bytes, found lda %lld, ldb %lld",
-                         g.lda, g.ldb);
-  if (!EPI && (g.act != NNC_CUDA_ACT_NONE || g.residual))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
-                         "expected no activation or residual without the epilogue instance (EPI), found act %d, "
-                         "residual %p",
-                         (int)g.act, (const void *)g.residual);
-  if ((unsigned)g.act > (unsigned)NNC_CUDA_ACT_SILU)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected an nnc_cuda_act, found %d", (int)g.act);
-  if (g.residual && g.ldr < g.N)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected ldr >= N, found ldr %lld, N %d", g.ldr, g.N);
-  if (!g.a || !g.b || !g.c)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected device pointers for a, b and c, found %p, %p, %p",
-                         (const void *)g.a, (const void *)g.b, (const void *)g.c);
-  if ((reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b)) % 16)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a and b 16-byte aligned, found %p and %p",
-                         (const void *)g.a, (const void *)g.b);
-  if (g.tile_n != 0 && g.tile_n != 128 && g.tile_n != 256)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected tile_n 0, 128 or 256, found %d", g.tile_n);
-  if (g.max_blocks < 0)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected max_blocks >= 0, found %d", g.max_blocks);
-  int dev = 0, sms = 0, cc = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || !nnc_gtm::device_info(dev, &sms, &cc))
-    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cannot query the current device");
-  if (cc != 90)
-    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "expected a device of compute capability 9.0 (sm_90a), found %d.%d",
-                         cc / 10, cc % 10);
+  int sms = 0;
+  bool none = false;
+  const nnc_cuda_status st = nnc_gt::check_args<EPI>(g, KERNEL, [] { return NNC_CUDA_OK; }, &none, &sms, err);
+  if (st != NNC_CUDA_OK || none) return st;
   nnc_gemm_tma_params<T, TO> p;
   memset(&p, 0, sizeof p); /* K == 0 leaves the maps unused */
   p.g = g;
-  p.vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.ldc * (long long)sizeof(TO) % 16 == 0 &&
-          (!g.residual || (reinterpret_cast<uintptr_t>(g.residual) % 16 == 0 && g.ldr * (long long)sizeof(TO) % 16 == 0));
+  p.vec = nnc_gt::rows_aligned(g);
   const int bn = g.tile_n ? g.tile_n : pick_bn(g.M, g.N, sms);
   return bn == 128 ? launch<T, TO, 128, EPI>(p, sms, stream, err) : launch<T, TO, 256, EPI>(p, sms, stream, err);
 }

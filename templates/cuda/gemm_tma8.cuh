@@ -24,7 +24,8 @@
  * What is gemm_tma.cuh's: the producer, the stage ring and the k loop
  * (produce, mainloop: a stage is 128 bytes of k either way, so 128 k of
  * 8-bit, four k32 products a stage), the persistent tile walk, the tile
- * width choice, the tensor maps and the row stores (gemm_tma_rows.cuh).
+ * width choice, the tensor maps, the argument checks (nnc_gt::check_args)
+ * and the row stores (gemm_tma_rows.cuh).
  * What is this file's: the scales. A thread's two accumulator rows take
  * their row scale (times alpha) in registers; each warpgroup keeps the
  * tile's column scales and bias as f32 rows in shared memory (loaded
@@ -245,53 +246,23 @@ nnc_cuda_status nnc_cuda_gemm_tma8(const nnc_cuda_gemm_tma8_args<T8, TO> &g, cud
   static_assert(std::is_same<TO, float>::value || std::is_same<TO, __nv_bfloat16>::value ||
                     std::is_same<TO, __half>::value,
                 "f32, bf16 or f16 out");
-  if (g.M < 0 || g.N < 0 || g.K < 0)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected sizes >= 0, found M %d, N %d, K %d", g.M, g.N, g.K);
-  if (g.M == 0 || g.N == 0) return NNC_CUDA_OK;
-  if (g.M > INT_MAX - 256 || g.N > INT_MAX - 256) /* tile corners in int */
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected M and N under 2^31 - 256, found M %d, N %d", g.M, g.N);
-  if (g.K % 16 || g.lda % 16 || g.ldb % 16 || g.lda < g.K || g.ldb < g.K || g.ldc < g.N)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME,
-                         "expected K, lda and ldb multiples of 16, lda and ldb >= K, ldc >= N; found K %d, lda %lld, "
-                         "ldb %lld, ldc %lld, N %d",
-                         g.K, g.lda, g.ldb, g.ldc, g.N);
-  if (g.lda >= (1ll << 40) || g.ldb >= (1ll << 40))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected row strides under 2^40 bytes, found lda %lld, ldb %lld",
-                         g.lda, g.ldb);
-  if (!EPI && (g.act != NNC_CUDA_ACT_NONE || g.residual))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME,
-                         "expected no activation or residual without the epilogue instance (EPI), found act %d, "
-                         "residual %p",
-                         (int)g.act, (const void *)g.residual);
-  if ((unsigned)g.act > (unsigned)NNC_CUDA_ACT_SILU)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected an nnc_cuda_act, found %d", (int)g.act);
-  if (g.residual && g.ldr < g.N)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected ldr >= N, found ldr %lld, N %d", g.ldr, g.N);
-  if (!g.a || !g.b || !g.c || !g.a_scale || !g.b_scale)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME,
-                         "expected device pointers for a, b, c, a_scale and b_scale, found %p, %p, %p, %p, %p",
-                         (const void *)g.a, (const void *)g.b, (const void *)g.c, (const void *)g.a_scale,
-                         (const void *)g.b_scale);
-  if (g.a_scale_step != 0 && g.a_scale_step != 1)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected a_scale_step 0 or 1, found %d", g.a_scale_step);
-  if ((reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b)) % 16)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected a and b 16-byte aligned, found %p and %p",
-                         (const void *)g.a, (const void *)g.b);
-  if (g.tile_n != 0 && g.tile_n != 128 && g.tile_n != 256)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected tile_n 0, 128 or 256, found %d", g.tile_n);
-  if (g.max_blocks < 0)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected max_blocks >= 0, found %d", g.max_blocks);
-  int dev = 0, sms = 0, cc = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || !nnc_gtm::device_info(dev, &sms, &cc))
-    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, NAME, "cannot query the current device");
-  if (cc != 90)
-    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, NAME,
-                         "expected a device of compute capability 9.0 (sm_90a), found %d.%d", cc / 10, cc % 10);
+  /* this kernel's own checks, after the pointers of a, b and c */
+  auto scales = [&] {
+    if (!g.a_scale || !g.b_scale)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected device pointers for a_scale and b_scale, found %p, %p",
+                           (const void *)g.a_scale, (const void *)g.b_scale);
+    if (g.a_scale_step != 0 && g.a_scale_step != 1)
+      return nnc_cuda_fail(err, NNC_CUDA_E_ARG, NAME, "expected a_scale_step 0 or 1, found %d", g.a_scale_step);
+    return NNC_CUDA_OK;
+  };
+  int sms = 0;
+  bool none = false;
+  const nnc_cuda_status st = nnc_gt::check_args<EPI>(g, NAME, scales, &none, &sms, err);
+  if (st != NNC_CUDA_OK || none) return st;
   nnc_gemm_tma8_params<T8, TO> p;
   memset(&p, 0, sizeof p); /* K == 0 leaves the maps unused */
   p.g = g;
-  p.vec = reinterpret_cast<uintptr_t>(g.c) % 16 == 0 && g.ldc * (long long)sizeof(TO) % 16 == 0 &&
-          (!g.residual || (reinterpret_cast<uintptr_t>(g.residual) % 16 == 0 && g.ldr * (long long)sizeof(TO) % 16 == 0));
+  p.vec = nnc_gt::rows_aligned(g);
   const int bn = g.tile_n ? g.tile_n : pick_bn(g.M, g.N, sms);
   return bn == 128 ? launch<T8, TO, 128, EPI>(p, sms, stream, err) : launch<T8, TO, 256, EPI>(p, sms, stream, err);
 }

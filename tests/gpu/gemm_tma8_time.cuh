@@ -202,29 +202,19 @@ template <typename TO> static bool one(nnrt_cuda_blas *h, const shape &s, int sm
 }
 
 inline bool run() {
-  int dev = 0, sms = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, dev));
   nnrt_cuda_blas *h = nullptr;
   nnrt_error re = {};
   if (nnrt_cuda_blas_create(0, &h, &re)) return std::printf("FAIL blas: %s\n", re.msg), false;
-  using gemm_tma_time::SHAPES;
-  const int n = (int)(sizeof SHAPES / sizeof SHAPES[0]);
-  static char rows[sizeof SHAPES / sizeof SHAPES[0]][768];
-  bool ok = true;
-  for (int i = 0; i < n; ++i)
-    ok &= SHAPES[i].f32_out ? one<float>(h, SHAPES[i], sms, rows[i], sizeof rows[i])
-                            : one<__nv_bfloat16>(h, SHAPES[i], sms, rows[i], sizeof rows[i]);
+  const bool ok = gemm_tma_time::table<768>(
+      "gemm_tma8",
+      "| GEMM (N x K, epilogue) | tile | tma8 e4m3 | tma8 e4m3 128 | tma8 e4m3 256 | cuBLASLt fp8 | wgmma_fp8 | "
+      "tma8 s8 | w8a8 | tma bf16 | cuBLASLt bf16 | bf16 Lt / tma8 e4m3 | fp8 Lt / tma8 e4m3 | bf16 Lt / tma8 s8 | "
+      "w8a8 / tma8 s8 | check e4m3 / s8 |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+      [&](const shape &s, int sms, char *row, size_t n) {
+        return s.f32_out ? one<float>(h, s, sms, row, n) : one<__nv_bfloat16>(h, s, sms, row, n);
+      });
   nnrt_cuda_blas_destroy(h);
-  std::printf("\n## gemm_tma8 on %s (%d SMs): ms (TFLOP/s), median of 20\n\n", prop.name, sms);
-  std::printf("| GEMM (N x K, epilogue) | tile | tma8 e4m3 | tma8 e4m3 128 | tma8 e4m3 256 | cuBLASLt fp8 | "
-              "wgmma_fp8 | tma8 s8 | w8a8 | tma bf16 | cuBLASLt bf16 | bf16 Lt / tma8 e4m3 | fp8 Lt / tma8 e4m3 | "
-              "bf16 Lt / tma8 s8 | w8a8 / tma8 s8 | check e4m3 / s8 |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  for (int i = 0; i < n; ++i) std::printf("%s\n", rows[i]);
-  std::printf("\n%s\n", ok ? "timing: every check passed" : "timing: FAILED (a launch failed or a check over 1e-2)");
   return ok;
 }
 

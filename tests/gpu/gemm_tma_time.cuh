@@ -237,25 +237,35 @@ template <typename TO> static bool one(const shape &s, int sms, char *row, size_
   return ok;
 }
 
-inline bool run() {
+/* The timing table of every shape: row(shape, sms, buf, size) writes a
+ * shape's row and returns whether its checks passed; then the title (the
+ * kernel's, the device's), head (the Markdown header and rule lines) and
+ * the rows, last. ROW: the bytes of a row. */
+template <size_t ROW, typename Row> static bool table(const char *kernel, const char *head, Row row) {
   int dev = 0, sms = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
   const int n = (int)(sizeof SHAPES / sizeof SHAPES[0]);
-  static char rows[sizeof SHAPES / sizeof SHAPES[0]][512];
+  static char rows[sizeof SHAPES / sizeof SHAPES[0]][ROW];
   bool ok = true;
-  for (int i = 0; i < n; ++i)
-    ok &= SHAPES[i].f32_out ? one<float>(SHAPES[i], sms, rows[i], sizeof rows[i])
-                            : one<__nv_bfloat16>(SHAPES[i], sms, rows[i], sizeof rows[i]);
-  std::printf("\n## gemm_tma on %s (%d SMs): ms (TFLOP/s), median of 20\n\n", prop.name, sms);
-  std::printf("| GEMM (N x K, epilogue) | auto tile | tma auto | tma 128 | tma 256 | tma auto, streaming C | wgmma | "
-              "cuBLASLt bf16 | cuBLASLt / tma | wgmma / tma | check |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (int i = 0; i < n; ++i) ok &= row(SHAPES[i], sms, rows[i], sizeof rows[i]);
+  std::printf("\n## %s on %s (%d SMs): ms (TFLOP/s), median of 20\n\n", kernel, prop.name, sms);
+  std::printf("%s", head);
   for (int i = 0; i < n; ++i) std::printf("%s\n", rows[i]);
   std::printf("\n%s\n", ok ? "timing: every check passed" : "timing: FAILED (a launch failed or a check over 1e-2)");
   return ok;
+}
+
+inline bool run() {
+  return table<512>("gemm_tma",
+                    "| GEMM (N x K, epilogue) | auto tile | tma auto | tma 128 | tma 256 | tma auto, streaming C | "
+                    "wgmma | cuBLASLt bf16 | cuBLASLt / tma | wgmma / tma | check |\n"
+                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                    [](const shape &s, int sms, char *row, size_t n) {
+                      return s.f32_out ? one<float>(s, sms, row, n) : one<__nv_bfloat16>(s, sms, row, n);
+                    });
 }
 
 }  // namespace gemm_tma_time

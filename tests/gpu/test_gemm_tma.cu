@@ -22,41 +22,11 @@
  * table against cuBLASLt and gemm_wgmma.cuh on GPT-2 and BERT shapes.
  * Exits 1 on any failure, 77 (skipped) on a GPU that is not compute
  * capability 9.0. */
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <random>
-#include <type_traits>
-#include <vector>
-
 #include "gemm_tma.cuh"
+#include "gemm_tma_test.cuh"
 #include "gemm_tma_time.cuh"
-#include "gpu_test.cuh"
 
-static std::mt19937 rng(20261129);
-static int failures = 0;
-
-template <typename T> static T to(float x) {
-  if constexpr (std::is_same<T, float>::value) return x;
-  else if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
-  else return __float2bfloat16_rn(x);
-}
-template <typename T> static double from(T x) {
-  if constexpr (std::is_same<T, float>::value) return x;
-  else if constexpr (std::is_same<T, __half>::value) return __half2float(x);
-  else return __bfloat162float(x);
-}
-
-struct tcase {
-  const char *name;
-  int M, N, K, pad_c; /* ldc = N + pad_c */
-  bool bias, small;
-  float alpha;
-  nnc_cuda_act act;
-  bool residual, act_last, inplace; /* inplace: the residual is C itself */
-  int max_blocks;
-};
+using namespace gemm_tma_test;
 
 static const tcase CASES[] = {
     {"m17_n129_k64", 17, 129, 64, 0, false, true, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
@@ -79,15 +49,10 @@ static const tcase CASES[] = {
     {"m129_n200_k64_aligned_erf_res_last", 129, 200, 64, 8, true, false, 1.0f, NNC_CUDA_ACT_GELU_ERF, true, true, false, 0},
 };
 
-/* The epilogue's activations in float64. */
-static double act_of(nnc_cuda_act a, double x) {
-  switch (a) {
-  case NNC_CUDA_ACT_RELU: return x > 0 ? x : 0;
-  case NNC_CUDA_ACT_SILU: return x / (1 + std::exp(-x));
-  case NNC_CUDA_ACT_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-  case NNC_CUDA_ACT_GELU_TANH: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  default: return x;
-  }
+/* The launcher; epi: the epilogue instance. */
+template <typename T, typename TO>
+static nnc_cuda_status gemm(const nnc_cuda_gemm_tma_args<T, TO> &g, bool epi, nnc_cuda_error *err) {
+  return epi ? nnc_cuda_gemm_tma<T, TO, true>(g, (cudaStream_t)0, err) : nnc_cuda_gemm_tma(g, (cudaStream_t)0, err);
 }
 
 /* One case in one pair of types: the reference once, then each tile. */
@@ -97,42 +62,20 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<T> ha((size_t)M * lda + 1), hb((size_t)N * ldb + 1), hbias(N);
   std::vector<TO> hr((size_t)M * ldc + 1);
-  for (auto &x : ha) x = to<T>(u(rng));
-  for (auto &x : hb) x = to<T>(u(rng) * 0.1f);
-  for (auto &x : hbias) x = to<T>(u(rng));
-  for (auto &x : hr) x = to<TO>(u(rng));
-  std::vector<double> ref((size_t)M * N);
-  double maxref = 0;
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      double s = 0;
-      for (int k = 0; k < K; ++k) s += from(ha[(size_t)i * lda + k]) * from(hb[(size_t)j * ldb + k]);
-      const double v = c.alpha * s + (c.bias ? from(hbias[j]) : 0.0);
-      const double r = c.residual ? from(hr[(size_t)i * ldc + j]) : 0.0;
-      ref[(size_t)i * N + j] = c.act_last ? act_of(c.act, v + r) : act_of(c.act, v) + r;
-      maxref = std::fmax(maxref, std::fabs(ref[(size_t)i * N + j]));
-    }
-  T *da, *db, *dbias;
-  TO *dc, *dr;
-  CK(cudaMalloc(&da, ha.size() * sizeof(T)));
-  CK(cudaMalloc(&db, hb.size() * sizeof(T)));
-  CK(cudaMalloc(&dbias, hbias.size() * sizeof(T) + 1));
+  for (auto &x : ha) x = h_from<T>(u(rng));
+  for (auto &x : hb) x = h_from<T>(u(rng) * 0.1f);
+  for (auto &x : hbias) x = h_from<T>(u(rng));
+  for (auto &x : hr) x = h_from<TO>(u(rng));
+  std::vector<double> ref;
+  auto product = [&](int i, int j) { return c.alpha * dot(ha, lda, hb, ldb, i, j, K); };
+  const double maxref = reference(c, product, hbias, hr, ldc, ref);
+  T *da = device_copy(ha), *db = device_copy(hb), *dbias = device_copy(hbias);
+  TO *dr = device_copy(hr), *dc;
   CK(cudaMalloc(&dc, ((size_t)M * ldc + 1) * sizeof(TO)));
-  CK(cudaMalloc(&dr, hr.size() * sizeof(TO)));
-  CK(cudaMemcpy(dr, hr.data(), hr.size() * sizeof(TO), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(da, ha.data(), ha.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(db, hb.data(), hb.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dbias, hbias.data(), hbias.size() * sizeof(T), cudaMemcpyHostToDevice));
   const bool epi = c.act != NNC_CUDA_ACT_NONE || c.residual;
   /* the tanh GELU runs on tanh.approx (relative error about 2^-11) */
   const double tol = !std::is_same<TO, float>::value ? 1e-2 : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3 : 1e-5;
-  for (int tile_n : {128, 256}) {
-    /* poison; in place, the residual's values inside each row */
-    std::vector<TO> hc((size_t)M * ldc + 1, to<TO>(NAN));
-    if (c.inplace)
-      for (int i = 0; i < M; ++i)
-        for (int j = 0; j < N; ++j) hc[(size_t)i * ldc + j] = hr[(size_t)i * ldc + j];
-    CK(cudaMemcpy(dc, hc.data(), hc.size() * sizeof(TO), cudaMemcpyHostToDevice));
+  check_tiles(c, tn, 34, dc, hr, ldc, ref, maxref, tol, [&](int tile_n, nnc_cuda_error *err) {
     nnc_cuda_gemm_tma_args<T, TO> g = {};
     g.M = M, g.N = N, g.K = K;
     g.a = da, g.lda = lda, g.b = db, g.ldb = ldb;
@@ -144,48 +87,9 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
     g.tile_n = tile_n;
     g.stream_c = tile_n == 128; /* both store flavours, each tile one */
     g.max_blocks = c.max_blocks;
-    nnc_cuda_error err;
-    const nnc_cuda_status st =
-        epi ? nnc_cuda_gemm_tma<T, TO, true>(g, (cudaStream_t)0, &err) : nnc_cuda_gemm_tma(g, (cudaStream_t)0, &err);
-    if (st != NNC_CUDA_OK) {
-      std::printf("FAIL %s %s tile %d: %s\n", c.name, tn, tile_n, err.msg);
-      ++failures;
-      continue;
-    }
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(hc.data(), dc, hc.size() * sizeof(TO), cudaMemcpyDeviceToHost));
-    double maxerr = 0;
-    bool pad_ok = true;
-    long long bad = 0, first = -1; /* elements over the tolerance (or NaN), the first of them */
-    for (int i = 0; i < M; ++i) {
-      for (int j = 0; j < N; ++j) {
-        const double d = std::fabs(from(hc[(size_t)i * ldc + j]) - ref[(size_t)i * N + j]);
-        maxerr = std::isnan(d) ? INFINITY : std::fmax(maxerr, d);
-        if (!(d <= tol * (maxref > 0 ? maxref : 1))) {
-          if (first < 0) first = (long long)i * N + j;
-          ++bad;
-        }
-      }
-      for (long long j = N; j < ldc; ++j) pad_ok &= std::isnan(from(hc[(size_t)i * ldc + j]));
-    }
-    pad_ok &= std::isnan(from(hc[(size_t)M * ldc])); /* the guard element after C */
-    const double rel = maxref > 0 ? maxerr / maxref : maxerr;
-    const bool ok = rel <= tol && pad_ok;
-    std::printf("%s %-34s %-9s tile %d max rel error %.3g (tol %g)%s\n", ok ? "PASS" : "FAIL", c.name, tn, tile_n, rel,
-                tol, pad_ok ? "" : ", wrote past N");
-    /* where it went wrong: a pattern of rows and columns points at the stage, swizzle or tile walk */
-    if (bad > 0) {
-      const int i = (int)(first / N), j = (int)(first % N);
-      std::printf("     %lld of %lld elements off; first at row %d col %d: %g, want %g\n", bad, (long long)M * N, i, j,
-                  from(hc[(size_t)i * ldc + j]), ref[(size_t)first]);
-    }
-    failures += !ok;
-  }
-  CK(cudaFree(da));
-  CK(cudaFree(db));
-  CK(cudaFree(dbias));
-  CK(cudaFree(dc));
-  CK(cudaFree(dr));
+    return gemm(g, epi, err);
+  });
+  for (void *p : {(void *)da, (void *)db, (void *)dbias, (void *)dc, (void *)dr}) CK(cudaFree(p));
 }
 
 /* Refusals: nothing launched, E_ARG with a message. */
@@ -197,13 +101,8 @@ static void arg_checks() {
   CK(cudaMalloc(&d, 4096));
   CK(cudaMalloc(&c, 4096));
   g.M = 4, g.N = 4, g.K = 8, g.a = d, g.lda = 8, g.b = d, g.ldb = 8, g.c = c, g.ldc = 4, g.alpha = 1;
-  nnc_cuda_error err;
-  auto expect = [&](const char *what, args x, nnc_cuda_status want, bool epi = false) {
-    const nnc_cuda_status st = epi ? nnc_cuda_gemm_tma<__nv_bfloat16, float, true>(x, (cudaStream_t)0, &err)
-                                   : nnc_cuda_gemm_tma(x, (cudaStream_t)0, &err);
-    const bool ok = st == want;
-    std::printf("%s args: %s -> %d%s%s\n", ok ? "PASS" : "FAIL", what, (int)st, st ? ": " : "", st ? err.msg : "");
-    failures += !ok;
+  auto expect = [](const char *what, const args &x, nnc_cuda_status want, bool epi = false) {
+    gemm_tma_test::expect(what, x, want, epi, gemm);
   };
   auto x = g;
   x.K = 7, x.lda = 7, x.ldb = 7;
@@ -241,19 +140,7 @@ static void arg_checks() {
   CK(cudaFree(c));
 }
 
-int main(int argc, char **argv) {
-  const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
-  const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
-  int dev = 0, major = 0, minor = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major != 9 || minor != 0) {
-    std::printf("SKIP: sm_90a code needs compute capability 9.0, found %d.%d\n", major, minor);
-    return 77;
-  }
-  if (timing) return gemm_tma_time::run() ? 0 : 1;
-  arg_checks();
+static int cases(bool small) {
   int n = 0;
   for (const tcase &c : CASES) {
     if (small && !c.small) continue;
@@ -263,6 +150,7 @@ int main(int argc, char **argv) {
     run_case<__half, __half>(c, "f16>f16");
     n += 8;
   }
-  std::printf("%s: %d cases, %d failed\n", failures ? "FAILED" : "ALL PASSED", n, failures);
-  return failures ? 1 : 0;
+  return n;
 }
+
+int main(int argc, char **argv) { return run_main(argc, argv, gemm_tma_time::run, arg_checks, cases); }

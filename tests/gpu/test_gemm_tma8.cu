@@ -23,33 +23,13 @@
  * table against cuBLASLt FP8 and bf16, gemm_wgmma_fp8.cuh, gemm_w8a8.cuh
  * and gemm_tma.cuh on GPT-2 and BERT shapes. Exits 1 on any failure, 77
  * (skipped) on a GPU that is not compute capability 9.0. */
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <random>
-#include <type_traits>
-#include <vector>
-
 #include "gemm_tma8.cuh"
 #include "gemm_tma8_time.cuh"
-#include "gpu_test.cuh"
+#include "gemm_tma_test.cuh"
 
-static std::mt19937 rng(20261129);
-static int failures = 0;
+using namespace gemm_tma_test;
 
-template <typename T> static T to(float x) {
-  if constexpr (std::is_same<T, float>::value) return x;
-  else if constexpr (std::is_same<T, __half>::value) return __float2half_rn(x);
-  else return __float2bfloat16_rn(x);
-}
-template <typename T> static double from(T x) {
-  if constexpr (std::is_same<T, float>::value) return x;
-  else if constexpr (std::is_same<T, __half>::value) return __half2float(x);
-  else if constexpr (std::is_same<T, __nv_bfloat16>::value) return __bfloat162float(x);
-  else if constexpr (std::is_same<T, signed char>::value) return x;
-  else return (float)x; /* e4m3 */
-}
+static double h_to(__nv_fp8_e4m3 x) { return (float)x; }
 
 /* A random operand value: e4m3 of a uniform value in [-1, 1) (never NaN),
  * or an int8 in [-127, 127]. */
@@ -60,49 +40,32 @@ template <typename T8> static T8 random8() {
     return __nv_fp8_e4m3(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng));
 }
 
-struct tcase {
-  const char *name;
-  int M, N, K, pad_c; /* ldc = N + pad_c */
-  bool bias, small;
-  float alpha;
-  int a_step; /* a_scale_step */
-  nnc_cuda_act act;
-  bool residual, act_last, inplace; /* inplace: the residual is C itself */
-  int max_blocks;
-};
-
+/* a_step (last) 1 unless given: a scale per row of A */
 static const tcase CASES[] = {
-    {"m17_n129_k128", 17, 129, 128, 0, false, true, 1.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m130_n257_k144_bias_padc", 130, 257, 144, 3, true, true, 0.5f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m300_n1003_k784_bias", 300, 1003, 784, 0, true, false, 1.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m3_n50257_k768_lm_head", 3, 50257, 768, 0, false, false, 1.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m257_n300_k16_one_scale", 257, 300, 16, 1, true, false, 1.0f, 0, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m260_n300_k0_bias", 260, 300, 0, 0, true, false, 1.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m515_n777_k272_3blocks", 515, 777, 272, 2, true, true, 1.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 3},
-    {"m1029_n1100_k400_1block", 1029, 1100, 400, 0, false, false, 0.25f, 0, NNC_CUDA_ACT_NONE, false, false, false, 1},
-    {"m130_n1537_k384_gelu_erf", 130, 1537, 384, 0, true, true, 1.0f, 1, NNC_CUDA_ACT_GELU_ERF, false, false, false, 0},
-    {"m67_n300_k48_gelu_tanh_res", 67, 300, 48, 2, true, false, 1.0f, 1, NNC_CUDA_ACT_GELU_TANH, true, false, false, 0},
-    {"m129_n258_k128_silu", 129, 258, 128, 0, false, false, 1.0f, 1, NNC_CUDA_ACT_SILU, false, false, false, 0},
-    {"m33_n129_k80_res_relu_last", 33, 129, 80, 1, true, true, 0.5f, 0, NNC_CUDA_ACT_RELU, true, true, false, 0},
-    {"m200_n384_k384_residual", 200, 384, 384, 0, true, false, 1.0f, 1, NNC_CUDA_ACT_NONE, true, false, false, 0},
-    {"m300_n520_k208_res_inplace_2blocks", 300, 520, 208, 8, true, true, 1.0f, 1, NNC_CUDA_ACT_GELU_TANH, true, false,
-     true, 2},
+    {"m17_n129_k128", 17, 129, 128, 0, false, true, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m130_n257_k144_bias_padc", 130, 257, 144, 3, true, true, 0.5f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m300_n1003_k784_bias", 300, 1003, 784, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m3_n50257_k768_lm_head", 3, 50257, 768, 0, false, false, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m257_n300_k16_one_scale", 257, 300, 16, 1, true, false, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0, 0},
+    {"m260_n300_k0_bias", 260, 300, 0, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m515_n777_k272_3blocks", 515, 777, 272, 2, true, true, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 3},
+    {"m1029_n1100_k400_1block", 1029, 1100, 400, 0, false, false, 0.25f, NNC_CUDA_ACT_NONE, false, false, false, 1, 0},
+    {"m130_n1537_k384_gelu_erf", 130, 1537, 384, 0, true, true, 1.0f, NNC_CUDA_ACT_GELU_ERF, false, false, false, 0},
+    {"m67_n300_k48_gelu_tanh_res", 67, 300, 48, 2, true, false, 1.0f, NNC_CUDA_ACT_GELU_TANH, true, false, false, 0},
+    {"m129_n258_k128_silu", 129, 258, 128, 0, false, false, 1.0f, NNC_CUDA_ACT_SILU, false, false, false, 0},
+    {"m33_n129_k80_res_relu_last", 33, 129, 80, 1, true, true, 0.5f, NNC_CUDA_ACT_RELU, true, true, false, 0, 0},
+    {"m200_n384_k384_residual", 200, 384, 384, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, true, false, false, 0},
+    {"m300_n520_k208_res_inplace_2blocks", 300, 520, 208, 8, true, true, 1.0f, NNC_CUDA_ACT_GELU_TANH, true, false, true, 2},
     /* rows of C 16-byte aligned (ldc * sizeof(out) % 16 == 0): the 16-byte stores, whole and cut by N */
-    {"m150_n264_k144_aligned_bias", 150, 264, 144, 0, true, true, 1.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m70_n261_k48_aligned_tail", 70, 261, 48, 3, false, true, 2.0f, 1, NNC_CUDA_ACT_NONE, false, false, false, 0},
-    {"m129_n200_k128_aligned_erf_res_last", 129, 200, 128, 8, true, false, 1.0f, 1, NNC_CUDA_ACT_GELU_ERF, true, true,
-     false, 0},
+    {"m150_n264_k144_aligned_bias", 150, 264, 144, 0, true, true, 1.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m70_n261_k48_aligned_tail", 70, 261, 48, 3, false, true, 2.0f, NNC_CUDA_ACT_NONE, false, false, false, 0},
+    {"m129_n200_k128_aligned_erf_res_last", 129, 200, 128, 8, true, false, 1.0f, NNC_CUDA_ACT_GELU_ERF, true, true, false, 0},
 };
 
-/* The epilogue's activations in float64. */
-static double act_of(nnc_cuda_act a, double x) {
-  switch (a) {
-  case NNC_CUDA_ACT_RELU: return x > 0 ? x : 0;
-  case NNC_CUDA_ACT_SILU: return x / (1 + std::exp(-x));
-  case NNC_CUDA_ACT_GELU_ERF: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-  case NNC_CUDA_ACT_GELU_TANH: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  default: return x;
-  }
+/* The launcher; epi: the epilogue instance. */
+template <typename T8, typename TO>
+static nnc_cuda_status gemm(const nnc_cuda_gemm_tma8_args<T8, TO> &g, bool epi, nnc_cuda_error *err) {
+  return epi ? nnc_cuda_gemm_tma8<T8, TO, true>(g, (cudaStream_t)0, err) : nnc_cuda_gemm_tma8(g, (cudaStream_t)0, err);
 }
 
 /* One case in one pair of types: the reference once, then each tile. */
@@ -120,48 +83,24 @@ template <typename T8, typename TO> static void run_case(const tcase &c, const c
   const float unit = (s8 ? 1.0f / (127.0f * 127.0f) : 1.0f) / std::sqrt((float)(K > 0 ? K : 1));
   for (auto &x : hsa) x = pos(rng) * std::sqrt(unit) * 2.0f;
   for (auto &x : hsb) x = pos(rng) * std::sqrt(unit) * 2.0f;
-  for (auto &x : hbias) x = to<TO>(u(rng));
-  for (auto &x : hr) x = to<TO>(u(rng));
-  std::vector<double> ref((size_t)M * N);
-  double maxref = 0;
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      double s = 0;
-      for (int k = 0; k < K; ++k) s += from(ha[(size_t)i * lda + k]) * from(hb[(size_t)j * ldb + k]);
-      const double as = hsa[c.a_step ? i : 0];
-      const double v = c.alpha * as * hsb[j] * s + (c.bias ? from(hbias[j]) : 0.0);
-      const double r = c.residual ? from(hr[(size_t)i * ldc + j]) : 0.0;
-      ref[(size_t)i * N + j] = c.act_last ? act_of(c.act, v + r) : act_of(c.act, v) + r;
-      maxref = std::fmax(maxref, std::fabs(ref[(size_t)i * N + j]));
-    }
-  T8 *da, *db;
-  float *dsa, *dsb;
-  TO *dbias, *dc, *dr;
-  CK(cudaMalloc(&da, ha.size()));
-  CK(cudaMalloc(&db, hb.size()));
-  CK(cudaMalloc(&dsa, hsa.size() * sizeof(float)));
-  CK(cudaMalloc(&dsb, hsb.size() * sizeof(float)));
-  CK(cudaMalloc(&dbias, hbias.size() * sizeof(TO) + 1));
+  for (auto &x : hbias) x = h_from<TO>(u(rng));
+  for (auto &x : hr) x = h_from<TO>(u(rng));
+  std::vector<double> ref;
+  auto product = [&](int i, int j) {
+    const double as = hsa[c.a_step ? i : 0];
+    return c.alpha * as * hsb[j] * dot(ha, lda, hb, ldb, i, j, K);
+  };
+  const double maxref = reference(c, product, hbias, hr, ldc, ref);
+  T8 *da = device_copy(ha), *db = device_copy(hb);
+  float *dsa = device_copy(hsa), *dsb = device_copy(hsb);
+  TO *dbias = device_copy(hbias), *dr = device_copy(hr), *dc;
   CK(cudaMalloc(&dc, ((size_t)M * ldc + 1) * sizeof(TO)));
-  CK(cudaMalloc(&dr, hr.size() * sizeof(TO)));
-  CK(cudaMemcpy(da, ha.data(), ha.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(db, hb.data(), hb.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dsa, hsa.data(), hsa.size() * sizeof(float), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dsb, hsb.data(), hsb.size() * sizeof(float), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dbias, hbias.data(), hbias.size() * sizeof(TO), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dr, hr.data(), hr.size() * sizeof(TO), cudaMemcpyHostToDevice));
   const bool epi = c.act != NNC_CUDA_ACT_NONE || c.residual;
   const double tol = !std::is_same<TO, float>::value      ? 1e-2
                      : !s8                                 ? 5e-3
                      : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3
                                                            : 1e-5;
-  for (int tile_n : {128, 256}) {
-    /* poison; in place, the residual's values inside each row */
-    std::vector<TO> hc((size_t)M * ldc + 1, to<TO>(NAN));
-    if (c.inplace)
-      for (int i = 0; i < M; ++i)
-        for (int j = 0; j < N; ++j) hc[(size_t)i * ldc + j] = hr[(size_t)i * ldc + j];
-    CK(cudaMemcpy(dc, hc.data(), hc.size() * sizeof(TO), cudaMemcpyHostToDevice));
+  check_tiles(c, tn, 36, dc, hr, ldc, ref, maxref, tol, [&](int tile_n, nnc_cuda_error *err) {
     nnc_cuda_gemm_tma8_args<T8, TO> g = {};
     g.M = M, g.N = N, g.K = K;
     g.a = da, g.lda = lda, g.a_scale = dsa, g.a_scale_step = c.a_step;
@@ -174,49 +113,10 @@ template <typename T8, typename TO> static void run_case(const tcase &c, const c
     g.tile_n = tile_n;
     g.stream_c = tile_n == 128; /* both store flavours, each tile one */
     g.max_blocks = c.max_blocks;
-    nnc_cuda_error err;
-    const nnc_cuda_status st = epi ? nnc_cuda_gemm_tma8<T8, TO, true>(g, (cudaStream_t)0, &err)
-                                   : nnc_cuda_gemm_tma8(g, (cudaStream_t)0, &err);
-    if (st != NNC_CUDA_OK) {
-      std::printf("FAIL %s %s tile %d: %s\n", c.name, tn, tile_n, err.msg);
-      ++failures;
-      continue;
-    }
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(hc.data(), dc, hc.size() * sizeof(TO), cudaMemcpyDeviceToHost));
-    double maxerr = 0;
-    bool pad_ok = true;
-    long long bad = 0, first = -1; /* elements over the tolerance (or NaN), the first of them */
-    for (int i = 0; i < M; ++i) {
-      for (int j = 0; j < N; ++j) {
-        const double d = std::fabs(from(hc[(size_t)i * ldc + j]) - ref[(size_t)i * N + j]);
-        maxerr = std::isnan(d) ? INFINITY : std::fmax(maxerr, d);
-        if (!(d <= tol * (maxref > 0 ? maxref : 1))) {
-          if (first < 0) first = (long long)i * N + j;
-          ++bad;
-        }
-      }
-      for (long long j = N; j < ldc; ++j) pad_ok &= std::isnan(from(hc[(size_t)i * ldc + j]));
-    }
-    pad_ok &= std::isnan(from(hc[(size_t)M * ldc])); /* the guard element after C */
-    const double rel = maxref > 0 ? maxerr / maxref : maxerr;
-    const bool ok = rel <= tol && pad_ok;
-    std::printf("%s %-36s %-9s tile %d max rel error %.3g (tol %g)%s\n", ok ? "PASS" : "FAIL", c.name, tn, tile_n, rel,
-                tol, pad_ok ? "" : ", wrote past N");
-    if (bad > 0) {
-      const int i = (int)(first / N), j = (int)(first % N);
-      std::printf("     %lld of %lld elements off; first at row %d col %d: %g, want %g\n", bad, (long long)M * N, i, j,
-                  from(hc[(size_t)i * ldc + j]), ref[(size_t)first]);
-    }
-    failures += !ok;
-  }
-  CK(cudaFree(da));
-  CK(cudaFree(db));
-  CK(cudaFree(dsa));
-  CK(cudaFree(dsb));
-  CK(cudaFree(dbias));
-  CK(cudaFree(dc));
-  CK(cudaFree(dr));
+    return gemm(g, epi, err);
+  });
+  for (void *p : {(void *)da, (void *)db, (void *)dsa, (void *)dsb, (void *)dbias, (void *)dc, (void *)dr})
+    CK(cudaFree(p));
 }
 
 /* Refusals: nothing launched, E_ARG with a message. */
@@ -229,13 +129,8 @@ static void arg_checks() {
   args g = {};
   g.M = 4, g.N = 4, g.K = 16, g.a = d, g.lda = 16, g.b = d, g.ldb = 16, g.c = c, g.ldc = 4, g.alpha = 1;
   g.a_scale = c, g.a_scale_step = 1, g.b_scale = c;
-  nnc_cuda_error err;
-  auto expect = [&](const char *what, args x, nnc_cuda_status want, bool epi = false) {
-    const nnc_cuda_status st = epi ? nnc_cuda_gemm_tma8<__nv_fp8_e4m3, float, true>(x, (cudaStream_t)0, &err)
-                                   : nnc_cuda_gemm_tma8(x, (cudaStream_t)0, &err);
-    const bool ok = st == want;
-    std::printf("%s args: %s -> %d%s%s\n", ok ? "PASS" : "FAIL", what, (int)st, st ? ": " : "", st ? err.msg : "");
-    failures += !ok;
+  auto expect = [](const char *what, const args &x, nnc_cuda_status want, bool epi = false) {
+    gemm_tma_test::expect(what, x, want, epi, gemm);
   };
   auto x = g;
   x.K = 8, x.lda = 8, x.ldb = 8;
@@ -273,19 +168,7 @@ static void arg_checks() {
   CK(cudaFree(c));
 }
 
-int main(int argc, char **argv) {
-  const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
-  const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
-  int dev = 0, major = 0, minor = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major != 9 || minor != 0) {
-    std::printf("SKIP: sm_90a code needs compute capability 9.0, found %d.%d\n", major, minor);
-    return 77;
-  }
-  if (timing) return gemm_tma8_time::run() ? 0 : 1;
-  arg_checks();
+static int cases(bool small) {
   int n = 0;
   for (const tcase &c : CASES) {
     if (small && !c.small) continue;
@@ -297,6 +180,7 @@ int main(int argc, char **argv) {
     if (!small) run_case<__nv_fp8_e4m3, __half>(c, "e4m3>f16"), n += 2;
     n += 10;
   }
-  std::printf("%s: %d cases, %d failed\n", failures ? "FAILED" : "ALL PASSED", n, failures);
-  return failures ? 1 : 0;
+  return n;
 }
+
+int main(int argc, char **argv) { return run_main(argc, argv, gemm_tma8_time::run, arg_checks, cases); }
