@@ -11,8 +11,10 @@
 # plain build (the watchdog's printf makes ptxas serialize the wgmmas).
 # Run from the repository root. Logs go to $OUT (build/gpu_gemm_tma_ln_out
 # when unset). GEMM_TMA_LN_BIN: a folder holding test_gemm_tma_ln and
-# test_gemm_tma_ln_wd built by the nvcc lines below where nvcc is (with
-# build.log beside them): no build here when both run on this machine.
+# test_gemm_tma_ln_wd (and test_gemm_tma_ln_trace, optional) built by the
+# nvcc lines below where nvcc is (with build.log beside them): no build here
+# when both run on this machine. The trace build's --trace table (each
+# phase of the fused kernel, from in-kernel timer marks) prints last.
 set -uo pipefail
 OUT=${OUT:-build/gpu_gemm_tma_ln_out}
 mkdir -p "$OUT"
@@ -55,8 +57,12 @@ else
   p1=$!
   nvcc $flags -o "$BIN/test_gemm_tma_ln" tests/gpu/test_gemm_tma_ln.cu -lcuda -lcublasLt >"$OUT/build.log" 2>&1 &
   p2=$!
+  nvcc $flags -DNNC_GEMM_TMA_LN_TRACE -o "$BIN/test_gemm_tma_ln_trace" tests/gpu/test_gemm_tma_ln.cu -lcuda \
+    -lcublasLt >"$OUT/build_trace.log" 2>&1 &
+  p3=$!
   wait $p1 || { tail -30 "$OUT/build_wd.log"; exit 1; }
   wait $p2 || { tail -30 "$OUT/build.log"; exit 1; }
+  wait $p3 || tail -30 "$OUT/build_trace.log" # the trace is extra: the rest runs without it
 fi
 # the kernel's registers and spills, one line an instance (T, NH, warpgroups,
 # blocks a cluster; with two warpgroups ptxas reports the launch's 168, the
@@ -92,6 +98,13 @@ rc=$?
 grep -v '^|\|^## \|^$' "$OUT/time.log" | head -20
 echo "timing exit status: $rc"
 
+# where the fused kernel's time goes (the trace build's phase marks)
+if [ -x "$BIN/test_gemm_tma_ln_trace" ]; then
+  step "phases (--trace)"
+  timeout "$(limit 30)" "$BIN/test_gemm_tma_ln_trace" --trace >"$OUT/trace.log" 2>&1
+  echo "trace exit status: $?"
+fi
+
 for tool in memcheck racecheck; do
   step "compute-sanitizer $tool (--small)"
   if [ "$(limit 60)" -lt 15 ]; then
@@ -109,4 +122,5 @@ done
 
 echo "overall status: $status (0: built clean, every check passed, sanitizers clean)"
 sed -n '/^## gemm_tma_ln/,$p' "$OUT/time.log"
+[ -f "$OUT/trace.log" ] && sed -n '/^## gemm_tma_ln phases/,$p' "$OUT/trace.log"
 exit $status

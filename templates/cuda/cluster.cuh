@@ -33,12 +33,14 @@ __device__ __forceinline__ unsigned count() {
   return r;
 }
 
-/* Every thread of every block of the cluster arrives, then waits; memory
- * before it (shared and global) is visible to all of them after it. The
- * non-.aligned forms: threads of a warp may reach it apart. */
-__device__ __forceinline__ void sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
+/* The cluster barrier in two halves: every thread of every block arrives
+ * (releasing what it wrote before), and a thread's wait returns once all
+ * have arrived (acquiring it); between the two a thread may work on. A
+ * thread waits before it arrives again. The non-.aligned forms: threads of
+ * a warp may reach them apart. */
+__device__ __forceinline__ void arrive() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+__device__ __forceinline__ void wait() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+__device__ __forceinline__ void sync() { arrive(), wait(); }
 
 /* The shared::cluster address of p (this block's shared memory) in block rank. */
 __device__ __forceinline__ uint32_t peer(const void *p, unsigned rank) {

@@ -37,18 +37,24 @@
  * (its M is 64); splitting K needs a reduction through memory. Rows of N
  * <= 64 take one warpgroup and no exchange. The launcher picks the form
  * by waves of tiles (pick_split; split forces either).
- * The epilogue stays in registers: the residual's pairs are loaded before
- * the k loop (they land under it), bias, gamma and beta sit in shared
- * memory as f32 for the whole kernel (the block's columns never change),
- * each row's sums take two quad shuffles and one exchange (the halves'
- * sums and centered sums of squares, merged as Chan et al.), and the
- * stores go out in pairs of columns straight from the accumulators.
- * Measured (H200, cold L2, GPU time; test_gemm_tma_ln --time): BERT's
- * M = 4096, N = 384 in 15.3 us after K = 384 and 19.5 us after K = 1536
- * (cluster form; the block form 15.3 and 26.3), against 15.5 and 19.6 for
- * cuBLASLt + layernorm.cuh and 19.9 and 25.0 for gemm_tma + layernorm.cuh.
- * Per k step this costs what cuBLASLt does; the gap is a fixed ~4 us that
- * gemm_tma shows too (not yet found). */
+ * Halves of 256 (N > 384) take the cluster form only (registers).
+ * The epilogue: the residual is loaded before the k loop (it lands under
+ * it); bias, gamma and beta are loaded under the first k loop and sit in
+ * shared memory as f32 for the rest of the kernel (the block's columns
+ * never change); each row's sums take two quad shuffles and one exchange
+ * (the halves' sums and centered sums of squares, merged as Chan et al.).
+ * Rows of whole 16-byte vectors (VEC instances: BERT's) move through a
+ * buffer a warpgroup as coalesced vectors (gemm_tma_ln_tile.cuh); others in
+ * pairs of columns straight from the accumulators (gemm_tma_ln_rows.cuh).
+ * The producer issues its first copies before anything else.
+ * Measured (H200, cold L2, GPU time; test_gemm_tma_ln --time), before the
+ * VEC instances and the early copies (commit f56930d): BERT's M = 4096,
+ * N = 384 in 15.3 us after K = 384 and 19.5 us after K = 1536 (cluster
+ * form; the block form 15.3 and 26.3), against 15.5 and 19.6 for cuBLASLt +
+ * layernorm.cuh and 19.9 and 25.0 for gemm_tma + layernorm.cuh. Per k step
+ * this cost what cuBLASLt does; the gap was a fixed ~4 us that gemm_tma
+ * shows too. **This version is compiled only (no warnings, no spills),
+ * not yet run.** */
 #ifndef NNC_CUDA_GEMM_TMA_LN_CUH
 #define NNC_CUDA_GEMM_TMA_LN_CUH
 
@@ -61,6 +67,7 @@
 #include "cluster.cuh"
 #include "gemm_tma.cuh"
 #include "gemm_tma_ln_rows.cuh"
+#include "gemm_tma_ln_tile.cuh"
 #include "gemm_tma_maps.cuh"
 #include "nnc_cuda.cuh"
 #include "tma.cuh"
@@ -81,7 +88,8 @@ template <typename T> struct nnc_cuda_gemm_tma_ln_args {
   long long ldc;
   T *pre; /* [M][ldp], or NULL: A B^T + bias + residual, before the norm */
   long long ldp;
-  int split;      /* 0: the launcher picks; 1: two warpgroups a block; 2: a cluster of two blocks (tests, timing) */
+  int split; /* 0: the launcher picks; 1: two warpgroups a block; 2: a cluster of two blocks (tests, timing;
+                N > 384 takes the cluster, N <= 64 one warpgroup) */
   int max_blocks; /* 0: as many as fit; else at most this many (even with split 2; tests of the tile loop) */
 };
 
@@ -99,23 +107,45 @@ constexpr size_t SMEM_LIMIT = 232448; /* 227 KB, a block's most on sm_90 */
 constexpr const char *KERNEL = "nnc_cuda_gemm_tma_ln";
 
 /* WGS consumer warpgroups a block, CL blocks a cluster (WGS * CL halves of
- * NH columns). Shared memory: the 1024-byte slack that aligns the stages,
- * STAGES x (A's 64 x 64, B's WGS NH x 64), bias, gamma and beta of the
- * block's columns (f32), the exchange buffer [2 tiles][2 halves][64 rows]
- * of (s, q), the full and empty barriers and the exchange's two. */
-template <int NH, int WGS, int CL> struct layout {
+ * NH columns); VEC: rows move as 16-byte vectors through a buffer a
+ * warpgroup (gemm_tma_ln_tile.cuh). Shared memory: the 1024-byte slack that
+ * aligns the stages, STAGES x (A's 64 x 64, B's WGS NH x 64), bias, gamma
+ * and beta of the block's columns (f32), the exchange buffer [2 tiles][2
+ * halves][64 rows] of (s, q), the VEC buffers, the full and empty barriers
+ * and the exchange's two. */
+template <int NH, int WGS, int CL, bool VEC> struct layout {
   static_assert(NH == 64 || NH == 128 || NH == 192 || NH == 256, "halves of 64, 128, 192 or 256 columns");
   static_assert(WGS * CL <= 2 && WGS >= 1 && CL >= 1, "one or two halves");
   static constexpr int NTHREADS = 128 * (1 + WGS), COLS = WGS * NH;
   static constexpr int A_ELEMS = BM * BK, STAGE_ELEMS = (BM + COLS) * BK;
+  static constexpr int BUF_ELEMS = VEC ? tile16<NH>::ELEMS : 0; /* a warpgroup's, 2-byte elements */
   static constexpr unsigned TX = (unsigned)STAGE_ELEMS * 2;
-  static constexpr size_t FIXED = 1024 + 3 * COLS * sizeof(float) + 2 * 2 * 64 * sizeof(float2) + 2 * sizeof(uint64_t);
+  static constexpr size_t FIXED = 1024 + 3 * COLS * sizeof(float) + 2 * 2 * 64 * sizeof(float2) +
+                                  (size_t)WGS * BUF_ELEMS * 2 + 2 * sizeof(uint64_t);
   static constexpr int FIT = (int)((SMEM_LIMIT - FIXED) / (STAGE_ELEMS * 2 + 2 * sizeof(uint64_t)));
   static constexpr int STAGES = FIT < 8 ? FIT : 8;
   static_assert(STAGES >= 2, "two stages at least");
   static constexpr size_t SMEM = FIXED + (size_t)STAGES * (STAGE_ELEMS * 2 + 2 * sizeof(uint64_t));
   static constexpr unsigned EMPTY_ARRIVALS = 4 * WGS; /* the consumers' warps */
 };
+
+/* NNC_GEMM_TMA_LN_TRACE (a test build: test_gemm_tma_ln --trace): one
+ * thread of each role stamps %globaltimer at the phases of its block into
+ * nnc_gtl_trace[block] (a phase of every tile overwrites the last tile's),
+ * so that a run shows where its time goes without a profiler. */
+enum { TR_START, TR_ISSUED, TR_LANDED, TR_PRODUCTS, TR_STATS, TR_STORED, TR_EXIT, TR_N };
+#ifdef NNC_GEMM_TMA_LN_TRACE
+constexpr int TRACE_BLOCKS = 1024;
+__device__ unsigned long long nnc_gtl_trace[TRACE_BLOCKS][TR_N];
+__device__ __forceinline__ void mark(bool cond, int phase) {
+  if (!cond || blockIdx.x >= TRACE_BLOCKS) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  nnc_gtl_trace[blockIdx.x][phase] = t;
+}
+#else
+__device__ __forceinline__ void mark(bool, int) {}
+#endif
 
 /* The exchange's wait: this block's barrier for the peer's sums, acquired
  * at cluster scope; with NNC_GEMM_TMA_WATCHDOG it gives up after 20 s as
@@ -141,10 +171,10 @@ __device__ __forceinline__ void wait_peer(uint64_t *bar, unsigned parity) {
 /* The producer's thread: every k step of every tile of this block, A's 64
  * rows and B's rows [col0, col0 + WGS NH) (one box a warpgroup's half);
  * parities as in nnc_gt::produce. */
-template <typename T, int NH, int WGS, int CL>
+template <typename T, int NH, int WGS, int CL, bool VEC>
 __device__ __forceinline__ void produce(const nnc_gemm_tma_ln_params<T> &p, T *stages, uint64_t *full,
                                         uint64_t *empty, int first, int step, int col0) {
-  using L = layout<NH, WGS, CL>;
+  using L = layout<NH, WGS, CL, VEC>;
   if (p.kt == 0) return;
   nnc_tma::prefetch_map(&p.ma);
   nnc_tma::prefetch_map(&p.mb);
@@ -159,6 +189,7 @@ __device__ __forceinline__ void produce(const nnc_gemm_tma_ln_params<T> &p, T *s
 #pragma unroll
       for (int w = 0; w < WGS; ++w)
         nnc_tma::load_2d(sa + L::A_ELEMS + w * NH * BK, &p.mb, &full[s], k * BK, col0 + w * NH);
+      mark(k == 0, TR_ISSUED);
       if (++s == L::STAGES) s = 0, ph ^= 1u;
     }
   }
@@ -167,14 +198,15 @@ __device__ __forceinline__ void produce(const nnc_gemm_tma_ln_params<T> &p, T *s
 /* A consumer warpgroup's k loop over one tile (nnc_gt::mainloop's protocol
  * on this layout): acc (zero) += A's 64 rows times the warpgroup's NH rows
  * of B (wgl: its index in the block). */
-template <typename T, int NH, int WGS, int CL>
+template <typename T, int NH, int WGS, int CL, bool VEC>
 __device__ __forceinline__ void mainloop(float (&acc)[NH / 2], int kt, int wgl, int lane, int &s, unsigned &ph,
                                          const T *stages, uint64_t *full, uint64_t *empty) {
-  using L = layout<NH, WGS, CL>;
+  using L = layout<NH, WGS, CL, VEC>;
   if (kt == 0) return;
   int prev = 0;
   for (int k = 0; k < kt; ++k) {
     nnc_gt::wait_bar(&full[s], ph, "full", s);
+    mark(k == 0 && threadIdx.x == 128, TR_LANDED);
     const T *sa = stages + s * L::STAGE_ELEMS;
     const uint64_t da = nnc_wg::desc_sw128(nnc_smem_u32(sa));
     const uint64_t db = nnc_wg::desc_sw128(nnc_smem_u32(sa + L::A_ELEMS + wgl * NH * BK));
@@ -192,18 +224,52 @@ __device__ __forceinline__ void mainloop(float (&acc)[NH / 2], int kt, int wgl, 
   if (lane == 0) nnc_tma::arrive(&empty[prev]);
 }
 
-/* Named barrier 1 over the two consumer warpgroups of a block (bar 0 is __syncthreads'). */
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+/* Named barrier 1 over the block's WGS consumer warpgroups (bar 0 is __syncthreads'). */
+template <int WGS> __device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * WGS) : "memory");
+}
+
+/* The halves' row sums swapped: this half's (sh, qh) of rows rl and rl + 8
+ * into slot h of buffer j % 2 (this block's, or the peer's with CL 2), the
+ * other half's back from slot 1 - h. A half writes tile j + 2's sums only
+ * after the other's tile j + 1 sums reached it, sent after reading tile j's. */
+template <int WGS, int CL>
+__device__ __forceinline__ void swap_stats(const float (&sh)[2], const float (&qh)[2], float (&so)[2], float (&qo)[2],
+                                           const float2 *xch, uint32_t out_xch, uint64_t *xbar, uint32_t out_bar,
+                                           int h, int j, int rl, int lane) {
+  const int par = j & 1;
+  if (lane % 4 == 0)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const uint32_t at = out_xch + (uint32_t)(((par * 2 + h) * 64 + rl + 8 * hr) * sizeof(float2));
+      if constexpr (CL == 2)
+        nnc_cl::store2(at, sh[hr], qh[hr]);
+      else
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(sh[hr]), "f"(qh[hr]) : "memory");
+    }
+  if constexpr (CL == 2) {
+    nnc_cl::arrive_remote(out_bar + (uint32_t)(par * sizeof(uint64_t)));
+    wait_peer(xbar + par, (unsigned)(j >> 1) & 1u);
+  } else {
+    consumers_sync<WGS>();
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const float2 v = xch[(par * 2 + (1 - h)) * 64 + rl + 8 * hr];
+    so[hr] = v.x, qo[hr] = v.y;
+  }
+}
 
 /* A consumer warpgroup over the block's tiles: half h of the columns
  * (wgl: its index in the block; prm: the block's bias, gamma, beta rows;
- * xch, xbar: the exchange's buffer and barriers). */
-template <typename T, int NH, int WGS, int CL>
-__device__ __forceinline__ void consume(const nnc_gemm_tma_ln_params<T> &p, const T *stages, const float *prm,
-                                        float2 *xch, uint64_t *full, uint64_t *empty, uint64_t *xbar, int first,
-                                        int step, int h, int wgl) {
-  using L = layout<NH, WGS, CL>;
+ * xch, xbar: the exchange's buffer and barriers; buf: its VEC buffer). */
+template <typename T, int NH, int WGS, int CL, bool VEC>
+__device__ __forceinline__ void consume(const nnc_gemm_tma_ln_params<T> &p, const T *stages, float *prm,
+                                        float2 *xch, T *buf, uint64_t *full, uint64_t *empty, uint64_t *xbar,
+                                        int first, int step, int h, int wgl) {
+  using L = layout<NH, WGS, CL, VEC>;
   constexpr bool SWAP = WGS * CL == 2;
+  static_assert(NH < 256 || WGS == 1, "halves of 256 columns in the cluster form only");
   const nnc_cuda_gemm_tma_ln_args<T> &g = p.g;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32, cq = 2 * (lane % 4);
   const int n_h = min(NH, g.N - h * NH), n_o = SWAP ? g.N - n_h : 0; /* this half's columns, the other's */
@@ -212,97 +278,108 @@ __device__ __forceinline__ void consume(const nnc_gemm_tma_ln_params<T> &p, cons
   /* where this half's sums go: this block's buffer, or the peer's */
   const uint32_t out_xch = CL == 2 ? nnc_cl::peer(xch, (unsigned)(1 - h)) : nnc_smem_u32(xch);
   const uint32_t out_bar = CL == 2 ? nnc_cl::peer(xbar, (unsigned)(1 - h)) : 0u;
+  /* the block's bias, gamma and beta (prm's three rows), a few a consumer
+   * thread: loaded before the first k loop, into prm after it */
+  constexpr int PV = (L::COLS + 128 * WGS - 1) / (128 * WGS);
+  const int ct = (int)threadIdx.x - 128, col0 = (h - wgl) * NH;
+  float pv[3][PV];
   int s = 0, j = 0;
   unsigned ph = 0;
   for (int tl = first; tl < p.tiles; tl += step, ++j) {
-    const int row0 = tl * BM + rl;
+    const int m0 = tl * BM, row0 = m0 + rl, rows = min(BM, g.M - m0);
     float acc[NH / 2];
 #pragma unroll
     for (int i = 0; i < NH / 2; ++i) acc[i] = 0.0f;
     uint32_t res[NH / 4];
-    load_residual<T, NH>(res, g.residual, g.ldr, g.M, g.N, p.pair, row0, c0);
-    mainloop<T, NH, WGS, CL>(acc, p.kt, wgl, lane, s, ph, stages, full, empty);
-    add_bias_residual<T, NH>(acc, res, sbias, cq);
-    float sh[2], qh[2];
-    half_stats<NH>(acc, n_h, n_h - cq, sh, qh);
-    float so[2] = {0.0f, 0.0f}, qo[2] = {0.0f, 0.0f};
-    if constexpr (SWAP) {
-      /* buffer j % 2: a half writes tile j + 2's sums only after the
-       * other's tile j + 1 sums reached it, sent after reading tile j's */
-      const int par = j & 1;
-      if (lane % 4 == 0)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          const uint32_t at = out_xch + (uint32_t)(((par * 2 + h) * 64 + rl + 8 * hr) * sizeof(float2));
-          if constexpr (CL == 2)
-            nnc_cl::store2(at, sh[hr], qh[hr]);
-          else
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(sh[hr]), "f"(qh[hr]) : "memory");
-        }
-      if constexpr (CL == 2) {
-        nnc_cl::arrive_remote(out_bar + (uint32_t)(par * sizeof(uint64_t)));
-        wait_peer(xbar + par, (unsigned)(j >> 1) & 1u);
-      } else {
-        consumers_sync();
-      }
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const float2 v = xch[(par * 2 + (1 - h)) * 64 + rl + 8 * hr];
-        so[hr] = v.x, qo[hr] = v.y;
-      }
+    uint4 rv[VEC ? tile16<NH>::NV : 1]; /* VEC: the residual's rows, as loaded */
+    if constexpr (VEC)
+      load_tile<T, NH>(rv, g.residual ? g.residual + (long long)m0 * g.ldr + h * NH : nullptr, g.ldr, rows, n_h, t);
+    else
+      load_residual<T, NH>(res, g.residual, g.ldr, g.M, g.N, p.pair, row0, c0);
+    if (j == 0) load_params<T, PV>(pv, g.bias, g.gamma, g.beta, g.N, col0, ct, 128 * WGS);
+    mainloop<T, NH, WGS, CL, VEC>(acc, p.kt, wgl, lane, s, ph, stages, full, empty);
+    mark(t == 0 && wgl == 0, TR_PRODUCTS);
+    if (j == 0) {
+      store_params<PV>(pv, prm, L::COLS, ct, 128 * WGS);
+      consumers_sync<WGS>();
+      if constexpr (CL == 2) nnc_cl::wait();
     }
+    if constexpr (VEC) {
+      wg_sync(wgl); /* the last tile's rows have left the buffer */
+      stage_tile<T, NH>(buf, rv, t);
+      wg_sync(wgl);
+      fragment_of<T, NH>(res, buf, rl, cq);
+    }
+    add_bias_residual<T, NH>(acc, res, sbias, cq);
+    float sh[2], qh[2], so[2] = {0.0f, 0.0f}, qo[2] = {0.0f, 0.0f};
+    half_stats<NH>(acc, n_h, n_h - cq, sh, qh);
+    if constexpr (SWAP) swap_stats<WGS, CL>(sh, qh, so, qo, xch, out_xch, xbar, out_bar, h, j, rl, lane);
     float2 st[2];
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) st[hr] = merge_stats(sh[hr], qh[hr], n_h, so[hr], qo[hr], n_o, g.eps);
-    store_rows<T, NH>(acc, st, sgam, sbeta, g.c, g.ldc, g.pre, g.ldp, g.M, g.N, p.pair, row0, c0, cq);
+    mark(t == 0 && wgl == 0, TR_STATS);
+    if (g.pre) store_sum<T, NH>(acc, g.pre, g.ldp, g.M, g.N, p.pair, row0, c0);
+    if constexpr (VEC) {
+      wg_sync(wgl); /* every thread's residual is out of the buffer */
+      stage_norm<T, NH>(buf, acc, st, sgam, sbeta, rl, cq);
+      wg_sync(wgl);
+      store_tile<T, NH>(g.c + (long long)m0 * g.ldc + h * NH, g.ldc, buf, rows, n_h, t);
+    } else {
+      store_norm<T, NH>(acc, st, sgam, sbeta, g.c, g.ldc, g.M, g.N, p.pair, row0, c0, cq);
+    }
+    mark(t == 0 && wgl == 0, TR_STORED);
   }
+  if constexpr (CL == 2)
+    if (j == 0) nnc_cl::wait(); /* no tile (the launcher gives every cluster one): the arrive still needs it */
 }
 
 }  // namespace nnc_gtl
 
-template <typename T, int NH, int WGS, int CL>
-__global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL>::NTHREADS, 1)
+template <typename T, int NH, int WGS, int CL, bool VEC>
+__global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL, VEC>::NTHREADS, 1)
     nnc_gemm_tma_ln_kernel(const __grid_constant__ nnc_gemm_tma_ln_params<T> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace nnc_gtl;
-  using L = nnc_gtl::layout<NH, WGS, CL>; /* qualified: a generated model has a global `layout` */
+  using L = nnc_gtl::layout<NH, WGS, CL, VEC>; /* qualified: a generated model has a global `layout` */
   extern __shared__ __align__(16) unsigned char nnc_gtl_smem[];
   const uint32_t raw = nnc_smem_u32(nnc_gtl_smem);
   T *stages = reinterpret_cast<T *>(nnc_gtl_smem + (((raw + 1023) & ~1023u) - raw));
   float *prm = reinterpret_cast<float *>(stages + L::STAGES * L::STAGE_ELEMS);
   float2 *xch = reinterpret_cast<float2 *>(prm + 3 * L::COLS);
-  uint64_t *full = reinterpret_cast<uint64_t *>(xch + 2 * 2 * 64);
+  T *bufs = reinterpret_cast<T *>(xch + 2 * 2 * 64);
+  uint64_t *full = reinterpret_cast<uint64_t *>(bufs + WGS * L::BUF_ELEMS);
   uint64_t *empty = full + L::STAGES, *xbar = empty + L::STAGES;
-  const nnc_cuda_gemm_tma_ln_args<T> &g = p.g;
+  mark(threadIdx.x == 0, TR_START);
   /* the cluster's blocks (or this block) take row tiles first, first + step, ... */
   const int rank = CL == 2 ? (int)nnc_cl::rank() : 0;
-  const int first = CL == 2 ? (int)nnc_cl::id() : (int)blockIdx.x, step = CL == 2 ? (int)nnc_cl::count() : (int)gridDim.x;
+  const int first = CL == 2 ? (int)nnc_cl::id() : (int)blockIdx.x;
+  const int step = CL == 2 ? (int)nnc_cl::count() : (int)gridDim.x;
   const int col0 = rank * NH; /* the block's first column */
-  for (int i = threadIdx.x; i < L::COLS; i += L::NTHREADS) {
-    const int n = col0 + i;
-    const bool in = n < g.N;
-    prm[i] = in && g.bias ? nnc_dtype<T>::load(g.bias[n]) : 0.0f;
-    prm[L::COLS + i] = in && g.gamma ? nnc_dtype<T>::load(g.gamma[n]) : 1.0f;
-    prm[2 * L::COLS + i] = in && g.beta ? nnc_dtype<T>::load(g.beta[n]) : 0.0f;
-  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::STAGES; ++s) nnc_tma::init(&full[s], 1), nnc_tma::init(&empty[s], L::EMPTY_ARRIVALS);
     for (int b = 0; b < 2; ++b) nnc_tma::init(&xbar[b], 128); /* the peer's consumer threads */
     nnc_tma::fence_init();
   }
   __syncthreads();
-  if constexpr (CL == 2) nnc_cl::sync(); /* the peer's barriers exist before the first remote arrive */
+  /* The producer's first copies leave now; what the epilogue alone needs
+   * (bias, gamma and beta; the peer's barriers) is settled under the first
+   * k loop (consume). The cluster's arrive says this block's barriers
+   * exist; its wait comes before a block's first remote arrive. */
+  if constexpr (CL == 2) nnc_cl::arrive();
   /* with one consumer warpgroup (256 threads) every thread may have 255
    * registers from the launch on: nothing to move */
   if (threadIdx.x < 128) {
     if constexpr (WGS == 2) nnc_gt::regs_dec<nnc_gt::PRODUCER_REGS>();
-    if (threadIdx.x == 0) produce<T, NH, WGS, CL>(p, stages, full, empty, first, step, col0);
+    if (threadIdx.x == 0) produce<T, NH, WGS, CL, VEC>(p, stages, full, empty, first, step, col0);
+    if constexpr (CL == 2) nnc_cl::wait();
   } else {
     if constexpr (WGS == 2) nnc_gt::regs_inc<nnc_gt::CONSUMER_REGS>();
     const int wgl = threadIdx.x / 128 - 1;
-    consume<T, NH, WGS, CL>(p, stages, prm, xch, full, empty, xbar, first, step, rank + wgl, wgl);
+    consume<T, NH, WGS, CL, VEC>(p, stages, prm, xch, bufs + wgl * L::BUF_ELEMS, full, empty, xbar, first, step,
+                                 rank + wgl, wgl);
   }
   if constexpr (CL == 2) nnc_cl::sync(); /* no block leaves while its peer may still write to it */
+  mark(threadIdx.x == 128, TR_EXIT);
 #elif defined(__CUDA_ARCH__)
   /* the launcher refuses devices other than 9.0 */
   __trap();
@@ -338,9 +415,9 @@ template <typename K> int max_clusters(K kernel, size_t smem, int threads) {
   return n;
 }
 
-template <typename T, int NH, int WGS, int CL>
+template <typename T, int NH, int WGS, int CL, bool VEC>
 nnc_cuda_status launch(nnc_gemm_tma_ln_params<T> &p, int sms, cudaStream_t stream, nnc_cuda_error *err) {
-  using L = layout<NH, WGS, CL>;
+  using L = layout<NH, WGS, CL, VEC>;
   const nnc_cuda_gemm_tma_ln_args<T> &g = p.g;
   if (g.K > 0) {
     const CUtensorMapDataType type =
@@ -357,7 +434,7 @@ nnc_cuda_status launch(nnc_gemm_tma_ln_params<T> &p, int sms, cudaStream_t strea
                            (int)r, r == CUDA_ERROR_NOT_SUPPORTED ? "no encoder in this driver" : "driver",
                            (const void *)g.a, g.lda, (const void *)g.b, g.ldb, g.K);
   }
-  auto kernel = nnc_gemm_tma_ln_kernel<T, NH, WGS, CL>;
+  auto kernel = nnc_gemm_tma_ln_kernel<T, NH, WGS, CL, VEC>;
   static nnc_smem_raised raised;
   const cudaError_t e = nnc_raise_smem(kernel, L::SMEM, raised);
   if (e != cudaSuccess)
@@ -393,8 +470,8 @@ inline int pick_split(int tiles, int sms, int clusters) {
 
 /* How many clusters of the cluster form for halves of NH run at once (0: unknown). */
 template <typename T, int NH> int clusters_of() {
-  using L = layout<NH, 1, 2>;
-  auto kernel = nnc_gemm_tma_ln_kernel<T, NH, 1, 2>;
+  using L = layout<NH, 1, 2, true>;
+  auto kernel = nnc_gemm_tma_ln_kernel<T, NH, 1, 2, true>;
   static nnc_smem_raised raised;
   if (nnc_raise_smem(kernel, L::SMEM, raised) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -403,11 +480,20 @@ template <typename T, int NH> int clusters_of() {
   return max_clusters(kernel, L::SMEM, L::NTHREADS);
 }
 
+/* Halves of 256 (N > 384) take the cluster form alone: a consumer of the
+ * block form has 232 registers, which 128 accumulators, the residual's 64
+ * and the epilogue's addresses overflow. */
 template <typename T, int NH>
-nnc_cuda_status launch_split(nnc_gemm_tma_ln_params<T> &p, int split, int sms, cudaStream_t stream,
+nnc_cuda_status launch_split(nnc_gemm_tma_ln_params<T> &p, int split, bool vec, int sms, cudaStream_t stream,
                              nnc_cuda_error *err) {
-  if (split == 0) split = pick_split(p.tiles, sms, clusters_of<T, NH>());
-  return split == 2 ? launch<T, NH, 1, 2>(p, sms, stream, err) : launch<T, NH, 2, 1>(p, sms, stream, err);
+  if constexpr (NH == 256) {
+    return vec ? launch<T, NH, 1, 2, true>(p, sms, stream, err) : launch<T, NH, 1, 2, false>(p, sms, stream, err);
+  } else {
+    if (split == 0) split = pick_split(p.tiles, sms, clusters_of<T, NH>());
+    if (split == 2)
+      return vec ? launch<T, NH, 1, 2, true>(p, sms, stream, err) : launch<T, NH, 1, 2, false>(p, sms, stream, err);
+    return vec ? launch<T, NH, 2, 1, true>(p, sms, stream, err) : launch<T, NH, 2, 1, false>(p, sms, stream, err);
+  }
 }
 
 }  // namespace nnc_gtl
@@ -468,12 +554,16 @@ nnc_cuda_status nnc_cuda_gemm_tma_ln(const nnc_cuda_gemm_tma_ln_args<T> &g, cuda
   p.kt = (g.K + BK - 1) / BK;
   auto even = [](const void *q, long long ld) { return reinterpret_cast<uintptr_t>(q) % 4 == 0 && ld % 2 == 0; };
   p.pair = even(g.c, g.ldc) && (!g.residual || even(g.residual, g.ldr)) && (!g.pre || even(g.pre, g.ldp));
-  if (g.N <= 64) return launch<T, 64, 1, 1>(p, sms, stream, err);
+  /* rows of whole 16-byte vectors: the coalesced instances (pre keeps the pair stores) */
+  auto vec16 = [](const void *q, long long ld) { return reinterpret_cast<uintptr_t>(q) % 16 == 0 && ld % 8 == 0; };
+  const bool vec = g.N % 8 == 0 && vec16(g.c, g.ldc) && (!g.residual || vec16(g.residual, g.ldr));
+  if (g.N <= 64)
+    return vec ? launch<T, 64, 1, 1, true>(p, sms, stream, err) : launch<T, 64, 1, 1, false>(p, sms, stream, err);
   const int half = (g.N + 1) / 2;
-  if (half <= 64) return launch_split<T, 64>(p, g.split, sms, stream, err);
-  if (half <= 128) return launch_split<T, 128>(p, g.split, sms, stream, err);
-  if (half <= 192) return launch_split<T, 192>(p, g.split, sms, stream, err);
-  return launch_split<T, 256>(p, g.split, sms, stream, err);
+  if (half <= 64) return launch_split<T, 64>(p, g.split, vec, sms, stream, err);
+  if (half <= 128) return launch_split<T, 128>(p, g.split, vec, sms, stream, err);
+  if (half <= 192) return launch_split<T, 192>(p, g.split, vec, sms, stream, err);
+  return launch_split<T, 256>(p, g.split, vec, sms, stream, err);
 }
 
 #endif

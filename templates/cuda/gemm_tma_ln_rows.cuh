@@ -59,6 +59,31 @@ __device__ __forceinline__ void load_residual(uint32_t (&res)[NH / 4], const T *
   }
 }
 
+/* The block's bias, gamma and beta at columns col0 + ct + nt v (v < PV, nt
+ * threads; f32; past N: 0, 1, 0; NULL: the same), loaded into registers. */
+template <typename T, int PV>
+__device__ __forceinline__ void load_params(float (&pv)[3][PV], const T *bias, const T *gamma, const T *beta, int N,
+                                            int col0, int ct, int nt) {
+#pragma unroll
+  for (int v = 0; v < PV; ++v) {
+    const int n = col0 + ct + nt * v;
+    const bool in = n < N;
+    pv[0][v] = in && bias ? nnc_dtype<T>::load(bias[n]) : 0.0f;
+    pv[1][v] = in && gamma ? nnc_dtype<T>::load(gamma[n]) : 1.0f;
+    pv[2][v] = in && beta ? nnc_dtype<T>::load(beta[n]) : 0.0f;
+  }
+}
+
+/* ... into shared memory: prm's three rows of cols. */
+template <int PV>
+__device__ __forceinline__ void store_params(const float (&pv)[3][PV], float *prm, int cols, int ct, int nt) {
+#pragma unroll
+  for (int v = 0; v < PV; ++v) {
+    const int i = ct + nt * v;
+    if (i < cols) prm[i] = pv[0][v], prm[cols + i] = pv[1][v], prm[2 * cols + i] = pv[2][v];
+  }
+}
+
 /* acc += bias + residual; sbias: the warpgroup's NH columns (f32, zeros past N). */
 template <typename T, int NH>
 __device__ __forceinline__ void add_bias_residual(float (&acc)[NH / 2], const uint32_t (&res)[NH / 4],
@@ -118,28 +143,40 @@ __device__ __forceinline__ float2 merge_stats(float s0, float q0, int n0, float 
   return make_float2(mean, rsqrtf(m2 / (float)N + eps));
 }
 
-/* y = (x - mean) rstd gamma + beta into c's rows (and x into pre's, pre
- * not NULL); st[hr]: the row's (mean, rstd); sgam, sbeta: the warpgroup's
- * columns (f32). */
+/* y = (x - mean) rstd gamma + beta into c's rows; st[hr]: the row's
+ * (mean, rstd); sgam, sbeta: the warpgroup's columns (f32). */
 template <typename T, int NH>
-__device__ __forceinline__ void store_rows(const float (&acc)[NH / 2], const float2 (&st)[2], const float *sgam,
-                                           const float *sbeta, T *c, long long ldc, T *pre, long long ldp, int M,
-                                           int N, bool pair, int row0, int c0, int cq) {
+__device__ __forceinline__ void store_norm(const float (&acc)[NH / 2], const float2 (&st)[2], const float *sgam,
+                                           const float *sbeta, T *c, long long ldc, int M, int N, bool pair, int row0,
+                                           int c0, int cq) {
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int row = row0 + 8 * hr;
     if (row >= M) continue;
     T *cr = c + (long long)row * ldc;
-    T *pr = pre ? pre + (long long)row * ldp : nullptr;
 #pragma unroll
     for (int nt = 0; nt < NH / 8; ++nt) {
       const float2 g = *reinterpret_cast<const float2 *>(sgam + 8 * nt + cq);
       const float2 b = *reinterpret_cast<const float2 *>(sbeta + 8 * nt + cq);
-      const float x0 = acc[4 * nt + 2 * hr], x1 = acc[4 * nt + 2 * hr + 1];
-      const float y0 = fmaf((x0 - st[hr].x) * st[hr].y, g.x, b.x), y1 = fmaf((x1 - st[hr].x) * st[hr].y, g.y, b.y);
+      const float y0 = fmaf((acc[4 * nt + 2 * hr] - st[hr].x) * st[hr].y, g.x, b.x);
+      const float y1 = fmaf((acc[4 * nt + 2 * hr + 1] - st[hr].x) * st[hr].y, g.y, b.y);
       store_pair(cr, c0 + 8 * nt, N, pair, y0, y1);
-      if (pr) store_pair(pr, c0 + 8 * nt, N, pair, x0, x1);
     }
+  }
+}
+
+/* x (the sum before the norm) into pre's rows. */
+template <typename T, int NH>
+__device__ __forceinline__ void store_sum(const float (&acc)[NH / 2], T *pre, long long ldp, int M, int N, bool pair,
+                                          int row0, int c0) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int row = row0 + 8 * hr;
+    if (row >= M) continue;
+    T *pr = pre + (long long)row * ldp;
+#pragma unroll
+    for (int nt = 0; nt < NH / 8; ++nt)
+      store_pair(pr, c0 + 8 * nt, N, pair, acc[4 * nt + 2 * hr], acc[4 * nt + 2 * hr + 1]);
   }
 }
 

@@ -12,13 +12,19 @@
  * ldc: element stores), rows of C longer than N whose extra elements must
  * keep their NaN poison, grids of 2 or 3 blocks that take many tiles each
  * (the stage ring and the exchange buffers running on across tiles), and
- * the argument checks. Tolerance: max |out - ref| <= 1e-2 max |ref|.
+ * the argument checks. Rows of whole 16-byte vectors (N a multiple of 8,
+ * ldc a multiple of 8) take the VEC instances (rows staged through shared
+ * memory), the others (odd ldc, ldc = N + 2 or + 4, N = 97, 130, 250) the
+ * pair or element stores. N > 384 runs the cluster form whatever the
+ * split. Tolerance: max |out - ref| <= 1e-2 max |ref|.
  *
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Itemplates/cuda -Itests/gpu -I. \
  *     [-DNNC_GEMM_TMA_WATCHDOG] -o test_gemm_tma_ln tests/gpu/test_gemm_tma_ln.cu -lcuda -lcublasLt
- *   ./test_gemm_tma_ln [--small | --time | --args]
+ *   ./test_gemm_tma_ln [--small | --time | --args | --trace]
  * --small: the cases compute-sanitizer runs; --args: the argument checks
- * only (a binary built elsewhere runs here); --time: gemm_tma_ln_time.cuh's
+ * only (a binary built elsewhere runs here); --trace (built with
+ * -DNNC_GEMM_TMA_LN_TRACE): where a run's time goes, phase by phase;
+ * --time: gemm_tma_ln_time.cuh's
  * table (BERT's two shapes, fused against gemm_tma or cuBLASLt plus the row
  * kernel). Exits 1 on any failure, 77 (skipped) on a GPU that is not
  * compute capability 9.0. */
@@ -52,7 +58,9 @@ static const tcase CASES[] = {
     {"m130_n200_k384_odd_ldc", 130, 200, 384, 3, true, true, true, false, true, true, 1e-12f, 0},
     {"m70_n64_k40_one_warpgroup", 70, 64, 40, 8, true, true, true, true, false, true, 1e-12f, 0},
     {"m33_n97_k64_odd_n", 33, 97, 64, 0, true, false, true, false, true, true, 1e-12f, 0},
-    {"m200_n512_k136_inplace_pre", 200, 512, 136, 0, true, true, true, true, true, false, 1e-12f, 0},
+    {"m200_n512_k136_inplace_pre_ldc516", 200, 512, 136, 4, true, true, true, true, true, false, 1e-12f, 0},
+    {"m70_n384_k64_ldc386", 70, 384, 64, 2, true, true, true, true, false, true, 1e-12f, 0},
+    {"m40_n56_k40_odd_ldc", 40, 56, 40, 1, true, true, true, false, true, true, 1e-12f, 0},
     {"m1000_n384_k72_2blocks", 1000, 384, 72, 0, true, true, true, true, false, true, 1e-12f, 2},
     {"m260_n130_k64_3blocks", 260, 130, 64, 2, true, true, true, false, true, true, 1e-12f, 3},
     {"m100_n384_k0", 100, 384, 0, 0, true, true, true, false, true, true, 1e-12f, 0},
@@ -250,6 +258,7 @@ int main(int argc, char **argv) {
   const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
   const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
   const bool args_only = argc > 1 && std::strcmp(argv[1], "--args") == 0;
+  const bool tracing = argc > 1 && std::strcmp(argv[1], "--trace") == 0;
   int dev = 0, major = 0, minor = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -259,6 +268,14 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (timing) return gemm_tma_ln_time::run() ? 0 : 1;
+  if (tracing) {
+#ifdef NNC_GEMM_TMA_LN_TRACE
+    return gemm_tma_ln_time::trace() ? 0 : 1;
+#else
+    std::printf("SKIP: --trace needs a build with -DNNC_GEMM_TMA_LN_TRACE\n");
+    return 77;
+#endif
+  }
   arg_checks();
   if (args_only) return failures ? 1 : 0;
   int n = 0;
