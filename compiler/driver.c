@@ -175,7 +175,10 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .gemm_windows = nnc_emit_gemm_windows(&t),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family),
                          .attention_append = nnc_emit_has_attention_append(t.family),
-                         .attention_rope = nnc_emit_has_attention_rope(t.family)};
+                         .attention_rope = nnc_emit_has_attention_rope(t.family),
+                         /* not under quantization, whose GEMMs read other weights, nor training,
+                          * whose backward reads the sum */
+                         .gemm_post_norm = quant == NNC_QUANTIZE_NONE && !o->train ? nnc_emit_gemm_post_norm(&t) : 0};
   if (!st) st = nnc_compile_graph_for(&g, &co, &s, err);
   if (!st) st = nnc_pass_quantize(&g, quant, t.family != NNC_FAMILY_C_SIMD, &quantized, err);
   if (!st) {

@@ -31,7 +31,7 @@ nnc_status cu_emit_gemm_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *er
 void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants *v);
 void cu_gemm_workspace(const ec_ctx *x, int ki, nnc_sb *b);
 typedef struct {
-  bool own, wg, tma, skinny;   /* gemm.cuh, gemm_wgmma.cuh, gemm_tma.cuh, gemm_skinny.cuh */
+  bool own, wg, tma, ln, skinny;   /* gemm.cuh, gemm_wgmma.cuh, gemm_tma.cuh, gemm_tma_ln.cuh, gemm_skinny.cuh */
 } cu_gemm_templates;
 void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t);
 void cu_emit_probe(const ec_ctx *x, nnc_sb *b);

@@ -44,6 +44,7 @@ typedef struct gemm_plan {
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
   bool wg;             /* one of nnc's wgmma GEMMs, after the norm kernel if pre_norm: */
   bool tma;            /* gemm_tma.cuh (TMA, warp-specialized, persistent) if set, else gemm_wgmma.cuh */
+  bool ln;             /* gemm_tma_ln.cuh: the post-norm layernorm in the epilogue (nnc_gemm_desc.post_norm) */
   char why[320];
 } gemm_plan;
 
@@ -154,6 +155,12 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   if (d->windowed) {
     snprintf(p->why, sizeof p->why, "nnc's implicit-GEMM convolution on wgmma: the windows gathered from the image, "
              "never stored");
+    return NNC_OK;
+  }
+  if (d->post_norm != NNC_NORM_NONE) {   /* the pass made it for this kernel alone (nnc_cuda_gemm_post_norm) */
+    p->ln = true;
+    snprintf(p->why, sizeof p->why, "nnc's TMA/wgmma GEMM whose blocks hold whole rows: the bias, the residual and "
+             "the layernorm of each row in its epilogue, the sum never stored");
     return NNC_OK;
   }
   bool gelu_tanh = d->act == NNC_OP_GELU && d->gelu_tanh;
@@ -272,7 +279,8 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   gemm_plan p;
   nnc_error e;
   memset(v, 0, sizeof *v);
-  if (d->windowed || plan_gemm(x, k, NULL, &p, &e)) return;   /* a convolution has one implementation */
+  /* a convolution and a GEMM with a post-norm have one implementation */
+  if (d->windowed || d->post_norm != NNC_NORM_NONE || plan_gemm(x, k, NULL, &p, &e)) return;
   int pad = pad_of(x, d, &p.s, p.lt_residual);
   /* the rule's choice first, then the other cuBLASLt ways */
   if (p.wg) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
@@ -491,6 +499,56 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
                       "  return 0;\n", p->pre_norm ? "" : "  nnc_cuda_error e;\n", f, inst, ki);
 }
 
+/* Below this many rows the fused GEMM + layernorm loses to cuBLASLt and the
+ * row kernel (H200, BERT MiniLM: B=1 T=16 0.197 ms against 0.150, T=128
+ * 0.221 against 0.173; at B=32 T=128, 4096 rows, it wins: 0.454 against
+ * 0.467): its launch and first loads are a fixed cost few rows do not pay. */
+#define POST_NORM_ROWS 1024
+
+/* nnc's GEMM + layernorm: one call of gemm_tma_ln.cuh, the norm's output
+ * written in place of the sum; below POST_NORM_ROWS rows, cuBLASLt writes
+ * the sum there and the layernorm row kernel normalizes it in place. */
+static void ln_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
+  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
+  char lit[64], po[256], pg[256] = "nullptr", pb[256] = "nullptr";
+  gemm_dims(x, p, body);
+  nnc_sb_printf(body, "  if (M < %d) {   /* few rows: cuBLASLt (bias, residual), then the layernorm row kernel in place */\n"
+                      "    nnrt_cuda_gemm lt = {};\n    lt.M = M;\n    lt.N = N;\n    lt.K = K;\n    lt.batch = 1;\n"
+                      "    lt.ab = lt.out = %s;\n", POST_NORM_ROWS, nnrt_dt(x, d->a));
+  ec_assign(x, body, 4, "lt.A", d->a);
+  nnc_sb_printf(body, "    lt.lda = K;\n");
+  ec_assign(x, body, 4, "lt.B", d->b);
+  nnc_sb_printf(body, "    lt.ldb = K;\n    lt.b_trans = true;\n");
+  if (d->bias >= 0) ec_assign(x, body, 4, "lt.bias", d->bias);
+  if (d->residual >= 0) ec_assign(x, body, 4, "lt.residual", d->residual);
+  ec_assign(x, body, 4, "lt.D", d->out);
+  if (d->post_gamma >= 0) ec_ptr(x, d->post_gamma, pg, sizeof pg);
+  if (d->post_beta >= 0) ec_ptr(x, d->post_beta, pb, sizeof pb);
+  ec_ptr(x, d->out, po, sizeof po);
+  nnc_sb_printf(body, "    lt.ldd = N;\n    lt.alpha = 1.0f;\n    lt.epilogue = NNRT_EPI_NONE;\n    nnrt_error err = {};\n"
+                      "    if (nnrt_cuda_gemm_run(m->blas, &lt, s, &err)) return kernel_failed(m, %d, err.msg);\n"
+                      "    nnc_cuda_error e;\n"
+                      "    if (nnc_cuda_layernorm(M, N, %s, N, %s, %s, %s, %s, N, s, &e)) return kernel_failed(m, %d, e.msg);\n"
+                      "    return 0;\n  }\n", ki, po, pg, pb, ec_literal(d->post_eps, false, lit, sizeof lit), po, ki);
+  nnc_sb_printf(body, "  nnc_cuda_gemm_tma_ln_args<%s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n",
+                cu_stype(x, d->a));
+  ec_assign(x, body, 2, "g.a", d->a);
+  nnc_sb_printf(body, "  g.lda = K;\n");
+  ec_assign(x, body, 2, "g.b", d->b);
+  nnc_sb_printf(body, "  g.ldb = K;\n");
+  if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
+  if (d->residual >= 0) {
+    ec_assign(x, body, 2, "g.residual", d->residual);
+    nnc_sb_printf(body, "  g.ldr = N;\n");
+  }
+  if (d->post_gamma >= 0) ec_assign(x, body, 2, "g.gamma", d->post_gamma);
+  if (d->post_beta >= 0) ec_assign(x, body, 2, "g.beta", d->post_beta);
+  nnc_sb_printf(body, "  g.eps = %s;\n", ec_literal(d->post_eps, false, lit, sizeof lit));
+  ec_assign(x, body, 2, "g.c", d->out);
+  nnc_sb_printf(body, "  g.ldc = N;\n  nnc_cuda_error e;\n"
+                      "  if (nnc_cuda_gemm_tma_ln(g, s, &e)) return kernel_failed(m, %d, e.msg);\n  return 0;\n", ki);
+}
+
 /* GEMM kernel ki as `static int NAME(m, c, s)` with implementation impl. */
 /* After the cuBLASLt call: the epilogue kernel (p->post) and the return. */
 static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const char *name, const char *batch, nnc_sb *b,
@@ -551,10 +609,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   bool fp8 = cu_fp8_gemm(x, d);   /* cuda_fp8.c */
   bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
   bool quant = fp8 || w8a8;   /* A quantized, then a GEMM of its own */
-  bool skinny = p.own < 0 && !quant && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
+  bool skinny = p.own < 0 && !quant && !p.ln && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
   nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
+  } else if (p.ln) {
+    ln_body(x, ki, &p, &body);
   } else if (p.own >= 0) {
     own_gemm_body(x, ki, &p, &body);
   } else {
@@ -798,6 +858,8 @@ void cu_gemm_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
   for (int i = 0; i < v.n; i++) gemm_workspace(x, ki, v.name[i], b);
 }
 
+int nnc_cuda_gemm_post_norm(const nnc_target_desc *t) { return t->cuda.wgmma_ok ? 512 : 0; }
+
 void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t) {
   gemm_plan p;
   nnc_error e;
@@ -808,13 +870,15 @@ void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t) {
     t->wg |= strcmp(v.name[i], "wgmma") == 0;
     t->tma |= strcmp(v.name[i], "tma") == 0;
   }
-  if (!x->r->probe && !plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e)) {
-    t->own |= p.own >= 0;
-    t->wg |= p.wg && !p.tma;
-    t->tma |= p.tma;
+  if (!plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e)) {
+    t->ln |= p.ln;
+    t->skinny |= p.own < 0 && !p.ln && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
+    if (!x->r->probe) {
+      t->own |= p.own >= 0;
+      t->wg |= p.wg && !p.tma;
+      t->tma |= p.tma;
+    }
   }
-  if (!plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e))
-    t->skinny |= p.own < 0 && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
 }
 
 void cu_emit_probe(const ec_ctx *x, nnc_sb *b) {

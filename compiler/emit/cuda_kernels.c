@@ -442,10 +442,11 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   if (t.own) nnc_sb_printf(b, "#include \"kernels/gemm.cuh\"   /* nnc's tensor-core GEMM */\n");
   if (t.wg) nnc_sb_printf(b, "#include \"kernels/gemm_wgmma.cuh\"   /* nnc's wgmma GEMM (sm_90a) */\n");
   if (t.tma) nnc_sb_printf(b, "#include \"kernels/gemm_tma.cuh\"   /* nnc's TMA/wgmma persistent GEMM (sm_90a) */\n");
+  if (t.ln) nnc_sb_printf(b, "#include \"kernels/gemm_tma_ln.cuh\"   /* nnc's GEMM + layernorm of whole rows (sm_90a) */\n");
   if (conv) nnc_sb_printf(b, "#include \"kernels/conv_wgmma.cuh\"   /* nnc's implicit-GEMM convolution (sm_90a) */\n");
   if (pool) nnc_sb_printf(b, "#include \"kernels/pool.cuh\"   /* pools and depthwise convolutions from the image */\n");
   if (t.skinny) nnc_sb_printf(b, "#include \"kernels/gemm_skinny.cuh\"   /* GEMMs of a few rows (decode steps) */\n");
-  if (t.own || t.wg || t.tma || conv || pool || t.skinny) nnc_sb_printf(b, "\n");
+  if (t.own || t.wg || t.tma || t.ln || conv || pool || t.skinny) nnc_sb_printf(b, "\n");
   if (x->r->probe)
     nnc_sb_printf(b, "/* The probe's choice of implementation per kernel (0: the analytic rule's). */\n"
                      "static int probe_variant[NKERNELS];\n\n");

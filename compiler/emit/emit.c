@@ -20,14 +20,14 @@
 
 static const nnc_emitter emitters[] = {
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false, false, false,
-   true},
+   true, NULL},
   /* CUDA's attention appends the kv cache's new rows itself (attention_append.cuh) and turns q's and
    * those rows by their rope (attention_rope.cuh): a decode step's appends and ropes are no kernels of
    * their own, which cost a launch each on a GPU */
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
-   nnc_cuda_gemm_windows, true, true, true, true},
+   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm},
   {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false, false,
-   false, false},
+   false, false, NULL},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -65,6 +65,11 @@ bool nnc_emit_has_hoist_weights(nnc_target_family f) {
 bool nnc_emit_has_collectives(nnc_target_family f) {
   const nnc_emitter *e = emitter_of(f);
   return e && e->collectives;
+}
+
+int nnc_emit_gemm_post_norm(const nnc_target_desc *t) {
+  const nnc_emitter *e = emitter_of(t->family);
+  return e && e->gemm_post_norm ? e->gemm_post_norm(t) : 0;
 }
 
 int nnc_emit_gemm_windows(const nnc_target_desc *t) {

@@ -88,6 +88,10 @@ typedef struct nnc_emitter {
    * their A to int8 (c_simd_quant.c, cuda_w8a8.c); without, the mode is
    * refused. */
   bool w8a8;
+  /* The most columns (N) of a GEMM on target t whose rows a layernorm that
+   * alone reads them normalizes in its epilogue (nnc_gemm_desc.post_norm,
+   * passes/fold_post_norm.c); 0 or NULL: never. */
+  int (*gemm_post_norm)(const nnc_target_desc *t);
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -113,6 +117,8 @@ bool nnc_emit_has_attention_append(nnc_target_family f);
 bool nnc_emit_has_attention_rope(nnc_target_family f);
 /* Whether the emitter of family f writes --quantize=w8a8 (nnc_emitter.w8a8). */
 bool nnc_emit_has_w8a8(nnc_target_family f);
+/* The most columns of a GEMM with a post-norm on t (nnc_emitter.gemm_post_norm). */
+int nnc_emit_gemm_post_norm(const nnc_target_desc *t);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

@@ -17,6 +17,9 @@ nnc_status nnc_cuda_variants(const nnc_emit_request *r, nnc_kernel_variants *out
 /* The most outputs of a GEMM that gathers A from an im2col's image on t
  * (wgmma's implicit convolution, sm_90a), 0 elsewhere: see cuda_conv.c. */
 int nnc_cuda_gemm_windows(const nnc_target_desc *t);
+/* The most columns of a GEMM whose post-norm layernorm runs in its
+ * epilogue (templates/cuda/gemm_tma_ln.cuh: sm_90a, N <= 512); 0 elsewhere. */
+int nnc_cuda_gemm_post_norm(const nnc_target_desc *t);
 
 /* OpenCL C 1.2 for any OpenCL device, PoCL included (opencl, opencl-gpu,
  * opencl-cpu): see opencl.c. */

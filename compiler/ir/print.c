@@ -100,6 +100,9 @@ static void print_gemm(FILE *f, const nnc_gemm_desc *d) {
   if (d->windowed) fprintf(f, " (A gathered from the windows of node %d)", d->window);
   if (d->bgrad_from != NNC_BGRAD_NONE) fprintf(f, " bias_grad=%s (%s summed over k)", tref(d->bgrad, a), d->bgrad_from == NNC_BGRAD_B ? "B" : "A");
   if (d->aux_kind == NNC_AUX_ACT_GRAD) fprintf(f, " times act'(%s)", tref(d->aux, a));
+  if (d->post_norm != NNC_NORM_NONE)
+    fprintf(f, " post_norm=layernorm(gamma=%s beta=%s eps=%g)", tref(d->post_gamma, a), tref(d->post_beta, b),
+            d->post_eps);
   fputc('\n', f);
 }
 

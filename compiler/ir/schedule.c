@@ -71,7 +71,7 @@ nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
   return NNC_OK;
 }
 
-nnc_status nnc_schedule_fold(nnc_schedule *s, const char *pass, nnc_fold_fn fold, nnc_error *err) {
+nnc_status nnc_schedule_fold(nnc_schedule *s, const char *pass, nnc_fold_fn fold, const void *ctx, nnc_error *err) {
   bool *drop = calloc((size_t)s->nk + 1, sizeof *drop);
   if (!drop) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "%s: out of memory", pass);
   nnc_uses u;
@@ -81,7 +81,7 @@ nnc_status nnc_schedule_fold(nnc_schedule *s, const char *pass, nnc_fold_fn fold
     return st;
   }
   bool folded = false;
-  for (int ki = 0; ki < s->nk && !st; ki++) st = fold(s, &u, ki, drop, &folded, err);
+  for (int ki = 0; ki < s->nk && !st; ki++) st = fold(s, &u, ki, ctx, drop, &folded, err);
   nnc_uses_free(&u);
   if (!st && folded) st = nnc_schedule_drop(s, drop, err);
   free(drop);

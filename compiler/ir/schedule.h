@@ -57,7 +57,7 @@ typedef enum nnc_gemm_bgrad {
   NNC_BGRAD_B         /* dW = x^T dy (a [K, N] weight; B = dy, not b_trans): bgrad[n] = sum over k of B[k, n] */
 } nnc_gemm_bgrad;
 
-/* out = act(alpha * (prologue(A) . B) + bias) + residual
+/* out = post_norm(act(alpha * (prologue(A) . B) + bias) + residual)
  *   (* residual when residual_mul: SwiGLU's silu(gate) * up, the up
  *   projection's GEMM multiplying by the gate's activation);
  *   A [..., M, K], or [K, M] when a_trans (a folded transpose: rank 2, no
@@ -67,7 +67,8 @@ typedef enum nnc_gemm_bgrad {
  *   shape. Absent operands are -1. aux_kind (above) says what aux is; with
  *   NNC_AUX_SAVE there is no residual.
  *   bgrad_from (below) says whether bgrad is written too; windowed says
- *   whether A is gathered from an image instead of read. */
+ *   whether A is gathered from an image instead of read; post_norm
+ *   whether the rows of the result are normalized before they are stored. */
 typedef struct nnc_gemm_desc {
   int a, b, bias, residual, out;
   bool a_trans, b_trans;
@@ -89,6 +90,12 @@ typedef struct nnc_gemm_desc {
                                   that im2col node `window` reads (NHWC, tap-major windows, zero
                                   padding), and that node and the view belong to the kernel */
   int window;                  /* the im2col node, when windowed */
+  nnc_norm post_norm;          /* a layernorm of each row of N after everything above (passes/
+                                  fold_post_norm.c: BERT's post-norm blocks, where the row kernel would
+                                  read the sum back): out is the norm's output, the sum is never stored;
+                                  NNC_NORM_NONE (0) otherwise */
+  int post_gamma, post_beta;   /* [N] each, or -1 */
+  double post_eps;
 } nnc_gemm_desc;
 
 /* out[..., t, :] = softmax(scale * q[..., t, :] . k[..., s, :] + masks) . v
@@ -224,12 +231,13 @@ void nnc_schedule_free(nnc_schedule *s);
  * renumbers kernel_of_node. */
 nnc_status nnc_schedule_drop(nnc_schedule *s, const bool *drop, nnc_error *err);
 /* One kernel's step of a folding pass: may fold other kernels into kernel
- * ki (marking them in drop) and sets *folded when it does. */
-typedef nnc_status (*nnc_fold_fn)(nnc_schedule *s, const nnc_uses *u, int ki, bool *drop, bool *folded,
-                                  nnc_error *err);
+ * ki (marking them in drop) and sets *folded when it does; ctx is the
+ * pass's own. */
+typedef nnc_status (*nnc_fold_fn)(nnc_schedule *s, const nnc_uses *u, int ki, const void *ctx, bool *drop,
+                                  bool *folded, nnc_error *err);
 /* Runs fold over every kernel with the graph's uses, then drops what it
  * folded (nnc_schedule_drop); pass names it in the out-of-memory message. */
-nnc_status nnc_schedule_fold(nnc_schedule *s, const char *pass, nnc_fold_fn fold, nnc_error *err);
+nnc_status nnc_schedule_fold(nnc_schedule *s, const char *pass, nnc_fold_fn fold, const void *ctx, nnc_error *err);
 /* Appends a kernel (copying `nodes`) and returns its index in *idx. */
 nnc_status nnc_schedule_add(nnc_schedule *s, nnc_kernel_kind kind, int nnodes,
                             const int *nodes, int *idx, nnc_error *err);

@@ -97,7 +97,9 @@ static nnc_status fold_one(nnc_schedule *s, int ki, int ka, int slot, bool *drop
 }
 
 /* Attention kernel ki's k and v appends, each folded into it when only it reads the cache. */
-static nnc_status fold_appends(nnc_schedule *s, const nnc_uses *u, int ki, bool *drop, bool *folded, nnc_error *err) {
+static nnc_status fold_appends(nnc_schedule *s, const nnc_uses *u, int ki, const void *ctx, bool *drop, bool *folded,
+                               nnc_error *err) {
+  (void)ctx;
   nnc_status st = NNC_OK;
   if (s->k[ki].kind != NNC_KERNEL_ATTENTION) return NNC_OK;
   for (int i = NNC_ATTN_K; i <= NNC_ATTN_V && !st; i++) {
@@ -109,5 +111,5 @@ static nnc_status fold_appends(nnc_schedule *s, const nnc_uses *u, int ki, bool 
 }
 
 nnc_status nnc_pass_fold_append(nnc_schedule *s, nnc_error *err) {
-  return nnc_schedule_fold(s, "fold_append", fold_appends, err);
+  return nnc_schedule_fold(s, "fold_append", fold_appends, NULL, err);
 }

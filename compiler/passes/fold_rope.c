@@ -209,7 +209,9 @@ static nnc_status fold(nnc_schedule *s, int ki, const int *moved, int n, const i
 }
 
 /* The ropes of attention kernel ki that can fold, folded. */
-static nnc_status fold_attention(nnc_schedule *s, const nnc_uses *u, int ki, bool *drop, bool *folded, nnc_error *err) {
+static nnc_status fold_attention(nnc_schedule *s, const nnc_uses *u, int ki, const void *ctx, bool *drop, bool *folded,
+                                 nnc_error *err) {
+  (void)ctx;
   const nnc_attention_desc *d = &s->k[ki].d.attn;
   if (s->k[ki].kind != NNC_KERNEL_ATTENTION || d->lse >= 0 || !d->append[0].on) return NNC_OK;
   rope_src q, k;
@@ -243,5 +245,5 @@ static nnc_status fold_attention(nnc_schedule *s, const nnc_uses *u, int ki, boo
 }
 
 nnc_status nnc_pass_fold_rope(nnc_schedule *s, nnc_error *err) {
-  return nnc_schedule_fold(s, "fold_rope", fold_attention, err);
+  return nnc_schedule_fold(s, "fold_rope", fold_attention, NULL, err);
 }

@@ -226,6 +226,8 @@ typedef struct nnc_compile_opts {
                             the new rows itself */
   bool attention_rope;   /* the ropes of an appending attention's q and new key rows run inside it
                             (nnc_attention_desc.rope, fold_rope.c): the target's attention rotates them */
+  int gemm_post_norm;    /* > 0: a layernorm that alone reads a GEMM's output of at most this many columns
+                            runs in that GEMM's epilogue (nnc_gemm_desc.post_norm, fold_post_norm.c) */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may
@@ -253,6 +255,13 @@ nnc_status nnc_pass_fold_append(nnc_schedule *s, nnc_error *err);
  * rope kernels leave the schedule. Only for a target whose attention
  * rotates (nnc_compile_opts.attention_rope). Runs before memory planning. */
 nnc_status nnc_pass_fold_rope(nnc_schedule *s, nnc_error *err);
+
+/* Folds each layernorm row kernel that alone reads a GEMM kernel's output
+ * (N <= max_n, the GEMM one the target's fused kernel runs) into that
+ * GEMM's epilogue (nnc_gemm_desc.post_norm); the row kernels leave the
+ * schedule. Only where nnc_compile_opts.gemm_post_norm > 0. Runs before
+ * memory planning. */
+nnc_status nnc_pass_fold_post_norm(nnc_schedule *s, int max_n, nnc_error *err);
 
 /* Marks the kernels that read weights alone, directly or through other
  * such kernels, and write no graph output (nnc_kernel.at_load). */

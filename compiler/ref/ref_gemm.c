@@ -1,5 +1,5 @@
 /* compiler/ref/ref_gemm.c — a GEMM kernel from its descriptor alone:
- *   out = act(alpha * (prologue(A) . B) + bias) + residual
+ *   out = post_norm(act(alpha * (prologue(A) . B) + bias) + residual)
  * (with NNC_AUX_SAVE the activation's input written to aux too; with
  * NNC_AUX_ACT_GRAD out = act'(aux) * alpha * (A . B)) row by row, the way the template computes it, so a descriptor that names
  * the wrong operand or drops an op gives a different result than the graph. */
@@ -31,22 +31,22 @@ static nnc_ref_shape batch_of(const nnc_ref_shape *s) {
   return b;
 }
 
-/* x's row of K values through the prologue into row. */
-/* Row m of prologue(A), whose elements lie xs apart (a column when a_trans). */
-static void prologue(const nnc_gemm_desc *d, const double *x, int64_t xs, int64_t K, const double *gamma,
+/* n values at x, xs apart, through norm (NNC_NORM_NONE: copied) into row. */
+static void norm_row(nnc_norm norm, double eps, const double *x, int64_t xs, int64_t n, const double *gamma,
                      const double *beta, double *row) {
-  if (d->prologue == NNC_NORM_NONE) {
-    for (int64_t c = 0; c < K; c++) row[c] = x[c * xs];
+  if (norm == NNC_NORM_NONE) {
+    for (int64_t c = 0; c < n; c++) row[c] = x[c * xs];
     return;
   }
   double mean = 0, var = 0;
-  if (d->prologue == NNC_NORM_LAYER) {
-    for (int64_t c = 0; c < K; c++) mean += x[c];
-    mean /= (double)K;
+  if (norm == NNC_NORM_LAYER) {
+    for (int64_t c = 0; c < n; c++) mean += x[c * xs];
+    mean /= (double)n;
   }
-  for (int64_t c = 0; c < K; c++) var += (x[c] - mean) * (x[c] - mean);
-  double inv = 1.0 / sqrt(var / (double)K + d->norm_eps);
-  for (int64_t c = 0; c < K; c++) row[c] = (x[c] - mean) * inv * gamma[c] + (beta ? beta[c] : 0.0);
+  for (int64_t c = 0; c < n; c++) var += (x[c * xs] - mean) * (x[c * xs] - mean);
+  double inv = 1.0 / sqrt(var / (double)n + eps);
+  for (int64_t c = 0; c < n; c++)
+    row[c] = (x[c * xs] - mean) * inv * (gamma ? gamma[c] : 1.0) + (beta ? beta[c] : 0.0);
 }
 
 /* A windowed GEMM's A: the kernel's im2col node and the view after it run
@@ -82,7 +82,14 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
   if (!st) st = optional(r, k, ki, d->residual, "residual", &res, err);
   if (!st) st = optional(r, k, ki, norm ? d->norm_gamma : -1, "norm gamma", &gamma, err);
   if (!st) st = optional(r, k, ki, layer ? d->norm_beta : -1, "norm beta", &beta, err);
+  const double *post_g = NULL, *post_b = NULL;
+  bool post = d->post_norm != NNC_NORM_NONE;
+  if (!st) st = optional(r, k, ki, post ? d->post_gamma : -1, "post-norm gamma", &post_g, err);
+  if (!st) st = optional(r, k, ki, post ? d->post_beta : -1, "post-norm beta", &post_b, err);
   if (st) return st;
+  if (post && (d->post_norm != NNC_NORM_LAYER || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE))
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected a post-norm that is a layernorm, with no aux "
+                               "or bias gradient, found norm %d", (int)d->post_norm);
   if (d->prologue != NNC_NORM_NONE && d->prologue != NNC_NORM_LAYER && d->prologue != NNC_NORM_RMS)
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "unknown prologue %d", (int)d->prologue);
   if (norm && (!gamma || (layer && !beta)))
@@ -139,7 +146,8 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
                                "found %s, %s and %s", d->a_trans ? "[K,M] with no prologue" : "[...,M,K]", d->b_trans ? "[N,K]" : "[...,K,N]",
                                nnc_ref_desc(r, d->a, d1), nnc_ref_desc(r, d->b, d2), nnc_ref_desc(r, d->out, d3));
   if ((bias && nnc_ref_elems(r, d->bias) != N) || (gamma && nnc_ref_elems(r, d->norm_gamma) != K) ||
-      (beta && nnc_ref_elems(r, d->norm_beta) != K))
+      (beta && nnc_ref_elems(r, d->norm_beta) != K) || (post_g && nnc_ref_elems(r, d->post_gamma) != N) ||
+      (post_b && nnc_ref_elems(r, d->post_beta) != N))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a bias of %lld and norm parameters of %lld "
                                "values for out %s", (long long)N, (long long)K, nnc_ref_desc(r, d->out, d3));
   int64_t sta[NNC_MAX_RANK], stb[NNC_MAX_RANK], str[NNC_MAX_RANK], idx[NNC_MAX_RANK];
@@ -187,8 +195,8 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
     }
     const double *bm = b + ob * K * N;
     for (int64_t m = 0; m < M; m++) {
-      if (d->a_trans) prologue(d, a + m, M, K, gamma, beta, row);
-      else prologue(d, a + (oa * M + m) * K, 1, K, gamma, beta, row);
+      if (d->a_trans) norm_row(d->prologue, d->norm_eps, a + m, M, K, gamma, beta, row);
+      else norm_row(d->prologue, d->norm_eps, a + (oa * M + m) * K, 1, K, gamma, beta, row);
       /* the dot products of the row, walking B's rows contiguously */
       for (int64_t j = 0; j < N; j++) dot[j] = 0;
       if (d->b_trans) {
@@ -216,6 +224,11 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
                                 : v + res[off];
         }
         y[e] = v;
+      }
+      if (d->post_norm != NNC_NORM_NONE) {
+        double *out = y + (p * M + m) * N;
+        norm_row(d->post_norm, d->post_eps, out, 1, N, post_g, post_b, dot);
+        for (int64_t j = 0; j < N; j++) out[j] = dot[j];
       }
     }
   }

@@ -47,25 +47,30 @@ void load_model_with(model *m, const char *name, const char *const *defines, int
   assert_string_equal(m->g.name, name);
 }
 
-/* The training step of models/<name>.lua under --precision=prec. */
-void load_train_prec(model *m, const char *name, const char *const *defines, int ndefines,
+/* models/<name>.lua (train: its training step) under --precision=prec. */
+void load_model_prec(model *m, const char *name, const char *const *defines, int ndefines, bool train,
                      const nnc_compile_opts *co, const char *prec) {
   char path[512];
   snprintf(path, sizeof path, "%s/models/%s.lua", NNC_SOURCE_ROOT, name);
-  nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines, .training = true};
+  nnc_frontend_opts o = {.path = path, .defines = defines, .ndefines = ndefines, .training = train};
   nnc_autodiff_opts ad = {.loss = "loss"};
   nnc_precision p;
   nnc_error err = {0};
   memset(m, 0, sizeof *m);
   nnc_graph_init(&m->g);
   nnc_status st = nnc_frontend_load(&o, &m->g, &err);
-  if (!st) st = nnc_pass_autodiff(&m->g, &ad, &err);
+  if (!st && train) st = nnc_pass_autodiff(&m->g, &ad, &err);
   if (!st) st = nnc_precision_parse(prec, &p, &err);
   if (!st) st = nnc_pass_precision(&m->g, &p, &err);
   if (st) fail_msg("%s as %s: %s", path, prec, err.msg);
   nnc_schedule_init(&m->s, &m->g);
   m->scheduled = true;
   if (nnc_compile_graph_for(&m->g, co, &m->s, &err)) fail_msg("compiling %s as %s: %s", path, prec, err.msg);
+}
+
+void load_train_prec(model *m, const char *name, const char *const *defines, int ndefines,
+                     const nnc_compile_opts *co, const char *prec) {
+  load_model_prec(m, name, defines, ndefines, true, co, prec);
 }
 
 void load_model_as(model *m, const char *name, const char *const *defines, int ndefines, bool train,

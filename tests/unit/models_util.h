@@ -44,6 +44,10 @@ void model_free(model *m);
 void load_model_with(model *m, const char *name, const char *const *defines,
                      int ndefines, bool train, const nnc_compile_opts *co,
                      nnc_recompute rc);
+/* models/<name>.lua (train: its training step) under --precision=prec. */
+void load_model_prec(model *m, const char *name, const char *const *defines,
+                     int ndefines, bool train, const nnc_compile_opts *co,
+                     const char *prec);
 /* The training step of models/<name>.lua under --precision=prec. */
 void load_train_prec(model *m, const char *name, const char *const *defines,
                      int ndefines, const nnc_compile_opts *co,

@@ -165,6 +165,7 @@ static void test_models(void **state) {
   build("models/bert.lua", "bert", "cuda-sm80", "tf32", bert, 2);
   build("models/bert.lua", "bert", "cuda-sm90", "bf16", bert, 2);
   build("models/gpt2.lua", "gpt2", "cuda-sm90a", "bf16", gpt2, 3);
+  build("models/bert.lua", "bert", "cuda-sm90a", "bf16", bert, 2);
   const char *cnn[] = {"size=13", "conv1=5", "conv2=7", "hidden=9"};
   build("models/mnist_cnn.lua", "mnist_cnn", "cuda-sm90a", "bf16", cnn, 4);
   const char *resnet[] = {"size=33", "width=4", "classes=7"};
@@ -202,6 +203,17 @@ static void test_models(void **state) {
   assert_true(file_has(p, "  if (M >= 1024) {\n    nnrt_cuda_gemm g = {};\n"));
   assert_true(file_has(p, "    g.row_phases = true;\n"));
   assert_true(file_has(p, "nnrt_cuda_gemm_run(m->blas, &g, s, &err)"));   /* the block GEMMs stay on cuBLASLt */
+  /* sm_90a: BERT's post-norm layernorms in the epilogues of the GEMMs
+   * before them (passes/fold_post_norm.c), two a layer; the embeddings'
+   * layernorm stays a row kernel */
+  snprintf(p, sizeof p, "%s/bert_cuda-sm90a_bf16/bert.cu", work);
+  assert_true(file_has(p, "#include \"kernels/gemm_tma_ln.cuh\""));
+  assert_int_equal(sh("test $(grep -c 'if (nnc_cuda_gemm_tma_ln(g, s, &e))' %s) -eq 4", p), 0);
+  /* below 1024 rows each of them is cuBLASLt and the row kernel in place, the embeddings' layernorm once */
+  assert_int_equal(sh("test $(grep -c 'nnc_cuda_layernorm(' %s) -eq 5", p), 0);
+  assert_int_equal(sh("test $(grep -c '  if (M < 1024) {   /\\* few rows: cuBLASLt (bias, residual), then the layernorm "
+                      "row kernel in place' %s) -eq 4", p), 0);
+  assert_true(file_has(p, "linear + add + layernorm"));
   snprintf(p, sizeof p, "%s/bert_cuda-sm80_tf32/bert.cu", work);
   assert_true(file_has(p, "g.tf32 = true;"));
   assert_true(file_has(p, "a.tf32 = 1;")); /* attention on tf32 tensor cores too */

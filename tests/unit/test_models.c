@@ -172,6 +172,59 @@ static void test_bert_small(void **state) {
   model_free(&m);
 }
 
+/* fold_post_norm.c: on a target whose GEMMs take a post-norm (here up to
+ * N = 512), each of BERT's two post-norm layernorms a layer runs in the
+ * epilogue of the GEMM before it, and the schedule still computes the
+ * graph. Not for f32 (the fused kernel is bf16/f16), nor N over the
+ * target's most, nor K not a multiple of 8. */
+static int post_norms(const model *m, int *row_norms) {
+  int n = 0;
+  *row_norms = 0;
+  for (int k = 0; k < m->s.nk; k++) {
+    const nnc_kernel *kn = &m->s.k[k];
+    if (kn->kind == NNC_KERNEL_GEMM && kn->d.gemm.post_norm == NNC_NORM_LAYER) {
+      n++;
+      const nnc_node *ln = &m->g.nodes[kn->nodes[kn->nnodes - 1]];
+      assert_int_equal(ln->op, NNC_OP_LAYERNORM);
+      assert_int_equal(kn->d.gemm.out, ln->out[0]);
+      assert_int_equal(kn->d.gemm.post_gamma, ln->in[1]);
+      assert_int_equal(kn->d.gemm.post_beta, ln->in[2]);
+      assert_true(kn->d.gemm.residual >= 0);
+    }
+    if (kn->kind == NNC_KERNEL_ROW && m->g.nodes[kn->nodes[0]].op == NNC_OP_LAYERNORM) ++*row_norms;
+  }
+  return n;
+}
+
+static void test_bert_post_norm(void **state) {
+  (void)state;
+  static const char *const fits[] = {"layers=2", "hidden=64", "heads=4", "intermediate=136",
+                                     "vocab=53", "positions=29", "batch=5", "seq=19"};
+  static const char *const wide[] = {"layers=1", "hidden=520", "heads=4", "intermediate=64",
+                                     "vocab=53", "positions=29", "batch=2", "seq=7"};
+  static const char *const odd_k[] = {"layers=1", "hidden=64", "heads=4", "intermediate=36",
+                                      "vocab=53", "positions=29", "batch=2", "seq=7"};
+  nnc_compile_opts co = {.gemm_post_norm = 512};
+  model m;
+  int rows;
+  load_model_prec(&m, "bert", fits, 8, false, &co, "bf16");
+  assert_int_equal(post_norms(&m, &rows), 4);
+  assert_int_equal(rows, 1);   /* the embeddings' layernorm reads no GEMM */
+  check_schedule(&m, 3, 13);
+  check_schedule(&m, 1, 1);
+  model_free(&m);
+  load_model_prec(&m, "bert", fits, 8, false, &co, "f32");
+  assert_int_equal(post_norms(&m, &rows), 0);
+  model_free(&m);
+  load_model_prec(&m, "bert", wide, 8, false, &co, "bf16");
+  assert_int_equal(post_norms(&m, &rows), 0);
+  assert_int_equal(rows, 3);
+  model_free(&m);
+  load_model_prec(&m, "bert", odd_k, 8, false, &co, "bf16");   /* output.dense: K = 36 */
+  assert_int_equal(post_norms(&m, &rows), 1);
+  model_free(&m);
+}
+
 /* One post-norm BERT layer and the masked mean pooling, at hidden, heads,
  * inter; batch b, T. */
 static void bert_by_hand(const model *m, int64_t b, int64_t T, int64_t hid, int64_t heads, int64_t inter,
@@ -267,6 +320,7 @@ int main(void) {
       cmocka_unit_test(test_bert_default_params),
       cmocka_unit_test(test_bert_small),
       cmocka_unit_test(test_bert_one_layer_by_hand),
+      cmocka_unit_test(test_bert_post_norm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
