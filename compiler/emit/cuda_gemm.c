@@ -500,10 +500,12 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
 }
 
 /* Below this many rows the fused GEMM + layernorm loses to cuBLASLt and the
- * row kernel (H200, BERT MiniLM: B=1 T=16 0.197 ms against 0.150, T=128
- * 0.221 against 0.173; at B=32 T=128, 4096 rows, it wins: 0.454 against
- * 0.467): its launch and first loads are a fixed cost few rows do not pay. */
-#define POST_NORM_ROWS 1024
+ * row kernel (H200, BERT MiniLM, whole model: B=1 T=16 0.197 ms against
+ * 0.150, T=128 0.221 against 0.173, B=8 T=128 0.276 against 0.236; at B=32
+ * T=128, 4096 rows, it wins: 0.455 against 0.469): a block holds 128 whole
+ * rows, so 1024 rows fill 16 of 132 SMs, and its launch and first loads
+ * are a fixed cost few rows do not pay. */
+#define POST_NORM_ROWS 4096
 
 /* nnc's GEMM + layernorm: one call of gemm_tma_ln.cuh, the norm's output
  * written in place of the sum; below POST_NORM_ROWS rows, cuBLASLt writes

@@ -209,9 +209,9 @@ static void test_models(void **state) {
   snprintf(p, sizeof p, "%s/bert_cuda-sm90a_bf16/bert.cu", work);
   assert_true(file_has(p, "#include \"kernels/gemm_tma_ln.cuh\""));
   assert_int_equal(sh("test $(grep -c 'if (nnc_cuda_gemm_tma_ln(g, s, &e))' %s) -eq 4", p), 0);
-  /* below 1024 rows each of them is cuBLASLt and the row kernel in place, the embeddings' layernorm once */
+  /* below 4096 rows each of them is cuBLASLt and the row kernel in place, the embeddings' layernorm once */
   assert_int_equal(sh("test $(grep -c 'nnc_cuda_layernorm(' %s) -eq 5", p), 0);
-  assert_int_equal(sh("test $(grep -c '  if (M < 1024) {   /\\* few rows: cuBLASLt (bias, residual), then the layernorm "
+  assert_int_equal(sh("test $(grep -c '  if (M < 4096) {   /\\* few rows: cuBLASLt (bias, residual), then the layernorm "
                       "row kernel in place' %s) -eq 4", p), 0);
   assert_true(file_has(p, "linear + add + layernorm"));
   snprintf(p, sizeof p, "%s/bert_cuda-sm80_tf32/bert.cu", work);
