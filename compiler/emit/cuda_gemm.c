@@ -468,16 +468,11 @@ static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *b
                       "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", own_cfg[p->own], ki);
 }
 
-/* nnc's wgmma GEMM: one call of gemm_wgmma.cuh or gemm_tma.cuh (the same
- * arguments) writing the output rows in place (A is the normalized copy in
- * the workspace after a norm kernel). */
-static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
-  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
-  char lit[64];
-  const char *f = p->tma ? "nnc_cuda_gemm_tma" : "nnc_cuda_gemm_wgmma";
-  nnc_sb_printf(body, "  %s_args<%s, %s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n", f,
-                cu_stype(x, d->a), cu_stype(x, d->out));
-  if (p->pre_norm) nnc_sb_printf(body, "  g.a = A;\n");
+/* The operands every args struct of nnc's wgmma GEMMs names alike: A (the
+ * normalized copy in the workspace when normalized), B [N, K], the bias
+ * and the residual. */
+static void own_operands(const ec_ctx *x, const nnc_gemm_desc *d, bool normalized, nnc_sb *body) {
+  if (normalized) nnc_sb_printf(body, "  g.a = A;\n");
   else ec_assign(x, body, 2, "g.a", d->a);
   nnc_sb_printf(body, "  g.lda = K;\n");
   ec_assign(x, body, 2, "g.b", d->b);
@@ -487,6 +482,18 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
     ec_assign(x, body, 2, "g.residual", d->residual);
     nnc_sb_printf(body, "  g.ldr = N;\n");
   }
+}
+
+/* nnc's wgmma GEMM: one call of gemm_wgmma.cuh or gemm_tma.cuh (the same
+ * arguments) writing the output rows in place (A is the normalized copy in
+ * the workspace after a norm kernel). */
+static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
+  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
+  char lit[64];
+  const char *f = p->tma ? "nnc_cuda_gemm_tma" : "nnc_cuda_gemm_wgmma";
+  nnc_sb_printf(body, "  %s_args<%s, %s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n", f,
+                cu_stype(x, d->a), cu_stype(x, d->out));
+  own_operands(x, d, p->pre_norm, body);
   if (d->act != NNC_OP_NONE) nnc_sb_printf(body, "  g.act = %s;\n", cu_gemm_act(d));
   if (d->act != NNC_OP_NONE && d->residual >= 0 && d->act_last) nnc_sb_printf(body, "  g.act_last = true;\n");
   nnc_sb_printf(body, "  g.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
@@ -534,15 +541,7 @@ static void ln_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
                       "    return 0;\n  }\n", ki, po, pg, pb, ec_literal(d->post_eps, false, lit, sizeof lit), po, ki);
   nnc_sb_printf(body, "  nnc_cuda_gemm_tma_ln_args<%s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n",
                 cu_stype(x, d->a));
-  ec_assign(x, body, 2, "g.a", d->a);
-  nnc_sb_printf(body, "  g.lda = K;\n");
-  ec_assign(x, body, 2, "g.b", d->b);
-  nnc_sb_printf(body, "  g.ldb = K;\n");
-  if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
-  if (d->residual >= 0) {
-    ec_assign(x, body, 2, "g.residual", d->residual);
-    nnc_sb_printf(body, "  g.ldr = N;\n");
-  }
+  own_operands(x, d, false, body);
   if (d->post_gamma >= 0) ec_assign(x, body, 2, "g.gamma", d->post_gamma);
   if (d->post_beta >= 0) ec_assign(x, body, 2, "g.beta", d->post_beta);
   nnc_sb_printf(body, "  g.eps = %s;\n", ec_literal(d->post_eps, false, lit, sizeof lit));
