@@ -30,9 +30,20 @@ static char *times(const char *e, char *buf, size_t n) {
   return buf;
 }
 
+/* Which kernel runs the product (the cuBLASLt ways differ by gemm_plan's
+ * other fields). */
+typedef enum gemm_impl {
+  IMPL_CUBLASLT,   /* runtime/cuda/gemm.c */
+  IMPL_OWN,        /* nnc's mma.sync GEMM (templates/cuda/gemm.cuh) at tile configuration own_cfg[cfg] */
+  IMPL_WGMMA,      /* gemm_wgmma.cuh, after the norm kernel if pre_norm */
+  IMPL_TMA,        /* gemm_tma.cuh (TMA, warp-specialized, persistent), likewise */
+  IMPL_TMA_LN,     /* gemm_tma_ln.cuh: the post-norm layernorm in the epilogue (nnc_gemm_desc.post_norm) */
+} gemm_impl;
+
 typedef struct gemm_plan {
   ec_gemm_shape s;
-  int own;             /* >= 0: nnc's GEMM (templates/cuda/gemm.cuh) at tile configuration own_cfg[own] */
+  gemm_impl impl;
+  int cfg;             /* IMPL_OWN's tile configuration */
   bool pre_norm;       /* cuBLASLt path: a norm kernel writes A to the workspace first */
   bool post;           /* cuBLASLt path: an epilogue kernel applies act (+ residual) after */
   const char *lt_epi;  /* NNRT_EPI_* of the cuBLASLt call */
@@ -40,13 +51,12 @@ typedef struct gemm_plan {
   int pad_n;           /* > 0: rows of the output padded to this many elements in the workspace */
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
   bool phases;         /* cuBLASLt on rows that are not 16-byte aligned, a call per phase of rows (row_phases):
-                          from PHASES_ROWS rows on when wg or pad_n is set (they take fewer), else always */
+                          from PHASES_ROWS rows on when IMPL_WGMMA or pad_n (they take fewer), else always */
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
-  bool wg;             /* one of nnc's wgmma GEMMs, after the norm kernel if pre_norm: */
-  bool tma;            /* gemm_tma.cuh (TMA, warp-specialized, persistent) if set, else gemm_wgmma.cuh */
-  bool ln;             /* gemm_tma_ln.cuh: the post-norm layernorm in the epilogue (nnc_gemm_desc.post_norm) */
   char why[320];
 } gemm_plan;
+
+static bool wgmma_impl(const gemm_plan *p) { return p->impl == IMPL_WGMMA || p->impl == IMPL_TMA; }
 
 /* cuBLASLt's heuristic results after the first that --tune=measure tries:
  * "cublaslt-a1".."cublaslt-a3" (and "cublaslt-split-a1".. for the split). */
@@ -144,7 +154,6 @@ static int algo_suffix(const char *impl, char *base, size_t n) {
 static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *impl, gemm_plan *p, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
   memset(p, 0, sizeof *p);
-  p->own = -1;
   const char *name = impl;
   char base[24];
   if (impl && impl[0]) {
@@ -158,7 +167,7 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     return NNC_OK;
   }
   if (d->post_norm != NNC_NORM_NONE) {   /* the pass made it for this kernel alone (nnc_cuda_gemm_post_norm) */
-    p->ln = true;
+    p->impl = IMPL_TMA_LN;
     snprintf(p->why, sizeof p->why, "nnc's TMA/wgmma GEMM whose blocks hold whole rows: the bias, the residual and "
              "the layernorm of each row in its epilogue, the sum never stored");
     return NNC_OK;
@@ -209,15 +218,15 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   /* from PHASES_ROWS rows on, phases; the rule's other way below that */
   p->phases = rule && pad >= 1024 && phases_fit(d, &p->s, pad) && !p->post;
   if (rule && pad >= 1024 && wg_fits) {
-    p->wg = true;
+    p->impl = IMPL_WGMMA;
   } else if (rule) {
     if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
     if (pad >= 1024 && split_fits(d, &p->s, pad)) p->split_n = (int)(atoll(p->s.N) / 64 * 64);
   } else if (strcmp(impl, "wgmma") == 0 && wg_fits) {
-    p->wg = true;
+    p->impl = IMPL_WGMMA;
     how = "measured";
   } else if (strcmp(impl, "tma") == 0 && wg_fits) {
-    p->wg = p->tma = true;
+    p->impl = IMPL_TMA;
     how = "measured";
   } else if (strcmp(impl, "cublaslt-phased") == 0 && phases_fit(d, &p->s, pad) && !p->algo) {
     p->phases = true;
@@ -233,18 +242,21 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     how = "measured";
   } else {
     for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p->s); c++)
-      if (strncmp(impl, "nnc-", 4) == 0 && strcmp(impl + 4, own_cfg[c]) == 0) p->own = c;
-    if (p->own < 0)
+      if (strncmp(impl, "nnc-", 4) == 0 && strcmp(impl + 4, own_cfg[c]) == 0) {
+        p->impl = IMPL_OWN;
+        p->cfg = c;
+      }
+    if (p->impl != IMPL_OWN)
       return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: expected one of its implementations, found \"%s\"",
                         (int)(k - x->s->k), name);
-    snprintf(p->why, sizeof p->why, "nnc's tensor-core GEMM, tiles %s (measured)", own_cfg[p->own]);
+    snprintf(p->why, sizeof p->why, "nnc's tensor-core GEMM, tiles %s (measured)", own_cfg[p->cfg]);
     return NNC_OK;
   }
   bool widen = x->g->tensors[d->out].dtype != x->g->tensors[d->a].dtype;
-  if (p->wg) {
+  if (wgmma_impl(p)) {
     p->post = false;   /* its epilogue applies the activation and residual */
     snprintf(p->why, sizeof p->why, "nnc's %s GEMM%s, rows written in place%s%s (%s)",
-             p->tma ? "TMA/wgmma persistent" : "wgmma", p->pre_norm ? " after a norm kernel" : "", widen ? ", f32 out" : "",
+             p->impl == IMPL_TMA ? "TMA/wgmma persistent" : "wgmma", p->pre_norm ? " after a norm kernel" : "", widen ? ", f32 out" : "",
              d->act != NNC_OP_NONE && d->residual >= 0 ? ", the activation and residual in its epilogue"
              : d->act != NNC_OP_NONE                   ? ", the activation in its epilogue"
              : d->residual >= 0                        ? ", the residual in its epilogue"
@@ -283,12 +295,12 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   if (d->windowed || d->post_norm != NNC_NORM_NONE || plan_gemm(x, k, NULL, &p, &e)) return;
   int pad = pad_of(x, d, &p.s, p.lt_residual);
   /* the rule's choice first, then the other cuBLASLt ways */
-  if (p.wg) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
+  if (wgmma_impl(&p)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
   if (p.phases) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
   const char *lt[3] = {"cublaslt", "cublaslt-padded", "cublaslt-split"};
   int first = p.split_n ? 2 : p.pad_n ? 1 : 0, nlt = !pad ? 1 : split_fits(d, &p.s, pad) ? 3 : 2;
   /* j = -1: the rule's way (unless it is wgmma's); then the others in order */
-  bool other = p.wg || p.phases;   /* the rule's way is neither of lt's */
+  bool other = wgmma_impl(&p) || p.phases;   /* the rule's way is neither of lt's */
   for (int j = other ? 0 : -1; j < nlt; j++) {
     int i = j < 0 ? first : j;
     if (j == first && !other) continue;
@@ -300,7 +312,7 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
   if (!p.phases && phases_fit(d, &p.s, pad)) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
-  if (!p.wg && wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
+  if (!wgmma_impl(&p) && wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
   if (wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "tma");
   /* the key: sizes at the maxima, types and fusions */
   int64_t *max = malloc(((size_t)x->g->nsyms + 1) * sizeof *max);
@@ -465,7 +477,7 @@ static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *b
   }
   nnc_sb_printf(body, "  nnc_cuda_error e;\n"
                       "  if (nnc_cuda_gemm_ex(g, NNC_CUDA_GEMM_%s, m->ws, m->ws_size, s, &e))\n"
-                      "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", own_cfg[p->own], ki);
+                      "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", own_cfg[p->cfg], ki);
 }
 
 /* The operands every args struct of nnc's wgmma GEMMs names alike: A (the
@@ -490,7 +502,7 @@ static void own_operands(const ec_ctx *x, const nnc_gemm_desc *d, bool normalize
 static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
-  const char *f = p->tma ? "nnc_cuda_gemm_tma" : "nnc_cuda_gemm_wgmma";
+  const char *f = p->impl == IMPL_TMA ? "nnc_cuda_gemm_tma" : "nnc_cuda_gemm_wgmma";
   nnc_sb_printf(body, "  %s_args<%s, %s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n", f,
                 cu_stype(x, d->a), cu_stype(x, d->out));
   own_operands(x, d, p->pre_norm, body);
@@ -610,13 +622,13 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   bool fp8 = cu_fp8_gemm(x, d);   /* cuda_fp8.c */
   bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
   bool quant = fp8 || w8a8;   /* A quantized, then a GEMM of its own */
-  bool skinny = p.own < 0 && !quant && !p.ln && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
+  bool skinny = (p.impl == IMPL_CUBLASLT || wgmma_impl(&p)) && !quant && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
   nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
-  } else if (p.ln) {
+  } else if (p.impl == IMPL_TMA_LN) {
     ln_body(x, ki, &p, &body);
-  } else if (p.own >= 0) {
+  } else if (p.impl == IMPL_OWN) {
     own_gemm_body(x, ki, &p, &body);
   } else {
     char batch[EXPR], bi[EXPR], lit[64], pa[256];
@@ -653,8 +665,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
-    if (!quant && p.phases && (p.wg || p.pad_n)) phases_block(x, ki, &p, p.pre_norm ? "A" : NULL, &body);
-    if (!quant && p.wg) {
+    if (!quant && p.phases && (wgmma_impl(&p) || p.pad_n)) phases_block(x, ki, &p, p.pre_norm ? "A" : NULL, &body);
+    if (!quant && wgmma_impl(&p)) {
       wgmma_body(x, ki, &p, &body);
     } else if (!quant) {
       char inner[EXPR], ii[EXPR];
@@ -744,7 +756,7 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
     cu_fp8_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
   } else if (cu_w8a8_gemm(x, &k->d.gemm)) {
     cu_w8a8_workspace(x, ki, p.s.M, p.s.K, b);
-  } else if (p.own >= 0 && p.pre_norm) {
+  } else if (p.impl == IMPL_OWN && p.pre_norm) {
     char rows[EXPR];
     ec_dims_product(x, k->d.gemm.out, 0, x->g->tensors[k->d.gemm.out].rank - 1, rows, sizeof rows);
     nnc_sb_printf(b, "  {   /* kernel %d: row statistics of A, two floats a row */\n"
@@ -872,12 +884,12 @@ void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t) {
     t->tma |= strcmp(v.name[i], "tma") == 0;
   }
   if (!plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e)) {
-    t->ln |= p.ln;
-    t->skinny |= p.own < 0 && !p.ln && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
+    t->ln |= p.impl == IMPL_TMA_LN;
+    t->skinny |= (p.impl == IMPL_CUBLASLT || wgmma_impl(&p)) && cu_skinny_fits(x, &x->s->k[ki].d.gemm, &p.s);
     if (!x->r->probe) {
-      t->own |= p.own >= 0;
-      t->wg |= p.wg && !p.tma;
-      t->tma |= p.tma;
+      t->own |= p.impl == IMPL_OWN;
+      t->wg |= p.impl == IMPL_WGMMA;
+      t->tma |= p.impl == IMPL_TMA;
     }
   }
 }
