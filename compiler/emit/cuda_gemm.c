@@ -52,6 +52,8 @@ typedef struct gemm_plan {
   int split_n;         /* > 0: two cuBLASLt calls, columns [0, split_n) and the rest (N a multiple of 64 first) */
   bool phases;         /* cuBLASLt on rows that are not 16-byte aligned, a call per phase of rows (row_phases):
                           from PHASES_ROWS rows on when IMPL_WGMMA or pad_n (they take fewer), else always */
+  bool phases_ok;      /* phases would fit: their rows unaligned, one batch, A [M, K], B [N, K], no epilogue
+                          kernel after (phases_block returns before one) */
   int algo;            /* > 0: cuBLASLt's algo-th heuristic result (nnrt_cuda_gemm.algo), from --tune=measure */
   char why[320];
 } gemm_plan;
@@ -139,6 +141,19 @@ static int algo_suffix(const char *impl, char *base, size_t n) {
   return algo;
 }
 
+/* Rows of 1024 elements or more that are not 16-byte aligned, without
+ * phases: nnc's wgmma GEMM where it fits, else padded rows (in two calls
+ * where split fits); narrower rows stay as they are (not worth a copy). */
+static void unaligned_way(gemm_plan *p, const nnc_gemm_desc *d, int pad, bool wg_fits) {
+  if (pad < 1024) return;
+  if (wg_fits) {
+    p->impl = IMPL_WGMMA;
+    return;
+  }
+  p->pad_n = pad;
+  if (split_fits(d, &p->s, pad)) p->split_n = (int)(atoll(p->s.N) / 64 * 64);
+}
+
 /* Measured on an H100 (bench/NOTES.md, nnc --tune=measure): cuBLASLt runs
  * these GEMMs at about 600 TFLOP/s, nnc's mma.sync GEMM 3-4x slower even with
  * the LayerNorm prologue and the epilogue fused, so the analytic rule always
@@ -214,21 +229,18 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
    * intermediate.dense (4096 x 1536 x 384, erf-GELU) took 58 us there
    * against 29 us for cuBLASLt and the epilogue kernel (bench/NOTES.md);
    * --tune=measure weighs it. */
-  bool rule = !impl || !impl[0];
-  /* from PHASES_ROWS rows on, phases; the rule's other way below that */
-  p->phases = rule && pad >= 1024 && phases_fit(d, &p->s, pad) && !p->post;
-  if (rule && pad >= 1024 && wg_fits) {
-    p->impl = IMPL_WGMMA;
-  } else if (rule) {
-    if (pad >= 1024) p->pad_n = pad;   /* narrow rows: not worth a copy */
-    if (pad >= 1024 && split_fits(d, &p->s, pad)) p->split_n = (int)(atoll(p->s.N) / 64 * 64);
+  p->phases_ok = phases_fit(d, &p->s, pad) && !p->post;
+  if (!impl || !impl[0]) {
+    unaligned_way(p, d, pad, wg_fits);
+    p->phases = pad >= 1024 && p->phases_ok;   /* from PHASES_ROWS rows on; the way above for fewer */
   } else if (strcmp(impl, "wgmma") == 0 && wg_fits) {
     p->impl = IMPL_WGMMA;
     how = "measured";
   } else if (strcmp(impl, "tma") == 0 && wg_fits) {
     p->impl = IMPL_TMA;
     how = "measured";
-  } else if (strcmp(impl, "cublaslt-phased") == 0 && phases_fit(d, &p->s, pad) && !p->algo) {
+  } else if (strcmp(impl, "cublaslt-phased") == 0 && p->phases_ok && !p->algo) {
+    unaligned_way(p, d, pad, wg_fits);   /* below PHASES_ROWS rows, as the rule */
     p->phases = true;
     how = "measured";
   } else if (strcmp(impl, "cublaslt-padded") == 0 && pad && !p->algo) {
@@ -295,8 +307,9 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   if (d->windowed || d->post_norm != NNC_NORM_NONE || plan_gemm(x, k, NULL, &p, &e)) return;
   int pad = pad_of(x, d, &p.s, p.lt_residual);
   /* the rule's choice first, then the other cuBLASLt ways */
-  if (wgmma_impl(&p)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
+  /* "cublaslt-phased" is the rule's way with phases from PHASES_ROWS rows */
   if (p.phases) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
+  else if (wgmma_impl(&p)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
   const char *lt[3] = {"cublaslt", "cublaslt-padded", "cublaslt-split"};
   int first = p.split_n ? 2 : p.pad_n ? 1 : 0, nlt = !pad ? 1 : split_fits(d, &p.s, pad) ? 3 : 2;
   /* j = -1: the rule's way (unless it is wgmma's); then the others in order */
@@ -311,8 +324,8 @@ void cu_gemm_variants(const ec_ctx *x, const nnc_kernel *k, nnc_kernel_variants 
   }
   for (int c = 0; c < OWN_CFGS && own_fits(x, d, &p.s); c++)
     snprintf(v->name[v->n++], sizeof v->name[0], "nnc-%s", own_cfg[c]);
-  if (!p.phases && phases_fit(d, &p.s, pad)) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
-  if (!wgmma_impl(&p) && wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
+  if (!p.phases && p.phases_ok) snprintf(v->name[v->n++], sizeof v->name[0], "cublaslt-phased");
+  if ((p.phases || !wgmma_impl(&p)) && wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "wgmma");
   if (wgmma_fits(x, d, &p.s)) snprintf(v->name[v->n++], sizeof v->name[0], "tma");
   /* the key: sizes at the maxima, types and fusions */
   int64_t *max = malloc(((size_t)x->g->nsyms + 1) * sizeof *max);
@@ -599,11 +612,8 @@ static void phases_block(const ec_ctx *x, int ki, const gemm_plan *p, const char
   nnc_sb_printf(body, "    g.lda = K;\n");
   ec_assign(x, body, 4, "g.B", d->b);
   nnc_sb_printf(body, "    g.ldb = K;\n    g.b_trans = true;\n");
+  /* no residual: phases_fit needs pad_of's padding, which a residual on cuBLASLt's C rules out */
   if (d->bias >= 0) ec_assign(x, body, 4, "g.bias", d->bias);
-  if (p->lt_residual) {
-    ec_assign(x, body, 4, "g.residual", d->residual);
-    if (d->act_last) nnc_sb_printf(body, "    g.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
-  }
   ec_assign(x, body, 4, "g.D", d->out);
   nnc_sb_printf(body, "    g.ldd = N;\n    g.alpha = %s;\n    g.epilogue = %s;\n    g.row_phases = true;\n"
                       "    nnrt_error err = {};\n"
@@ -623,7 +633,11 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
   bool quant = fp8 || w8a8;   /* A quantized, then a GEMM of its own */
   bool skinny = (p.impl == IMPL_CUBLASLT || wgmma_impl(&p)) && !quant && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
-  nnc_sb_printf(&body, "  /* %s%s */\n", p.why, skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
+  bool hybrid = !quant && p.phases && (wgmma_impl(&p) || p.pad_n);   /* phases_block first */
+  char from[96] = "";
+  if (hybrid) snprintf(from, sizeof from, "; from %d rows cuBLASLt, a call per phase of rows (row_phases)", PHASES_ROWS);
+  nnc_sb_printf(&body, "  /* %s%s%s */\n", p.why, from,
+                skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
   } else if (p.impl == IMPL_TMA_LN) {
@@ -665,7 +679,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
-    if (!quant && p.phases && (wgmma_impl(&p) || p.pad_n)) phases_block(x, ki, &p, p.pre_norm ? "A" : NULL, &body);
+    if (hybrid) phases_block(x, ki, &p, p.pre_norm ? "A" : NULL, &body);
     if (!quant && wgmma_impl(&p)) {
       wgmma_body(x, ki, &p, &body);
     } else if (!quant) {

@@ -14,10 +14,10 @@
  * and the GEMM is one the fused kernel runs: bf16 or f16 throughout, A
  * [..., M, K] read as it is (no prologue, no transpose), nn.Linear's B
  * [N, K], N and K constant, K a multiple of 8, alpha 1, no activation,
- * aux or bias gradient, an added residual. The norm's output then comes
- * out earlier, at the GEMM's place; no kernel between read it, as the norm
- * kernel wrote it. Runs before memory planning, which then gives the sum
- * no storage. */
+ * aux or bias gradient, a residual that adds (or none). The norm's output
+ * then comes out earlier, at the GEMM's place; no kernel between read it,
+ * as the norm kernel wrote it. Runs before memory planning, which then
+ * gives the sum no storage. */
 #include <stdlib.h>
 
 #include "passes.h"

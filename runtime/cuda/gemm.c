@@ -21,7 +21,7 @@
 
 #include "nnrt_cuda_impl.h"
 
-#define CACHE_PLANS 128 /* a phased product takes up to 31 (row_phases) */
+#define CACHE_PLANS 128 /* a phased product takes up to P + 2 plans, 3P with a residual (P <= 8) */
 
 typedef struct plan {
   bool valid;
@@ -188,6 +188,9 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
   if (g->row_phases && (aux || bgrad || g->a_scale))
     return no(reason, reason_size, "row_phases takes no aux, bgrad or scale vectors (a phase's rows of a_scale would "
               "be P apart)");
+  if (g->row_phases && g->ab == NNRT_DT_E4M3)
+    return no(reason, reason_size, "row_phases takes no e4m3 inputs (cuBLASLt's FP8 kernels refuse its narrow calls' "
+              "N, not a multiple of 16)");
   return true;
 }
 
@@ -535,7 +538,7 @@ static nnrt_status run_phases(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaSt
     if (c > g->N) c = g->N;
     nnrt_cuda_gemm q = *g;
     q.row_phases = false;
-    q.M = (g->M - r + P - 1) / P;
+    q.M = (int)(((long long)g->M - r + P - 1) / P);
     q.A = (const char *)g->A + (size_t)r * (size_t)g->lda * ea;
     q.lda = g->lda * P;
     q.ldd = g->ldd * P;
@@ -555,6 +558,7 @@ static nnrt_status run_phases(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaSt
   }
   nnrt_cuda_gemm all = *g;
   all.row_phases = false;
+  if (merge && tail <= lead) return st == NNRT_OK ? run_columns(h, &all, 0, g->N, s, err) : st;   /* they meet */
   if (merge && st == NNRT_OK) st = run_columns(h, &all, tail, g->N, s, err);
   if (merge && st == NNRT_OK) st = run_columns(h, &all, 0, lead, s, err);
   return st;

@@ -253,8 +253,10 @@ typedef struct nnrt_cuda_gemm {
  * all rows, or, with a residual (in place too), per phase, so that every
  * element gets the residual once. Needs batch 1, A
  * [M,K] (not a_trans), B [N,K] (b_trans), no aux, bgrad or scale vectors
- * (a_scale's rows would be P apart); d_scale is allowed. When ldd's rows
- * are aligned already, the one call is the plain product. */
+ * (a_scale's rows would be P apart), no e4m3 inputs (cuBLASLt's FP8
+ * kernels want N a multiple of 16). With rows aligned already (P = 1) it is
+ * the wide call and, when N is not a multiple of 64, a call for the rest.
+ * algo applies to every call. */
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a
  * query for one result. algo i in [1, NNRT_CUDA_GEMM_ALGOS) runs the i-th
@@ -285,9 +287,10 @@ long long nnrt_cuda_blas_heuristic_queries(const nnrt_cuda_blas *h);
 /* Whether the combination of types, epilogue, bias/residual and sizes in g
  * is one nnrt_cuda_gemm_run can do; when not, reason (if not NULL) gets why.
  * Looks only at the fields that decide that (M, N, K, batch, ab, out, tf32,
- * bias and residual being NULL or not, epilogue), not at pointers or leading
- * dimensions, nor at algo (whether the heuristic has an algo-th result is
- * known only on the device), and touches no device. */
+ * a_trans, b_trans, row_phases, epilogue, and bias, residual, aux, bgrad and
+ * the scales being NULL or not), not at pointers or leading dimensions, nor
+ * at algo (whether the heuristic has an algo-th result is known only on the
+ * device), and touches no device. */
 bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reason_size);
 
 /* Enqueues the product on stream s. Checks the arguments first (NULL

@@ -53,8 +53,9 @@
  * form; the block form 15.3 and 26.3), against 15.5 and 19.6 for cuBLASLt +
  * layernorm.cuh and 19.9 and 25.0 for gemm_tma + layernorm.cuh. Per k step
  * this cost what cuBLASLt does; the gap was a fixed ~4 us that gemm_tma
- * shows too. **This version is compiled only (no warnings, no spills),
- * not yet run.** */
+ * shows too. This version (H200, session 26): 12.96 and 17.09 us against
+ * 14.94 and 19.14 for cuBLASLt + layernorm.cuh; 56 float64 runs pass,
+ * memcheck clean (its racecheck run did not finish in the script's time). */
 #ifndef NNC_CUDA_GEMM_TMA_LN_CUH
 #define NNC_CUDA_GEMM_TMA_LN_CUH
 

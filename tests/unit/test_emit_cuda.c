@@ -177,7 +177,8 @@ static void test_models(void **state) {
   assert_true(file_has(p, "/* cuBLASLt after a norm kernel (by rule) */"));
   /* the LM head: padded rows, widened to the f32 logits by the copy (the output cast folded) */
   assert_true(file_has(p, "/* cuBLASLt after a norm kernel in two calls (N a multiple of 64, then the rest) into rows "
-                          "padded to 16 bytes, copied as f32 (by rule) */"));
+                          "padded to 16 bytes, copied as f32 (by rule); from 1024 rows cuBLASLt, a call per phase of rows "
+                          "(row_phases) */"));
   assert_true(file_has(p, "const int N0 = 1984;"));
   assert_true(file_has(p, "nnc_unpad_rows<<<M, NNC_UNPAD_THREADS, 0, s>>>(c.out.logits, P, N, ldp);"));
   /* from 1024 rows, cuBLASLt writes them in place by phases of rows */

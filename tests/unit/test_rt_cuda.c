@@ -281,11 +281,13 @@ static void test_gemm_supported(void **state) {
   assert_non_null(strstr(why, "row_phases needs batch 1"));
   g.batch = 1;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));   /* B [K,N] */
+  assert_non_null(strstr(why, "B [N,K] (b_trans)"));
   g.b_trans = true;
   g.bias = g.residual = &dummy;
   assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   g.a_trans = true;
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
+  assert_non_null(strstr(why, "A [M,K]"));
   g.a_trans = false;
   g.ab = g.out = NNRT_DT_BF16;
   g.residual = NULL;
@@ -302,6 +304,9 @@ static void test_gemm_supported(void **state) {
   assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   assert_non_null(strstr(why, "scale vectors"));
   g.a_scale = g.b_scale = NULL;
+  assert_false(nnrt_cuda_gemm_supported(&g, why, sizeof why));   /* e4m3 */
+  assert_non_null(strstr(why, "no e4m3 inputs"));
+  g.row_phases = false;
   assert_true(nnrt_cuda_gemm_supported(&g, why, sizeof why));
   g = base_gemm();
   g.K = 0;
