@@ -1,6 +1,7 @@
 # bench/gpu_gemm_lib.sh: what the TMA GEMM scripts (gpu_gemm_tma.sh,
-# gpu_gemm_tma8.sh) share, sourced once they set OUT and BUDGET: the time
-# budget, the step lines, the device line and the steps run the same way
+# gpu_gemm_tma8.sh, gpu_gemm_tma_ln.sh) share, sourced once they set OUT
+# and BUDGET: the time budget, the step lines, the device line, the
+# registers of a kernel's instances and the steps run the same way
 # on each test binary. A step's exit status is its test's; the caller
 # decides what a failure stops.
 # shellcheck shell=bash disable=SC2034  # status: read by the sourcing script

@@ -18,23 +18,13 @@
 set -uo pipefail
 OUT=${OUT:-build/gpu_gemm_tma_ln_out}
 mkdir -p "$OUT"
-status=0
 export PATH=/usr/local/cuda/bin:$PATH
 # BUDGET: seconds for the whole script; each step's timeout is cut to what
 # is left, so the table still comes out
 BUDGET=${BUDGET:-175}
-T0=$(date +%s)
-limit() { # the step's own limit $1, or what is left of the budget if less (at least 1: timeout 0 never stops)
-  local left=$((BUDGET - ($(date +%s) - T0)))
-  [ "$left" -lt 1 ] && left=1
-  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
-}
-
-step() { echo "== $*"; }
-
-step "device"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1 |
-  tee "$OUT/device.log"
+# shellcheck source=bench/gpu_gemm_lib.sh
+. "$(dirname "$0")/gpu_gemm_lib.sh"
+device
 
 runs() { # both binaries start and pass the argument checks on this machine (a build elsewhere may not)
   [ -x "$1/test_gemm_tma_ln" ] && [ -x "$1/test_gemm_tma_ln_wd" ] &&
@@ -67,9 +57,7 @@ fi
 # the kernel's registers and spills, one line an instance (T, NH, warpgroups,
 # blocks a cluster; with two warpgroups ptxas reports the launch's 168, the
 # consumers run with setmaxnreg's 232)
-awk '/Compiling entry function .*nnc_gemm_tma_ln_kernel/ { k = $0; sub(/.*nnc_gemm_tma_ln_kernelI/, "", k); sub(/EEv.*/, "", k) }
-     k != "" && /spill stores/ { sp = $0; sub(/^ +/, "", sp) }
-     k != "" && /Used [0-9]+ registers/ { sub(/.*Used/, "Used"); print k ": " $0 ", " sp; k = "" }' "$OUT/build.log"
+registers nnc_gemm_tma_ln_kernel "$OUT/build.log"
 
 step "smoke (--small, watchdog build, 60 s limit: a hang shows here)"
 timeout "$(limit 60)" "$BIN/test_gemm_tma_ln_wd" --small >"$OUT/smoke.log" 2>&1
