@@ -804,6 +804,23 @@ static int cmp_float(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
+/* *med: the median ms of runs timed calls of g after warm untimed ones
+ * (CUDA events around each; runs <= 32); unchanged when a call fails. */
+static void median_ms(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1,
+                      int warm, int runs, double *med) {
+  float ms[32] = {0};
+  for (int r = 0; r < warm; r++) OK(nnrt_cuda_gemm_run(h, g, s, &err));
+  for (int r = 0; r < runs && r < 32; r++) {
+    OK(nnrt_cuda_event_record(e0, s, &err));
+    OK(nnrt_cuda_gemm_run(h, g, s, &err));
+    OK(nnrt_cuda_event_record(e1, s, &err));
+    OK(nnrt_cuda_event_elapsed_ms(e0, e1, &ms[r], &err));
+  }
+  if (runs > 32) runs = 32;
+  qsort(ms, (size_t)runs, sizeof ms[0], cmp_float);
+  *med = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
+}
+
 /* GPT-2's LM head (8192 x 50257 x 768, rows of D 50257 long: not 16-byte
  * aligned) three ways: one call, row_phases, and the vocabulary padded to
  * 50304 (what llm.c computes; a model change). B holds 50304 rows. e4m3,
@@ -834,16 +851,9 @@ static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cu
         printf("%-34s %s\n", label, err.msg);
         continue;
       }
-      float ms[15];
-      for (int r = 0; r < 2; r++) OK(nnrt_cuda_gemm_run(h, &g, s, &err));
-      for (int r = 0; r < 15; r++) {
-        OK(nnrt_cuda_event_record(e0, s, &err));
-        OK(nnrt_cuda_gemm_run(h, &g, s, &err));
-        OK(nnrt_cuda_event_record(e1, s, &err));
-        OK(nnrt_cuda_event_elapsed_ms(e0, e1, &ms[r], &err));
-      }
-      qsort(ms, 15, sizeof ms[0], cmp_float);
-      printf("%-34s %10.4f %10.1f\n", label, ms[7], 2.0 * M * N * K / (ms[7] * 1e-3) / 1e12);
+      double med = 0;
+      median_ms(h, &g, s, e0, e1, 2, 15, &med);
+      printf("%-34s %10.4f %10.1f\n", label, med, 2.0 * M * N * K / (med * 1e-3) / 1e12);
     }
   nnrt_cuda_free(a, A, NULL);
   nnrt_cuda_free(a, B, NULL);
@@ -880,16 +890,8 @@ static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
                         .out = cases[i].out, .A = A.d, .lda = K, .B = B.d, .ldb = K,
                         .b_trans = true, .bias = bi.d, .D = D.d, .ldd = N, .alpha = 1,
                         .epilogue = cases[i].epi};
-    float ms[30];
-    for (int r = 0; r < 5; r++) OK(nnrt_cuda_gemm_run(h, &g, s, &err));
-    for (int r = 0; r < 30; r++) {
-      OK(nnrt_cuda_event_record(e0, s, &err));
-      OK(nnrt_cuda_gemm_run(h, &g, s, &err));
-      OK(nnrt_cuda_event_record(e1, s, &err));
-      OK(nnrt_cuda_event_elapsed_ms(e0, e1, &ms[r], &err));
-    }
-    qsort(ms, 30, sizeof ms[0], cmp_float);
-    double med = (ms[14] + ms[15]) / 2;
+    double med = 0;
+    median_ms(h, &g, s, e0, e1, 5, 30, &med);
     printf("%-16s %6d %6d %6d %10.4f %10.1f\n", cases[i].name, M, N, K, med,
            2.0 * M * N * K / (med * 1e-3) / 1e12);
     buf_free(a, &A);
