@@ -60,31 +60,15 @@ fi
 registers nnc_gemm_tma_ln_kernel "$OUT/build.log"
 
 step "smoke (--small, watchdog build, 60 s limit: a hang shows here)"
-timeout "$(limit 60)" "$BIN/test_gemm_tma_ln_wd" --small >"$OUT/smoke.log" 2>&1
-rc=$?
-tail -3 "$OUT/smoke.log"
-echo "smoke exit status: $rc"
-if [ $rc -ne 0 ]; then
+if ! smoke "$BIN/test_gemm_tma_ln_wd" 3; then
   grep -A1 '^FAIL\|watchdog' "$OUT/smoke.log" | head -30
   echo "overall status: 1 (smoke failed; nothing else run)"
   exit 1
 fi
 
-step "correctness (float64 reference, every case)"
-timeout "$(limit 60)" "$BIN/test_gemm_tma_ln" >"$OUT/test.log" 2>&1
-rc=$?
-grep -c '^PASS' "$OUT/test.log" | sed 's/^/passed: /'
-grep -A1 '^FAIL' "$OUT/test.log" | head -30
-tail -1 "$OUT/test.log"
-[ $rc -ne 0 ] && status=1
-
+correctness "$BIN/test_gemm_tma_ln" 60 || status=1
 # the timings before the sanitizers (the table matters more if the call runs short), printed last
-step "timings"
-timeout "$(limit 45)" "$BIN/test_gemm_tma_ln" --time >"$OUT/time.log" 2>&1
-rc=$?
-[ $rc -ne 0 ] && status=1
-grep -v '^|\|^## \|^$' "$OUT/time.log" | head -20
-echo "timing exit status: $rc"
+timings "$BIN/test_gemm_tma_ln" 45 || status=1
 
 # where the fused kernel's time goes (the trace build's phase marks)
 if [ -x "$BIN/test_gemm_tma_ln_trace" ]; then
@@ -93,20 +77,7 @@ if [ -x "$BIN/test_gemm_tma_ln_trace" ]; then
   echo "trace exit status: $?"
 fi
 
-for tool in memcheck racecheck; do
-  step "compute-sanitizer $tool (--small)"
-  if [ "$(limit 60)" -lt 15 ]; then
-    echo "skipped: $(($(date +%s) - T0)) s of the ${BUDGET} s budget used"
-    status=1
-    continue
-  fi
-  timeout "$(limit 60)" compute-sanitizer --tool $tool --error-exitcode 3 "$BIN/test_gemm_tma_ln" --small \
-    >"$OUT/$tool.log" 2>&1
-  rc=$?
-  tail -3 "$OUT/$tool.log"
-  echo "$tool exit status: $rc"
-  [ $rc -ne 0 ] && status=1
-done
+sanitizers "$BIN/test_gemm_tma_ln" 60 15
 
 echo "overall status: $status (0: built clean, every check passed, sanitizers clean)"
 sed -n '/^## gemm_tma_ln/,$p' "$OUT/time.log"
