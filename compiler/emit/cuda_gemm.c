@@ -595,30 +595,110 @@ static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const ch
   }
 }
 
+/* The cuBLASLt path: one nnrt_cuda_gemm (two calls with split_n, a call per
+ * outer index with first_inner), the unpad copy after padded rows, then
+ * the epilogue kernel or the return. in_block: inside phases_block, whose
+ * comment already says why the rows go by phases. */
+static void lt_body(const ec_ctx *x, int ki, const gemm_plan *p, const char *name, const char *batch, bool sa, bool sb,
+                    bool in_block, nnc_sb *b, nnc_sb *body) {
+  const nnc_kernel *k = &x->s->k[ki];
+  const nnc_gemm_desc *d = &k->d.gemm;
+  char bi[EXPR], lit[64];
+  const char *A = "A";
+  char inner[EXPR], ii[EXPR];
+  ec_dims_product(x, d->out, p->s.first_inner, p->s.nb, inner, sizeof inner);
+  nnc_sb_printf(body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
+                cu_as_int(inner, ii, sizeof ii));
+  nnc_sb_printf(body, "  g.ab = %s;\n  g.out = %s;\n", nnrt_dt(x, d->a), nnrt_dt(x, p->pad_n ? d->a : d->out));
+  if (x->r->precision.tf32) nnc_sb_printf(body, "  g.tf32 = true;   /* --precision=tf32 */\n");
+  if (p->pre_norm) nnc_sb_printf(body, "  g.A = %s;\n", A);
+  else ec_assign(x, body, 2, "g.A", d->a);
+  nnc_sb_printf(body, "%s", d->a_trans ? "  g.lda = M;\n  g.a_trans = true;   /* A is [K, M] */\n" : "  g.lda = K;\n");
+  if (sa) nnc_sb_printf(body, "  g.stride_a = (long long)M * K;\n");
+  ec_assign(x, body, 2, "g.B", d->b);
+  nnc_sb_printf(body, "  g.ldb = %s;\n  g.b_trans = %s;\n", d->b_trans ? "K" : "N", d->b_trans ? "true" : "false");
+  if (sb) nnc_sb_printf(body, "  g.stride_b = (long long)K * N;\n");
+  if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
+  if (d->bgrad_from != NNC_BGRAD_NONE) {
+    ec_assign(x, body, 2, "g.bgrad", d->bgrad);
+    nnc_sb_printf(body, "  /* written: the bias gradient, the column sums of dy (%s) */\n", d->bgrad_from == NNC_BGRAD_B ? "B" : "A^T");
+  }
+  if (p->lt_residual) {
+    ec_assign(x, body, 2, "g.residual", d->residual);
+    nnc_sb_printf(body, "  g.stride_r = (long long)M * N;\n");
+    if (d->act_last && !p->post)
+      nnc_sb_printf(body, "  g.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
+  }
+  if (p->pad_n) {
+    nnc_sb_printf(body, "  const int ldp = %d;   /* N rounded up to 16 bytes */\n"
+                         "  %s *P = (%s *)((unsigned char *)m->ws + %s);\n  g.D = P;\n  g.ldd = ldp;\n"
+                         "  g.stride_d = (long long)M * ldp;\n", p->pad_n, cu_stype(x, d->a), cu_stype(x, d->a),
+                  p->pre_norm ? "pad_offset((size_t)M * K * sizeof *A)" : "0");
+  } else {
+    /* the activation's input goes where it is kept; the epilogue kernel makes out */
+    bool to_aux = d->aux_kind == NNC_AUX_SAVE && p->post;
+    ec_assign(x, body, 2, "g.D", to_aux ? d->aux : d->out);
+    nnc_sb_printf(body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n");
+  }
+  if (d->aux_kind != NNC_AUX_NONE && !p->post) {
+    ec_assign(x, body, 2, "g.aux", d->aux);
+    nnc_sb_printf(body, "  g.ldaux = N;\n  g.stride_aux = (long long)M * N;   /* %s */\n",
+                  d->aux_kind == NNC_AUX_SAVE ? "written: the GELU's input, for its gradient"
+                                              : "read: the GELU's input, for gelu'");
+  }
+  nnc_sb_printf(body, "  g.alpha = %s;\n  g.epilogue = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), p->lt_epi);
+  if (p->algo)
+    nnc_sb_printf(body, "  g.algo = %d;   /* cuBLASLt's heuristic result %d, not its first: --tune=measure timed it faster */\n",
+                  p->algo, p->algo);
+  if (p->phases && !p->pad_n)
+    nnc_sb_printf(body, "  g.row_phases = true;%s\n",
+                  in_block ? "" : "   /* rows of N are not 16-byte aligned: a call per phase of rows */");
+  nnc_sb_printf(body, "  nnrt_error err = {};\n");
+  if (p->s.first_inner > 0) {
+    outer_loop(x, k, p, ii, body);
+  } else if (p->split_n) {
+    nnc_sb_printf(body, "  const int N0 = %d;   /* the columns in cuBLASLt's tiles of 64 */\n  g.N = N0;\n"
+                         "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n"
+                         "  g.N = N - N0;\n  g.B = (const %s *)g.B + (long long)N0 * K;\n  g.D = P + N0;\n",
+                  p->split_n, ki, cu_stype(x, d->b));
+    if (p->algo) nnc_sb_printf(body, "  g.algo = 0;   /* the narrow rest: the heuristic's first */\n");
+    if (d->bias >= 0) nnc_sb_printf(body, "  g.bias = (const %s *)g.bias + N0;\n", cu_stype(x, d->bias));
+    nnc_sb_printf(body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+  } else {
+    nnc_sb_printf(body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
+  }
+  if (p->pad_n) {
+    char po[256];
+    nnc_sb_printf(body, "  if (M%s > 0)\n"
+                         "    nnc_unpad_rows<<<M%s, NNC_UNPAD_THREADS, 0, s>>>(%s, P, N, ldp);\n"
+                         "  if (launched(m, %d)) return %s_E_DEVICE;\n",
+                  times(batch, bi, sizeof bi), times(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), ki, x->P);
+    if (!p->post) nnc_sb_printf(body, "  return 0;\n");
+  }
+  emit_post_call(x, ki, p, name, batch, b, body);
+}
+
 /* From PHASES_ROWS rows on, the whole product as cuBLASLt calls per phase of
- * rows, before the rule's way for fewer rows; a is A's normalized copy, or
- * NULL for A itself. */
-static void phases_block(const ec_ctx *x, int ki, const gemm_plan *p, const char *a, nnc_sb *body) {
-  const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
-  char lit[64];
+ * rows (lt_body of the plan without its other way, indented into a block),
+ * before the rule's way for fewer rows. */
+static void phases_block(const ec_ctx *x, int ki, const gemm_plan *p, const char *name, nnc_sb *b, nnc_sb *body) {
+  gemm_plan q = *p;
+  q.impl = IMPL_CUBLASLT;
+  q.pad_n = q.split_n = q.algo = 0;
+  nnc_sb in;
+  nnc_sb_init(&in);
+  lt_body(x, ki, &q, name, "1", false, false, true, b, &in);
   nnc_sb_printf(body, "  /* %d rows or more: cuBLASLt, a call per phase of rows whose starts are 16-byte aligned alike\n"
                       "     (row_phases), at the aligned rate; below, each phase's reading of B costs more than that saves */\n"
-                      "  if (M >= %d) {\n"
-                      "    nnrt_cuda_gemm g = {};\n    g.M = M;\n    g.N = N;\n    g.K = K;\n    g.batch = 1;\n"
-                      "    g.ab = %s;\n    g.out = %s;\n", PHASES_ROWS, PHASES_ROWS, nnrt_dt(x, d->a), nnrt_dt(x, d->out));
-  if (x->r->precision.tf32) nnc_sb_printf(body, "    g.tf32 = true;   /* --precision=tf32 */\n");
-  if (a) nnc_sb_printf(body, "    g.A = %s;\n", a);
-  else ec_assign(x, body, 4, "g.A", d->a);
-  nnc_sb_printf(body, "    g.lda = K;\n");
-  ec_assign(x, body, 4, "g.B", d->b);
-  nnc_sb_printf(body, "    g.ldb = K;\n    g.b_trans = true;\n");
-  /* no residual: phases_fit needs pad_of's padding, which a residual on cuBLASLt's C rules out */
-  if (d->bias >= 0) ec_assign(x, body, 4, "g.bias", d->bias);
-  ec_assign(x, body, 4, "g.D", d->out);
-  nnc_sb_printf(body, "    g.ldd = N;\n    g.alpha = %s;\n    g.epilogue = %s;\n    g.row_phases = true;\n"
-                      "    nnrt_error err = {};\n"
-                      "    if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n"
-                      "    return 0;\n  }\n", ec_literal(d->alpha, false, lit, sizeof lit), p->lt_epi, ki);
+                      "  if (M >= %d) {\n", PHASES_ROWS, PHASES_ROWS);
+  for (const char *l = in.buf; l && *l;) {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+    nnc_sb_printf(body, "%s%.*s", n > 1 ? "  " : "", (int)n, l);
+    l += n;
+  }
+  nnc_sb_printf(body, "  }\n");
+  nnc_sb_free(&in);
 }
 
 static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const char *name, nnc_sb *b, nnc_error *err) {
@@ -649,7 +729,6 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
     bool sa, sb;
     gemm_batch(x, k, &p, batch, sizeof batch, &sa, &sb);
     gemm_dims(x, &p, &body);
-    const char *A = "A";
     if (quant && (p.s.nb > 0 || d->a_trans || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE)) {
       nnc_sb_free(&body);
       return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: an %s weight's GEMM must be a linear of one batch "
@@ -679,80 +758,11 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
-    if (hybrid) phases_block(x, ki, &p, p.pre_norm ? "A" : NULL, &body);
+    if (hybrid) phases_block(x, ki, &p, name, b, &body);
     if (!quant && wgmma_impl(&p)) {
       wgmma_body(x, ki, &p, &body);
     } else if (!quant) {
-      char inner[EXPR], ii[EXPR];
-      ec_dims_product(x, d->out, p.s.first_inner, p.s.nb, inner, sizeof inner);
-      nnc_sb_printf(&body, "  nnrt_cuda_gemm g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n  g.batch = %s;\n",
-                    cu_as_int(inner, ii, sizeof ii));
-      nnc_sb_printf(&body, "  g.ab = %s;\n  g.out = %s;\n", nnrt_dt(x, d->a), nnrt_dt(x, p.pad_n ? d->a : d->out));
-      if (x->r->precision.tf32) nnc_sb_printf(&body, "  g.tf32 = true;   /* --precision=tf32 */\n");
-      if (p.pre_norm) nnc_sb_printf(&body, "  g.A = %s;\n", A);
-      else ec_assign(x, &body, 2, "g.A", d->a);
-      nnc_sb_printf(&body, "%s", d->a_trans ? "  g.lda = M;\n  g.a_trans = true;   /* A is [K, M] */\n" : "  g.lda = K;\n");
-      if (sa) nnc_sb_printf(&body, "  g.stride_a = (long long)M * K;\n");
-      ec_assign(x, &body, 2, "g.B", d->b);
-      nnc_sb_printf(&body, "  g.ldb = %s;\n  g.b_trans = %s;\n", d->b_trans ? "K" : "N", d->b_trans ? "true" : "false");
-      if (sb) nnc_sb_printf(&body, "  g.stride_b = (long long)K * N;\n");
-      if (d->bias >= 0) ec_assign(x, &body, 2, "g.bias", d->bias);
-      if (d->bgrad_from != NNC_BGRAD_NONE) {
-        ec_assign(x, &body, 2, "g.bgrad", d->bgrad);
-        nnc_sb_printf(&body, "  /* written: the bias gradient, the column sums of dy (%s) */\n", d->bgrad_from == NNC_BGRAD_B ? "B" : "A^T");
-      }
-      if (p.lt_residual) {
-        ec_assign(x, &body, 2, "g.residual", d->residual);
-        nnc_sb_printf(&body, "  g.stride_r = (long long)M * N;\n");
-        if (d->act_last && !p.post)
-          nnc_sb_printf(&body, "  g.act_after_residual = true;   /* act(A.B + bias + residual) */\n");
-      }
-      if (p.pad_n) {
-        nnc_sb_printf(&body, "  const int ldp = %d;   /* N rounded up to 16 bytes */\n"
-                             "  %s *P = (%s *)((unsigned char *)m->ws + %s);\n  g.D = P;\n  g.ldd = ldp;\n"
-                             "  g.stride_d = (long long)M * ldp;\n", p.pad_n, cu_stype(x, d->a), cu_stype(x, d->a),
-                      p.pre_norm ? "pad_offset((size_t)M * K * sizeof *A)" : "0");
-      } else {
-        /* the activation's input goes where it is kept; the epilogue kernel makes out */
-        bool to_aux = d->aux_kind == NNC_AUX_SAVE && p.post;
-        ec_assign(x, &body, 2, "g.D", to_aux ? d->aux : d->out);
-        nnc_sb_printf(&body, "  g.ldd = N;\n  g.stride_d = (long long)M * N;\n");
-      }
-      if (d->aux_kind != NNC_AUX_NONE && !p.post) {
-        ec_assign(x, &body, 2, "g.aux", d->aux);
-        nnc_sb_printf(&body, "  g.ldaux = N;\n  g.stride_aux = (long long)M * N;   /* %s */\n",
-                      d->aux_kind == NNC_AUX_SAVE ? "written: the GELU's input, for its gradient"
-                                                  : "read: the GELU's input, for gelu'");
-      }
-      nnc_sb_printf(&body, "  g.alpha = %s;\n  g.epilogue = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit), p.lt_epi);
-      if (p.algo)
-        nnc_sb_printf(&body, "  g.algo = %d;   /* cuBLASLt's heuristic result %d, not its first: --tune=measure timed it faster */\n",
-                      p.algo, p.algo);
-      if (p.phases && !p.pad_n)
-        nnc_sb_printf(&body, "  g.row_phases = true;   /* rows of N are not 16-byte aligned: a call per phase of rows */\n");
-      nnc_sb_printf(&body, "  nnrt_error err = {};\n");
-      if (p.s.first_inner > 0) {
-        outer_loop(x, k, &p, ii, &body);
-      } else if (p.split_n) {
-        nnc_sb_printf(&body, "  const int N0 = %d;   /* the columns in cuBLASLt's tiles of 64 */\n  g.N = N0;\n"
-                             "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n"
-                             "  g.N = N - N0;\n  g.B = (const %s *)g.B + (long long)N0 * K;\n  g.D = P + N0;\n",
-                      p.split_n, ki, cu_stype(x, d->b));
-        if (p.algo) nnc_sb_printf(&body, "  g.algo = 0;   /* the narrow rest: the heuristic's first */\n");
-        if (d->bias >= 0) nnc_sb_printf(&body, "  g.bias = (const %s *)g.bias + N0;\n", cu_stype(x, d->bias));
-        nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
-      } else {
-        nnc_sb_printf(&body, "  if (nnrt_cuda_gemm_run(m->blas, &g, s, &err)) return kernel_failed(m, %d, err.msg);\n", ki);
-      }
-      if (p.pad_n) {
-        char po[256];
-        nnc_sb_printf(&body, "  if (M%s > 0)\n"
-                             "    nnc_unpad_rows<<<M%s, NNC_UNPAD_THREADS, 0, s>>>(%s, P, N, ldp);\n"
-                             "  if (launched(m, %d)) return %s_E_DEVICE;\n",
-                      times(batch, bi, sizeof bi), times(batch, bi, sizeof bi), ec_ptr(x, d->out, po, sizeof po), ki, x->P);
-        if (!p.post) nnc_sb_printf(&body, "  return 0;\n");
-      }
-      emit_post_call(x, ki, &p, name, batch, b, &body);
+      lt_body(x, ki, &p, name, batch, sa, sb, false, b, &body);
     }
   }
   char head[160];
