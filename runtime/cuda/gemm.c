@@ -21,7 +21,10 @@
 
 #include "nnrt_cuda_impl.h"
 
-#define CACHE_PLANS 128 /* a phased product takes up to P + 2 plans, 3P with a residual (P <= 8) */
+/* A phased product takes up to 6P + 2 plans, 8P with a residual (P <= 8):
+ * its bands' calls of one phase differ only by N (three widths at most) and
+ * by the alignment of every other 64-column step. */
+#define CACHE_PLANS 128
 
 typedef struct plan {
   bool valid;
@@ -500,9 +503,9 @@ static size_t gcd_of(size_t a, size_t b) {
   return a;
 }
 
-/* Columns [from, to) of q's rows (q's D, residual, bias at column 0). */
-static nnrt_status run_columns(nnrt_cuda_blas *h, const nnrt_cuda_gemm *q, int from, int to, cudaStream_t s,
-                               nnrt_error *err) {
+/* Columns [from, to) of q's rows (q's D, residual, bias at column 0), to
+ * fn; nothing when empty. */
+static nnrt_status part_columns(const nnrt_cuda_gemm *q, int from, int to, nnrt_cuda_gemm_part_fn fn, void *ctx) {
   if (to <= from) return NNRT_OK;
   size_t ea = dtype_size(q->ab), eo = dtype_size(q->out), eb = dtype_size(bias_type(q));
   nnrt_cuda_gemm p = *q;
@@ -511,57 +514,91 @@ static nnrt_status run_columns(nnrt_cuda_blas *h, const nnrt_cuda_gemm *q, int f
   p.D = (char *)q->D + (size_t)from * eo;
   if (q->residual) p.residual = (const char *)q->residual + (size_t)from * eo;
   if (q->bias) p.bias = (const char *)q->bias + (size_t)from * eb;
-  gemm_name pn = {.g = &p};
-  return run_one(h, &p, s, &pn, err);
+  return fn(ctx, &p);
 }
 
 /* row_phases (nnrt_cuda.h): phase r's rows start (D + r * ldd) mod 16
  * bytes off a boundary; c of their columns reach the next one. cuBLASLt
  * is as slow on aligned rows whose N is odd (GPT-2's head, N 50257 at
- * ldd 50304: 6.7 ms, H200) as on unaligned ones, so the wide call takes a
- * multiple of 64 columns. */
-static nnrt_status run_phases(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s, nnrt_error *err) {
+ * ldd 50304: 6.7 ms, H200) as on unaligned ones, so the wide calls take
+ * whole 64-column tiles. */
+nnrt_status nnrt_cuda_gemm_phases(const nnrt_cuda_gemm *g, nnrt_cuda_gemm_part_fn fn, void *ctx) {
   size_t ea = dtype_size(g->ab), eo = dtype_size(g->out);
   size_t row = (size_t)g->ldd * eo;
-  int P = (int)(16 / gcd_of(row % 16, 16));
-  /* Without a residual, the narrow columns of every phase go in two calls
-   * over all rows, [0, the widest lead) and [the first tail, N): a column
-   * a phase's wide call has written is written again, the same product
-   * rounded by another kernel (bf16 rows: 2 calls instead of 15). A
-   * residual must be added once: then per phase. */
-  bool merge = !g->residual;
-  int lead = 0, tail = g->N;
-  nnrt_status st = NNRT_OK;
-  for (int r = 0; r < P && r < g->M && st == NNRT_OK; r++) {
+  int P = (int)(16 / gcd_of(row % 16, 16)); /* <= 8: the output is 2 or 4 bytes (e4m3 inputs refused) */
+  int phases = g->M < P ? g->M : P;
+  /* phase r: rows m = r (mod P) over all columns; its wide calls take
+   * tiles[r] 64-column tiles from column c[r], aligned rows of whole tiles */
+  nnrt_cuda_gemm q[8];
+  int c[8];
+  long long tiles[8], most = 0;
+  for (int r = 0; r < phases; r++) {
     size_t off = (size_t)r * row, mis = ((uintptr_t)g->D + off) % 16;
-    int c = mis ? (int)((16 - mis) / eo) : 0;
-    if (c > g->N) c = g->N;
-    nnrt_cuda_gemm q = *g;
-    q.row_phases = false;
-    q.M = (int)(((long long)g->M - r + P - 1) / P);
-    q.A = (const char *)g->A + (size_t)r * (size_t)g->lda * ea;
-    q.lda = g->lda * P;
-    q.ldd = g->ldd * P;
-    q.D = (char *)g->D + off;
-    if (g->residual) q.residual = (const char *)g->residual + off;
-    /* [c, c + a multiple of 64): aligned rows of whole tiles; then the rest
-     * of N, then [0, c) */
-    int wide = c + (g->N - c) / 64 * 64;
-    st = run_columns(h, &q, c, wide, s, err);
-    if (merge) {
-      lead = c > lead ? c : lead;
-      tail = wide < tail ? wide : tail;
-      continue;
+    c[r] = mis ? (int)((16 - mis) / eo) : 0;
+    if (c[r] > g->N) c[r] = g->N;
+    tiles[r] = (g->N - c[r]) / 64;
+    if (tiles[r] > most) most = tiles[r];
+    q[r] = *g;
+    q[r].row_phases = false;
+    q[r].M = (int)(((long long)g->M - r + P - 1) / P);
+    q[r].A = (const char *)g->A + (size_t)r * (size_t)g->lda * ea;
+    q[r].lda = g->lda * P;
+    q[r].ldd = g->ldd * P;
+    q[r].D = (char *)g->D + off;
+    if (g->residual) q[r].residual = (const char *)g->residual + off;
+  }
+  /* Bands of tiles, band-major, so that the phases after the first find the
+   * band's rows of B in L2: as few as the budget allows (at least a tile
+   * each), their sizes differing by one tile at most. */
+  size_t budget = g->phase_band_bytes ? g->phase_band_bytes : NNRT_CUDA_PHASE_BAND_BYTES;
+  long long per = (long long)(budget / ((size_t)64 * (size_t)g->K * ea));
+  if (per < 1) per = 1;
+  long long bands = (most + per - 1) / per;
+  nnrt_status st = NNRT_OK;
+  for (long long b = 0; b < bands && st == NNRT_OK; b++) {
+    long long t0 = most * b / bands, t1 = most * (b + 1) / bands;
+    for (int r = 0; r < phases && st == NNRT_OK; r++) {
+      long long lo = t0 < tiles[r] ? t0 : tiles[r], hi = t1 < tiles[r] ? t1 : tiles[r];
+      st = part_columns(&q[r], c[r] + (int)(64 * lo), c[r] + (int)(64 * hi), fn, ctx);
     }
-    if (st == NNRT_OK) st = run_columns(h, &q, wide, g->N, s, err);
-    if (st == NNRT_OK) st = run_columns(h, &q, 0, c, s, err);
+  }
+  /* A residual must be added once: the narrow columns after and before a
+   * phase's wide ones go per phase. Without one, the narrow columns of
+   * every phase go in two calls over all rows, [0, the widest lead) and
+   * [the first tail, N): a column a phase's wide call has written is
+   * written again, the same product rounded by another kernel (bf16 rows: 2
+   * calls instead of 15). */
+  if (g->residual) {
+    for (int r = 0; r < phases && st == NNRT_OK; r++) {
+      st = part_columns(&q[r], c[r] + (int)(64 * tiles[r]), g->N, fn, ctx);
+      if (st == NNRT_OK) st = part_columns(&q[r], 0, c[r], fn, ctx);
+    }
+    return st;
+  }
+  int lead = 0, tail = g->N;
+  for (int r = 0; r < phases; r++) {
+    int wide = c[r] + (int)(64 * tiles[r]);
+    lead = c[r] > lead ? c[r] : lead;
+    tail = wide < tail ? wide : tail;
   }
   nnrt_cuda_gemm all = *g;
   all.row_phases = false;
-  if (merge && tail <= lead) return st == NNRT_OK ? run_columns(h, &all, 0, g->N, s, err) : st;   /* they meet */
-  if (merge && st == NNRT_OK) st = run_columns(h, &all, tail, g->N, s, err);
-  if (merge && st == NNRT_OK) st = run_columns(h, &all, 0, lead, s, err);
-  return st;
+  if (st != NNRT_OK) return st;
+  if (tail <= lead) return part_columns(&all, 0, g->N, fn, ctx); /* they meet */
+  st = part_columns(&all, tail, g->N, fn, ctx);
+  return st == NNRT_OK ? part_columns(&all, 0, lead, fn, ctx) : st;
+}
+
+typedef struct run_ctx {
+  nnrt_cuda_blas *h;
+  cudaStream_t s;
+  nnrt_error *err;
+} run_ctx;
+
+static nnrt_status run_part(void *ctx, const nnrt_cuda_gemm *part) {
+  run_ctx *x = ctx;
+  gemm_name n = {.g = part};
+  return run_one(x->h, part, x->s, &n, x->err);
 }
 
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
@@ -580,7 +617,10 @@ nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaS
     return nnrt_errorf(err, NNRT_E_ARG, "unsupported: %s: %s", name_of(d), why);
   nnrt_status st = check_args(g, d, err);
   if (st != NNRT_OK) return st;
-  if (g->row_phases) return run_phases(h, g, s, err);
+  if (g->row_phases) {
+    run_ctx x = {h, s, err};
+    return nnrt_cuda_gemm_phases(g, run_part, &x);
+  }
   return run_one(h, g, s, d, err);
 }
 

@@ -240,6 +240,7 @@ typedef struct nnrt_cuda_gemm {
   const float *d_scale;          /* out E4M3 only (and required): one device float, D = e4m3(d_scale * (...)),
                                     saturating: the next GEMM's A quantized by this one's epilogue */
   bool row_phases;               /* for rows of D not 16-byte aligned (below) */
+  size_t phase_band_bytes;       /* row_phases: B's bytes per column band; 0: NNRT_CUDA_PHASE_BAND_BYTES (below) */
 } nnrt_cuda_gemm;
 
 /* row_phases: cuBLASLt's fast kernels need every row of D to start 16-byte
@@ -256,7 +257,18 @@ typedef struct nnrt_cuda_gemm {
  * (a_scale's rows would be P apart), no e4m3 inputs (cuBLASLt's FP8
  * kernels want N a multiple of 16). With rows aligned already (P = 1) it is
  * the wide call and, when N is not a multiple of 64, a call for the rest.
- * algo applies to every call. */
+ * algo applies to every call.
+ *
+ * Each phase reads all of B: when the wide columns' rows of B (columns x K x
+ * size of A/B) pass phase_band_bytes, the wide columns are split into bands
+ * of whole 64-column tiles, about equal, each within the budget, and every
+ * phase runs over a band before the next band starts, so that the band's
+ * rows of B are read from memory once and from L2 by the other phases.
+ * phase_band_bytes 0 takes NNRT_CUDA_PHASE_BAND_BYTES; SIZE_MAX (any budget
+ * above B's size) gives one band, the P calls over all wide columns. Bands
+ * change which calls run, not what is written. */
+#define NNRT_CUDA_PHASE_BAND_BYTES ((size_t)24 << 20) /* half of an H100/H200's 50 MB L2: the rest holds the phase's
+                                                         rows of A and D's lines streaming through */
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a
  * query for one result. algo i in [1, NNRT_CUDA_GEMM_ALGOS) runs the i-th

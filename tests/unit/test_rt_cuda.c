@@ -535,6 +535,158 @@ static void test_null_arguments(void **state) {
   nnrt_cuda_event_destroy(NULL);
 }
 
+/* row_phases' calls (nnrt_cuda_gemm_phases), on pointers never dereferenced:
+ * each call's rows of A and B, bias and residual must be those of its
+ * elements of D, which lie inside the matrix (not its row padding), each
+ * written once with a residual (added once) and at least once without;
+ * every call is either aligned rows of whole 64-column tiles within the
+ * band budget or a narrow edge; the wide calls go band by band (a later
+ * call starts no more than a phase's lead before an earlier one); and a
+ * product's distinct plans stay within gemm.c's bound (CACHE_PLANS' comment:
+ * the cache holds 128). */
+typedef struct phase_check {
+  const nnrt_cuda_gemm *g;
+  size_t budget;
+  unsigned char *count; /* per element of D, M x ldd */
+  long long bad, wide, last_from;
+  int nkeys;
+  long long keys[64][NNRT_CUDA_GEMM_KEY_LEN];
+} phase_check;
+
+static size_t out_size(nnrt_cuda_dtype t) { return t == NNRT_DT_F32 ? 4 : 2; }
+
+/* q's byte offset from p (fake pointers: integer arithmetic) */
+static long long off_of(const void *q, const void *p) { return (long long)((uintptr_t)q - (uintptr_t)p); }
+
+static nnrt_status check_part(void *ctx, const nnrt_cuda_gemm *p) {
+  phase_check *x = ctx;
+  const nnrt_cuda_gemm *g = x->g;
+  long long ea = (long long)out_size(g->ab), eo = (long long)out_size(g->out);
+  long long key[NNRT_CUDA_GEMM_KEY_LEN];
+  nnrt_cuda_gemm_key(p, key);
+  int k = 0;
+  while (k < x->nkeys && memcmp(x->keys[k], key, sizeof key) != 0) k++;
+  if (k == x->nkeys && x->nkeys < 64) memcpy(x->keys[x->nkeys++], key, sizeof key);
+  if (p->row_phases || p->M < 1 || p->N < 1 || p->K != g->K || p->batch != 1 || p->ab != g->ab ||
+      p->out != g->out || !p->b_trans || p->a_trans || p->ldb != g->ldb || p->lda < g->K || p->ldd < p->N ||
+      p->alpha != g->alpha || p->phase_band_bytes != g->phase_band_bytes ||
+      (p->bias != NULL) != (g->bias != NULL) || (p->residual != NULL) != (g->residual != NULL) ||
+      (g->residual == g->D) != (p->residual == p->D)) {
+    x->bad++;
+    return NNRT_OK;
+  }
+  long long from = off_of(p->D, g->D) % (g->ldd * eo) / eo;
+  bool aligned = (uintptr_t)p->D % 16 == 0 && p->ldd * eo % 16 == 0 && p->N % 64 == 0;
+  if (aligned) {
+    if (p->N > 64 && (size_t)(p->N * g->K * ea) > x->budget) x->bad++;
+    if (from < x->last_from - 16 / eo) x->bad++; /* phase-major, not band-major */
+    x->last_from = from;
+    x->wide++;
+  } else if (p->N >= 64 + 16 / eo) {
+    x->bad++; /* a slow call: neither aligned whole tiles nor a narrow edge */
+  }
+  for (long long i = 0; i < p->M; i++)
+    for (long long j = 0; j < p->N; j++) {
+      long long d = off_of(p->D, g->D) + (i * p->ldd + j) * eo, e = d / eo, m = e / g->ldd, n = e % g->ldd;
+      if (d < 0 || d % eo || m >= g->M || n >= g->N || off_of(p->A, g->A) + i * p->lda * ea != m * g->lda * ea ||
+          off_of(p->B, g->B) + j * p->ldb * ea != n * g->ldb * ea ||
+          (p->bias && off_of(p->bias, g->bias) + j * eo != n * eo) ||
+          (p->residual && off_of(p->residual, g->residual) + (i * p->ldd + j) * eo != d)) {
+        x->bad++;
+        continue;
+      }
+      if (x->count[e] < 255) x->count[e]++;
+    }
+  return NNRT_OK;
+}
+
+static void test_gemm_phase_partition(void **state) {
+  (void)state;
+  const struct { nnrt_cuda_dtype ab, out; const char *name; } types[] = {
+      {NNRT_DT_F32, NNRT_DT_F32, "f32->f32"},    {NNRT_DT_BF16, NNRT_DT_F32, "bf16->f32"},
+      {NNRT_DT_BF16, NNRT_DT_BF16, "bf16->bf16"}, {NNRT_DT_F16, NNRT_DT_F16, "f16->f16"},
+      {NNRT_DT_F16, NNRT_DT_F32, "f16->f32"}};
+  const int Ms[] = {1, 3, 9, 17}, Ns[] = {1, 5, 8, 63, 64, 65, 71, 72, 128, 135, 200, 517, 1031};
+  const int offs[] = {0, 1, 5};
+  /* K 8: a tile of B is 1 or 2 KiB: 5000 bytes is bands of 2 or 4 tiles */
+  const size_t budgets[] = {0, 1, 5000, SIZE_MAX};
+  enum { NONE, SEPARATE, IN_PLACE };
+  static unsigned char count[17 * (1031 + 8)];
+  static phase_check x;
+  long long cases = 0, banded = 0;
+  int most_keys = 0;
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+      for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+        for (int pad = 0; pad <= 8; pad++)
+          for (size_t oi = 0; oi < sizeof offs / sizeof offs[0]; oi++)
+            for (int res = NONE; res <= IN_PLACE; res++)
+              for (size_t bi = 0; bi < sizeof budgets / sizeof budgets[0]; bi++) {
+                size_t eo = out_size(types[t].out);
+                nnrt_cuda_gemm g = {.M = Ms[mi], .N = Ns[ni], .K = 8, .batch = 1, .ab = types[t].ab,
+                                    .out = types[t].out, .A = (void *)(uintptr_t)0x10000000, .lda = 8 + pad % 3,
+                                    .B = (void *)(uintptr_t)0x20000000, .ldb = 8, .b_trans = true,
+                                    .D = (void *)(uintptr_t)(0x30000000 + offs[oi] * eo), .ldd = Ns[ni] + pad,
+                                    .alpha = 1, .row_phases = true, .phase_band_bytes = budgets[bi]};
+                if (res == SEPARATE) g.residual = (void *)(uintptr_t)(0x40000000 + 3 * eo);
+                if (res == IN_PLACE) g.residual = g.D;
+                if ((Ns[ni] + pad) % 2) g.bias = (void *)(uintptr_t)(0x50000000 + eo);
+                assert_true(nnrt_cuda_gemm_supported(&g, NULL, 0));
+                size_t n = (size_t)g.M * (size_t)g.ldd;
+                memset(count, 0, n);
+                memset(&x, 0, sizeof x);
+                x.g = &g;
+                x.budget = budgets[bi] ? budgets[bi] : NNRT_CUDA_PHASE_BAND_BYTES;
+                x.count = count;
+                assert_int_equal(nnrt_cuda_gemm_phases(&g, check_part, &x), NNRT_OK);
+                long long missed = 0, twice = 0;
+                for (size_t e = 0; e < n; e++) {
+                  if ((long long)(e % (size_t)g.ldd) >= g.N) continue; /* padding: bad if written */
+                  missed += count[e] == 0;
+                  twice += count[e] > 1;
+                }
+                int P = 1; /* phases: rows of D alike mod 16 bytes */
+                while ((long long)P * g.ldd * (long long)eo % 16) P *= 2;
+                if (x.bad || missed || (res != NONE && twice) || x.nkeys > (res != NONE ? 8 * P : 6 * P + 2))
+                  fail_msg("%dx%dx8 ldd %lld D +%d, %s, residual %d, budget %zu: %lld bad element(s) or call(s), "
+                           "%lld missed, %lld twice, %d plans",
+                           g.M, g.N, g.ldd, offs[oi], types[t].name, res, budgets[bi], x.bad, missed, twice,
+                           x.nkeys);
+                most_keys = x.nkeys > most_keys ? x.nkeys : most_keys;
+                cases++;
+                banded += x.wide > (g.M < P ? g.M : P);
+              }
+  printf("row_phases partition: %lld cases (%lld with several bands), at most %d plans\n", cases, banded,
+         most_keys);
+  assert_true(banded > cases / 8);
+}
+
+/* GPT-2's LM head (8192 x 50257 x 768, B bf16, 77 MB): the default budget
+ * gives 4 bands of 196 or 197 tiles, so 4 phases x 4 bands + 2 edge calls
+ * (f32 logits), 8 x 4 + 2 (bf16); SIZE_MAX the P calls of one band. */
+static nnrt_status count_part(void *ctx, const nnrt_cuda_gemm *p) {
+  int *n = ctx;
+  n[0]++;
+  if (p->N % 64 == 0 && p->N > n[1]) n[1] = p->N;
+  return NNRT_OK;
+}
+
+static void test_gemm_phase_head(void **state) {
+  (void)state;
+  for (int bf16 = 0; bf16 < 2; bf16++)
+    for (int one = 0; one < 2; one++) {
+      nnrt_cuda_gemm g = {.M = 8192, .N = 50257, .K = 768, .batch = 1, .ab = NNRT_DT_BF16,
+                          .out = bf16 ? NNRT_DT_BF16 : NNRT_DT_F32, .A = (void *)(uintptr_t)0x10000000, .lda = 768,
+                          .B = (void *)(uintptr_t)0x20000000, .ldb = 768, .b_trans = true,
+                          .D = (void *)(uintptr_t)0x30000000, .ldd = 50257, .alpha = 1, .row_phases = true,
+                          .phase_band_bytes = one ? SIZE_MAX : 0};
+      int n[2] = {0, 0}, P = bf16 ? 8 : 4;
+      assert_int_equal(nnrt_cuda_gemm_phases(&g, count_part, n), NNRT_OK);
+      assert_int_equal(n[0], P * (one ? 1 : 4) + 2);
+      assert_int_equal(n[1], one ? 785 * 64 : 197 * 64);
+    }
+}
+
 static bool have_gpu(void) {
   int n = 0;
   return nnrt_cuda_device_count(&n, NULL) == NNRT_OK && n > 0;
@@ -590,7 +742,8 @@ int main(void) {
       cmocka_unit_test(test_size_class_by_hand),  cmocka_unit_test(test_size_class_properties),
       cmocka_unit_test(test_device_parse),        cmocka_unit_test(test_gemm_supported), cmocka_unit_test(test_gemm_e4m3),
       cmocka_unit_test(test_gemm_algo),           cmocka_unit_test(test_null_arguments),
-      cmocka_unit_test(test_without_device),
+      cmocka_unit_test(test_without_device),      cmocka_unit_test(test_gemm_phase_partition),
+      cmocka_unit_test(test_gemm_phase_head),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
