@@ -34,17 +34,6 @@ bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape
          (d->bias < 0 || g->tensors[d->bias].dtype == t) && (d->residual < 0 || g->tensors[d->residual].dtype == o);
 }
 
-/* A weight: a parameter, or made from parameters alone once at load
- * (passes/hoist_weights.c: a cast, a transpose). Nothing writes it during a
- * run, so the skinny GEMM may copy it before the kernel before it ends. */
-static bool fixed_weight(const ec_ctx *x, int t) {
-  if (x->g->tensors[t].kind == NNC_TENSOR_PARAM) return true;
-  for (int k = 0; k < x->s->nk; k++)
-    for (int i = 0; i < x->s->k[k].nout; i++)
-      if (x->s->k[k].out[i] == t) return x->s->k[k].at_load;
-  return false;
-}
-
 void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
@@ -68,7 +57,7 @@ void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char
   nnc_sb_printf(body, "    sk.ldc = N;\n    sk.alpha = %s;\n    sk.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit),
                 cu_gemm_act(d));
   if (d->act_last) nnc_sb_printf(body, "    sk.act_last = true;   /* act(A.B + bias + residual) */\n");
-  if (fixed_weight(x, d->b))
+  if (cu_fixed_weight(x, d->b))
     nnc_sb_printf(body, "    sk.w_fixed = true;   /* a weight: copied while the kernel before ends */\n");
   nnc_sb_printf(body, "    nnc_cuda_error se;\n    if (nnc_cuda_gemm_skinny(sk, s, &se)) return kernel_failed(m, %d, se.msg);\n"
                       "    return 0;\n  }\n#endif\n", ki);

@@ -41,6 +41,7 @@
 
 #include "attention_ops16.cuh"
 #include "attention_tile.cuh"
+#include "pdl.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
@@ -353,6 +354,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   using Block = wg_block<T, D, BK, NWG, STAGES, STAGES + 1>;
   extern __shared__ __align__(16) unsigned char nnc_attn_wg_smem[];
   const Block k(p.a, nnc_attn_wg_smem);
+  nnc_pdl::let_next_start(); /* a GEMM after it may start its own setup (pdl.cuh) */
 
   if (threadIdx.x == 0) {
     for (int i = 0; i <= Block::KS + Block::VS; ++i) nnc_tma::init(&k.kbar[i], 1);

@@ -42,6 +42,7 @@
 #include <atomic>
 
 #include "gemm_kernel.cuh"
+#include "pdl.cuh"
 
 template <typename T, typename TO> struct nnc_cuda_skinny_args {
   int M, N, K;
@@ -98,18 +99,6 @@ __device__ __forceinline__ void wait_copies(int n) {
 }
 static_assert(STAGES - 2 <= 4, "wait_copies covers every count the ring waits for");
 
-/* Programmatic dependent launch (no-ops when launched without it). */
-__device__ __forceinline__ void wait_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void let_next_grid_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
 }  // namespace nnc_sk
 
 /* MT tiles of 16 rows (M <= 16 MT); W_NK: W is [N][K]. */
@@ -159,10 +148,10 @@ __global__ void __launch_bounds__(nnc_sk::THREADS) nnc_gemm_skinny_kernel(const 
   /* A fixed weight's first stages before the wait for the previous kernel,
    * then A's; stage s's copies are commit group s (the first group also
    * holds the weight's other prologue stages). */
-  if (!g.w_fixed) nnc_sk::wait_previous_grid();
+  if (!g.w_fixed) nnc_pdl::wait();
   for (int s = 0; s < stages - 1; ++s)
     if (s < nc) load_w(s, c0 + s);
-  if (g.w_fixed) nnc_sk::wait_previous_grid();
+  if (g.w_fixed) nnc_pdl::wait();
   for (int s = 0; s < stages - 1; ++s) {
     if (s < nc) load_a(s, c0 + s);
     nnc_cp_async_commit();
@@ -206,7 +195,7 @@ __global__ void __launch_bounds__(nnc_sk::THREADS) nnc_gemm_skinny_kernel(const 
       }
     }
   }
-  nnc_sk::let_next_grid_start(); /* its blocks may take SMs now; its reads still wait for all of this grid */
+  nnc_pdl::let_next_start(); /* its blocks may take SMs now; its reads still wait for all of this grid */
 
   /* the block's partial tile into shared memory (the stages are free once every copy has landed) */
   nnc_cp_async_wait<0>();
@@ -277,8 +266,7 @@ nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, cud
   at[0].id = cudaLaunchAttributeClusterDimension;
   at[0].val.clusterDim.x = 1;
   at[0].val.clusterDim.z = 1;
-  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[1].val.programmaticStreamSerializationAllowed = 1;
+  at[1] = nnc_pdl::programmatic_attr();
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.stream = s;
   cfg.attrs = at;

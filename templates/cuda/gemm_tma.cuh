@@ -56,6 +56,7 @@
 #include "gemm_tma_epilogue.cuh"
 #include "gemm_tma_maps.cuh"
 #include "nnc_cuda.cuh"
+#include "pdl.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
@@ -76,6 +77,8 @@ template <typename T, typename TO> struct nnc_cuda_gemm_tma_args {
   long long ldc;
   int tile_n;     /* 0: the launcher picks; 128 or 256 forces the tile's width (tests, timing) */
   int max_blocks; /* 0: one block an SM; else this many blocks (tests of the tile loop) */
+  bool b_fixed;   /* B is a weight no kernel wrote since the last launch without PDL (pdl.cuh): the first
+                     tile's copies of it start before the wait for the kernel before */
 };
 
 /* The kernel's parameter: the arguments, the tensor maps (A: rows M, boxes
@@ -154,24 +157,38 @@ __device__ __forceinline__ void wait_bar(uint64_t *bar, unsigned parity, const c
  * the consumers' order. The wait on an empty barrier for parity ph ^ 1
  * passes at once in the first round (a fresh barrier counts the phase
  * before its first as complete), then waits for the consumers' release.
+ * With b_fixed the first tile's first stages get B's copies before the
+ * wait for the kernel before (pdl.cuh) and A's after it: a stage's full
+ * barrier completes once both have landed, in either order.
  * P: this kernel's or gemm_tma8.cuh's parameters (maps ma, mb; tiles_m,
  * tiles, kt). */
 template <typename T, int BN, typename P>
-__device__ __forceinline__ void produce(const P &p, T *stages, uint64_t *full, uint64_t *empty) {
+__device__ __forceinline__ void produce(const P &p, bool b_fixed, T *stages, uint64_t *full, uint64_t *empty) {
   using L = tile<BN, T>;
   if (p.kt == 0) return;
   nnc_tma::prefetch_map(&p.ma);
   nnc_tma::prefetch_map(&p.mb);
+  const int early = b_fixed && (int)blockIdx.x < p.tiles ? min(p.kt, L::STAGES) : 0;
+  for (int k = 0; k < early; ++k) {
+    nnc_tma::arrive_expect(&full[k], L::TX);
+    nnc_tma::load_2d(stages + k * L::STAGE_ELEMS + L::A_ELEMS, &p.mb, &full[k], k * L::BK,
+                     (int)blockIdx.x / p.tiles_m * BN);
+  }
+  nnc_pdl::wait();
   int s = 0;
   unsigned ph = 0;
   for (int tl = blockIdx.x; tl < p.tiles; tl += gridDim.x) {
     const int m0 = tl % p.tiles_m * BM, n0 = tl / p.tiles_m * BN;
     for (int k = 0; k < p.kt; ++k) {
-      wait_bar(&empty[s], ph ^ 1u, "empty", s);
       T *sa = stages + s * L::STAGE_ELEMS;
-      nnc_tma::arrive_expect(&full[s], L::TX);
-      nnc_tma::load_2d(sa, &p.ma, &full[s], k * L::BK, m0);
-      nnc_tma::load_2d(sa + L::A_ELEMS, &p.mb, &full[s], k * L::BK, n0);
+      if (tl == (int)blockIdx.x && k < early) { /* stage k: its barrier armed and B on its way */
+        nnc_tma::load_2d(sa, &p.ma, &full[s], k * L::BK, m0);
+      } else {
+        wait_bar(&empty[s], ph ^ 1u, "empty", s);
+        nnc_tma::arrive_expect(&full[s], L::TX);
+        nnc_tma::load_2d(sa, &p.ma, &full[s], k * L::BK, m0);
+        nnc_tma::load_2d(sa + L::A_ELEMS, &p.mb, &full[s], k * L::BK, n0);
+      }
       if (++s == L::STAGES) s = 0, ph ^= 1u;
     }
   }
@@ -283,11 +300,13 @@ __global__ void __launch_bounds__(nnc_gt::NTHREADS, 1)
     nnc_tma::fence_init();
   }
   __syncthreads();
+  nnc_pdl::let_next_start(); /* the next kernel's blocks may take SMs this grid leaves */
   if (threadIdx.x < 128) {
     regs_dec<PRODUCER_REGS>();
-    if (threadIdx.x == 0) produce<T, BN>(p, stages, full, empty);
+    if (threadIdx.x == 0) produce<T, BN>(p, p.g.b_fixed, stages, full, empty);
   } else {
     regs_inc<CONSUMER_REGS>();
+    nnc_pdl::wait(); /* the bias, the residual and C: after the kernel before */
     consume<T, TO, BN, EPI>(p, stages, buffers, biases, full, empty);
   }
 #elif defined(__CUDA_ARCH__)
@@ -348,6 +367,23 @@ nnc_cuda_status plan(P &p, int M, int N, int K, const T *a, long long lda, const
 inline int grid_of(int tiles, int max_blocks, int sms) {
   const int want = max_blocks > 0 ? max_blocks : sms;
   return tiles < want ? tiles : want;
+}
+
+/* kernel(p) on blocks of NTHREADS, launched to start early (pdl.cuh):
+ * this pipeline's kernels wait for the kernel before them themselves.
+ * Returns the launch's status (name: the kernel, in messages). */
+template <typename K, typename P>
+nnc_cuda_status launch_early(K kernel, const P &p, int blocks, size_t smem, cudaStream_t stream, const char *name,
+                             nnc_cuda_error *err) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute at = nnc_pdl::programmatic_attr();
+  cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(NTHREADS), cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream, cfg.attrs = &at, cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p);
+  if (e != cudaSuccess)
+    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, name, "launch failed: %s (%s)", cudaGetErrorName(e),
+                         cudaGetErrorString(e));
+  return nnc_cuda_check_launch(err, name);
 }
 
 /* The arguments' checks of this pipeline's launchers (gemm_tma8.cuh's
@@ -426,8 +462,7 @@ nnc_cuda_status launch(nnc_gemm_tma_params<T, TO> &p, int sms, cudaStream_t stre
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute(%zu bytes) failed: %s", smem,
                          cudaGetErrorString(e));
-  kernel<<<grid_of(p.tiles, g.max_blocks, sms), NTHREADS, smem, stream>>>(p);
-  return nnc_cuda_check_launch(err, KERNEL);
+  return launch_early(kernel, p, grid_of(p.tiles, g.max_blocks, sms), smem, stream, KERNEL, err);
 }
 
 }  // namespace nnc_gt

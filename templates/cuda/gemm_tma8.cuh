@@ -63,6 +63,7 @@ template <typename T8, typename TO> struct nnc_cuda_gemm_tma8_args {
   long long ldc;
   int tile_n;     /* 0: the launcher picks; 128 or 256 forces the tile's width (tests, timing) */
   int max_blocks; /* 0: one block an SM; else this many blocks (tests of the tile loop) */
+  bool b_fixed;   /* B is a weight no kernel wrote since the last launch without PDL: gemm_tma.cuh's */
 };
 
 template <typename T8, typename TO> struct nnc_gemm_tma8_params {
@@ -202,11 +203,13 @@ __global__ void __launch_bounds__(nnc_gt::NTHREADS, 1)
     nnc_tma::fence_init();
   }
   __syncthreads();
+  nnc_pdl::let_next_start(); /* as gemm_tma.cuh's kernel */
   if (threadIdx.x < 128) {
     regs_dec<PRODUCER_REGS>();
-    if (threadIdx.x == 0) produce<T8, BN>(p, stages, full, empty);
+    if (threadIdx.x == 0) produce<T8, BN>(p, p.g.b_fixed, stages, full, empty);
   } else {
     regs_inc<CONSUMER_REGS>();
+    nnc_pdl::wait(); /* the scales, bias, residual and C: after the kernel before */
     consume<T8, TO, BN, EPI>(p, stages, buffers, cols, full, empty);
   }
 #elif defined(__CUDA_ARCH__)
@@ -231,8 +234,7 @@ nnc_cuda_status launch(nnc_gemm_tma8_params<T8, TO> &p, int sms, cudaStream_t st
   if (e != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, NAME, "cudaFuncSetAttribute(%zu bytes) failed: %s", bytes,
                          cudaGetErrorString(e));
-  kernel<<<grid_of(p.tiles, g.max_blocks, sms), NTHREADS, bytes, stream>>>(p);
-  return nnc_cuda_check_launch(err, NAME);
+  return launch_early(kernel, p, grid_of(p.tiles, g.max_blocks, sms), bytes, stream, NAME, err);
 }
 
 }  // namespace nnc_gt8

@@ -92,6 +92,8 @@ template <typename T> struct nnc_cuda_gemm_tma_ln_args {
   int split; /* 0: the launcher picks; 1: two warpgroups a block; 2: a cluster of two blocks (tests, timing;
                 N > 384 takes the cluster, N <= 64 one warpgroup) */
   int max_blocks; /* 0: as many as fit; else at most this many (even with split 2; tests of the tile loop) */
+  bool b_fixed;   /* B is a weight no kernel wrote since the last launch without PDL (pdl.cuh): its first
+                     stages are copied before the wait for the kernel before */
 };
 
 template <typename T> struct nnc_gemm_tma_ln_params {
@@ -171,7 +173,8 @@ __device__ __forceinline__ void wait_peer(uint64_t *bar, unsigned parity) {
 
 /* The producer's thread: every k step of every tile of this block, A's 64
  * rows and B's rows [col0, col0 + WGS NH) (one box a warpgroup's half);
- * parities as in nnc_gt::produce. */
+ * parities as in nnc_gt::produce, and as there B's copies of the first
+ * tile's first stages before the wait for the kernel before when b_fixed. */
 template <typename T, int NH, int WGS, int CL, bool VEC>
 __device__ __forceinline__ void produce(const nnc_gemm_tma_ln_params<T> &p, T *stages, uint64_t *full,
                                         uint64_t *empty, int first, int step, int col0) {
@@ -179,17 +182,28 @@ __device__ __forceinline__ void produce(const nnc_gemm_tma_ln_params<T> &p, T *s
   if (p.kt == 0) return;
   nnc_tma::prefetch_map(&p.ma);
   nnc_tma::prefetch_map(&p.mb);
+  auto load_b = [&](T *sa, int k, uint64_t *bar) {
+#pragma unroll
+    for (int w = 0; w < WGS; ++w) nnc_tma::load_2d(sa + L::A_ELEMS + w * NH * BK, &p.mb, bar, k * BK, col0 + w * NH);
+  };
+  const int early = p.g.b_fixed && first < p.tiles ? min(p.kt, L::STAGES) : 0;
+  for (int k = 0; k < early; ++k) {
+    nnc_tma::arrive_expect(&full[k], L::TX);
+    load_b(stages + k * L::STAGE_ELEMS, k, &full[k]);
+  }
+  nnc_pdl::wait();
   int s = 0;
   unsigned ph = 0;
   for (int tl = first; tl < p.tiles; tl += step) {
     for (int k = 0; k < p.kt; ++k) {
-      nnc_gt::wait_bar(&empty[s], ph ^ 1u, "empty", s);
       T *sa = stages + s * L::STAGE_ELEMS;
-      nnc_tma::arrive_expect(&full[s], L::TX);
+      const bool armed = tl == first && k < early; /* its barrier armed and B on its way */
+      if (!armed) {
+        nnc_gt::wait_bar(&empty[s], ph ^ 1u, "empty", s);
+        nnc_tma::arrive_expect(&full[s], L::TX);
+      }
       nnc_tma::load_2d(sa, &p.ma, &full[s], k * BK, tl * BM);
-#pragma unroll
-      for (int w = 0; w < WGS; ++w)
-        nnc_tma::load_2d(sa + L::A_ELEMS + w * NH * BK, &p.mb, &full[s], k * BK, col0 + w * NH);
+      if (!armed) load_b(sa, k, &full[s]);
       mark(k == 0, TR_ISSUED);
       if (++s == L::STAGES) s = 0, ph ^= 1u;
     }
@@ -367,6 +381,7 @@ __global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL, VEC>::NTHREADS, 1
    * k loop (consume). The cluster's arrive says this block's barriers
    * exist; its wait comes before a block's first remote arrive. */
   if constexpr (CL == 2) nnc_cl::arrive();
+  nnc_pdl::let_next_start(); /* the next kernel's blocks may take SMs this grid leaves */
   /* with one consumer warpgroup (256 threads) every thread may have 255
    * registers from the launch on: nothing to move */
   if (threadIdx.x < 128) {
@@ -375,6 +390,7 @@ __global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL, VEC>::NTHREADS, 1
     if constexpr (CL == 2) nnc_cl::wait();
   } else {
     if constexpr (WGS == 2) nnc_gt::regs_inc<nnc_gt::CONSUMER_REGS>();
+    nnc_pdl::wait(); /* the residual, the parameters and C: after the kernel before */
     const int wgl = threadIdx.x / 128 - 1;
     consume<T, NH, WGS, CL, VEC>(p, stages, prm, xch, bufs + wgl * L::BUF_ELEMS, full, empty, xbar, first, step,
                                  rank + wgl, wgl);
@@ -446,12 +462,13 @@ nnc_cuda_status launch(nnc_gemm_tma_ln_params<T> &p, int sms, cudaStream_t strea
   if (g.max_blocks > 0 && g.max_blocks / CL < units) units = g.max_blocks / CL;
   if (p.tiles < units) units = p.tiles;
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = CL, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3((unsigned)(units * CL)), cfg.blockDim = dim3((unsigned)L::NTHREADS);
   cfg.dynamicSmemBytes = L::SMEM, cfg.stream = stream;
-  cfg.attrs = attr, cfg.numAttrs = CL == 2 ? 1 : 0;
+  attr[1] = nnc_pdl::programmatic_attr(); /* the kernel waits for the one before itself */
+  cfg.attrs = CL == 2 ? attr : attr + 1, cfg.numAttrs = CL == 2 ? 2 : 1;
   const cudaError_t le = cudaLaunchKernelEx(&cfg, kernel, p);
   if (le != cudaSuccess)
     return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "launch failed: %s (%s)", cudaGetErrorName(le),

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "nnc_cuda.cuh"
+#include "pdl.cuh"
 
 /* The arguments of every row kernel. Row r of x starts at x + r * ldx (ld in
  * elements, >= cols). gamma/beta have cols elements and may be NULL (then 1
@@ -212,6 +213,7 @@ template <class Op, int TPR, int VPT, int ROWS>
 __global__ void __launch_bounds__(TPR *ROWS) nnc_rows_kernel(const typename Op::args a) {
   static_assert(TPR <= 32 || ROWS == 1, "a block-wide row needs the whole block");
   __shared__ float smem[TPR > 32 ? TPR / 32 : 1];
+  nnc_pdl::let_next_start(); /* a GEMM after it may start its own setup (pdl.cuh) */
   const long row = (long)blockIdx.x * ROWS + threadIdx.x / TPR;
   Op::template row<TPR, VPT>(a, row, (int)(threadIdx.x % TPR), smem);
 }
@@ -219,6 +221,7 @@ __global__ void __launch_bounds__(TPR *ROWS) nnc_rows_kernel(const typename Op::
 template <class Op>
 __global__ void __launch_bounds__(NNC_ROWS_STREAM_THREADS) nnc_rows_stream_kernel(const typename Op::args a) {
   __shared__ float smem[NNC_ROWS_STREAM_THREADS / 32];
+  nnc_pdl::let_next_start();
   Op::stream(a, (long)blockIdx.x, smem);
 }
 

@@ -85,25 +85,35 @@ template <typename X> static X *device_copy(const std::vector<X> &h) {
 /* C (dc, [M][ldc] and a guard element) on each tile: poisoned with NaN (in
  * place, the residual's values inside each row), launch(tile_n, &err)
  * into it, then every element within tol * max |ref| and the poison past
- * N and after C intact. One line a tile; width: the name column's. */
+ * N and after C intact. C's first bytes and late (operands: A's, from a
+ * copy) are written by the kernel just before the launch (late_copy), so
+ * a kernel that touches them before waiting for it fails. One line a
+ * tile; width: the name column's. */
 template <typename TO, typename Launch>
 static void check_tiles(const tcase &c, const char *tn, int width, TO *dc, const std::vector<TO> &res, long long ldc,
-                        const std::vector<double> &ref, double maxref, double tol, Launch launch) {
+                        const std::vector<double> &ref, double maxref, double tol, std::vector<late_write> late,
+                        Launch launch) {
   const int M = c.M, N = c.N;
   for (int tile_n : {128, 256}) {
     std::vector<TO> hc((size_t)M * ldc + 1, h_from<TO>(NAN));
     if (c.inplace)
       for (int i = 0; i < M; ++i)
         for (int j = 0; j < N; ++j) hc[(size_t)i * ldc + j] = res[(size_t)i * ldc + j];
-    CK(cudaMemcpy(dc, hc.data(), hc.size() * sizeof(TO), cudaMemcpyHostToDevice));
+    TO *start = device_copy(hc);
+    std::vector<late_write> writes = late;
+    writes.push_back({dc, start, hc.size() * sizeof(TO)});
+    late_copy(writes);
     nnc_cuda_error err;
     const nnc_cuda_status st = launch(tile_n, &err);
     if (st != NNC_CUDA_OK) {
       std::printf("FAIL %s %s tile %d: %s\n", c.name, tn, tile_n, err.msg);
       ++failures;
+      CK(cudaDeviceSynchronize());
+      CK(cudaFree(start));
       continue;
     }
     CK(cudaDeviceSynchronize());
+    CK(cudaFree(start));
     CK(cudaMemcpy(hc.data(), dc, hc.size() * sizeof(TO), cudaMemcpyDeviceToHost));
     double maxerr = 0;
     bool pad_ok = true;

@@ -1,7 +1,7 @@
 /* tests/gpu/gpu_test.cuh — what the GPU kernel tests share: a CUDA call
  * that must succeed (else the test prints FAIL and exits 1), float to and
- * from the storage types, rounded to nearest even, and the median time of
- * a launch. */
+ * from the storage types, rounded to nearest even, the median time of a
+ * launch, and operands written late by the kernel before the one tested. */
 #ifndef NNC_GPU_TEST_CUH
 #define NNC_GPU_TEST_CUH
 
@@ -13,6 +13,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "pdl.cuh"
 
 #define CK(x)                                                                                   \
   do {                                                                                          \
@@ -51,6 +53,58 @@ template <class F> double median_ms(F launch) {
   CK(cudaEventDestroy(b));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+/* Operands written late (pdl.cuh's contract, tested): one kernel whose
+ * blocks let the next kernel start at once, sleep LATE_NS, then copy each
+ * write's bytes. A kernel launched after it to start early that reads one
+ * of them before its griddepcontrol.wait sees the bytes from before (the
+ * tests put zeros there), and one that writes one before it has its
+ * writes overwritten: either way its check fails. */
+struct late_write {
+  void *dst;
+  const void *src;
+  size_t bytes;
+};
+constexpr int LATE_WRITES = 4;
+constexpr unsigned long long LATE_NS = 50000;
+struct late_writes {
+  late_write w[LATE_WRITES];
+  int n;
+};
+
+__global__ void late_copy_kernel(late_writes l) {
+  nnc_pdl::let_next_start();
+  if (threadIdx.x == 0) {
+    unsigned long long t0, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+      __nanosleep(1000);
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - t0 < LATE_NS);
+  }
+  __syncthreads();
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (int i = 0; i < l.n; ++i) {
+    unsigned char *d = static_cast<unsigned char *>(l.w[i].dst);
+    const unsigned char *s = static_cast<const unsigned char *>(l.w[i].src);
+    for (size_t b = blockIdx.x * (size_t)blockDim.x + threadIdx.x; b < l.w[i].bytes; b += stride) d[b] = s[b];
+  }
+}
+
+/* Zeros into every write's dst now, then the late kernel on stream s. */
+inline void late_copy(const std::vector<late_write> &writes, cudaStream_t s = 0) {
+  late_writes l = {};
+  for (const late_write &w : writes) {
+    if (l.n == LATE_WRITES) {
+      std::printf("FAIL late_copy: more than %d writes\n", LATE_WRITES);
+      std::exit(1);
+    }
+    CK(cudaMemset(w.dst, 0, w.bytes));
+    l.w[l.n++] = w;
+  }
+  late_copy_kernel<<<64, 256, 0, s>>>(l);
+  CK(cudaGetLastError());
 }
 
 #endif

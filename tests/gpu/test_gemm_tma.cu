@@ -9,7 +9,10 @@
  * the activation, and in place: residual == c), grids of a few blocks that
  * take many tiles each (the stage ring's phases running on across tiles),
  * rows of C (and of the residual) 16-byte aligned or not (the 16-byte and
- * the element-wise stores; ldc = N + pad), and the argument checks. Tolerance: max |out - ref| <= tol * max |ref|,
+ * the element-wise stores; ldc = N + pad), A and C written late by the
+ * kernel just before (the early start of pdl.cuh must wait for them; B
+ * copied before that wait on the 128-wide tile), and the argument checks.
+ * Tolerance: max |out - ref| <= tol * max |ref|,
  * tol 1e-5 for f32 out (1e-3 with the tanh GELU's tanh.approx), 1e-2 for
  * bf16/f16 out.
  *
@@ -69,13 +72,15 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
   std::vector<double> ref;
   auto product = [&](int i, int j) { return c.alpha * dot(ha, lda, hb, ldb, i, j, K); };
   const double maxref = reference(c, product, hbias, hr, ldc, ref);
-  T *da = device_copy(ha), *db = device_copy(hb), *dbias = device_copy(hbias);
+  T *da = device_copy(ha), *sa = device_copy(ha), *db = device_copy(hb), *dbias = device_copy(hbias);
   TO *dr = device_copy(hr), *dc;
   CK(cudaMalloc(&dc, ((size_t)M * ldc + 1) * sizeof(TO)));
   const bool epi = c.act != NNC_CUDA_ACT_NONE || c.residual;
   /* the tanh GELU runs on tanh.approx (relative error about 2^-11) */
   const double tol = !std::is_same<TO, float>::value ? 1e-2 : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3 : 1e-5;
-  check_tiles(c, tn, 34, dc, hr, ldc, ref, maxref, tol, [&](int tile_n, nnc_cuda_error *err) {
+  /* A written late; B a weight (copied before the wait) on the 128 tile, not on the 256 */
+  const std::vector<late_write> late = {{da, sa, ha.size() * sizeof(T)}};
+  check_tiles(c, tn, 34, dc, hr, ldc, ref, maxref, tol, late, [&](int tile_n, nnc_cuda_error *err) {
     nnc_cuda_gemm_tma_args<T, TO> g = {};
     g.M = M, g.N = N, g.K = K;
     g.a = da, g.lda = lda, g.b = db, g.ldb = ldb;
@@ -87,9 +92,10 @@ template <typename T, typename TO> static void run_case(const tcase &c, const ch
     g.tile_n = tile_n;
     g.stream_c = tile_n == 128; /* both store flavours, each tile one */
     g.max_blocks = c.max_blocks;
+    g.b_fixed = tile_n == 128;
     return gemm(g, epi, err);
   });
-  for (void *p : {(void *)da, (void *)db, (void *)dbias, (void *)dc, (void *)dr}) CK(cudaFree(p));
+  for (void *p : {(void *)da, (void *)sa, (void *)db, (void *)dbias, (void *)dc, (void *)dr}) CK(cudaFree(p));
 }
 
 /* Refusals: nothing launched, E_ARG with a message. */

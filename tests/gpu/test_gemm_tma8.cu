@@ -9,7 +9,9 @@
  * alpha, bias, K = 0, a GPT-2 LM head row (N = 50257), every activation,
  * the residual (before and after the activation, and in place), grids of
  * a few blocks that take many tiles each (max_blocks), rows of C 16-byte
- * aligned or not, and the argument checks. Tolerance: max |out - ref| <=
+ * aligned or not, A, its scales and C written late by the kernel just
+ * before (pdl.cuh's early start must wait for them; B copied before that
+ * wait on the 128-wide tile), and the argument checks. Tolerance: max |out - ref| <=
  * tol * max |ref|: s8 sums are exact, so 1e-5 for f32 out (1e-3 with the
  * tanh GELU's tanh.approx); e4m3 5e-3 for f32 out (Hopper's FP8 wgmma
  * adds in fewer bits than f32: the largest error is printed); 1e-2 for
@@ -91,8 +93,8 @@ template <typename T8, typename TO> static void run_case(const tcase &c, const c
     return c.alpha * as * hsb[j] * dot(ha, lda, hb, ldb, i, j, K);
   };
   const double maxref = reference(c, product, hbias, hr, ldc, ref);
-  T8 *da = device_copy(ha), *db = device_copy(hb);
-  float *dsa = device_copy(hsa), *dsb = device_copy(hsb);
+  T8 *da = device_copy(ha), *sa = device_copy(ha), *db = device_copy(hb);
+  float *dsa = device_copy(hsa), *ssa = device_copy(hsa), *dsb = device_copy(hsb);
   TO *dbias = device_copy(hbias), *dr = device_copy(hr), *dc;
   CK(cudaMalloc(&dc, ((size_t)M * ldc + 1) * sizeof(TO)));
   const bool epi = c.act != NNC_CUDA_ACT_NONE || c.residual;
@@ -100,7 +102,9 @@ template <typename T8, typename TO> static void run_case(const tcase &c, const c
                      : !s8                                 ? 5e-3
                      : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3
                                                            : 1e-5;
-  check_tiles(c, tn, 36, dc, hr, ldc, ref, maxref, tol, [&](int tile_n, nnc_cuda_error *err) {
+  /* A and its scales written late; B a weight (copied before the wait) on the 128 tile */
+  const std::vector<late_write> late = {{da, sa, ha.size() * sizeof(T8)}, {dsa, ssa, hsa.size() * sizeof(float)}};
+  check_tiles(c, tn, 36, dc, hr, ldc, ref, maxref, tol, late, [&](int tile_n, nnc_cuda_error *err) {
     nnc_cuda_gemm_tma8_args<T8, TO> g = {};
     g.M = M, g.N = N, g.K = K;
     g.a = da, g.lda = lda, g.a_scale = dsa, g.a_scale_step = c.a_step;
@@ -113,9 +117,11 @@ template <typename T8, typename TO> static void run_case(const tcase &c, const c
     g.tile_n = tile_n;
     g.stream_c = tile_n == 128; /* both store flavours, each tile one */
     g.max_blocks = c.max_blocks;
+    g.b_fixed = tile_n == 128;
     return gemm(g, epi, err);
   });
-  for (void *p : {(void *)da, (void *)db, (void *)dsa, (void *)dsb, (void *)dbias, (void *)dc, (void *)dr})
+  for (void *p : {(void *)da, (void *)sa, (void *)db, (void *)dsa, (void *)ssa, (void *)dsb, (void *)dbias, (void *)dc,
+                  (void *)dr})
     CK(cudaFree(p));
 }
 
