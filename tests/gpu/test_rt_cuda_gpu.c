@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "nnrt_cuda.h"
+#include "nnrt_cuda_impl.h" /* nnrt_cuda_gemm_phases: the head's calls, counted */
 
 static int failures;
 static bool verbose;
@@ -317,7 +318,8 @@ static void buf_free(nnrt_cuda_alloc *a, buf *b) {
 
 /* One case, run with the heuristic's algo-th result; its max relative error
  * goes to the tables. tr: bit 0 B^T ([N,K]), bit 1 A^T ([K,M]). */
-static bool phases; /* gemm_case sets row_phases (test_gemm_row_phases) */
+static bool phases;        /* gemm_case sets row_phases (test_gemm_row_phases) */
+static size_t band_bytes;  /* and phase_band_bytes */
 
 static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, int tr,
                       bool bias, int res, int epi, int algo) {
@@ -347,16 +349,18 @@ static void gemm_case(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, shape sh, int ci, i
   g.epilogue = epi;
   g.algo = algo;
   g.row_phases = phases;
+  g.phase_band_bytes = band_bytes;
   /* ReLU and GELU with a residual: of the sum (cuBLASLt's order), what ResNet's relu(conv + shortcut) uses */
   g.act_after_residual = res != RES_NONE && (epi == NNRT_EPI_RELU || epi == NNRT_EPI_GELU_TANH);
   /* the GELU's input, D-shaped: written by GELU_TANH_AUX, read by DGELU_TANH */
   const bool aux = epi == NNRT_EPI_GELU_TANH_AUX || epi == NNRT_EPI_DGELU_TANH;
   g.ldaux = (N + 7) / 8 * 8 + (sh.pad ? 8 : 0);
   g.stride_aux = (long long)M * g.ldaux + (sh.pad ? 8 : 0);
-  char label[200];
-  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s%s bias=%d res=%s epi=%d algo=%d%s", M, N,
+  char label[200], band[40] = "";
+  if (phases && band_bytes) snprintf(band, sizeof band, " bands of %zu bytes", band_bytes);
+  snprintf(label, sizeof label, "%dx%dx%d b%d pad%d%s %s %s%s bias=%d res=%s epi=%d algo=%d%s%s", M, N,
            K, B, sh.pad, sh.shared_b ? " sharedB" : "", c->name, a_trans ? "A^T " : "", b_trans ? "B^T" : "B", bias,
-           RES_NAME[res], epi, algo, phases ? " row_phases" : "");
+           RES_NAME[res], epi, algo, phases ? " row_phases" : "", band);
 
   buf A = {0}, Bm = {0}, bi = {0}, R = {0}, D = {0}, X = {0};
   size_t nX = (size_t)((B - 1) * g.stride_aux + (long long)M * g.ldaux);
@@ -532,7 +536,9 @@ static void test_gemm_combinations(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool q
  * bias, residual (separate and in place: each element must get it once)
  * and the epilogues; the layouts and epilogues it does not take must be
  * refused as unsupported. Same float64 check and NaN-poisoned padding as
- * every other case. quick: the first shape. */
+ * every other case. Then two shapes in column bands, their budgets small
+ * enough for several (a tile of 64 columns of B per band, or 20000 bytes:
+ * 1 to 6 tiles). quick: the first shape, and the first banded one. */
 static void test_gemm_row_phases(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool quick) {
   const shape shapes[] = {
       {37, 101, 40, 1, 0, false}, {130, 517, 64, 1, 2, false}, {2, 5, 16, 1, 0, false},
@@ -548,8 +554,21 @@ static void test_gemm_row_phases(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, bool qui
           for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
             for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_TANH_AUX; epi++)
               gemm_case(h, a, shapes[si], ci, tr, bias, res, epi, 0);
+  const shape banded[] = {{130, 517, 64, 1, 2, false}, {3, 2051, 24, 1, 1, false}};
+  const size_t budgets[] = {1, 20000};
+  size_t nbanded = quick ? 1 : sizeof banded / sizeof banded[0];
+  for (size_t si = 0; si < nbanded; si++)
+    for (size_t bi = 0; bi < sizeof budgets / sizeof budgets[0]; bi++) {
+      band_bytes = budgets[bi];
+      for (int ci = 0; ci < NCOMBOS; ci++)
+        for (int bias = 0; bias < 2; bias++)
+          for (int res = RES_NONE; res <= RES_IN_PLACE; res++)
+            for (int epi = NNRT_EPI_NONE; epi <= NNRT_EPI_GELU_TANH; epi++)
+              gemm_case(h, a, banded[si], ci, 1, bias, res, epi, 0); /* the layout row_phases takes */
+    }
+  band_bytes = 0;
   phases = false;
-  printf("row_phases: %zu shapes, %d failure(s)\n", nshapes, failures - before);
+  printf("row_phases: %zu shapes, %zu in bands, %d failure(s)\n", nshapes, nbanded, failures - before);
 }
 
 /* BGRAD_A / BGRAD_B: a weight gradient D = A.B and its bias gradient, the
@@ -821,11 +840,20 @@ static void median_ms(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s
   *med = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
 }
 
+/* nnrt_cuda_gemm_phases' callback: counts a phased product's calls */
+static nnrt_status count_call(void *ctx, const nnrt_cuda_gemm *part) {
+  (void)part;
+  ++*(int *)ctx;
+  return NNRT_OK;
+}
+
 /* GPT-2's LM head (8192 x 50257 x 768, rows of D 50257 long: not 16-byte
- * aligned) three ways: one call, row_phases, and the vocabulary padded to
- * 50304 (what llm.c computes; a model change). B holds 50304 rows. e4m3,
- * unscaled, runs only at 50304: cuBLASLt has no FP8 algorithm for N 50257,
- * and row_phases refuses e4m3. */
+ * aligned): one call; the vocabulary padded to 50304 (what llm.c computes, a
+ * model change: the ideal, which the last column compares with); row_phases
+ * in one band (each phase reads all 77 MB of B) and in bands of B within 6
+ * to 48 MiB (NNRT_CUDA_PHASE_BAND_BYTES the default), with its number of
+ * cuBLASLt calls. B holds 50304 rows. e4m3, unscaled, runs only at 50304:
+ * cuBLASLt has no FP8 algorithm for N 50257, and row_phases refuses e4m3. */
 static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
   const int M = 8192, N = 50257, K = 768, LDP = 50304;
   void *A = NULL, *B = NULL, *D = NULL;
@@ -835,26 +863,44 @@ static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cu
   /* bytes of 0x38: 1.0 as e4m3, 4.4e-5 as bf16 (0x3838): finite products either way */
   OK(nnrt_cuda_check(cudaMemset(A, 0x38, (size_t)M * K * 2), "memset", &err));
   OK(nnrt_cuda_check(cudaMemset(B, 0x38, (size_t)LDP * K * 2), "memset", &err));
-  printf("\n%-34s %10s %10s\n", "LM head 8192x50257x768", "median ms", "TFLOP/s");
+  printf("\n%-44s %6s %10s %10s %9s\n", "LM head 8192x50257x768", "calls", "median ms", "TFLOP/s", "/ ideal");
   const struct { nnrt_cuda_dtype ab, out; const char *name; } types[] = {
       {NNRT_DT_BF16, NNRT_DT_F32, "bf16->f32"}, {NNRT_DT_BF16, NNRT_DT_BF16, "bf16->bf16"},
       {NNRT_DT_E4M3, NNRT_DT_F32, "e4m3->f32"}, {NNRT_DT_E4M3, NNRT_DT_BF16, "e4m3->bf16"}};
-  const char *ways[] = {"one call", "row_phases", "N = ldd = 50304"};
-  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-    for (int w = 0; w < 3; w++) {
-      nnrt_cuda_gemm g = {.M = M, .N = w == 2 ? LDP : N, .K = K, .batch = 1, .ab = types[t].ab, .out = types[t].out,
-                          .A = A, .lda = K, .B = B, .ldb = K, .b_trans = true, .D = D, .ldd = w == 2 ? LDP : N,
-                          .alpha = 1, .epilogue = NNRT_EPI_NONE, .row_phases = w == 1};
+  const size_t MiB = (size_t)1 << 20;
+  const struct { const char *name; bool padded, phases; size_t band; } ways[] = {
+      {"N = ldd = 50304 (ideal)", true, false, 0},  {"one call", false, false, 0},
+      {"row_phases, one band", false, true, SIZE_MAX}, {"row_phases, bands <= 6 MiB", false, true, 6 * MiB},
+      {"row_phases, bands <= 12 MiB", false, true, 12 * MiB}, {"row_phases, bands <= 24 MiB", false, true, 24 * MiB},
+      {"row_phases, bands <= 36 MiB", false, true, 36 * MiB}, {"row_phases, bands <= 48 MiB", false, true, 48 * MiB},
+      {"row_phases, default bands", false, true, 0}};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    double ideal = 0;
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+      if (types[t].ab == NNRT_DT_E4M3 && ways[w].phases) continue;
+      int n = ways[w].padded ? LDP : N;
+      nnrt_cuda_gemm g = {.M = M, .N = n, .K = K, .batch = 1, .ab = types[t].ab, .out = types[t].out, .A = A,
+                          .lda = K, .B = B, .ldb = K, .b_trans = true, .D = D, .ldd = n, .alpha = 1,
+                          .epilogue = NNRT_EPI_NONE, .row_phases = ways[w].phases,
+                          .phase_band_bytes = ways[w].band};
       char label[64];
-      snprintf(label, sizeof label, "%s, %s", types[t].name, ways[w]);
+      snprintf(label, sizeof label, "%s, %s", types[t].name, ways[w].name);
+      int calls = 1;
+      if (g.row_phases) {
+        calls = 0;
+        OK(nnrt_cuda_gemm_phases(&g, count_call, &calls));
+      }
       if (nnrt_cuda_gemm_run(h, &g, s, &err) != NNRT_OK) {
-        printf("%-34s %s\n", label, err.msg);
+        printf("%-44s %s\n", label, err.msg);
         continue;
       }
       double med = 0;
-      median_ms(h, &g, s, e0, e1, 2, 15, &med);
-      printf("%-34s %10.4f %10.1f\n", label, med, 2.0 * M * N * K / (med * 1e-3) / 1e12);
+      median_ms(h, &g, s, e0, e1, 3, 31, &med);
+      if (ways[w].padded) ideal = med;
+      printf("%-44s %6d %10.4f %10.1f %9.3f\n", label, calls, med, 2.0 * M * N * K / (med * 1e-3) / 1e12,
+             ideal > 0 ? med / ideal : 0.0);
     }
+  }
   nnrt_cuda_free(a, A, NULL);
   nnrt_cuda_free(a, B, NULL);
   nnrt_cuda_free(a, D, NULL);
