@@ -266,9 +266,13 @@ typedef struct nnrt_cuda_gemm {
  * rows of B are read from memory once and from L2 by the other phases.
  * phase_band_bytes 0 takes NNRT_CUDA_PHASE_BAND_BYTES; SIZE_MAX (any budget
  * above B's size) gives one band, the P calls over all wide columns. Bands
- * change which calls run, not what is written. */
+ * change which calls run, not what is written. gemm.c built with
+ * -DNNRT_CUDA_PHASE_BAND_BYTES=... changes the default (to time a model's
+ * head without changing the compiler). */
+#ifndef NNRT_CUDA_PHASE_BAND_BYTES
 #define NNRT_CUDA_PHASE_BAND_BYTES ((size_t)24 << 20) /* half of an H100/H200's 50 MB L2: the rest holds the phase's
                                                          rows of A and D's lines streaming through */
+#endif
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a
  * query for one result. algo i in [1, NNRT_CUDA_GEMM_ALGOS) runs the i-th
