@@ -909,14 +909,24 @@ static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cu
 /* Model-sized bf16 GEMMs (nn.Linear: B transposed, bias, optional GELU),
  * median of 30 timed runs after 5 warm-ups; inputs random. */
 static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
-  const struct { int M, N, K, epi; nnrt_cuda_dtype out; const char *name; } cases[] = {
-      {8192, 3072, 768, NNRT_EPI_GELU_TANH, NNRT_DT_BF16, "gpt2 fc1+gelu"},
-      {8192, 768, 3072, NNRT_EPI_NONE, NNRT_DT_BF16, "gpt2 fc2"},
-      {8192, 2304, 768, NNRT_EPI_NONE, NNRT_DT_BF16, "gpt2 qkv"},
-      {8192, 8192, 8192, NNRT_EPI_NONE, NNRT_DT_BF16, "8k cube"},
-      {8192, 3072, 768, NNRT_EPI_NONE, NNRT_DT_F32, "fc1 ->f32"},
+  /* the layers' GEMMs of GPT-2 (B=8 T=1024) and BERT MiniLM (B=32 T=128) with
+   * their epilogues, each also as the bare product (no bias, epilogue or
+   * residual: what torch.compile hands cuBLAS before its Triton epilogue),
+   * with cuBLASLt's first heuristic result and the best of its first four */
+  const struct { int M, N, K, epi; bool res; nnrt_cuda_dtype out; const char *name; } cases[] = {
+      {8192, 2304, 768, NNRT_EPI_NONE, false, NNRT_DT_BF16, "gpt2 qkv"},
+      {8192, 768, 768, NNRT_EPI_NONE, true, NNRT_DT_BF16, "gpt2 proj+res"},
+      {8192, 3072, 768, NNRT_EPI_GELU_TANH, false, NNRT_DT_BF16, "gpt2 fc1+gelu"},
+      {8192, 768, 3072, NNRT_EPI_NONE, true, NNRT_DT_BF16, "gpt2 fc2+res"},
+      {4096, 1152, 384, NNRT_EPI_NONE, false, NNRT_DT_BF16, "bert qkv"},
+      {4096, 384, 384, NNRT_EPI_NONE, true, NNRT_DT_BF16, "bert ao+res"},
+      {4096, 1536, 384, NNRT_EPI_NONE, false, NNRT_DT_BF16, "bert inter"},
+      {4096, 384, 1536, NNRT_EPI_NONE, true, NNRT_DT_BF16, "bert out+res"},
+      {8192, 8192, 8192, NNRT_EPI_NONE, false, NNRT_DT_BF16, "8k cube"},
+      {8192, 3072, 768, NNRT_EPI_NONE, false, NNRT_DT_F32, "fc1 ->f32"},
   };
-  printf("\n%-16s %6s %6s %6s %10s %10s\n", "bench (bf16)", "M", "N", "K", "median ms", "TFLOP/s");
+  printf("\n%-16s %6s %6s %6s | %9s %9s %4s %8s | %9s %9s %4s %8s\n", "bench (bf16), ms", "M", "N", "K", "algo 0",
+         "best", "algo", "TFLOP/s", "bare 0", "bare best", "algo", "TFLOP/s");
   cudaStream_t s = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
   OK(nnrt_cuda_stream_create(&s, &err));
@@ -924,26 +934,37 @@ static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   OK(nnrt_cuda_event_create(&e1, &err));
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int M = cases[i].M, N = cases[i].N, K = cases[i].K;
-    buf A = {0}, B = {0}, bi = {0}, D = {0};
+    buf A = {0}, B = {0}, bi = {0}, D = {0}, R = {0};
     if (buf_make(a, &A, NNRT_DT_BF16, (size_t)M * K, true) != NNRT_OK ||
         buf_make(a, &B, NNRT_DT_BF16, (size_t)N * K, true) != NNRT_OK ||
         buf_make(a, &bi, cases[i].out, (size_t)N, true) != NNRT_OK ||
-        buf_make(a, &D, cases[i].out, (size_t)M * N, true) != NNRT_OK) {
+        buf_make(a, &D, cases[i].out, (size_t)M * N, true) != NNRT_OK ||
+        buf_make(a, &R, cases[i].out, (size_t)M * N, true) != NNRT_OK) {
       FAIL("bench buffers: %s", err.msg);
       return;
     }
-    nnrt_cuda_gemm g = {.M = M, .N = N, .K = K, .batch = 1, .ab = NNRT_DT_BF16,
-                        .out = cases[i].out, .A = A.d, .lda = K, .B = B.d, .ldb = K,
-                        .b_trans = true, .bias = bi.d, .D = D.d, .ldd = N, .alpha = 1,
-                        .epilogue = cases[i].epi};
-    double med = 0;
-    median_ms(h, &g, s, e0, e1, 5, 30, &med);
-    printf("%-16s %6d %6d %6d %10.4f %10.1f\n", cases[i].name, M, N, K, med,
-           2.0 * M * N * K / (med * 1e-3) / 1e12);
+    double t0[2] = {0, 0}, t[2] = {0, 0};   /* algo 0, best; [1]: bare */
+    int best[2] = {0, 0};
+    for (int bare = 0; bare < 2; bare++)
+      for (int algo = 0; algo < 4; algo++) {
+        nnrt_cuda_gemm g = {.M = M, .N = N, .K = K, .batch = 1, .ab = NNRT_DT_BF16, .out = cases[i].out, .A = A.d,
+                            .lda = K, .B = B.d, .ldb = K, .b_trans = true, .bias = bare ? NULL : bi.d,
+                            .residual = bare || !cases[i].res ? NULL : R.d, .D = D.d, .ldd = N, .alpha = 1,
+                            .epilogue = bare ? NNRT_EPI_NONE : cases[i].epi, .algo = algo};
+        if (nnrt_cuda_gemm_run(h, &g, s, &err) != NNRT_OK) continue;   /* no such heuristic result */
+        double med = 0;
+        median_ms(h, &g, s, e0, e1, 5, 30, &med);
+        if (algo == 0) t0[bare] = med;
+        if (algo == 0 || med < t[bare]) t[bare] = med, best[bare] = algo;
+      }
+    const double flop = 2.0 * M * N * K;
+    printf("%-16s %6d %6d %6d | %9.4f %9.4f %4d %8.1f | %9.4f %9.4f %4d %8.1f\n", cases[i].name, M, N, K, t0[0], t[0],
+           best[0], flop / (t[0] * 1e-3) / 1e12, t0[1], t[1], best[1], flop / (t[1] * 1e-3) / 1e12);
     buf_free(a, &A);
     buf_free(a, &B);
     buf_free(a, &bi);
     buf_free(a, &D);
+    buf_free(a, &R);
   }
   bench_head(h, a, s, e0, e1);
   nnrt_cuda_event_destroy(e0);
