@@ -26,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -268,10 +269,14 @@ typedef struct nnrt_cuda_gemm {
  * above B's size) gives one band, the P calls over all wide columns. Bands
  * change which calls run, not what is written. gemm.c built with
  * -DNNRT_CUDA_PHASE_BAND_BYTES=... changes the default (to time a model's
- * head without changing the compiler). */
+ * head without changing the compiler).
+ * The default is one band: on an H200 (test_rt_cuda_gpu --bench, session
+ * 27) GPT-2's head took 1.156 ms in one band against 1.128 in bands of 12
+ * MiB, 1.253 of 24 and 1.370 of 6 (f32 out), and 0.951 against 1.015-1.540
+ * (bf16 out); the whole model did not move (4.203 against 4.201 ms, B=8
+ * T=1024): the calls' tails cost what the rereads of B save. */
 #ifndef NNRT_CUDA_PHASE_BAND_BYTES
-#define NNRT_CUDA_PHASE_BAND_BYTES ((size_t)24 << 20) /* half of an H100/H200's 50 MB L2: the rest holds the phase's
-                                                         rows of A and D's lines streaming through */
+#define NNRT_CUDA_PHASE_BAND_BYTES SIZE_MAX
 #endif
 
 /* algo 0 (a zeroed struct) runs cuBLASLt's first heuristic choice, from a

@@ -24,6 +24,12 @@
 
 #include <cuda_runtime.h>
 
+/* 0: every launch waits for the kernel before to end, as without the
+ * attribute (-DNNC_PDL=0 in NVCCFLAGS: to time what the early start buys) */
+#ifndef NNC_PDL
+#define NNC_PDL 1
+#endif
+
 namespace nnc_pdl {
 
 /* Waits for every kernel before this one in the stream to complete. */
@@ -46,7 +52,7 @@ __device__ __forceinline__ void let_next_start() {
 inline cudaLaunchAttribute programmatic_attr() {
   cudaLaunchAttribute a = {};
   a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  a.val.programmaticStreamSerializationAllowed = 1;
+  a.val.programmaticStreamSerializationAllowed = NNC_PDL;
   return a;
 }
 

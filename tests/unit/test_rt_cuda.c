@@ -673,17 +673,19 @@ static nnrt_status count_part(void *ctx, const nnrt_cuda_gemm *p) {
 
 static void test_gemm_phase_head(void **state) {
   (void)state;
+  /* the default (one band), any budget over B's 77 MB (one band), 24 MiB (four bands) */
+  const size_t budgets[] = {0, SIZE_MAX, (size_t)24 << 20};
   for (int bf16 = 0; bf16 < 2; bf16++)
-    for (int one = 0; one < 2; one++) {
+    for (int w = 0; w < 3; w++) {
       nnrt_cuda_gemm g = {.M = 8192, .N = 50257, .K = 768, .batch = 1, .ab = NNRT_DT_BF16,
                           .out = bf16 ? NNRT_DT_BF16 : NNRT_DT_F32, .A = (void *)(uintptr_t)0x10000000, .lda = 768,
                           .B = (void *)(uintptr_t)0x20000000, .ldb = 768, .b_trans = true,
                           .D = (void *)(uintptr_t)0x30000000, .ldd = 50257, .alpha = 1, .row_phases = true,
-                          .phase_band_bytes = one ? SIZE_MAX : 0};
-      int n[2] = {0, 0}, P = bf16 ? 8 : 4;
+                          .phase_band_bytes = budgets[w]};
+      int n[2] = {0, 0}, P = bf16 ? 8 : 4, bands = w == 2 ? 4 : 1;
       assert_int_equal(nnrt_cuda_gemm_phases(&g, count_part, n), NNRT_OK);
-      assert_int_equal(n[0], P * (one ? 1 : 4) + 2);
-      assert_int_equal(n[1], one ? 785 * 64 : 197 * 64);
+      assert_int_equal(n[0], P * bands + 2);
+      assert_int_equal(n[1], bands == 1 ? 785 * 64 : 197 * 64);
     }
 }
 
