@@ -9,7 +9,8 @@
  * A plain C program: exits 0 when every check passes, 1 otherwise, printing
  * the max relative error (to max |ref| of the matrix) per case to stdout
  * with -v, and per type combination always. --quick tests one shape (for
- * sanitizers). --bench instead times a few model-sized GEMMs (CUDA events,
+ * sanitizers). --head runs GPT-2's phased LM head alone (for a profiler).
+ * --bench instead times a few model-sized GEMMs (CUDA events,
  * median of 30 after warm-up; tests/gpu/bench_gemm_torch.py is the peer).
  *
  * Built and run on a GPU machine by tests/gpu/run_rt_cuda.sh (gcc, linked
@@ -912,6 +913,31 @@ static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cu
 
 /* Model-sized bf16 GEMMs (nn.Linear: B transposed, bias, optional GELU),
  * median of 30 timed runs after 5 warm-ups; inputs random. */
+/* --head: GPT-2's phased head (bf16 A and B, f32 then bf16 out) twice
+ * each, then the padded ideal once each, nothing else: a run for a
+ * profiler (ncu's per-kernel times of the phases' calls). */
+static void head_once(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
+  const int M = 8192, N = 50257, K = 768, LDP = 50304;
+  void *A = NULL, *B = NULL, *D = NULL;
+  OK(nnrt_cuda_malloc(a, (size_t)M * K * 2, &A, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)LDP * K * 2, &B, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)M * LDP * 4, &D, &err));
+  OK(nnrt_cuda_check(cudaMemset(A, 0x38, (size_t)M * K * 2), "memset", &err));
+  OK(nnrt_cuda_check(cudaMemset(B, 0x38, (size_t)LDP * K * 2), "memset", &err));
+  for (int padded = 0; padded < 2; padded++)
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+      int n = padded ? LDP : N;
+      nnrt_cuda_gemm g = {.M = M, .N = n, .K = K, .batch = 1, .ab = NNRT_DT_BF16,
+                          .out = bf16 ? NNRT_DT_BF16 : NNRT_DT_F32, .A = A, .lda = K, .B = B, .ldb = K,
+                          .b_trans = true, .D = D, .ldd = n, .alpha = 1, .row_phases = !padded};
+      for (int r = 0; r < (padded ? 1 : 2); r++) OK(nnrt_cuda_gemm_run(h, &g, NULL, &err));
+    }
+  OK(nnrt_cuda_check(cudaDeviceSynchronize(), "synchronize", &err));
+  nnrt_cuda_free(a, A, NULL);
+  nnrt_cuda_free(a, B, NULL);
+  nnrt_cuda_free(a, D, NULL);
+}
+
 static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   /* the layers' GEMMs of GPT-2 (B=8 T=1024) and BERT MiniLM (B=32 T=128) with
    * their epilogues, each also as the bare product (no bias, epilogue or
@@ -977,13 +1003,14 @@ static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
 }
 
 int main(int argc, char **argv) {
-  bool do_bench = false, quick = false;
+  bool do_bench = false, quick = false, head = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-v")) verbose = true;
     else if (!strcmp(argv[i], "--bench")) do_bench = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--head")) head = true;
     else {
-      printf("usage: %s [-v] [--quick] [--bench]\n", argv[0]);
+      printf("usage: %s [-v] [--quick] [--bench] [--head]\n", argv[0]);
       return 2;
     }
   }
@@ -992,7 +1019,7 @@ int main(int argc, char **argv) {
     printf("no usable device: stopping\n");
     return 1;
   }
-  if (!do_bench) {
+  if (!do_bench && !head) {
     test_allocator();
     test_copies_and_events();
   }
@@ -1001,6 +1028,8 @@ int main(int argc, char **argv) {
   if (nnrt_cuda_alloc_create(&a, &err) != NNRT_OK ||
       nnrt_cuda_blas_create(0, &h, &err) != NNRT_OK) {
     FAIL("setup: %s", err.msg);
+  } else if (head) {
+    head_once(h, a);
   } else if (do_bench) {
     bench(h, a);
   } else {
