@@ -370,56 +370,41 @@ static const char *nnrt_dt(const ec_ctx *x, int t) {
   }
 }
 
-/* The loop of an epilogue kernel after cuBLASLt: NNC_UNROLL elements a
- * thread, every load issued before the first store (one 2-byte load at a
- * time kept such a kernel at a third of the bandwidth, as the elementwise
- * loops found). arrays declares the loaded values ("ay[NNC_UNROLL], ..."),
- * loads fills them for element e, ex is y's new value for element u. */
-static void post_loop(nnc_sb *b, const char *arrays, const char *loads, const char *ex) {
-  nnc_sb_printf(b, "  NNC_LOOP_UNROLLED(e0, stride, n) {\n    float %s;\n"
-                   "    NNC_UNROLL_FOR(u) {\n      if (e0 + u * stride >= n) break;\n"
-                   "      const long long e = e0 + u * stride;\n%s    }\n"
-                   "    NNC_UNROLL_FOR(u) {\n      if (e0 + u * stride >= n) break;\n"
-                   "      nnc_st(&y[e0 + u * stride], %s);\n    }\n  }\n}\n\n",
-                arrays, loads, ex);
-}
-
 /* The epilogue kernel of the cuBLASLt path: out = act(out) (+ residual),
  * named after its launcher fn (the probe has one launcher per
- * implementation, each cuBLASLt one with its epilogue kernel). */
+ * implementation, each cuBLASLt one with its epilogue kernel): one
+ * nnc_map (loops.cuh: 16-byte vectors, every load before the first store)
+ * of y and the residual or saved input, v and w in its function. */
 static void emit_post_kernel(const ec_ctx *x, int ki, const char *fn, nnc_sb *b) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   nnc_node act = {0};
   act.op = d->act;
   act.attrs.gelu_tanh = d->gelu_tanh;
   char ex[1024];
+  const char *ty = cu_stype(x, d->out);
   if (d->aux_kind != NNC_AUX_NONE) {
-    /* SAVE: cuBLASLt wrote the activation's input into x; ACT_GRAD: the
+    /* SAVE: cuBLASLt wrote the activation's input into x, y is act(x); ACT_GRAD: the
      * product into y, times act'(x) here */
     bool grad = d->aux_kind == NNC_AUX_ACT_GRAD;
     if (grad) {
       act.op = NNC_OP_ACT_GRAD;
       act.attrs.act = d->act;
     }
-    ec_node_expr(x, &act, "ax[u]", "ay[u]", false, d->out, ex, sizeof ex);
-    const char *ty = cu_stype(x, d->out);
+    ec_node_expr(x, &act, "w", "v", false, d->out, ex, sizeof ex);
     nnc_sb_printf(b, "/* kernel %d's %s after cuBLASLt */\n", ki,
                   grad ? "activation's derivative at its saved input" : "activation of its saved input");
-    nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *x, long long n) {\n", fn, ty, ty);
-    if (grad) post_loop(b, "ax[NNC_UNROLL], ay[NNC_UNROLL]", "      ax[u] = nnc_ld(x[e]);\n      ay[u] = nnc_ld(y[e]);\n", ex);
-    else post_loop(b, "ax[NNC_UNROLL]", "      ax[u] = nnc_ld(x[e]);\n", ex);
+    nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *x, long long n) {\n"
+                     "  nnc_map%s(y, x, n, [](float%s, float w) { return %s; });\n}\n\n",
+                  fn, ty, ty, grad ? "" : "<false>", grad ? " v" : "", ex);
     return;
   }
-  ec_node_expr(x, &act, "ay[u]", "", false, d->out, ex, sizeof ex);
-  const char *ty = cu_stype(x, d->out);
+  ec_node_expr(x, &act, "v", "", false, d->out, ex, sizeof ex);
   bool res = d->residual >= 0 && !d->act_last;   /* act_last: cuBLASLt added it */
   const char *with = !res ? "" : d->residual_mul ? " times the residual" : " and residual";
   nnc_sb_printf(b, "/* kernel %d's activation%s after cuBLASLt */\n", ki, with);
-  nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *r, long long n) {\n", fn, ty, ty);
-  char full[1100];
-  snprintf(full, sizeof full, "%s%s", ex, !res ? "" : d->residual_mul ? " * ar[u]" : " + ar[u]");
-  post_loop(b, res ? "ay[NNC_UNROLL], ar[NNC_UNROLL]" : "ay[NNC_UNROLL]",
-            res ? "      ay[u] = nnc_ld(y[e]);\n      ar[u] = nnc_ld(r[e]);\n" : "      ay[u] = nnc_ld(y[e]);\n", full);
+  nnc_sb_printf(b, "__global__ void %s_post(%s *y, const %s *r, long long n) {\n"
+                   "  nnc_map(y, r, n, [](float v, float%s) { return %s%s; });\n}\n\n",
+                fn, ty, ty, res ? " w" : "", ex, !res ? "" : d->residual_mul ? " * w" : " + w");
 }
 
 /* Batch dims [0, first_inner) of the output broadcast differently in A and B
@@ -600,8 +585,8 @@ static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const ch
     if (d->residual >= 0 && !d->act_last) ec_ptr(x, d->residual, pr, sizeof pr);
     if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
     nnc_sb_printf(body, "  const long long n = (long long)M * N%s;\n"
-                        "  %s_post<<<nnc_loop_blocks((n + NNC_UNROLL - 1) / NNC_UNROLL), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
-                        "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name,
+                        "  %s_post<<<nnc_map_blocks<%s>(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
+                        "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name, cu_stype(x, d->out),
                   ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
   } else if (!p->pad_n) {
     nnc_sb_printf(body, "  return 0;\n");
