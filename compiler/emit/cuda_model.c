@@ -361,10 +361,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   if (!ws.buf) {
     nnc_sb_printf(b, "  (void)max;   /* no kernel needs a workspace */\n  return 0;\n}\n\n");
   } else {
-    nnc_sb_printf(b, "  const %s_dims dd = {", p);
-    for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
-    if (!g->nsyms) nnc_sb_printf(b, "0");
-    nnc_sb_printf(b, "}, *d = &dd;\n");
+    ec_emit_dims_at_max(x, b);
     if (!g->nsyms) nnc_sb_printf(b, "  (void)max;   /* the model has no symbolic dims */\n");
     nnc_sb_printf(b, "  size_t need = 0;\n%s  return need;\n}\n\n", ws.buf);
   }

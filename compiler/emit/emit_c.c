@@ -403,11 +403,16 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
   nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
 }
 
+void ec_emit_dims_at_max(const ec_ctx *x, nnc_sb *b) {
+  nnc_sb_printf(b, "  const %s_dims dd = {", x->p);
+  for (int i = 0; i < x->g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
+  nnc_sb_printf(b, "%s}, *d = &dd;\n", x->g->nsyms ? "" : "0");
+}
+
 /* `static size_t arena_need(const int64_t *max)`: the arena bytes for the
  * maxima max. */
 void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
-  const char *p = x->p;
   /* arena bytes at given maxima: offsets are planned at the compiled maxima,
    * so the arena ends where the last tensor ends at these sizes */
   nnc_sb ends;
@@ -431,9 +436,7 @@ void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b) {
     nnc_sb_printf(b, "  (void)max;   /* nothing lives in the arena */\n  return 64;\n}\n\n");
   } else {
     if (ec_names(ends.buf, "d")) {
-      nnc_sb_printf(b, "  const %s_dims dd = {", p);
-      for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
-      nnc_sb_printf(b, "}, *d = &dd;\n");
+      ec_emit_dims_at_max(x, b);
     } else {
       nnc_sb_printf(b, "  (void)max;   /* every size is a constant */\n");
     }

@@ -183,6 +183,10 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
  * <p>_graph.c, and bench_<p>.c where it needs no toolkit headers (bench). */
 nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error *err);
 
+/* `  const <p>_dims dd = {.B = max[0], ...}, *d = &dd;`: the dims at the
+ * maxima max, as d (a function sizing a buffer at the maxima opens so). */
+void ec_emit_dims_at_max(const ec_ctx *x, nnc_sb *b);
+
 /* `static size_t arena_need(const int64_t *max)`: each arena tensor at its
  * planned offset with its size at the maxima max; the arena ends where the
  * last one ends. */

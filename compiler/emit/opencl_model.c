@@ -297,11 +297,9 @@ static void io_bytes(const ocl_ctx *o, nnc_sb *b) {
 /* Floats of the GEMM prologues' statistics at the maxima: 2 per row. */
 static void stats_need(const ocl_ctx *o, nnc_sb *b) {
   const ec_ctx *x = &o->x;
-  const nnc_graph *g = x->g;
-  nnc_sb_printf(b, "static size_t stats_need(const int64_t *max) {\n  const %s_dims dd = {", x->p);
-  for (int i = 0; i < g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);
-  if (!g->nsyms) nnc_sb_printf(b, "0");
-  nnc_sb_printf(b, "}, *d = &dd;\n  (void)d;\n  (void)max;\n  size_t need = 2;\n");
+  nnc_sb_printf(b, "static size_t stats_need(const int64_t *max) {\n");
+  ec_emit_dims_at_max(x, b);
+  nnc_sb_printf(b, "  (void)d;\n  (void)max;\n  size_t need = 2;\n");
   for (int k = 0; k < x->s->nk; k++) {
     const nnc_kernel *kk = &x->s->k[k];
     if (kk->kind != NNC_KERNEL_GEMM || kk->d.gemm.prologue == NNC_NORM_NONE) continue;
