@@ -45,10 +45,11 @@ void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
  * and s in scope; a: A's pointer expression, NULL for d->a's) (cuda_skinny.c). */
 bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s);
 void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body);
-/* Whether tensor t is a weight nothing writes during a run (a parameter
- * outside --train, or made from parameters alone once at load), so that a
- * GEMM may copy it before the kernel before it ends (templates/cuda/pdl.cuh). */
-bool cu_fixed_weight(const ec_ctx *x, int t);
+/* Whether tensor t is a weight no kernel can still be writing when run
+ * kernel ki starts early (a parameter outside --train, or made from
+ * parameters at load with a plain launch before ki), so that ki may copy it
+ * before waiting for the kernel before it (templates/cuda/pdl.cuh). */
+bool cu_fixed_weight(const ec_ctx *x, int ki, int t);
 /* The templates' nnc_cuda_act of GEMM d's activation (cuda_conv.c). */
 const char *cu_gemm_act(const nnc_gemm_desc *d);
 /* Whether kernel ki is a pool read straight from the image (an im2col and

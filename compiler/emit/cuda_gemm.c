@@ -478,27 +478,42 @@ static void own_gemm_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *b
                       "    return kernel_failed(m, %d, e.msg);\n  return 0;\n", own_cfg[p->cfg], ki);
 }
 
-/* A parameter (under --train the optimizer writes it after the backward),
- * or made from parameters alone once at load (passes/hoist_weights.c: a
- * cast, a transpose), before any run. */
-bool cu_fixed_weight(const ec_ctx *x, int t) {
+/* Whether a kernel before run kernel ki launches without the early start:
+ * one that is not a GEMM (nnc's TMA GEMMs are the ones launched early) and
+ * launches something (a view does not). Its launch waits for everything
+ * before it, the kernels made at load included. */
+static bool after_plain_launch(const ec_ctx *x, int ki) {
+  for (int k = 0; k < ki; k++) {
+    const nnc_kernel *kk = &x->s->k[k];
+    if (!kk->at_load && kk->kind != NNC_KERNEL_GEMM && kk->kind != NNC_KERNEL_VIEW) return true;
+  }
+  return false;
+}
+
+/* A parameter (under --train the optimizer writes it after the backward:
+ * never), or made from parameters alone at load (passes/hoist_weights.c: a
+ * cast, a transpose) when run kernel ki comes after a plain launch: the
+ * kernels made at load run on the run's stream just before its first
+ * kernel, so a chain of early starts from there could meet them running. */
+bool cu_fixed_weight(const ec_ctx *x, int ki, int t) {
+  if (x->s->k[ki].at_load) return false;
   if (x->g->tensors[t].kind == NNC_TENSOR_PARAM) return !x->r->train;
   for (int k = 0; k < x->s->nk; k++)
     for (int i = 0; i < x->s->k[k].nout; i++)
-      if (x->s->k[k].out[i] == t) return x->s->k[k].at_load;
+      if (x->s->k[k].out[i] == t) return x->s->k[k].at_load && after_plain_launch(x, ki);
   return false;
 }
 
 /* The operands every args struct of nnc's wgmma GEMMs names alike: A (the
  * normalized copy in the workspace when normalized), B [N, K], the bias
  * and the residual; tma: the TMA GEMMs' b_fixed where B is a weight. */
-static void own_operands(const ec_ctx *x, const nnc_gemm_desc *d, bool normalized, bool tma, nnc_sb *body) {
+static void own_operands(const ec_ctx *x, int ki, const nnc_gemm_desc *d, bool normalized, bool tma, nnc_sb *body) {
   if (normalized) nnc_sb_printf(body, "  g.a = A;\n");
   else ec_assign(x, body, 2, "g.a", d->a);
   nnc_sb_printf(body, "  g.lda = K;\n");
   ec_assign(x, body, 2, "g.b", d->b);
   nnc_sb_printf(body, "  g.ldb = K;\n");
-  if (tma && cu_fixed_weight(x, d->b))
+  if (tma && cu_fixed_weight(x, ki, d->b))
     nnc_sb_printf(body, "  g.b_fixed = true;   /* a weight: its first copies start while the kernel before ends */\n");
   if (d->bias >= 0) ec_assign(x, body, 2, "g.bias", d->bias);
   if (d->residual >= 0) {
@@ -516,7 +531,7 @@ static void wgmma_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body
   const char *f = p->impl == IMPL_TMA ? "nnc_cuda_gemm_tma" : "nnc_cuda_gemm_wgmma";
   nnc_sb_printf(body, "  %s_args<%s, %s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n", f,
                 cu_stype(x, d->a), cu_stype(x, d->out));
-  own_operands(x, d, p->pre_norm, p->impl == IMPL_TMA, body);
+  own_operands(x, ki, d, p->pre_norm, p->impl == IMPL_TMA, body);
   if (d->act != NNC_OP_NONE) nnc_sb_printf(body, "  g.act = %s;\n", cu_gemm_act(d));
   if (d->act != NNC_OP_NONE && d->residual >= 0 && d->act_last) nnc_sb_printf(body, "  g.act_last = true;\n");
   nnc_sb_printf(body, "  g.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
@@ -564,7 +579,7 @@ static void ln_body(const ec_ctx *x, int ki, const gemm_plan *p, nnc_sb *body) {
                       "    return 0;\n  }\n", ki, po, pg, pb, ec_literal(d->post_eps, false, lit, sizeof lit), po, ki);
   nnc_sb_printf(body, "  nnc_cuda_gemm_tma_ln_args<%s> g = {};\n  g.M = M;\n  g.N = N;\n  g.K = K;\n",
                 cu_stype(x, d->a));
-  own_operands(x, d, false, true, body);
+  own_operands(x, ki, d, false, true, body);
   if (d->post_gamma >= 0) ec_assign(x, body, 2, "g.gamma", d->post_gamma);
   if (d->post_beta >= 0) ec_assign(x, body, 2, "g.beta", d->post_beta);
   nnc_sb_printf(body, "  g.eps = %s;\n", ec_literal(d->post_eps, false, lit, sizeof lit));

@@ -57,7 +57,7 @@ void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char
   nnc_sb_printf(body, "    sk.ldc = N;\n    sk.alpha = %s;\n    sk.act = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit),
                 cu_gemm_act(d));
   if (d->act_last) nnc_sb_printf(body, "    sk.act_last = true;   /* act(A.B + bias + residual) */\n");
-  if (cu_fixed_weight(x, d->b))
+  if (cu_fixed_weight(x, ki, d->b))
     nnc_sb_printf(body, "    sk.w_fixed = true;   /* a weight: copied while the kernel before ends */\n");
   nnc_sb_printf(body, "    nnc_cuda_error se;\n    if (nnc_cuda_gemm_skinny(sk, s, &se)) return kernel_failed(m, %d, se.msg);\n"
                       "    return 0;\n  }\n#endif\n", ki);

@@ -55,6 +55,18 @@ template <class F> double median_ms(F launch) {
   return ms[ms.size() / 2];
 }
 
+/* The stream the kernel tests launch on: a created one, not the legacy
+ * default stream, whose implicit synchronization could hide an early
+ * start (pdl.cuh); made once. */
+inline cudaStream_t test_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t t;
+    CK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+    return t;
+  }();
+  return s;
+}
+
 /* Operands written late (pdl.cuh's contract, tested): one kernel whose
  * blocks let the next kernel start at once, sleep LATE_NS, then copy each
  * write's bytes. A kernel launched after it to start early that reads one
@@ -92,15 +104,15 @@ __global__ void late_copy_kernel(late_writes l) {
   }
 }
 
-/* Zeros into every write's dst now, then the late kernel on stream s. */
-inline void late_copy(const std::vector<late_write> &writes, cudaStream_t s = 0) {
+/* Zeros into every write's dst, then the late kernel, on stream s. */
+inline void late_copy(const std::vector<late_write> &writes, cudaStream_t s = test_stream()) {
   late_writes l = {};
   for (const late_write &w : writes) {
     if (l.n == LATE_WRITES) {
       std::printf("FAIL late_copy: more than %d writes\n", LATE_WRITES);
       std::exit(1);
     }
-    CK(cudaMemset(w.dst, 0, w.bytes));
+    CK(cudaMemsetAsync(w.dst, 0, w.bytes, s));
     l.w[l.n++] = w;
   }
   late_copy_kernel<<<64, 256, 0, s>>>(l);
