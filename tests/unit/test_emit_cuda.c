@@ -211,8 +211,8 @@ static void test_models(void **state) {
   assert_true(file_has(p, "#include \"kernels/gemm_tma_ln.cuh\""));
   assert_int_equal(sh("test $(grep -c 'if (nnc_cuda_gemm_tma_ln(g, s, &e))' %s) -eq 4", p), 0);
   /* their weights are parameters: copied before the wait for the kernel before (pdl.cuh) */
-  assert_int_equal(sh("test $(grep -c '  g.b_fixed = true;   /\* a weight: its first copies start while the kernel "
-                      "before ends \*/' %s) -eq 4", p), 0);
+  assert_int_equal(sh("test $(grep -c '  g.b_fixed = true;   /\\* a weight: its first copies start while the kernel "
+                      "before ends \\*/' %s) -eq 4", p), 0);
   /* below 4096 rows each of them is cuBLASLt and the row kernel in place, the embeddings' layernorm once */
   assert_int_equal(sh("test $(grep -c 'nnc_cuda_layernorm(' %s) -eq 5", p), 0);
   assert_int_equal(sh("test $(grep -c '  if (M < 4096) {   /\\* few rows: cuBLASLt (bias, residual), then the layernorm "
