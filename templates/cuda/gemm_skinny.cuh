@@ -62,11 +62,6 @@ template <typename T, typename TO> struct nnc_cuda_skinny_args {
                     kernel before this one has finished */
 };
 
-/* 0: launch without programmatic dependent launch (the weight is then
- * copied only once the kernel before has ended) */
-#ifndef NNC_SKINNY_PDL
-#define NNC_SKINNY_PDL 1
-#endif
 /* The most blocks a cluster splits k over (2 to 8; 1: no split, no cluster) */
 #ifndef NNC_SKINNY_MAX_SLICES
 #define NNC_SKINNY_MAX_SLICES 8
@@ -270,7 +265,7 @@ nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, cud
   cfg.blockDim = dim3(THREADS, 1, 1);
   cfg.stream = s;
   cfg.attrs = at;
-  cfg.numAttrs = NNC_SKINNY_PDL ? 2 : 1;
+  cfg.numAttrs = 2; /* the early start: pdl.cuh's NNC_PDL turns it off */
   /* the choice, kept per (tiles, chunks) so that a run asks the occupancy calculator once a shape */
   static std::atomic<unsigned long long> known[32];
   const unsigned long long key = ((unsigned long long)tiles << 20 | (unsigned)chunks) << 8;
@@ -294,7 +289,7 @@ nnc_cuda_status nnc_gemm_skinny_launch(const nnc_cuda_skinny_args<T, TO> &g, cud
   if (!cached && asked) slot.store(key | (unsigned long long)slices, std::memory_order_relaxed);
   if (slices == 1) { /* no split: a plain launch, not a cluster of one */
     cfg.attrs = at + 1;
-    cfg.numAttrs = NNC_SKINNY_PDL ? 1 : 0;
+    cfg.numAttrs = 1;
   }
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, g, slices, stages);
   if (e != cudaSuccess)

@@ -162,14 +162,7 @@ static void expect(const char *what, const A &x, nnc_cuda_status want, bool epi,
 static int run_main(int argc, char **argv, bool (*time)(), void (*arg_checks)(), int (*cases)(bool small)) {
   const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
   const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
-  int dev = 0, major = 0, minor = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major != 9 || minor != 0) {
-    std::printf("SKIP: sm_90a code needs compute capability 9.0, found %d.%d\n", major, minor);
-    return 77;
-  }
+  if (!sm90a_device()) return 77;
   if (timing) return time() ? 0 : 1;
   arg_checks();
   const int n = cases(small);

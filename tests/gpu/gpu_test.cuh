@@ -55,6 +55,18 @@ template <class F> double median_ms(F launch) {
   return ms[ms.size() / 2];
 }
 
+/* Whether the current device runs sm_90a code (compute capability 9.0);
+ * else a SKIP line: the sm_90a kernels' tests then exit 77. */
+inline bool sm90a_device() {
+  int dev = 0, major = 0, minor = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major == 9 && minor == 0) return true;
+  std::printf("SKIP: sm_90a code needs compute capability 9.0, found %d.%d\n", major, minor);
+  return false;
+}
+
 /* The stream the kernel tests launch on: a created one, not the legacy
  * default stream, whose implicit synchronization could hide an early
  * start (pdl.cuh); made once. */

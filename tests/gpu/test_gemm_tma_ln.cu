@@ -269,14 +269,7 @@ int main(int argc, char **argv) {
   const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
   const bool args_only = argc > 1 && std::strcmp(argv[1], "--args") == 0;
   const bool tracing = argc > 1 && std::strcmp(argv[1], "--trace") == 0;
-  int dev = 0, major = 0, minor = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major != 9 || minor != 0) {
-    std::printf("SKIP: sm_90a code needs compute capability 9.0, found %d.%d\n", major, minor);
-    return 77;
-  }
+  if (!sm90a_device()) return 77;
   if (timing) return gemm_tma_ln_time::run() ? 0 : 1;
   if (tracing) {
 #ifdef NNC_GEMM_TMA_LN_TRACE

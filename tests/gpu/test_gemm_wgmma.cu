@@ -191,14 +191,7 @@ static void arg_checks() {
 
 int main(int argc, char **argv) {
   const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
-  int dev = 0, major = 0, minor = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major != 9 || minor != 0) {
-    std::printf("SKIP: sm_90a code needs compute capability 9.0, found %d.%d\n", major, minor);
-    return 77;
-  }
+  if (!sm90a_device()) return 77;
   arg_checks();
   int n = 0;
   for (const tcase &c : CASES) {

@@ -852,6 +852,18 @@ static nnrt_status count_call(void *ctx, const nnrt_cuda_gemm *part) {
   return NNRT_OK;
 }
 
+/* GPT-2's LM head: its sizes, and A, B (50304 rows) and D (f32, 8192 x
+ * 50304) allocated, A and B filled with bytes of 0x38 (1.0 as e4m3, 4.4e-5
+ * as bf16 (0x3838): finite products either way). */
+enum { HEAD_M = 8192, HEAD_N = 50257, HEAD_K = 768, HEAD_LDP = 50304 };
+static void head_buffers(nnrt_cuda_alloc *a, void **A, void **B, void **D) {
+  OK(nnrt_cuda_malloc(a, (size_t)HEAD_M * HEAD_K * 2, A, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)HEAD_LDP * HEAD_K * 2, B, &err));
+  OK(nnrt_cuda_malloc(a, (size_t)HEAD_M * HEAD_LDP * 4, D, &err));
+  OK(nnrt_cuda_check(cudaMemset(*A, 0x38, (size_t)HEAD_M * HEAD_K * 2), "memset", &err));
+  OK(nnrt_cuda_check(cudaMemset(*B, 0x38, (size_t)HEAD_LDP * HEAD_K * 2), "memset", &err));
+}
+
 /* GPT-2's LM head (8192 x 50257 x 768, rows of D 50257 long: not 16-byte
  * aligned): one call; the vocabulary padded to 50304 (what llm.c computes, a
  * model change: the ideal, which the last column compares with); row_phases
@@ -860,14 +872,9 @@ static nnrt_status count_call(void *ctx, const nnrt_cuda_gemm *part) {
  * cuBLASLt calls. B holds 50304 rows. e4m3, unscaled, runs only at 50304:
  * cuBLASLt has no FP8 algorithm for N 50257, and row_phases refuses e4m3. */
 static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
-  const int M = 8192, N = 50257, K = 768, LDP = 50304;
+  const int M = HEAD_M, N = HEAD_N, K = HEAD_K, LDP = HEAD_LDP;
   void *A = NULL, *B = NULL, *D = NULL;
-  OK(nnrt_cuda_malloc(a, (size_t)M * K * 2, &A, &err));
-  OK(nnrt_cuda_malloc(a, (size_t)LDP * K * 2, &B, &err));
-  OK(nnrt_cuda_malloc(a, (size_t)M * LDP * 4, &D, &err));
-  /* bytes of 0x38: 1.0 as e4m3, 4.4e-5 as bf16 (0x3838): finite products either way */
-  OK(nnrt_cuda_check(cudaMemset(A, 0x38, (size_t)M * K * 2), "memset", &err));
-  OK(nnrt_cuda_check(cudaMemset(B, 0x38, (size_t)LDP * K * 2), "memset", &err));
+  head_buffers(a, &A, &B, &D);
   printf("\n%-44s %6s %10s %10s %9s\n", "LM head 8192x50257x768", "calls", "median ms", "TFLOP/s", "/ ideal");
   const struct { nnrt_cuda_dtype ab, out; const char *name; } types[] = {
       {NNRT_DT_BF16, NNRT_DT_F32, "bf16->f32"}, {NNRT_DT_BF16, NNRT_DT_BF16, "bf16->bf16"},
@@ -911,19 +918,13 @@ static void bench_head(nnrt_cuda_blas *h, nnrt_cuda_alloc *a, cudaStream_t s, cu
   nnrt_cuda_free(a, D, NULL);
 }
 
-/* Model-sized bf16 GEMMs (nn.Linear: B transposed, bias, optional GELU),
- * median of 30 timed runs after 5 warm-ups; inputs random. */
 /* --head: GPT-2's phased head (bf16 A and B, f32 then bf16 out) twice
  * each, then the padded ideal once each, nothing else: a run for a
  * profiler (ncu's per-kernel times of the phases' calls). */
 static void head_once(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
-  const int M = 8192, N = 50257, K = 768, LDP = 50304;
+  const int M = HEAD_M, N = HEAD_N, K = HEAD_K, LDP = HEAD_LDP;
   void *A = NULL, *B = NULL, *D = NULL;
-  OK(nnrt_cuda_malloc(a, (size_t)M * K * 2, &A, &err));
-  OK(nnrt_cuda_malloc(a, (size_t)LDP * K * 2, &B, &err));
-  OK(nnrt_cuda_malloc(a, (size_t)M * LDP * 4, &D, &err));
-  OK(nnrt_cuda_check(cudaMemset(A, 0x38, (size_t)M * K * 2), "memset", &err));
-  OK(nnrt_cuda_check(cudaMemset(B, 0x38, (size_t)LDP * K * 2), "memset", &err));
+  head_buffers(a, &A, &B, &D);
   for (int padded = 0; padded < 2; padded++)
     for (int bf16 = 0; bf16 < 2; bf16++) {
       int n = padded ? LDP : N;
@@ -938,6 +939,8 @@ static void head_once(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   nnrt_cuda_free(a, D, NULL);
 }
 
+/* Model-sized bf16 GEMMs (nn.Linear: B transposed, bias, optional GELU),
+ * median of 30 timed runs after 5 warm-ups; inputs random. */
 static void bench(nnrt_cuda_blas *h, nnrt_cuda_alloc *a) {
   /* the layers' GEMMs of GPT-2 (B=8 T=1024) and BERT MiniLM (B=32 T=128) with
    * their epilogues, each also as the bare product (no bias, epilogue or
