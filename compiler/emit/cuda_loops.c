@@ -39,6 +39,6 @@ static void finish(void *self, int ki, const char *n, nnc_sb *body) {
 
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   cuda_loops l = {x, b};
-  const ec_loop_target lt = {x, &l, pointer, finish, "uint4", "make_uint4", x->g->ranks > 1 ? "c.rank" : NULL, true};
+  const ec_loop_target lt = {x, &l, pointer, finish, "uint4", "make_uint4", x->g->ranks > 1 ? "c.rank" : NULL, true, true};
   return ec_emit_device_loop(&lt, ki, err);
 }

@@ -136,15 +136,11 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
 
 /* ----------------------------------------------------------- elementwise */
 
-static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err) {
-  const ec_ctx *x = lt->x;
-  const nnc_kernel *k = &x->s->k[ki];
-  const nnc_graph *g = x->g;
-  int out = k->out[0];
-  const nnc_tensor *o = &g->tensors[out];
-  bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false};
+/* How the chain of kernel k reads each operand q: its value at each element
+ * (plain), or as a [B, S] padding mask (as_mask). */
+static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask) {
   for (int i = 0; i < k->nnodes; i++) {
-    const nnc_node *n = &g->nodes[k->nodes[i]];
+    const nnc_node *n = &x->g->nodes[k->nodes[i]];
     for (int j = 0; j < n->nin; j++)
       for (int q = 0; q < k->nin; q++)
         if (k->in[q] == n->in[j]) {
@@ -152,39 +148,62 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
           else plain[q] = true;
         }
   }
-  /* a work-item takes EC_UNROLL elements a stride apart: their loads first
-   * (into a<q>[u]), then the chain and the stores (more bytes in flight than
-   * one element's: a bf16 chain reached a third of an H100's bandwidth) */
-  nnc_sb body, loads, ops;
-  nnc_sb_init(&body);
-  nnc_sb_init(&loads);
-  nnc_sb_init(&ops);
-  char e[EXPR], name[16], acc[ACCESS], arrays[NNC_MAX_IO * 24] = "";
-  size_t alen = 0;
+}
+
+/* Where tensor t lives, for a loop on 16-byte vectors: 1 in the arena or the
+ * weights at a multiple of 16 bytes (the plan aligns both to 256), 0 a
+ * caller's buffer (an input or output), whose alignment only the kernel can
+ * test, -1 neither. */
+static int placed16(const ec_ctx *x, int t) {
+  const nnc_buffer *b = &x->s->plan.buf[t];
+  if (b->storage == NNC_STORE_ALIAS && b->alias_of >= 0 && b->alias_of != t) return placed16(x, b->alias_of);
+  if (x->input_of[t] >= 0 || x->output_of[t] >= 0) return 0;
+  if (x->param_of[t] >= 0) return x->w_off[x->param_of[t]] % 16 == 0 ? 1 : -1;
+  return b->offset % 16 == 0 ? 1 : -1;
+}
+
+static bool vec_dtype(nnc_dtype d) { return d == NNC_F32 || d == NNC_BF16 || d == NNC_F16; }
+
+/* Elements a vector where a work-item of elementwise kernel k can take V
+ * output elements at a time: 16 bytes of the narrowest array, so that V
+ * elements of each array are whole 16-byte vectors (an f32 output of a bf16
+ * chain: two). Needs the target's vector loops; f32, bf16 or f16 values
+ * throughout (i32 chains compute in double); the output's last dim a
+ * constant multiple of V; and each operand either with that last dim, read
+ * as vectors (its rows are whole vectors, so a broadcast along leading axes
+ * keeps them aligned), or broadcast along it: scalar[q], one value a vector.
+ * 0: an element at a time. */
+static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
+                           bool *scalar) {
+  const ec_ctx *x = lt->x;
+  const nnc_graph *g = x->g;
+  const nnc_tensor *o = &g->tensors[k->out[0]];
+  if (!lt->vec_loops || o->rank == 0 || !vec_dtype(o->dtype) || placed16(x, k->out[0]) < 0) return 0;
+  for (int i = 0; i < k->nnodes; i++)
+    if (!vec_dtype(g->tensors[g->nodes[k->nodes[i]].out[0]].dtype)) return 0;
+  int es = nnc_dtype_size(o->dtype);
   for (int q = 0; q < k->nin; q++) {
-    snprintf(name, sizeof name, "x%d", q);
-    lt->pointer(lt->self, &body, "const ", name, k->in[q]);
+    const nnc_tensor *t = &g->tensors[k->in[q]];
+    if (as_mask[q] || !vec_dtype(t->dtype)) return 0;
+    scalar[q] = t->rank == 0 || nnc_dim_eq_const(t->shape[t->rank - 1], 1);
+    if (!plain[q] || scalar[q]) continue;
+    if (!nnc_dim_eq(t->shape[t->rank - 1], o->shape[o->rank - 1]) || placed16(x, k->in[q]) < 0) return 0;
+    if (nnc_dtype_size(t->dtype) < es) es = nnc_dtype_size(t->dtype);
   }
-  lt->pointer(lt->self, &body, "", "y", out);
-  for (int q = 0; q < k->nin; q++) {
-    snprintf(name, sizeof name, "x%d", q);
-    if (plain[q]) {
-      operand_offset(x, k->in[q], out, e, sizeof e);
-      nnc_sb_printf(&loads, "      a%d[u] = %s;\n", q, ld(lt, k->in[q], name, e, acc, sizeof acc));
-      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
-    }
-    if (as_mask[q]) {
-      char S[EXPR], at[EXPR + 16];
-      /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
-      dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
-      snprintf(at, sizeof at, "i0 * %s + j", S);
-      nnc_sb_printf(&loads, "      m%d[u] = %s;\n", q, ld(lt, k->in[q], name, at, acc, sizeof acc));
-      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sm%d[NNC_UNROLL]", alen ? ", " : "", q);
-    }
-  }
-  const char *last = "0.0f";
-  char lastbuf[32];
-  bool i32_out = o->dtype == NNC_I32;
+  const nnc_dim c = o->shape[o->rank - 1];
+  return nnc_dim_is_const(c) && c.k % (16 / es) == 0 ? 16 / es : 0;
+}
+
+/* The chain of kernel k for work-item step u into ops: each node's value
+ * from the operands a<q>[u] (or, V > 0, element l of the vector: a<q>[u][l],
+ * scalar[q] ones a<q>[u]); last gets the name of the last value. */
+static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, const bool *scalar, nnc_sb *ops,
+                      char last[32]) {
+  const ec_ctx *x = lt->x;
+  const nnc_graph *g = x->g;
+  int out = k->out[0];
+  const char *ind = V ? "        " : "      ";
+  snprintf(last, 32, "0.0f");
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &g->nodes[k->nodes[i]];
     bool dbl = g->tensors[n->out[0]].dtype == NNC_I32;
@@ -195,46 +214,165 @@ static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *
         if (k->in[z] == t) q = z;
       char v[48];
       if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "m%d[u]", q);
-      else if (q >= 0) snprintf(v, sizeof v, "a%d[u]", q);
+      else if (q >= 0) snprintf(v, sizeof v, V && !scalar[q] ? "a%d[u][l]" : "a%d[u]", q);
       else snprintf(v, sizeof v, "v%d", t);
       snprintf(opnd[j], sizeof opnd[j], dbl && !(n->op == NNC_OP_PADDING_MASK && j == 1) ? "(double)%s" : "%s", v);
     }
     char ex[2048], where[300];
     ec_node_expr(x, n, opnd[0], n->nin > 1 ? opnd[1] : "", dbl, out, ex, sizeof ex);
     /* every value is float here: i32 results are truncated, then held as float */
-    nnc_sb_printf(&ops, "      const float v%d = %s%s%s;   /* %s %s */\n", n->out[0], dbl ? "(float)nnc_to_i32(" : "", ex,
-                  dbl ? ")" : "", ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
-    snprintf(lastbuf, sizeof lastbuf, "v%d", n->out[0]);
-    last = lastbuf;
+    nnc_sb_printf(ops, "%sconst float v%d = %s%s%s;   /* %s %s */\n", ind, n->out[0], dbl ? "(float)nnc_to_i32(" : "",
+                  ex, dbl ? ")" : "", ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
+    snprintf(last, 32, "v%d", n->out[0]);
   }
-  if (i32_out) nnc_sb_printf(&ops, "      y[e] = nnc_to_i32(%s);\n", last);
+}
+
+/* Whether text reads a coordinate of an element of tensor t (e, j, i<d>). */
+static bool reads_coords(const ec_ctx *x, int t, const char *text) {
+  nnc_sb idx;
+  nnc_sb_init(&idx);
+  unravel(x, t, "e", text, &idx, 0);
+  bool r = idx.buf || idx.oom || ec_names(text, "e");
+  nnc_sb_free(&idx);
+  return r;
+}
+
+/* The loop of elementwise kernel k into body: a work-item takes EC_UNROLL
+ * elements (V > 0: vectors of V elements) a stride apart, their loads first
+ * (into a<q>[u]), then the chain and the stores (more bytes in flight than
+ * one element's: a bf16 chain reached a third of an H100's bandwidth). */
+static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
+                             int V, const bool *scalar, nnc_sb *body) {
+  const ec_ctx *x = lt->x;
+  const nnc_graph *g = x->g;
+  int out = k->out[0];
+  nnc_sb loads, ops;
+  nnc_sb_init(&loads);
+  nnc_sb_init(&ops);
+  char e[EXPR], name[16], acc[ACCESS], arrays[NNC_MAX_IO * 32] = "";
+  size_t alen = 0;
+  for (int q = 0; q < k->nin; q++) {
+    snprintf(name, sizeof name, "x%d", q);
+    if (plain[q]) {
+      operand_offset(x, k->in[q], out, e, sizeof e);
+      if (V && !scalar[q]) {
+        nnc_sb_printf(&loads, "      nnc_vld(%s + %s, a%d[u]);\n", name, e, q);
+        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL][%d]", alen ? ", " : "", q, V);
+      } else {
+        nnc_sb_printf(&loads, "      a%d[u] = %s;\n", q, ld(lt, k->in[q], name, e, acc, sizeof acc));
+        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
+      }
+    }
+    if (as_mask[q]) {
+      char S[EXPR], at[EXPR + 16];
+      /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
+      dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
+      snprintf(at, sizeof at, "i0 * %s + j", S);
+      nnc_sb_printf(&loads, "      m%d[u] = %s;\n", q, ld(lt, k->in[q], name, at, acc, sizeof acc));
+      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sm%d[NNC_UNROLL]", alen ? ", " : "", q);
+    }
+  }
+  char last[32];
+  if (V) nnc_sb_printf(&ops, "      float o[%d];\n      NNC_VEC_FOR(l, %d) {\n", V, V);
+  chain_ops(lt, k, V, scalar, &ops, last);
+  if (V) nnc_sb_printf(&ops, "        o[l] = %s;\n      }\n      nnc_vst(y + e, o);\n", last);
+  else if (g->tensors[out].dtype == NNC_I32) nnc_sb_printf(&ops, "      y[e] = nnc_to_i32(%s);\n", last);
   else nnc_sb_printf(&ops, "      %s;\n", st(lt, out, "y", "e", last, acc, sizeof acc));
-  char n_expr[EXPR], items[EXPR + 32];
+  char n_expr[EXPR], item[160];
   ec_elems(x, out, n_expr, sizeof n_expr);
-  nnc_sb_printf(&body, "  const int n = (int)(%s);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n", n_expr);
-  if (alen) nnc_sb_printf(&body, "    float %s;\n", arrays);
-  const char *item = "      if (e0 + u * stride >= n) break;\n      const int e = (int)(e0 + u * stride);\n";
+  if (V) {
+    nnc_sb_printf(body, "  const int n = (int)(%s) / %d;   /* vectors of %d elements */\n", n_expr, V, V);
+    snprintf(item, sizeof item, "      if (e0 + u * stride >= n) break;\n"
+                                "      const int e = (int)(e0 + u * stride) * %d;   /* the vector's first element */\n", V);
+  } else {
+    nnc_sb_printf(body, "  const int n = (int)(%s);\n", n_expr);
+    snprintf(item, sizeof item, "      if (e0 + u * stride >= n) break;\n      const int e = (int)(e0 + u * stride);\n");
+  }
+  nnc_sb_printf(body, "  NNC_LOOP_UNROLLED(e0, stride, n) {\n");
+  if (alen) nnc_sb_printf(body, "    float %s;\n", arrays);
   if (loads.buf) {
     /* loads of broadcast scalars only (an expand of [1]) need no index */
     nnc_sb idx;
     nnc_sb_init(&idx);
     unravel(x, out, "e", loads.buf, &idx, 6);
     bool uses_e = idx.buf || ec_names(loads.buf, "e");
-    nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", uses_e ? item : "      if (e0 + u * stride >= n) break;\n");
-    if (idx.buf) nnc_sb_puts(&body, idx.buf);
-    if (idx.oom) body.oom = true;
+    nnc_sb_printf(body, "    NNC_UNROLL_FOR(u) {\n%s", uses_e ? item : "      if (e0 + u * stride >= n) break;\n");
+    if (idx.buf) nnc_sb_puts(body, idx.buf);
+    if (idx.oom) body->oom = true;
     nnc_sb_free(&idx);
-    nnc_sb_printf(&body, "%s    }\n", loads.buf);
+    nnc_sb_printf(body, "%s    }\n", loads.buf);
   }
-  nnc_sb_printf(&body, "    NNC_UNROLL_FOR(u) {\n%s", item);
-  unravel(x, out, "e", ops.buf, &body, 6);
-  if (ops.buf) nnc_sb_puts(&body, ops.buf);
-  nnc_sb_printf(&body, "    }\n  }\n");
-  if (loads.oom || ops.oom || alen >= sizeof arrays) body.oom = true;
+  nnc_sb_printf(body, "    NNC_UNROLL_FOR(u) {\n%s", item);
+  unravel(x, out, "e", ops.buf, body, 6);
+  if (ops.buf) nnc_sb_puts(body, ops.buf);
+  nnc_sb_printf(body, "    }\n  }\n");
+  if (loads.oom || ops.oom || alen >= sizeof arrays) body->oom = true;
   nnc_sb_free(&loads);
   nnc_sb_free(&ops);
-  /* the launch: a work-item per EC_UNROLL elements */
-  snprintf(items, sizeof items, "((%s) + %d) / %d", n_expr, EC_UNROLL - 1, EC_UNROLL);
+}
+
+/* text into b, each line indented by ind more. */
+static void indented(nnc_sb *b, const char *text, int ind) {
+  for (const char *p = text; p && *p;) {
+    const char *nl = strchr(p, '\n');
+    int len = nl ? (int)(nl - p + 1) : (int)strlen(p);
+    nnc_sb_printf(b, "%*s%.*s", len > 1 ? ind : 0, "", len, p);
+    p += len;
+  }
+}
+
+static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err) {
+  const ec_ctx *x = lt->x;
+  const nnc_kernel *k = &x->s->k[ki];
+  int out = k->out[0];
+  bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, scalar[NNC_MAX_IO] = {false};
+  operand_uses(x, k, plain, as_mask);
+  int V = elementwise_vec(lt, k, plain, as_mask, scalar);
+  if (V) {
+    /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
+    nnc_sb ops;
+    nnc_sb_init(&ops);
+    char last[32];
+    chain_ops(lt, k, 0, scalar, &ops, last);
+    if (reads_coords(x, out, ops.buf)) V = 0;
+    nnc_sb_free(&ops);
+  }
+  nnc_sb body;
+  nnc_sb_init(&body);
+  char name[16], n_expr[EXPR], items[EXPR + 48], callers[NNC_MAX_IO * 8 + 8] = "";
+  size_t clen = 0;
+  for (int q = 0; q < k->nin; q++) {
+    snprintf(name, sizeof name, "x%d", q);
+    lt->pointer(lt->self, &body, "const ", name, k->in[q]);
+    if (V && plain[q] && !scalar[q] && placed16(x, k->in[q]) == 0)
+      clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%s%s", clen ? ", " : "", name);
+  }
+  lt->pointer(lt->self, &body, "", "y", out);
+  if (V && placed16(x, out) == 0) clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%sy", clen ? ", " : "");
+  ec_elems(x, out, n_expr, sizeof n_expr);
+  if (!V) {
+    elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
+    /* the launch: a work-item per EC_UNROLL elements */
+    snprintf(items, sizeof items, "((%s) + %d) / %d", n_expr, EC_UNROLL - 1, EC_UNROLL);
+  } else {
+    if (clen) {
+      /* a caller's buffer need not be 16-byte aligned: the test is one branch the whole grid takes alike */
+      nnc_sb vec;
+      nnc_sb_init(&vec);
+      elementwise_loop(lt, k, plain, as_mask, V, scalar, &vec);
+      nnc_sb_printf(&body, "  if (nnc_aligned16(%s)) {   /* the caller's buffer%s: vectors where %s 16-byte aligned */\n",
+                    callers, strchr(callers, ',') ? "s" : "", strchr(callers, ',') ? "they are" : "it is");
+      indented(&body, vec.buf, 2);
+      nnc_sb_printf(&body, "    return;\n  }\n");
+      if (vec.oom || clen >= sizeof callers) body.oom = true;
+      nnc_sb_free(&vec);
+      elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
+    } else {
+      elementwise_loop(lt, k, plain, as_mask, V, scalar, &body);
+    }
+    /* the launch: NNC_UNROLL vectors a thread, or one where that leaves few threads */
+    snprintf(items, sizeof items, "(int)nnc_vec_threads((%s) / %d)", n_expr, V);
+  }
   lt->finish(lt->self, ki, items, &body);
   return NNC_OK;
 }
@@ -353,6 +491,23 @@ static long long pad_vec(const ec_loop_target *lt, const nnc_node *n) {
       !nnc_dim_is_const(row) || row.k * es != 16 || !nnc_dim_is_const(n->attrs.start))
     return 0;
   return row.k;
+}
+
+/* Elements of a 16-byte vector when a work-item of slice node n can copy
+ * whole vectors: the slice is along an axis other than the last, so the
+ * rows after it (the inner elements) are a constant number of whole vectors,
+ * and both buffers are the run's own (16-byte aligned); else 0. */
+static long long slice_vec(const ec_loop_target *lt, const nnc_node *n) {
+  const nnc_tensor *in = &lt->x->g->tensors[n->in[0]], *o = &lt->x->g->tensors[n->out[0]];
+  long long es = (long long)nnc_dtype_size(o->dtype), inner = 1;
+  if (!lt->vec16 || !lt->vec_loops || in->dtype != o->dtype || 16 % es || placed16(lt->x, n->in[0]) != 1 ||
+      placed16(lt->x, n->out[0]) != 1)
+    return 0;
+  for (int i = n->attrs.axis + 1; i < o->rank; i++) {
+    if (!nnc_dim_is_const(o->shape[i])) return 0;
+    inner *= o->shape[i].k;
+  }
+  return inner * es % 16 == 0 ? 16 / es : 0;
 }
 
 /* ------------------------------------------------------------------ moves */
@@ -552,6 +707,22 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                            "    if (l >= 0 && l < in_len) %s;\n    else %s;\n",
                     cp(lt, n->out[0], "y", "e", "x", "(o * in_len + l) * inner + i", c, sizeof c),
                     st(lt, n->out[0], "y", "e", "0.0f", z, sizeof z));
+    } else if (n->op == NNC_OP_SLICE && slice_vec(lt, n) > 0) {
+      /* a work-item copies a 16-byte vector: V elements of an inner row */
+      long long V = slice_vec(lt, n);
+      char start[EXPR], inlen[EXPR];
+      nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
+      dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+      lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
+      lt->pointer(lt->self, &body, "", "y", n->out[0]);
+      nnc_sb_printf(&body, "  const int len = %s, inner = %s / %lld, in_len = %s, start = %s;   /* inner: vectors */\n"
+                           "  const %s *xv = (const %s *)x;\n  %s *yv = (%s *)y;\n",
+                    len, inner, V, inlen, start, lt->vec16, lt->vec16, lt->vec16, lt->vec16);
+      nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len, o = e / inner / len;\n"
+                           "    yv[e] = xv[(o * in_len + start + l) * inner + i];\n");
+      char all[EXPR];
+      snprintf(all, sizeof all, "%s", n_expr);
+      snprintf(n_expr, sizeof n_expr, "(%.*s) / %lld", (int)sizeof n_expr - 32, all, V);
     } else if (n->op == NNC_OP_SLICE) {
       char start[EXPR], inlen[EXPR];
       nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
@@ -600,6 +771,20 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
 
 /* ----------------------------------------------------------------- gather */
 
+/* Elements a vector of nnc_gather for embedding node n: 16 bytes of the
+ * narrower of the table and the output, where rows of both are whole 16-byte
+ * vectors (the row length a constant multiple) and the target has the vector
+ * loops; 0 (an element at a time) otherwise, and for a vocabulary split. */
+static int gather_vec(const ec_loop_target *lt, const nnc_node *n) {
+  const nnc_graph *g = lt->x->g;
+  const nnc_tensor *table = &g->tensors[n->in[0]], *y = &g->tensors[n->out[0]];
+  if (!lt->vec_loops || n->attrs.ranks > 1 || !vec_dtype(table->dtype) || !vec_dtype(y->dtype)) return 0;
+  int es = nnc_dtype_size(table->dtype) < nnc_dtype_size(y->dtype) ? nnc_dtype_size(table->dtype)
+                                                                    : nnc_dtype_size(y->dtype);
+  const nnc_dim c = table->shape[1];
+  return nnc_dim_is_const(c) && c.k % (16 / es) == 0 ? 16 / es : 0;
+}
+
 static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) {
   const ec_ctx *x = lt->x;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
@@ -630,6 +815,18 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
       "     * vocabulary NaN: the run cannot stop here */\n"
       "    %s;\n"
       "  }\n", (long long)n->attrs.vocab, n->attrs.ranks, V, C, lt->rank, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
+  } else if (gather_vec(lt, n)) {
+    int N = gather_vec(lt, n);
+    char rows[EXPR];
+    ec_elems(x, n->in[1], rows, sizeof rows);
+    nnc_sb_printf(&body,
+      "  /* vectors of %d elements, an id and a division a vector; an id outside the table gives a row of NaN:\n"
+      "   * the run cannot stop here */\n"
+      "  nnc_gather<%d>(y, table, ids, (int)(%s), %s, %s);\n", N, N, rows, V, C);
+    char threads[EXPR + 48];
+    snprintf(threads, sizeof threads, "(int)nnc_vec_threads((%s) / %d)", n_expr, N);
+    lt->finish(lt->self, ki, threads, &body);
+    return NNC_OK;
   } else {
     ld(lt, n->in[0], "table", "id * C + e % C", row, sizeof row);
     snprintf(v, sizeof v, "id >= 0 && id < V ? %s : NAN", row);

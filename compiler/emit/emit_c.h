@@ -278,6 +278,10 @@ typedef struct ec_loop_target {
    * FMA and the attention's folded rope (attention_rope.cuh) writes the same
    * bits; false: plain operators */
   bool rn_products;
+  /* Whether the target's loop header has nnc_vld, nnc_vst, nnc_aligned16,
+   * nnc_vec_threads and nnc_gather (CUDA's loops.cuh): elementwise chains and
+   * gathers whose rows are whole 16-byte vectors take them a vector a step */
+  bool vec_loops;
 } ec_loop_target;
 
 /* How the recurrent steps (emit_recurrent.c) reach an element of tensor t

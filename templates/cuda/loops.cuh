@@ -5,7 +5,8 @@
  *
  * Those kernels give each thread one output element at a time (a grid-stride
  * loop over the flat index), so consecutive threads touch consecutive
- * addresses of the output. */
+ * addresses of the output; or, where rows are whole 16-byte vectors, one
+ * vector at a time (nnc_vld, nnc_vst, nnc_gather). */
 #ifndef NNC_CUDA_LOOPS_CUH
 #define NNC_CUDA_LOOPS_CUH
 
@@ -53,24 +54,47 @@ inline unsigned nnc_loop_blocks(long long n) {
   for (long long e0 = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x; \
        e0 < (n); e0 += NNC_UNROLL * stride)
 #define NNC_UNROLL_FOR(u) _Pragma("unroll") for (int u = 0; u < NNC_UNROLL; u++)
+/* The elements of one vector of the vector loops: unrolled, so that their
+ * arrays stay in registers. */
+#define NNC_VEC_FOR(l, V) _Pragma("unroll") for (int l = 0; l < (V); l++)
+
+/* N elements of T at p as floats through 16-byte loads, and back rounded to
+ * T: p 16-byte aligned, N * sizeof(T) a multiple of 16 (an f32 array in a
+ * chain with bf16 ones takes two vectors for their one). */
+template <typename T, int N> __device__ __forceinline__ void nnc_vld(const T *p, float (&v)[N]) {
+  static_assert(N * sizeof(T) % 16 == 0, "whole 16-byte vectors");
+#pragma unroll
+  for (int i = 0; i < N; i += 16 / (int)sizeof(T)) {
+    const uint4 q = *reinterpret_cast<const uint4 *>(p + i);
+    const T *h = reinterpret_cast<const T *>(&q);
+#pragma unroll
+    for (int k = 0; k < 16 / (int)sizeof(T); ++k) v[i + k] = nnc_ld(h[k]);
+  }
+}
+template <typename T, int N> __device__ __forceinline__ void nnc_vst(T *p, const float (&v)[N]) {
+  static_assert(N * sizeof(T) % 16 == 0, "whole 16-byte vectors");
+#pragma unroll
+  for (int i = 0; i < N; i += 16 / (int)sizeof(T)) {
+    uint4 q;
+    T *h = reinterpret_cast<T *>(&q);
+#pragma unroll
+    for (int k = 0; k < 16 / (int)sizeof(T); ++k) nnc_st(&h[k], v[i + k]);
+    *reinterpret_cast<uint4 *>(p + i) = q;
+  }
+}
 
 /* 16 bytes of T as V floats, and back rounded to T. */
 template <typename T> struct nnc_vec {
   static constexpr int V = 16 / (int)sizeof(T);
-  __device__ __forceinline__ static void load(const T *p, float (&v)[V]) {
-    const uint4 q = *reinterpret_cast<const uint4 *>(p);
-    const T *h = reinterpret_cast<const T *>(&q);
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = nnc_ld(h[i]);
-  }
-  __device__ __forceinline__ static void store(T *p, const float (&v)[V]) {
-    uint4 q;
-    T *h = reinterpret_cast<T *>(&q);
-#pragma unroll
-    for (int i = 0; i < V; ++i) nnc_st(&h[i], v[i]);
-    *reinterpret_cast<uint4 *>(p) = q;
-  }
+  __device__ __forceinline__ static void load(const T *p, float (&v)[V]) { nnc_vld(p, v); }
+  __device__ __forceinline__ static void store(T *p, const float (&v)[V]) { nnc_vst(p, v); }
 };
+
+/* Whether every pointer is 16-byte aligned: the vector loops' test of a
+ * caller's buffer (the arena's and the weights' offsets are multiples of 256). */
+template <typename... P> __host__ __device__ __forceinline__ bool nnc_aligned16(const P *...p) {
+  return ((reinterpret_cast<uintptr_t>(p) | ... | uintptr_t(0)) % 16) == 0;
+}
 
 /* y[e] = f(y[e], x[e]) for e < n (READ_Y false: f(0, x[e]), y not read; x
  * NULL: f(y[e], 0)): the epilogue kernels after cuBLASLt. A thread takes
@@ -112,17 +136,57 @@ __device__ __forceinline__ void nnc_map(T *y, const T *x, long long n, F f) {
     nnc_st(&y[e], f(READ_Y ? nnc_ld(y[e]) : 0.0f, x ? nnc_ld(x[e]) : 0.0f));
 }
 
-/* Blocks of NNC_LOOP_THREADS for nnc_map over n elements of T: NNC_UNROLL
- * vectors a thread, or one where that leaves fewer than NNC_MAP_THREADS
- * threads: a small map spread over few SMs waits on their arithmetic
- * (BERT at B=1 T=16: 3 blocks took its erf-GELU 1.5 us longer than the
- * element loop's 24). */
+/* Threads for nv vectors: NNC_UNROLL a thread, or one where that leaves
+ * fewer than NNC_MAP_THREADS threads: a small map spread over few SMs waits
+ * on their arithmetic (BERT at B=1 T=16: 3 blocks took its erf-GELU 1.5 us
+ * longer than the element loop's 24). */
 #define NNC_MAP_THREADS (128 * NNC_LOOP_THREADS)
+inline long long nnc_vec_threads(long long nv) {
+  const long long threads = (nv + NNC_UNROLL - 1) / NNC_UNROLL;
+  if (threads < NNC_MAP_THREADS) return nv < NNC_MAP_THREADS ? nv : NNC_MAP_THREADS;
+  return threads;
+}
+
+/* Blocks of NNC_LOOP_THREADS for nnc_map over n elements of T. */
 template <typename T> inline unsigned nnc_map_blocks(long long n) {
-  const long long nv = n / nnc_vec<T>::V + 1; /* the vectors, and the tail */
-  long long threads = (nv + NNC_UNROLL - 1) / NNC_UNROLL;
-  if (threads < NNC_MAP_THREADS) threads = nv < NNC_MAP_THREADS ? nv : NNC_MAP_THREADS;
-  return nnc_loop_blocks(threads);
+  return nnc_loop_blocks(nnc_vec_threads(n / nnc_vec<T>::V + 1)); /* the vectors, and the tail */
+}
+
+/* y[r, :] = table[ids[r], :] for rows r < rows of C elements, an id outside
+ * [0, V) a row of NaN (the run cannot stop here): the embedding lookup. Where
+ * C * sizeof of each type is a multiple of 16 bytes (the emitter's part) and
+ * y and table start 16-byte aligned, a thread takes NNC_UNROLL vectors of N
+ * elements (16 bytes of the narrower type), every load issued before the
+ * first store, and divides once a vector; else an element at a time. On an
+ * H200 GPT-2's 8192 x 768 bf16 lookup took 27.3 us an element a thread.
+ * Grid: nnc_vec_threads(rows * C / N) threads. */
+template <int N, typename Y, typename T, typename I>
+__device__ __forceinline__ void nnc_gather(Y *y, const T *table, const I *ids, int rows, int V, int C) {
+  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+  if (!nnc_aligned16(y, table)) {
+    for (long long e = tid; e < (long long)rows * C; e += stride) {
+      const int id = (int)ids[e / C];
+      nnc_st(&y[e], id >= 0 && id < V ? nnc_ld(table[id * C + e % C]) : NAN);
+    }
+    return;
+  }
+  const int cv = C / N, nv = rows * cv;
+  for (long long v0 = tid; v0 < nv; v0 += NNC_UNROLL * stride) {
+    float a[NNC_UNROLL][N];
+    NNC_UNROLL_FOR(u) {
+      if (v0 + u * stride >= nv) break;
+      const int v = (int)(v0 + u * stride), id = (int)ids[v / cv];
+      if (id >= 0 && id < V) nnc_vld(table + id * C + v % cv * N, a[u]);
+      else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) a[u][i] = NAN;
+      }
+    }
+    NNC_UNROLL_FOR(u) {
+      if (v0 + u * stride >= nv) break;
+      nnc_vst(y + (v0 + u * stride) * N, a[u]);
+    }
+  }
 }
 
 /* A kernel whose work only the first thread does (a sum in a fixed order). */

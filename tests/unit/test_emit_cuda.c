@@ -12,7 +12,7 @@
  * a stream capture. The training graphs (--train) of GPT-2, the MLP and the
  * embedding loss build too. With the argument "volta": cuda-sm70 (test_volta); "skinny": the
  * decode GEMMs' branch (test_skinny); "kv": the kv appends of --generate decoders in the attention
- * (test_kv_append). */
+ * (test_kv_append); "vec": the loops on 16-byte vectors (test_vec_loops, text only). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -570,6 +570,83 @@ static void test_product_dims(void **state) {
   assert_true(file_has(p, "    const int i1 = rem % (int)(d->B * d->T);\n"));
 }
 
+/* Emits model (a path under the source tree, or absolute) for cuda-sm90a bf16 into work/name and returns the
+ * path of its name.cu in p. */
+static void emit_text(const char *model, const char *name, char *p, size_t n) {
+  char out[512], path[512];
+  nnc_error err = {0};
+  snprintf(out, sizeof out, "%s/%s", work, name);
+  if (model[0] == '/') snprintf(path, sizeof path, "%s", model);
+  else snprintf(path, sizeof path, "%s/%s", NNC_SOURCE_ROOT, model);
+  nnc_build_opts o = {.model = path, .target = "cuda-sm90a", .precision = "bf16", .out_dir = out};
+  nnc_status st = nnc_build(&o, &err);
+  if (st) fprintf(stderr, "%s: %s\n", model, err.msg);
+  assert_int_equal(st, NNC_OK);
+  snprintf(p, n, "%s/%s.cu", out, strrchr(path, '/') + 1);
+  p[strlen(p) - strlen(".lua.cu")] = 0;
+  strncat(p, ".cu", n - strlen(p) - 1);
+}
+
+/* The loops on 16-byte vectors (the text; their results are checked on a
+ * GPU by bench/gpu_check.sh): GPT-2's and BERT's embedding gathers
+ * (nnc_gather), the position slice, the adds with the slice broadcast over
+ * the batch, BERT's pooling product with the mask a value a row, and a cast
+ * into the caller's f32 output behind its alignment test; rows of 37
+ * elements keep the element loops. */
+static void test_vec_loops(void **state) {
+  (void)state;
+  char p[600], model[512];
+  emit_text("models/gpt2.lua", "gpt2_vec", p, sizeof p);
+  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 50257, 768);\n}\n"));
+  assert_true(file_has(p, "  const int n = (int)nnc_vec_threads((d->B * d->T * 768) / 8);\n"));
+  assert_false(file_has(p, "    const int id = ids[e / C];\n"));
+  assert_true(file_has(p, "  const int len = d->T, inner = 768 / 8, in_len = 1024, start = 0;   /* inner: vectors */\n"
+                          "  const uint4 *xv = (const uint4 *)x;\n  uint4 *yv = (uint4 *)y;\n"
+                          "  NNC_LOOP(e, (d->T * 768) / 8) {\n"
+                          "    const int i = e % inner, l = e / inner % len, o = e / inner / len;\n"
+                          "    yv[e] = xv[(o * in_len + start + l) * inner + i];\n"));
+  assert_true(file_has(p, "  const int n = (int)(d->B * d->T * 768) / 8;   /* vectors of 8 elements */\n"));
+  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL][8];\n"));
+  assert_true(file_has(p, "      const int e = (int)(e0 + u * stride) * 8;   /* the vector's first element */\n"
+                          "      int rem = e;\n      const int j = rem % 768;\n      rem /= 768;\n"
+                          "      const int i1 = rem % (int)(d->T);\n"
+                          "      nnc_vld(x0 + e, a0[u]);\n      nnc_vld(x1 + i1 * 768 + j, a1[u]);\n    }\n"));
+  assert_true(file_has(p, " = (a0[u][l] + a1[u][l]);   /* gpt2.lua:78 add */\n"));
+  assert_true(file_has(p, "      nnc_vst(y + e, o);\n"));
+  emit_text("models/bert.lua", "bert_vec", p, sizeof p);
+  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 30522, 384);\n"));
+  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 2, 384);\n"));
+  assert_false(file_has(p, "    const int id = ids[e / C];\n"));
+  assert_true(file_has(p, "  const int len = d->T, inner = 384 / 8, in_len = 512, start = 0;   /* inner: vectors */\n"));
+  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL][8], a2[NNC_UNROLL][8];\n"));
+  assert_true(file_has(p, " + a2[u][l]);   /* bert.lua:37 add */\n"));
+  /* the mask's value of the row, once a vector */
+  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL];\n"));
+  assert_true(file_has(p, "      a1[u] = nnc_ld(x1[i0 * (int)(d->T) + i1]);\n"));
+  assert_true(file_has(p, " = (a0[u][l] * a1[u]);   /* bert.lua:74 mul */\n"));
+  /* last_hidden_state, the caller's f32 buffer: two vectors of f32 for each of bf16, where it is aligned */
+  assert_true(file_has(p, "  float *y = c.out.last_hidden_state;   /* last_hidden_state [B,T,384] */\n"
+                          "  if (nnc_aligned16(y)) {   /* the caller's buffer: vectors where it is 16-byte aligned */\n"
+                          "    const int n = (int)(d->B * d->T * 384) / 8;   /* vectors of 8 elements */\n"));
+  assert_true(file_has(p, "    return;\n  }\n  const int n = (int)(d->B * d->T * 384);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n"));
+  /* the attention mask's cast (i32) keeps the element loop */
+  assert_true(file_has(p, "/* attention_mask [B,T] */\n  const int n = (int)(d->B * d->T);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n"));
+  snprintf(model, sizeof model, "%s/odd.lua", work);
+  FILE *f = fopen(model, "w");
+  assert_non_null(f);
+  fputs("local B = dim(\"B\", 4)\nlocal T = dim(\"T\", 8)\nlocal ids = input(\"ids\", i32, { B, T })\n"
+        "local wpe = param(\"wpe\", { 16, 37 })\n"
+        "output(\"y\", embedding(ids, param(\"wte\", { 50, 37 })) + slice(wpe, 1, 1, T))\n", f);
+  fclose(f);
+  emit_text(model, "odd_vec", p, sizeof p);
+  assert_true(file_has(p, "    const int id = ids[e / C];\n"));
+  assert_true(file_has(p, "    const int i = e % inner, l = e / inner % len, o = e / inner / len;\n    y[e] = x["));
+  assert_true(file_has(p, "      a1[u] = nnc_ld(x1[i1 * 37 + j]);\n"));
+  assert_false(file_has(p, "nnc_gather<"));
+  assert_false(file_has(p, "NNC_VEC_FOR"));
+  assert_false(file_has(p, "uint4"));
+}
+
 static void test_emitter_errors(void **state) {
   (void)state;
   char out[512], model[512];
@@ -821,9 +898,13 @@ int main(int argc, char **argv) {
   /* "kv": the kv appends folded into the attention of --generate decoders */
   const struct CMUnitTest kv[] = {cmocka_unit_test(test_kv_append)};
   if (argc > 1 && strcmp(argv[1], "kv") == 0) return cmocka_run_group_tests(kv, setup, teardown);
+  /* "vec": the loops on 16-byte vectors alone (text only, no nvcc) */
+  const struct CMUnitTest vec[] = {cmocka_unit_test(test_vec_loops)};
+  if (argc > 1 && strcmp(argv[1], "vec") == 0) return cmocka_run_group_tests(vec, setup, teardown);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_emitter_errors),
     cmocka_unit_test(test_product_dims),
+    cmocka_unit_test(test_vec_loops),
     cmocka_unit_test(test_models),
     cmocka_unit_test(test_storage_outputs),
     cmocka_unit_test(test_ops),
