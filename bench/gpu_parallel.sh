@@ -21,12 +21,16 @@
 #     state a rank keeps, dp:2 without and with ZeRO-1;
 #   - all_reduce bus bandwidth: nnc's communicator (tests/gpu/run_comm_nccl.sh)
 #     beside torch.distributed (bench/allreduce_torch.py) at the same sizes;
+#   - whole checkpoints under tp (PARTS ckpt, f32): tp:2's checkpoint after
+#     3 SGD updates against one process's, one process's AdamW checkpoint
+#     resumed by tp:2 and saved again (the same bytes), and its next updates
+#     (tests/unit/parallel_mpi.sh's checks on C SIMD, here on 2 GPUs);
 #   - four GPUs (PARTS four, on a machine of 4): tp:4 at small sizes (bf16)
 #     against the float64 reference, dp:4 training (6 updates of 4 ranks x 1
 #     row) against one process of 4 rows, and GPT-2 124M's tokens/s on 4
 #     GPUs against one (the scaling efficiency at 4).
 # One table at the end, also in $OUT/table.txt.
-# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero and four on request),
+# Environment: NNC, ARCH (sm_90a), STEPS (8), PARTS ("check tp train comm": which to run; zero, ckpt and four on request),
 # ONLY (the folders to generate and build, e.g. "big_dp1 big_dp2 big_dp4" for PARTS="train scale4")
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +38,7 @@ G=$ROOT/build/gpu_parallel
 ARCH=${ARCH:-sm_90a} STEPS=${STEPS:-8}
 SMALL="-D layers=2 -D d=48 -D heads=4 -D vocab=101 -D ctx=16 -D batch=4"
 XL="-D layers=48 -D d=1600 -D heads=25 -D batch=1 -D ctx=128"
+CKPT="-D layers=2 -D d=36 -D heads=6 -D vocab=101 -D ctx=9 -D batch=3"
 XL24="-D layers=48 -D d=1536 -D heads=24 -D batch=1 -D ctx=128"
 # name precision options
 CASES="tp2_f32 f32 --parallel=tp:2 $SMALL
@@ -50,7 +55,9 @@ zero2 bf16 --train --parallel=dp:2,zero1 $SMALL
 big_zero2 bf16 --train --parallel=dp:2,zero1 -D batch=16
 tp4_bf16 bf16 --parallel=tp:4 $SMALL
 train4 bf16 --train --parallel=dp:4 $SMALL
-big_dp4 bf16 --train --parallel=dp:4 -D batch=16"
+big_dp4 bf16 --train --parallel=dp:4 -D batch=16
+ck_one f32 --train $CKPT
+ck_tp2 f32 --train --parallel=tp:2 $CKPT"
 # ONLY="big_dp1 big_dp2": generate and build those folders alone (for a PARTS that needs no others)
 if [ -n "${ONLY:-}" ]; then
   CASES=$(while read -r c rest; do [[ " $ONLY " == *" $c "* ]] && echo "$c $rest"; done <<< "$CASES")
@@ -206,6 +213,25 @@ run() {
   q1=$(train_rate "$out/big_dp1.json" 2>/dev/null) q4=$(train_rate "$out/big_dp4.json" 2>/dev/null)
   [ -n "$q4" ] && [ "$q4" != 0 ] || { tail -n 4 "$out/big_dp4.err" >> "$t"; status=1; }
   echo "gpt2 124M train bf16 B=16/GPU T=1024: 1 GPU ${q1:-?} tokens/s, dp:4 ${q4:-?} tokens/s, efficiency $(python3 -c "print('%.1f%%' % (100 * $q4 / 4 / $q1))" 2>/dev/null)" >> "$t"
+  fi
+  # whole checkpoints under tp:2 on GPUs (f32): the C SIMD test's steps
+  if part ckpt; then
+  local ts=$ROOT/tests/unit/train_steps.py
+  tokens 101 3000 "$out/ck.bin"
+  local k=(--data "$out/ck.bin" --steps 6 --seq 9 --batch 3 --no-peaks --json)
+  timeout 300 "$G/ck_one/train_gpt2" "${k[@]}" > "$out/ck_one.json" 2> "$out/ck_one.err"
+  timeout 300 "${mpi[@]}" "$G/ck_tp2/train_gpt2" "${k[@]}" > "$out/ck_tp2.json" 2> "$out/ck_tp2.err"
+  python3 "$ts" compare "tp:2 training (f32) against one process" "$out/ck_one.json" "$out/ck_tp2.json" 1 >> "$t" 2>&1 || status=1
+  timeout 300 "$G/ck_one/train_gpt2" "${k[@]}" --steps 3 --sgd --save "$out/sgd1.ckpt" > /dev/null 2>> "$out/ck.err"
+  timeout 300 "$G/ck_one/train_gpt2" "${k[@]}" --steps 3 --save "$out/adam1.ckpt" > /dev/null 2>> "$out/ck.err"
+  timeout 300 "${mpi[@]}" "$G/ck_tp2/train_gpt2" "${k[@]}" --steps 3 --sgd --save "$out/sgd2.ckpt" > /dev/null 2>> "$out/ck.err"
+  python3 "$ts" checkpoints "tp:2's checkpoint after 3 SGD updates against one process's" "$out/sgd1.ckpt" "$out/sgd2.ckpt" >> "$t" 2>&1 || status=1
+  timeout 300 "${mpi[@]}" "$G/ck_tp2/train_gpt2" "${k[@]}" --steps 3 --resume "$out/adam1.ckpt" --save "$out/again2.ckpt" > /dev/null 2>> "$out/ck.err"
+  if cmp -s "$out/adam1.ckpt" "$out/again2.ckpt"; then echo "tp:2: one process's checkpoint resumed and saved again: the same bytes" >> "$t"
+  else echo "tp:2: one process's checkpoint resumed and saved again: DIFFERENT ($(ls -l "$out/adam1.ckpt" "$out/again2.ckpt" 2>&1 | tr '\n' ' '))" >> "$t"; status=1; fi
+  timeout 300 "${mpi[@]}" "$G/ck_tp2/train_gpt2" "${k[@]}" --resume "$out/adam1.ckpt" > "$out/resumed2.json" 2>> "$out/ck.err"
+  python3 "$ts" compare "tp:2 resumed at update 3 against one process" "$out/ck_one.json" "$out/resumed2.json" 4 >> "$t" 2>&1 || status=1
+  tail -n 3 "$out/ck.err" >> "$t"
   fi
   # all_reduce: ours and torch's
   part comm && {

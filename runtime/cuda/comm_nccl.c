@@ -448,6 +448,12 @@ static nnrt_status setup(nnrt_comm *c, nnrt_error *err) {
   s = barrier_setup(c, err);
   if (s != NNRT_OK) return s;
 
+  /* NCCL 2.22+ connects peers at a communicator's first collective; on the
+   * blocking one below that call would then wait, unpolled, for a peer that
+   * died (measured: 300 s on 2 H200s for a 5 s timeout). Connecting at init
+   * and split keeps every wait on a peer inside a polled call. A user's own
+   * setting wins. */
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclResult_t r = ncclCommInitRankConfig(&m->comm, c->world, id, c->rank, &config);
