@@ -73,6 +73,11 @@
  * constants, 2026-11-23 session 4):
  * - mma, D = 32: BQ = 64 queries, 4 warps (one m16 tile each), BK = 64 keys;
  *   16 KB of shared memory. B=32 H=12 T=128: 10.70 us (BQ = 128: 12.35).
+ *   16-bit operands on grids over a wave of three blocks an SM (130
+ *   registers): at least six an SM (80), one wave for BERT's 768 blocks
+ *   (bench/gpu_attn_bert.cu, H200, session 28: 14.93 -> 13.47 us with
+ *   q|k|v in place and the padding mask; four an SM 14.93, eight 14.43
+ *   with spills). On smaller grids six an SM only cost (BERT B=8 +2.5%).
  * - mma, D = 64: BQ = 64, 4 warps, BK = 64; 40 KB. B=8 causal T=1024:
  *   70.2 us (BK = 128: 77.6; BQ = 128 with 2 tiles a warp: 74.5; forcing 4
  *   blocks an SM: 72.5); B=1: 22.0 us (BK = 128: 21.3). With the grid's
@@ -349,6 +354,10 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
       if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);
       return nnc_cuda_attention_mma<T, 128, 64, 32, 4>(a, stream, err);
     } else {
+      /* more blocks than a wave at the three an SM that 130 registers allow:
+       * six an SM (80 registers) make it one wave */
+      if (a.D == 32 && (long long)a.heads * a.batch * ((a.T + 63) / 64) > 3LL * sms)
+        return nnc_cuda_attention_mma<T, 32, 64, 64, 4, 6>(a, stream, err);
       if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
       if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);
       return nnc_cuda_attention_mma<T, 128, 128, 128, 8>(a, stream, err);
