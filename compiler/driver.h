@@ -29,6 +29,7 @@ typedef struct nnc_build_opts {
   const char *parallel;            /* --parallel: tp:N (and dp:M); NULL: one process */
   const char *quantize;            /* --quantize: none, int8w or w8a8; NULL: none */
   bool no_hfuse;                   /* --hfuse=off: linears of one input stay one GEMM each */
+  bool gelu_tanh;                  /* --gelu=tanh: erf-form GELUs computed in the tanh form */
 } nnc_build_opts;
 
 nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err);

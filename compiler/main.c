@@ -42,6 +42,7 @@ typedef struct cli {
   const char *parallel;  /* --parallel=tp:N; NULL: one process */
   const char *quantize;  /* --quantize=none|int8w|w8a8|int4w; NULL: none */
   int hfuse;             /* --hfuse[=on|off]: 1 or -1; 0 not given (on) */
+  bool gelu_tanh;        /* --gelu=tanh */
   const char *tune;      /* --tune=analytic|measure; NULL: analytic */
   const char *tune_file;
   const char *defines[256];
@@ -55,6 +56,7 @@ static void usage(FILE *f) {
     "                     [--tune=analytic|measure] [--tune-file=PATH] [--cuda-graphs] [-D name=value]...\n"
     "                     [--train [--loss=NAME] [--recompute=none|gelu|norm|block]] [--generate]\n"
     "                     [--parallel=tp:N] [--quantize=none|int8w|w8a8|int4w] [--hfuse=on|off]\n"
+    "                     [--gelu=erf|tanh]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8|int4w] [-D name=value]...\n"
     "       nnc calibrate MODEL.lua --weights W.safetensors --data INPUTS.safetensors -o OUT.safetensors\n"
     "                     [--method=absmax|percentile:P] [-D name=value]...\n"
@@ -129,6 +131,10 @@ static void usage(FILE *f) {
     "                    k and v) as one GEMM over their weights concatenated at load,\n"
     "                    split after it (on by default; not under --train, tp:N or\n"
     "                    --quantize). The weights file and its names are unchanged\n"
+    "  --gelu=erf|tanh   tanh: GELUs in the erf form (nn.GELU(), BERT's) computed in\n"
+    "                    the tanh form, which cuBLASLt fuses into the GEMM before them\n"
+    "                    (at most 4.7e-4 apart; bench --check compares with erf). Off\n"
+    "                    by default; not with --train\n"
     "  --help            this text\n"
     "  --version         the nnc version\n"
     "  --list-targets    the targets and whether this build can emit them\n"
@@ -188,6 +194,9 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
       return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected on or off, found \"%s\"", a + 14);
     else if (strcmp(a, "--hfuse") == 0 || strcmp(a, "--hfuse=on") == 0) c->hfuse = 1;
     else if (strcmp(a, "--hfuse=off") == 0) c->hfuse = -1;
+    else if (strcmp(a, "--gelu=erf") == 0 || strcmp(a, "--gelu=tanh") == 0) c->gelu_tanh = a[7] == 't';
+    else if (strncmp(a, "--gelu", 6) == 0)
+      return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--gelu: expected --gelu=erf or --gelu=tanh, found \"%s\"", a);
     else if (strncmp(a, "--hfuse=", 8) == 0)
       return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--hfuse: expected on or off, found \"%s\"", a + 8);
     else if (strcmp(a, "--train") == 0) c->train = true;
@@ -298,7 +307,7 @@ static nnc_status run(const cli *c, nnc_error *err) {
                          .out_dir = c->out, .explain = c->explain ? stdout : NULL,
                          .cuda_graphs = c->cuda_graphs, .train = c->train, .loss = c->loss,
                          .generate = c->generate, .recompute = c->recompute, .parallel = c->parallel,
-                         .quantize = c->quantize, .no_hfuse = c->hfuse < 0,
+                         .quantize = c->quantize, .no_hfuse = c->hfuse < 0, .gelu_tanh = c->gelu_tanh,
                          .measure = c->tune && strcmp(c->tune, "measure") == 0, .tune_file = c->tune_file};
     return nnc_build(&bo, err);
   }

@@ -205,6 +205,12 @@ nnc_status nnc_pass_hfuse(nnc_graph *g, int *fused, nnc_error *err);
 /* Whether the pass runs: not turned off (--hfuse=off), no --train, no
  * tensor-parallel plan, no --quantize, and weight-only kernels run at load. */
 bool nnc_hfuse_wanted(bool off, bool train, const nnc_parallel *par, nnc_quantize q, bool weights_at_load);
+/* --gelu=tanh: every erf-form GELU computed in the tanh form, which
+ * cuBLASLt fuses into a GEMM (the two differ by at most 4.7e-4); *changed
+ * counts them. Inference only (the driver refuses it with --train); runs
+ * after nnc_pass_precision, and the driver keeps the model as written for
+ * bench --check. */
+nnc_status nnc_pass_gelu_tanh(nnc_graph *g, int *changed, nnc_error *err);
 /* --explain: a line per GEMM the pass made (the Lua lines of its members,
  * N of each, K). */
 void nnc_hfuse_explain(FILE *f, const nnc_graph *g);
