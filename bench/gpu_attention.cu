@@ -23,15 +23,8 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "gpu_timing.cuh"
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::printf("cuda error: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 using bf16 = __nv_bfloat16;
 template <typename E>
@@ -114,27 +107,7 @@ template <typename E> static void call(const launcher_of<E> &f, const nnc_cuda_a
 
 template <typename E>
 static double time_us(const shape &s, const sets_of<E> &st, const launcher_of<E> &f, int tf32 = 0) {
-  constexpr int WARM = 10, SAMPLES = 31, ITERS = 20;
-  for (int i = 0; i < WARM; ++i) call(f, args_for(s, st, i % st.n, tf32));
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  int k = 0;
-  for (int r = 0; r < SAMPLES; ++r) {
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < ITERS; ++i) call(f, args_for(s, st, k++ % st.n, tf32));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(1000.0 * ms / ITERS);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_us([&](int k) { call(f, args_for(s, st, k % st.n, tf32)); });
 }
 
 static double flops(const shape &s) {

@@ -8,9 +8,8 @@
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DNNC_CUDA_SM90A \
  *        -Itemplates/cuda bench/gpu_attn_bert.cu -o gpu_attn_bert && ./gpu_attn_bert
  *
- * Timing as bench/gpu_attention.cu: CUDA events around 20 back-to-back
- * calls after 10 warm-up calls, median of 31 samples, input sets rotated
- * through more than 128 MB so that L2 holds none between its uses. Each
+ * Timing: bench/gpu_timing.cuh's median_us, input sets rotated through
+ * more than 128 MB so that L2 holds none between its uses. Each
  * variant's output is compared with the default's (max |difference|);
  * tests/gpu/test_attention.cu is the correctness test. */
 #include <algorithm>
@@ -22,15 +21,8 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "gpu_timing.cuh"
 
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    cudaError_t e_ = (x);                                                                           \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::printf("cuda error: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                                 \
-    }                                                                                               \
-  } while (0)
 
 using bf16 = __nv_bfloat16;
 using launcher = std::function<nnc_cuda_status(const nnc_cuda_attn_args<bf16> &, cudaStream_t, nnc_cuda_error *)>;
@@ -62,27 +54,7 @@ static void call(const launcher &f, const nnc_cuda_attn_args<bf16> &a) {
 }
 
 static double time_us(const std::vector<set> &sets, const launcher &f) {
-  constexpr int WARM = 10, SAMPLES = 31, ITERS = 20;
-  for (int i = 0; i < WARM; ++i) call(f, args_for(sets[i % sets.size()]));
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  size_t k = 0;
-  for (int r = 0; r < SAMPLES; ++r) {
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < ITERS; ++i) call(f, args_for(sets[k++ % sets.size()]));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(1000.0 * ms / ITERS);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_us([&](int k) { call(f, args_for(sets[k % sets.size()])); });
 }
 
 static double compare(const set &s, const launcher &f, const launcher &g) {
