@@ -341,6 +341,9 @@ static nnc_status run(const cli *c, nnc_error *err) {
   if (!st && c->train) st = nnc_pass_autodiff(&g, &ad, err);
   if (!st) st = nnc_pass_precision(&g, &prec, err);
   if (!st && c->train) st = nnc_pass_recompute(&g, rc, &copies, err);
+  int approx = 0;
+  if (!st && c->gelu_tanh && !c->weights) st = nnc_gelu_tanh_allowed(&prec, c->train, err);
+  if (!st && c->gelu_tanh && !c->weights) st = nnc_pass_gelu_tanh(&g, &approx, err);
   /* the views show the GEMMs a folder would run (its weight-only kernels run at load) */
   if (!st && !c->weights && nnc_hfuse_wanted(c->hfuse < 0, c->train, &par, quant, true))
     st = nnc_pass_hfuse(&g, NULL, err);

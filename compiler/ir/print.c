@@ -58,7 +58,7 @@ static void node_row(const nnc_schedule *s, int id, row *r) {
   char t[CELL];
   memset(r, 0, sizeof *r);
   snprintf(r->col[COL_ID], CELL, "%%%d", id);
-  snprintf(r->col[COL_OP], CELL, "%s", nnc_op_info_of(n->op)->name);
+  snprintf(r->col[COL_OP], CELL, "%s%s", nnc_op_info_of(n->op)->name, n->op == NNC_OP_GELU && n->attrs.gelu_tanh ? "(tanh)" : "");
   for (int i = 0; i < n->nin; i++) cat(r->col[COL_IN], "%st%d", i ? " " : "", n->in[i]);
   cat(r->col[COL_IN], " ->");
   for (int i = 0; i < n->nout; i++)

@@ -10,6 +10,17 @@
  * model as written (the erf form): the driver keeps that graph for it. */
 #include "passes.h"
 
+nnc_status nnc_gelu_tanh_allowed(const nnc_precision *p, bool train, nnc_error *err) {
+  /* in f32 the tanh form's 4.7e-4 is far above the rounding (bench --check's 1e-5 fails it) */
+  if (p->storage == NNC_F32)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--gelu=tanh: expected --precision=bf16, f16 or fp8 (16-bit "
+                      "activations, whose rounding hides the tanh form's error), found --precision=%s", p->name);
+  if (train)
+    return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--gelu=tanh: expected no --train (the backward would differ "
+                      "from the model's; train with the model's GELU)");
+  return NNC_OK;
+}
+
 nnc_status nnc_pass_gelu_tanh(nnc_graph *g, int *changed, nnc_error *err) {
   (void)err;
   *changed = 0;

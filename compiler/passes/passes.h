@@ -211,6 +211,9 @@ bool nnc_hfuse_wanted(bool off, bool train, const nnc_parallel *par, nnc_quantiz
  * after nnc_pass_precision, and the driver keeps the model as written for
  * bench --check. */
 nnc_status nnc_pass_gelu_tanh(nnc_graph *g, int *changed, nnc_error *err);
+/* Whether --gelu=tanh may run: 16-bit activations (storage bf16 or f16,
+ * fp8 included) and no --train; else NNC_E_USAGE saying which. */
+nnc_status nnc_gelu_tanh_allowed(const nnc_precision *p, bool train, nnc_error *err);
 /* --explain: a line per GEMM the pass made (the Lua lines of its members,
  * N of each, K). */
 void nnc_hfuse_explain(FILE *f, const nnc_graph *g);

@@ -2,7 +2,8 @@
 # tests/unit/gelu_tanh.sh NNC [opencl]: --gelu=tanh (compiler/passes/gelu_tanh.c)
 # end to end (tests/meson.build runs it).
 #  1. The refusals: a value other than erf or tanh, f32 activations (the
-#     tanh form's 4.7e-4 is above their rounding), --train.
+#     tanh form's 4.7e-4 is above their rounding), --train; --emit=ir
+#     shows the nodes as gelu(tanh) with the option only.
 #  2. cuda-sm90a bf16 BERT: the intermediate GEMMs take cuBLASLt's GELU
 #     epilogue (NNRT_EPI_GELU_TANH, a GELU_TANH act for the skinny branch)
 #     and no erf kernel after them is left; without the option, the erf
@@ -32,7 +33,15 @@ refused '--gelu: expected --gelu=erf or --gelu=tanh, found "--gelu=maybe"' --gel
 refused '--gelu=tanh: expected --precision=bf16, f16 or fp8' --gelu=tanh
 refused '--gelu=tanh: expected --precision=bf16, f16 or fp8' --gelu=tanh --target=cuda-sm90a --precision=tf32
 refused '--gelu=tanh: expected no --train' --gelu=tanh --train --target=cuda-sm90a --precision=bf16
+out=$("$nnc" models/bert.lua --gelu=tanh --emit=ir 2>&1) && fail "--emit=ir --gelu=tanh in f32 ran: $out"
+grep -qF -- "--gelu=tanh: expected --precision=bf16, f16 or fp8" <<< "$out" || fail "--emit=ir in f32: no message ($out)"
 echo "refusals: ok"
+
+# the views show the tanh form (the IR's op column), and only with the option
+n=$("$nnc" models/bert.lua --target=cuda-sm90a --precision=bf16 --gelu=tanh --emit=ir | grep -c " gelu(tanh) " || true)
+[ "$n" = 6 ] || fail "--emit=ir --gelu=tanh: expected 6 gelu(tanh) nodes, found $n"
+n=$("$nnc" models/bert.lua --target=cuda-sm90a --precision=bf16 --emit=ir | grep -c "gelu(tanh)" || true)
+[ "$n" = 0 ] || fail "--emit=ir without --gelu: expected no gelu(tanh), found $n"
 
 # 2. CUDA text
 cuda() {   # dir gelu-form
