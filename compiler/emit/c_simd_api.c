@@ -173,20 +173,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "static _Thread_local char create_error[512];\n\n");
   nnc_sb_printf(b, "void %s_options_default(%s_options *o) {\n  if (o) memset(o, 0, sizeof *o);\n}\n\n", p, p);
   ec_emit_arena_need(x, b);
-  nnc_sb ws;
-  nnc_sb_init(&ws);
-  for (int k = 0; k < x->s->nk; k++) cs_emit_workspace(x, k, &ws);
-  nnc_sb_printf(b, "/* Workspace bytes of the largest GEMM or attention call at the maxima. */\n"
-                   "static size_t workspace_need(const int64_t *max, int nthreads) {\n");
-  if (!ws.buf) {
-    nnc_sb_printf(b, "  (void)max;   /* no GEMM or attention call */\n  (void)nthreads;\n  return 0;\n}\n\n");
-  } else {
-    ec_emit_dims_at_max(x, b);
-    if (!g->nsyms) nnc_sb_printf(b, "  (void)max;   /* the model has no symbolic dims */\n");
-    nnc_sb_printf(b, "  size_t need = 0;\n%s  return need;\n}\n\n", ws.buf);
-  }
-  if (ws.oom) b->oom = true;
-  nnc_sb_free(&ws);
+  ec_emit_workspace_need(x, b, cs_emit_workspace, "Workspace bytes of the largest GEMM or attention call at the maxima.",
+                         "const int64_t *max, int nthreads",
+                         "  (void)max;   /* no GEMM or attention call */\n  (void)nthreads;\n");
 
   bool tp = g->ranks > 1;
   /* under tp:N a rank's slices follow its rank in its tp group */

@@ -353,20 +353,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
                    "  o->device = -1;\n  o->cuda_graphs = %d;   /* %s */\n}\n\n", p, p,
                 x->r->cuda_graphs ? 1 : 0, cu_graphs_why(x->r));
   ec_emit_arena_need(x, b);
-  nnc_sb ws;
-  nnc_sb_init(&ws);
-  for (int k = 0; k < x->s->nk; k++) cu_emit_workspace(x, k, &ws);
-  nnc_sb_printf(b, "/* Device workspace bytes of the largest call that needs one, at the maxima. */\n"
-                   "static size_t workspace_need(const int64_t *max) {\n");
-  if (!ws.buf) {
-    nnc_sb_printf(b, "  (void)max;   /* no kernel needs a workspace */\n  return 0;\n}\n\n");
-  } else {
-    ec_emit_dims_at_max(x, b);
-    if (!g->nsyms) nnc_sb_printf(b, "  (void)max;   /* the model has no symbolic dims */\n");
-    nnc_sb_printf(b, "  size_t need = 0;\n%s  return need;\n}\n\n", ws.buf);
-  }
-  if (ws.oom) b->oom = true;
-  nnc_sb_free(&ws);
+  ec_emit_workspace_need(x, b, cu_emit_workspace,
+                         "Device workspace bytes of the largest call that needs one, at the maxima.",
+                         "const int64_t *max", "  (void)max;   /* no kernel needs a workspace */\n");
   io_bytes(x, b);
   /* create: a plan's rank joins the others first (NCCL picks its GPU) */
   char comm_create[1200];

@@ -409,6 +409,23 @@ void ec_emit_dims_at_max(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "%s}, *d = &dd;\n", x->g->nsyms ? "" : "0");
 }
 
+void ec_emit_workspace_need(const ec_ctx *x, nnc_sb *b, void (*workspace)(const ec_ctx *, int, nnc_sb *),
+                            const char *what, const char *params, const char *none) {
+  nnc_sb ws;
+  nnc_sb_init(&ws);
+  for (int k = 0; k < x->s->nk; k++) workspace(x, k, &ws);
+  nnc_sb_printf(b, "/* %s */\nstatic size_t workspace_need(%s) {\n", what, params);
+  if (!ws.buf) {
+    nnc_sb_printf(b, "%s  return 0;\n}\n\n", none);
+  } else {
+    ec_emit_dims_at_max(x, b);
+    if (!x->g->nsyms) nnc_sb_printf(b, "  (void)max;   /* the model has no symbolic dims */\n");
+    nnc_sb_printf(b, "  size_t need = 0;\n%s  return need;\n}\n\n", ws.buf);
+  }
+  if (ws.oom) b->oom = true;
+  nnc_sb_free(&ws);
+}
+
 /* `static size_t arena_need(const int64_t *max)`: the arena bytes for the
  * maxima max. */
 void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b) {

@@ -191,6 +191,13 @@ void ec_emit_dims_at_max(const ec_ctx *x, nnc_sb *b);
  * planned offset with its size at the maxima max; the arena ends where the
  * last one ends. */
 void ec_emit_arena_need(const ec_ctx *x, nnc_sb *b);
+/* `static size_t workspace_need(<params>)` after the comment `what`: the
+ * largest of the kernels' workspaces at the maxima max, each kernel's line
+ * from workspace(x, k, b) (a target's own: C SIMD's GEMMs and attentions,
+ * CUDA's device calls); when no kernel writes one, `none` (the lines that
+ * void the parameters) and 0. */
+void ec_emit_workspace_need(const ec_ctx *x, nnc_sb *b, void (*workspace)(const ec_ctx *, int, nnc_sb *),
+                            const char *what, const char *params, const char *none);
 
 /* The tables at the top of every C-API target's <model>.c(u)
  * (emit_c_tables.c): `static const nnrt_st_desc manifest[]` (the caller
