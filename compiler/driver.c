@@ -83,7 +83,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   nnc_parallel par;
   nnc_quantize quant = NNC_QUANTIZE_NONE;
   int quantized = 0, fused = 0;
-  nnc_graph whole;   /* under a parallel plan or horizontal fusion: the graph without them, for bench --check */
+  nnc_graph whole;   /* under a parallel plan, horizontal fusion or --gelu=tanh: the model as written, for bench --check */
   nnc_graph_init(&whole);
   nnc_status st = nnc_target_describe(o->target, &t, err);
   if (!st) st = nnc_parallel_parse(o->parallel, &par, err);
@@ -212,8 +212,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                                           : "int8 with a scale per output channel",
             t.family == NNC_FAMILY_CUDA ? ", on the GPU" : "",
             quant == NNC_QUANTIZE_W8A8 ? "; their GEMMs quantize each row of A to int8 as they run" : "");
-  if (!st && o->explain && approx)
-    fprintf(o->explain, "--gelu=tanh: %d GELUs computed in the tanh form (at most 4.7e-4 from the erf form); "
+  if (!st && o->explain && o->gelu_tanh)
+    fprintf(o->explain, "--gelu=tanh: %d erf-form GELUs computed in the tanh form (at most 4.7e-4 apart); "
             "bench --check compares with the erf form\n", approx);
   if (!st && o->explain) {
     nnc_hfuse_explain(o->explain, &g);

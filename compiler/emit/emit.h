@@ -24,9 +24,9 @@ typedef struct nnc_emit_request {
   bool probe;                     /* nnc --tune=measure's probe: every implementation of the
                                      kernels that have several, and the harness's --tune */
   bool train;                     /* --train: the graph is the training step (C SIMD adds train_step) */
-  const nnc_graph *whole;         /* the graph before a parallel plan (every weight whole) or horizontal
-                                     fusion (the linears as written): the graph bench --check evaluates;
-                                     NULL: the schedule's graph */
+  const nnc_graph *whole;         /* the graph before a parallel plan (every weight whole), horizontal
+                                     fusion (the linears as written) or --gelu=tanh (GELU's erf form): the
+                                     graph bench --check evaluates; NULL: the schedule's graph */
   int dp;                         /* --parallel=dp:M's M (training: the gradients summed over M ranks); 0 or 1: none */
   bool zero1;                     /* --parallel=dp:M,zero1: each rank keeps 1/M of the optimizer state, the
                                      gradients reduce-scattered and the updated weights all-gathered */

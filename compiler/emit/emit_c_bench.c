@@ -56,7 +56,7 @@ static void tensor_row(nnc_sb *b, const nnc_tensor *t, int id) {
 }
 
 nnc_status ec_write_graph(const ec_ctx *x, const char *dir, nnc_error *err) {
-  /* a parallel plan is checked against the model without it: whole weights, one process */
+  /* a parallel plan, horizontal fusion or --gelu=tanh is checked against the model as written */
   const nnc_graph *g = x->r->whole ? x->r->whole : x->g;
   nnc_sb b;
   nnc_sb_init(&b);

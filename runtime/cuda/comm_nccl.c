@@ -294,8 +294,9 @@ static nnrt_status split_blocking(nnrt_comm *c, int color, int key, ncclComm_t *
  * microseconds), where the non-blocking one hands it to NCCL's thread and
  * has to be polled (tens of microseconds between a model's kernels). The
  * stream's waits (nnrt_comm_nccl_wait) still watch the timeout. The joined
- * one stays for nccl_split (NCCL connects a communicator's peers at its
- * first collective: one that runs none holds few resources). */
+ * one stays for nccl_split; with NCCL_RUNTIME_CONNECT=0 (setup) it holds
+ * its connections although it runs no collective (their memory and init
+ * time beside the child's were not measured). */
 static nnrt_status blocking_child(nnrt_comm *c, nnrt_error *err) {
   nccl_state *m = c->impl;
   m->joined = m->comm;
@@ -435,6 +436,16 @@ static nnrt_status setup(nnrt_comm *c, nnrt_error *err) {
   nnrt_status s = nnrt_comm_launch_read(&l, err);
   if (s != NNRT_OK) return s;
   c->timeout_s = l.timeout_s;
+  /* NCCL 2.22+ connects peers at a communicator's first collective; on the
+   * blocking child that call would then wait, unpolled, for a peer that
+   * died (measured: 300 s on 2 H200s for a 5 s timeout). Connecting at init
+   * and split keeps every wait on a peer inside a polled call. Set before
+   * any NCCL call (rank 0's ncclGetUniqueId reads NCCL's settings, which
+   * NCCL then keeps for the process), so every rank reads the same value:
+   * the environment's NCCL_RUNTIME_CONNECT wins over this one, and this one
+   * over an nccl.conf file's. A process that made an NCCL communicator
+   * before this one keeps the value it read then. */
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   s = share_id(c, &l, &id, err);
@@ -448,12 +459,6 @@ static nnrt_status setup(nnrt_comm *c, nnrt_error *err) {
   s = barrier_setup(c, err);
   if (s != NNRT_OK) return s;
 
-  /* NCCL 2.22+ connects peers at a communicator's first collective; on the
-   * blocking one below that call would then wait, unpolled, for a peer that
-   * died (measured: 300 s on 2 H200s for a 5 s timeout). Connecting at init
-   * and split keeps every wait on a peer inside a polled call. A user's own
-   * setting wins. */
-  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclResult_t r = ncclCommInitRankConfig(&m->comm, c->world, id, c->rank, &config);

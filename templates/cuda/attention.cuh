@@ -73,9 +73,9 @@
  * constants, 2026-11-23 session 4):
  * - mma, D = 32: BQ = 64 queries, 4 warps (one m16 tile each), BK = 64 keys;
  *   16 KB of shared memory. B=32 H=12 T=128: 10.70 us (BQ = 128: 12.35).
- *   16-bit operands on grids over a wave of three blocks an SM (130
+ *   16-bit operands on Hopper, grids over a wave of three blocks an SM (130
  *   registers): at least six an SM (80), one wave for BERT's 768 blocks
- *   (bench/gpu_attn_bert.cu, H200, session 28: 14.93 -> 13.47 us with
+ *   (bench/gpu_attn_bert.cu, H200, session 28: 14.93 -> 13.46 us with
  *   q|k|v in place and the padding mask; four an SM 14.93, eight 14.43
  *   with spills). On smaller grids six an SM only cost (BERT B=8 +2.5%).
  * - mma, D = 64: BQ = 64, 4 warps, BK = 64; 40 KB. B=8 causal T=1024:
@@ -354,9 +354,11 @@ nnc_cuda_status nnc_cuda_attention(const nnc_cuda_attn_args<T> &a, cudaStream_t 
       if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);
       return nnc_cuda_attention_mma<T, 128, 64, 32, 4>(a, stream, err);
     } else {
-      /* more blocks than a wave at the three an SM that 130 registers allow:
-       * six an SM (80 registers) make it one wave */
-      if (a.D == 32 && (long long)a.heads * a.batch * ((a.T + 63) / 64) > 3LL * sms)
+      /* Hopper, more blocks than a wave at the three an SM that 130
+       * registers allow: six an SM (80 registers) hold up to twice as many
+       * in a wave (measured at 768 blocks on 132 SMs only; sm_8x's shared
+       * memory holds five of these blocks, and was not measured) */
+      if (cc == 9 && a.D == 32 && (long long)a.heads * a.batch * ((a.T + 63) / 64) > 3LL * sms)
         return nnc_cuda_attention_mma<T, 32, 64, 64, 4, 6>(a, stream, err);
       if (a.D == 32) return nnc_cuda_attention_mma<T, 32, 64, 64, 4>(a, stream, err);
       if (a.D == 64) return nnc_cuda_attention_mma<T, 64, 64, 64, 4>(a, stream, err);

@@ -49,7 +49,7 @@ cuda() {   # dir gelu-form
 }
 cuda "$work/cuda_tanh" tanh
 cuda "$work/cuda_erf" erf
-grep -q "^--gelu=tanh: 6 GELUs computed in the tanh form" "$work/cuda_tanh.explain" \
+grep -q "^--gelu=tanh: 6 erf-form GELUs computed in the tanh form" "$work/cuda_tanh.explain" \
   || fail "cuda: expected --explain to name 6 GELUs in the tanh form: $(cat "$work/cuda_tanh.explain" | head -3)"
 ! grep -q "^--gelu=tanh" "$work/cuda_erf.explain" || fail "cuda: --gelu=erf explained as tanh"
 n=$(grep -c "g.epilogue = NNRT_EPI_GELU_TANH;" "$work/cuda_tanh/bert.cu" || true)
