@@ -20,33 +20,28 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emit_c.h"
+#include "device_loops.h"
 
-#define EXPR EC_EXPR
-
-static char *dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
+char *dl_dim_of(const ec_ctx *x, int t, int i, char *buf, size_t n) {
   return nnc_emit_dim_expr(x->g, x->g->tensors[t].shape[i], "d->", buf, n);
 }
 
 /* A size of the run (the dims are int64_t) as an int: 64-bit products and
  * divisions cost several times more on a GPU, and nnc checks that every
  * index fits an int. Constants stay as they are. */
-static char *as_index(const char *e, char *buf, size_t n) {
+char *dl_as_index(const char *e, char *buf, size_t n) {
   snprintf(buf, n, strstr(e, "d->") ? "(int)(%s)" : "%s", e);
   return buf;
 }
 
-/* Room for the text of one element access. */
-#define ACCESS (EXPR * 3)
-
 /* Element idx of tensor t through pointer name, as a float (the target's
  * ec_ctx.loop_load, loop_store and loop_copy, or nnc_ld and nnc_st). */
-static char *ld(const ec_loop_target *lt, int t, const char *name, const char *idx, char *buf, size_t n) {
+char *dl_ld(const ec_loop_target *lt, int t, const char *name, const char *idx, char *buf, size_t n) {
   return ec_loop_ld(lt->x, t, name, idx, buf, n);
 }
 
 /* The statement (without `;`) storing the float v into element idx. */
-static char *st(const ec_loop_target *lt, int t, const char *name, const char *idx, const char *v, char *buf,
+char *dl_st(const ec_loop_target *lt, int t, const char *name, const char *idx, const char *v, char *buf,
                 size_t n) {
   return ec_loop_st(lt->x, t, name, idx, v, buf, n);
 }
@@ -61,7 +56,7 @@ static char *cp(const ec_loop_target *lt, int t, const char *name, const char *i
 
 /* Statements naming the coordinates of flat index `e` in tensor t that the
  * text `uses` reads: i0 .. i<rank-2> and j, the last. */
-static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc_sb *b, int ind) {
+void dl_unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc_sb *b, int ind) {
   int r = x->g->tensors[t].rank;
   if (r == 0) return;
   char id[16], dim[EXPR];
@@ -82,8 +77,8 @@ static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc
     else snprintf(id, sizeof id, "i%d", dd);
     char f[EXPR + 8];
     /* an int, in parentheses unless a number: `rem % (int)(d->B * d->T)`, the dim of a reshape */
-    dim_of(x, t, dd, dim, sizeof dim);
-    if (strstr(dim, "d->")) as_index(dim, f, sizeof f);
+    dl_dim_of(x, t, dd, dim, sizeof dim);
+    if (strstr(dim, "d->")) dl_as_index(dim, f, sizeof f);
     else snprintf(f, sizeof f, strchr(dim, ' ') ? "(%s)" : "%s", dim);
     if (dd == 0) {
       nnc_sb_printf(b, "%*sconst int %s = rem;\n", ind, "", id);
@@ -94,288 +89,19 @@ static void unravel(const ec_ctx *x, int t, const char *e, const char *uses, nnc
   }
 }
 
-/* Elements between consecutive indices of output dim od in operand t (right
- * aligned to the output's rank); "" where t broadcasts along it. */
-static void operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n) {
-  const nnc_tensor *tt = &x->g->tensors[t], *o = &x->g->tensors[out];
-  int j = od - (o->rank - tt->rank);
-  buf[0] = 0;
-  if (j < 0 || nnc_dim_eq_const(tt->shape[j], 1)) return;
-  ec_dims_product(x, t, j + 1, tt->rank, buf, n);
-}
-
-static bool same_shape(const ec_ctx *x, int a, int b) {
-  const nnc_tensor *ta = &x->g->tensors[a], *tb = &x->g->tensors[b];
-  if (ta->rank != tb->rank) return false;
-  for (int i = 0; i < ta->rank; i++)
-    if (!nnc_dim_eq(ta->shape[i], tb->shape[i])) return false;
-  return true;
-}
-
-/* The offset in operand t of output element (i0, ..., j): "e" when t has the
- * output's shape. */
-static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n) {
-  if (same_shape(x, t, out)) {
-    snprintf(buf, n, "e");
-    return;
-  }
-  int r = x->g->tensors[out].rank;
-  size_t len = 0;
-  buf[0] = 0;
-  for (int dd = 0; dd < r; dd++) {
-    char st[EXPR], id[16], f[EXPR + 16], w[EXPR + 8];
-    operand_stride(x, t, out, dd, st, sizeof st);
-    if (!st[0]) continue;
-    as_index(st, w, sizeof w);
-    if (dd == r - 1) snprintf(id, sizeof id, "j");
-    else snprintf(id, sizeof id, "i%d", dd);
-    len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? " + " : "", ec_mul(id, w, f, sizeof f));
-  }
-  if (!len) snprintf(buf, n, "0");
-}
-
-/* ----------------------------------------------------------- elementwise */
-
-/* How the chain of kernel k reads each operand q: its value at each element
- * (plain), or as a [B, S] padding mask (as_mask). */
-static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask) {
-  for (int i = 0; i < k->nnodes; i++) {
-    const nnc_node *n = &x->g->nodes[k->nodes[i]];
-    for (int j = 0; j < n->nin; j++)
-      for (int q = 0; q < k->nin; q++)
-        if (k->in[q] == n->in[j]) {
-          if (n->op == NNC_OP_PADDING_MASK && j == 1) as_mask[q] = true;
-          else plain[q] = true;
-        }
-  }
-}
-
 /* Where tensor t lives, for a loop on 16-byte vectors: 1 in the arena or the
  * weights at a multiple of 16 bytes (the plan aligns both to 256), 0 a
  * caller's buffer (an input or output), whose alignment only the kernel can
  * test, -1 neither. */
-static int placed16(const ec_ctx *x, int t) {
+int dl_placed16(const ec_ctx *x, int t) {
   const nnc_buffer *b = &x->s->plan.buf[t];
-  if (b->storage == NNC_STORE_ALIAS && b->alias_of >= 0 && b->alias_of != t) return placed16(x, b->alias_of);
+  if (b->storage == NNC_STORE_ALIAS && b->alias_of >= 0 && b->alias_of != t) return dl_placed16(x, b->alias_of);
   if (x->input_of[t] >= 0 || x->output_of[t] >= 0) return 0;
   if (x->param_of[t] >= 0) return x->w_off[x->param_of[t]] % 16 == 0 ? 1 : -1;
   return b->offset % 16 == 0 ? 1 : -1;
 }
 
-static bool vec_dtype(nnc_dtype d) { return d == NNC_F32 || d == NNC_BF16 || d == NNC_F16; }
-
-/* Elements a vector where a work-item of elementwise kernel k can take V
- * output elements at a time: 16 bytes of the narrowest array, so that V
- * elements of each array are whole 16-byte vectors (an f32 output of a bf16
- * chain: two). Needs the target's vector loops; f32, bf16 or f16 values
- * throughout (i32 chains compute in double); the output's last dim a
- * constant multiple of V; and each operand either with that last dim, read
- * as vectors (its rows are whole vectors, so a broadcast along leading axes
- * keeps them aligned), or broadcast along it: scalar[q], one value a vector.
- * 0: an element at a time. */
-static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                           bool *scalar) {
-  const ec_ctx *x = lt->x;
-  const nnc_graph *g = x->g;
-  const nnc_tensor *o = &g->tensors[k->out[0]];
-  if (!lt->vec_loops || o->rank == 0 || !vec_dtype(o->dtype) || placed16(x, k->out[0]) < 0) return 0;
-  for (int i = 0; i < k->nnodes; i++)
-    if (!vec_dtype(g->tensors[g->nodes[k->nodes[i]].out[0]].dtype)) return 0;
-  int es = nnc_dtype_size(o->dtype);
-  for (int q = 0; q < k->nin; q++) {
-    const nnc_tensor *t = &g->tensors[k->in[q]];
-    if (as_mask[q] || !vec_dtype(t->dtype)) return 0;
-    scalar[q] = t->rank == 0 || nnc_dim_eq_const(t->shape[t->rank - 1], 1);
-    if (!plain[q] || scalar[q]) continue;
-    if (!nnc_dim_eq(t->shape[t->rank - 1], o->shape[o->rank - 1]) || placed16(x, k->in[q]) < 0) return 0;
-    if (nnc_dtype_size(t->dtype) < es) es = nnc_dtype_size(t->dtype);
-  }
-  const nnc_dim c = o->shape[o->rank - 1];
-  return nnc_dim_is_const(c) && c.k % (16 / es) == 0 ? 16 / es : 0;
-}
-
-/* The chain of kernel k for work-item step u into ops: each node's value
- * from the operands a<q>[u] (or, V > 0, element l of the vector: a<q>[u][l],
- * scalar[q] ones a<q>[u]); last gets the name of the last value. */
-static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, const bool *scalar, nnc_sb *ops,
-                      char last[32]) {
-  const ec_ctx *x = lt->x;
-  const nnc_graph *g = x->g;
-  int out = k->out[0];
-  const char *ind = V ? "        " : "      ";
-  snprintf(last, 32, "0.0f");
-  for (int i = 0; i < k->nnodes; i++) {
-    const nnc_node *n = &g->nodes[k->nodes[i]];
-    bool dbl = g->tensors[n->out[0]].dtype == NNC_I32;
-    char opnd[2][64];
-    for (int j = 0; j < n->nin && j < 2; j++) {
-      int t = n->in[j], q = -1;
-      for (int z = 0; z < k->nin; z++)
-        if (k->in[z] == t) q = z;
-      char v[48];
-      if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "m%d[u]", q);
-      else if (q >= 0) snprintf(v, sizeof v, V && !scalar[q] ? "a%d[u][l]" : "a%d[u]", q);
-      else snprintf(v, sizeof v, "v%d", t);
-      snprintf(opnd[j], sizeof opnd[j], dbl && !(n->op == NNC_OP_PADDING_MASK && j == 1) ? "(double)%s" : "%s", v);
-    }
-    char ex[2048], where[300];
-    ec_node_expr(x, n, opnd[0], n->nin > 1 ? opnd[1] : "", dbl, out, ex, sizeof ex);
-    /* every value is float here: i32 results are truncated, then held as float */
-    nnc_sb_printf(ops, "%sconst float v%d = %s%s%s;   /* %s %s */\n", ind, n->out[0], dbl ? "(float)nnc_to_i32(" : "",
-                  ex, dbl ? ")" : "", ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
-    snprintf(last, 32, "v%d", n->out[0]);
-  }
-}
-
-/* Whether text reads a coordinate of an element of tensor t (e, j, i<d>). */
-static bool reads_coords(const ec_ctx *x, int t, const char *text) {
-  nnc_sb idx;
-  nnc_sb_init(&idx);
-  unravel(x, t, "e", text, &idx, 0);
-  bool r = idx.buf || idx.oom || ec_names(text, "e");
-  nnc_sb_free(&idx);
-  return r;
-}
-
-/* The loop of elementwise kernel k into body: a work-item takes EC_UNROLL
- * elements (V > 0: vectors of V elements) a stride apart, their loads first
- * (into a<q>[u]), then the chain and the stores (more bytes in flight than
- * one element's: a bf16 chain reached a third of an H100's bandwidth). */
-static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                             int V, const bool *scalar, nnc_sb *body) {
-  const ec_ctx *x = lt->x;
-  const nnc_graph *g = x->g;
-  int out = k->out[0];
-  nnc_sb loads, ops;
-  nnc_sb_init(&loads);
-  nnc_sb_init(&ops);
-  char e[EXPR], name[16], acc[ACCESS], arrays[NNC_MAX_IO * 32] = "";
-  size_t alen = 0;
-  for (int q = 0; q < k->nin; q++) {
-    snprintf(name, sizeof name, "x%d", q);
-    if (plain[q]) {
-      operand_offset(x, k->in[q], out, e, sizeof e);
-      if (V && !scalar[q]) {
-        nnc_sb_printf(&loads, "      nnc_vld(%s + %s, a%d[u]);\n", name, e, q);
-        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL][%d]", alen ? ", " : "", q, V);
-      } else {
-        nnc_sb_printf(&loads, "      a%d[u] = %s;\n", q, ld(lt, k->in[q], name, e, acc, sizeof acc));
-        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
-      }
-    }
-    if (as_mask[q]) {
-      char S[EXPR], at[EXPR + 16];
-      /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
-      dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
-      snprintf(at, sizeof at, "i0 * %s + j", S);
-      nnc_sb_printf(&loads, "      m%d[u] = %s;\n", q, ld(lt, k->in[q], name, at, acc, sizeof acc));
-      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sm%d[NNC_UNROLL]", alen ? ", " : "", q);
-    }
-  }
-  char last[32];
-  if (V) nnc_sb_printf(&ops, "      float o[%d];\n      NNC_VEC_FOR(l, %d) {\n", V, V);
-  chain_ops(lt, k, V, scalar, &ops, last);
-  if (V) nnc_sb_printf(&ops, "        o[l] = %s;\n      }\n      nnc_vst(y + e, o);\n", last);
-  else if (g->tensors[out].dtype == NNC_I32) nnc_sb_printf(&ops, "      y[e] = nnc_to_i32(%s);\n", last);
-  else nnc_sb_printf(&ops, "      %s;\n", st(lt, out, "y", "e", last, acc, sizeof acc));
-  char n_expr[EXPR], item[160];
-  ec_elems(x, out, n_expr, sizeof n_expr);
-  if (V) {
-    nnc_sb_printf(body, "  const int n = (int)(%s) / %d;   /* vectors of %d elements */\n", n_expr, V, V);
-    snprintf(item, sizeof item, "      if (e0 + u * stride >= n) break;\n"
-                                "      const int e = (int)(e0 + u * stride) * %d;   /* the vector's first element */\n", V);
-  } else {
-    nnc_sb_printf(body, "  const int n = (int)(%s);\n", n_expr);
-    snprintf(item, sizeof item, "      if (e0 + u * stride >= n) break;\n      const int e = (int)(e0 + u * stride);\n");
-  }
-  nnc_sb_printf(body, "  NNC_LOOP_UNROLLED(e0, stride, n) {\n");
-  if (alen) nnc_sb_printf(body, "    float %s;\n", arrays);
-  if (loads.buf) {
-    /* loads of broadcast scalars only (an expand of [1]) need no index */
-    nnc_sb idx;
-    nnc_sb_init(&idx);
-    unravel(x, out, "e", loads.buf, &idx, 6);
-    bool uses_e = idx.buf || ec_names(loads.buf, "e");
-    nnc_sb_printf(body, "    NNC_UNROLL_FOR(u) {\n%s", uses_e ? item : "      if (e0 + u * stride >= n) break;\n");
-    if (idx.buf) nnc_sb_puts(body, idx.buf);
-    if (idx.oom) body->oom = true;
-    nnc_sb_free(&idx);
-    nnc_sb_printf(body, "%s    }\n", loads.buf);
-  }
-  nnc_sb_printf(body, "    NNC_UNROLL_FOR(u) {\n%s", item);
-  unravel(x, out, "e", ops.buf, body, 6);
-  if (ops.buf) nnc_sb_puts(body, ops.buf);
-  nnc_sb_printf(body, "    }\n  }\n");
-  if (loads.oom || ops.oom || alen >= sizeof arrays) body->oom = true;
-  nnc_sb_free(&loads);
-  nnc_sb_free(&ops);
-}
-
-/* text into b, each line indented by ind more. */
-static void indented(nnc_sb *b, const char *text, int ind) {
-  for (const char *p = text; p && *p;) {
-    const char *nl = strchr(p, '\n');
-    int len = nl ? (int)(nl - p + 1) : (int)strlen(p);
-    nnc_sb_printf(b, "%*s%.*s", len > 1 ? ind : 0, "", len, p);
-    p += len;
-  }
-}
-
-static nnc_status emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err) {
-  const ec_ctx *x = lt->x;
-  const nnc_kernel *k = &x->s->k[ki];
-  int out = k->out[0];
-  bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, scalar[NNC_MAX_IO] = {false};
-  operand_uses(x, k, plain, as_mask);
-  int V = elementwise_vec(lt, k, plain, as_mask, scalar);
-  if (V) {
-    /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
-    nnc_sb ops;
-    nnc_sb_init(&ops);
-    char last[32];
-    chain_ops(lt, k, 0, scalar, &ops, last);
-    if (reads_coords(x, out, ops.buf)) V = 0;
-    nnc_sb_free(&ops);
-  }
-  nnc_sb body;
-  nnc_sb_init(&body);
-  char name[16], n_expr[EXPR], items[EXPR + 48], callers[NNC_MAX_IO * 8 + 8] = "";
-  size_t clen = 0;
-  for (int q = 0; q < k->nin; q++) {
-    snprintf(name, sizeof name, "x%d", q);
-    lt->pointer(lt->self, &body, "const ", name, k->in[q]);
-    if (V && plain[q] && !scalar[q] && placed16(x, k->in[q]) == 0)
-      clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%s%s", clen ? ", " : "", name);
-  }
-  lt->pointer(lt->self, &body, "", "y", out);
-  if (V && placed16(x, out) == 0) clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%sy", clen ? ", " : "");
-  ec_elems(x, out, n_expr, sizeof n_expr);
-  if (!V) {
-    elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
-    /* the launch: a work-item per EC_UNROLL elements */
-    snprintf(items, sizeof items, "((%s) + %d) / %d", n_expr, EC_UNROLL - 1, EC_UNROLL);
-  } else {
-    if (clen) {
-      /* a caller's buffer need not be 16-byte aligned: the test is one branch the whole grid takes alike */
-      nnc_sb vec;
-      nnc_sb_init(&vec);
-      elementwise_loop(lt, k, plain, as_mask, V, scalar, &vec);
-      nnc_sb_printf(&body, "  if (nnc_aligned16(%s)) {   /* the caller's buffer%s: vectors where %s 16-byte aligned */\n",
-                    callers, strchr(callers, ',') ? "s" : "", strchr(callers, ',') ? "they are" : "it is");
-      indented(&body, vec.buf, 2);
-      nnc_sb_printf(&body, "    return;\n  }\n");
-      if (vec.oom || clen >= sizeof callers) body.oom = true;
-      nnc_sb_free(&vec);
-      elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
-    } else {
-      elementwise_loop(lt, k, plain, as_mask, V, scalar, &body);
-    }
-    /* the launch: NNC_UNROLL vectors a thread, or one where that leaves few threads */
-    snprintf(items, sizeof items, "(int)nnc_vec_threads((%s) / %d)", n_expr, V);
-  }
-  lt->finish(lt->self, ki, items, &body);
-  return NNC_OK;
-}
+bool dl_vec_dtype(nnc_dtype d) { return d == NNC_F32 || d == NNC_BF16 || d == NNC_F16; }
 
 /* ------------------------------------------------------------ reductions */
 
@@ -402,14 +128,14 @@ static nnc_status emit_reduce(const ec_loop_target *lt, int ki, nnc_error *err) 
   nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n    const int o = e / inner, i = e %% inner;\n"
                        "    double acc = %s;\n    for (int l = 0; l < len; l++) {\n"
                        "      const double v = %s;\n", cnt, max ? "-INFINITY" : "0.0",
-                ld(lt, n->in[0], "x", "(o * len + l) * inner + i", a, sizeof a));
+                dl_ld(lt, n->in[0], "x", "(o * len + l) * inner + i", a, sizeof a));
   if (max) nnc_sb_printf(&body, "      acc = v > acc || isnan(v) ? v : acc;   /* NaN wins, as in the reference */\n");
   else nnc_sb_printf(&body, "      acc += v;\n");
   const char *val = n->op == NNC_OP_MEAN ? "acc / (double)len" : "acc";
   if (x->g->tensors[n->out[0]].dtype == NNC_I32) nnc_sb_printf(&body, "    }\n    y[e] = nnc_to_i32(%s);\n  }\n", val);
   else {
     snprintf(v, sizeof v, "(float)(%s)", val);
-    nnc_sb_printf(&body, "    }\n    %s;\n  }\n", st(lt, n->out[0], "y", "e", v, a, sizeof a));
+    nnc_sb_printf(&body, "    }\n    %s;\n  }\n", dl_st(lt, n->out[0], "y", "e", v, a, sizeof a));
   }
   lt->finish(lt->self, ki, cnt, &body);
   return NNC_OK;
@@ -427,7 +153,7 @@ static nnc_status emit_softmax_axis(const ec_loop_target *lt, int ki, nnc_error 
   lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   char xl[ACCESS], v[ACCESS + 64], yl[ACCESS * 2];
-  ld(lt, n->in[0], "x", "base + l * inner", xl, sizeof xl);
+  dl_ld(lt, n->in[0], "x", "base + l * inner", xl, sizeof xl);
   snprintf(v, sizeof v, "max == -INFINITY ? 0.0f : (float)(exp((double)%s - max) / sum)", xl);
   nnc_sb_printf(&body,
     "  const int len = %s, inner = %s;\n"
@@ -440,7 +166,7 @@ static nnc_status emit_softmax_axis(const ec_loop_target *lt, int ki, nnc_error 
     "      for (int l = 0; l < len; l++) sum += exp((double)%s - max);\n"
     "    for (int l = 0; l < len; l++)   /* every entry masked: zeros */\n"
     "      %s;\n"
-    "  }\n", len, inner, cnt, xl, xl, st(lt, n->out[0], "y", "base + l * inner", v, yl, sizeof yl));
+    "  }\n", len, inner, cnt, xl, xl, dl_st(lt, n->out[0], "y", "base + l * inner", v, yl, sizeof yl));
   lt->finish(lt->self, ki, cnt, &body);
   return NNC_OK;
 }
@@ -500,8 +226,8 @@ static long long pad_vec(const ec_loop_target *lt, const nnc_node *n) {
 static long long slice_vec(const ec_loop_target *lt, const nnc_node *n) {
   const nnc_tensor *in = &lt->x->g->tensors[n->in[0]], *o = &lt->x->g->tensors[n->out[0]];
   long long es = (long long)nnc_dtype_size(o->dtype), inner = 1;
-  if (!lt->vec16 || !lt->vec_loops || in->dtype != o->dtype || 16 % es || placed16(lt->x, n->in[0]) != 1 ||
-      placed16(lt->x, n->out[0]) != 1)
+  if (!lt->vec16 || !lt->vec_loops || in->dtype != o->dtype || 16 % es || dl_placed16(lt->x, n->in[0]) != 1 ||
+      dl_placed16(lt->x, n->out[0]) != 1)
     return 0;
   for (int i = n->attrs.axis + 1; i < o->rank; i++) {
     if (!nnc_dim_is_const(o->shape[i])) return 0;
@@ -544,12 +270,12 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
         char w[EXPR + 8];
         ec_dims_product(x, n->in[0], n->attrs.perm[dd] + 1, in->rank, stride, sizeof stride);
         len += (size_t)snprintf(e + len, len < sizeof e ? sizeof e - len : 0, "%s%s", len ? " + " : "",
-                                ec_mul(id, as_index(stride, w, sizeof w), f, sizeof f));
+                                ec_mul(id, dl_as_index(stride, w, sizeof w), f, sizeof f));
       }
       nnc_sb_printf(&loop, "    %s;\n", cp(lt, n->out[0], "y", "e", "x", len ? e : "0", c, sizeof c));
     }
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
-    unravel(x, n->out[0], "e", loop.buf, &body, 4);
+    dl_unravel(x, n->out[0], "e", loop.buf, &body, 4);
   } else if (n->op == NNC_OP_IM2COL && im2col_vec(lt, n) > 0) {
     /* tap-major windows, 16 bytes a work-item: V channels of one tap, copied whole */
     const nnc_window *w = &n->attrs.win;
@@ -613,7 +339,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     char all[EXPR], inlen[EXPR];
     ec_elems(x, n->out[0], all, sizeof all);
     snprintf(n_expr, sizeof n_expr, "(%.*s) / %lld", (int)sizeof n_expr - 32, all, E);
-    dim_of(x, n->in[0], o->rank - 1, inlen, sizeof inlen);
+    dl_dim_of(x, n->in[0], o->rank - 1, inlen, sizeof inlen);
     lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
     lt->pointer(lt->self, &body, "", "y", n->out[0]);
     nnc_sb_printf(&body, "  /* rows of %lld elements (16 bytes): x's %s at %lld, zeros around */\n"
@@ -653,7 +379,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                   w->sh, w->ph, w->kw, w->dh, w->sw, w->pw, w->kw, w->dw,
                   cp(lt, n->out[0], "y", "e", "x",
                      w->nhwc ? "((b * H + ih) * W + iw) * C + ch" : "((b * C + ch) * H + ih) * W + iw", c, sizeof c),
-                  st(lt, n->out[0], "y", "e", isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY")
+                  dl_st(lt, n->out[0], "y", "e", isinf(n->attrs.scalar) ? (n->attrs.scalar < 0 ? "-INFINITY" : "INFINITY")
                                                                      : "0.0f", z, sizeof z));
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else if (n->op == NNC_OP_COL2IM) {
@@ -682,10 +408,10 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
                   w->nhwc ? "ch = e % C, w = e / C % W, h = e / (C * W) % H, b = e / (C * W * H)"
                           : "w = e % W, h = e / W % H, ch = e / (W * H) % C, b = e / (W * H * C)",
                   w->kh, w->ph, w->dh, w->sh, w->sh, w->kw, w->pw, w->dw, w->sw, w->sw,
-                  ld(lt, n->in[0], "x", w->tap_major ? "(((b * OH + th / SH_) * OW + tw / SW_) * KK_ + i * KW_ + j) * C + ch"
+                  dl_ld(lt, n->in[0], "x", w->tap_major ? "(((b * OH + th / SH_) * OW + tw / SW_) * KK_ + i * KW_ + j) * C + ch"
                                                      : "(((b * OH + th / SH_) * OW + tw / SW_) * C + ch) * KK_ + i * KW_ + j",
                      a, sizeof a),
-                  st(lt, n->out[0], "y", "e", "acc", z, sizeof z));
+                  dl_st(lt, n->out[0], "y", "e", "acc", z, sizeof z));
     nnc_sb_printf(&body, "  const int SH_ = %d, SW_ = %d, KK_ = %d, KW_ = %d;\n", w->sh, w->sw, w->kh * w->kw, w->kw);
     nnc_sb_printf(&body, "  NNC_LOOP(e, %s) {\n", n_expr);
   } else {
@@ -699,20 +425,20 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
       /* x's chunk at start along the axis, zeros around it */
       char start[EXPR], inlen[EXPR], z[ACCESS];
       nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
-      dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+      dl_dim_of(x, n->in[0], axis, inlen, sizeof inlen);
       lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
       lt->pointer(lt->self, &body, "", "y", n->out[0]);
       nnc_sb_printf(&body, "  const int len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
       nnc_sb_printf(&loop, "    const int i = e %% inner, l = e / inner %% len - start, o = e / inner / len;\n"
                            "    if (l >= 0 && l < in_len) %s;\n    else %s;\n",
                     cp(lt, n->out[0], "y", "e", "x", "(o * in_len + l) * inner + i", c, sizeof c),
-                    st(lt, n->out[0], "y", "e", "0.0f", z, sizeof z));
+                    dl_st(lt, n->out[0], "y", "e", "0.0f", z, sizeof z));
     } else if (n->op == NNC_OP_SLICE && slice_vec(lt, n) > 0) {
       /* a work-item copies a 16-byte vector: V elements of an inner row */
       long long V = slice_vec(lt, n);
       char start[EXPR], inlen[EXPR];
       nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
-      dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+      dl_dim_of(x, n->in[0], axis, inlen, sizeof inlen);
       lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
       lt->pointer(lt->self, &body, "", "y", n->out[0]);
       nnc_sb_printf(&body, "  const int len = %s, inner = %s / %lld, in_len = %s, start = %s;   /* inner: vectors */\n"
@@ -726,7 +452,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
     } else if (n->op == NNC_OP_SLICE) {
       char start[EXPR], inlen[EXPR];
       nnc_emit_dim_expr(g, n->attrs.start, "d->", start, sizeof start);
-      dim_of(x, n->in[0], axis, inlen, sizeof inlen);
+      dl_dim_of(x, n->in[0], axis, inlen, sizeof inlen);
       lt->pointer(lt->self, &body, "const ", "x", n->in[0]);
       lt->pointer(lt->self, &body, "", "y", n->out[0]);
       nnc_sb_printf(&body, "  const int len = %s, inner = %s, in_len = %s, start = %s;\n", len, inner, inlen, start);
@@ -745,7 +471,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
       nnc_sb_printf(&loop, "    const int i = e %% inner, o = e / inner / len;\n    int l = e / inner %% len;\n");
       for (int i = 0; i < nparts; i++) {
         char l[EXPR];
-        dim_of(x, cat ? n->in[i] : n->out[i], axis, l, sizeof l);
+        dl_dim_of(x, cat ? n->in[i] : n->out[i], axis, l, sizeof l);
         bool last = i + 1 == nparts;
         nnc_sb_printf(&loop, "    {\n      const int L = %s;\n", l);
         const char *ind = last ? "      " : "        ";
@@ -778,7 +504,7 @@ static nnc_status emit_move(const ec_loop_target *lt, int ki, nnc_error *err) {
 static int gather_vec(const ec_loop_target *lt, const nnc_node *n) {
   const nnc_graph *g = lt->x->g;
   const nnc_tensor *table = &g->tensors[n->in[0]], *y = &g->tensors[n->out[0]];
-  if (!lt->vec_loops || n->attrs.ranks > 1 || !vec_dtype(table->dtype) || !vec_dtype(y->dtype)) return 0;
+  if (!lt->vec_loops || n->attrs.ranks > 1 || !dl_vec_dtype(table->dtype) || !dl_vec_dtype(y->dtype)) return 0;
   int es = nnc_dtype_size(table->dtype) < nnc_dtype_size(y->dtype) ? nnc_dtype_size(table->dtype)
                                                                     : nnc_dtype_size(y->dtype);
   const nnc_dim c = table->shape[1];
@@ -793,8 +519,8 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
     return nnc_errorf(err, NNC_E_TARGET, n->loc, "%s: expected a target that runs parallel plans for a "
                       "vocabulary-split embedding, found one without ranks", x->r->target->name);
   char V[EXPR], C[EXPR], n_expr[EXPR];
-  dim_of(x, n->in[0], 0, V, sizeof V);
-  dim_of(x, n->in[0], 1, C, sizeof C);
+  dl_dim_of(x, n->in[0], 0, V, sizeof V);
+  dl_dim_of(x, n->in[0], 1, C, sizeof C);
   ec_elems(x, n->out[0], n_expr, sizeof n_expr);
   nnc_sb body;
   nnc_sb_init(&body);
@@ -803,7 +529,7 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   char row[ACCESS], v[ACCESS + 96], s[ACCESS * 2];
   if (split) {
-    ld(lt, n->in[0], "table", "(id - first) * C + e % C", row, sizeof row);
+    dl_ld(lt, n->in[0], "table", "(id - first) * C + e % C", row, sizeof row);
     snprintf(v, sizeof v, "id >= first && id < first + V ? %s : id >= 0 && id < %lld ? 0.0f : NAN", row,
              (long long)n->attrs.vocab);
     nnc_sb_printf(&body,
@@ -814,7 +540,7 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
       "    /* another rank's id gives zeros (the all_reduce after adds its row); an id outside the\n"
       "     * vocabulary NaN: the run cannot stop here */\n"
       "    %s;\n"
-      "  }\n", (long long)n->attrs.vocab, n->attrs.ranks, V, C, lt->rank, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
+      "  }\n", (long long)n->attrs.vocab, n->attrs.ranks, V, C, lt->rank, n_expr, dl_st(lt, n->out[0], "y", "e", v, s, sizeof s));
   } else if (gather_vec(lt, n)) {
     int N = gather_vec(lt, n);
     char rows[EXPR];
@@ -828,7 +554,7 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
     lt->finish(lt->self, ki, threads, &body);
     return NNC_OK;
   } else {
-    ld(lt, n->in[0], "table", "id * C + e % C", row, sizeof row);
+    dl_ld(lt, n->in[0], "table", "id * C + e % C", row, sizeof row);
     snprintf(v, sizeof v, "id >= 0 && id < V ? %s : NAN", row);
     nnc_sb_printf(&body,
       "  const int V = %s, C = %s;\n"
@@ -836,7 +562,7 @@ static nnc_status emit_gather(const ec_loop_target *lt, int ki, nnc_error *err) 
       "    const int id = ids[e / C];\n"
       "    /* an id outside the table gives a row of NaN: the run cannot stop here */\n"
       "    %s;\n"
-      "  }\n", V, C, n_expr, st(lt, n->out[0], "y", "e", v, s, sizeof s));
+      "  }\n", V, C, n_expr, dl_st(lt, n->out[0], "y", "e", v, s, sizeof s));
   }
   lt->finish(lt->self, ki, n_expr, &body);
   return NNC_OK;
@@ -853,7 +579,7 @@ static nnc_status loss_operands(const ec_loop_target *lt, const nnc_kernel *k, c
   if (x->g->tensors[n->in[1]].dtype != NNC_I32)
     return nnc_errorf(err, NNC_E_TARGET, k->loc, "%s: %s expects i32 targets", x->r->target->name,
                       nnc_op_info_of(n->op)->name);
-  dim_of(x, n->in[0], x->g->tensors[n->in[0]].rank - 1, V, EXPR);
+  dl_dim_of(x, n->in[0], x->g->tensors[n->in[0]].rank - 1, V, EXPR);
   ec_elems(x, n->in[1], rows, EXPR);
   lt->pointer(lt->self, body, "const ", "x", n->in[0]);
   lt->pointer(lt->self, body, "const ", "t", n->in[1]);
@@ -874,9 +600,9 @@ static nnc_status emit_loss(const ec_loop_target *lt, int ki, nnc_error *err) {
   }
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   char xv[ACCESS], xt[ACCESS], y0[ACCESS];
-  ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
-  ld(lt, n->in[0], "x", "r * V + target", xt, sizeof xt);
-  st(lt, n->out[0], "y", "0", "(float)(total / (double)rows)", y0, sizeof y0);
+  dl_ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
+  dl_ld(lt, n->in[0], "x", "r * V + target", xt, sizeof xt);
+  dl_st(lt, n->out[0], "y", "0", "(float)(total / (double)rows)", y0, sizeof y0);
   /* one work-item adds the rows' losses in order: the result does not
    * depend on the device's scheduling */
   nnc_sb_printf(&body,
@@ -917,11 +643,11 @@ static nnc_status emit_loss_grad(const ec_loop_target *lt, int ki, nnc_error *er
   lt->pointer(lt->self, &body, "const ", "dloss", n->in[2]);
   lt->pointer(lt->self, &body, "", "y", n->out[0]);
   char xv[ACCESS], dl[ACCESS], g[ACCESS + 96], put[ACCESS * 3], nan[ACCESS];
-  ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
-  ld(lt, n->in[2], "dloss", "0", dl, sizeof dl);
+  dl_ld(lt, n->in[0], "x", "r * V + v", xv, sizeof xv);
+  dl_ld(lt, n->in[2], "dloss", "0", dl, sizeof dl);
   snprintf(g, sizeof g, "(float)((exp((double)%s - max) / sum - (v == target ? 1.0 : 0.0)) * scale)", xv);
-  st(lt, n->out[0], "y", "r * V + v", g, put, sizeof put);
-  st(lt, n->out[0], "y", "r * V + v", "NAN", nan, sizeof nan);
+  dl_st(lt, n->out[0], "y", "r * V + v", g, put, sizeof put);
+  dl_st(lt, n->out[0], "y", "r * V + v", "NAN", nan, sizeof nan);
   nnc_sb_printf(&body,
     "  const int V = %s, rows = %s;\n"
     "  const double scale = (double)%s / (double)rows;\n"
@@ -954,8 +680,8 @@ static nnc_status emit_embedding_grad(const ec_loop_target *lt, int ki, nnc_erro
   const ec_ctx *x = lt->x;
   const nnc_node *n = &x->g->nodes[x->s->k[ki].nodes[0]];
   char V[EXPR], C[EXPR], count[EXPR], items[EXPR * 2 + 80];
-  dim_of(x, n->out[0], 0, V, sizeof V);
-  dim_of(x, n->out[0], 1, C, sizeof C);
+  dl_dim_of(x, n->out[0], 0, V, sizeof V);
+  dl_dim_of(x, n->out[0], 1, C, sizeof C);
   ec_elems(x, n->in[1], count, sizeof count);
   int64_t R = nnc_tensor_max_elems(x->g, &x->g->tensors[n->out[0]]) / SCATTER_ITEMS + 1;
   if (R == 1) ec_mul(C, V, items, sizeof items);
@@ -974,11 +700,11 @@ static nnc_status emit_embedding_grad(const ec_loop_target *lt, int ki, nnc_erro
   if (split) snprintf(first, sizeof first, ", first = %s * V", lt->rank);
   else first[0] = 0;
   char zero[ACCESS], yv[ACCESS], dv[ACCESS], sum[ACCESS * 2 + 8], add[ACCESS * 4];
-  st(lt, n->out[0], "y", "v * C + j", "0.0f", zero, sizeof zero);
-  ld(lt, n->out[0], "y", "id * C + j", yv, sizeof yv);
-  ld(lt, n->in[0], "dy", "r * C + j", dv, sizeof dv);
+  dl_st(lt, n->out[0], "y", "v * C + j", "0.0f", zero, sizeof zero);
+  dl_ld(lt, n->out[0], "y", "id * C + j", yv, sizeof yv);
+  dl_ld(lt, n->in[0], "dy", "r * C + j", dv, sizeof dv);
   snprintf(sum, sizeof sum, "%s + %s", yv, dv);
-  st(lt, n->out[0], "y", "id * C + j", sum, add, sizeof add);
+  dl_st(lt, n->out[0], "y", "id * C + j", sum, add, sizeof add);
   nnc_sb_printf(&body,
     "  const int V = %s, C = %s, count = %s, R = %lld%s;\n"
     "  NNC_LOOP(e, %s) {\n"
@@ -1003,7 +729,7 @@ nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err)
   const ec_ctx *x = lt->x;
   const nnc_kernel *k = &x->s->k[ki];
   switch (k->kind) {
-  case NNC_KERNEL_ELEMENTWISE: return emit_elementwise(lt, ki, err);
+  case NNC_KERNEL_ELEMENTWISE: return dl_emit_elementwise(lt, ki, err);
   case NNC_KERNEL_REDUCE: return emit_reduce(lt, ki, err);
   case NNC_KERNEL_ROW: return emit_softmax_axis(lt, ki, err);
   case NNC_KERNEL_MOVE: return emit_move(lt, ki, err);

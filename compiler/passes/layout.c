@@ -57,8 +57,10 @@ static bool is_identity(const int *p, int rank) {
 }
 
 /* transpose(transpose(x, inner), outer) == transpose(x, r) */
+/* r's entries past rank are 0: a perm is copied whole into the graph, and
+ * stale values there made the generated sources differ between builds. */
 static void compose(const int *inner, const int *outer, int rank, int *r) {
-  for (int i = 0; i < rank; i++) r[i] = inner[outer[i]];
+  for (int i = 0; i < NNC_MAX_RANK; i++) r[i] = i < rank ? inner[outer[i]] : 0;
 }
 
 static void invert(const int *p, int rank, int *inv) {
@@ -133,7 +135,7 @@ static void find_transposes(layout_ctx *c) {
   for (int id = 0; id < g->nnodes; id++) {
     const nnc_node *n = &g->nodes[id];
     if (n->dead) continue;
-    int p[NNC_MAX_RANK];
+    int p[NNC_MAX_RANK] = {0};
     if (n->op == NNC_OP_TRANSPOSE && is_layout_perm(n->attrs.perm, g->tensors[n->out[0]].rank)) {
       int x = n->in[0], t = n->out[0], rank = g->tensors[t].rank;
       if (c->lay[x]) compose(c->perm[x], n->attrs.perm, rank, p);
@@ -191,7 +193,7 @@ static nnc_status add_before(layout_ctx *c, int at, nnc_op op, int nin, const in
 static nnc_status move_op(layout_ctx *c, int *id) {
   nnc_graph *g = c->g;
   nnc_node n = g->nodes[*id];
-  int t = n.out[0], rank = g->tensors[t].rank, p[NNC_MAX_RANK], in[NNC_MAX_IO];
+  int t = n.out[0], rank = g->tensors[t].rank, p[NNC_MAX_RANK] = {0}, in[NNC_MAX_IO];
   /* phases 1 and 2 said it moves, and phase 3 has made its operands' sources */
   if (!common_perm(c, &n, true, p))
     return nnc_errorf(c->err, NNC_E_INTERNAL, n.loc, "layout: %s no longer moves", nnc_op_info_of(n.op)->name);
