@@ -79,16 +79,6 @@ static void unravel(const ec_ctx *x, int out, int lead, const char *uses, nnc_sb
 
 /* ----------------------------------------------------------- elementwise */
 
-/* Elements between consecutive indices of output dim `od` in operand t
- * (right-aligned to the output's rank); "" when it broadcasts there. */
-static void operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n) {
-  const nnc_tensor *tt = &x->g->tensors[t], *o = &x->g->tensors[out];
-  int j = od - (o->rank - tt->rank);
-  buf[0] = 0;
-  if (j < 0 || nnc_dim_eq_const(tt->shape[j], 1)) return;
-  ec_dims_product(x, t, j + 1, tt->rank, buf, n);
-}
-
 static nnc_status emit_elementwise(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_error *err) {
   nnc_sb *b = out_b;
   const nnc_kernel *k = &x->s->k[ki];
@@ -127,7 +117,7 @@ static nnc_status emit_elementwise(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_e
     nnc_sb_printf(b, "    const %s *row%d = x%d", ec_ctype(g, k->in[q]), q, q);
     for (int dd = 0; dd < lead; dd++) {
       char st[EXPR];
-      operand_stride(x, k->in[q], out, dd, st, sizeof st);
+      ec_operand_stride(x, k->in[q], out, dd, st, sizeof st);
       char f[EXPR];
       char id[16];
       snprintf(id, sizeof id, "i%d", dd);
@@ -142,7 +132,7 @@ static nnc_status emit_elementwise(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_e
   for (int q = 0; q < k->nin; q++) {
     if (!plain[q]) continue;
     char st[EXPR] = "";
-    if (r > 0) operand_stride(x, k->in[q], out, r - 1, st, sizeof st);
+    if (r > 0) ec_operand_stride(x, k->in[q], out, r - 1, st, sizeof st);
     nnc_sb_printf(b, "      const %s a%d = row%d[%s];\n", ec_ctype(g, k->in[q]), q, q, st[0] ? "j" : "0");
   }
   const char *last = "0";

@@ -9,16 +9,6 @@
 
 #include "device_loops.h"
 
-/* Elements between consecutive indices of output dim od in operand t (right
- * aligned to the output's rank); "" where t broadcasts along it. */
-static void operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n) {
-  const nnc_tensor *tt = &x->g->tensors[t], *o = &x->g->tensors[out];
-  int j = od - (o->rank - tt->rank);
-  buf[0] = 0;
-  if (j < 0 || nnc_dim_eq_const(tt->shape[j], 1)) return;
-  ec_dims_product(x, t, j + 1, tt->rank, buf, n);
-}
-
 static bool same_shape(const ec_ctx *x, int a, int b) {
   const nnc_tensor *ta = &x->g->tensors[a], *tb = &x->g->tensors[b];
   if (ta->rank != tb->rank) return false;
@@ -39,7 +29,7 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
   buf[0] = 0;
   for (int dd = 0; dd < r; dd++) {
     char st[EXPR], id[16], f[EXPR + 16], w[EXPR + 8];
-    operand_stride(x, t, out, dd, st, sizeof st);
+    ec_operand_stride(x, t, out, dd, st, sizeof st);
     if (!st[0]) continue;
     dl_as_index(st, w, sizeof w);
     if (dd == r - 1) snprintf(id, sizeof id, "j");

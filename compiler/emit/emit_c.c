@@ -403,6 +403,14 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
   nnc_sb_printf(b, "  default:\n    *flops = *bytes = 0;\n    return;\n  }\n}\n\n");
 }
 
+void ec_operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n) {
+  const nnc_tensor *tt = &x->g->tensors[t], *o = &x->g->tensors[out];
+  int j = od - (o->rank - tt->rank);
+  buf[0] = 0;
+  if (j < 0 || nnc_dim_eq_const(tt->shape[j], 1)) return;
+  ec_dims_product(x, t, j + 1, tt->rank, buf, n);
+}
+
 void ec_emit_dims_at_max(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  const %s_dims dd = {", x->p);
   for (int i = 0; i < x->g->nsyms; i++) nnc_sb_printf(b, "%s.%s = max[%d]", i ? ", " : "", x->sym[i], i);

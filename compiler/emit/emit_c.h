@@ -183,6 +183,11 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *b);
  * <p>_graph.c, and bench_<p>.c where it needs no toolkit headers (bench). */
 nnc_status ec_validate_c(const ec_ctx *x, const char *dir, bool bench, nnc_error *err);
 
+/* Elements between consecutive indices of output dim od in operand t of an
+ * elementwise chain (right-aligned to the output's rank), into buf; "" where
+ * t broadcasts along it. The C SIMD and device loop writers share it. */
+void ec_operand_stride(const ec_ctx *x, int t, int out, int od, char *buf, size_t n);
+
 /* `  const <p>_dims dd = {.B = max[0], ...}, *d = &dd;`: the dims at the
  * maxima max, as d (a function sizing a buffer at the maxima opens so). */
 void ec_emit_dims_at_max(const ec_ctx *x, nnc_sb *b);

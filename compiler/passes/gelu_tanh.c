@@ -3,7 +3,7 @@
  *
  * cuBLASLt fuses GELU into a GEMM only in the tanh form, so an erf-GELU
  * after a linear layer costs a pass over its output (BERT MiniLM bf16 B=32
- * T=128 on an H200: 8.4 us of a 60 us layer). The two forms differ by at
+ * T=128 on an H200: 8.4 us a layer, events). The two forms differ by at
  * most 4.7e-4 (at x = -2.70, where GELU is -0.0095: 5% of that value), under
  * bf16's rounding of values above 0.25 but not of the small negative ones,
  * so the pass is an option, off by default. bench --check compares with the
