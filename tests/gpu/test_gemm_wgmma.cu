@@ -52,17 +52,17 @@ struct tcase {
 };
 
 static const tcase CASES[] = {
-    {"m17_n129_k64", 17, 129, 64, 0, false, true, 1.0f},
-    {"m130_n257_k72_bias_padc", 130, 257, 72, 3, true, true, 0.5f},
-    {"m300_n1003_k768_bias", 300, 1003, 768, 0, true, false, 1.0f},
-    {"m3_n50257_k768_lm_head", 3, 50257, 768, 0, false, false, 1.0f},
-    {"m257_n300_k8", 257, 300, 8, 1, true, false, 1.0f},
-    {"m260_n300_k0_bias", 260, 300, 0, 0, true, false, 1.0f},
-    {"m130_n1537_k384_gelu_erf", 130, 1537, 384, 0, true, true, 1.0f, NNC_CUDA_ACT_GELU_ERF},
-    {"m67_n300_k72_gelu_tanh_res", 67, 300, 72, 2, true, false, 1.0f, NNC_CUDA_ACT_GELU_TANH, true},
-    {"m129_n258_k64_silu", 129, 258, 64, 0, false, false, 1.0f, NNC_CUDA_ACT_SILU},
+    {"m17_n129_k64", 17, 129, 64, 0, false, true, 1.0f, NNC_CUDA_ACT_NONE, false, false},
+    {"m130_n257_k72_bias_padc", 130, 257, 72, 3, true, true, 0.5f, NNC_CUDA_ACT_NONE, false, false},
+    {"m300_n1003_k768_bias", 300, 1003, 768, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, false, false},
+    {"m3_n50257_k768_lm_head", 3, 50257, 768, 0, false, false, 1.0f, NNC_CUDA_ACT_NONE, false, false},
+    {"m257_n300_k8", 257, 300, 8, 1, true, false, 1.0f, NNC_CUDA_ACT_NONE, false, false},
+    {"m260_n300_k0_bias", 260, 300, 0, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, false, false},
+    {"m130_n1537_k384_gelu_erf", 130, 1537, 384, 0, true, true, 1.0f, NNC_CUDA_ACT_GELU_ERF, false, false},
+    {"m67_n300_k72_gelu_tanh_res", 67, 300, 72, 2, true, false, 1.0f, NNC_CUDA_ACT_GELU_TANH, true, false},
+    {"m129_n258_k64_silu", 129, 258, 64, 0, false, false, 1.0f, NNC_CUDA_ACT_SILU, false, false},
     {"m33_n129_k40_res_relu_last", 33, 129, 40, 1, true, true, 0.5f, NNC_CUDA_ACT_RELU, true, true},
-    {"m200_n384_k384_residual", 200, 384, 384, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, true},
+    {"m200_n384_k384_residual", 200, 384, 384, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, true, false},
 };
 
 /* The epilogue's activations in float64. */
