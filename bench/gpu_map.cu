@@ -33,17 +33,33 @@ constexpr int V = nnc_vec<bf16>::V;
 
 __device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.707106781f)); }
 
-__global__ void map_nnc(bf16 *y, long long n) {
-  nnc_map(y, (const bf16 *)nullptr, n, [](float v, float) { return gelu(v); });
+/* The same function with erf from a rational approximation (Abramowitz and
+ * Stegun 7.1.26: |error of erf| <= 1.5e-7): one reciprocal, five FMAs and
+ * one exp2, against erff's longer polynomial. */
+__device__ __forceinline__ float gelu_fast(float v) {
+  const float u = fabsf(v) * 0.707106781f;
+  float t;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.3275911f, u, 1.0f)));
+  const float p = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.530702715f, -0.726576014f), 0.710706871f), -0.142248368f), 0.127414796f);
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(u * u * -1.442695041f));
+  const float q = p * e; /* (1 - erf(|v| / sqrt 2)) / 2 */
+  return v >= 0.0f ? fmaf(-v, q, v) : v * q;
 }
 
-__global__ void map_one(bf16 *y, long long nv) {
+template <bool FAST> __device__ __forceinline__ float gelu_of(float v) { return FAST ? gelu_fast(v) : gelu(v); }
+
+template <bool FAST = false> __global__ void map_nnc(bf16 *y, long long n) {
+  nnc_map(y, (const bf16 *)nullptr, n, [](float v, float) { return gelu_of<FAST>(v); });
+}
+
+template <bool FAST = false> __global__ void map_one(bf16 *y, long long nv) {
   const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i >= nv) return;
   float a[V];
   nnc_vec<bf16>::load(y + i * V, a);
 #pragma unroll
-  for (int l = 0; l < V; ++l) a[l] = gelu(a[l]);
+  for (int l = 0; l < V; ++l) a[l] = gelu_of<FAST>(a[l]);
   nnc_vec<bf16>::store(y + i * V, a);
 }
 
@@ -79,7 +95,10 @@ int main() {
   std::mt19937 r(3);
   std::normal_distribution<float> u(0.0f, 1.5f);
   for (auto &x : h) x = (bf16)u(r);
-  for (auto &p : sets) CK(cudaMalloc(&p, N * sizeof(bf16)));
+  for (auto &p : sets) {
+    CK(cudaMalloc(&p, N * sizeof(bf16)));
+    CK(cudaMemcpy(p, h.data(), N * sizeof(bf16), cudaMemcpyHostToDevice));
+  }
   bf16 *scratch;
   CK(cudaMalloc(&scratch, N * sizeof(bf16)));
   const long long nv = N / V;
@@ -90,6 +109,8 @@ int main() {
   std::vector<shape> shapes = {
       {"nnc_map", [&](bf16 *y) { map_nnc<<<nnc_map_blocks<bf16>(N), NNC_LOOP_THREADS>>>(y, N); }},
       {"one vector a thread", [&](bf16 *y) { map_one<<<(unsigned)((nv + 255) / 256), 256>>>(y, nv); }},
+      {"nnc_map, fast erf", [&](bf16 *y) { map_nnc<true><<<nnc_map_blocks<bf16>(N), NNC_LOOP_THREADS>>>(y, N); }},
+      {"one vector a thread, fast erf", [&](bf16 *y) { map_one<true><<<(unsigned)((nv + 255) / 256), 256>>>(y, nv); }},
   };
   for (int k : {2, 4, 8}) {
     shapes.push_back({"pipelined, " + std::to_string(k) + " blocks an SM", [&, k](bf16 *y) { map_pipelined<<<(unsigned)(sms * k), 256>>>(y, nv); }});
@@ -108,8 +129,10 @@ int main() {
       worst = std::max(worst, std::fabs((double)(float)got[i] - want) / std::max(1.0, std::fabs(want)));
     }
     const double us = median_us([&](int i) { s.run(sets[i % nsets]); });
-    std::printf("%-30s %8.2f us %8.0f GB/s  max error %.3g%s\n", s.name.c_str(), us, 2.0 * N * 2 / us * 1e-3, worst,
-                worst > 8e-3 ? "  WRONG" : "");
+    /* warm: one set again and again, as in a model right after the GEMM that wrote it (12.6 MB fit in L2) */
+    const double warm = median_us([&](int) { s.run(sets[1]); });
+    std::printf("%-30s %8.2f us %8.0f GB/s  warm %6.2f us  max error %.3g%s\n", s.name.c_str(), us, 2.0 * N * 2 / us * 1e-3,
+                warm, worst, worst > 8e-3 ? "  WRONG" : "");
   }
   const double cus = median_us([&](int i) { copy<<<(unsigned)(sms * 8), 256>>>(scratch, sets[i % nsets], nv); });
   std::printf("%-30s %8.2f us %8.0f GB/s\n", "copy (the same bytes)", cus, 2.0 * N * 2 / cus * 1e-3);
