@@ -42,6 +42,13 @@ static nnc_status check_node(const nnc_graph *g, int id, nnc_error *err) {
       return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "%s: output %s is not a value computed by node %d", op,
                         g->tensors[t].name, id);
   }
+  /* a perm is written out whole (--emit=ir, the folders' reference graph):
+   * a stale entry past the rank made layout.lua's sources differ between builds */
+  if (n->op == NNC_OP_TRANSPOSE)
+    for (int i = g->tensors[n->out[0]].rank; i < NNC_MAX_RANK; i++)
+      if (n->attrs.perm[i] != 0)
+        return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "transpose %s: expected 0 in its perm past rank %d, found %d "
+                          "at %d", g->tensors[n->out[0]].name, g->tensors[n->out[0]].rank, n->attrs.perm[i], i);
   return NNC_OK;
 }
 

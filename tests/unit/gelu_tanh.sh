@@ -7,7 +7,8 @@
 #  2. cuda-sm90a bf16 BERT: the intermediate GEMMs take cuBLASLt's GELU
 #     epilogue (NNRT_EPI_GELU_TANH, a GELU_TANH act for the skinny branch)
 #     and no erf kernel after them is left; without the option, the erf
-#     kernels are there. Text only (no GPU here).
+#     kernels are there, calling nnc_gelu_erf16 in bf16 and erff in f32.
+#     Text only (no GPU here).
 #  3. opencl-cpu (PoCL) f16 and bf16 BERT at odd sizes: the GEMMs' activation
 #     is the tanh form (NNC_ACT 3, erf's is 2), the folder's reference graph
 #     (bert_graph.c) is the model as written (no GELU in the tanh form: the
@@ -54,13 +55,20 @@ grep -q "^--gelu=tanh: 6 erf-form GELUs computed in the tanh form" "$work/cuda_t
 ! grep -q "^--gelu=tanh" "$work/cuda_erf.explain" || fail "cuda: --gelu=erf explained as tanh"
 n=$(grep -c "g.epilogue = NNRT_EPI_GELU_TANH;" "$work/cuda_tanh/bert.cu" || true)
 [ "$n" = 6 ] || fail "cuda --gelu=tanh: expected 6 GEMMs with cuBLASLt's GELU epilogue, found $n"
-n=$(grep -c "erff" "$work/cuda_tanh/bert.cu" || true)
+n=$(grep -c "erff\|nnc_gelu_erf16" "$work/cuda_tanh/bert.cu" || true)
 [ "$n" = 0 ] || fail "cuda --gelu=tanh: expected no erf left, found $n lines"
 n=$(grep -c "sk.act = NNC_CUDA_ACT_GELU_TANH;" "$work/cuda_tanh/bert.cu" || true)
 [ "$n" = 6 ] || fail "cuda --gelu=tanh: expected the skinny branch's act in the tanh form 6 times, found $n"
 n=$(grep -c "_post<<<" "$work/cuda_erf/bert.cu" || true)
 [ "$n" = 6 ] || fail "cuda --gelu=erf: expected 6 erf kernels after cuBLASLt, found $n"
-echo "cuda-sm90a: 6 GEMMs with the GELU epilogue, no erf kernel (6 without the option)"
+# 16-bit storage: the erf form as nnc_gelu_erf16 (nnc_cuda.cuh); f32 keeps erff
+n=$(grep -c "return nnc_gelu_erf16(v);" "$work/cuda_erf/bert.cu" || true)
+[ "$n" = 6 ] || fail "cuda bf16 --gelu=erf: expected the 6 kernels to call nnc_gelu_erf16, found $n"
+"$nnc" models/bert.lua --target=cuda-sm90a --precision=f32 -o "$work/cuda_f32" > /dev/null
+n=$(grep -c "erff(v \* 0.707106781f)" "$work/cuda_f32/bert.cu" || true)
+m=$(grep -c "nnc_gelu_erf16" "$work/cuda_f32/bert.cu" || true)
+[ "$n" = 6 ] && [ "$m" = 0 ] || fail "cuda f32: expected 6 GELUs with erff and no nnc_gelu_erf16, found $n and $m"
+echo "cuda-sm90a: 6 GEMMs with the GELU epilogue, no erf kernel (6 without the option: nnc_gelu_erf16 in bf16, erff in f32)"
 
 # 3. OpenCL folders, --check'ed against the model as written
 if [ "$opencl" = opencl ]; then
