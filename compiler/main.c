@@ -246,7 +246,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--recompute=%s: expected --train (only a training step "
                       "keeps activations for a backward)", c->recompute);
   if (c->calibrate && (!c->out || !c->cal_weights || !c->cal_data || c->emit != EMIT_NONE || c->target || c->train ||
-                       c->generate || c->parallel || c->quantize || c->precision))
+                       c->generate || c->parallel || c->quantize || c->precision || c->gelu_tanh))
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc calibrate: expected MODEL.lua --weights W.safetensors --data "
                       "INPUTS.safetensors -o OUT.safetensors [--method=absmax|percentile:P] [-D name=value]");
   if (c->weights && (!c->out || c->emit != EMIT_NONE || c->target))

@@ -133,6 +133,12 @@ out=$("$nnc" calibrate models/gpt2.lua $gpt2 --data "$work/data.safetensors" -o 
   fail "calibrate without --weights accepted"
 grep -q "nnc calibrate: expected MODEL.lua --weights" <<< "$out" || fail "no --weights: $out"
 [ ! -e "$work/x.safetensors" ] || fail "a refused calibration wrote its output"
+# the scales are of the model as written: --gelu=tanh (a compile option) is refused, not ignored
+# shellcheck disable=SC2086
+out=$("$nnc" calibrate models/gpt2.lua $gpt2 --weights "$work/w.safetensors" --data "$work/data.safetensors" \
+      --gelu=tanh -o "$work/x.safetensors" 2>&1) && fail "calibrate --gelu=tanh accepted"
+grep -q "nnc calibrate: expected MODEL.lua --weights" <<< "$out" || fail "calibrate --gelu=tanh: $out"
+[ ! -e "$work/x.safetensors" ] || fail "a refused calibration wrote its output"
 
 # refusal CMD... EXIT PATTERN: exits EXIT, says PATTERN, leaves no folder
 refusal() {
