@@ -42,13 +42,19 @@ static nnc_status check_node(const nnc_graph *g, int id, nnc_error *err) {
       return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "%s: output %s is not a value computed by node %d", op,
                         g->tensors[t].name, id);
   }
-  /* a perm is written out whole (--emit=ir, the folders' reference graph):
-   * a stale entry past the rank made layout.lua's sources differ between builds */
-  if (n->op == NNC_OP_TRANSPOSE)
-    for (int i = g->tensors[n->out[0]].rank; i < NNC_MAX_RANK; i++)
-      if (n->attrs.perm[i] != 0)
-        return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "transpose %s: expected 0 in its perm past rank %d, found %d "
-                          "at %d", g->tensors[n->out[0]].name, g->tensors[n->out[0]].rank, n->attrs.perm[i], i);
+  return NNC_OK;
+}
+
+/* A transpose's perm is 0 past its rank (known once inferred): a perm is
+ * written out whole (--emit=ir, the folders' reference graph), and a stale
+ * entry there made layout.lua's sources differ between builds. */
+static nnc_status check_perm(const nnc_graph *g, const nnc_node *n, nnc_error *err) {
+  if (n->op != NNC_OP_TRANSPOSE) return NNC_OK;
+  const nnc_tensor *t = &g->tensors[n->out[0]];
+  for (int i = t->rank; i < NNC_MAX_RANK; i++)
+    if (n->attrs.perm[i] != 0)
+      return nnc_errorf(err, NNC_E_INTERNAL, n->loc, "transpose %s: expected 0 in its perm past rank %d, found %d "
+                        "at %d", t->name, t->rank, n->attrs.perm[i], i);
   return NNC_OK;
 }
 
@@ -72,6 +78,8 @@ nnc_status nnc_pass_check(nnc_graph *g, nnc_error *err) {
     st = check_readable(g, g->outputs[i].tensor, g->nnodes, g->outputs[i].name, g->outputs[i].loc, err);
   for (int n = 0; !st && n < g->nnodes; n++)
     if (!g->nodes[n].dead) st = nnc_infer_node(g, n, err);
+  for (int n = 0; !st && n < g->nnodes; n++)
+    if (!g->nodes[n].dead) st = check_perm(g, &g->nodes[n], err);
   if (st) return st;
   if (g->noutputs == 0)
     return nnc_errorf(err, NNC_E_MODEL, NNC_NOLOC, "%s: the model has no outputs: call output(name, x)",
