@@ -221,7 +221,7 @@ void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char 
     if (n->attrs.gelu_tanh)
       snprintf(buf, len, "(0.5%s * %s * (%s + tanh%s(%s * (%s + 0.044715%s * %s * %s * %s))))", f, a, one, f,
                ec_literal(0.79788456080286535588, dbl, h, sizeof h), a, f, a, a, a);
-    else if (x->gelu_erf && !dbl)
+    else if (x->gelu_erf && !dbl && out >= 0 && x->g->tensors[out].dtype != NNC_F32) /* stored in 16 bits */
       snprintf(buf, len, "%s(%s)", x->gelu_erf, a);
     else
       snprintf(buf, len, "(0.5%s * %s * (%s + erf%s(%s * %s)))", f, a, one, f, a,

@@ -29,8 +29,8 @@ typedef struct ec_ctx {
   int *input_of;           /* per tensor: index into g->inputs, or -1 */
   int *output_of;          /* per tensor: first index into g->outputs, or -1 */
   const char *isa;         /* "avx2", ... for comments and flags */
-  const char *gelu_erf;    /* a function of the target for the erf-form GELU in f32 arithmetic (CUDA with 16-bit
-                              storage: nnc_gelu_erf16), or NULL: the expression with erf */
+  const char *gelu_erf;    /* a function of the target for the erf-form GELU of a 16-bit tensor (CUDA with 16-bit
+                              storage: nnc_gelu_erf16), or NULL: the expression with erf; f32 tensors keep erf */
   int world;               /* the ranks of a parallel plan (tp:N's N times dp:M's M); 1: one process */
   int dp;                  /* --parallel=dp:M's M (each rank its own rows, gradients summed); 1 otherwise: under
                               tp:N the ranks share the rows and the loss, and each owns its weights' slices */

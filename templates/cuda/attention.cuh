@@ -72,18 +72,18 @@
  * figures from the run after the fragment addresses became per-thread
  * constants, 2026-11-23 session 4):
  * - mma, D = 32: BQ = 64 queries, 4 warps (one m16 tile each), BK = 64 keys;
- *   16 KB of shared memory. B=32 H=12 T=128: 10.70 us (BQ = 128: 12.35).
+ *   20.5 KB of shared memory. B=32 H=12 T=128: 10.70 us (BQ = 128: 12.35).
  *   16-bit operands on Hopper, grids over a wave of three blocks an SM (130
  *   registers): at least six an SM (80), one wave for BERT's 768 blocks
  *   (bench/gpu_attn_bert.cu, H200, session 28: 14.93 -> 13.46 us with
  *   q|k|v in place and the padding mask; four an SM 14.93, eight 14.43
  *   with spills). On smaller grids six an SM only cost (BERT B=8 +2.5%).
- * - mma, D = 64: BQ = 64, 4 warps, BK = 64; 40 KB. B=8 causal T=1024:
+ * - mma, D = 64: BQ = 64, 4 warps, BK = 64; 40.5 KB. B=8 causal T=1024:
  *   70.2 us (BK = 128: 77.6; BQ = 128 with 2 tiles a warp: 74.5; forcing 4
  *   blocks an SM: 72.5); B=1: 22.0 us (BK = 128: 21.3). With the grid's
  *   heaviest tiles first (tile_of_block, session 7): 58.7 and 17.2 us.
  * - mma, D = 128: BQ = 128, 8 warps (one m16 tile each: two would need
- *   more than 255 registers), BK = 128; 160 KB, one block an SM. B=4 H=16
+ *   more than 255 registers), BK = 128; 161 KB, one block an SM. B=4 H=16
  *   causal T=2048: 294 us (BK = 64: 307-310; 337 against 372 the session
  *   before).
  * - wgmma (sm_90a), D = 128: BQ = 128 in two warpgroups, BK = 128, rings

@@ -13,11 +13,12 @@
  * (attention_tile.cuh), then P, rounded to the operand type in registers,
  * is the A operand of O += P V. Rows are reduced once at the end.
  *
- * Keys past S and keys the padding mask removes get a bias of -inf (0 for
- * the others), kept per tile in shared memory: S's accumulators start at
- * it, so no score is tested one by one (BERT's D = 32 attention, B=32 H=12
- * T=128 on an H200: 11.0 us against 13.5 with the per-element test, whose
- * registers also spilled at six blocks an SM). Causal: key tiles wholly
+ * Keys past S and keys the padding mask removes get a cap of -inf (+inf
+ * for the others), kept per tile in shared memory, and a score becomes
+ * min(score, cap): -inf even where a masked key's product is not finite
+ * (padding rows may hold anything), with no per-element loads and tests
+ * of the mask (BERT's D = 32 attention, B=32 H=12 T=128 on an H200: 11.0 us
+ * against 13.5 with them). Causal: key tiles wholly
  * above the diagonal of the block's last query are never loaded; tiles that
  * cut it are masked per element. A row with no unmasked key keeps l = 0 and
  * is written as zeros. Heavy (late) query blocks of a causal launch are
@@ -35,7 +36,7 @@ extern __shared__ __align__(16) unsigned char nnc_attn_smem[];
 template <typename T> struct nnc_cuda_attn_args;
 
 /* Shared memory of one block: Q tile plus two K and two V tiles, and the
- * two tiles' key biases (0 or -inf, floats). */
+ * two tiles' key caps (+inf or -inf, floats). */
 template <typename T, int D, int BQ, int BK, typename Ops = nnc_attn::tc_ops<T, D>>
 constexpr size_t nnc_attn_mma_smem() {
   return (size_t)(BQ * Ops::LD + 4 * BK * Ops::LD) * sizeof(T) + 2 * BK * sizeof(float);
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
   T *sq = reinterpret_cast<T *>(nnc_attn_smem);
   T *sk = sq + BQ * Ops::LD; /* two K tiles */
   T *sv = sk + 2 * TK;                         /* two V tiles */
-  float *sbias = reinterpret_cast<float *>(sv + 2 * TK); /* two tiles' key biases */
+  float *scap = reinterpret_cast<float *>(sv + 2 * TK); /* two tiles' key caps */
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const nnc_attn::block_tile bt = nnc_attn::tile_of_block(a.heads, a.causal);
@@ -82,10 +83,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
     Ops::template load_tile<BK, NTHREADS>(sv, vg, vg, a.v_st, a.S);
   }
   nnc_cp_async_commit();
-  /* Each key's bias, 0 or -inf (past S, or masked by padding), is added
-   * once a tile by starting S's accumulators at it: no per-element test.
+  /* Each key's cap, -inf (past S, or masked by padding) or +inf, bounds its
+   * scores (fminf: also a NaN or inf product of a masked key's row).
    * Thread t reads the mask values of keys t, t + NTHREADS, ... of a tile
-   * as the tile's copy starts and writes their biases after the tile before
+   * as the tile's copy starts and writes their caps after the tile before
    * (the loads long done by then). */
   constexpr int KPT = (BK + NTHREADS - 1) / NTHREADS; /* keys a thread */
   float mval[KPT];
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
   for (int i = 0; i < KPT; ++i) {
     const int key = (int)threadIdx.x + i * NTHREADS;
     mval[i] = mrow && key < BK && key < a.S ? nnc_dtype<T>::load(mrow[key]) : 1.0f;
-    if (key < BK) sbias[key] = key < a.S && mval[i] != 0.0f ? 0.0f : -INFINITY;
+    if (key < BK) scap[key] = key < a.S && mval[i] != 0.0f ? INFINITY : -INFINITY;
   }
 
   float o[MT][ND][4];
@@ -135,22 +136,34 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
     const T *kt = sk + buf * TK;
     const T *vt = sv + buf * TK;
 
-    /* S = bias + Q K^T */
+    /* S = Q K^T */
     float s[MT][NT][4];
-    const float *bt = sbias + buf * BK + (lane % 4) * 2;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const float2 kb = *reinterpret_cast<const float2 *>(bt + nt * 8);
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        s[mt][nt][0] = s[mt][nt][2] = kb.x;
-        s[mt][nt][1] = s[mt][nt][3] = kb.y;
-      }
-    }
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
     Ops::template qk<MT, NT>(s, qf, kt, lane);
 
-    /* the causal limit on tiles that cut the diagonal, then the online softmax */
+    /* the keys' caps: under a padding mask, and on the tail tile past S */
     const int k0 = j * BK;
+    if (mrow || k0 + BK > a.S) {
+      const float *kcap = scap + buf * BK + (lane % 4) * 2;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const float2 kc = *reinterpret_cast<const float2 *>(kcap + nt * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          s[mt][nt][0] = fminf(s[mt][nt][0], kc.x);
+          s[mt][nt][1] = fminf(s[mt][nt][1], kc.y);
+          s[mt][nt][2] = fminf(s[mt][nt][2], kc.x);
+          s[mt][nt][3] = fminf(s[mt][nt][3], kc.y);
+        }
+      }
+    }
+
+    /* the causal limit on tiles that cut the diagonal, then the online softmax */
     if (a.causal && k0 + BK - 1 > q0 + off) mask_scores<T, MT, NT>(s, a, nullptr, k0, q0 + wrow, lane);
     online_softmax<MT, NT, ND>(s, m, l, o, sl2);
 
@@ -159,7 +172,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nn
 #pragma unroll
     for (int i = 0; i < KPT; ++i) {
       const int key = (int)threadIdx.x + i * NTHREADS;
-      if (key < BK) sbias[(buf ^ 1) * BK + key] = k1 + key < a.S && mval[i] != 0.0f ? 0.0f : -INFINITY;
+      if (key < BK) scap[(buf ^ 1) * BK + key] = k1 + key < a.S && mval[i] != 0.0f ? INFINITY : -INFINITY;
     }
     __syncthreads(); /* the next iteration's copy overwrites this buffer */
   }

@@ -1,7 +1,8 @@
 /* tests/gpu/test_attention.cu — nnc_cuda_attention (templates/cuda/attention.cuh)
  * against a float64 CPU reference, for f32, tf32, bf16 and f16, on fresh random
  * inputs: odd sizes, causal and not (T != S too), padding masks with fully
- * masked rows, broadcast batch strides, a fused [B,T,3,H,D] qkv layout and
+ * masked rows (and with +inf in the masked keys' rows of k, which must not
+ * reach the output), broadcast batch strides, a fused [B,T,3,H,D] qkv layout and
  * padded strides; the kv append folded in (k_new, v_new: the caches' new
  * rows checked bit for bit, the rest unchanged, and read from k_new, not
  * from the cache, which holds NaN there); rope folded in (rope_q, rope_k:
@@ -36,7 +37,9 @@
 /* GQA3: k and v with a head for every 3 query heads (kv_group = 3); MQA:
  * one head of k and v for all of them */
 enum layout { CONTIG, FUSED_QKV, BCAST, PAD8, PAD_ODD, GQA3, MQA };
-enum masking { NO_MASK, MASK, MASK_BCAST };
+/* MASK_INF_K: MASK, and the masked keys' rows of k all +inf (q k is then inf or NaN there): a masked key
+ * must stay out whatever its row holds */
+enum masking { NO_MASK, MASK, MASK_BCAST, MASK_INF_K };
 enum appending { NO_APPEND, FUSED_NEW, CONTIG_NEW };
 static const int CAP_EXTRA = 3;
 
@@ -74,6 +77,10 @@ static const tcase CASES[] = {
     {"d64_gpt2_fused_T17_causal", 3, 12, 17, 17, 64, 64, 1, NO_MASK, FUSED_QKV, true, true},
     {"d64_bcast_kv_mask", 3, 5, 33, 45, 64, 64, 0, MASK_BCAST, BCAST, false, true},
     {"d32_bert_mask", 3, 5, 128, 128, 32, 32, 0, MASK, CONTIG, false, true},
+    /* BERT MiniLM's attention at B=32 T=128 (Hopper's six-blocks-an-SM instance) */
+    {"d32_bert_B32_mask", 32, 12, 128, 128, 32, 32, 0, MASK, CONTIG, false, true},
+    {"d32_masked_keys_inf", 3, 5, 70, 70, 32, 32, 0, MASK_INF_K, CONTIG, true, true},
+    {"d64_masked_keys_inf_causal", 2, 3, 77, 77, 64, 64, 1, MASK_INF_K, CONTIG, false, true},
     {"d32_T65_S1_causal", 3, 5, 65, 1, 32, 32, 1, NO_MASK, CONTIG, false, true},
     {"d64_S0", 2, 3, 5, 0, 64, 64, 0, NO_MASK, CONTIG, false, true},
     {"d64_T517_causal", 2, 3, 517, 517, 64, 64, 1, NO_MASK, CONTIG, false, true},
@@ -312,7 +319,14 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     std::uniform_real_distribution<float> u(0, 1);
     for (int b = 0; b < rows; ++b)
       for (int j = 0; j < S + 3; ++j)
-        hm[(size_t)b * (S + 3) + j] = h_from<T>((c.mask == MASK && b == 1) ? 0.0f : u(rng) < 0.3f ? 0.0f : 1.0f);
+        hm[(size_t)b * (S + 3) + j] =
+            h_from<T>(((c.mask == MASK || c.mask == MASK_INF_K) && b == 1) ? 0.0f : u(rng) < 0.3f ? 0.0f : 1.0f);
+    if (c.mask == MASK_INF_K)
+      for (int b = 0; b < B; ++b)
+        for (int j = 0; j < S; ++j)
+          if (h_to(hm[(size_t)b * msb + j]) == 0)
+            for (int g = 0; g < KH; ++g)
+              for (int d = 0; d < D; ++d) hk[k.at(b, g, j, d)] = h_from<T>(INFINITY);
   }
 
   const size_t on = extent(o, B, H, Tq, Dv);

@@ -8,9 +8,13 @@
  *   inf, -inf and NaN -> NaN as the float64 formula gives.
  * - nnc_map with y = f(y, x) over bf16 and f32 at sizes 0, 1, 7, 8, 9, 4097
  *   and 1000003 (a tail past the last vector), with y and x 16-byte aligned
- *   and with x one element off (the element-at-a-time path), and with y
- *   alone; outputs compared bit for bit with the host's f(y, x) in float
- *   rounded once to the type (the map computes in f32, so they must agree).
+ *   and with x one element off (the element-at-a-time path), with y alone,
+ *   with y not read (aligned and not), and on a grid of 3 blocks (a thread
+ *   takes NNC_UNROLL vectors a step, as past nnc_map_blocks's cap); outputs
+ *   compared bit for bit with the host's f(y, x) in float rounded once to
+ *   the type (the map computes in f32, so they must agree).
+ * - nnc_gelu_erf16 for x in [-5, 0) also relative to GELU: 2e-3 (bf16's
+ *   half ulp; 1.6e-3 at -5), so small negative results are not merely near 0.
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_map.cu -o test_map && ./test_map
  * Exits 1 on any failure. */
@@ -65,6 +69,7 @@ static void check_gelu() {
       /* flush-to-zero: a subnormal x may give 0 */
       const double err = std::fabs((double)y[i] - want) / std::max(1.0, std::fabs((double)x[i]));
       ok = err <= 3e-7 || (std::fabs(x[i]) < 1.2e-38f && y[i] == 0.0f);
+      if (ok && x[i] >= -5.0f && x[i] < -1e-30f) ok = std::fabs((double)y[i] - want) <= 2e-3 * std::fabs(want);
       if (ok && err > worst) worst = err, worst_x = x[i];
     }
     if (!ok && bad++ < 5) std::printf("  gelu(%.9g): got %.9g, want %.9g\n", x[i], y[i], want);
@@ -83,7 +88,9 @@ template <typename T, bool READ_Y> __global__ void map_kernel(T *y, const T *x, 
   nnc_map<READ_Y>(y, x, n, fma_fn());
 }
 
-template <typename T> static void check_map(const char *tname, long long n, bool x_off, bool with_x, bool read_y) {
+/* blocks: the grid (0: nnc_map_blocks's) */
+template <typename T>
+static void check_map(const char *tname, long long n, bool x_off, bool with_x, bool read_y, unsigned blocks = 0) {
   std::mt19937 rng((unsigned)n + 5);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<T> hy(n + 1), hx(n + 2);
@@ -95,8 +102,9 @@ template <typename T> static void check_map(const char *tname, long long n, bool
   CK(cudaMemcpy(dy, hy.data(), (n + 1) * sizeof(T), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dx, hx.data(), (n + 2) * sizeof(T), cudaMemcpyHostToDevice));
   const T *xs = with_x ? dx + (x_off ? 1 : 0) : nullptr;
-  if (read_y) map_kernel<T, true><<<nnc_map_blocks<T>(n), NNC_LOOP_THREADS>>>(dy, xs, n);
-  else map_kernel<T, false><<<nnc_map_blocks<T>(n), NNC_LOOP_THREADS>>>(dy, xs, n);
+  const unsigned grid = blocks ? blocks : nnc_map_blocks<T>(n);
+  if (read_y) map_kernel<T, true><<<grid, NNC_LOOP_THREADS>>>(dy, xs, n);
+  else map_kernel<T, false><<<grid, NNC_LOOP_THREADS>>>(dy, xs, n);
   CK(cudaGetLastError());
   std::vector<T> got(n + 1);
   CK(cudaMemcpy(got.data(), dy, (n + 1) * sizeof(T), cudaMemcpyDeviceToHost));
@@ -112,8 +120,8 @@ template <typename T> static void check_map(const char *tname, long long n, bool
       std::printf("  element %lld: got %g, want %g\n", e, h_to(got[e]), h_to(want));
   }
   char name[96];
-  std::snprintf(name, sizeof name, "nnc_map %s n=%lld%s%s", tname, n, with_x ? (x_off ? " x+1" : " x") : "",
-                read_y ? "" : " (y not read)");
+  std::snprintf(name, sizeof name, "nnc_map %s n=%lld%s%s%s", tname, n, with_x ? (x_off ? " x+1" : " x") : "",
+                read_y ? "" : " (y not read)", blocks ? " (3 blocks)" : "");
   std::printf("%-44s %s\n", name, bad ? "FAIL" : "ok");
   failures += bad != 0;
   CK(cudaFree(dy));
@@ -133,6 +141,8 @@ int main() {
     check_map<__nv_bfloat16>("bf16", n, false, false, true);
     check_map<float>("f32", n, false, true, true);
     check_map<float>("f32", n, true, true, false);
+    check_map<__nv_bfloat16>("bf16", n, false, true, false);
+    check_map<__nv_bfloat16>("bf16", n, false, true, true, 3);
   }
   std::printf(failures ? "FAILED: %d\n" : "ALL PASSED\n", failures);
   return failures ? 1 : 0;
