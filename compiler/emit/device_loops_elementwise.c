@@ -42,10 +42,18 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
 /* ----------------------------------------------------------- elementwise */
 
 /* How the chain of kernel k reads each operand q: its value at each element
- * (plain), or as a [B, S] padding mask (as_mask). */
-static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask) {
+ * (plain), as a [B, S] padding mask (as_mask), or as an embedding's table
+ * whose row is the id of the element's row (ids_of[q]: the ids operand;
+ * -1 for the others). An operand read only as ids is none of these. */
+static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, int *ids_of) {
+  for (int q = 0; q < k->nin; q++) ids_of[q] = -1;
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &x->g->nodes[k->nodes[i]];
+    if (n->op == NNC_OP_EMBEDDING) {
+      int q = ec_kernel_input(k, n->in[0]);   /* the fusion reads both from outside */
+      if (q >= 0) ids_of[q] = ec_kernel_input(k, n->in[1]);
+      continue;
+    }
     for (int j = 0; j < n->nin; j++)
       for (int q = 0; q < k->nin; q++)
         if (k->in[q] == n->in[j]) {
@@ -65,7 +73,7 @@ static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool
  * keeps them aligned), or broadcast along it: scalar[q], one value a vector.
  * 0: an element at a time. */
 static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                           bool *scalar) {
+                           const int *ids_of, bool *scalar) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
   const nnc_tensor *o = &g->tensors[k->out[0]];
@@ -75,9 +83,11 @@ static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const 
   int es = nnc_dtype_size(o->dtype);
   for (int q = 0; q < k->nin; q++) {
     const nnc_tensor *t = &g->tensors[k->in[q]];
+    const bool table = ids_of[q] >= 0;
+    if (!plain[q] && !as_mask[q] && !table) continue;   /* ids: one read a vector */
     if (as_mask[q] || !dl_vec_dtype(t->dtype)) return 0;
-    scalar[q] = t->rank == 0 || nnc_dim_eq_const(t->shape[t->rank - 1], 1);
-    if (!plain[q] || scalar[q]) continue;
+    scalar[q] = !table && (t->rank == 0 || nnc_dim_eq_const(t->shape[t->rank - 1], 1));
+    if (!(plain[q] || table) || scalar[q]) continue;
     if (!nnc_dim_eq(t->shape[t->rank - 1], o->shape[o->rank - 1]) || dl_placed16(x, k->in[q]) < 0) return 0;
     if (nnc_dtype_size(t->dtype) < es) es = nnc_dtype_size(t->dtype);
   }
@@ -99,6 +109,15 @@ static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, cons
     const nnc_node *n = &g->nodes[k->nodes[i]];
     bool dbl = g->tensors[n->out[0]].dtype == NNC_I32;
     char opnd[2][64];
+    if (n->op == NNC_OP_EMBEDDING) {
+      /* the table's element, read through the row's id with the operands */
+      char where[300];
+      nnc_sb_printf(ops, V ? "%sconst float v%d = a%d[u][l];   /* %s %s */\n" : "%sconst float v%d = a%d[u];   /* %s %s */\n",
+                    ind, n->out[0], ec_kernel_input(k, n->in[0]), ec_where(n->loc, where, sizeof where),
+                    nnc_op_info_of(n->op)->name);
+      snprintf(last, 32, "v%d", n->out[0]);
+      continue;
+    }
     for (int j = 0; j < n->nin && j < 2; j++) {
       int t = n->in[j], q = -1;
       for (int z = 0; z < k->nin; z++)
@@ -133,7 +152,7 @@ static bool reads_coords(const ec_ctx *x, int t, const char *text) {
  * (into a<q>[u]), then the chain and the stores (more bytes in flight than
  * one element's: a bf16 chain reached a third of an H100's bandwidth). */
 static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                             int V, const bool *scalar, nnc_sb *body) {
+                             const int *ids_of, int V, const bool *scalar, nnc_sb *body) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
   int out = k->out[0];
@@ -151,6 +170,25 @@ static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, cons
         alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL][%d]", alen ? ", " : "", q, V);
       } else {
         nnc_sb_printf(&loads, "      a%d[u] = %s;\n", q, dl_ld(lt, k->in[q], name, e, acc, sizeof acc));
+        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
+      }
+    }
+    if (ids_of[q] >= 0) {
+      /* an embedding's table: the row of the element's row's id (an id outside it: NaN, as the lookup gives) */
+      char C[EXPR], rows[EXPR], at[EXPR + 32];
+      int t = k->in[q];
+      dl_dim_of(x, t, 1, C, sizeof C);
+      dl_dim_of(x, t, 0, rows, sizeof rows);
+      nnc_sb_printf(&loads, "      {\n        const int id = x%d[e / (%s)];   /* %s's row of %s */\n", ids_of[q], C,
+                    g->tensors[k->in[ids_of[q]]].name, g->tensors[t].name);
+      snprintf(at, sizeof at, "id * (%s) + j", C);
+      if (V) {
+        nnc_sb_printf(&loads, "        if (id >= 0 && id < %s) nnc_vld(%s + %s, a%d[u]);\n"
+                              "        else NNC_VEC_FOR(l, %d) a%d[u][l] = NAN;\n      }\n", rows, name, at, q, V, q);
+        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL][%d]", alen ? ", " : "", q, V);
+      } else {
+        nnc_sb_printf(&loads, "        a%d[u] = id >= 0 && id < %s ? %s : NAN;\n      }\n", q, rows,
+                      dl_ld(lt, t, name, at, acc, sizeof acc));
         alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
       }
     }
@@ -217,8 +255,9 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
   const nnc_kernel *k = &x->s->k[ki];
   int out = k->out[0];
   bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, scalar[NNC_MAX_IO] = {false};
-  operand_uses(x, k, plain, as_mask);
-  int V = elementwise_vec(lt, k, plain, as_mask, scalar);
+  int ids_of[NNC_MAX_IO];
+  operand_uses(x, k, plain, as_mask, ids_of);
+  int V = elementwise_vec(lt, k, plain, as_mask, ids_of, scalar);
   if (V) {
     /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
     nnc_sb ops;
@@ -235,14 +274,14 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
   for (int q = 0; q < k->nin; q++) {
     snprintf(name, sizeof name, "x%d", q);
     lt->pointer(lt->self, &body, "const ", name, k->in[q]);
-    if (V && plain[q] && !scalar[q] && dl_placed16(x, k->in[q]) == 0)
+    if (V && (plain[q] || ids_of[q] >= 0) && !scalar[q] && dl_placed16(x, k->in[q]) == 0)
       clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%s%s", clen ? ", " : "", name);
   }
   lt->pointer(lt->self, &body, "", "y", out);
   if (V && dl_placed16(x, out) == 0) clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%sy", clen ? ", " : "");
   ec_elems(x, out, n_expr, sizeof n_expr);
   if (!V) {
-    elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
+    elementwise_loop(lt, k, plain, as_mask, ids_of, 0, scalar, &body);
     /* the launch: a work-item per EC_UNROLL elements */
     snprintf(items, sizeof items, "((%s) + %d) / %d", n_expr, EC_UNROLL - 1, EC_UNROLL);
   } else {
@@ -250,16 +289,16 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
       /* a caller's buffer need not be 16-byte aligned: the test is one branch the whole grid takes alike */
       nnc_sb vec;
       nnc_sb_init(&vec);
-      elementwise_loop(lt, k, plain, as_mask, V, scalar, &vec);
+      elementwise_loop(lt, k, plain, as_mask, ids_of, V, scalar, &vec);
       nnc_sb_printf(&body, "  if (nnc_aligned16(%s)) {   /* the caller's buffer%s: vectors where %s 16-byte aligned */\n",
                     callers, strchr(callers, ',') ? "s" : "", strchr(callers, ',') ? "they are" : "it is");
       indented(&body, vec.buf, 2);
       nnc_sb_printf(&body, "    return;\n  }\n");
       if (vec.oom || clen >= sizeof callers) body.oom = true;
       nnc_sb_free(&vec);
-      elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
+      elementwise_loop(lt, k, plain, as_mask, ids_of, 0, scalar, &body);
     } else {
-      elementwise_loop(lt, k, plain, as_mask, V, scalar, &body);
+      elementwise_loop(lt, k, plain, as_mask, ids_of, V, scalar, &body);
     }
     /* the launch: NNC_UNROLL vectors a thread, or one where that leaves few threads */
     snprintf(items, sizeof items, "(int)nnc_vec_threads((%s) / %d)", n_expr, V);

@@ -92,6 +92,11 @@ typedef struct nnc_emitter {
    * alone reads them normalizes in its epilogue (nnc_gemm_desc.post_norm,
    * passes/fold_post_norm.c); 0 or NULL: never. */
   int (*gemm_post_norm)(const nnc_target_desc *t);
+  /* Whether its elementwise loops read an embedding's table through the ids
+   * (nnc_compile_opts.gather_loops), an id outside the table giving NaN as
+   * its lookup kernel does; without, the lookup is a kernel of its own
+   * (C SIMD's stops the run with a message naming the id). */
+  bool gather_loops;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -119,6 +124,8 @@ bool nnc_emit_has_attention_rope(nnc_target_family f);
 bool nnc_emit_has_w8a8(nnc_target_family f);
 /* The most columns of a GEMM with a post-norm on t (nnc_emitter.gemm_post_norm). */
 int nnc_emit_gemm_post_norm(const nnc_target_desc *t);
+/* Whether the emitter of family f reads embeddings inside elementwise loops (nnc_emitter.gather_loops). */
+bool nnc_emit_has_gather_loops(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

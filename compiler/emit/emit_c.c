@@ -203,6 +203,12 @@ static void act_grad_expr(const nnc_node *n, const char *a, const char *dy, bool
   }
 }
 
+int ec_kernel_input(const nnc_kernel *k, int t) {
+  for (int q = 0; q < k->nin; q++)
+    if (k->in[q] == t) return q;
+  return -1;
+}
+
 void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char *bb, bool dbl, int out,
                       char *buf, size_t len) {
   const char *f = dbl ? "" : "f";
@@ -353,7 +359,11 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       /* an e4m3 weight (--precision=fp8) or a GPU's int8 one (w8a8) is read as its bytes */
       const nnc_tensor *tt = &x->g->tensors[t];
       int esize = ec_held_per_byte(x, tt) ? 1 : nnc_dtype_size(tt->dtype);
-      snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, t, te, sizeof te));
+      /* an embedding's table read inside an elementwise loop: the rows it reads, one an output row */
+      bool rows_read = false;
+      for (int j = 0; i < k->nin && k->kind == NNC_KERNEL_ELEMENTWISE && j < k->nnodes; j++)
+        rows_read |= x->g->nodes[k->nodes[j]].op == NNC_OP_EMBEDDING && x->g->nodes[k->nodes[j]].in[0] == t;
+      snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, rows_read ? k->out[0] : t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;
       snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
       line = (wrap ? 0 : line + 3) + strlen(e);

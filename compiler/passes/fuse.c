@@ -253,6 +253,7 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   st.c.gemm_act_last = !o || !o->no_gemm_act_last;
   st.c.gemm_windows = o ? o->gemm_windows : 0;
   st.c.reduce_windows = o && o->reduce_windows;
+  st.c.gather_loops = o && o->gather_loops;
   nnc_status rc = nnc_uses_build(g, &st.c.uses, err);
   if (rc) return rc;
   size_t n = (size_t)(g->nnodes ? g->nnodes : 1);

@@ -431,12 +431,25 @@ static bool add_external(int *ext, int *n, int cap, int t) {
   return true;
 }
 
+/* An embedding lookup that an elementwise loop can read in place of its
+ * output: i32 ids, no vocabulary split (a rank's rows would need its
+ * offset). The loop reads the table's row through the id of its element's
+ * row (BERT's and GPT-2's embeddings summed: no kernel and no pass over
+ * memory for each lookup). */
+static bool gathers_in_loop(const fuse_ctx *c, int p) {
+  const nnc_node *n = node_of(c, p);
+  return c->gather_loops && n->op == NNC_OP_EMBEDDING && n->attrs.ranks <= 1 && tensor_of(c, n->in[1])->dtype == NNC_I32 &&
+         tensor_of(c, n->in[0])->rank == 2 && tensor_of(c, n->in[0])->dtype != NNC_I32;
+}
+
 /* A tree of elementwise ops grown back from its sink (the anchor): a
  * producer joins when its output has the shape of its reader's output (no
  * broadcasting inside the loop) and the kernel still reads at most
- * NNC_MAX_IO tensors. The set of tensors read from outside is kept as the
- * tree grows: a joining producer's output leaves it, its inputs enter (they
- * cannot be made inside, since every value inside has its one reader there). */
+ * NNC_MAX_IO tensors; so does an embedding lookup (gathers_in_loop), whose
+ * table and ids are then read from outside. The set of tensors read from
+ * outside is kept as the tree grows: a joining producer's output leaves it,
+ * its inputs enter (they cannot be made inside, since every value inside
+ * has its one reader there). */
 static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *sink = node_of(c, anchor);
   if (!nnc_op_is_elementwise(sink->op)) return false;
@@ -447,12 +460,13 @@ static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
   take(gr, anchor);
   for (int i = 0; i < gr->nnodes; i++) {
     const nnc_node *x = node_of(c, gr->nodes[i]);
+    if (x->op == NNC_OP_EMBEDDING) continue;   /* its table and ids come from outside */
     for (int j = 0; j < x->nin; j++) {
       int t = x->in[j], p = foldable_producer(c, t);
       bool again = false;   /* x * x: look at the tensor once */
       for (int q = 0; q < j; q++) again |= x->in[q] == t;
       if (again) continue;
-      if (p < 0 || !nnc_op_is_elementwise(node_of(c, p)->op) ||
+      if (p < 0 || !(nnc_op_is_elementwise(node_of(c, p)->op) || gathers_in_loop(c, p)) ||
           !same_shape(tensor_of(c, node_of(c, p)->out[0]), tensor_of(c, x->out[0])))
         continue;
       int trial[NNC_MAX_IO], n = 0;

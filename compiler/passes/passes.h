@@ -237,6 +237,8 @@ typedef struct nnc_compile_opts {
                             (nnc_attention_desc.rope, fold_rope.c): the target's attention rotates them */
   int gemm_post_norm;    /* > 0: a layernorm that alone reads a GEMM's output of at most this many columns
                             runs in that GEMM's epilogue (nnc_gemm_desc.post_norm, fold_post_norm.c) */
+  bool gather_loops;     /* an embedding lookup that alone feeds an elementwise chain of its shape runs in
+                            that chain's loop, which reads the table through the ids (no lookup kernel) */
 } nnc_compile_opts;
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may

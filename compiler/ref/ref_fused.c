@@ -1,7 +1,9 @@
 /* compiler/ref/ref_fused.c — an elementwise kernel one output element at a
  * time: the chain's nodes run in order on scalars, each reading either an
  * earlier node's scalar or an outside tensor broadcast from the element's
- * index, as the generated loop does. Nothing internal is ever stored. */
+ * index, as the generated loop does; an embedding lookup in the chain reads
+ * its table's row through the id of the element's row. Nothing internal is
+ * ever stored. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -15,6 +17,7 @@ typedef struct fused_node {
   const double *ext[2];                /* an outside input's array */
   int64_t stride[2][NNC_MAX_RANK];     /* its strides from the kernel's index */
   const double *mask;                  /* padding mask [shape.d[0], S] */
+  const double *table, *ids;           /* an embedding's: its output is the loop's shape, [..., C] */
 } fused_node;
 
 static int position_of(const nnc_ref *r, const nnc_kernel *k, int upto, int t) {
@@ -47,6 +50,19 @@ static nnc_status plan(const nnc_ref *r, const nnc_kernel *k, int ki, fused_node
   *dom = (nnc_ref_shape){.rank = 0};
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &r->g->nodes[k->nodes[i]];
+    if (n->op == NNC_OP_EMBEDDING) {
+      nnc_status st = nnc_ref_embedding_check(r, n, err);
+      if (st) return st;
+      if (position_of(r, k, i, n->in[0]) >= 0 || position_of(r, k, i, n->in[1]) >= 0)
+        return nnc_ref_node_fail(r, n, NNC_E_INTERNAL, err, "expected the embedding's table and ids from outside "
+                                 "the kernel, found one computed inside");
+      f[i] = (fused_node){.n = n, .shape = nnc_ref_shape_of(r, n->out[0]), .dtype = r->g->tensors[n->out[0]].dtype,
+                          .src = {-1, -1}, .table = r->val[n->in[0]], .ids = r->val[n->in[1]]};
+      if (!nnc_ref_broadcast(dom, &f[i].shape, dom) || (dom->rank && !nnc_ref_shape_eq(dom, &f[i].shape)))
+        return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected the embedding %s to have the loop's "
+                                   "shape, found %s", r->g->tensors[n->out[0]].name, nnc_ref_desc(r, n->out[0], d1));
+      continue;
+    }
     if (!nnc_op_is_elementwise(n->op) || n->nout != 1 || n->nin < 1 || n->nin > 2)
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected elementwise nodes, found %s",
                                  nnc_op_info_of(n->op)->name);
@@ -61,6 +77,7 @@ static nnc_status plan(const nnc_ref *r, const nnc_kernel *k, int ki, fused_node
   }
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = f[i].n;
+    if (n->op == NNC_OP_EMBEDDING) continue;
     int values = n->op == NNC_OP_PADDING_MASK ? 1 : n->nin;   /* the mask is read by position */
     for (int j = 0; j < values; j++) {
       f[i].src[j] = position_of(r, k, i, n->in[j]);
@@ -83,6 +100,12 @@ static nnc_status plan(const nnc_ref *r, const nnc_kernel *k, int ki, fused_node
  * earlier nodes' values. */
 static double eval(const fused_node *f, const nnc_ref_shape *dom, const int64_t *idx, const double *vals) {
   const nnc_node *n = f->n;
+  if (n->op == NNC_OP_EMBEDDING) {
+    /* the loop's shape is the lookup's [..., C]: the row of ids and the column; ids checked in plan */
+    int64_t row = 0, C = f->shape.d[f->shape.rank - 1];
+    for (int d = 0; d + 1 < dom->rank; d++) row = row * dom->d[d] + idx[d];
+    return f->table[(int64_t)f->ids[row] * C + idx[dom->rank - 1]];
+  }
   double in[2] = {0, 0};
   int values = n->op == NNC_OP_PADDING_MASK ? 1 : n->nin;
   for (int j = 0; j < values; j++) {

@@ -69,6 +69,9 @@ nnc_status nnc_ref_op_slice(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_concat(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_split(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err);
+/* The embedding's inputs are there, their shapes agree and every id is a row of the table (else the
+ * error names the id): what nnc_ref_op_embedding checks first, for a lookup inside a fused loop. */
+nnc_status nnc_ref_embedding_check(const nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_cross_entropy(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_pad(nnc_ref *r, const nnc_node *n, nnc_error *err);
 nnc_status nnc_ref_op_im2col(nnc_ref *r, const nnc_node *n, nnc_error *err);

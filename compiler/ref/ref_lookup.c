@@ -27,9 +27,8 @@ static nnc_status want_indices(const nnc_ref *r, const nnc_node *n, int t, const
   return NNC_OK;
 }
 
-nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+nnc_status nnc_ref_embedding_check(const nnc_ref *r, const nnc_node *n, nnc_error *err) {
   const double *table, *ids;
-  double *y;
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
   nnc_status st = nnc_ref_need(r, n, n->in[0], &table, err);
   if (!st) st = nnc_ref_need(r, n, n->in[1], &ids, err);
@@ -42,13 +41,23 @@ nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
     return nnc_ref_node_fail(r, n, NNC_E_SHAPE, err, "expected a table [V,C], ids [...] and output [...,C], "
                              "found %s, %s and %s", nnc_ref_desc(r, n->in[0], d1),
                              nnc_ref_desc(r, n->in[1], d2), nnc_ref_desc(r, n->out[0], d3));
-  int64_t V = st_.d[0], C = st_.d[1], count = nnc_ref_shape_elems(&si);
-  /* a vocabulary split: this rank's rows are ids first .. first + V - 1 of the vocabulary */
-  int64_t bound = n->attrs.ranks > 1 ? n->attrs.vocab : V, first = n->attrs.ranks > 1 ? (int64_t)r->rank * V : 0;
+  int64_t V = st_.d[0], count = nnc_ref_shape_elems(&si);
+  /* a vocabulary split: this rank's rows are ids rank * V .. rank * V + V - 1 of the vocabulary */
+  int64_t bound = n->attrs.ranks > 1 ? n->attrs.vocab : V;
   char what[NNC_REF_DESC + 32];
   if (n->attrs.ranks > 1) snprintf(what, sizeof what, "the vocabulary split over %d ranks", n->attrs.ranks);
   else snprintf(what, sizeof what, "the rows of table %s", nnc_ref_desc(r, n->in[0], d1));
-  if ((st = want_indices(r, n, n->in[1], ids, count, bound, "ids", what, err))) return st;
+  return want_indices(r, n, n->in[1], ids, count, bound, "ids", what, err);
+}
+
+nnc_status nnc_ref_op_embedding(nnc_ref *r, const nnc_node *n, nnc_error *err) {
+  nnc_status st = nnc_ref_embedding_check(r, n, err);
+  if (st) return st;
+  const double *table = r->val[n->in[0]], *ids = r->val[n->in[1]];
+  nnc_ref_shape st_ = nnc_ref_shape_of(r, n->in[0]), si = nnc_ref_shape_of(r, n->in[1]);
+  int64_t V = st_.d[0], C = st_.d[1], count = nnc_ref_shape_elems(&si);
+  int64_t first = n->attrs.ranks > 1 ? (int64_t)r->rank * V : 0;   /* a vocabulary split's first row here */
+  double *y;
   if ((st = nnc_ref_out(r, n, 0, &y, err))) return st;
   for (int64_t e = 0; e < count; e++) {
     int64_t row = (int64_t)ids[e] - first;

@@ -982,6 +982,53 @@ static void test_elementwise_many_inputs(void **state) {
   done(&b, &s);
 }
 
+/* ------------------------------------------------- lookups inside loops */
+
+/* BERT's embeddings: two lookups and a position table summed, then a relu.
+ * With nnc_compile_opts.gather_loops the lookups whose outputs only the sum
+ * reads run inside its loop (no gather kernel), equal to the graph; a
+ * lookup that is also a graph output, or whose table is i32, stays a
+ * kernel of its own; without the option every lookup does. */
+static void test_gather_in_loop(void **state) {
+  (void)state;
+  for (int on = 0; on < 2; on++) {
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 3), T = sym(&b, "T", 9);
+    int ids = input(&b, "ids", NNC_I32, 2, (nnc_dim[]){S(B), S(T)});
+    int types = input(&b, "types", NNC_I32, 2, (nnc_dim[]){S(B), S(T)});
+    int wte = param(&b, "wte", 2, (nnc_dim[]){K(29), K(12)});
+    int tte = param(&b, "tte", 2, (nnc_dim[]){K(2), K(12)});
+    int pos = input(&b, "pos", NNC_F32, 3, (nnc_dim[]){S(B), S(T), K(12)});
+    int w = out0(&b, node(&b, NNC_OP_EMBEDDING, 2, (int[]){wte, ids}, NULL, 1, 0, NULL));
+    int t = out0(&b, node(&b, NNC_OP_EMBEDDING, 2, (int[]){tte, types}, NULL, 1, 0, NULL));
+    int y = op1(&b, NNC_OP_RELU, op2(&b, NNC_OP_ADD, op2(&b, NNC_OP_ADD, w, pos), t));
+    /* a lookup that is also an output: its kernel writes it */
+    int kept = out0(&b, node(&b, NNC_OP_EMBEDDING, 2, (int[]){wte, types}, NULL, 1, 0, NULL));
+    int z = op1(&b, NNC_OP_NEG, kept);
+    output(&b, "y", y);
+    output(&b, "kept", kept);
+    output(&b, "z", z);
+    nnc_error err = {0};
+    nnc_compile_opts co = {.gather_loops = on};
+    nnc_schedule_init(&s, &b.g);
+    if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+    check_structure(&s);
+    const nnc_kernel *k = kernel_of_tensor(&s, y);
+    assert_int_equal(k->kind, NNC_KERNEL_ELEMENTWISE);
+    assert_int_equal(kernel_of_tensor(&s, w) == k, on);
+    assert_int_equal(kernel_of_tensor(&s, t) == k, on);
+    assert_int_equal(kernel_of_tensor(&s, kept)->kind, NNC_KERNEL_GATHER);
+    int gathers = 0;
+    for (int i = 0; i < s.nk; i++) gathers += s.k[i].kind == NNC_KERNEL_GATHER;
+    assert_int_equal(gathers, on ? 1 : 3);
+    if (on) assert_int_equal(k->nin, 5);   /* wte, ids, tte, types, pos: never a lookup's output */
+    check_equivalent(&s, 5);
+    done(&b, &s);
+  }
+}
+
 /* ---------------------------------------------------------------- singles */
 
 static void test_single_kernels(void **state) {
@@ -1151,6 +1198,7 @@ int main(void) {
     cmocka_unit_test(test_elementwise_not_fused),
     cmocka_unit_test(test_elementwise_square_and_long),
     cmocka_unit_test(test_elementwise_many_inputs),
+    cmocka_unit_test(test_gather_in_loop),
     cmocka_unit_test(test_single_kernels),
     cmocka_unit_test(test_dead_nodes),
     cmocka_unit_test(test_block_pipeline),
