@@ -588,16 +588,23 @@ static void emit_text(const char *model, const char *name, char *p, size_t n) {
 }
 
 /* The loops on 16-byte vectors (the text; their results are checked on a
- * GPU by bench/gpu_check.sh): GPT-2's and BERT's embedding gathers
- * (nnc_gather), the position slice, the adds with the slice broadcast over
- * the batch, BERT's pooling product with the mask a value a row, and a cast
- * into the caller's f32 output behind its alignment test; rows of 37
- * elements keep the element loops. */
+ * GPU by bench/gpu_check.sh): GPT-2's and BERT's embedding lookups inside
+ * the adds' loops (the table row through the row's id, NaN for an id
+ * outside it), LLaMA's lookup kernel (nnc_gather), the position slice, the
+ * adds with the slice broadcast over the batch, BERT's pooling product with
+ * the mask a value a row, and a cast into the caller's f32 output behind its
+ * alignment test; rows of 37 elements keep the element loops, for a lookup
+ * kernel (its output is also an output) and for one inside the add. */
 static void test_vec_loops(void **state) {
   (void)state;
   char p[600], model[512];
   emit_text("models/gpt2.lua", "gpt2_vec", p, sizeof p);
-  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 50257, 768);\n}\n"));
+  assert_false(file_has(p, "nnc_gather<"));
+  assert_true(file_has(p, "        const int id = x1[e / (768)];   /* ids's row of wte.weight */\n"
+                          "        if (id >= 0 && id < 50257) nnc_vld(x0 + id * (768) + j, a0[u]);\n"
+                          "        else NNC_VEC_FOR(l, 8) a0[u][l] = NAN;\n      }\n"
+                          "      nnc_vld(x2 + i1 * 768 + j, a2[u]);\n    }\n"));
+  assert_true(file_has(p, " = a0[u][l];   /* gpt2.lua:78 embedding */\n"));
   assert_true(file_has(p, "  const int n = (int)nnc_vec_threads((d->B * d->T * 768) / 8);\n"));
   assert_false(file_has(p, "    const int id = ids[e / C];\n"));
   assert_true(file_has(p, "  const int len = d->T, inner = 768 / 8, in_len = 1024, start = 0;   /* inner: vectors */\n"
@@ -606,20 +613,22 @@ static void test_vec_loops(void **state) {
                           "    const int i = e % inner, l = e / inner % len, o = e / inner / len;\n"
                           "    yv[e] = xv[(o * in_len + start + l) * inner + i];\n"));
   assert_true(file_has(p, "  const int n = (int)(d->B * d->T * 768) / 8;   /* vectors of 8 elements */\n"));
-  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL][8];\n"));
+  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a2[NNC_UNROLL][8];\n"));
   assert_true(file_has(p, "      const int e = (int)(e0 + u * stride) * 8;   /* the vector's first element */\n"
                           "      int rem = e;\n      const int j = rem % 768;\n      rem /= 768;\n"
-                          "      const int i1 = rem % (int)(d->T);\n"
-                          "      nnc_vld(x0 + e, a0[u]);\n      nnc_vld(x1 + i1 * 768 + j, a1[u]);\n    }\n"));
-  assert_true(file_has(p, " = (a0[u][l] + a1[u][l]);   /* gpt2.lua:78 add */\n"));
+                          "      const int i1 = rem % (int)(d->T);\n"));
+  assert_true(file_has(p, " + a2[u][l]);   /* gpt2.lua:78 add */\n"));
   assert_true(file_has(p, "      nnc_vst(y + e, o);\n"));
+  emit_text("models/llama.lua", "llama_vec", p, sizeof p);
+  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 32000, 768);\n"));
   emit_text("models/bert.lua", "bert_vec", p, sizeof p);
-  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 30522, 384);\n"));
-  assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 2, 384);\n"));
+  assert_false(file_has(p, "nnc_gather<"));
+  assert_true(file_has(p, "        if (id >= 0 && id < 30522) nnc_vld(x0 + id * (384) + j, a0[u]);\n"));
+  assert_true(file_has(p, "        if (id >= 0 && id < 2) nnc_vld(x2 + id * (384) + j, a2[u]);\n"));
   assert_false(file_has(p, "    const int id = ids[e / C];\n"));
   assert_true(file_has(p, "  const int len = d->T, inner = 384 / 8, in_len = 512, start = 0;   /* inner: vectors */\n"));
-  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL][8], a2[NNC_UNROLL][8];\n"));
-  assert_true(file_has(p, " + a2[u][l]);   /* bert.lua:37 add */\n"));
+  assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a2[NNC_UNROLL][8], a4[NNC_UNROLL][8];\n"));
+  assert_true(file_has(p, " + a4[u][l]);   /* bert.lua:37 add */\n"));
   /* the mask's value of the row, once a vector */
   assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL];\n"));
   assert_true(file_has(p, "      a1[u] = nnc_ld(x1[i0 * (int)(d->T) + i1]);\n"));
@@ -635,11 +644,13 @@ static void test_vec_loops(void **state) {
   FILE *f = fopen(model, "w");
   assert_non_null(f);
   fputs("local B = dim(\"B\", 4)\nlocal T = dim(\"T\", 8)\nlocal ids = input(\"ids\", i32, { B, T })\n"
-        "local wpe = param(\"wpe\", { 16, 37 })\n"
-        "output(\"y\", embedding(ids, param(\"wte\", { 50, 37 })) + slice(wpe, 1, 1, T))\n", f);
+        "local wpe = param(\"wpe\", { 16, 37 })\nlocal w = embedding(ids, param(\"wte\", { 50, 37 }))\n"
+        "output(\"w\", w)\n"
+        "output(\"y\", w + slice(wpe, 1, 1, T) + embedding(ids, param(\"wte2\", { 50, 37 })))\n", f);
   fclose(f);
   emit_text(model, "odd_vec", p, sizeof p);
-  assert_true(file_has(p, "    const int id = ids[e / C];\n"));
+  assert_true(file_has(p, "    const int id = ids[e / C];\n"));   /* w's lookup kernel: w is an output */
+  assert_true(file_has(p, "        a2[u] = id >= 0 && id < 50 ? nnc_ld(x2[id * (37) + j]) : NAN;\n"));   /* wte2 in the add */
   assert_true(file_has(p, "    const int i = e % inner, l = e / inner % len, o = e / inner / len;\n    y[e] = x["));
   assert_true(file_has(p, "      a1[u] = nnc_ld(x1[i1 * 37 + j]);\n"));
   assert_false(file_has(p, "nnc_gather<"));
