@@ -42,16 +42,16 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
 /* ----------------------------------------------------------- elementwise */
 
 /* How the chain of kernel k reads each operand q: its value at each element
- * (plain), as a [B, S] padding mask (as_mask), or as an embedding's table
- * whose row is the id of the element's row (ids_of[q]: the ids operand;
- * -1 for the others). An operand read only as ids is none of these. */
-static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, int *ids_of) {
-  for (int q = 0; q < k->nin; q++) ids_of[q] = -1;
+ * (plain), as a [B, S] padding mask (as_mask), or as the table of one or
+ * more embedding lookups (table), each lookup reading its row through the
+ * id of the element's row into an array of its own (g<its output>). An
+ * operand read only as ids is none of these. */
+static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, bool *table) {
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &x->g->nodes[k->nodes[i]];
     if (n->op == NNC_OP_EMBEDDING) {
-      int q = ec_kernel_input(k, n->in[0]);   /* the fusion reads both from outside */
-      if (q >= 0) ids_of[q] = ec_kernel_input(k, n->in[1]);
+      int q = ec_kernel_input(k, n->in[0]);   /* the fusion reads the table and the ids from outside */
+      if (q >= 0) table[q] = true;
       continue;
     }
     for (int j = 0; j < n->nin; j++)
@@ -73,7 +73,7 @@ static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool
  * keeps them aligned), or broadcast along it: scalar[q], one value a vector.
  * 0: an element at a time. */
 static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                           const int *ids_of, bool *scalar) {
+                           const bool *table, bool *scalar) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
   const nnc_tensor *o = &g->tensors[k->out[0]];
@@ -83,11 +83,11 @@ static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const 
   int es = nnc_dtype_size(o->dtype);
   for (int q = 0; q < k->nin; q++) {
     const nnc_tensor *t = &g->tensors[k->in[q]];
-    const bool table = ids_of[q] >= 0;
-    if (!plain[q] && !as_mask[q] && !table) continue;   /* ids: one read a vector */
+    if (!plain[q] && !as_mask[q] && !table[q]) continue;   /* ids: one read a vector */
     if (as_mask[q] || !dl_vec_dtype(t->dtype)) return 0;
-    scalar[q] = !table && (t->rank == 0 || nnc_dim_eq_const(t->shape[t->rank - 1], 1));
-    if (!(plain[q] || table) || scalar[q]) continue;
+    scalar[q] = t->rank == 0 || nnc_dim_eq_const(t->shape[t->rank - 1], 1);
+    if (table[q] && scalar[q]) return 0;   /* rows of one element: no vectors */
+    if (!(plain[q] || table[q]) || scalar[q]) continue;
     if (!nnc_dim_eq(t->shape[t->rank - 1], o->shape[o->rank - 1]) || dl_placed16(x, k->in[q]) < 0) return 0;
     if (nnc_dtype_size(t->dtype) < es) es = nnc_dtype_size(t->dtype);
   }
@@ -112,9 +112,8 @@ static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, cons
     if (n->op == NNC_OP_EMBEDDING) {
       /* the table's element, read through the row's id with the operands */
       char where[300];
-      nnc_sb_printf(ops, V ? "%sconst float v%d = a%d[u][l];   /* %s %s */\n" : "%sconst float v%d = a%d[u];   /* %s %s */\n",
-                    ind, n->out[0], ec_kernel_input(k, n->in[0]), ec_where(n->loc, where, sizeof where),
-                    nnc_op_info_of(n->op)->name);
+      nnc_sb_printf(ops, V ? "%sconst float v%d = g%d[u][l];   /* %s %s */\n" : "%sconst float v%d = g%d[u];   /* %s %s */\n",
+                    ind, n->out[0], n->out[0], ec_where(n->loc, where, sizeof where), nnc_op_info_of(n->op)->name);
       snprintf(last, 32, "v%d", n->out[0]);
       continue;
     }
@@ -152,7 +151,7 @@ static bool reads_coords(const ec_ctx *x, int t, const char *text) {
  * (into a<q>[u]), then the chain and the stores (more bytes in flight than
  * one element's: a bf16 chain reached a third of an H100's bandwidth). */
 static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                             const int *ids_of, int V, const bool *scalar, nnc_sb *body) {
+                             int V, const bool *scalar, nnc_sb *body) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
   int out = k->out[0];
@@ -173,25 +172,6 @@ static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, cons
         alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
       }
     }
-    if (ids_of[q] >= 0) {
-      /* an embedding's table: the row of the element's row's id (an id outside it: NaN, as the lookup gives) */
-      char C[EXPR], rows[EXPR], at[EXPR + 32];
-      int t = k->in[q];
-      dl_dim_of(x, t, 1, C, sizeof C);
-      dl_dim_of(x, t, 0, rows, sizeof rows);
-      nnc_sb_printf(&loads, "      {\n        const int id = x%d[e / (%s)];   /* %s's row of %s */\n", ids_of[q], C,
-                    g->tensors[k->in[ids_of[q]]].name, g->tensors[t].name);
-      snprintf(at, sizeof at, "id * (%s) + j", C);
-      if (V) {
-        nnc_sb_printf(&loads, "        if (id >= 0 && id < %s) nnc_vld(%s + %s, a%d[u]);\n"
-                              "        else NNC_VEC_FOR(l, %d) a%d[u][l] = NAN;\n      }\n", rows, name, at, q, V, q);
-        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL][%d]", alen ? ", " : "", q, V);
-      } else {
-        nnc_sb_printf(&loads, "        a%d[u] = id >= 0 && id < %s ? %s : NAN;\n      }\n", q, rows,
-                      dl_ld(lt, t, name, at, acc, sizeof acc));
-        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
-      }
-    }
     if (as_mask[q]) {
       char S[EXPR], at[EXPR + 16];
       /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
@@ -199,6 +179,30 @@ static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, cons
       snprintf(at, sizeof at, "i0 * %s + j", S);
       nnc_sb_printf(&loads, "      m%d[u] = %s;\n", q, dl_ld(lt, k->in[q], name, at, acc, sizeof acc));
       alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sm%d[NNC_UNROLL]", alen ? ", " : "", q);
+    }
+  }
+  for (int i = 0; i < k->nnodes; i++) {
+    const nnc_node *n = &g->nodes[k->nodes[i]];
+    if (n->op != NNC_OP_EMBEDDING) continue;
+    /* a lookup: the row of the element's row's id (an id outside the table: NaN, as the lookup kernel gives) */
+    char C[EXPR], rows[EXPR], at[EXPR + 32], tn[16];
+    int t = n->in[0], qt = ec_kernel_input(k, t), qi = ec_kernel_input(k, n->in[1]), v = n->out[0];
+    snprintf(tn, sizeof tn, "x%d", qt);
+    dl_dim_of(x, t, 1, C, sizeof C);
+    dl_dim_of(x, t, 0, rows, sizeof rows);
+    char Ci[EXPR + 8];
+    dl_as_index(C, Ci, sizeof Ci);
+    nnc_sb_printf(&loads, "      {\n        const int id = x%d[e / %s];   /* %s's row of %s */\n", qi, Ci,
+                  g->tensors[n->in[1]].name, g->tensors[t].name);
+    snprintf(at, sizeof at, "id * %s + j", Ci);
+    if (V) {
+      nnc_sb_printf(&loads, "        if (id >= 0 && id < %s) nnc_vld(%s + %s, g%d[u]);\n"
+                            "        else NNC_VEC_FOR(l, %d) g%d[u][l] = NAN;\n      }\n", rows, tn, at, v, V, v);
+      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sg%d[NNC_UNROLL][%d]", alen ? ", " : "", v, V);
+    } else {
+      nnc_sb_printf(&loads, "        g%d[u] = id >= 0 && id < %s ? %s : NAN;\n      }\n", v, rows,
+                    dl_ld(lt, t, tn, at, acc, sizeof acc));
+      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sg%d[NNC_UNROLL]", alen ? ", " : "", v);
     }
   }
   char last[32];
@@ -254,10 +258,10 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
   const ec_ctx *x = lt->x;
   const nnc_kernel *k = &x->s->k[ki];
   int out = k->out[0];
-  bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, scalar[NNC_MAX_IO] = {false};
-  int ids_of[NNC_MAX_IO];
-  operand_uses(x, k, plain, as_mask, ids_of);
-  int V = elementwise_vec(lt, k, plain, as_mask, ids_of, scalar);
+  bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, table[NNC_MAX_IO] = {false};
+  bool scalar[NNC_MAX_IO] = {false};
+  operand_uses(x, k, plain, as_mask, table);
+  int V = elementwise_vec(lt, k, plain, as_mask, table, scalar);
   if (V) {
     /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
     nnc_sb ops;
@@ -274,14 +278,14 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
   for (int q = 0; q < k->nin; q++) {
     snprintf(name, sizeof name, "x%d", q);
     lt->pointer(lt->self, &body, "const ", name, k->in[q]);
-    if (V && (plain[q] || ids_of[q] >= 0) && !scalar[q] && dl_placed16(x, k->in[q]) == 0)
+    if (V && (plain[q] || table[q]) && !scalar[q] && dl_placed16(x, k->in[q]) == 0)
       clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%s%s", clen ? ", " : "", name);
   }
   lt->pointer(lt->self, &body, "", "y", out);
   if (V && dl_placed16(x, out) == 0) clen += (size_t)snprintf(callers + clen, sizeof callers - clen, "%sy", clen ? ", " : "");
   ec_elems(x, out, n_expr, sizeof n_expr);
   if (!V) {
-    elementwise_loop(lt, k, plain, as_mask, ids_of, 0, scalar, &body);
+    elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
     /* the launch: a work-item per EC_UNROLL elements */
     snprintf(items, sizeof items, "((%s) + %d) / %d", n_expr, EC_UNROLL - 1, EC_UNROLL);
   } else {
@@ -289,16 +293,16 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
       /* a caller's buffer need not be 16-byte aligned: the test is one branch the whole grid takes alike */
       nnc_sb vec;
       nnc_sb_init(&vec);
-      elementwise_loop(lt, k, plain, as_mask, ids_of, V, scalar, &vec);
+      elementwise_loop(lt, k, plain, as_mask, V, scalar, &vec);
       nnc_sb_printf(&body, "  if (nnc_aligned16(%s)) {   /* the caller's buffer%s: vectors where %s 16-byte aligned */\n",
                     callers, strchr(callers, ',') ? "s" : "", strchr(callers, ',') ? "they are" : "it is");
       indented(&body, vec.buf, 2);
       nnc_sb_printf(&body, "    return;\n  }\n");
       if (vec.oom || clen >= sizeof callers) body.oom = true;
       nnc_sb_free(&vec);
-      elementwise_loop(lt, k, plain, as_mask, ids_of, 0, scalar, &body);
+      elementwise_loop(lt, k, plain, as_mask, 0, scalar, &body);
     } else {
-      elementwise_loop(lt, k, plain, as_mask, ids_of, V, scalar, &body);
+      elementwise_loop(lt, k, plain, as_mask, V, scalar, &body);
     }
     /* the launch: NNC_UNROLL vectors a thread, or one where that leaves few threads */
     snprintf(items, sizeof items, "(int)nnc_vec_threads((%s) / %d)", n_expr, V);

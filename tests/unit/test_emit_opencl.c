@@ -258,7 +258,7 @@ static void test_models(void **state) {
   assert_int_equal(sh("cd %s/gpt2 && NNC_OPENCL_LIMITS=group=x ./options | grep -q 'expected key=number'", work), 0);
   char p[600];
   snprintf(p, sizeof p, "%s/gpt2/gpt2.cl", work);
-  assert_true(file_has(p, "k3_gemm"));
+  assert_true(file_has(p, "k2_gemm"));   /* c_attn: after the slice and the add (its lookup inside) */
   assert_true(file_has(p, "q_off + b * q_sb"));   /* the folded head split */
   assert_true(file_has(p, "#define NNC_GEMM_CPU 1"));   /* the CPU way for opencl-cpu */
   assert_true(file_has(p, "#define NNC_VW T1_VW"));      /* tiles picked at create */
@@ -724,7 +724,7 @@ static void test_ops(void **state) {
     skip();
     return;
   }
-  static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
+  static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss", "lookup",
                               "matmul", "norms", "attention", "conv", "layout", "recurrent", "rope", "gqa"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
@@ -861,7 +861,7 @@ static void narrow_models(const char *precision) {
 
 /* Every op family of tests/ops/ with storage precision. */
 static void narrow_ops(const char *precision) {
-  static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss",
+  static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss", "lookup",
                               "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], dir[128];
