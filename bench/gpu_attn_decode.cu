@@ -27,42 +27,15 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "gpu_timing.cuh"
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 typedef __nv_bfloat16 bf16;
 static const int SAMPLES = 15, ITERS = 20, H = 12, D = 64;
 
-template <class F> static double time_us(F f) {
-  int k = 0;
-  for (int i = 0; i < 5; ++i) f(k++);
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int s = 0; s < SAMPLES; ++s) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < ITERS; ++i) f(k++);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(1000.0 * ms / ITERS);
-  }
-  CK(cudaGetLastError());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+/* median_us (gpu_timing.cuh) with this bench's 5 warm-up calls and SAMPLES of ITERS */
+template <class F> static double time_us(F f) { return median_us<5, SAMPLES, ITERS>(f); }
+
 
 static std::vector<float> fetch(const bf16 *d, size_t n) {
   std::vector<bf16> h(n);

@@ -5,8 +5,8 @@
  *   ln_gelu_erf    gelu(linear(layernorm(x)))
  *   linear         linear(x) + bias, no norm, no activation
  *   row_stats      the statistics kernel alone
- * CUDA events around ITERS back-to-back calls, after warm-up, median of
- * SAMPLES; A rotates over SETS copies (4 x 12.6 MB, so an iteration does not
+ * bench/gpu_timing.cuh's median_us (20 back-to-back calls between CUDA
+ * events, after 10 warm-up calls, median of 31 samples); A rotates over SETS copies (4 x 12.6 MB, so an iteration does not
  * find its x in L2 from the previous one; W, 4.7 MB, stays there as it would
  * in a model).
  *
@@ -23,19 +23,11 @@
 #include <vector>
 
 #include "templates/cuda/gemm.cuh"
+#include "gpu_timing.cuh"
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                    \
-                   cudaGetErrorString(e_));                                                        \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 typedef __nv_bfloat16 bf16;
-static const int SETS = 4, WARM = 10, SAMPLES = 31, ITERS = 20;
+static const int SETS = 4;
 
 static bf16 *random_dev(size_t n, float lo, float hi, std::mt19937_64 &rng) {
   std::vector<bf16> h(n);
@@ -47,29 +39,6 @@ static bf16 *random_dev(size_t n, float lo, float hi, std::mt19937_64 &rng) {
   return p;
 }
 
-/* Median microseconds of one call of f(i) (i: the iteration, for rotation). */
-template <class F> static double time_us(F f) {
-  int k = 0;
-  for (int i = 0; i < WARM; ++i) f(k++);
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int s = 0; s < SAMPLES; ++s) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < ITERS; ++i) f(k++);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(1000.0 * ms / ITERS);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
@@ -127,7 +96,7 @@ int main(int argc, char **argv) {
         CK(cudaDeviceSynchronize());
         continue;
       }
-      const double us = time_us([&](int i) {
+      const double us = median_us([&](int i) {
         g.a = x[i % SETS];
         const nnc_cuda_status s = nnc_cuda_gemm_ex(g, cfg, ws, (size_t)M * sizeof(float2), 0, &err);
         if (s != NNC_CUDA_OK) st = s;
@@ -146,7 +115,7 @@ int main(int argc, char **argv) {
   if (!profile) {
     nnc_cuda_status st = NNC_CUDA_OK;
     nnc_cuda_error err{};
-    const double us = time_us([&](int i) {
+    const double us = median_us([&](int i) {
       const nnc_cuda_status s = nnc_cuda_gemm_row_stats(x[i % SETS], K, 0, M, K, 1, false, 1e-5f,
                                                         static_cast<float2 *>(ws), 0, &err);
       if (s != NNC_CUDA_OK) st = s;

@@ -23,18 +23,14 @@
 #include <vector>
 
 #include "templates/cuda/gemm_skinny.cuh"
+#include "gpu_timing.cuh"
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 typedef __nv_bfloat16 bf16;
 static const int SAMPLES = 15, ITERS = 50;
+
+/* median_us (gpu_timing.cuh) with SAMPLES of ITERS */
+template <class F> static double time_us(F f) { return median_us<10, SAMPLES, ITERS>(f); }
 
 struct gcase {
   int M, N, K;
@@ -106,27 +102,6 @@ template <typename TO> static double check(const gcase &c, std::mt19937_64 &rng)
   return maxd / (maxr > 0 ? maxr : 1);
 }
 
-template <class F> static double time_us(F f) {
-  int k = 0;
-  for (int i = 0; i < 10; ++i) f(k++);
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int s = 0; s < SAMPLES; ++s) {
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < ITERS; ++i) f(k++);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(1000.0 * ms / ITERS);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int main(int argc, char **argv) {
   const bool only_check = argc > 1 && std::strcmp(argv[1], "--check") == 0;

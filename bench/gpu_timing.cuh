@@ -1,9 +1,10 @@
 /* bench/gpu_timing.cuh — what the kernel benches under bench/ share: CK
  * (a CUDA call that must succeed, else the bench stops with its line) and
  * median_us, the timing rule of bench/gpu_attention.cu: CUDA events around
- * 20 back-to-back calls after 10 warm-up calls, the median of 31 samples.
- * call(i) makes the i-th call (a bench rotates its input sets by i, so
- * that L2 holds none between its uses). */
+ * ITERS (20) back-to-back calls after WARM (10) warm-up calls, the median of
+ * SAMPLES (31) samples, a launch error failing the bench. call(i) makes the
+ * i-th call (a bench rotates its input sets by i, so that L2 holds none
+ * between its uses). */
 #ifndef NNC_BENCH_GPU_TIMING_CUH
 #define NNC_BENCH_GPU_TIMING_CUH
 
@@ -16,13 +17,12 @@
   do {                                                                                              \
     cudaError_t e_ = (x);                                                                           \
     if (e_ != cudaSuccess) {                                                                        \
-      std::printf("cuda error: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::fprintf(stderr, "cuda error: %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
       std::exit(1);                                                                                 \
     }                                                                                               \
   } while (0)
 
-template <typename F> double median_us(F call) {
-  constexpr int WARM = 10, SAMPLES = 31, ITERS = 20;
+template <int WARM = 10, int SAMPLES = 31, int ITERS = 20, typename F> double median_us(F call) {
   int k = 0;
   for (int i = 0; i < WARM; ++i) call(k++);
   CK(cudaDeviceSynchronize());
@@ -39,6 +39,7 @@ template <typename F> double median_us(F call) {
     CK(cudaEventElapsedTime(&ms, e0, e1));
     t.push_back(1000.0 * ms / ITERS);
   }
+  CK(cudaGetLastError());
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   std::sort(t.begin(), t.end());
