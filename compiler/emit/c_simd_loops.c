@@ -142,10 +142,7 @@ static nnc_status emit_elementwise(const ec_ctx *x, int ki, nnc_sb *out_b, nnc_e
     bool dbl = g->tensors[n->out[0]].dtype == NNC_I32;
     char opnd[2][64];
     for (int j = 0; j < n->nin && j < 2; j++) {
-      int t = n->in[j];
-      int q = -1;
-      for (int z = 0; z < k->nin; z++)
-        if (k->in[z] == t) q = z;
+      int t = n->in[j], q = nnc_kernel_input(k, t);
       char v[48];
       if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "mrow%d[j]", q);
       else if (q >= 0) snprintf(v, sizeof v, "a%d", q);

@@ -49,11 +49,7 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
 static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, bool *table) {
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &x->g->nodes[k->nodes[i]];
-    if (n->op == NNC_OP_EMBEDDING) {
-      int q = ec_kernel_input(k, n->in[0]);   /* the fusion reads the table and the ids from outside */
-      if (q >= 0) table[q] = true;
-      continue;
-    }
+    if (n->op == NNC_OP_EMBEDDING) continue;   /* its table and ids: below */
     for (int j = 0; j < n->nin; j++)
       for (int q = 0; q < k->nin; q++)
         if (k->in[q] == n->in[j]) {
@@ -61,6 +57,7 @@ static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool
           else plain[q] = true;
         }
   }
+  for (int q = 0; q < k->nin; q++) table[q] = nnc_kernel_looks_up(x->g, k, k->in[q]);
 }
 
 /* Elements a vector where a work-item of elementwise kernel k can take V
@@ -118,9 +115,7 @@ static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, cons
       continue;
     }
     for (int j = 0; j < n->nin && j < 2; j++) {
-      int t = n->in[j], q = -1;
-      for (int z = 0; z < k->nin; z++)
-        if (k->in[z] == t) q = z;
+      int t = n->in[j], q = nnc_kernel_input(k, t);
       char v[48];
       if (n->op == NNC_OP_PADDING_MASK && j == 1) snprintf(v, sizeof v, "m%d[u]", q);
       else if (q >= 0) snprintf(v, sizeof v, V && !scalar[q] ? "a%d[u][l]" : "a%d[u]", q);
@@ -186,7 +181,7 @@ static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, cons
     if (n->op != NNC_OP_EMBEDDING) continue;
     /* a lookup: the row of the element's row's id (an id outside the table: NaN, as the lookup kernel gives) */
     char C[EXPR], rows[EXPR], at[EXPR + 32], tn[16];
-    int t = n->in[0], qt = ec_kernel_input(k, t), qi = ec_kernel_input(k, n->in[1]), v = n->out[0];
+    int t = n->in[0], qt = nnc_kernel_input(k, t), qi = nnc_kernel_input(k, n->in[1]), v = n->out[0];
     snprintf(tn, sizeof tn, "x%d", qt);
     dl_dim_of(x, t, 1, C, sizeof C);
     dl_dim_of(x, t, 0, rows, sizeof rows);

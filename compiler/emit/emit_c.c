@@ -203,12 +203,6 @@ static void act_grad_expr(const nnc_node *n, const char *a, const char *dy, bool
   }
 }
 
-int ec_kernel_input(const nnc_kernel *k, int t) {
-  for (int q = 0; q < k->nin; q++)
-    if (k->in[q] == t) return q;
-  return -1;
-}
-
 void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char *bb, bool dbl, int out,
                       char *buf, size_t len) {
   const char *f = dbl ? "" : "f";
@@ -360,9 +354,7 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       const nnc_tensor *tt = &x->g->tensors[t];
       /* an embedding's table read inside an elementwise loop: the rows it reads, one an output row, of its
        * values (a tied fp8 weight's bf16 ones, not its e4m3 copy) */
-      bool rows_read = false;
-      for (int j = 0; i < k->nin && k->kind == NNC_KERNEL_ELEMENTWISE && j < k->nnodes; j++)
-        rows_read |= x->g->nodes[k->nodes[j]].op == NNC_OP_EMBEDDING && x->g->nodes[k->nodes[j]].in[0] == t;
+      bool rows_read = i < k->nin && k->kind == NNC_KERNEL_ELEMENTWISE && nnc_kernel_looks_up(x->g, k, t);
       int esize = ec_held_per_byte(x, tt) && !rows_read ? 1 : nnc_dtype_size(tt->dtype);
       snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, rows_read ? k->out[0] : t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;

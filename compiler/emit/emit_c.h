@@ -104,9 +104,6 @@ char *ec_literal(double v, bool dbl, char *buf, size_t n);
 /* The expression of elementwise node n on operands a (and bb), computed in
  * float (dbl false) or double; out is the kernel's output tensor (masks read
  * its row and column indices i<rank-2> and j). */
-/* The index of tensor t among kernel k's inputs, or -1. */
-int ec_kernel_input(const nnc_kernel *k, int t);
-
 void ec_node_expr(const ec_ctx *x, const nnc_node *n, const char *a, const char *bb, bool dbl, int out, char *buf,
                   size_t len);
 

@@ -17,6 +17,18 @@ const char *nnc_kernel_kind_name(nnc_kernel_kind k) {
   return k < NNC_KERNEL_KIND_COUNT ? kind_names[k] : "?";
 }
 
+int nnc_kernel_input(const nnc_kernel *k, int t) {
+  for (int q = 0; q < k->nin; q++)
+    if (k->in[q] == t) return q;
+  return -1;
+}
+
+bool nnc_kernel_looks_up(const nnc_graph *g, const nnc_kernel *k, int t) {
+  for (int i = 0; i < k->nnodes; i++)
+    if (g->nodes[k->nodes[i]].op == NNC_OP_EMBEDDING && g->nodes[k->nodes[i]].in[0] == t) return true;
+  return false;
+}
+
 void nnc_schedule_init(nnc_schedule *s, const nnc_graph *g) {
   memset(s, 0, sizeof *s);
   s->g = g;

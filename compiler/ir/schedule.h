@@ -193,6 +193,12 @@ typedef struct nnc_kernel {
   } d;                         /* for GEMM, the attentions, kv_append and rope; the rest read their nodes */
 } nnc_kernel;
 
+/* The index of tensor t among kernel k's inputs, or -1. */
+int nnc_kernel_input(const nnc_kernel *k, int t);
+/* Whether an embedding lookup among k's nodes reads t as its table (an
+ * elementwise loop reading rows through ids: nnc_compile_opts.gather_loops). */
+bool nnc_kernel_looks_up(const nnc_graph *g, const nnc_kernel *k, int t);
+
 /* Where one tensor lives during a run. */
 typedef enum nnc_storage {
   NNC_STORE_USER,    /* a graph input or output: the caller's buffer */

@@ -113,15 +113,6 @@ static void lifetimes(const nnc_schedule *s, nnc_buffer *buf) {
   }
 }
 
-/* Whether a lookup in elementwise kernel k reads tensor t as its table:
- * every work-item reads rows of it that others may write, so the output
- * must not take its slot. */
-static bool looked_up(const nnc_graph *g, const nnc_kernel *k, int t) {
-  for (int i = 0; i < k->nnodes; i++)
-    if (g->nodes[k->nodes[i]].op == NNC_OP_EMBEDDING && g->nodes[k->nodes[i]].in[0] == t) return true;
-  return false;
-}
-
 /* The input whose slot an elementwise kernel's output may take, or -1. */
 static int in_place_source(const nnc_schedule *s, const nnc_buffer *buf, int ki) {
   const nnc_graph *g = s->g;
@@ -132,7 +123,8 @@ static int in_place_source(const nnc_schedule *s, const nnc_buffer *buf, int ki)
   for (int j = 0; j < k->nin; j++) {
     int t = k->in[j], r = root_of(buf, t);
     const nnc_tensor *x = &g->tensors[t];
-    if (buf[r].storage != NNC_STORE_ARENA || buf[r].last != ki || looked_up(g, k, t)) continue;
+    /* a lookup's table: every work-item reads rows of it that others would write */
+    if (buf[r].storage != NNC_STORE_ARENA || buf[r].last != ki || nnc_kernel_looks_up(g, k, t)) continue;
     if (nnc_tensor_max_elems(g, x) != nnc_tensor_max_elems(g, o) ||
         nnc_dtype_size(x->dtype) != nnc_dtype_size(o->dtype) || buf[r].size != buf[k->out[0]].size)
       continue;
