@@ -226,9 +226,10 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
   /* Not by rule for an activation cuBLASLt lacks: on an H200, BERT's
-   * intermediate.dense (4096 x 1536 x 384, erf-GELU) took 58 us there
-   * against 29 us for cuBLASLt and the epilogue kernel (bench/NOTES.md);
-   * --tune=measure weighs it. */
+   * intermediate.dense (4096 x 1536 x 384, erf-GELU through nnc_gelu_erf16)
+   * took 30.8 us on gemm_tma against 23.9 for cuBLASLt alone, and BERT 10%
+   * longer than with cuBLASLt and the epilogue kernel (bench/NOTES.md,
+   * session 30); --tune=measure weighs it. */
   p->phases_ok = phases_fit(d, &p->s, pad) && !p->post;
   if (!impl || !impl[0]) {
     unaligned_way(p, d, pad, wg_fits);

@@ -114,8 +114,17 @@ __device__ __forceinline__ void store_plain16(const float *cs, TO *c, long long 
   }
 }
 
-template <int ACT> __device__ __forceinline__ float epi(float v, float r, bool act_last) {
-  return act_last ? nnc_gemm_act<ACT>(v + r) : nnc_gemm_act<ACT>(v) + r;
+/* The activation of a result stored as TO: the erf-form GELU of a 16-bit
+ * one through nnc_gelu_erf16 (its error is far below the rounding to 16
+ * bits, at a third of erff's instructions: BERT's intermediate GEMM spent
+ * as long in erff as in its products), else nnc_gemm_act's. */
+template <int ACT, typename TO> __device__ __forceinline__ float act_of(float x) {
+  if constexpr (ACT == NNC_CUDA_ACT_GELU_ERF && sizeof(TO) == 2) return nnc_gelu_erf16(x);
+  else return nnc_gemm_act<ACT>(x);
+}
+
+template <int ACT, typename TO> __device__ __forceinline__ float epi(float v, float r, bool act_last) {
+  return act_last ? act_of<ACT, TO>(v + r) : act_of<ACT, TO>(v) + r;
 }
 
 /* act(v) + residual, or act(v + residual) when act_last; res NULL: none. */
@@ -137,7 +146,7 @@ __device__ __forceinline__ void store_epi(const float *cs, TO *c, long long ldc,
     for (int i = 0; i < RB; ++i) {
       if (r0 + 2 * i >= rows) break;
       TO *p = c + (long long)(r0 + 2 * i) * ldc + col;
-      const float x = epi<ACT>(v[i], rv[i], act_last);
+      const float x = epi<ACT, TO>(v[i], rv[i], act_last);
       if (stream)
         put<true>(p, x);
       else
@@ -179,7 +188,7 @@ __device__ __forceinline__ void store_epi16(const float *cs, TO *c, long long ld
       if (r >= rows) break;
       float x[V];
 #pragma unroll
-      for (int e = 0; e < V; ++e) x[e] = epi<ACT>(v[i][e], rv[i][e], act_last);
+      for (int e = 0; e < V; ++e) x[e] = epi<ACT, TO>(v[i][e], rv[i][e], act_last);
       TO *p = c + (long long)r * ldc + c0;
       if (whole) {
         if (stream)
