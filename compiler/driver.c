@@ -181,6 +181,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .attention_append = nnc_emit_has_attention_append(t.family),
                          .attention_rope = nnc_emit_has_attention_rope(t.family),
                          .gather_loops = nnc_emit_has_gather_loops(t.family),
+                         .row_loops = nnc_emit_has_row_loops(t.family),
+                         .reduce_loops = !o->train && nnc_emit_has_row_loops(t.family),
                          /* not under quantization, whose GEMMs read other weights, nor training,
                           * whose backward reads the sum */
                          .gemm_post_norm = quant == NNC_QUANTIZE_NONE && !o->train ? nnc_emit_gemm_post_norm(&t) : 0};

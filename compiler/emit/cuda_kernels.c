@@ -296,8 +296,8 @@ static nnc_status emit_row(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_tensor *in = &x->g->tensors[n->in[0]];
-  /* softmax over another axis than the last: a loop */
-  if (n->op == NNC_OP_SOFTMAX && n->attrs.axis != in->rank - 1) return cu_emit_loop_kernel(x, ki, b, err);
+  /* softmax over another axis than the last, or a norm with the chain computing its rows: a loop */
+  if (k->nnodes > 1 || (n->op == NNC_OP_SOFTMAX && n->attrs.axis != in->rank - 1)) return cu_emit_loop_kernel(x, ki, b, err);
   char rows[EXPR], cols[EXPR], ri[EXPR], ci[EXPR], lit[64], px[256], py[256], pg[256], pb[256];
   ec_dims_product(x, n->in[0], 0, in->rank - 1, rows, sizeof rows);
   dim_of(x, n->in[0], in->rank - 1, cols, sizeof cols);

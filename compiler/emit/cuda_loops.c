@@ -37,8 +37,26 @@ static void finish(void *self, int ki, const char *n, nnc_sb *body) {
   ec_emit_function(x, b, head, NULL, "&c.d", &call);
 }
 
+/* As finish, launched as `blocks` blocks of `threads` threads. */
+static void finish_grid(void *self, int ki, const char *blocks, const char *threads, nnc_sb *body) {
+  const cuda_loops *l = self;
+  const ec_ctx *x = l->x;
+  nnc_sb *b = l->out;
+  char head[160];
+  snprintf(head, sizeof head, "__global__ void __launch_bounds__(%s) k%d_kernel(const run_args c)", threads, ki);
+  ec_emit_function(x, b, head, NULL, "&c.d", body);
+  nnc_sb call;
+  nnc_sb_init(&call);
+  nnc_sb_printf(&call, "  const int blocks = %s;\n  if (blocks == 0) return 0;\n"
+                       "  k%d_kernel<<<blocks, %s, 0, s>>>(c);\n"
+                       "  return launched(m, %d);\n", blocks, ki, threads, ki);
+  snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
+  ec_emit_function(x, b, head, NULL, "&c.d", &call);
+}
+
 nnc_status cu_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) {
   cuda_loops l = {x, b};
-  const ec_loop_target lt = {x, &l, pointer, finish, "uint4", "make_uint4", x->g->ranks > 1 ? "c.rank" : NULL, true, true};
+  const ec_loop_target lt = {x, &l, pointer, finish, "uint4", "make_uint4", x->g->ranks > 1 ? "c.rank" : NULL, true, true,
+                             finish_grid};
   return ec_emit_device_loop(&lt, ki, err);
 }

@@ -730,8 +730,8 @@ nnc_status ec_emit_device_loop(const ec_loop_target *lt, int ki, nnc_error *err)
   const nnc_kernel *k = &x->s->k[ki];
   switch (k->kind) {
   case NNC_KERNEL_ELEMENTWISE: return dl_emit_elementwise(lt, ki, err);
-  case NNC_KERNEL_REDUCE: return emit_reduce(lt, ki, err);
-  case NNC_KERNEL_ROW: return emit_softmax_axis(lt, ki, err);
+  case NNC_KERNEL_REDUCE: return k->nnodes > 1 ? dl_emit_reduce_chain(lt, ki, err) : emit_reduce(lt, ki, err);
+  case NNC_KERNEL_ROW: return k->nnodes > 1 ? dl_emit_row_chain(lt, ki, err) : emit_softmax_axis(lt, ki, err);
   case NNC_KERNEL_MOVE: return emit_move(lt, ki, err);
   case NNC_KERNEL_GATHER:
     if (x->g->nodes[k->nodes[0]].op == NNC_OP_EMBEDDING_GRAD) return emit_embedding_grad(lt, ki, err);

@@ -31,4 +31,25 @@ bool dl_vec_dtype(nnc_dtype d);
 /* The elementwise kernel ki (device_loops_elementwise.c). */
 nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err);
 
+/* The parts of an elementwise chain's loop that the row and reduce kernels
+ * (device_loops_chains.c) share with it, k being the chain (a kernel, or a
+ * part of one whose out[0] is the chain's result: its in[] the kernel's):
+ * how each operand is read (plain, as a padding mask, as a lookup's table); */
+void dl_operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, bool *table);
+/* the elements a vector (0: one at a time), scalar[q] for operands broadcast along the last axis; */
+int dl_chain_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
+                 const bool *table, bool *scalar);
+/* the loads of step u (coordinates of element e of out[0]) and the arrays' declarations, `slots` steps each; */
+bool dl_chain_loads(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask, int V,
+                    const bool *scalar, const char *slots, nnc_sb *loads, char *arrays, size_t n);
+/* the chain's values of step u (element l of a vector when V > 0), last naming the result; */
+void dl_chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, const bool *scalar, nnc_sb *ops, char last[32]);
+/* whether text reads a coordinate of an element of tensor t. */
+bool dl_reads_coords(const ec_ctx *x, int t, const char *text);
+
+/* A row kernel with its chain and a reduce kernel with its chains
+ * (nnc_compile_opts.row_loops, reduce_loops: device_loops_chains.c). */
+nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err);
+nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err);
+
 #endif

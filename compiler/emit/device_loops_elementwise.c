@@ -46,7 +46,7 @@ static void operand_offset(const ec_ctx *x, int t, int out, char *buf, size_t n)
  * more embedding lookups (table), each lookup reading its row through the
  * id of the element's row into an array of its own (g<its output>). An
  * operand read only as ids is none of these. */
-static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, bool *table) {
+void dl_operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as_mask, bool *table) {
   for (int i = 0; i < k->nnodes; i++) {
     const nnc_node *n = &x->g->nodes[k->nodes[i]];
     if (n->op == NNC_OP_EMBEDDING) continue;   /* its table and ids: below */
@@ -69,7 +69,7 @@ static void operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool
  * as vectors (its rows are whole vectors, so a broadcast along leading axes
  * keeps them aligned), or broadcast along it: scalar[q], one value a vector.
  * 0: an element at a time. */
-static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
+int dl_chain_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
                            const bool *table, bool *scalar) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
@@ -95,7 +95,7 @@ static int elementwise_vec(const ec_loop_target *lt, const nnc_kernel *k, const 
 /* The chain of kernel k for work-item step u into ops: each node's value
  * from the operands a<q>[u] (or, V > 0, element l of the vector: a<q>[u][l],
  * scalar[q] ones a<q>[u]); last gets the name of the last value. */
-static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, const bool *scalar, nnc_sb *ops,
+void dl_chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, const bool *scalar, nnc_sb *ops,
                       char last[32]) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
@@ -132,13 +132,74 @@ static void chain_ops(const ec_loop_target *lt, const nnc_kernel *k, int V, cons
 }
 
 /* Whether text reads a coordinate of an element of tensor t (e, j, i<d>). */
-static bool reads_coords(const ec_ctx *x, int t, const char *text) {
+bool dl_reads_coords(const ec_ctx *x, int t, const char *text) {
   nnc_sb idx;
   nnc_sb_init(&idx);
   dl_unravel(x, t, "e", text, &idx, 0);
   bool r = idx.buf || idx.oom || ec_names(text, "e");
   nnc_sb_free(&idx);
   return r;
+}
+
+/* The loads of the operands of chain k for work-item step u into loads
+ * (each into a<q>[u], m<q>[u] or a lookup's g<t>[u], indexed by the
+ * coordinates of element e of k's output), and the declarations of those
+ * arrays, `slots` steps each, into arrays (n bytes; false when it is too
+ * small). */
+bool dl_chain_loads(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask, int V,
+                    const bool *scalar, const char *slots, nnc_sb *loads, char *arrays, size_t n) {
+  const ec_ctx *x = lt->x;
+  const nnc_graph *g = x->g;
+  int out = k->out[0];
+  char e[EXPR], name[16], acc[ACCESS];
+  size_t alen = 0;
+  arrays[0] = 0;
+  for (int q = 0; q < k->nin; q++) {
+    snprintf(name, sizeof name, "x%d", q);
+    if (plain[q]) {
+      operand_offset(x, k->in[q], out, e, sizeof e);
+      if (V && !scalar[q]) {
+        nnc_sb_printf(loads, "      nnc_vld(%s + %s, a%d[u]);\n", name, e, q);
+        alen += (size_t)snprintf(arrays + alen, alen < n ? n - alen : 0, "%sa%d[%s][%d]", alen ? ", " : "", q, slots, V);
+      } else {
+        nnc_sb_printf(loads, "      a%d[u] = %s;\n", q, dl_ld(lt, k->in[q], name, e, acc, sizeof acc));
+        alen += (size_t)snprintf(arrays + alen, alen < n ? n - alen : 0, "%sa%d[%s]", alen ? ", " : "", q, slots);
+      }
+    }
+    if (as_mask[q]) {
+      char S[EXPR], at[EXPR + 16];
+      /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
+      dl_dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
+      snprintf(at, sizeof at, "i0 * %s + j", S);
+      nnc_sb_printf(loads, "      m%d[u] = %s;\n", q, dl_ld(lt, k->in[q], name, at, acc, sizeof acc));
+      alen += (size_t)snprintf(arrays + alen, alen < n ? n - alen : 0, "%sm%d[%s]", alen ? ", " : "", q, slots);
+    }
+  }
+  for (int i = 0; i < k->nnodes; i++) {
+    const nnc_node *nd = &g->nodes[k->nodes[i]];
+    if (nd->op != NNC_OP_EMBEDDING) continue;
+    /* a lookup: the row of the element's row's id (an id outside the table: NaN, as the lookup kernel gives) */
+    char C[EXPR], rows[EXPR], at[EXPR + 32], tn[16];
+    int t = nd->in[0], qt = nnc_kernel_input(k, t), qi = nnc_kernel_input(k, nd->in[1]), v = nd->out[0];
+    snprintf(tn, sizeof tn, "x%d", qt);
+    dl_dim_of(x, t, 1, C, sizeof C);
+    dl_dim_of(x, t, 0, rows, sizeof rows);
+    char Ci[EXPR + 8];
+    dl_as_index(C, Ci, sizeof Ci);
+    nnc_sb_printf(loads, "      {\n        const int id = x%d[e / %s];   /* %s's row of %s */\n", qi, Ci,
+                  g->tensors[nd->in[1]].name, g->tensors[t].name);
+    snprintf(at, sizeof at, "id * %s + j", Ci);
+    if (V) {
+      nnc_sb_printf(loads, "        if (id >= 0 && id < %s) nnc_vld(%s + %s, g%d[u]);\n"
+                           "        else NNC_VEC_FOR(l, %d) g%d[u][l] = NAN;\n      }\n", rows, tn, at, v, V, v);
+      alen += (size_t)snprintf(arrays + alen, alen < n ? n - alen : 0, "%sg%d[%s][%d]", alen ? ", " : "", v, slots, V);
+    } else {
+      nnc_sb_printf(loads, "        g%d[u] = id >= 0 && id < %s ? %s : NAN;\n      }\n", v, rows,
+                    dl_ld(lt, t, tn, at, acc, sizeof acc));
+      alen += (size_t)snprintf(arrays + alen, alen < n ? n - alen : 0, "%sg%d[%s]", alen ? ", " : "", v, slots);
+    }
+  }
+  return alen < n;
 }
 
 /* The loop of elementwise kernel k into body: a work-item takes EC_UNROLL
@@ -153,56 +214,12 @@ static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, cons
   nnc_sb loads, ops;
   nnc_sb_init(&loads);
   nnc_sb_init(&ops);
-  char e[EXPR], name[16], acc[ACCESS], arrays[NNC_MAX_IO * 32] = "";
-  size_t alen = 0;
-  for (int q = 0; q < k->nin; q++) {
-    snprintf(name, sizeof name, "x%d", q);
-    if (plain[q]) {
-      operand_offset(x, k->in[q], out, e, sizeof e);
-      if (V && !scalar[q]) {
-        nnc_sb_printf(&loads, "      nnc_vld(%s + %s, a%d[u]);\n", name, e, q);
-        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL][%d]", alen ? ", " : "", q, V);
-      } else {
-        nnc_sb_printf(&loads, "      a%d[u] = %s;\n", q, dl_ld(lt, k->in[q], name, e, acc, sizeof acc));
-        alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sa%d[NNC_UNROLL]", alen ? ", " : "", q);
-      }
-    }
-    if (as_mask[q]) {
-      char S[EXPR], at[EXPR + 16];
-      /* a [B, S] padding mask: row i0 (the batch), column j (the key) */
-      dl_dim_of(x, k->in[q], g->tensors[k->in[q]].rank - 1, S, sizeof S);
-      snprintf(at, sizeof at, "i0 * %s + j", S);
-      nnc_sb_printf(&loads, "      m%d[u] = %s;\n", q, dl_ld(lt, k->in[q], name, at, acc, sizeof acc));
-      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sm%d[NNC_UNROLL]", alen ? ", " : "", q);
-    }
-  }
-  for (int i = 0; i < k->nnodes; i++) {
-    const nnc_node *n = &g->nodes[k->nodes[i]];
-    if (n->op != NNC_OP_EMBEDDING) continue;
-    /* a lookup: the row of the element's row's id (an id outside the table: NaN, as the lookup kernel gives) */
-    char C[EXPR], rows[EXPR], at[EXPR + 32], tn[16];
-    int t = n->in[0], qt = nnc_kernel_input(k, t), qi = nnc_kernel_input(k, n->in[1]), v = n->out[0];
-    snprintf(tn, sizeof tn, "x%d", qt);
-    dl_dim_of(x, t, 1, C, sizeof C);
-    dl_dim_of(x, t, 0, rows, sizeof rows);
-    char Ci[EXPR + 8];
-    dl_as_index(C, Ci, sizeof Ci);
-    nnc_sb_printf(&loads, "      {\n        const int id = x%d[e / %s];   /* %s's row of %s */\n", qi, Ci,
-                  g->tensors[n->in[1]].name, g->tensors[t].name);
-    snprintf(at, sizeof at, "id * %s + j", Ci);
-    if (V) {
-      nnc_sb_printf(&loads, "        if (id >= 0 && id < %s) nnc_vld(%s + %s, g%d[u]);\n"
-                            "        else NNC_VEC_FOR(l, %d) g%d[u][l] = NAN;\n      }\n", rows, tn, at, v, V, v);
-      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sg%d[NNC_UNROLL][%d]", alen ? ", " : "", v, V);
-    } else {
-      nnc_sb_printf(&loads, "        g%d[u] = id >= 0 && id < %s ? %s : NAN;\n      }\n", v, rows,
-                    dl_ld(lt, t, tn, at, acc, sizeof acc));
-      alen += (size_t)snprintf(arrays + alen, sizeof arrays - alen, "%sg%d[NNC_UNROLL]", alen ? ", " : "", v);
-    }
-  }
+  char acc[ACCESS], arrays[NNC_MAX_IO * 40];
+  bool fits = dl_chain_loads(lt, k, plain, as_mask, V, scalar, "NNC_UNROLL", &loads, arrays, sizeof arrays);
+  size_t alen = strlen(arrays);
   char last[32];
   if (V) nnc_sb_printf(&ops, "      float o[%d];\n      NNC_VEC_FOR(l, %d) {\n", V, V);
-  chain_ops(lt, k, V, scalar, &ops, last);
+  dl_chain_ops(lt, k, V, scalar, &ops, last);
   if (V) nnc_sb_printf(&ops, "        o[l] = %s;\n      }\n      nnc_vst(y + e, o);\n", last);
   else if (g->tensors[out].dtype == NNC_I32) nnc_sb_printf(&ops, "      y[e] = nnc_to_i32(%s);\n", last);
   else nnc_sb_printf(&ops, "      %s;\n", dl_st(lt, out, "y", "e", last, acc, sizeof acc));
@@ -234,7 +251,7 @@ static void elementwise_loop(const ec_loop_target *lt, const nnc_kernel *k, cons
   dl_unravel(x, out, "e", ops.buf, body, 6);
   if (ops.buf) nnc_sb_puts(body, ops.buf);
   nnc_sb_printf(body, "    }\n  }\n");
-  if (loads.oom || ops.oom || alen >= sizeof arrays) body->oom = true;
+  if (loads.oom || ops.oom || !fits) body->oom = true;
   nnc_sb_free(&loads);
   nnc_sb_free(&ops);
 }
@@ -255,15 +272,15 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
   int out = k->out[0];
   bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, table[NNC_MAX_IO] = {false};
   bool scalar[NNC_MAX_IO] = {false};
-  operand_uses(x, k, plain, as_mask, table);
-  int V = elementwise_vec(lt, k, plain, as_mask, table, scalar);
+  dl_operand_uses(x, k, plain, as_mask, table);
+  int V = dl_chain_vec(lt, k, plain, as_mask, table, scalar);
   if (V) {
     /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
     nnc_sb ops;
     nnc_sb_init(&ops);
     char last[32];
-    chain_ops(lt, k, 0, scalar, &ops, last);
-    if (reads_coords(x, out, ops.buf)) V = 0;
+    dl_chain_ops(lt, k, 0, scalar, &ops, last);
+    if (dl_reads_coords(x, out, ops.buf)) V = 0;
     nnc_sb_free(&ops);
   }
   nnc_sb body;

@@ -20,14 +20,14 @@
 
 static const nnc_emitter emitters[] = {
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false, false, false,
-   true, NULL, false},
+   true, NULL, false, false},
   /* CUDA's attention appends the kv cache's new rows itself (attention_append.cuh) and turns q's and
    * those rows by their rope (attention_rope.cuh): a decode step's appends and ropes are no kernels of
    * their own, which cost a launch each on a GPU */
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
-   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true},
+   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true, true},
   {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false, false,
-   false, false, NULL, true},
+   false, false, NULL, true, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -90,6 +90,11 @@ bool nnc_emit_has_attention_append(nnc_target_family f) {
 bool nnc_emit_has_gather_loops(nnc_target_family f) {
   const nnc_emitter *e = emitter_of(f);
   return e && e->gather_loops;
+}
+
+bool nnc_emit_has_row_loops(nnc_target_family f) {
+  const nnc_emitter *e = emitter_of(f);
+  return e && e->row_loops;
 }
 
 bool nnc_emit_has_attention_rope(nnc_target_family f) {

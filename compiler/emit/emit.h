@@ -97,6 +97,13 @@ typedef struct nnc_emitter {
    * its lookup kernel does; without, the lookup is a kernel of its own
    * (C SIMD's stops the run with a message naming the id). */
   bool gather_loops;
+  /* Whether it writes a layernorm or rmsnorm whose input is an elementwise
+   * chain as one kernel that computes each row and normalizes it
+   * (nnc_compile_opts.row_loops), and a sum, mean or max with the chain
+   * that alone feeds it and the elementwise ops that alone read it
+   * (nnc_compile_opts.reduce_loops); without, the chain is a kernel of its
+   * own and writes its result. */
+  bool row_loops;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -126,6 +133,8 @@ bool nnc_emit_has_w8a8(nnc_target_family f);
 int nnc_emit_gemm_post_norm(const nnc_target_desc *t);
 /* Whether the emitter of family f reads embeddings inside elementwise loops (nnc_emitter.gather_loops). */
 bool nnc_emit_has_gather_loops(nnc_target_family f);
+/* Whether the emitter of family f fuses chains into row and reduce kernels (nnc_emitter.row_loops). */
+bool nnc_emit_has_row_loops(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

@@ -352,9 +352,10 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       char te[EXPR - 16];
       /* an e4m3 weight (--precision=fp8) or a GPU's int8 one (w8a8) is read as its bytes */
       const nnc_tensor *tt = &x->g->tensors[t];
-      /* an embedding's table read inside an elementwise loop: the rows it reads, one an output row, of its
-       * values (a tied fp8 weight's bf16 ones, not its e4m3 copy) */
-      bool rows_read = i < k->nin && k->kind == NNC_KERNEL_ELEMENTWISE && nnc_kernel_looks_up(x->g, k, t);
+      /* an embedding's table read inside an elementwise loop (or a row kernel's chain): the rows it reads,
+       * one an output row, of its values (a tied fp8 weight's bf16 ones, not its e4m3 copy) */
+      bool rows_read = i < k->nin && (k->kind == NNC_KERNEL_ELEMENTWISE || k->kind == NNC_KERNEL_ROW) &&
+                       nnc_kernel_looks_up(x->g, k, t);
       int esize = ec_held_per_byte(x, tt) && !rows_read ? 1 : nnc_dtype_size(tt->dtype);
       snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, rows_read ? k->out[0] : t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;

@@ -296,6 +296,12 @@ typedef struct ec_loop_target {
    * nnc_vec_threads and nnc_gather (CUDA's loops.cuh): elementwise chains and
    * gathers whose rows are whole 16-byte vectors take them a vector a step */
   bool vec_loops;
+  /* As finish, for a kernel whose text chooses its own work (the row and
+   * reduce kernels of chains: NNC_ROW, NNC_SLOT_FOR, nnc_row_sum,
+   * NNC_SHARED, NNC_SYNC, which the target defines): launched as `blocks`
+   * blocks (an expression) of `threads` threads; NULL where the target
+   * fuses no chains into them (nnc_emitter.row_loops) */
+  void (*finish_grid)(void *self, int ki, const char *blocks, const char *threads, nnc_sb *body);
 } ec_loop_target;
 
 /* How the recurrent steps (emit_recurrent.c) reach an element of tensor t

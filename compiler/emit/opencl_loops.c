@@ -84,7 +84,7 @@ static void finish(void *self, int ki, const char *n, nnc_sb *body) {
 
 nnc_status ocl_emit_loop_kernel(ocl_ctx *o, int ki, nnc_error *err) {
   ocl_loops l = {.o = o};
-  const ec_loop_target lt = {&o->x, &l, pointer, finish, NULL, NULL, NULL, false, false};
+  const ec_loop_target lt = {&o->x, &l, pointer, finish, NULL, NULL, NULL, false, false, NULL};
   nnc_status st = ec_emit_device_loop(&lt, ki, err);
   nnc_sb_free(&l.kp.head);
   return st;

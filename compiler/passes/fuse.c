@@ -254,6 +254,8 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   st.c.gemm_windows = o ? o->gemm_windows : 0;
   st.c.reduce_windows = o && o->reduce_windows;
   st.c.gather_loops = o && o->gather_loops;
+  st.c.row_loops = o && o->row_loops;
+  st.c.reduce_loops = o && o->reduce_loops;
   nnc_status rc = nnc_uses_build(g, &st.c.uses, err);
   if (rc) return rc;
   size_t n = (size_t)(g->nnodes ? g->nnodes : 1);

@@ -16,6 +16,8 @@ typedef struct fuse_ctx {
   int gemm_windows;   /* GEMMs of at most this many outputs may gather A from an im2col's image (nnc_compile_opts) */
   bool reduce_windows; /* pools may reduce an im2col's taps from its image (nnc_compile_opts) */
   bool gather_loops;   /* elementwise chains may read an embedding's table through its ids (nnc_compile_opts) */
+  bool row_loops;      /* a layernorm or rmsnorm may take the chain computing its input (nnc_compile_opts) */
+  bool reduce_loops;   /* a reduction may take the chains before and after it (nnc_compile_opts) */
 } fuse_ctx;
 
 /* One match: the nodes of a future kernel (any order; the driver sorts

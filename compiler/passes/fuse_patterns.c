@@ -486,6 +486,89 @@ static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
   return true;
 }
 
+/* How many tensors the nodes of gr read from outside it. */
+static int externals(const fuse_ctx *c, const fuse_group *gr) {
+  int ext[NNC_MAX_IO + 1], n = 0;
+  for (int i = 0; i < gr->nnodes; i++) {
+    const nnc_node *x = node_of(c, gr->nodes[i]);
+    for (int j = 0; j < x->nin; j++) {
+      bool inside = false;
+      for (int q = 0; q < gr->nnodes && !inside; q++) inside = node_of(c, gr->nodes[q])->out[0] == x->in[j];
+      if (!inside && !add_external(ext, &n, NNC_MAX_IO + 1, x->in[j])) return NNC_MAX_IO + 1;
+    }
+  }
+  return n;
+}
+
+static bool float_type(nnc_dtype t) { return t == NNC_F32 || t == NNC_BF16 || t == NNC_F16; }
+
+/* A layernorm or rmsnorm of the last axis whose input an elementwise chain
+ * alone computes (BERT's embeddings: two lookups, a position row and their
+ * sum), as one row kernel that computes each row in registers and
+ * normalizes it (nnc_compile_opts.row_loops): the sum is never stored and
+ * read back. Rows of a constant length of at most NNC_ROW_LOOP_COLS. */
+static bool match_row_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *r = node_of(c, anchor);
+  if (!c->row_loops || (r->op != NNC_OP_LAYERNORM && r->op != NNC_OP_RMSNORM)) return false;
+  const nnc_tensor *x = tensor_of(c, r->in[0]);
+  if (x->rank == 0 || !nnc_dim_is_const(x->shape[x->rank - 1]) || x->shape[x->rank - 1].k > NNC_ROW_LOOP_COLS ||
+      !float_type(x->dtype) || !float_type(tensor_of(c, r->out[0])->dtype))
+    return false;
+  int p = foldable_producer(c, r->in[0]);
+  if (p < 0 || !nnc_op_is_elementwise(node_of(c, p)->op) || !match_elementwise(c, p, gr)) return false;
+  take(gr, anchor);
+  gr->kind = NNC_KERNEL_ROW;
+  gr->main = anchor;
+  return externals(c, gr) <= NNC_MAX_IO;
+}
+
+/* Whether node n is elementwise with every operand of at most out's size:
+ * it runs on a reduction's results, one element each. */
+static bool on_results(const fuse_ctx *c, const nnc_node *n, const nnc_tensor *out) {
+  if (!nnc_op_is_elementwise(n->op) || n->op == NNC_OP_PADDING_MASK || !same_shape(tensor_of(c, n->out[0]), out))
+    return false;
+  for (int j = 0; j < n->nin; j++) {
+    const nnc_tensor *t = tensor_of(c, n->in[j]);
+    if (t->rank > out->rank) return false;
+  }
+  return true;
+}
+
+/* A sum, mean or max of floats with the elementwise chain that alone
+ * computes its input (BERT's mean pooling: x * mask) and the elementwise
+ * ops that alone read its result (/ sum(mask), the cast of the output), as
+ * one reduce kernel (nnc_compile_opts.reduce_loops): neither the product
+ * nor the sum is stored. A reduction with neither stays a kernel of its
+ * own (the target's template). */
+static bool match_reduce_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *r = node_of(c, anchor);
+  if (!c->reduce_loops || (r->op != NNC_OP_SUM && r->op != NNC_OP_MEAN && r->op != NNC_OP_MAX) ||
+      !float_type(tensor_of(c, r->in[0])->dtype) || !float_type(tensor_of(c, r->out[0])->dtype))
+    return false;
+  gr->nnodes = 0;
+  int p = foldable_producer(c, r->in[0]);
+  if (p >= 0 && nnc_op_is_elementwise(node_of(c, p)->op) && node_of(c, p)->op != NNC_OP_PADDING_MASK &&
+      !match_elementwise(c, p, gr))
+    gr->nnodes = 0;
+  for (int i = 0; i < gr->nnodes; i++)   /* lookups and masks read coordinates the reduction does not keep */
+    if (node_of(c, gr->nodes[i])->op == NNC_OP_EMBEDDING || node_of(c, gr->nodes[i])->op == NNC_OP_PADDING_MASK)
+      return false;
+  take(gr, anchor);
+  const nnc_tensor *res = tensor_of(c, r->out[0]);
+  for (int cur = r->out[0], n = foldable_consumer(c, cur); n >= 0 && on_results(c, node_of(c, n), res);
+       cur = node_of(c, n)->out[0], n = foldable_consumer(c, cur)) {
+    take(gr, n);
+    if (externals(c, gr) > NNC_MAX_IO) {
+      gr->nnodes--;
+      break;
+    }
+  }
+  if (gr->nnodes == 1) return false;
+  gr->kind = NNC_KERNEL_REDUCE;
+  gr->main = anchor;
+  return externals(c, gr) <= NNC_MAX_IO;
+}
+
 /* Pooling, a max or mean over the taps of an NHWC image's tap-major
  * windows that nothing else reads, and a depthwise convolution, the sum
  * over the taps of the windows times a [taps, C] weight, as one reduce
@@ -560,6 +643,8 @@ const fuse_pattern nnc_fuse_patterns[] = {
   {"attention", nnc_fuse_match_attention},
   {"gemm", match_gemm},
   {"pool", match_pool},
+  {"row_chain", match_row_chain},
+  {"reduce_chain", match_reduce_chain},
   {"elementwise", match_elementwise},
   {"single", match_single},
 };

@@ -239,7 +239,18 @@ typedef struct nnc_compile_opts {
                             runs in that GEMM's epilogue (nnc_gemm_desc.post_norm, fold_post_norm.c) */
   bool gather_loops;     /* an embedding lookup that alone feeds an elementwise chain of its shape runs in
                             that chain's loop, which reads the table through the ids (no lookup kernel) */
+  bool row_loops;        /* a layernorm or rmsnorm of the last axis (of at most NNC_ROW_LOOP_COLS columns)
+                            whose input an elementwise chain alone computes runs with that chain as one
+                            kernel (a warp a row): the chain's result is never stored */
+  bool reduce_loops;     /* a sum, mean or max takes the elementwise chain that alone computes its input
+                            and the elementwise ops that alone read its result into its kernel: neither
+                            the reduced tensor nor the reduction is stored (inference: the kernel does
+                            not split long reductions over blocks as the backward's need) */
 } nnc_compile_opts;
+
+/* The most columns of a row a row_loops kernel normalizes: a warp holds the
+ * row in registers. */
+#define NNC_ROW_LOOP_COLS 1024
 
 /* Groups the live nodes into kernels (s must be initialised for g); o may
  * be NULL. */

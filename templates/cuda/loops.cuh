@@ -58,6 +58,32 @@ inline unsigned nnc_loop_blocks(long long n) {
  * arrays stay in registers. */
 #define NNC_VEC_FOR(l, V) _Pragma("unroll") for (int l = 0; l < (V); l++)
 
+/* The row and reduce kernels that carry elementwise chains (nnc's
+ * device_loops_chains.c). A row kernel gives a warp a row, NNC_ROW_WARPS
+ * rows a block: NNC_ROW names the row r and the lane, and returns from a
+ * warp past the last row (all its lanes alike, before any shuffle);
+ * nnc_row_sum adds a float over the warp (every lane gets the sum). A
+ * reduce kernel's threads share partials through NNC_SHARED memory between
+ * NNC_SYNC barriers; NNC_BLOCK and NNC_THREAD are the block's and the
+ * thread's index. NNC_SLOT_FOR unrolls over a lane's slots of its row. */
+#define NNC_ROW_WARPS 4
+inline unsigned nnc_row_blocks(long long rows) {
+  return (unsigned)((rows + NNC_ROW_WARPS - 1) / NNC_ROW_WARPS);
+}
+#define NNC_ROW(r, lane, rows)                                                         \
+  const int r = (int)(blockIdx.x * NNC_ROW_WARPS + threadIdx.x / 32), lane = (int)(threadIdx.x % 32); \
+  if (r >= (rows)) return
+__device__ __forceinline__ float nnc_row_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+#define NNC_SLOT_FOR(u, U) _Pragma("unroll") for (int u = 0; u < (U); u++)
+#define NNC_SHARED __shared__
+#define NNC_SYNC() __syncthreads()
+#define NNC_BLOCK blockIdx.x
+#define NNC_THREAD threadIdx.x
+
 /* N elements of T at p as floats through 16-byte loads, and back rounded to
  * T: p 16-byte aligned, N * sizeof(T) a multiple of 16 (an f32 array in a
  * chain with bf16 ones takes two vectors for their one). */

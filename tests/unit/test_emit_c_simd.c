@@ -299,6 +299,7 @@ OP_TEST(layout, "-d B=2")
 OP_TEST(recurrent, "-d B=3 -d T=4")
 OP_TEST(rope, "-d B=3 -d T=17")
 OP_TEST(gqa, "-d B=3 -d T=11")
+OP_TEST(chains, "-d B=3 -d T=7")
 
 /* The MNIST CNN at a small odd size (convolutions, max pooling, flatten). */
 static void test_mnist_cnn(void **state) {
@@ -740,6 +741,7 @@ int main(void) {
     cmocka_unit_test(test_rnn_models),
     cmocka_unit_test(test_op_rope),
     cmocka_unit_test(test_op_gqa),
+    cmocka_unit_test(test_op_chains),
     cmocka_unit_test(test_llama),
     cmocka_unit_test(test_generate),
     cmocka_unit_test(test_mnist_cnn),

@@ -206,15 +206,16 @@ static void test_models(void **state) {
   assert_true(file_has(p, "nnrt_cuda_gemm_run(m->blas, &g, s, &err)"));   /* the block GEMMs stay on cuBLASLt */
   /* sm_90a: BERT's post-norm layernorms in the epilogues of the GEMMs
    * before them (passes/fold_post_norm.c), two a layer; the embeddings'
-   * layernorm stays a row kernel */
+   * layernorm is a row kernel with the sum before it */
   snprintf(p, sizeof p, "%s/bert_cuda-sm90a_bf16/bert.cu", work);
   assert_true(file_has(p, "#include \"kernels/gemm_tma_ln.cuh\""));
   assert_int_equal(sh("test $(grep -c 'if (nnc_cuda_gemm_tma_ln(g, s, &e))' %s) -eq 4", p), 0);
   /* their weights are parameters: copied before the wait for the kernel before (pdl.cuh) */
   assert_int_equal(sh("test $(grep -c '  g.b_fixed = true;   /\\* a weight: its first copies start while the kernel "
                       "before ends \\*/' %s) -eq 4", p), 0);
-  /* below 4096 rows each of them is cuBLASLt and the row kernel in place, the embeddings' layernorm once */
-  assert_int_equal(sh("test $(grep -c 'nnc_cuda_layernorm(' %s) -eq 5", p), 0);
+  /* below 4096 rows each of them is cuBLASLt and the row kernel in place; the embeddings' layernorm is
+   * their sum's row kernel (row_loops) */
+  assert_int_equal(sh("test $(grep -c 'nnc_cuda_layernorm(' %s) -eq 4", p), 0);
   assert_int_equal(sh("test $(grep -c '  if (M < 4096) {   /\\* few rows: cuBLASLt (bias, residual), then the layernorm "
                       "row kernel in place' %s) -eq 4", p), 0);
   assert_true(file_has(p, "linear + add + layernorm"));
@@ -294,7 +295,7 @@ static void test_ops(void **state) {
     return;
   }
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss", "lookup",
-                              "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa"};
+                              "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa", "chains"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
@@ -623,11 +624,23 @@ static void test_vec_loops(void **state) {
   assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 32000, 768);\n"));
   emit_text("models/bert.lua", "bert_vec", p, sizeof p);
   assert_false(file_has(p, "nnc_gather<"));
-  assert_true(file_has(p, "        if (id >= 0 && id < 30522) nnc_vld(x0 + id * 384 + j, g4[u]);\n"));
-  assert_true(file_has(p, "        if (id >= 0 && id < 2) nnc_vld(x2 + id * 384 + j, g6[u]);\n"));
+  /* the lookups, the position row and their sum in the layernorm's row kernel (row_loops): a warp a row */
+  assert_true(file_has(p, "      if (id >= 0 && id < 30522) nnc_vld(x0 + id * 384 + j, g4[u]);\n"));
+  assert_true(file_has(p, "      if (id >= 0 && id < 2) nnc_vld(x2 + id * 384 + j, g6[u]);\n"));
+  assert_true(file_has(p, "embeddings.LayerNorm: embedding + embedding + add + add + layernorm  (kernel 2, row) */\n"));
+  assert_true(file_has(p, "  NNC_ROW(r, lane, rows);   /* a warp a row: a lane holds its vectors of 8 lane, lane + 32, ... */\n"
+                          "  float a4[2][8], g4[2][8], g6[2][8], o[2][8];\n"));
+  assert_true(file_has(p, "      o[u][l] = v10;\n      sum += v10;\n"));
+  assert_true(file_has(p, "    NNC_VEC_FOR(l, 8) o[u][l] = fmaf((o[u][l] - mean) * rstd, gamma[u][l], beta[u][l]);\n"
+                          "    nnc_vst(y + r * 384 + col, o[u]);\n"));
+  assert_false(file_has(p, "embeddings.LayerNorm: layernorm  (kernel"));
+  /* the mean pooling: the product, its sum over T, the division and the f32 cast as one reduce kernel */
+  assert_true(file_has(p, "sentence_embedding: mul + sum + div + cast  (kernel 48, reduce) */\n"));
+  assert_true(file_has(p, "  const int len = (int)(d->T), inner = 384, tiles = (inner / 8 + 7) / 8;\n"));
+  assert_true(file_has(p, "    if (step < h) NNC_VEC_FOR(l, 8) part[NNC_THREAD][l] += part[NNC_THREAD + h * 8][l];\n"));
+  assert_true(file_has(p, "    const float v265 = (v263 / a2[u]);   /* bert.lua:74 div */\n"));
   assert_false(file_has(p, "    const int id = ids[e / C];\n"));
   assert_true(file_has(p, "  const int len = d->T, inner = 384 / 8, in_len = 512, start = 0;   /* inner: vectors */\n"));
-  assert_true(file_has(p, "    float a4[NNC_UNROLL][8], g4[NNC_UNROLL][8], g6[NNC_UNROLL][8];\n"));
   assert_true(file_has(p, " + a4[u][l]);   /* bert.lua:37 add */\n"));
   /* the mask's value of the row, once a vector */
   assert_true(file_has(p, "    float a0[NNC_UNROLL][8], a1[NNC_UNROLL];\n"));

@@ -725,7 +725,7 @@ static void test_ops(void **state) {
     return;
   }
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss", "lookup",
-                              "matmul", "norms", "attention", "conv", "layout", "recurrent", "rope", "gqa"};
+                              "matmul", "norms", "attention", "conv", "layout", "recurrent", "rope", "gqa", "chains"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], path[512];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);
@@ -862,7 +862,7 @@ static void narrow_models(const char *precision) {
 /* Every op family of tests/ops/ with storage precision. */
 static void narrow_ops(const char *precision) {
   static const char *ops[] = {"elementwise", "masks", "softmax_axis", "reduce", "move", "embedding_loss", "lookup",
-                              "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa"};
+                              "matmul", "norms", "attention", "conv", "recurrent", "rope", "gqa", "chains"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     char model[128], dir[128];
     snprintf(model, sizeof model, "tests/ops/%s.lua", ops[i]);

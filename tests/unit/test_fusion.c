@@ -1029,6 +1029,76 @@ static void test_gather_in_loop(void **state) {
   }
 }
 
+/* A layernorm whose input a chain alone computes takes the chain into its
+ * row kernel (row_loops); a chain that also feeds something else, or rows
+ * longer than NNC_ROW_LOOP_COLS, do not. A sum takes the chain before it
+ * and the ops after it (reduce_loops), but not an op that broadcasts its
+ * result back up (x - mean(x)). */
+static void test_row_and_reduce_chains(void **state) {
+  (void)state;
+  for (int on = 0; on < 2; on++) {
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 3), T = sym(&b, "T", 9);
+    int ids = input(&b, "ids", NNC_I32, 2, (nnc_dim[]){S(B), S(T)});
+    int wte = param(&b, "wte", 2, (nnc_dim[]){K(29), K(24)});
+    int x = input(&b, "x", NNC_F32, 3, (nnc_dim[]){S(B), S(T), K(24)});
+    int g = param(&b, "g", 1, (nnc_dim[]){K(24)}), be = param(&b, "be", 1, (nnc_dim[]){K(24)});
+    int w = out0(&b, node(&b, NNC_OP_EMBEDDING, 2, (int[]){wte, ids}, NULL, 1, 0, NULL));
+    int sum = op2(&b, NNC_OP_ADD, w, ops(&b, NNC_OP_MUL_S, x, 2.0));
+    int ln = layernorm(&b, sum, g, be, 1e-5);
+    int shared = op1(&b, NNC_OP_RELU, x);   /* read by the norm and by the output below */
+    int rms = rmsnorm(&b, shared, g, 1e-6);
+    int m = input(&b, "m", NNC_F32, 3, (nnc_dim[]){S(B), S(T), K(1)});
+    nnc_attrs ax = {.axis = 1};
+    int num = out0(&b, node(&b, NNC_OP_SUM, 1, (int[]){op2(&b, NNC_OP_MUL, ln, m)}, &ax, 1, 0, NULL));
+    int den = out0(&b, node(&b, NNC_OP_SUM, 1, &m, &ax, 1, 0, NULL));
+    int pooled = op1(&b, NNC_OP_NEG, op2(&b, NNC_OP_DIV, num, den));
+    nnc_attrs keep = {.axis = 2, .keepdim = true};
+    int mu = out0(&b, node(&b, NNC_OP_MEAN, 1, &x, &keep, 1, 0, NULL));
+    int centred = op2(&b, NNC_OP_SUB, x, mu);
+    output(&b, "ln", ln);
+    output(&b, "rms", rms);
+    output(&b, "shared", shared);
+    output(&b, "pooled", pooled);
+    output(&b, "centred", centred);
+    nnc_error err = {0};
+    nnc_compile_opts co = {.gather_loops = on, .row_loops = on, .reduce_loops = on};
+    nnc_schedule_init(&s, &b.g);
+    if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+    check_structure(&s);
+    const nnc_kernel *k = kernel_of_tensor(&s, ln);
+    assert_int_equal(k->kind, NNC_KERNEL_ROW);
+    assert_int_equal(k->nnodes, on ? 4 : 1);   /* embedding, mul_scalar, add, layernorm */
+    assert_int_equal(kernel_of_tensor(&s, sum) == k, on);
+    assert_int_equal(kernel_of_tensor(&s, rms)->nnodes, 1);
+    const nnc_kernel *r = kernel_of_tensor(&s, pooled);
+    assert_int_equal(r->kind, on ? NNC_KERNEL_REDUCE : NNC_KERNEL_ELEMENTWISE);
+    assert_int_equal(kernel_of_tensor(&s, num) == r, on);
+    if (on) assert_int_equal(r->nnodes, 4);   /* mul, sum, div, neg; the other sum is its input */
+    assert_int_equal(kernel_of_tensor(&s, den)->nnodes, 1);
+    assert_int_equal(kernel_of_tensor(&s, mu)->nnodes, 1);   /* centred broadcasts it back: its own kernel */
+    check_equivalent(&s, 5);
+    done(&b, &s);
+  }
+  /* rows longer than a warp holds stay a row kernel of their own */
+  tb b;
+  nnc_schedule s;
+  tb_init(&b);
+  int x = input(&b, "x", NNC_F32, 2, (nnc_dim[]){K(3), K(NNC_ROW_LOOP_COLS + 8)});
+  int g = param(&b, "g", 1, (nnc_dim[]){K(NNC_ROW_LOOP_COLS + 8)});
+  int y = rmsnorm(&b, op1(&b, NNC_OP_RELU, x), g, 1e-6);
+  output(&b, "y", y);
+  nnc_error err = {0};
+  nnc_compile_opts co = {.row_loops = true};
+  nnc_schedule_init(&s, &b.g);
+  if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+  assert_int_equal(kernel_of_tensor(&s, y)->nnodes, 1);
+  check_equivalent(&s, 2);
+  done(&b, &s);
+}
+
 /* ---------------------------------------------------------------- singles */
 
 static void test_single_kernels(void **state) {
@@ -1199,6 +1269,7 @@ int main(void) {
     cmocka_unit_test(test_elementwise_square_and_long),
     cmocka_unit_test(test_elementwise_many_inputs),
     cmocka_unit_test(test_gather_in_loop),
+    cmocka_unit_test(test_row_and_reduce_chains),
     cmocka_unit_test(test_single_kernels),
     cmocka_unit_test(test_dead_nodes),
     cmocka_unit_test(test_block_pipeline),
