@@ -287,13 +287,14 @@ nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err
     snprintf(vfor, sizeof vfor, "NNC_VEC_FOR(l, %d) ", V);
     vf = vfor;
   }
-  const char *me = V ? "part[NNC_THREAD][l]" : "part[NNC_THREAD]";
+  /* part[l][thread]: neighbouring threads on neighbouring doubles, no bank conflicts */
+  const char *me = V ? "part[l][NNC_THREAD]" : "part[NNC_THREAD]";
   char other[48], pair[400];
-  snprintf(other, sizeof other, V ? "part[NNC_THREAD + h * %d][l]" : "part[NNC_THREAD + h * %d]", CW);
+  snprintf(other, sizeof other, V ? "part[l][NNC_THREAD + h * %d]" : "part[NNC_THREAD + h * %d]", CW);
   if (max) snprintf(pair, sizeof pair, "%s = isnan(%s) || %s > %s ? %s : %s", me, other, other, me, other, me);
   else snprintf(pair, sizeof pair, "%s += %s", me, other);
-  nnc_sb_printf(&body, "  NNC_SHARED double part[%d]%s;   /* each thread's partial%s */\n", REDUCE_THREADS,
-                V ? (V == 8 ? "[8]" : V == 4 ? "[4]" : "[2]") : "", V ? "s" : "");
+  if (V) nnc_sb_printf(&body, "  NNC_SHARED double part[%d][%d];   /* each thread's partials */\n", V, REDUCE_THREADS);
+  else nnc_sb_printf(&body, "  NNC_SHARED double part[%d];   /* each thread's partial */\n", REDUCE_THREADS);
   nnc_sb_printf(&body, "  %s%s = %s;\n  NNC_SYNC();\n", vf, me, acc_l);
   nnc_sb_printf(&body, "  for (int h = %d; h > 0; h /= 2) {   /* the partials of rows step and step + h */\n"
                        "    if (step < h) %s%s;\n    NNC_SYNC();\n  }\n", RS / 2, vf, pair);
@@ -326,7 +327,7 @@ nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err
   }
   nnc_sb_printf(&body, V ? "  NNC_VEC_FOR(l, %d) {\n" : "  {\n", V);
   nnc_sb_puts(&body, first);
-  snprintf(ev, sizeof ev, "%s%s", V ? "part[NNC_THREAD][l]" : "part[NNC_THREAD]",
+  snprintf(ev, sizeof ev, "%s%s", V ? "part[l][NNC_THREAD]" : "part[NNC_THREAD]",
            rn->op == NNC_OP_MEAN ? " / (double)len" : "");
   nnc_sb_printf(&body, "    const float v%d = (float)(%s);   /* %s %s */\n", R, ev, ec_where(rn->loc, where, sizeof where),
                 nnc_op_info_of(rn->op)->name);

@@ -637,7 +637,7 @@ static void test_vec_loops(void **state) {
   /* the mean pooling: the product, its sum over T, the division and the f32 cast as one reduce kernel */
   assert_true(file_has(p, "sentence_embedding: mul + sum + div + cast  (kernel 48, reduce) */\n"));
   assert_true(file_has(p, "  const int len = (int)(d->T), inner = 384, tiles = (inner / 8 + 7) / 8;\n"));
-  assert_true(file_has(p, "    if (step < h) NNC_VEC_FOR(l, 8) part[NNC_THREAD][l] += part[NNC_THREAD + h * 8][l];\n"));
+  assert_true(file_has(p, "    if (step < h) NNC_VEC_FOR(l, 8) part[l][NNC_THREAD] += part[l][NNC_THREAD + h * 8];\n"));
   assert_true(file_has(p, "    const float v265 = (v263 / a2[u]);   /* bert.lua:74 div */\n"));
   assert_false(file_has(p, "    const int id = ids[e / C];\n"));
   assert_true(file_has(p, "  const int len = d->T, inner = 384 / 8, in_len = 512, start = 0;   /* inner: vectors */\n"));
