@@ -511,7 +511,8 @@ static bool match_row_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *r = node_of(c, anchor);
   if (!c->row_loops || (r->op != NNC_OP_LAYERNORM && r->op != NNC_OP_RMSNORM)) return false;
   const nnc_tensor *x = tensor_of(c, r->in[0]);
-  if (x->rank == 0 || !nnc_dim_is_const(x->shape[x->rank - 1]) || x->shape[x->rank - 1].k > NNC_ROW_LOOP_COLS ||
+  if (x->rank == 0 || !nnc_dim_is_const(x->shape[x->rank - 1]) || x->shape[x->rank - 1].k < 1 ||
+      x->shape[x->rank - 1].k > NNC_ROW_LOOP_COLS ||
       !float_type(x->dtype) || !float_type(tensor_of(c, r->out[0])->dtype))
     return false;
   int p = foldable_producer(c, r->in[0]);
