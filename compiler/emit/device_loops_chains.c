@@ -47,26 +47,24 @@ static nnc_kernel part_of(const nnc_kernel *k, int first, int count, int out) {
   return v;
 }
 
-/* V for chain c, or 0 where an operand it reads as vectors (or y, when
- * y_vec) is a caller's buffer, whose alignment only a run can test, or
- * where the chain reads coordinates that a vector's elements do not share. */
-static int chain_vec(const ec_loop_target *lt, const nnc_kernel *c, int y, bool y_vec, bool *plain, bool *as_mask,
-                     bool *scalar) {
+/* dl_chain_vec's V for chain c, or 0 where an operand it reads as vectors
+ * (or y, when y_vec) is a caller's buffer, whose alignment only a run can
+ * test (the elementwise loops test it; these kernels go element by element). */
+static int chain_vec(const ec_loop_target *lt, const nnc_kernel *c, int y, bool y_vec, const bool *plain,
+                     const bool *as_mask, const bool *table, bool *scalar) {
   const ec_ctx *x = lt->x;
-  bool table[NNC_MAX_IO] = {false};
   int V = dl_chain_vec(lt, c, plain, as_mask, table, scalar);
   for (int q = 0; V && q < c->nin; q++)
     if ((plain[q] || table[q]) && !scalar[q] && dl_placed16(x, c->in[q]) == 0) V = 0;
   if (V && y_vec && dl_placed16(x, y) != 1) V = 0;
-  if (V) {
-    nnc_sb ops;
-    nnc_sb_init(&ops);
-    char last[32];
-    dl_chain_ops(lt, c, 0, scalar, &ops, last);
-    if (dl_reads_coords(x, c->out[0], ops.buf)) V = 0;
-    nnc_sb_free(&ops);
-  }
   return V;
+}
+
+/* A lane's first column of slot u: `lane + u * 32`, times V when V > 0. */
+static const char *slot_col(int V, char *buf, size_t n) {
+  if (V) snprintf(buf, n, "(lane + u * 32) * %d", V);
+  else snprintf(buf, n, "lane + u * 32");
+  return buf;
 }
 
 /* The pointers x<q> to every input and y to the output. */
@@ -95,7 +93,7 @@ nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err) {
   bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, scalar[NNC_MAX_IO] = {false};
   bool table[NNC_MAX_IO] = {false};
   dl_operand_uses(x, &c, plain, as_mask, table);
-  const int V = chain_vec(lt, &c, nm->out[0], true, plain, as_mask, scalar);
+  const int V = chain_vec(lt, &c, nm->out[0], true, plain, as_mask, table, scalar);
   const long long C = row->shape[row->rank - 1].k, W = V ? V : 1, U = (C / W + 31) / 32;
   const bool ln = nm->op == NNC_OP_LAYERNORM;
   const int qg = nnc_kernel_input(k, nm->in[1]), qb = ln ? nnc_kernel_input(k, nm->in[2]) : -1;
@@ -115,9 +113,9 @@ nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err) {
   nnc_sb_printf(&body, "  float %s%so[%lld]", arrays, arrays[0] ? ", " : "", U);
   if (V) nnc_sb_printf(&body, "[%d]", V);
   nnc_sb_printf(&body, ";\n");
-  char item[200], head[120];
-  snprintf(head, sizeof head, "    const int col = %slane + u * 32%s;\n    if (col >= %lld) break;\n",
-           V ? "(" : "", V ? (V == 8 ? ") * 8" : V == 4 ? ") * 4" : ") * 2") : "", C);
+  char item[200], head[120], sc[40];
+  slot_col(V, sc, sizeof sc);
+  snprintf(head, sizeof head, "    const int col = %s;\n    if (col >= %lld) break;\n", sc, C);
   snprintf(item, sizeof item, "%s    const int e = r * %lld + col;   /* the %s element */\n", head, C,
            V ? "vector's first" : "row's");
   if (loads.buf) {
@@ -164,16 +162,15 @@ nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err) {
                 ec_where(nm->loc, where, sizeof where), nnc_op_info_of(nm->op)->name);
   if (ln) {
     nnc_sb_printf(&body, "  const float mean = nnc_row_sum(sum) / %lld.0f;\n  float sq = 0.0f;\n"
-                         "  NNC_SLOT_FOR(u, %lld) {\n    if ((lane + u * 32) * %lld >= %lld) break;\n"
+                         "  NNC_SLOT_FOR(u, %lld) {\n    if (%s >= %lld) break;\n"
                          "    %ssq = fmaf(%s - mean, %s - mean, sq);\n  }\n"
                          "  const float rstd = rsqrtf(nnc_row_sum(sq) / %lld.0f + %s);\n",
-                  C, U, W, C, vec_for, ov, ov, C, ec_literal(nm->attrs.eps, false, lit, sizeof lit));
+                  C, U, sc, C, vec_for, ov, ov, C, ec_literal(nm->attrs.eps, false, lit, sizeof lit));
   } else {
     nnc_sb_printf(&body, "  const float rstd = rsqrtf(nnc_row_sum(sum) / %lld.0f + %s);\n", C,
                   ec_literal(nm->attrs.eps, false, lit, sizeof lit));
   }
-  nnc_sb_printf(&body, "  NNC_SLOT_FOR(u, %lld) {\n    const int col = %slane + u * 32%s;\n    if (col >= %lld) break;\n",
-                U, V ? "(" : "", V ? (V == 8 ? ") * 8" : V == 4 ? ") * 4" : ") * 2") : "", C);
+  nnc_sb_printf(&body, "  NNC_SLOT_FOR(u, %lld) {\n%s", U, head);
   char yst[ACCESS * 2], v[160];
   if (V) {
     nnc_sb_printf(&body, ln ? "    NNC_VEC_FOR(l, %d) o[u][l] = fmaf((o[u][l] - mean) * rstd, gamma[u][l], beta[u][l]);\n"
@@ -229,7 +226,7 @@ nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err
   ec_dims_product(x, X, axis + 1, rank, inner, sizeof inner);
   const bool cinner = !strstr(inner, "d->");
   const long long in_k = cinner ? strtoll(inner, NULL, 10) : 0;
-  int V = axis < rank - 1 ? chain_vec(lt, &pro, X, false, plain, as_mask, scalar) : 0;
+  int V = axis < rank - 1 ? chain_vec(lt, &pro, X, false, plain, as_mask, table, scalar) : 0;
   if (V && (!cinner || in_k % V)) V = 0;
   /* 8 lanes of 16-byte vectors (a 128-byte line a row) and 32 rows a step: BERT's pooling (32 x 384
    * bf16 columns over 128 rows) took 9.3 us as 32 x 32 lanes (64 blocks, 8 rows a step) */

@@ -67,10 +67,11 @@ void dl_operand_uses(const ec_ctx *x, const nnc_kernel *k, bool *plain, bool *as
  * throughout (i32 chains compute in double); the output's last dim a
  * constant multiple of V; and each operand either with that last dim, read
  * as vectors (its rows are whole vectors, so a broadcast along leading axes
- * keeps them aligned), or broadcast along it: scalar[q], one value a vector.
+ * keeps them aligned), or broadcast along it: scalar[q], one value a vector;
+ * and a chain that reads no coordinates (a vector's elements share them).
  * 0: an element at a time. */
 int dl_chain_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plain, const bool *as_mask,
-                           const bool *table, bool *scalar) {
+                 const bool *table, bool *scalar) {
   const ec_ctx *x = lt->x;
   const nnc_graph *g = x->g;
   const nnc_tensor *o = &g->tensors[k->out[0]];
@@ -89,7 +90,15 @@ int dl_chain_vec(const ec_loop_target *lt, const nnc_kernel *k, const bool *plai
     if (nnc_dtype_size(t->dtype) < es) es = nnc_dtype_size(t->dtype);
   }
   const nnc_dim c = o->shape[o->rank - 1];
-  return nnc_dim_is_const(c) && c.k % (16 / es) == 0 ? 16 / es : 0;
+  if (!nnc_dim_is_const(c) || c.k % (16 / es)) return 0;
+  /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
+  nnc_sb ops;
+  nnc_sb_init(&ops);
+  char last[32];
+  dl_chain_ops(lt, k, 0, scalar, &ops, last);
+  bool coords = dl_reads_coords(x, k->out[0], ops.buf);
+  nnc_sb_free(&ops);
+  return coords ? 0 : 16 / es;
 }
 
 /* The chain of kernel k for work-item step u into ops: each node's value
@@ -274,15 +283,6 @@ nnc_status dl_emit_elementwise(const ec_loop_target *lt, int ki, nnc_error *err)
   bool scalar[NNC_MAX_IO] = {false};
   dl_operand_uses(x, k, plain, as_mask, table);
   int V = dl_chain_vec(lt, k, plain, as_mask, table, scalar);
-  if (V) {
-    /* the vector's elements share their coordinates: a chain that reads them (a mask) goes element by element */
-    nnc_sb ops;
-    nnc_sb_init(&ops);
-    char last[32];
-    dl_chain_ops(lt, k, 0, scalar, &ops, last);
-    if (dl_reads_coords(x, out, ops.buf)) V = 0;
-    nnc_sb_free(&ops);
-  }
   nnc_sb body;
   nnc_sb_init(&body);
   char name[16], n_expr[EXPR], items[EXPR + 48], callers[NNC_MAX_IO * 8 + 8] = "";

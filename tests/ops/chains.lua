@@ -11,6 +11,7 @@ local mask = input("mask", i32, { B, T })
 local x = input("x", f32, { B, T, 136 })
 local y = input("y", f32, { B, T, 37 })
 output("ln_chain", layernorm(embedding(ids, param("table", { 50, 136 })) + x * 2, param("ln")))
+output("ln_input_table", layernorm(embedding(ids, input("tab", f32, { 50, 24 })) + 1, param("ln3")) * 2)
 output("rms_chain", rmsnorm(y * y + 1, param("rms"), { eps = 1e-5 }))
 local m = cast(mask, f32):reshape { B, T, 1 }
 output("pooled", sum(x * m, 2) / sum(m, 2))
