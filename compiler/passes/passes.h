@@ -297,6 +297,12 @@ nnc_status nnc_pass_hoist_weights(nnc_schedule *s, nnc_error *err);
 nnc_status nnc_pass_join_weights(nnc_schedule *s, int *joined, nnc_error *err);
 /* k is such a view: its output is its inputs, laid out in order. */
 bool nnc_kernel_is_joined_view(const nnc_kernel *k);
+
+/* Slices that keep the first rows of their input (slice_view.c: start 0,
+ * every axis before the sliced one of size 1, not a graph output) become
+ * views of it: the position table's first T rows read in place. *viewed
+ * (may be NULL) counts them. Runs after fusion, before memory planning. */
+nnc_status nnc_pass_slice_view(nnc_schedule *s, int *viewed, nnc_error *err);
 /* The order the emitters lay out the weights in (order[j]: the index in
  * g->params of the j-th): declaration order, except that the members of a
  * joined view follow each other, in its order, where the first declared of

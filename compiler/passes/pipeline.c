@@ -23,6 +23,7 @@ nnc_status nnc_compile_graph_for(nnc_graph *g, const nnc_compile_opts *o, nnc_sc
   if (!st && o && o->gemm_post_norm > 0) st = nnc_pass_fold_post_norm(s, o->gemm_post_norm, err);
   if (!st && o && o->hoist_weights) st = nnc_pass_hoist_weights(s, err);
   if (!st && o && o->hoist_weights) st = nnc_pass_join_weights(s, NULL, err);
+  if (!st) st = nnc_pass_slice_view(s, NULL, err);
   if (!st) st = nnc_pass_memplan(s, err);
   return st;
 }

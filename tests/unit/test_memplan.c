@@ -299,6 +299,54 @@ static void test_views(void **state) {
   done(&b, &s);
 }
 
+static int slice(tb *b, int x, int axis, nnc_dim start, nnc_dim stop) {
+  nnc_attrs a = {.axis = axis, .start = start, .stop = stop};
+  return node(b, NNC_OP_SLICE, 1, &x, &a, 0, NULL);
+}
+
+/* A slice that keeps its input's first bytes (start 0, the axes before it
+ * of size 1) becomes a view (slice_view.c): the position table's first T
+ * rows, a slice of a [1, 7, 5] value along axis 1; one that starts later,
+ * one with a longer axis in front and one the caller receives stay copies. */
+static void test_prefix_slices(void **state) {
+  (void)state;
+  tb b;
+  nnc_schedule s;
+  nnc_error err = {0};
+  tb_init(&b);
+  int T = sym(&b, "T", 7);
+  int table = param(&b, "wpe", 2, (nnc_dim[]){K(9), K(5)});
+  int x = input(&b, "x", 2, (nnc_dim[]){S(T), K(5)});
+  int z = input(&b, "z", 3, (nnc_dim[]){K(1), K(7), K(5)});
+  int w = input(&b, "w", 2, (nnc_dim[]){K(2), K(7)});
+  int rows = slice(&b, table, 0, K(0), S(T));
+  int later = slice(&b, table, 0, K(2), K(7));
+  int zs = slice(&b, op1(&b, NNC_OP_EXP, z), 1, K(0), K(3));
+  int ws = slice(&b, w, 1, K(0), K(3));
+  int out = slice(&b, table, 0, K(0), K(4));
+  output(&b, "y", op2(&b, NNC_OP_ADD, x, rows));
+  output(&b, "later", op1(&b, NNC_OP_NEG, later));
+  output(&b, "zs", op1(&b, NNC_OP_NEG, zs));
+  output(&b, "ws", op1(&b, NNC_OP_NEG, ws));
+  output(&b, "out", out);
+  nnc_schedule_init(&s, &b.g);
+  if (nnc_pass_fuse(&b.g, NULL, &s, &err)) fail_msg("fuse: %s", err.msg);
+  int viewed = -1;
+  if (nnc_pass_slice_view(&s, &viewed, &err)) fail_msg("slice_view: %s", err.msg);
+  if (nnc_pass_memplan(&s, &err)) fail_msg("memplan: %s", err.msg);
+  check_plan(&s);
+  assert_int_equal(viewed, 2);
+  assert_int_equal(s.plan.buf[rows].storage, NNC_STORE_ALIAS);
+  assert_int_equal(s.plan.buf[rows].alias_of, table);
+  assert_int_equal(s.plan.buf[zs].storage, NNC_STORE_ALIAS);
+  assert_int_equal(s.plan.buf[zs].alias_of, b.g.nodes[b.g.tensors[zs].producer].in[0]);
+  assert_int_equal(s.plan.buf[later].storage, NNC_STORE_ARENA);
+  assert_int_equal(s.plan.buf[ws].storage, NNC_STORE_ARENA);
+  assert_int_equal(s.plan.buf[out].storage, NNC_STORE_USER);
+  assert_int_equal(s.k[s.kernel_of_node[b.g.tensors[out].producer]].kind, NNC_KERNEL_MOVE);
+  done(&b, &s);
+}
+
 /* Sizes at the symbols' maxima; values inside a fused kernel take no memory;
  * an f16 tensor is 2 bytes an element. */
 static void test_sizes_and_internal(void **state) {
@@ -400,6 +448,7 @@ int main(void) {
     cmocka_unit_test(test_chain_two_slots),
     cmocka_unit_test(test_no_in_place),
     cmocka_unit_test(test_views),
+    cmocka_unit_test(test_prefix_slices),
     cmocka_unit_test(test_sizes_and_internal),
     cmocka_unit_test(test_empty_arena),
     cmocka_unit_test(test_random_graphs),
