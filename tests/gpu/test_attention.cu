@@ -82,6 +82,14 @@ static const tcase CASES[] = {
     {"d32_masked_keys_inf", 3, 5, 70, 70, 32, 32, 0, MASK_INF_K, CONTIG, true, true},
     {"d64_masked_keys_inf_causal", 2, 3, 77, 77, 64, 64, 1, MASK_INF_K, CONTIG, false, true},
     {"d32_T65_S1_causal", 3, 5, 65, 1, 32, 32, 1, NO_MASK, CONTIG, false, true},
+    /* D = 32 (BERT's head width) at more shapes: causal with T != S, odd S on the tile edge, more blocks
+     * than a wave of six an SM, fused and padded rows, grouped heads, a broadcast mask */
+    {"d32_T100_S77_causal_mask", 3, 5, 100, 77, 32, 32, 1, MASK, CONTIG, true, true},
+    {"d32_T300_S128_fused_qkv", 7, 12, 300, 128, 32, 32, 0, NO_MASK, FUSED_QKV, false, true},
+    {"d32_B40_T128_S127_pad8_mask", 40, 12, 128, 127, 32, 32, 0, MASK, PAD8, false, true},
+    {"d32_gqa_T33_S65_causal_mask", 3, 6, 33, 65, 32, 32, 1, MASK, GQA3, true, true},
+    {"d32_bcast_T17_S64_mask", 3, 5, 17, 64, 32, 32, 0, MASK_BCAST, BCAST, false, true},
+    {"d32_T129_S129_mask", 3, 5, 129, 129, 32, 32, 0, MASK, CONTIG, false, true},
     {"d64_S0", 2, 3, 5, 0, 64, 64, 0, NO_MASK, CONTIG, false, true},
     {"d64_T517_causal", 2, 3, 517, 517, 64, 64, 1, NO_MASK, CONTIG, false, true},
     {"d64_T300_S257_pad8_mask", 2, 3, 300, 257, 64, 64, 0, MASK, PAD8, false, true},
