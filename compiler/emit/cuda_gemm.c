@@ -601,7 +601,7 @@ static void emit_post_call(const ec_ctx *x, int ki, const gemm_plan *p, const ch
     if (d->residual >= 0 && !d->act_last) ec_ptr(x, d->residual, pr, sizeof pr);
     if (d->aux_kind != NNC_AUX_NONE) ec_ptr(x, d->aux, pr, sizeof pr);
     nnc_sb_printf(body, "  const long long n = (long long)M * N%s;\n"
-                        "  %s_post<<<nnc_map_blocks<%s>(n), NNC_LOOP_THREADS, 0, s>>>(%s, %s, n);\n"
+                        "  nnc_pdl::launch(%s_post, nnc_map_blocks<%s>(n), NNC_LOOP_THREADS, 0, s, %s, %s, n);\n"
                         "  return launched(m, %d);\n", times(batch, bi, sizeof bi), name, cu_stype(x, d->out),
                   ec_ptr(x, d->out, pout, sizeof pout), pr, ki);
   } else if (!p->pad_n) {

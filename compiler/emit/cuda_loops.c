@@ -19,6 +19,11 @@ static void pointer(void *self, nnc_sb *b, const char *cnst, const char *name, i
   ec_assign(x, b, 2, lhs, t);
 }
 
+/* Each loop kernel is launched early (kernels/pdl.cuh): its blocks may be
+ * placed while the kernel before it ends, and wait for it first. */
+static const char WAIT[] = "  nnc_pdl::wait();   /* launched early: the kernel before it may still run (kernels/pdl.cuh) */\n"
+                           "  nnc_pdl::let_next_start();\n";
+
 /* The __global__ k<ki>_kernel with body, then k<ki>, which launches it over
  * n elements on stream s; frees body. */
 static void finish(void *self, int ki, const char *n, nnc_sb *body) {
@@ -27,11 +32,11 @@ static void finish(void *self, int ki, const char *n, nnc_sb *body) {
   nnc_sb *b = l->out;
   char head[160];
   snprintf(head, sizeof head, "__global__ void k%d_kernel(const run_args c)", ki);
-  ec_emit_function(x, b, head, NULL, "&c.d", body);
+  ec_emit_function(x, b, head, WAIT, "&c.d", body);
   nnc_sb call;
   nnc_sb_init(&call);
   nnc_sb_printf(&call, "  const int n = %s;\n  if (n == 0) return 0;\n"
-                       "  k%d_kernel<<<nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s>>>(c);\n"
+                       "  nnc_pdl::launch(k%d_kernel, nnc_loop_blocks(n), NNC_LOOP_THREADS, 0, s, c);\n"
                        "  return launched(m, %d);\n", n, ki, ki);
   snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
   ec_emit_function(x, b, head, NULL, "&c.d", &call);
@@ -44,11 +49,11 @@ static void finish_grid(void *self, int ki, const char *blocks, const char *thre
   nnc_sb *b = l->out;
   char head[160];
   snprintf(head, sizeof head, "__global__ void __launch_bounds__(%s) k%d_kernel(const run_args c)", threads, ki);
-  ec_emit_function(x, b, head, NULL, "&c.d", body);
+  ec_emit_function(x, b, head, WAIT, "&c.d", body);
   nnc_sb call;
   nnc_sb_init(&call);
   nnc_sb_printf(&call, "  const int blocks = %s;\n  if (blocks == 0) return 0;\n"
-                       "  k%d_kernel<<<blocks, %s, 0, s>>>(c);\n"
+                       "  nnc_pdl::launch(k%d_kernel, blocks, %s, 0, s, c);\n"
                        "  return launched(m, %d);\n", blocks, ki, threads, ki);
   snprintf(head, sizeof head, "static int k%d(%s_model *m, const run_args &c, cudaStream_t s)", ki, x->p);
   ec_emit_function(x, b, head, NULL, "&c.d", &call);

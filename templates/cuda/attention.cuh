@@ -210,7 +210,7 @@ nnc_cuda_status nnc_cuda_attention_mma(const nnc_cuda_attn_args<T> &a, cudaStrea
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, raised, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
-  kernel<<<grid, WARPS * 32, smem, stream>>>(a);
+  nnc_pdl::launch(kernel, grid, WARPS * 32, smem, stream, a); /* it waits for the kernel before (pdl.cuh) */
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
 
@@ -240,7 +240,7 @@ nnc_cuda_status nnc_cuda_attention_wgmma(const nnc_cuda_attn_args<T> &a, cudaStr
   nnc_cuda_status st = nnc_attn::allow_smem(kernel, smem, raised, err);
   if (st != NNC_CUDA_OK) return st;
   const dim3 grid = nnc_attn::grid_of(a.T, BQ, a.heads, a.batch);
-  kernel<<<grid, NWG * 128, smem, stream>>>(p);
+  nnc_pdl::launch(kernel, grid, NWG * 128, smem, stream, p); /* it waits for the kernel before (pdl.cuh) */
   return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
 }
 

@@ -48,6 +48,7 @@ template <typename T, int D, int BQ, int BK, int WARPS, int MINB, typename Ops>
 __global__ void __launch_bounds__(WARPS * 32, MINB) nnc_attn_mma_kernel(const nnc_cuda_attn_args<T> a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using namespace nnc_attn;
+  nnc_pdl::wait();           /* launched early (pdl.cuh): the kernel before it may still run */
   nnc_pdl::let_next_start(); /* a GEMM after it may start its own setup (pdl.cuh) */
   constexpr int NTHREADS = WARPS * 32;
   constexpr int MT = BQ / (16 * WARPS); /* m16 tiles per warp */

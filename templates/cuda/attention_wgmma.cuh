@@ -354,6 +354,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   using Block = wg_block<T, D, BK, NWG, STAGES, STAGES + 1>;
   extern __shared__ __align__(16) unsigned char nnc_attn_wg_smem[];
   const Block k(p.a, nnc_attn_wg_smem);
+  nnc_pdl::wait();           /* launched early (pdl.cuh): the kernel before it may still run */
   nnc_pdl::let_next_start(); /* a GEMM after it may start its own setup (pdl.cuh) */
 
   if (threadIdx.x == 0) {

@@ -11,6 +11,7 @@
 #define NNC_CUDA_LOOPS_CUH
 
 #include "nnc_cuda.cuh"
+#include "pdl.cuh"
 
 __device__ __forceinline__ float nnc_ld(float v) { return v; }
 __device__ __forceinline__ float nnc_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -129,9 +130,13 @@ template <typename... P> __host__ __device__ __forceinline__ bool nnc_aligned16(
  * takes alike; else an element at a time); the last n % V elements go to
  * the first threads. On an H200, BERT's erf-GELU over 4096 x 1536 bf16 took
  * 20.7 us (ncu) an element at a time: 1.2 TB/s. nnc_map_blocks gives the
- * grid: a thread a vector up to its cap of blocks, NNC_UNROLL past it. */
+ * grid: a thread a vector up to its cap of blocks, NNC_UNROLL past it. It
+ * may be launched early (nnc_pdl::launch): it waits for the kernels before
+ * it first. */
 template <bool READ_Y = true, typename T, typename F>
 __device__ __forceinline__ void nnc_map(T *y, const T *x, long long n, F f) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the GEMM before it may still run */
+  nnc_pdl::let_next_start();
   using W = nnc_vec<T>;
   constexpr int V = W::V;
   const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;

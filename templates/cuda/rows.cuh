@@ -213,6 +213,7 @@ template <class Op, int TPR, int VPT, int ROWS>
 __global__ void __launch_bounds__(TPR *ROWS) nnc_rows_kernel(const typename Op::args a) {
   static_assert(TPR <= 32 || ROWS == 1, "a block-wide row needs the whole block");
   __shared__ float smem[TPR > 32 ? TPR / 32 : 1];
+  nnc_pdl::wait();           /* launched early (pdl.cuh): the kernel before it may still run */
   nnc_pdl::let_next_start(); /* a GEMM after it may start its own setup (pdl.cuh) */
   const long row = (long)blockIdx.x * ROWS + threadIdx.x / TPR;
   Op::template row<TPR, VPT>(a, row, (int)(threadIdx.x % TPR), smem);
@@ -221,6 +222,7 @@ __global__ void __launch_bounds__(TPR *ROWS) nnc_rows_kernel(const typename Op::
 template <class Op>
 __global__ void __launch_bounds__(NNC_ROWS_STREAM_THREADS) nnc_rows_stream_kernel(const typename Op::args a) {
   __shared__ float smem[NNC_ROWS_STREAM_THREADS / 32];
+  nnc_pdl::wait(); /* as nnc_rows_kernel */
   nnc_pdl::let_next_start();
   Op::stream(a, (long)blockIdx.x, smem);
 }
@@ -229,7 +231,7 @@ template <class Op, int TPR, int VPT, int ROWS>
 inline bool nnc_rows_try(const nnc_row_config &c, const typename Op::args &a, cudaStream_t s) {
   if (c.tpr != TPR || c.vpt != VPT || c.rows_per_block != ROWS) return false;
   const unsigned blocks = (unsigned)((a.rows + ROWS - 1) / ROWS);
-  nnc_rows_kernel<Op, TPR, VPT, ROWS><<<blocks, TPR * ROWS, 0, s>>>(a);
+  nnc_pdl::launch(nnc_rows_kernel<Op, TPR, VPT, ROWS>, blocks, TPR * ROWS, 0, s, a); /* it waits first (pdl.cuh) */
   return true;
 }
 
@@ -237,7 +239,7 @@ inline bool nnc_rows_try(const nnc_row_config &c, const typename Op::args &a, cu
 template <class Op>
 inline bool nnc_rows_launch(const nnc_row_config &c, const typename Op::args &a, cudaStream_t s) {
   if (c.stream) {
-    nnc_rows_stream_kernel<Op><<<(unsigned)a.rows, NNC_ROWS_STREAM_THREADS, 0, s>>>(a);
+    nnc_pdl::launch(nnc_rows_stream_kernel<Op>, (unsigned)a.rows, NNC_ROWS_STREAM_THREADS, 0, s, a);
     return true;
   }
   return nnc_rows_try<Op, 8, 1, 16>(c, a, s) || nnc_rows_try<Op, 32, 1, 4>(c, a, s) ||
