@@ -8,10 +8,11 @@
  * graphs this hides the gap between two kernels and the first loads'
  * latency (gemm_tma_ln's trace: ~3 us and ~2.6 us of a 13 us GEMM).
  * Launched so: nnc's TMA GEMMs and skinny GEMM, the prefill attention
- * kernels (mma, wgmma), the row kernels (rows.cuh), nnc_map's epilogue
- * kernels and the emitted loop kernels; the last four wait() at their first
- * instruction (nothing to do before it), and still gain the launch: BERT
- * B=32 T=128 -0.9%, GPT-2 B=1 T=128 -1.2% on an H200 (2026-11-30).
+ * kernels (mma, wgmma), the row kernels (rows.cuh), the reductions
+ * (reduce.cuh), nnc_map's epilogue kernels and the emitted loop kernels.
+ * All but the GEMMs wait() at their first instruction (nothing to do
+ * before it) and still gain the launch: BERT B=32 T=128 -0.9%, GPT-2 B=1
+ * T=128 -1.2% on an H200 (2026-11-30).
  *
  * The contract of a kernel launched so:
  * - every thread calls wait() before it reads memory an earlier kernel may

@@ -26,7 +26,8 @@
  *               adds each column's chunks in a fixed order, 8 warps to a
  *               block of 32 columns.
  * Sums are kept in double and every order is fixed: the same bits on every
- * run. A max lets NaN win, as the reference does. */
+ * run. A max lets NaN win, as the reference does. Every kernel is launched
+ * early (pdl.cuh) and waits for the kernel before it first. */
 #ifndef NNC_CUDA_REDUCE_CUH
 #define NNC_CUDA_REDUCE_CUH
 
@@ -51,6 +52,8 @@ template <int OP> __device__ __forceinline__ float nnc_reduce_finish(double acc,
 /* inner == 1: rows of len elements, a warp each. */
 template <class T, class U, int OP>
 __global__ void nnc_reduce_rows(const T *__restrict__ x, U *__restrict__ y, int rows, int len) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the kernel before it may still run */
+  nnc_pdl::let_next_start();
   const int lane = threadIdx.x & 31;
   const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), nwarps = (int)((gridDim.x * blockDim.x) >> 5);
   for (int r = warp; r < rows; r += nwarps) {
@@ -66,6 +69,8 @@ __global__ void nnc_reduce_rows(const T *__restrict__ x, U *__restrict__ y, int 
 #define NNC_REDUCE_SHORT_LEN 16
 template <class T, class U, int OP>
 __global__ void nnc_reduce_short_rows(const T *__restrict__ x, U *__restrict__ y, long long rows, int len) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the kernel before it may still run */
+  nnc_pdl::let_next_start();
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += step) {
     const T *p = x + r * len;
@@ -79,6 +84,8 @@ __global__ void nnc_reduce_short_rows(const T *__restrict__ x, U *__restrict__ y
  * a thread per output, neighbouring threads on neighbouring columns. */
 template <class T, class U, int OP>
 __global__ void nnc_reduce_short_cols(const T *__restrict__ x, U *__restrict__ y, long long outer, int len, int inner) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the kernel before it may still run */
+  nnc_pdl::let_next_start();
   const long long n = outer * inner, step = (long long)gridDim.x * blockDim.x;
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
     const long long o = e / inner, i = e % inner;
@@ -95,6 +102,8 @@ __global__ void nnc_reduce_short_cols(const T *__restrict__ x, U *__restrict__ y
 template <class T, class U, int OP>
 __global__ void __launch_bounds__(32 * NNC_REDUCE_COL_WARPS)
 nnc_reduce_cols(const T *__restrict__ x, U *__restrict__ y, int outer, int len, int inner) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the kernel before it may still run */
+  nnc_pdl::let_next_start();
   __shared__ double part[NNC_REDUCE_COL_WARPS][33];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int tiles = (inner + 31) / 32;
@@ -129,6 +138,8 @@ nnc_reduce_cols(const T *__restrict__ x, U *__restrict__ y, int outer, int len, 
 template <class T, int OP, int VEC>
 __global__ void __launch_bounds__(256)
 nnc_reduce_cols_part(const T *__restrict__ x, double *__restrict__ ws, int len, int inner, int chunks) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the kernel before it may still run */
+  nnc_pdl::let_next_start();
   constexpr int W = 32 * VEC;
   __shared__ double part[8][W];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tiles = (inner + W - 1) / W;
@@ -172,6 +183,8 @@ nnc_reduce_cols_part(const T *__restrict__ x, double *__restrict__ ws, int len, 
 template <class U, int OP>
 __global__ void __launch_bounds__(256)
 nnc_reduce_cols_finish(const double *__restrict__ ws, U *__restrict__ y, int len, int inner, int chunks) {
+  nnc_pdl::wait(); /* launched early (pdl.cuh): the kernel before it may still run */
+  nnc_pdl::let_next_start();
   __shared__ double part[8][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tiles = (inner + 31) / 32;
   const long long o = blockIdx.x / (unsigned)tiles;
@@ -218,24 +231,25 @@ inline nnc_cuda_status nnc_cuda_reduce_op(int outer, int len, int inner, const T
     if (blocks >= (1ll << 31))
       return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_reduce", "outer %d, len %d, inner %d: %lld blocks, expected "
                            "fewer than 2^31", outer, len, inner, blocks);
-    if (vec) nnc_reduce_cols_part<T, OP, VEC><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
-    else nnc_reduce_cols_part<T, OP, 1><<<(unsigned)blocks, 256, 0, s>>>(x, (double *)ws, len, inner, chunks);
+    if (vec) nnc_pdl::launch(nnc_reduce_cols_part<T, OP, VEC>, (unsigned)blocks, 256, 0, s, x, (double *)ws, len, inner, chunks);
+    else nnc_pdl::launch(nnc_reduce_cols_part<T, OP, 1>, (unsigned)blocks, 256, 0, s, x, (double *)ws, len, inner, chunks);
     const long long fb = (long long)outer * ((inner + 31) / 32);
-    nnc_reduce_cols_finish<U, OP><<<(unsigned)fb, 256, 0, s>>>((const double *)ws, y, len, inner, chunks);
+    nnc_pdl::launch(nnc_reduce_cols_finish<U, OP>, (unsigned)fb, 256, 0, s, (const double *)ws, y, len, inner, chunks);
   } else if (inner == 1 && len <= NNC_REDUCE_SHORT_LEN) {
     const long long blocks = ((long long)outer + 255) / 256;
-    nnc_reduce_short_rows<T, U, OP><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 256, 0, s>>>(x, y, outer, len);
+    nnc_pdl::launch(nnc_reduce_short_rows<T, U, OP>, (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 256, 0, s, x, y,
+                    outer, len);
   } else if (len <= NNC_REDUCE_SHORT_LEN) {
     const long long blocks = ((long long)outer * inner + 255) / 256;
-    nnc_reduce_short_cols<T, U, OP><<<(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 256, 0, s>>>(x, y, outer, len,
-                                                                                                      inner);
+    nnc_pdl::launch(nnc_reduce_short_cols<T, U, OP>, (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 256, 0, s, x, y,
+                    outer, len, inner);
   } else if (inner == 1) {
     const long long blocks = ((long long)outer * 32 + 255) / 256;
-    nnc_reduce_rows<T, U, OP><<<(unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(x, y, outer, len);
+    nnc_pdl::launch(nnc_reduce_rows<T, U, OP>, (unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, s, x, y, outer, len);
   } else {
     const long long tiles = (long long)outer * ((inner + 31) / 32);
-    nnc_reduce_cols<T, U, OP><<<(unsigned)(tiles < 65535 ? tiles : 65535), 32 * NNC_REDUCE_COL_WARPS, 0, s>>>(
-      x, y, outer, len, inner);
+    nnc_pdl::launch(nnc_reduce_cols<T, U, OP>, (unsigned)(tiles < 65535 ? tiles : 65535), 32 * NNC_REDUCE_COL_WARPS, 0, s,
+                    x, y, outer, len, inner);
   }
   return nnc_cuda_check_launch(err, "nnc_cuda_reduce");
 }
