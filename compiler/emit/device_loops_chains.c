@@ -14,6 +14,12 @@
  *     reduced axis, partials added in a fixed order (the same bits every
  *     run), the epilogue on each result (BERT's mean pooling: sum(x * m) /
  *     sum(m) as one kernel reading x once).
+ * Either may also write side outputs (nnc_kernel.out past its last node's):
+ * values of the shape its loop walks that others read, stored where the
+ * loop computes them (the norm's input row from the registers that hold
+ * it; each element of the reduced tensor, or of an op on what the loop
+ * reads, as the loop visits it once: BERT's last hidden state cast to its
+ * f32 output by the pooling kernel).
  * The chains' loads and values come from device_loops_elementwise.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,14 +73,63 @@ static const char *slot_col(int V, char *buf, size_t n) {
   return buf;
 }
 
-/* The pointers x<q> to every input and y to the output. */
-static void pointers(const ec_loop_target *lt, const nnc_kernel *k, nnc_sb *body) {
+/* The index in k->out of the kernel's first side output: the outputs past
+ * its last node's. */
+static int first_side(const ec_ctx *x, const nnc_kernel *k) { return x->g->nodes[k->nodes[k->nnodes - 1]].nout; }
+
+/* The pointers x<q> to every input, y to the output and y<i> to side
+ * output i; a side output in a caller's buffer that V-element vectors of
+ * its type fill whole 16-byte stores gets y<i>_vec, whether it is aligned
+ * for them (one test a thread, the same for the whole grid). */
+static void pointers(const ec_loop_target *lt, const nnc_kernel *k, int V, nnc_sb *body) {
+  const ec_ctx *x = lt->x;
   char name[16];
   for (int q = 0; q < k->nin; q++) {
     snprintf(name, sizeof name, "x%d", q);
     lt->pointer(lt->self, body, "const ", name, k->in[q]);
   }
   lt->pointer(lt->self, body, "", "y", k->out[0]);
+  for (int i = first_side(x, k); i < k->nout; i++) {
+    snprintf(name, sizeof name, "y%d", i);
+    lt->pointer(lt->self, body, "", name, k->out[i]);
+    int t = k->out[i];
+    if (V && V * nnc_dtype_size(x->g->tensors[t].dtype) % 16 == 0 && dl_placed16(x, t) == 0)
+      nnc_sb_printf(body, "  const bool y%d_vec = nnc_aligned16(y%d);   /* the caller's buffer: 16-byte stores where "
+                          "it is aligned */\n", i, i);
+  }
+}
+
+/* The store of side output i (tensor t, pointer y<i>) of element `at` into
+ * body, indented by ind: v names its value, or with V > 0 an array of the
+ * V values of the vector from `at` on (16-byte stores where they fill
+ * whole ones and the buffer is aligned: the plan's, or the caller's when
+ * y<i>_vec says so; else element by element). The comment names the value
+ * and the node that makes it. */
+static void side_store(const ec_loop_target *lt, const nnc_kernel *k, int i, int V, const char *at, const char *v,
+                       int ind, nnc_sb *body) {
+  const ec_ctx *x = lt->x;
+  const nnc_graph *g = x->g;
+  int t = k->out[i], p = g->tensors[t].producer;
+  char name[16], st[ACCESS * 2], idx[EXPR + 16], val[48], where[300], note[600];
+  snprintf(name, sizeof name, "y%d", i);
+  nnc_sb_printf(body, "%*s/* side output %s: %s %s */\n", ind, "", ec_note(x, t, note, sizeof note),
+                ec_where(g->nodes[p].loc, where, sizeof where), nnc_op_info_of(g->nodes[p].op)->name);
+  if (!V) {
+    nnc_sb_printf(body, "%*s%s;\n", ind, "", dl_st(lt, t, name, at, v, st, sizeof st));
+    return;
+  }
+  snprintf(idx, sizeof idx, "%s + l", at);
+  snprintf(val, sizeof val, "%s[l]", v);
+  dl_st(lt, t, name, idx, val, st, sizeof st);
+  int placed = dl_placed16(x, t);
+  bool whole = V * nnc_dtype_size(g->tensors[t].dtype) % 16 == 0;
+  if (whole && placed == 1)
+    nnc_sb_printf(body, "%*snnc_vst(%s + %s, %s);\n", ind, "", name, at, v);
+  else if (whole && placed == 0)
+    nnc_sb_printf(body, "%*sif (%s_vec) nnc_vst(%s + %s, %s);\n%*selse NNC_VEC_FOR(l, %d) %s;\n", ind, "", name, name, at, v,
+                  ind, "", V, st);
+  else
+    nnc_sb_printf(body, "%*sNNC_VEC_FOR(l, %d) %s;\n", ind, "", V, st);
 }
 
 /* ------------------------------------------------------------------- rows */
@@ -101,7 +156,11 @@ nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err) {
   nnc_sb_init(&body);
   nnc_sb_init(&loads);
   nnc_sb_init(&ops);
-  pointers(lt, k, &body);
+  for (int i = first_side(x, k); i < k->nout; i++)
+    if (k->out[i] != nm->in[0])
+      return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "%s: expected a row kernel's side output to be its norm's input, "
+                        "found %s", x->r->target->name, g->tensors[k->out[i]].name);
+  pointers(lt, k, V, &body);
   char slots[24], arrays[NNC_MAX_IO * 40], last[32], rows[EXPR], ri[EXPR + 8], lit[64], where[300], what[32];
   snprintf(slots, sizeof slots, "%lld", U);
   bool fits = dl_chain_loads(lt, &c, plain, as_mask, V, scalar, slots, &loads, arrays, sizeof arrays);
@@ -147,14 +206,19 @@ nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err) {
   nnc_sb_printf(&body, "  float sum = 0.0f;\n  NNC_SLOT_FOR(u, %lld) {\n%s", U,
                 dl_reads_coords(x, c.out[0], ops.buf) ? item : head);
   dl_unravel(x, c.out[0], "e", ops.buf, &body, 4);
+  char at[EXPR];
+  snprintf(at, sizeof at, "r * %lld + col", C);
   if (V) {
     nnc_sb_printf(&body, "    NNC_VEC_FOR(l, %d) {\n", V);
     shifted(&body, ops.buf, -2);
-    nnc_sb_printf(&body, "      o[u][l] = %s;\n      sum += %s%s;\n    }\n  }\n", last, ln ? "" : "o[u][l] * ", last);
+    nnc_sb_printf(&body, "      o[u][l] = %s;\n      sum += %s%s;\n    }\n", last, ln ? "" : "o[u][l] * ", last);
   } else {
     shifted(&body, ops.buf, -2);
-    nnc_sb_printf(&body, "    o[u] = %s;\n    sum += %s%s;\n  }\n", last, ln ? "" : "o[u] * ", last);
+    nnc_sb_printf(&body, "    o[u] = %s;\n    sum += %s%s;\n", last, ln ? "" : "o[u] * ", last);
   }
+  /* the chain's value where others read it too, from the registers that hold it */
+  for (int i = first_side(x, k); i < k->nout; i++) side_store(lt, k, i, V, at, "o[u]", 4, &body);
+  nnc_sb_printf(&body, "  }\n");
   const char *ov = V ? "o[u][l]" : "o[u]";
   char vec_for[32] = "";
   if (V) snprintf(vec_for, sizeof vec_for, "NNC_VEC_FOR(l, %d) ", V);
@@ -178,8 +242,6 @@ nnc_status dl_emit_row_chain(const ec_loop_target *lt, int ki, nnc_error *err) {
     nnc_sb_printf(&body, "    nnc_vst(y + r * %lld + col, o[u]);\n  }\n", C);
   } else {
     snprintf(v, sizeof v, ln ? "fmaf((o[u] - mean) * rstd, gamma[u], beta[u])" : "o[u] * rstd * gamma[u]");
-    char at[EXPR];
-    snprintf(at, sizeof at, "r * %lld + col", C);
     nnc_sb_printf(&body, "    %s;\n  }\n", dl_st(lt, nm->out[0], "y", at, v, yst, sizeof yst));
   }
   if (loads.oom || ops.oom || !fits) body.oom = true;
@@ -218,8 +280,11 @@ nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err
   const nnc_kernel pro = part_of(k, 0, ri, X), epi = part_of(k, ri + 1, k->nnodes - ri - 1, Y);
   bool plain[NNC_MAX_IO] = {false}, as_mask[NNC_MAX_IO] = {false}, scalar[NNC_MAX_IO] = {false};
   bool table[NNC_MAX_IO] = {false};
+  /* the prologue (nodes before the reduction) computes X, or only side values from X read as it is */
+  bool made = false;
+  for (int i = 0; i < ri; i++) made |= g->nodes[k->nodes[i]].out[0] == X;
   dl_operand_uses(x, &pro, plain, as_mask, table);
-  if (ri == 0) plain[nnc_kernel_input(k, X)] = true;   /* the reduction reads its input itself */
+  if (!made) plain[nnc_kernel_input(k, X)] = true;   /* the reduction reads its input itself */
   char outer[EXPR], len[EXPR], inner[EXPR], oi[EXPR + 8], li[EXPR + 8], ii[EXPR + 8];
   ec_dims_product(x, X, 0, axis, outer, sizeof outer);
   ec_dims_product(x, X, axis, axis + 1, len, sizeof len);
@@ -236,11 +301,14 @@ nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err
   nnc_sb_init(&body);
   nnc_sb_init(&loads);
   nnc_sb_init(&ops);
-  pointers(lt, k, &body);
+  pointers(lt, k, V, &body);
   char arrays[NNC_MAX_IO * 40], last[32], where[300];
   bool fits = dl_chain_loads(lt, &pro, plain, as_mask, V, scalar, "NNC_UNROLL", &loads, arrays, sizeof arrays);
   if (ri > 0) dl_chain_ops(lt, &pro, V, scalar, &ops, last);
+  if (made) snprintf(last, sizeof last, "v%d", X);
   else snprintf(last, sizeof last, V ? "a%d[u][l]" : "a%d[u]", nnc_kernel_input(k, X));
+  const int side0 = first_side(x, k);
+  const bool sides = side0 < k->nout;
   const char *acc_l = V ? "acc[l]" : "acc";
   char comb[200];
   if (max) snprintf(comb, sizeof comb, "%s = (double)%s > %s || isnan(%s) ? (double)%s : %s;   /* NaN wins, as in the reference */",
@@ -266,15 +334,32 @@ nnc_status dl_emit_reduce_chain(const ec_loop_target *lt, int ki, nnc_error *err
   nnc_sb_printf(&body, "      NNC_UNROLL_FOR(u) {\n%s", dl_reads_coords(x, X, loads.buf) ? item : brk);
   dl_unravel(x, X, "e", loads.buf, &body, 8);
   shifted(&body, loads.buf, 2);
-  nnc_sb_printf(&body, "      }\n      NNC_UNROLL_FOR(u) {\n%s", ri > 0 && dl_reads_coords(x, X, ops.buf) ? item : brk);
+  nnc_sb_printf(&body, "      }\n      NNC_UNROLL_FOR(u) {\n%s",
+                sides || (ri > 0 && dl_reads_coords(x, X, ops.buf)) ? item : brk);
   if (ri > 0) dl_unravel(x, X, "e", ops.buf, &body, 8);
+  /* a side output's value: the prologue's, or X's as read */
+  char sv[NNC_MAX_IO][40];
+  for (int i = side0; i < k->nout; i++) {
+    bool inside = false;
+    for (int j = 0; j < ri; j++) inside |= g->nodes[k->nodes[j]].out[0] == k->out[i];
+    if (inside) snprintf(sv[i], sizeof sv[i], "v%d", k->out[i]);
+    else snprintf(sv[i], sizeof sv[i], "%s", last);
+  }
   if (V) {
+    for (int i = side0; i < k->nout; i++) nnc_sb_printf(&body, "        float y%dv[%d];\n", i, V);
     nnc_sb_printf(&body, "        NNC_VEC_FOR(l, %d) {\n", V);
     if (ops.buf) shifted(&body, ops.buf, 2);
+    for (int i = side0; i < k->nout; i++) nnc_sb_printf(&body, "          y%dv[l] = %s;\n", i, sv[i]);
     nnc_sb_printf(&body, "          %s\n        }\n", comb);
+    for (int i = side0; i < k->nout; i++) {
+      char arr[16];
+      snprintf(arr, sizeof arr, "y%dv", i);
+      side_store(lt, k, i, V, "e", arr, 8, &body);
+    }
   } else {
     if (ops.buf) shifted(&body, ops.buf, 2);
     nnc_sb_printf(&body, "        %s\n", comb);
+    for (int i = side0; i < k->nout; i++) side_store(lt, k, i, 0, "e", sv[i], 8, &body);
   }
   nnc_sb_printf(&body, "      }\n    }\n  }\n");
   /* the block's partials, added pairwise in a fixed order: the same bits every run */
