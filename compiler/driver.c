@@ -182,6 +182,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .attention_rope = nnc_emit_has_attention_rope(t.family),
                          .gather_loops = nnc_emit_has_gather_loops(t.family),
                          .row_loops = nnc_emit_has_row_loops(t.family),
+                         /* not where the GEMM's norm kernel quantizes A (fp8, w8a8) */
+                         .gemm_norm_rows = nnc_emit_has_row_loops(t.family) && quant == NNC_QUANTIZE_NONE,
                          .reduce_loops = !o->train && nnc_emit_has_row_loops(t.family),
                          /* not under quantization, whose GEMMs read other weights, nor training,
                           * whose backward reads the sum */

@@ -1,9 +1,11 @@
 /* compiler/passes/fuse.c — groups the live nodes into kernels.
  *
  * The patterns (fuse_patterns.c) decide which nodes go together; this file
- * runs them over the graph, orders the kernels (each as soon as its inputs
- * are made, in the order of their main nodes) and fills each kernel's
- * inputs, outputs, location and descriptor. */
+ * runs them over the graph, moves a GEMM's norm prologue into the chain
+ * kernel computing its input where the target wants (norms_into_chains),
+ * orders the kernels (each as soon as its inputs are made, in the order of
+ * their main nodes) and fills each kernel's inputs, outputs, location and
+ * descriptor. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +16,8 @@ typedef struct fuse_state {
   int *owner;           /* per node: group index or -1 */
   fuse_group *groups;   /* the matches, in the order they were found */
   int ngroups;
-  int *pool;            /* node ids of all groups, back to back */
+  int *pool;            /* node ids of all groups, back to back (room for twice the nodes: a group that
+                           grows after matching takes a new run at the end) */
   int npool;
 } fuse_state;
 
@@ -28,6 +31,39 @@ static void state_free(fuse_state *st) {
 static int cmp_int(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
+}
+
+/* The nodes of reduce group gr (ascending) reordered so that the reduction
+ * (gr->main) and the nodes that read its result (the epilogue) come last,
+ * each part still ascending: a side node that comes after the reduction in
+ * the graph's order (the cast of an output that --precision appends at the
+ * end) runs with the prologue, which makes its operands, and the kernel's
+ * last node writes its main result. Without side nodes the order is
+ * already so. */
+static nnc_status reduction_last(const nnc_graph *g, fuse_group *gr, nnc_error *err) {
+  bool *dep = calloc((size_t)gr->nnodes, sizeof *dep);
+  int *tmp = malloc((size_t)gr->nnodes * sizeof *tmp), n = 0;
+  if (!dep || !tmp) {
+    free(dep);
+    free(tmp);
+    return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while fusing");
+  }
+  for (int i = 0; i < gr->nnodes; i++) {
+    const nnc_node *x = &g->nodes[gr->nodes[i]];
+    dep[i] = gr->nodes[i] == gr->main;
+    for (int j = 0; j < x->nin && !dep[i]; j++) {
+      int p = g->tensors[x->in[j]].producer;
+      const int *q = p >= 0 ? bsearch(&p, gr->nodes, (size_t)i, sizeof *gr->nodes, cmp_int) : NULL;
+      dep[i] = q && dep[q - gr->nodes];
+    }
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < gr->nnodes; i++)
+      if (dep[i] == (pass == 1)) tmp[n++] = gr->nodes[i];
+  memcpy(gr->nodes, tmp, (size_t)n * sizeof *tmp);
+  free(dep);
+  free(tmp);
+  return NNC_OK;
 }
 
 /* Runs every pattern over every free live node; each node ends in one group. */
@@ -58,6 +94,11 @@ static nnc_status find_groups(fuse_state *st, nnc_error *err) {
                             gr.nodes[i]);
         }
       qsort(gr.nodes, (size_t)gr.nnodes, sizeof *gr.nodes, cmp_int);
+      nnc_status rc = gr.kind == NNC_KERNEL_REDUCE && gr.nside > 0 ? reduction_last(g, &gr, err) : NNC_OK;
+      if (rc) {
+        free(scratch);
+        return rc;
+      }
       memcpy(st->pool + st->npool, gr.nodes, (size_t)gr.nnodes * sizeof *gr.nodes);
       gr.nodes = st->pool + st->npool;
       st->npool += gr.nnodes;
@@ -75,8 +116,10 @@ static nnc_status find_groups(fuse_state *st, nnc_error *err) {
 
 /* The order the kernels run in: a topological order of the groups (only a
  * group's last node writes tensors that other groups read, checked in
- * check_outputs, so a reader's last node comes after its producers' and the
- * groups form no cycle) that takes, among the groups whose inputs are all
+ * check_outputs, but for the declared outputs of GEMMs and the side outputs
+ * of row and reduce chains, which the patterns give only readers after the
+ * group's last node; so a reader's last node comes after its producers' and
+ * the groups form no cycle) that takes, among the groups whose inputs are all
  * made, the one whose main node comes first. The last node alone would do,
  * but it runs a weight gradient's GEMM where the widening cast that
  * --precision appends to every gradient output sits, at the end of the
@@ -159,11 +202,13 @@ static int gemm_outputs(const nnc_gemm_desc *d, int *out) {
 }
 
 /* Every tensor written by a node other than the group's last is read only
- * inside the group and is not a graph output (but a GEMM's outputs). */
+ * inside the group and is not a graph output (but a GEMM's outputs and a
+ * chain's side outputs). */
 static nnc_status check_outputs(const fuse_state *st, const fuse_group *gr, nnc_error *err) {
   const nnc_graph *g = st->c.g;
   int gi = st->owner[gr->nodes[0]];
-  int gout[3], ngout = gr->kind == NNC_KERNEL_GEMM ? gemm_outputs(&gr->gemm, gout) : 0;
+  int gout[NNC_MAX_IO], ngout = gr->kind == NNC_KERNEL_GEMM ? gemm_outputs(&gr->gemm, gout) : 0;
+  for (int i = 0; i < gr->nside && ngout < NNC_MAX_IO; i++) gout[ngout++] = gr->side[i];
   for (int i = 0; i + 1 < gr->nnodes; i++) {
     const nnc_node *n = &g->nodes[gr->nodes[i]];
     for (int j = 0; j < n->nout; j++) {
@@ -184,8 +229,8 @@ static nnc_status check_outputs(const fuse_state *st, const fuse_group *gr, nnc_
 }
 
 /* Inputs (read from outside, first use first, once each) and outputs (the
- * last node's) of kernel k. */
-static nnc_status fill_io(const fuse_state *st, nnc_kernel *k, nnc_error *err) {
+ * last node's, then the group's side outputs) of kernel k. */
+static nnc_status fill_io(const fuse_state *st, const fuse_group *gr, nnc_kernel *k, nnc_error *err) {
   const nnc_graph *g = st->c.g;
   int gi = st->owner[k->nodes[0]];
   k->nin = 0;
@@ -210,6 +255,64 @@ static nnc_status fill_io(const fuse_state *st, nnc_kernel *k, nnc_error *err) {
   const nnc_node *last = &g->nodes[k->nodes[k->nnodes - 1]];
   k->nout = last->nout;
   memcpy(k->out, last->out, (size_t)last->nout * sizeof *last->out);
+  if (k->nout + gr->nside > NNC_MAX_IO)
+    return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "fusion: a %s kernel writes more than %d tensors",
+                      nnc_kernel_kind_name(k->kind), NNC_MAX_IO);
+  for (int i = 0; i < gr->nside; i++) k->out[k->nout++] = gr->side[i];
+  return NNC_OK;
+}
+
+/* The node of GEMM group gr that is its norm prologue. */
+static int prologue_norm(const nnc_graph *g, const fuse_group *gr) {
+  for (int i = 0; i < gr->nnodes; i++) {
+    const nnc_node *n = &g->nodes[gr->nodes[i]];
+    if ((n->op == NNC_OP_LAYERNORM || n->op == NNC_OP_RMSNORM) && n->in[0] == gr->gemm.a)
+      return gr->nodes[i];
+  }
+  return -1;
+}
+
+/* A GEMM's layernorm or rmsnorm prologue whose input an elementwise group
+ * computes (GPT-2's first ln_1: the embeddings' sum, which the residual
+ * reads too) joins that group as its row kernel when the target wants
+ * (nnc_compile_opts.gemm_norm_rows: CUDA's GEMMs normalize A in a kernel of
+ * their own before the product anyway): the row kernel writes the
+ * normalized rows for the GEMM, and the chain's value where others read it
+ * (a side output), so the value is not written by one kernel and read back
+ * by the next. The GEMM then reads A as it is. */
+static nnc_status norms_into_chains(fuse_state *st, nnc_error *err) {
+  const nnc_graph *g = st->c.g;
+  if (!st->c.gemm_norm_rows) return NNC_OK;
+  for (int gi = 0; gi < st->ngroups; gi++) {
+    fuse_group *gm = &st->groups[gi];
+    if (gm->kind != NNC_KERNEL_GEMM || gm->gemm.prologue == NNC_NORM_NONE) continue;
+    int nm = prologue_norm(g, gm), side;
+    int p = nm >= 0 ? g->tensors[g->nodes[nm].in[0]].producer : -1, ci = p >= 0 ? st->owner[p] : -1;
+    if (ci < 0 || ci == gi || !nnc_fuse_norm_joins_chain(&st->c, &st->groups[ci], nm, &side)) continue;
+    fuse_group *ch = &st->groups[ci];
+    if (st->npool + ch->nnodes + 1 > 2 * g->nnodes)
+      return nnc_errorf(err, NNC_E_INTERNAL, NNC_NOLOC, "fusion: no room to move a norm into its chain");
+    /* the chain's nodes and the norm (after them in the graph) in a new run of the pool */
+    int *run = st->pool + st->npool;
+    memcpy(run, ch->nodes, (size_t)ch->nnodes * sizeof *run);
+    run[ch->nnodes] = nm;
+    st->npool += ch->nnodes + 1;
+    ch->nodes = run;
+    ch->nnodes++;
+    ch->kind = NNC_KERNEL_ROW;
+    ch->main = nm;
+    ch->nside = 0;
+    if (side >= 0) ch->side[ch->nside++] = side;
+    st->owner[nm] = ci;
+    int w = 0;
+    for (int i = 0; i < gm->nnodes; i++)
+      if (gm->nodes[i] != nm) gm->nodes[w++] = gm->nodes[i];
+    gm->nnodes = w;
+    gm->gemm.a = g->nodes[nm].out[0];
+    gm->gemm.prologue = NNC_NORM_NONE;
+    gm->gemm.norm_gamma = gm->gemm.norm_beta = -1;
+    gm->gemm.norm_eps = 0;
+  }
   return NNC_OK;
 }
 
@@ -235,7 +338,7 @@ static nnc_status build_schedule(fuse_state *st, nnc_schedule *s, nnc_error *err
     if (gr->kind == NNC_KERNEL_ATTENTION) k->d.attn = gr->attn;
     if (gr->kind == NNC_KERNEL_ATTENTION_GRAD) k->d.attn_grad = gr->attn_grad;
     for (int j = 0; j < gr->nnodes; j++) s->kernel_of_node[gr->nodes[j]] = idx;
-    rc = fill_io(st, k, err);
+    rc = fill_io(st, gr, k, err);
   }
   free(order);
   return rc;
@@ -256,12 +359,13 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   st.c.gather_loops = o && o->gather_loops;
   st.c.row_loops = o && o->row_loops;
   st.c.reduce_loops = o && o->reduce_loops;
+  st.c.gemm_norm_rows = o && o->gemm_norm_rows;
   nnc_status rc = nnc_uses_build(g, &st.c.uses, err);
   if (rc) return rc;
   size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
   st.owner = malloc(n * sizeof *st.owner);
   st.groups = malloc(n * sizeof *st.groups);
-  st.pool = malloc(n * sizeof *st.pool);
+  st.pool = malloc(2 * n * sizeof *st.pool);
   if (!st.owner || !st.groups || !st.pool) {
     state_free(&st);
     return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "out of memory while fusing");
@@ -269,6 +373,7 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   for (int i = 0; i < g->nnodes; i++) st.owner[i] = -1;
   st.c.owner = st.owner;
   rc = find_groups(&st, err);
+  if (!rc) rc = norms_into_chains(&st, err);
   if (!rc) rc = build_schedule(&st, s, err);
   state_free(&st);
   return rc;

@@ -5,9 +5,13 @@
  * elementwise chain is grown from its sink and earlier patterns take their
  * nodes before later ones see them. A pattern only takes free nodes, and only
  * folds a value into a kernel when that value is read by one node of the
- * kernel and is not a graph output: then every kernel's only visible output
- * is its last node's, and ordering kernels by their last node stays
- * topological. */
+ * kernel and is not a graph output: then every kernel's visible output is
+ * its last node's, and ordering kernels by their last node stays
+ * topological. The exceptions are declared: a GEMM's saved aux and bias
+ * gradient, and the side outputs of the row and reduce chains
+ * (fuse_group.side), values their loops compute anyway that others read too,
+ * whose readers outside all come after the kernel's last node (read_after),
+ * so the order by last nodes stays topological with them. */
 #include <math.h>
 #include <string.h>
 
@@ -486,41 +490,115 @@ static bool match_elementwise(const fuse_ctx *c, int anchor, fuse_group *gr) {
   return true;
 }
 
-/* How many tensors the nodes of gr read from outside it. */
-static int externals(const fuse_ctx *c, const fuse_group *gr) {
-  int ext[NNC_MAX_IO + 1], n = 0;
-  for (int i = 0; i < gr->nnodes; i++) {
-    const nnc_node *x = node_of(c, gr->nodes[i]);
+/* Whether node n is one of gr's first `count` nodes. */
+static bool among(const fuse_group *gr, int count, int n) {
+  for (int i = 0; i < count; i++)
+    if (gr->nodes[i] == n) return true;
+  return false;
+}
+
+/* How many tensors the nodes of gr, and node `extra` when >= 0, read from
+ * outside them; ext (room for NNC_MAX_IO + 1, or NULL) gets them. */
+static int externals_of(const fuse_ctx *c, const fuse_group *gr, int extra, int *ext) {
+  int own[NNC_MAX_IO + 1], n = 0;
+  if (!ext) ext = own;
+  for (int i = 0; i <= gr->nnodes; i++) {
+    if (i == gr->nnodes && extra < 0) break;
+    const nnc_node *x = node_of(c, i < gr->nnodes ? gr->nodes[i] : extra);
     for (int j = 0; j < x->nin; j++) {
-      bool inside = false;
-      for (int q = 0; q < gr->nnodes && !inside; q++) inside = node_of(c, gr->nodes[q])->out[0] == x->in[j];
+      int p = tensor_of(c, x->in[j])->producer;
+      bool inside = p >= 0 && (p == extra || among(gr, gr->nnodes, p));
       if (!inside && !add_external(ext, &n, NNC_MAX_IO + 1, x->in[j])) return NNC_MAX_IO + 1;
     }
   }
   return n;
 }
 
+/* How many tensors the nodes of gr read from outside it. */
+static int externals(const fuse_ctx *c, const fuse_group *gr) { return externals_of(c, gr, -1, NULL); }
+
 static bool float_type(nnc_dtype t) { return t == NNC_F32 || t == NNC_BF16 || t == NNC_F16; }
 
+/* Whether every node outside gr that reads t comes after node `last` (gr's
+ * last in the graph's order): t can then be a side output of gr's kernel,
+ * never read by a kernel that gr's kernel waits for. */
+static bool read_after(const fuse_ctx *c, int t, const fuse_group *gr, int last) {
+  for (int u = c->uses.start[t]; u < c->uses.start[t + 1]; u++) {
+    int r = c->uses.node[u];
+    if (r <= last && !among(gr, gr->nnodes, r)) return false;
+  }
+  return true;
+}
+
+/* The latest node of gr in the graph's order. */
+static int last_node(const fuse_group *gr) {
+  int last = -1;
+  for (int i = 0; i < gr->nnodes; i++)
+    if (gr->nodes[i] > last) last = gr->nodes[i];
+  return last;
+}
+
+/* The producer of t when its chain may join t's reader although t is read
+ * elsewhere too or is a graph output (then t is a side output of that
+ * kernel): a live free elementwise node of one output. -1 otherwise. */
+static int shared_producer(const fuse_ctx *c, int t) {
+  const nnc_tensor *x = tensor_of(c, t);
+  if (x->kind != NNC_TENSOR_VALUE || x->producer < 0 || !float_type(x->dtype)) return -1;
+  const nnc_node *n = node_of(c, x->producer);
+  if (n->dead || n->nout != 1 || c->owner[x->producer] >= 0 || !nnc_op_is_elementwise(n->op)) return -1;
+  return x->producer;
+}
+
+/* A layernorm or rmsnorm of the last axis, of rows of a constant length of
+ * at most NNC_ROW_LOOP_COLS, in floats: a warp holds a row in registers. */
+static bool row_fits(const fuse_ctx *c, const nnc_node *r) {
+  if (r->op != NNC_OP_LAYERNORM && r->op != NNC_OP_RMSNORM) return false;
+  const nnc_tensor *x = tensor_of(c, r->in[0]);
+  return x->rank > 0 && nnc_dim_is_const(x->shape[x->rank - 1]) && x->shape[x->rank - 1].k >= 1 &&
+         x->shape[x->rank - 1].k <= NNC_ROW_LOOP_COLS && float_type(x->dtype) &&
+         float_type(tensor_of(c, r->out[0])->dtype);
+}
+
 /* A layernorm or rmsnorm of the last axis whose input an elementwise chain
- * alone computes (BERT's embeddings: two lookups, a position row and their
- * sum), as one row kernel that computes each row in registers and
- * normalizes it (nnc_compile_opts.row_loops): the sum is never stored and
- * read back. Rows of a constant length of at most NNC_ROW_LOOP_COLS. */
+ * computes (BERT's embeddings: two lookups, a position row and their sum),
+ * as one row kernel that computes each row in registers and normalizes it
+ * (nnc_compile_opts.row_loops): the sum is never read back. When others
+ * read the chain's value too (GPT-2's embeddings, also the first residual),
+ * the kernel stores it as a side output from the registers that hold it,
+ * provided those readers come after the norm. */
 static bool match_row_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *r = node_of(c, anchor);
-  if (!c->row_loops || (r->op != NNC_OP_LAYERNORM && r->op != NNC_OP_RMSNORM)) return false;
-  const nnc_tensor *x = tensor_of(c, r->in[0]);
-  if (x->rank == 0 || !nnc_dim_is_const(x->shape[x->rank - 1]) || x->shape[x->rank - 1].k < 1 ||
-      x->shape[x->rank - 1].k > NNC_ROW_LOOP_COLS ||
-      !float_type(x->dtype) || !float_type(tensor_of(c, r->out[0])->dtype))
-    return false;
-  int p = foldable_producer(c, r->in[0]);
+  if (!c->row_loops || !row_fits(c, r)) return false;
+  int t = r->in[0], p = foldable_producer(c, t), side = -1;
+  if (p < 0 && reads(r, t) == 1 && (p = shared_producer(c, t)) >= 0) side = t;
   if (p < 0 || !nnc_op_is_elementwise(node_of(c, p)->op) || !match_elementwise(c, p, gr)) return false;
   take(gr, anchor);
   gr->kind = NNC_KERNEL_ROW;
   gr->main = anchor;
+  gr->nside = 0;
+  if (side >= 0) {
+    if (!read_after(c, side, gr, anchor)) return false;
+    gr->side[gr->nside++] = side;
+  }
   return externals(c, gr) <= NNC_MAX_IO;
+}
+
+bool nnc_fuse_norm_joins_chain(const fuse_ctx *c, const fuse_group *chain, int norm, int *side) {
+  *side = -1;
+  const nnc_node *r = node_of(c, norm);
+  if (!c->gemm_norm_rows || !row_fits(c, r) || r->nout != 1 || chain->kind != NNC_KERNEL_ELEMENTWISE ||
+      chain->nnodes < 1)
+    return false;
+  int t = r->in[0], p = tensor_of(c, t)->producer;
+  if (p < 0 || chain->main != p || last_node(chain) != p || reads(r, t) != 1 ||
+      node_of(c, p)->recompute != r->recompute || externals_of(c, chain, norm, NULL) > NNC_MAX_IO)
+    return false;
+  if (nnc_uses_count(&c->uses, t) == 1 && !nnc_graph_is_output(c->g, t)) return true;
+  /* the chain's value is read elsewhere too: a side output, read after the norm */
+  for (int u = c->uses.start[t]; u < c->uses.start[t + 1]; u++)
+    if (c->uses.node[u] < norm) return false;
+  *side = t;
+  return true;
 }
 
 /* Whether node n is elementwise with every operand of at most out's size:
@@ -535,26 +613,109 @@ static bool on_results(const fuse_ctx *c, const nnc_node *n, const nnc_tensor *o
   return true;
 }
 
-/* A sum, mean or max of floats with the elementwise chain that alone
- * computes its input (BERT's mean pooling: x * mask) and the elementwise
- * ops that alone read its result (/ sum(mask), the cast of the output), as
- * one reduce kernel (nnc_compile_opts.reduce_loops): neither the product
- * nor the sum is stored. A reduction with neither stays a kernel of its
- * own (the target's template). */
-static bool match_reduce_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
+/* Whether tensor t is in avail[0..n). */
+static bool listed(const int *avail, int n, int t) {
+  for (int i = 0; i < n; i++)
+    if (avail[i] == t) return true;
+  return false;
+}
+
+/* The most nodes a reduce kernel takes for its side outputs. */
+#define SIDE_NODES (NNC_MAX_IO - 2)
+
+/* The side outputs of reduce group gr (its prologue the first npro nodes,
+ * computing X, the reduction's input, then the reduction and its
+ * epilogue): elementwise nodes of X's shape whose operands the loop over
+ * X's elements has at each element (what the kernel reads from outside,
+ * X when the prologue makes it, their own results) join gr, and those of
+ * their values that are graph outputs or read outside become side outputs
+ * (BERT: the cast of the last hidden state to its f32 output, from the x
+ * the pooling reads). A value with one reader outside stays with that
+ * reader, whose chain may take it; every outside reader comes after gr's
+ * last node (read_after). */
+static void take_side_nodes(const fuse_ctx *c, fuse_group *gr, int npro, int X) {
+  const nnc_node *red = node_of(c, gr->main);
+  int avail[NNC_MAX_IO + 1 + SIDE_NODES], na = externals_of(c, gr, -1, avail);
+  if (na > NNC_MAX_IO) return;
+  if (npro > 0) avail[na++] = X;
+  const int base = na, core = gr->nnodes;
+  int side[SIDE_NODES], ns = 0;
+  /* grow: any reader of an available value whose operands are all available */
+  for (int i = 0; i < na && ns < SIDE_NODES; i++)
+    for (int u = c->uses.start[avail[i]]; u < c->uses.start[avail[i] + 1] && ns < SIDE_NODES; u++) {
+      int n = c->uses.node[u];
+      const nnc_node *x = node_of(c, n);
+      if (x->dead || c->owner[n] >= 0 || x->nout != 1 || !nnc_op_is_elementwise(x->op) ||
+          x->op == NNC_OP_PADDING_MASK || x->recompute != red->recompute || among(gr, gr->nnodes, n) ||
+          listed(side, ns, n) || !same_shape(tensor_of(c, x->out[0]), tensor_of(c, X)) ||
+          !float_type(tensor_of(c, x->out[0])->dtype))
+        continue;
+      bool ok = true;
+      for (int j = 0; j < x->nin && ok; j++) ok = listed(avail, na, x->in[j]);
+      if (!ok) continue;
+      side[ns++] = n;
+      avail[na++] = x->out[0];
+    }
+  for (int i = 0; i < ns; i++) take(gr, side[i]);
+  /* prune until stable: a value with one reader, outside, stays with it (its chain may take it); a node whose
+   * operand left goes too; an outside reader before the kernel's last node sends the value's node away */
+  for (bool changed = true; changed;) {
+    changed = false;
+    int last = last_node(gr);
+    for (int i = core; i < gr->nnodes; i++) {
+      const nnc_node *x = node_of(c, gr->nodes[i]);
+      int t = x->out[0], readers = nnc_uses_count(&c->uses, t), inside = 0;
+      for (int u = c->uses.start[t]; u < c->uses.start[t + 1]; u++) inside += among(gr, gr->nnodes, c->uses.node[u]);
+      bool keep = nnc_graph_is_output(c->g, t) || readers >= 2 || (readers == 1 && inside == 1);
+      if (keep && (readers > inside || nnc_graph_is_output(c->g, t))) keep = read_after(c, t, gr, last);
+      for (int j = 0; j < x->nin && keep; j++) {   /* read from outside or the prologue, or made by a taken node */
+        int p = tensor_of(c, x->in[j])->producer;
+        keep = listed(avail, base, x->in[j]) || (p >= 0 && among(gr, gr->nnodes, p) && !among(gr, core, p));
+      }
+      if (!keep) {
+        gr->nodes[i] = gr->nodes[--gr->nnodes];
+        changed = true;
+        break;
+      }
+    }
+  }
+  /* the side outputs: values of the taken nodes that a graph output names or a node outside reads */
+  gr->nside = 0;
+  for (int i = core; i < gr->nnodes; i++) {
+    int t = node_of(c, gr->nodes[i])->out[0];
+    bool out = nnc_graph_is_output(c->g, t);
+    for (int u = c->uses.start[t]; u < c->uses.start[t + 1] && !out; u++) out = !among(gr, gr->nnodes, c->uses.node[u]);
+    if (out) gr->side[gr->nside++] = t;
+  }
+}
+
+/* A sum, mean or max of floats with the elementwise chain that computes its
+ * input (BERT's mean pooling: x * mask) and the elementwise ops that alone
+ * read its result (/ sum(mask), the cast of the output), as one reduce
+ * kernel (nnc_compile_opts.reduce_loops): neither the product nor the sum
+ * is stored. The chain's value, when others read it too, and values of its
+ * shape computed from what the loop reads (take_side_nodes) are side
+ * outputs, stored as the loop visits each element once. A reduction with
+ * no chain before or after it stays a kernel of its own (the target's
+ * template). shared: whether the chain may join although others read its
+ * value (the caller tries again without when that fails). */
+static bool reduce_chain(const fuse_ctx *c, int anchor, fuse_group *gr, bool shared) {
   const nnc_node *r = node_of(c, anchor);
-  if (!c->reduce_loops || (r->op != NNC_OP_SUM && r->op != NNC_OP_MEAN && r->op != NNC_OP_MAX) ||
-      !float_type(tensor_of(c, r->in[0])->dtype) || !float_type(tensor_of(c, r->out[0])->dtype))
-    return false;
   gr->nnodes = 0;
-  int p = foldable_producer(c, r->in[0]);
+  gr->nside = 0;
+  int X = r->in[0], p = foldable_producer(c, X);
+  bool shared_x = false;
+  if (p < 0 && shared && reads(r, X) == 1 && (p = shared_producer(c, X)) >= 0) shared_x = true;
   if (p >= 0 && nnc_op_is_elementwise(node_of(c, p)->op) && node_of(c, p)->op != NNC_OP_PADDING_MASK &&
       !match_elementwise(c, p, gr))
     gr->nnodes = 0;
+  if (!gr->nnodes) shared_x = false;
   for (int i = 0; i < gr->nnodes; i++)   /* lookups and masks read coordinates the reduction does not keep */
     if (node_of(c, gr->nodes[i])->op == NNC_OP_EMBEDDING || node_of(c, gr->nodes[i])->op == NNC_OP_PADDING_MASK)
       return false;
+  int npro = gr->nnodes;
   take(gr, anchor);
+  gr->main = anchor;
   const nnc_tensor *res = tensor_of(c, r->out[0]);
   for (int cur = r->out[0], n = foldable_consumer(c, cur); n >= 0 && on_results(c, node_of(c, n), res);
        cur = node_of(c, n)->out[0], n = foldable_consumer(c, cur)) {
@@ -564,10 +725,23 @@ static bool match_reduce_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
       break;
     }
   }
+  if (externals(c, gr) > NNC_MAX_IO) return false;
+  take_side_nodes(c, gr, npro, X);
+  if (shared_x) {
+    if (!read_after(c, X, gr, last_node(gr))) return false;
+    gr->side[gr->nside++] = X;
+  }
   if (gr->nnodes == 1) return false;
   gr->kind = NNC_KERNEL_REDUCE;
-  gr->main = anchor;
-  return externals(c, gr) <= NNC_MAX_IO;
+  return true;
+}
+
+static bool match_reduce_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *r = node_of(c, anchor);
+  if (!c->reduce_loops || (r->op != NNC_OP_SUM && r->op != NNC_OP_MEAN && r->op != NNC_OP_MAX) ||
+      !float_type(tensor_of(c, r->in[0])->dtype) || !float_type(tensor_of(c, r->out[0])->dtype))
+    return false;
+  return reduce_chain(c, anchor, gr, true) || reduce_chain(c, anchor, gr, false);
 }
 
 /* Pooling, a max or mean over the taps of an NHWC image's tap-major

@@ -240,12 +240,19 @@ typedef struct nnc_compile_opts {
   bool gather_loops;     /* an embedding lookup that alone feeds an elementwise chain of its shape runs in
                             that chain's loop, which reads the table through the ids (no lookup kernel) */
   bool row_loops;        /* a layernorm or rmsnorm of the last axis (of at most NNC_ROW_LOOP_COLS columns)
-                            whose input an elementwise chain alone computes runs with that chain as one
-                            kernel (a warp a row): the chain's result is never stored */
-  bool reduce_loops;     /* a sum, mean or max takes the elementwise chain that alone computes its input
-                            and the elementwise ops that alone read its result into its kernel: neither
-                            the reduced tensor nor the reduction is stored (inference: the kernel does
-                            not split long reductions over blocks as the backward's need) */
+                            whose input an elementwise chain computes runs with that chain as one kernel
+                            (a warp a row): the chain's result is never read back (stored from the
+                            registers, as a side output, when others read it too) */
+  bool gemm_norm_rows;   /* with row_loops: a GEMM's layernorm or rmsnorm prologue whose input an
+                            elementwise chain computes runs in that chain's row kernel instead, which
+                            writes the normalized rows the GEMM then reads (a target whose GEMMs normalize
+                            A in a kernel of their own anyway; not where that kernel also quantizes A) */
+  bool reduce_loops;     /* a sum, mean or max takes the elementwise chain that computes its input and
+                            the elementwise ops that alone read its result into its kernel: neither the
+                            reduced tensor nor the reduction is stored (inference: the kernel does not
+                            split long reductions over blocks as the backward's need); values of the
+                            reduced tensor's shape that others read (the chain's, or ops on what the loop
+                            reads) are side outputs the loop stores as it visits each element */
 } nnc_compile_opts;
 
 /* The most columns of a row a row_loops kernel normalizes: a warp holds the

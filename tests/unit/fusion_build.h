@@ -158,9 +158,13 @@ static inline const nnc_kernel *kernel_of_tensor(const nnc_schedule *s, int t) {
 /* ------------------------------------------------------ structural checks */
 
 /* The schedule is well formed whatever the graph: every live node in exactly
- * one kernel, kernel_of_node agrees, nodes ascending, inputs produced by
- * earlier kernels (or given), listed once, outputs the last node's, and
- * every value a later kernel reads is one of its producer's outputs. */
+ * one kernel, kernel_of_node agrees, nodes ascending (a reduce kernel with
+ * side outputs: its reduction and the nodes reading its result last, each
+ * node after the kernel's nodes it reads), inputs produced by earlier
+ * kernels (or given), listed once, outputs the last node's and then (row
+ * and reduce kernels) side outputs made by its other nodes, each a graph
+ * output or read by a later kernel only, and every value a later kernel
+ * reads is one of its producer's outputs. */
 static inline void check_structure(const nnc_schedule *s) {
   const nnc_graph *g = s->g;
   int *seen = calloc((size_t)g->nnodes + 1, sizeof *seen);
@@ -168,16 +172,40 @@ static inline void check_structure(const nnc_schedule *s) {
   for (int i = 0; i < s->nk; i++) {
     const nnc_kernel *k = &s->k[i];
     assert_true(k->nnodes >= 1);
+    const nnc_node *last = &g->nodes[k->nodes[k->nnodes - 1]];
+    assert_true(k->nout >= last->nout);
+    for (int j = 0; j < last->nout; j++) assert_int_equal(k->out[j], last->out[j]);
+    bool sides = k->nout > last->nout;
+    if (sides) assert_true(k->kind == NNC_KERNEL_ROW || k->kind == NNC_KERNEL_REDUCE);
     for (int j = 0; j < k->nnodes; j++) {
       int n = k->nodes[j];
       assert_false(g->nodes[n].dead);
       assert_int_equal(s->kernel_of_node[n], i);
-      if (j) assert_true(k->nodes[j - 1] < n);
+      if (j && !sides) assert_true(k->nodes[j - 1] < n);
+      /* what it reads inside the kernel is made before it */
+      for (int q = 0; q < g->nodes[n].nin; q++) {
+        int p = g->tensors[g->nodes[n].in[q]].producer;
+        if (p < 0 || s->kernel_of_node[p] != i) continue;
+        bool before = false;
+        for (int b = 0; b < j; b++) before |= k->nodes[b] == p;
+        assert_true(before);
+      }
       seen[n]++;
     }
-    const nnc_node *last = &g->nodes[k->nodes[k->nnodes - 1]];
-    assert_int_equal(k->nout, last->nout);
-    for (int j = 0; j < k->nout; j++) assert_int_equal(k->out[j], last->out[j]);
+    for (int j = last->nout; j < k->nout; j++) {
+      int t = k->out[j], p = g->tensors[t].producer;
+      assert_true(p >= 0 && s->kernel_of_node[p] == i && p != k->nodes[k->nnodes - 1]);
+      bool read = nnc_graph_is_output(g, t);
+      for (int n = 0; n < g->nnodes; n++) {
+        if (g->nodes[n].dead || s->kernel_of_node[n] == i) continue;
+        for (int q = 0; q < g->nodes[n].nin; q++)
+          if (g->nodes[n].in[q] == t) {
+            read = true;
+            assert_true(s->kernel_of_node[n] > i);
+          }
+      }
+      assert_true(read);
+    }
     for (int j = 0; j < k->nin; j++) {
       for (int q = 0; q < j; q++) assert_int_not_equal(k->in[q], k->in[j]);
       int t = k->in[j], p = g->tensors[t].producer;

@@ -590,36 +590,67 @@ static void emit_text(const char *model, const char *name, char *p, size_t n) {
 
 /* The loops on 16-byte vectors (the text; their results are checked on a
  * GPU by bench/gpu_check.sh): GPT-2's and BERT's embedding lookups inside
- * the adds' loops (the table row through the row's id, NaN for an id
- * outside it), LLaMA's lookup kernel (nnc_gather), the position slice, the
- * adds with the slice broadcast over the batch, BERT's pooling product with
- * the mask a value a row, and a cast into the caller's f32 output behind its
- * alignment test; rows of 37 elements keep the element loops, for a lookup
- * kernel (its output is also an output) and for one inside the add. */
+ * the row kernels of their layernorms (the table row through the row's id,
+ * NaN for an id outside it), GPT-2's sum stored as a side output for the
+ * residual; the same sum in an elementwise kernel where a linear and an
+ * output read it (a lookup inside the add's loop, the position slice
+ * broadcast over the batch, and the cast into the caller's f32 output
+ * behind its alignment test); LLaMA's lookup kernel (nnc_gather); BERT's
+ * pooling product with the mask a value a row, its reduce kernel storing
+ * last_hidden_state as it reads x (behind the same test); rows of 37
+ * elements keep the element loops, for a lookup kernel (its output is
+ * also an output) and for one inside the add. */
 static void test_vec_loops(void **state) {
   (void)state;
   char p[600], model[512];
   emit_text("models/gpt2.lua", "gpt2_vec", p, sizeof p);
   assert_false(file_has(p, "nnc_gather<"));
-  assert_true(file_has(p, "      nnc_vld(x2 + i1 * 768 + j, a2[u]);\n      {\n"
-                          "        const int id = x1[e / 768];   /* ids's row of wte.weight */\n"
-                          "        if (id >= 0 && id < 50257) nnc_vld(x0 + id * 768 + j, g3[u]);\n"
-                          "        else NNC_VEC_FOR(l, 8) g3[u][l] = NAN;\n      }\n    }\n"));
+  /* ln_1 leaves c_attn's prologue for the sum's kernel (gemm_norm_rows) */
+  assert_true(file_has(p, "h.0.ln_1: embedding + add + layernorm  (kernel 1, row) */\n"));
+  assert_true(file_has(p, "h.0.attn.c_attn: linear  (kernel 2, gemm) */\n"));
+  assert_true(file_has(p, "    nnc_vld(x2 + i1 * 768 + j, a2[u]);\n    {\n"
+                          "      const int id = x1[e / 768];   /* ids's row of wte.weight */\n"
+                          "      if (id >= 0 && id < 50257) nnc_vld(x0 + id * 768 + j, g3[u]);\n"
+                          "      else NNC_VEC_FOR(l, 8) g3[u][l] = NAN;\n    }\n  }\n"));
   assert_true(file_has(p, " = g3[u][l];   /* gpt2.lua:78 embedding */\n"));
-  assert_true(file_has(p, "  const int n = (int)nnc_vec_threads((d->B * d->T * 768) / 8);\n"));
+  assert_true(file_has(p, " + a2[u][l]);   /* gpt2.lua:78 add */\n"));
+  assert_true(file_has(p, "      o[u][l] = v5;\n      sum += v5;\n    }\n"
+                          "    /* side output add [B,T,768]: gpt2.lua:78 add */\n"
+                          "    nnc_vst(y1 + r * 768 + col, o[u]);\n  }\n"));
   assert_false(file_has(p, "    const int id = ids[e / C];\n"));
   assert_true(file_has(p, "  const int len = d->T, inner = 768 / 8, in_len = 1024, start = 0;   /* inner: vectors */\n"
                           "  const uint4 *xv = (const uint4 *)x;\n  uint4 *yv = (uint4 *)y;\n"
                           "  NNC_LOOP(e, (d->T * 768) / 8) {\n"
                           "    const int i = e % inner, l = e / inner % len, o = e / inner / len;\n"
                           "    yv[e] = xv[(o * in_len + start + l) * inner + i];\n"));
+  snprintf(model, sizeof model, "%s/emb.lua", work);
+  FILE *f = fopen(model, "w");
+  assert_non_null(f);
+  fputs("local B = dim(\"B\", 8)\nlocal T = dim(\"T\", 1024)\nlocal ids = input(\"ids\", i32, { B, T })\n"
+        "local wte = param(\"wte.weight\", { 50257, 768 })\nlocal wpe = param(\"wpe.weight\", { 1024, 768 })\n"
+        "local x = embedding(ids, wte) + slice(wpe, 1, 1, T)\noutput(\"x\", x)\n"
+        "output(\"y\", linear(x, 16, param(\"fc\")))\n", f);
+  fclose(f);
+  emit_text(model, "emb_vec", p, sizeof p);
+  assert_false(file_has(p, "nnc_gather<"));
+  assert_true(file_has(p, "      nnc_vld(x2 + i1 * 768 + j, a2[u]);\n      {\n"
+                          "        const int id = x1[e / 768];   /* ids's row of wte.weight */\n"
+                          "        if (id >= 0 && id < 50257) nnc_vld(x0 + id * 768 + j, g3[u]);\n"
+                          "        else NNC_VEC_FOR(l, 8) g3[u][l] = NAN;\n      }\n    }\n"));
+  assert_true(file_has(p, " = g3[u][l];   /* emb.lua:6 embedding */\n"));
+  assert_true(file_has(p, "  const int n = (int)nnc_vec_threads((d->B * d->T * 768) / 8);\n"));
   assert_true(file_has(p, "  const int n = (int)(d->B * d->T * 768) / 8;   /* vectors of 8 elements */\n"));
   assert_true(file_has(p, "    float a2[NNC_UNROLL][8], g3[NNC_UNROLL][8];\n"));
   assert_true(file_has(p, "      const int e = (int)(e0 + u * stride) * 8;   /* the vector's first element */\n"
                           "      int rem = e;\n      const int j = rem % 768;\n      rem /= 768;\n"
                           "      const int i1 = rem % (int)(d->T);\n"));
-  assert_true(file_has(p, " + a2[u][l]);   /* gpt2.lua:78 add */\n"));
+  assert_true(file_has(p, " + a2[u][l]);   /* emb.lua:6 add */\n"));
   assert_true(file_has(p, "      nnc_vst(y + e, o);\n"));
+  /* x, the caller's f32 buffer: two vectors of f32 for each of bf16, where it is aligned */
+  assert_true(file_has(p, "  float *y = c.out.x;   /* x [B,T,768] */\n"
+                          "  if (nnc_aligned16(y)) {   /* the caller's buffer: vectors where it is 16-byte aligned */\n"
+                          "    const int n = (int)(d->B * d->T * 768) / 8;   /* vectors of 8 elements */\n"));
+  assert_true(file_has(p, "    return;\n  }\n  const int n = (int)(d->B * d->T * 768);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n"));
   emit_text("models/llama.lua", "llama_vec", p, sizeof p);
   assert_true(file_has(p, "  nnc_gather<8>(y, table, ids, (int)(d->B * d->T), 32000, 768);\n"));
   emit_text("models/bert.lua", "bert_vec", p, sizeof p);
@@ -634,8 +665,10 @@ static void test_vec_loops(void **state) {
   assert_true(file_has(p, "    NNC_VEC_FOR(l, 8) o[u][l] = fmaf((o[u][l] - mean) * rstd, gamma[u][l], beta[u][l]);\n"
                           "    nnc_vst(y + r * 384 + col, o[u]);\n"));
   assert_false(file_has(p, "embeddings.LayerNorm: layernorm  (kernel"));
-  /* the mean pooling: the product, its sum over T, the division and the f32 cast as one reduce kernel */
-  assert_true(file_has(p, "sentence_embedding: mul + sum + div + cast  (kernel 48, reduce) */\n"));
+  /* the mean pooling: the product, its sum over T, the division and the f32 cast as one reduce kernel, which
+   * also casts x into last_hidden_state (a side output: no cast kernel reading x again) */
+  assert_true(file_has(p, "sentence_embedding: cast + mul + sum + div + cast  (kernel 47, reduce) */\n"));
+  assert_false(file_has(p, "last_hidden_state: cast  (kernel"));
   assert_true(file_has(p, "  const int len = (int)(d->T), inner = 384, tiles = (inner / 8 + 7) / 8;\n"));
   assert_true(file_has(p, "    if (step < h) NNC_VEC_FOR(l, 8) part[l][NNC_THREAD] += part[l][NNC_THREAD + h * 8];\n"));
   assert_true(file_has(p, "    const float v265 = (v263 / a2[u]);   /* bert.lua:74 div */\n"));
@@ -647,14 +680,17 @@ static void test_vec_loops(void **state) {
   assert_true(file_has(p, "      a1[u] = nnc_ld(x1[i0 * (int)(d->T) + i1]);\n"));
   assert_true(file_has(p, " = (a0[u][l] * a1[u]);   /* bert.lua:74 mul */\n"));
   /* last_hidden_state, the caller's f32 buffer: two vectors of f32 for each of bf16, where it is aligned */
-  assert_true(file_has(p, "  float *y = c.out.last_hidden_state;   /* last_hidden_state [B,T,384] */\n"
-                          "  if (nnc_aligned16(y)) {   /* the caller's buffer: vectors where it is 16-byte aligned */\n"
-                          "    const int n = (int)(d->B * d->T * 384) / 8;   /* vectors of 8 elements */\n"));
-  assert_true(file_has(p, "    return;\n  }\n  const int n = (int)(d->B * d->T * 384);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n"));
+  assert_true(file_has(p, "  float *y1 = c.out.last_hidden_state;   /* last_hidden_state [B,T,384] */\n"
+                          "  const bool y1_vec = nnc_aligned16(y1);   /* the caller's buffer: 16-byte stores where it is "
+                          "aligned */\n"));
+  assert_true(file_has(p, "          y1v[l] = v266;\n          acc[l] += v262;\n        }\n"
+                          "        /* side output last_hidden_state [B,T,384]: bert.lua:29 cast */\n"
+                          "        if (y1_vec) nnc_vst(y1 + e, y1v);\n"
+                          "        else NNC_VEC_FOR(l, 8) nnc_st(&y1[e + l], y1v[l]);\n"));
   /* the attention mask's cast (i32) keeps the element loop */
   assert_true(file_has(p, "/* attention_mask [B,T] */\n  const int n = (int)(d->B * d->T);\n  NNC_LOOP_UNROLLED(e0, stride, n) {\n"));
   snprintf(model, sizeof model, "%s/odd.lua", work);
-  FILE *f = fopen(model, "w");
+  f = fopen(model, "w");
   assert_non_null(f);
   fputs("local B = dim(\"B\", 4)\nlocal T = dim(\"T\", 8)\nlocal ids = input(\"ids\", i32, { B, T })\n"
         "local wpe = param(\"wpe\", { 16, 37 })\nlocal w = embedding(ids, param(\"wte\", { 50, 37 }))\n"

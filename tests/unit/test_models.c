@@ -225,6 +225,32 @@ static void test_bert_post_norm(void **state) {
   model_free(&m);
 }
 
+/* Under CUDA's chain kernels (bf16): the mean pooling's reduce kernel also
+ * writes last_hidden_state, the f32 cast of what it pools (no cast kernel
+ * of its own), and the schedule still computes what the graph does. */
+static void test_bert_pooling_side_output(void **state) {
+  (void)state;
+  static const char *const d[] = {"layers=1", "hidden=64", "heads=4", "intermediate=36",
+                                  "vocab=53", "positions=29", "batch=5", "seq=19"};
+  nnc_compile_opts co = {.gather_loops = true, .row_loops = true, .reduce_loops = true, .gemm_norm_rows = true,
+                         .gemm_post_norm = 512};
+  model m;
+  load_model_prec(&m, "bert", d, 8, false, &co, "bf16");
+  int hidden = output_id(&m.g, "last_hidden_state"), pooled = output_id(&m.g, "sentence_embedding");
+  const nnc_kernel *k = &m.s.k[m.s.kernel_of_node[m.g.tensors[pooled].producer]];
+  assert_int_equal(k->kind, NNC_KERNEL_REDUCE);
+  assert_int_equal(m.s.kernel_of_node[m.g.tensors[hidden].producer], k - m.s.k);
+  assert_int_equal(k->nout, 2);
+  assert_int_equal(k->out[0], pooled);
+  assert_int_equal(k->out[1], hidden);
+  int elementwise = 0;   /* the attention mask's cast alone */
+  for (int i = 0; i < m.s.nk; i++) elementwise += m.s.k[i].kind == NNC_KERNEL_ELEMENTWISE;
+  assert_int_equal(elementwise, 1);
+  check_schedule(&m, 3, 13);
+  check_schedule(&m, 1, 1);
+  model_free(&m);
+}
+
 /* One post-norm BERT layer and the masked mean pooling, at hidden, heads,
  * inter; batch b, T. */
 static void bert_by_hand(const model *m, int64_t b, int64_t T, int64_t hid, int64_t heads, int64_t inter,
@@ -321,6 +347,7 @@ int main(void) {
       cmocka_unit_test(test_bert_small),
       cmocka_unit_test(test_bert_one_layer_by_hand),
       cmocka_unit_test(test_bert_post_norm),
+      cmocka_unit_test(test_bert_pooling_side_output),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

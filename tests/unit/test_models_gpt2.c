@@ -274,6 +274,49 @@ static void test_gpt2_small(void **state) {
   model_free(&m);
 }
 
+/* Under CUDA's chain kernels: the embeddings' sum (both lookups read in
+ * its loop) and the first ln_1, which c_attn's GEMM would take as its
+ * prologue, are one row kernel writing the normalized rows for the GEMM
+ * and the sum for the first residual (a side output); no elementwise
+ * kernel is left. In f32 and bf16 inference and in the f32 training step
+ * (where ln_1 is a row kernel of its own: the weight gradient reads its
+ * output), the schedule computes what the graph does (bf16: within 1e-6,
+ * the other norms' rows staying unrounded in their GEMMs' prologues where
+ * the graph rounds them, 3e-8 before this fusion too). */
+static void test_gpt2_embeddings_row_kernel(void **state) {
+  (void)state;
+  for (int v = 0; v < 3; v++) {
+    bool train = v == 2;
+    nnc_compile_opts co = {.gather_loops = true, .row_loops = true, .reduce_loops = !train, .gemm_norm_rows = true};
+    model m;
+    if (train) load_model_as(&m, "gpt2", gpt2_small, 5, true, &co);
+    else load_model_prec(&m, "gpt2", gpt2_small, 5, false, &co, v ? "bf16" : "f32");
+    int ln = -1;
+    for (int t = 0; t < m.g.ntensors && ln < 0; t++) {
+      int p = m.g.tensors[t].producer;
+      if (p >= 0 && !m.g.nodes[p].dead && m.g.nodes[p].op == NNC_OP_LAYERNORM && strcmp(m.g.tensors[t].name, "h.0.ln_1") == 0)
+        ln = t;
+    }
+    assert_true(ln >= 0);
+    const nnc_kernel *k = &m.s.k[m.s.kernel_of_node[m.g.tensors[ln].producer]];
+    assert_int_equal(k->kind, NNC_KERNEL_ROW);
+    assert_int_equal(k->nnodes, 3);   /* embedding, add, layernorm */
+    assert_int_equal(k->nout, 2);
+    assert_int_equal(k->out[0], ln);
+    assert_int_equal(m.g.nodes[m.g.tensors[k->out[1]].producer].op, NNC_OP_ADD);
+    for (int i = 0; i < m.s.nk; i++)
+      if (m.s.k[i].kind == NNC_KERNEL_GEMM) assert_true(m.s.k[i].d.gemm.a != k->out[1]);
+    if (!train) {
+      int elementwise = 0;
+      for (int i = 0; i < m.s.nk; i++) elementwise += m.s.k[i].kind == NNC_KERNEL_ELEMENTWISE;
+      assert_int_equal(elementwise, 0);
+    }
+    check_schedule_tol(&m, 3, 17, v == 1 ? 1e-6 : 1e-12);
+    check_schedule_tol(&m, 1, 1, v == 1 ? 1e-6 : 1e-12);
+    model_free(&m);
+  }
+}
+
 /* One GPT-2 block, ln_f and the tied head, at d, heads, vocab; batch b, T. */
 static void gpt2_by_hand(const model *m, int64_t b, int64_t T, int64_t d, int64_t heads, int64_t vocab,
                          uint64_t seed) {
@@ -331,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_train_bias_grad),
       cmocka_unit_test(test_gpt2_train_recompute),
       cmocka_unit_test(test_gpt2_small),
+      cmocka_unit_test(test_gpt2_embeddings_row_kernel),
       cmocka_unit_test(test_gpt2_one_layer_by_hand),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
