@@ -14,7 +14,9 @@
  * tensor cores too: three tf32 products a product for D 32 and 64, one with
  * tf32 set). Outputs are
  * poisoned with NaN first; each case runs twice and must give the same bits
- * (a race shows up as a difference). Error per (b,h): max |out - ref| over
+ * (a race shows up as a difference), the second time with q, k, v and the
+ * mask written late by the kernel before it (gpu_test.cuh's late_copy: the
+ * early launch's wait, pdl.cuh, tested). Error per (b,h): max |out - ref| over
  * max |ref| (absolute where ref is all zero); f32 1e-5, tf32/bf16/f16 1e-2.
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_attention.cu -o test_attention
@@ -374,15 +376,32 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   const bool mma = nnc_cuda_attention_uses_mma(a, cc);
   std::vector<T> out1(on), out2(on);
   bool cache_ok = true;
+  /* the second run's q, k, v and mask are written late by the kernel before
+   * it (gpu_test.cuh's late_copy), from these copies: a kernel launched
+   * early (pdl.cuh) that read them before its wait would see zeros. Not
+   * where the call rewrites them itself (an append, rope) */
+  const bool late = !dn && !c.rope_dims;
+  T *sq = late ? upload(hq) : nullptr, *sk = late && c.lay != FUSED_QKV ? upload(hk) : nullptr;
+  T *sv = late && c.lay != FUSED_QKV ? upload(hv) : nullptr, *sm = late && dm ? upload(hm) : nullptr;
   for (int rep = 0; rep < 2; ++rep) {
     CK(cudaMemset(dout, 0xff, on * sizeof(T))); /* NaN in every type */
+    cudaStream_t s = (cudaStream_t)0;
+    if (late && rep == 1) {
+      s = test_stream();
+      std::vector<late_write> w = {{dq, sq, hq.size() * sizeof(T)}};
+      if (sk) w.push_back({dk, sk, hk.size() * sizeof(T)});
+      if (sv) w.push_back({dv, sv, hv.size() * sizeof(T)});
+      if (sm) w.push_back({dm, sm, hm.size() * sizeof(T)});
+      CK(cudaDeviceSynchronize()); /* the poison above, on the legacy stream, before the late writes */
+      late_copy(w, s);
+    }
     if (c.rope_dims) CK(cudaMemcpy(dq, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
     if (dn) { /* the caches as before the step: NaN where the new rows go */
       CK(cudaMemcpy(dk, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
       CK(cudaMemcpy(dv, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
     }
     nnc_cuda_error err{};
-    nnc_cuda_status st = nnc_cuda_attention(a, (cudaStream_t)0, &err);
+    nnc_cuda_status st = nnc_cuda_attention(a, s, &err);
     if (st != NNC_CUDA_OK) {
       std::printf("FAIL %s %s: status %d: %s\n", tname, c.name, (int)st, err.msg);
       ++failures;
@@ -458,6 +477,8 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
     CK(cudaFree(dv));
   }
   if (dm) CK(cudaFree(dm));
+  for (T *p : {sq, sk, sv, sm})
+    if (p) CK(cudaFree(p));
   if (dn) CK(cudaFree(dn));
   if (dpos) CK(cudaFree(dpos));
   CK(cudaFree(dout));

@@ -12,7 +12,9 @@
  *   with y not read (aligned and not), and on a grid of 3 blocks (a thread
  *   takes NNC_UNROLL vectors a step, as past nnc_map_blocks's cap); outputs
  *   compared bit for bit with the host's f(y, x) in float rounded once to
- *   the type (the map computes in f32, so they must agree).
+ *   the type (the map computes in f32, so they must agree). y and x are
+ *   written late by the kernel before the map, which is launched early as
+ *   the models launch it (pdl.cuh): its wait is tested.
  * - nnc_gelu_erf16 for x in [-5, 0) also relative to GELU: 2e-3 (bf16's
  *   half ulp; 1.6e-3 at -5), so small negative results are not merely near 0.
  *
@@ -103,9 +105,21 @@ static void check_map(const char *tname, long long n, bool x_off, bool with_x, b
   CK(cudaMemcpy(dx, hx.data(), (n + 2) * sizeof(T), cudaMemcpyHostToDevice));
   const T *xs = with_x ? dx + (x_off ? 1 : 0) : nullptr;
   const unsigned grid = blocks ? blocks : nnc_map_blocks<T>(n);
-  if (read_y) map_kernel<T, true><<<grid, NNC_LOOP_THREADS>>>(dy, xs, n);
-  else map_kernel<T, false><<<grid, NNC_LOOP_THREADS>>>(dy, xs, n);
+  /* y and x written late by the kernel before (gpu_test.cuh's late_copy),
+   * the map launched early after it as the models launch it: its wait
+   * (pdl.cuh) is what keeps it from reading the zeros there first */
+  T *sy, *sx;
+  CK(cudaMalloc(&sy, (n + 1) * sizeof(T)));
+  CK(cudaMalloc(&sx, (n + 2) * sizeof(T)));
+  CK(cudaMemcpy(sy, dy, (n + 1) * sizeof(T), cudaMemcpyDeviceToDevice));
+  CK(cudaMemcpy(sx, dx, (n + 2) * sizeof(T), cudaMemcpyDeviceToDevice));
+  late_copy({{dy, sy, (n + 1) * sizeof(T)}, {dx, sx, (n + 2) * sizeof(T)}});
+  if (read_y) nnc_pdl::launch(map_kernel<T, true>, grid, NNC_LOOP_THREADS, 0, test_stream(), dy, xs, n);
+  else nnc_pdl::launch(map_kernel<T, false>, grid, NNC_LOOP_THREADS, 0, test_stream(), dy, xs, n);
   CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(test_stream()));
+  CK(cudaFree(sy));
+  CK(cudaFree(sx));
   std::vector<T> got(n + 1);
   CK(cudaMemcpy(got.data(), dy, (n + 1) * sizeof(T), cudaMemcpyDeviceToHost));
   long long bad = 0;

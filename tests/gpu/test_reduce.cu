@@ -6,7 +6,9 @@
  * GPT-2's bias gradients and other 16-byte rows read a vector at a time,
  * odd column counts a column at a time, several outer indices), no
  * rows, a NaN that a max must return. Outputs are poisoned with NaN first
- * and each case runs twice: the bits must agree. Error: max |y - ref| over
+ * and each case runs twice: the bits must agree (the second time x is
+ * written late by the kernel before it, gpu_test.cuh's late_copy: the early
+ * launch's wait, pdl.cuh, tested). Error: max |y - ref| over
  * max |ref|; f32 1e-6, bf16 8e-3, f16 1e-3 (one rounding of the result).
  *
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/test_reduce.cu -o test_reduce
@@ -68,10 +70,17 @@ template <typename T> static void run_case(const rcase &c, nnc_reduce_op op, con
   void *ws = nullptr;
   if (wsb) CK(cudaMalloc(&ws, wsb));
   std::vector<T> out[2];
+  T *xs = nx ? upload(hx) : nullptr;   /* the late writes' source */
   for (int rep = 0; rep < 2; ++rep) {
     CK(cudaMemset(y, 0xff, std::max<size_t>(ny, 1) * sizeof(T)));   /* NaN in every type */
+    cudaStream_t s = (cudaStream_t)0;
+    if (rep == 1 && xs) {
+      s = test_stream();
+      CK(cudaDeviceSynchronize());
+      late_copy({{x, xs, nx * sizeof(T)}}, s);
+    }
     nnc_cuda_error err{};
-    if (nnc_cuda_reduce(op, c.outer, c.len, c.inner, x, y, ws, wsb, (cudaStream_t)0, &err) != NNC_CUDA_OK) {
+    if (nnc_cuda_reduce(op, c.outer, c.len, c.inner, x, y, ws, wsb, s, &err) != NNC_CUDA_OK) {
       std::printf("FAIL %s %s: %s\n", tname, op_name(op), err.msg);
       ++failures;
       return;
@@ -112,6 +121,7 @@ template <typename T> static void run_case(const rcase &c, nnc_reduce_op op, con
               same ? "" : " (runs differ)", nan_ok ? "" : " (NaN or empty result wrong)");
   if (!ok) ++failures;
   CK(cudaFree(x));
+  if (xs) CK(cudaFree(xs));
   CK(cudaFree(y));
   if (ws) CK(cudaFree(ws));
 }
