@@ -97,7 +97,7 @@ template <typename T> static void run_case(const tcase &c, const char *tn) {
   for (int i = 0; i < M; ++i) {
     double *x = &xref[(size_t)i * N];
     for (int j = 0; j < N; ++j) {
-      const double *pa = &ad[(size_t)i * K], *pb = &bd[(size_t)j * K];
+      const double *pa = ad.data() + (size_t)i * K, *pb = bd.data() + (size_t)j * K; /* K = 0: empty vectors */
       double s = 0;
       for (int k = 0; k < K; ++k) s += pa[k] * pb[k];
       x[j] = s + (c.bias ? h_to(hbias[j]) : 0.0) + (c.residual ? h_to(hr[(size_t)i * ldc + j]) : 0.0);

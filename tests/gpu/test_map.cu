@@ -113,6 +113,7 @@ static void check_map(const char *tname, long long n, bool x_off, bool with_x, b
   CK(cudaMalloc(&sx, (n + 2) * sizeof(T)));
   CK(cudaMemcpy(sy, dy, (n + 1) * sizeof(T), cudaMemcpyDeviceToDevice));
   CK(cudaMemcpy(sx, dx, (n + 2) * sizeof(T), cudaMemcpyDeviceToDevice));
+  CK(cudaDeviceSynchronize()); /* the copies above do not wait for the host; late_copy's zeros must come after */
   late_copy({{dy, sy, (n + 1) * sizeof(T)}, {dx, sx, (n + 2) * sizeof(T)}});
   if (read_y) nnc_pdl::launch(map_kernel<T, true>, grid, NNC_LOOP_THREADS, 0, test_stream(), dy, xs, n);
   else nnc_pdl::launch(map_kernel<T, false>, grid, NNC_LOOP_THREADS, 0, test_stream(), dy, xs, n);
