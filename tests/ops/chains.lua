@@ -27,7 +27,7 @@ output("x_half", x * 0.5)
 local w = y * 3 - 1
 output("w", w)
 output("mean_w", mean(w, 2))
-local e = embedding(ids, param("table2", { 50, 40 })) + 2
+local e = embedding(ids, param("table2", { 50, 40 })) * 2
 output("ln_shared", layernorm(e, param("ln4")) + e)
 local e2 = embedding(mask, param("table3", { 3, 24 })) * 0.5
 output("ln_linear", e2 + linear(layernorm(e2, param("ln5")), 24, param("fc")))
