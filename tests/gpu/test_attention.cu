@@ -123,6 +123,10 @@ static const tcase CASES[] = {
     {"d128_T517_S901_mask", 1, 4, 517, 901, 128, 128, 0, MASK, CONTIG, false, true},
     {"mqa_d128_T65_S200_causal", 2, 4, 65, 200, 128, 128, 1, NO_MASK, MQA, false, true},
     {"d128_B1_H8_T1024_causal", 1, 8, 1024, 1024, 128, 128, 1, NO_MASK, CONTIG, false, true},
+    /* causal with more queries than keys: the first 50 (160) queries see none (zeros); a whole tile of
+     * 128 sees none in the second */
+    {"d128_T200_S150_causal_mask", 2, 3, 200, 150, 128, 128, 1, MASK, CONTIG, true, true},
+    {"d128_T300_S140_causal", 1, 2, 300, 140, 128, 128, 1, NO_MASK, CONTIG, false, true},
     {"mqa_simt_odd_mask", 3, 6, 17, 19, 5, 7, 0, MASK, MQA, false, false},
     /* the kv append folded in (attention_append.cuh): a decode step (T <= 4) writes the new rows inside the
      * decode kernels, at B=64 (4 warps a row), B=28 (8), B=8 (16) and fewer rows (split over a cluster's
