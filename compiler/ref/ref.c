@@ -1,5 +1,6 @@
 /* compiler/ref/ref.c — the evaluator's state, its arrays, the graph run and
  * the error measure the tests compare with. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +45,40 @@ double *nnc_ref_alloc(nnc_ref *r, int t) {
   return r->val[t];
 }
 
+double nnc_ref_round(double v, nnc_dtype t) {
+  int bits, emin; /* significant bits, exponent of the smallest normal */
+  double max;     /* the largest finite value */
+  switch (t) {
+  case NNC_BF16: bits = 8, emin = -126, max = 0x1.fep127; break;
+  case NNC_F16: bits = 11, emin = -14, max = 65504.0; break;
+  case NNC_F32: bits = 24, emin = -126, max = FLT_MAX; break;
+  default: return v;
+  }
+  if (!isfinite(v) || v == 0) return v;
+  int e;
+  frexp(v, &e); /* |v| in [2^(e-1), 2^e) */
+  const int lead = e - 1 > emin ? e - 1 : emin;  /* below the normals, the subnormals' fixed spacing */
+  const double q = ldexp(1.0, lead - bits + 1);  /* the spacing of t's values around v */
+  const double x = nearbyint(v / q) * q;         /* ties to even: the default rounding mode */
+  return fabs(x) > max ? copysign(INFINITY, v) : x;
+}
+
+/* The values node n computed, rounded to r->store (see nnc_ref.store). */
+static void round_outputs(nnc_ref *r, int n) {
+  const nnc_node *nd = &r->g->nodes[n];
+  for (int o = 0; o < nd->nout; o++) {
+    const int t = nd->out[o];
+    if (!r->val[t] || !nnc_dtype_is_float(r->g->tensors[t].dtype)) continue;
+    for (int64_t i = 0, m = nnc_ref_elems(r, t); i < m; i++) r->val[t][i] = nnc_ref_round(r->val[t][i], r->store);
+  }
+}
+
 nnc_status nnc_ref_run_graph(nnc_ref *r, nnc_error *err) {
   for (int n = 0; n < r->g->nnodes; n++) {
     if (r->g->nodes[n].dead) continue;
     nnc_status st = nnc_ref_eval_node(r, n, err);
     if (st) return st;
+    if (r->store != NNC_F32) round_outputs(r, n);
   }
   return NNC_OK;
 }

@@ -16,6 +16,10 @@ typedef struct nnc_ref {
   double **val;       /* g->ntensors arrays; NULL where not (yet) computed */
   int rank;           /* the rank this evaluator plays in nnc_ref_run_ranks (a vocabulary split's
                          embedding reads it); 0 otherwise */
+  nnc_dtype store;    /* NNC_F32 (nnc_ref_init's): float64 throughout. NNC_BF16 or NNC_F16: every float
+                         value nnc_ref_run_graph computes is rounded to that type before a node reads it,
+                         the reference of a model storing its values in 16 bits, whose distance from the
+                         float64 one sizes the error that storage alone makes (bench --check) */
 } nnc_ref;
 
 /* Sets up r for g with the given symbol sizes (copied); every val NULL. */
@@ -53,6 +57,12 @@ nnc_status nnc_ref_run_ranks(nnc_ref *rs, int n, nnc_error *err);
  * full_shape (rank_dims dims), into dst (the slice's elements). */
 void nnc_ref_shard_slice(const double *full, int rank_dims, const int64_t *full_shape, const nnc_shard *sh, int rank,
                          double *dst);
+
+/* v rounded to the nearest value of type t (ties to even; past the largest
+ * finite value, an infinity of v's sign; subnormals kept): bf16's 8
+ * significant bits, f16's 11 (largest 65504), f32's 24. Other types, NaN
+ * and infinities: v unchanged. */
+double nnc_ref_round(double v, nnc_dtype t);
 
 /* max |a - b| / max(max |b|, tiny) over n elements; +inf if any is NaN. */
 double nnc_ref_rel_error(const double *a, const double *b, int64_t n);

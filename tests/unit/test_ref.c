@@ -580,6 +580,70 @@ static void test_missing_and_bad_sizes(void **state) {
   nnc_graph_free(&g);
 }
 
+/* nnc_ref_round against values worked out by hand: bf16 keeps 8
+ * significant bits (spacing 2^-7 above 1), f16 11 (2^-10 above 1, 2^-24
+ * between its subnormals, 65504 the largest), f32 24; ties go to the even
+ * neighbour, past the largest value to infinity; i32 and non-finite values
+ * pass through. */
+static void test_round(void **state) {
+  (void)state;
+  assert_true(nnc_ref_round(1 + 0x1p-9, NNC_BF16) == 1);                   /* under half a spacing */
+  assert_true(nnc_ref_round(1 + 0x1p-8 + 0x1p-20, NNC_BF16) == 1 + 0x1p-7); /* over half */
+  assert_true(nnc_ref_round(1 + 0x1p-8, NNC_BF16) == 1);                   /* a tie: 1 is even */
+  assert_true(nnc_ref_round(1 + 3 * 0x1p-8, NNC_BF16) == 1 + 0x1p-6);      /* a tie: 1 + 2^-6 is even */
+  assert_true(nnc_ref_round(-3.14159, NNC_BF16) == -3.140625);
+  assert_true(nnc_ref_round(0x1p-130, NNC_BF16) == 0x1p-130);             /* a subnormal on its grid */
+  assert_true(nnc_ref_round(0x1.ffp127, NNC_BF16) == INFINITY);            /* rounds past 0x1.fep127 */
+  assert_true(nnc_ref_round(-0x1.fe8p127, NNC_BF16) == -0x1.fep127);
+  assert_true(nnc_ref_round(1 + 0x1p-11, NNC_F16) == 1);                   /* a tie: 1 is even */
+  assert_true(nnc_ref_round(1 + 0x1p-10, NNC_F16) == 1 + 0x1p-10);
+  assert_true(nnc_ref_round(65519, NNC_F16) == 65504);
+  assert_true(nnc_ref_round(65520, NNC_F16) == INFINITY);                  /* the tie past 65504 */
+  assert_true(nnc_ref_round(0x1p-25, NNC_F16) == 0);                       /* half the smallest subnormal */
+  assert_true(nnc_ref_round(3 * 0x1p-25, NNC_F16) == 0x1p-23);
+  assert_true(nnc_ref_round(1 + 0x1p-30, NNC_F32) == 1);
+  assert_true(nnc_ref_round(0.1, NNC_F32) == (double)0.1f);
+  assert_true(nnc_ref_round(1 + 0x1p-9, NNC_I32) == 1 + 0x1p-9);
+  assert_true(isnan(nnc_ref_round(NAN, NNC_BF16)));
+  assert_true(nnc_ref_round(-INFINITY, NNC_F16) == -INFINITY);
+  assert_true(nnc_ref_round(0.0, NNC_BF16) == 0);
+}
+
+/* nnc_ref.store: each value a node computes is rounded to the type before
+ * the next node reads it (so twice here), inputs are left as given, and an
+ * evaluator with store F32 is exact. */
+static void test_store_rounding(void **state) {
+  (void)state;
+  nnc_graph g;
+  nnc_graph_init(&g);
+  int x = input(&g, "x", NNC_F32, 1, DIMS(3));
+  int w = param(&g, "w", 1, DIMS(3));
+  int p = op(&g, NNC_OP_MUL, 2, IDS(x, w), NULL, 1, DIMS(3));
+  int y = op(&g, NNC_OP_ADD, 2, IDS(p, x), NULL, 1, DIMS(3));
+  for (int k = 0; k < 2; k++) {
+    nnc_ref r;
+    nnc_error err;
+    assert_int_equal(nnc_ref_init(&r, &g, NULL, &err), NNC_OK);
+    assert_int_equal(r.store, NNC_F32);
+    if (k) r.store = NNC_BF16;
+    /* x * w = 1 + 2^-9 (to 1 in bf16), 3 (exact), -(1 + 2^-7 + 2^-9) (to -(1 + 2^-7)); then + x */
+    set(&r, x, VALS(1 + 0x1p-9, 1.5, -1));
+    set(&r, w, VALS(1, 2, 1 + 0x1p-7 + 0x1p-9));
+    run_graph_ok(&r);
+    expect_values(&r, x, VALS(1 + 0x1p-9, 1.5, -1), 3, 0);
+    if (k) {
+      expect_values(&r, p, VALS(1, 3, -(1 + 0x1p-7)), 3, 0);
+      /* 2 + 2^-9 -> 2 (spacing 2^-6); 4.5 exact; -(2 + 2^-7) -> a tie, to -2 */
+      expect_values(&r, y, VALS(2, 4.5, -2), 3, 0);
+    } else {
+      expect_values(&r, p, VALS(1 + 0x1p-9, 3, -(1 + 0x1p-7 + 0x1p-9)), 3, 0);
+      expect_values(&r, y, VALS(2 + 0x1p-8, 4.5, -(2 + 0x1p-7 + 0x1p-9)), 3, 0);
+    }
+    nnc_ref_free(&r);
+  }
+  nnc_graph_free(&g);
+}
+
 static void test_rel_error(void **state) {
   assert_true(nnc_ref_rel_error(VALS(1, 2), VALS(1, 2), 2) == 0);
   assert_true(fabs(nnc_ref_rel_error(VALS(1, 2.5), VALS(1, 2), 2) - 0.25) < 1e-15);
@@ -1110,6 +1174,8 @@ int main(void) {
     cmocka_unit_test(test_embedding),
     cmocka_unit_test(test_cross_entropy),
     cmocka_unit_test(test_missing_and_bad_sizes),
+    cmocka_unit_test(test_round),
+    cmocka_unit_test(test_store_rounding),
     cmocka_unit_test(test_rel_error),
     cmocka_unit_test(test_cosine),
     cmocka_unit_test(test_top1_agree),
