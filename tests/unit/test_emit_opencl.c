@@ -844,9 +844,9 @@ static void test_emitter_errors(void **state) {
 
 /* ------------------------------------------------- f16 and bf16 storage */
 
-/* The three models at odd sizes (B=3, T=17) with storage precision; the
- * check also reports the reference rounded to that storage at every op
- * (nnc_ref.store), a positive error that the output's need not exceed. */
+/* The three models at odd sizes (B=3, T=17) with storage precision, and
+ * the MLP's training graph; the check also reports the reference rounded
+ * to that storage at every op (nnc_ref.store). */
 static void narrow_models(const char *precision) {
   char dir[64];
   snprintf(dir, sizeof dir, "mlp_%s", precision);
@@ -860,6 +860,9 @@ static void narrow_models(const char *precision) {
   snprintf(line, sizeof line, "(%s-rounded reference ", precision);
   assert_true(file_has(log, line));
   assert_true(file_has(log, "times the error of the reference rounded to"));
+  /* its training graph: the loss and every gradient in 16-bit storage */
+  snprintf(dir, sizeof dir, "mlp_train_%s", precision);
+  check_at("models/mlp.lua", dir, "mlp", precision, true, mlp_defs, 2, "-d B=3", 1e-2);
   snprintf(dir, sizeof dir, "bert_%s", precision);
   check_at("models/bert.lua", dir, "bert", precision, false, bert_defs, 2, "-d B=3 -d T=17", 1e-2);
   snprintf(dir, sizeof dir, "gpt2_%s", precision);
