@@ -476,9 +476,11 @@ static accuracy measure(const nnc_graph *g, int i, const int64_t *sym, const dou
   return a;
 }
 
-/* Within the tolerance, or within ROUNDED_FACTOR times the rounded reference's error. */
+/* Within the tolerance, or within ROUNDED_FACTOR times the rounded
+ * reference's error (a finite one: a rounded reference that overflowed or
+ * gave NaN excuses nothing). */
 static bool accurate(const accuracy *a, double tol) {
-  return a->rel_error <= tol || (a->rounded >= 0 && a->rel_error <= ROUNDED_FACTOR * a->rounded);
+  return a->rel_error <= tol || (a->rounded >= 0 && isfinite(a->rounded) && a->rel_error <= ROUNDED_FACTOR * a->rounded);
 }
 
 /* The 16-bit type the model stores its values in (the reference's
@@ -488,6 +490,13 @@ static nnc_dtype storage_type(const nnc_bench_model *md) {
 }
 
 static double top1_fraction(const accuracy *a) { return a->positions > 0 ? (double)a->agree / (double)a->positions : 1; }
+
+/* agree of positions as a printed percentage: 99.96% would round to 100.0%,
+ * and a single disagreement must not read as none. */
+static double top1_percent(int64_t agree, int64_t positions) {
+  double pct = positions > 0 ? 100.0 * (double)agree / (double)positions : 100.0;
+  return agree < positions ? fmin(pct, 99.9) : pct;
+}
 
 static bool cosine_low(const accuracy *a) { return !(a->cosine >= COSINE_WARN); }   /* NaN too */
 static bool top1_low(const accuracy *a) { return a->positions >= 0 && top1_fraction(a) < TOP1_WARN; }
@@ -658,6 +667,19 @@ static void json_string(const char *s) {
 
 /* The JSON of the check's measures (after "max_rel_error"): cosine per
  * output (null for NaN), top-1 per logits output, and the warnings. */
+/* `, "key": {output: error, ...}`: each output's max relative error, or
+ * the rounded reference's (rounded); infinity as 1e308. */
+static void json_errors(const nnc_bench_model *md, const accuracy *acc, const char *key, bool rounded) {
+  printf(", \"%s\": {", key);
+  for (int i = 0; i < md->noutputs; i++) {
+    const double e = rounded ? acc[i].rounded : acc[i].rel_error;
+    printf("%s", i ? ", " : "");
+    json_string(md->output_names[i]);
+    printf(": %.6g", isinf(e) ? 1e308 : e);
+  }
+  printf("}");
+}
+
 static void json_accuracy(const nnc_bench_model *md, const accuracy *acc) {
   printf(", \"cosine\": {");
   for (int i = 0; i < md->noutputs; i++) {
@@ -705,18 +727,12 @@ static void print_accuracy(const nnc_bench_model *md, int i, const accuracy *a, 
   printf("    %-24s %-4s max relative error %.3g%s, cosine %.6f %s\n", name, dt, a->rel_error, rounded, a->cosine,
          accurate(a, tol) ? "ok" : "FAILED");
   if (a->positions >= 0) {
-    /* 99.96% would round to 100.0%: a single disagreement must not read as none */
-    double pct = 100 * top1_fraction(a);
-    if (a->agree < a->positions) pct = fmin(pct, 99.9);
     char rounded_top1[80] = "";
-    if (a->rounded_agree >= 0) {
-      double rpct = 100.0 * (double)a->rounded_agree / (double)a->positions;
-      if (a->rounded_agree < a->positions) rpct = fmin(rpct, 99.9);
+    if (a->rounded_agree >= 0)
       snprintf(rounded_top1, sizeof rounded_top1, "; the %s-rounded reference's %.1f%%",
-               nnc_dtype_name(storage_type(md)), rpct);
-    }
-    printf("    %-24s %-4s top-1 agreement %.1f%% (%lld of %lld positions%s)\n", name, dt, pct, (long long)a->agree,
-           (long long)a->positions, rounded_top1);
+               nnc_dtype_name(storage_type(md)), top1_percent(a->rounded_agree, a->positions));
+    printf("    %-24s %-4s top-1 agreement %.1f%% (%lld of %lld positions%s)\n", name, dt,
+           top1_percent(a->agree, a->positions), (long long)a->agree, (long long)a->positions, rounded_top1);
   }
   if (cosine_low(a)) printf("    %-24s %-4s warning: cosine %.6f is below %g\n", name, dt, a->cosine, COSINE_WARN);
   if (top1_low(a))
@@ -761,22 +777,9 @@ static void report(const state *s, const timing *t, double peak_gf, double peak_
     }
     printf("}");
     if (o->check) {
-      printf(", \"check\": {\"ok\": %s, \"tolerance\": %g, \"max_rel_error\": {", ok ? "true" : "false", tolerance(s->md));
-      for (int i = 0; i < md->noutputs; i++) {
-        printf("%s", i ? ", " : "");
-        json_string(md->output_names[i]);
-        printf(": %.6g", isinf(acc[i].rel_error) ? 1e308 : acc[i].rel_error);
-      }
-      printf("}");
-      if (storage_type(md) != NNC_F32) {
-        printf(", \"rounded_rel_error\": {");
-        for (int i = 0; i < md->noutputs; i++) {
-          printf("%s", i ? ", " : "");
-          json_string(md->output_names[i]);
-          printf(": %.6g", isinf(acc[i].rounded) ? 1e308 : acc[i].rounded);
-        }
-        printf("}");
-      }
+      printf(", \"check\": {\"ok\": %s, \"tolerance\": %g", ok ? "true" : "false", tolerance(s->md));
+      json_errors(md, acc, "max_rel_error", false);
+      if (storage_type(md) != NNC_F32) json_errors(md, acc, "rounded_rel_error", true);
       json_accuracy(md, acc);
       printf("}");
     }
@@ -903,13 +906,12 @@ int nnc_bench_main(const nnc_bench_model *md, int argc, char **argv) {
   }
   if (!rc) report(&s, &t, peak_gf, peak_gb, acc, ok);
   if (!rc && !ok) {
+    char rounded[96] = "";
     if (storage_type(md) != NNC_F32)
-      fprintf(stderr, "bench_%s: --check FAILED: an output is off the float64 reference by more than %g and by more "
-                      "than %g times the error of the reference rounded to %s\n", md->name, tolerance(md),
-              ROUNDED_FACTOR, nnc_dtype_name(storage_type(md)));
-    else
-      fprintf(stderr, "bench_%s: --check FAILED: an output is off the float64 reference by more than %g\n", md->name,
-              tolerance(md));
+      snprintf(rounded, sizeof rounded, " and by more than %g times the error of the reference rounded to %s",
+               ROUNDED_FACTOR, nnc_dtype_name(storage_type(md)));
+    fprintf(stderr, "bench_%s: --check FAILED: an output is off the float64 reference by more than %g%s\n", md->name,
+            tolerance(md), rounded);
     rc = 1;
   }
   free(t.k);
