@@ -255,7 +255,7 @@ template <typename T, typename TO, int BN, bool EPI>
 __device__ __forceinline__ void consume(const nnc_gemm_tma_params<T, TO> &p, const T *stages, float *buffers,
                                         T *biases, uint64_t *full, uint64_t *empty) {
   const nnc_cuda_gemm_tma_args<T, TO> &g = p.g;
-  const int wg = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
+  const int wg = nnc_wg::warpgroup() - 1, t = threadIdx.x % 128;
   float *cs = buffers + wg * CHUNK_FLOATS;
   T *sbias = biases + wg * BN;
   const T zero = nnc_dtype<T>::store(0.0f);

@@ -153,7 +153,7 @@ template <typename T8, typename TO, int BN, bool EPI>
 __device__ __forceinline__ void consume(const nnc_gemm_tma8_params<T8, TO> &p, const T8 *stages, float *buffers,
                                         float *cols, uint64_t *full, uint64_t *empty) {
   const nnc_cuda_gemm_tma8_args<T8, TO> &g = p.g;
-  const int wg = threadIdx.x / 128 - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int wg = nnc_wg::warpgroup() - 1, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   float *cs = buffers + wg * HALF_FLOATS;
   float *sws = cols + wg * 2 * BN, *sbias = sws + BN;
   int s = 0;

@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(nnc_gtl::layout<NH, WGS, CL, VEC>::NTHREADS, 1
   } else {
     if constexpr (WGS == 2) nnc_gt::regs_inc<nnc_gt::CONSUMER_REGS>();
     nnc_pdl::wait(); /* the residual, the parameters and C: after the kernel before */
-    const int wgl = threadIdx.x / 128 - 1;
+    const int wgl = nnc_wg::warpgroup() - 1;
     consume<T, NH, WGS, CL, VEC>(p, stages, prm, xch, bufs + wgl * L::BUF_ELEMS, full, empty, xbar, first, step,
                                  rank + wgl, wgl);
   }

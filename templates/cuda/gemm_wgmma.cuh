@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(con
   auto sa = [&](int t) { return base + (t % STAGES) * (BM + BN) * BK; };
   auto sb = [&](int t) { return sa(t) + BM * BK; };
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const int wg = threadIdx.x / 128, warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  const int wg = nnc_wg::warpgroup(), warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
   const int kt_end = (g.K + BK - 1) / BK;
   auto load = [&](int t) {
     if (t < kt_end) {

@@ -32,6 +32,12 @@
 
 namespace nnc_wg {
 
+/* This thread's warpgroup (threads 128 g to 128 g + 127), as a value the
+ * compiler knows to be the same across the warp (a shuffle from lane 0):
+ * shared-memory descriptors made from it then stay in uniform registers,
+ * where wgmma takes them, instead of being moved there before each product. */
+__device__ __forceinline__ int warpgroup() { return __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0); }
+
 /* Descriptor of a 128-byte-swizzled tile starting at shared address addr
  * (both strides 1024 bytes, swizzle mode 1 = 128 bytes). Adding n to it
  * moves the start by 16 * n bytes. */
