@@ -109,15 +109,17 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --parallel (a rank's slices of an "
                     "e4m3 weight are not built yet)");
   if (!st && prec.fp8) quant = NNC_QUANTIZE_FP8;
-  /* int8 weights: the C SIMD GEMMs read every mode, CUDA's int8 GEMM
-   * w8a8's (mma.sync's int8 m16n8k32: sm_80 and up), OpenCL none yet;
+  /* int8 weights: the C SIMD GEMMs read every mode, CUDA's w8a8's
+   * (mma.sync's int8 m16n8k32: sm_80 and up) and int8w's, OpenCL none yet;
    * training updates float weights, and a plan slices the file's tensors */
   bool w8a8_here = quant == NNC_QUANTIZE_W8A8 && nnc_emit_has_w8a8(t.family);
-  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && t.family != NNC_FAMILY_C_SIMD && !w8a8_here)
+  bool int8w_here = quant == NNC_QUANTIZE_INT8W && nnc_emit_has_int8w(t.family);
+  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && t.family != NNC_FAMILY_C_SIMD && !w8a8_here &&
+      !int8w_here)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no %s GEMM yet; expected a c-simd "
                     "target (c-simd, c-avx2, ...)%s or --quantize=none", nnc_quantize_name(quant), t.name,
                     quant == NNC_QUANTIZE_INT4W ? "int4" : "int8",
-                    t.family == NNC_FAMILY_CUDA ? ", --quantize=w8a8 (cuda-sm80 and up)" : "");
+                    t.family == NNC_FAMILY_CUDA ? ", --quantize=int8w, --quantize=w8a8 (cuda-sm80 and up)" : "");
   if (!st && w8a8_here && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=w8a8: target %s has no int8 mma.sync m16n8k32 (sm_80 "
                     "and up); expected cuda-sm80 or newer", t.name);

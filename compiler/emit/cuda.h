@@ -79,18 +79,28 @@ void cu_fp8_tables(const ec_ctx *x, nnc_sb *b);
 void cu_fp8_upload(const ec_ctx *x, nnc_sb *b);
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body);
 void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
-/* --quantize=w8a8 (cuda_w8a8.c): whether any weight is held as int8 with
- * its GEMMs' A quantized too, whether GEMM d reads one; the tables and
- * upload_w8a8() of <model>.cu; the body of such a GEMM's launcher after
- * `M, N, K` (A's rows quantized, with their norm, then nnc_cuda_w8a8_gemm
- * with the whole epilogue, or only the bias when post: the epilogue
- * kernel does the rest); and the workspace it needs. */
-bool cu_w8a8_any(const ec_ctx *x);
+/* Int8 weights (cuda_w8a8.c; --quantize=w8a8 and int8w): whether any
+ * weight is held as int8 [N, K]; whether GEMM d reads one with its A
+ * quantized too (w8a8) or as it is (int8w); where weight t's int8 values
+ * lie in the weights block (returned) and its scales (*scales); the tables
+ * and upload_int8() of <model>.cu; the body of a w8a8 GEMM's launcher
+ * after `M, N, K` (A's rows quantized, with their norm, then
+ * nnc_cuda_w8a8_gemm with the whole epilogue, or only the bias when post:
+ * the epilogue kernel does the rest); and the workspace it needs. */
+bool cu_int8_any(const ec_ctx *x);
 bool cu_w8a8_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
-void cu_w8a8_tables(const ec_ctx *x, nnc_sb *b);
-void cu_w8a8_upload(const ec_ctx *x, nnc_sb *b);
+bool cu_int8w_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
+long long cu_int8_held(const ec_ctx *x, int t, long long *scales);
+void cu_int8_tables(const ec_ctx *x, nnc_sb *b);
+void cu_int8_upload(const ec_ctx *x, nnc_sb *b);
 void cu_w8a8_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body);
 void cu_w8a8_workspace(const ec_ctx *x, int ki, const char *M, const char *K, nnc_sb *b);
+/* --quantize=int8w (cuda_int8w.c): the body of an int8w GEMM's launcher
+ * after `M, N, K` (A's rows normalized into the workspace where a norm
+ * comes first, then nnc_cuda_w8_gemm: few rows multiply straight from the
+ * int8 weight, many dequantize it for cuBLASLt), and its workspace. */
+void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body);
+void cu_int8w_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
  * rows). */

@@ -222,6 +222,16 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
              p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
   }
+  if (cu_int8w_gemm(x, d)) {   /* --quantize=int8w: one way, whatever --tune=measure found for the float GEMM */
+    p->post = d->residual_mul;   /* as w8a8's: the kernels' epilogue adds, a residual that multiplies is the epilogue kernel's */
+    p->lt_epi = "NNRT_EPI_NONE";
+    p->lt_residual = false;
+    snprintf(p->why, sizeof p->why, "INT8W: %sthe int8 weight read as it is for a few rows (nnc's CUDA-core kernel, one "
+             "byte a weight), dequantized for cuBLASLt for many; bias%s in the epilogue%s",
+             p->pre_norm ? "A's rows normalized, then " : "", p->post ? "" : ", activation and residual",
+             p->post ? ", then an epilogue kernel" : "");
+    return NNC_OK;
+  }
   int pad = pad_of(x, d, &p->s, p->lt_residual);
   const char *how = "by rule";
   bool wg_fits = wgmma_fits(x, d, &p->s);
@@ -725,7 +735,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   nnc_sb_init(&body);
   bool fp8 = cu_fp8_gemm(x, d);   /* cuda_fp8.c */
   bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
-  bool quant = fp8 || w8a8;   /* A quantized, then a GEMM of its own */
+  bool int8w = cu_int8w_gemm(x, d);   /* cuda_int8w.c */
+  bool quant = fp8 || w8a8 || int8w;   /* a quantized weight: a GEMM of its own */
   bool skinny = (p.impl == IMPL_CUBLASLT || wgmma_impl(&p)) && !quant && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
   bool hybrid = !quant && p.phases && (wgmma_impl(&p) || p.pad_n);   /* phases_block first */
   char from[96] = "";
@@ -753,6 +764,9 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (w8a8) {
       cu_w8a8_gemm_body(x, ki, p.post, &body);
+      emit_post_call(x, ki, &p, name, batch, b, &body);
+    } else if (int8w) {
+      cu_int8w_gemm_body(x, ki, p.post, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (p.pre_norm) {
       /* the normalized rows of A, in the workspace */
@@ -794,6 +808,8 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
     cu_fp8_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
   } else if (cu_w8a8_gemm(x, &k->d.gemm)) {
     cu_w8a8_workspace(x, ki, p.s.M, p.s.K, b);
+  } else if (cu_int8w_gemm(x, &k->d.gemm)) {
+    cu_int8w_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
   } else if (p.impl == IMPL_OWN && p.pre_norm) {
     char rows[EXPR];
     ec_dims_product(x, k->d.gemm.out, 0, x->g->tensors[k->d.gemm.out].rank - 1, rows, sizeof rows);

@@ -104,6 +104,9 @@ typedef struct nnc_emitter {
    * (nnc_compile_opts.reduce_loops); without, the chain is a kernel of its
    * own and writes its result. */
   bool row_loops;
+  /* Whether its GEMMs read --quantize=int8w's int8 weights with A as it is
+   * (c_simd_quant.c, cuda_int8w.c); without, the mode is refused. */
+  bool int8w;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -127,8 +130,10 @@ bool nnc_emit_has_reduce_windows(nnc_target_family f);
 bool nnc_emit_has_attention_append(nnc_target_family f);
 /* Whether the emitter of family f folds ropes into the attention (nnc_emitter.attention_rope). */
 bool nnc_emit_has_attention_rope(nnc_target_family f);
-/* Whether the emitter of family f writes --quantize=w8a8 (nnc_emitter.w8a8). */
+/* Whether the emitter of family f writes --quantize=w8a8 (nnc_emitter.w8a8),
+ * --quantize=int8w (nnc_emitter.int8w). */
 bool nnc_emit_has_w8a8(nnc_target_family f);
+bool nnc_emit_has_int8w(nnc_target_family f);
 /* The most columns of a GEMM with a post-norm on t (nnc_emitter.gemm_post_norm). */
 int nnc_emit_gemm_post_norm(const nnc_target_desc *t);
 /* Whether the emitter of family f reads embeddings inside elementwise loops (nnc_emitter.gather_loops). */

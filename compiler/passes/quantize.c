@@ -15,11 +15,11 @@
  * w8a8: the same weights (on a 6-bit grid on C SIMD, nnc_quant.a8), and
  * each GEMM that reads one quantizes its A to int8 per row (the row's
  * absmax) when it runs, so that the products are int8 x int8 in int32. No
- * calibration: the scales come from the rows themselves. On a GPU (device)
- * the weights are the storage dtype's (bf16 under --precision=bf16), on
- * the full 8-bit grid (no AVX2 int16 sums to keep from saturating), and K
- * must be a multiple of 16: the int8 GEMM copies 16-byte pieces of rows
- * (a weight outside that keeps its float GEMM).
+ * calibration: the scales come from the rows themselves. On a GPU (device;
+ * int8w there too) the weights are the storage dtype's (bf16 under
+ * --precision=bf16), on the full 8-bit grid (no AVX2 int16 sums to keep
+ * from saturating), and K must be a multiple of 16: the int8 GEMMs read
+ * 16-byte pieces of rows (a weight outside that keeps its float GEMM).
  *
  * int4w: the same weights as int4, a scale per group of 128 consecutive k
  * of an output channel (max|w| / 7 over the group; the last group shorter
@@ -112,7 +112,7 @@ static bool from_dtype(nnc_dtype d, nnc_quantize q, bool device) {
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, bool device, int *count, nnc_error *err) {
   (void)err;
   int marked = 0;
-  bool device8 = device && q == NNC_QUANTIZE_W8A8;
+  bool device8 = device && (q == NNC_QUANTIZE_W8A8 || q == NNC_QUANTIZE_INT8W);
   for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
     nnc_tensor *t = &g->tensors[g->params[i]];
     if (!from_dtype(t->dtype, q, device8) || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;

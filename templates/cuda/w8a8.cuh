@@ -1,5 +1,7 @@
-/* templates/cuda/w8a8.cuh — --quantize=w8a8 on CUDA: the one interface a
- * folder calls (cuda_w8a8.c emits the calls).
+/* templates/cuda/w8a8.cuh — int8 weights on CUDA: the one interface a
+ * folder calls (cuda_w8a8.c and cuda_int8w.c emit the calls). Under
+ * --quantize=int8w the weights are the same and the GEMM is gemm_w8.cuh's
+ * nnc_cuda_w8_gemm, A as it is; what follows is --quantize=w8a8's.
  *
  * Weights: int8 [N, K] (K-major whatever the file's layout) with an f32
  * scale per output channel, max|w| / 127, quantized once on the device
@@ -24,6 +26,7 @@
 #ifndef NNC_CUDA_W8A8_CUH
 #define NNC_CUDA_W8A8_CUH
 
+#include "gemm_w8.cuh"
 #include "gemm_w8a8.cuh"
 #include "quant_rows.cuh"
 #if defined(NNC_CUDA_SM90A)

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# tests/unit/int8w_cuda.sh NNC: --quantize=int8w on the CUDA targets without a
+# GPU (tests/meson.build runs it; bench/NOTES.md has the H200 runs).
+#  1. small GPT-2 (Conv1D weights [K, N], tied head, pre-norms) for
+#     cuda-sm90a and cuda-sm80 and BERT (nn.Linear [N, K], erf-GELU after
+#     its GEMM, residuals) under --precision=bf16: --emit=ir marks the
+#     linear weights int8w; the tied wte stays bf16; a weight whose K is not
+#     a multiple of 16 stays bf16; the .cu quantizes the weights at load on
+#     the GPU and reads quantized checkpoints of mode int8w; each int8 GEMM
+#     is nnc_cuda_w8_gemm on A as it is (no row quantization), after the
+#     layernorm where one comes first, with the bias, activation and
+#     residual in its epilogue (no epilogue kernel); bench --check has int8
+#     weights' tolerance; the folder builds with nvcc -Werror for its
+#     architecture (skipped without nvcc); a --generate folder (decode
+#     steps: the few-rows path) builds; f16 and f32 folders emit their types;
+#  2. --explain says what is held.
+set -euo pipefail
+nnc=${1:?usage: int8w_cuda.sh NNC}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+gpt2="-D layers=2 -D d=64 -D heads=2 -D vocab=101 -D ctx=32 -D batch=3"
+bert="-D layers=2 -D hidden=64 -D heads=4 -D intermediate=128 -D vocab=31 -D positions=16 -D seq=16 -D batch=3"
+q="--precision=bf16 --quantize=int8w"
+
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --target=cuda-sm90a $q $gpt2 --emit=ir > "$work/gpt2.ir"
+[ "$(grep -c 'held as int8.*--quantize=int8w' "$work/gpt2.ir")" -eq 8 ] || fail "gpt2: expected 8 int8 weights (4 a layer)"
+grep -q "param.*wte.weight bf16.*held as" "$work/gpt2.ir" && fail "gpt2: the tied wte must stay bf16"
+# d = 72: c_attn, attn.c_proj and c_fc have K = 72 (not a multiple of 16) and stay bf16
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --target=cuda-sm90a $q ${gpt2/d=64/d=72} --emit=ir > "$work/gpt2_72.ir"
+[ "$(grep -c 'held as int8' "$work/gpt2_72.ir")" -eq 2 ] || fail "gpt2 d=72: expected 2 int8 weights (mlp.c_proj's)"
+# shellcheck disable=SC2086
+"$nnc" models/bert.lua --target=cuda-sm90a $q $bert --emit=ir > "$work/bert.ir"
+[ "$(grep -c 'held as int8.*--quantize=int8w' "$work/bert.ir")" -eq 12 ] || fail "bert: expected 12 int8 weights (6 a layer)"
+
+# shellcheck disable=SC2086
+"$nnc" models/bert.lua --target=cuda-sm90a $q $bert --explain > "$work/explain.txt"
+grep -q -- "--quantize=int8w: 12 linear weights held as int8 \[N, K\] with a scale per output channel (K a multiple of 16), quantized when the f32 weights load, on the GPU (--emit=ir marks them)$" \
+  "$work/explain.txt" || fail "--explain: $(grep quantize "$work/explain.txt")"
+
+have_nvcc=1
+command -v nvcc > /dev/null 2>&1 || { have_nvcc=0; echo "no nvcc: the folders are emitted, not built"; }
+build() {   # build DIR ARCH TARGET...
+  local dir=$1 arch=$2
+  shift 2
+  [ $have_nvcc = 1 ] || return 0
+  make -s -C "$dir" -j4 ARCH="$arch" "$@" > "$dir.make.log" 2>&1 || { tail -30 "$dir.make.log"; fail "$dir: nvcc build"; }
+}
+for target in cuda-sm90a cuda-sm80; do
+  arch=$([ "$target" = cuda-sm90a ] && echo "-gencode arch=compute_90a,code=sm_90a" || echo "-gencode arch=compute_80,code=sm_80")
+  for model in gpt2 bert; do
+    dir="$work/${model}_$target"
+    defines=$([ "$model" = gpt2 ] && echo "$gpt2" || echo "$bert")
+    # shellcheck disable=SC2086
+    "$nnc" "models/$model.lua" --target=$target $q $defines -o "$dir"
+    cu="$dir/$model.cu"
+    grep -q '#include "kernels/w8a8.cuh"' "$cu" || fail "$model $target: no kernels/w8a8.cuh"
+    calls=$(grep -c "if (nnc_cuda_w8_gemm(m->blas, f, ws, s, &e))" "$cu")
+    [ "$calls" -eq "$(grep -c 'held as int8' "$work/$model.ir")" ] || fail "$model $target: $calls int8w GEMMs"
+    grep -q "nnc_cuda_w8a8_rows\|nnc_cuda_w8a8_gemm(" "$cu" && fail "$model $target: int8w quantizes no rows of A"
+    grep -q "if (int8_layout\[i\].n) return upload_int8(m, i, data, count);" "$cu" ||
+      fail "$model $target: the weights are not quantized at load"
+    grep -q "nnc_cuda_w8a8_weight(dev," "$cu" || fail "$model $target: no quantization on the GPU"
+    grep -q 'static const nnc_weights_qform int8_form = {"int8w", 8, 0, 127};' "$cu" ||
+      fail "$model $target: quantized checkpoints of another mode than int8w"
+    [ "$(grep -c "/\* INT8W: .*the int8 weight read as it is for a few rows" "$cu")" -eq "$calls" ] ||
+      fail "$model $target: the int8w GEMMs' comments"
+    # no int8w GEMM followed by cuBLASLt or an epilogue kernel in its launcher
+    both=$(awk '/^static int k[0-9]+\(/ { w = 0; o = 0 } /nnc_cuda_w8_gemm\(m->blas/ { w = 1 }
+                /nnrt_cuda_gemm_run|_post<<</ { o = 1 } w && o { print; w = 0 }' "$cu")
+    [ -z "$both" ] || fail "$model $target: cuBLASLt or an epilogue kernel beside an int8w GEMM: $both"
+    if [ "$model" = gpt2 ]; then
+      # ln_1 before c_attn and ln_2 before c_fc: the rows normalized into the workspace first
+      [ "$(grep -c "INT8W: A's rows normalized, then" "$cu")" -eq 4 ] || fail "$model $target: expected 4 layernorms before int8w GEMMs"
+    else
+      [ "$(grep -c "f.act = NNC_CUDA_ACT_GELU_ERF;" "$cu")" -eq 2 ] || fail "$model $target: the erf-GELU not in the epilogue"
+      [ "$(grep -c "  f.residual = " "$cu")" -eq 4 ] || fail "$model $target: expected 4 residuals in the epilogue"
+    fi
+    grep -q "int8 weights and bf16 storage against the float model: 5e-2" "$dir/bench_$model.c" ||
+      fail "$model $target: not int8 weights' tolerance"
+    build "$dir" "$arch" "bench_$model"
+  done
+done
+# a decoder for generation: its decode steps are the few-rows path
+# shellcheck disable=SC2086
+"$nnc" models/gpt2.lua --target=cuda-sm90a $q $gpt2 --generate -o "$work/gpt2_gen"
+[ "$(grep -c "if (nnc_cuda_w8_gemm(m->blas, f, ws, s, &e))" "$work/gpt2_gen/gpt2.cu")" -ge 8 ] || fail "gpt2 --generate: int8w GEMMs"
+build "$work/gpt2_gen" "-gencode arch=compute_90a,code=sm_90a" generate_gpt2
+
+# f16 and f32 storage: the GEMMs read and write their dtype
+for p in f16 f32; do
+  # shellcheck disable=SC2086
+  "$nnc" models/bert.lua --target=cuda-sm80 --precision=$p --quantize=int8w $bert -o "$work/bert_$p"
+  ty=$([ $p = f16 ] && echo __half || echo float)
+  [ "$(grep -c "nnc_cuda_w8_gemm_args<$ty, $ty> f = {};" "$work/bert_$p/bert.cu")" -eq 12 ] || fail "bert $p: GEMMs not of $ty"
+done
+echo "ok"
