@@ -123,6 +123,10 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && w8a8_here && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=w8a8: target %s has no int8 mma.sync m16n8k32 (sm_80 "
                     "and up); expected cuda-sm80 or newer", t.name);
+  /* int8w's folders carry w8a8's kernels too (one header), built and run from sm_80 on only */
+  if (!st && int8w_here && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=int8w: target %s is not built for (its int8 kernels "
+                    "are sm_80 and up); expected cuda-sm80 or newer", t.name);
   if (!st && quant != NNC_QUANTIZE_NONE && o->train)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
                     "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));

@@ -75,7 +75,7 @@ static void usage(FILE *f) {
     "  --quantize=int8w  c-simd: hold the linear layers' weights as int8 with an f32\n"
     "                    scale per output channel (weight-only, symmetric), quantized\n"
     "                    when the f32 weights load; embeddings, norms and biases stay\n"
-    "                    f32. bench --check compares with the float model; cuda-*:\n"
+    "                    f32. bench --check compares with the float model; cuda-sm80+:\n"
     "                    int8 [N, K] (K a multiple of 16, quantized on the GPU at load),\n"
     "                    a decode step's few rows read straight from them. none: default\n"
     "  --quantize=w8a8   c-simd: those weights int8 (6-bit grid) and each of their GEMMs'\n"

@@ -98,8 +98,10 @@ void cu_w8a8_workspace(const ec_ctx *x, int ki, const char *M, const char *K, nn
 /* --quantize=int8w (cuda_int8w.c): the body of an int8w GEMM's launcher
  * after `M, N, K` (A's rows normalized into the workspace where a norm
  * comes first, then nnc_cuda_w8_gemm: few rows multiply straight from the
- * int8 weight, many dequantize it for cuBLASLt), and its workspace. */
-void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body);
+ * int8 weight, many dequantize it for cuBLASLt), with the whole epilogue,
+ * or only the bias (and the residual when residual) when post: the
+ * epilogue kernel does the rest; and its workspace. */
+void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, bool residual, nnc_sb *body);
 void cu_int8w_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's

@@ -223,12 +223,14 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
     return NNC_OK;
   }
   if (cu_int8w_gemm(x, d)) {   /* --quantize=int8w: one way, whatever --tune=measure found for the float GEMM */
-    p->post = d->residual_mul;   /* as w8a8's: the kernels' epilogue adds, a residual that multiplies is the epilogue kernel's */
+    /* the epilogue split as the float GEMM's (post, lt_residual above): with many rows nnc_cuda_w8_gemm runs
+     * cuBLASLt, whose epilogue lacks SiLU, the erf GELU and an activation before the residual; the kernel
+     * would otherwise take its CUDA-core way for all of them */
     p->lt_epi = "NNRT_EPI_NONE";
-    p->lt_residual = false;
     snprintf(p->why, sizeof p->why, "INT8W: %sthe int8 weight read as it is for a few rows (nnc's CUDA-core kernel, one "
              "byte a weight), dequantized for cuBLASLt for many; bias%s in the epilogue%s",
-             p->pre_norm ? "A's rows normalized, then " : "", p->post ? "" : ", activation and residual",
+             p->pre_norm ? "A's rows normalized, then " : "", p->post ? (p->lt_residual ? " and residual" : "")
+                                                                    : ", activation and residual",
              p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
   }
@@ -766,7 +768,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       cu_w8a8_gemm_body(x, ki, p.post, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (int8w) {
-      cu_int8w_gemm_body(x, ki, p.post, &body);
+      cu_int8w_gemm_body(x, ki, p.post, p.lt_residual, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (p.pre_norm) {
       /* the normalized rows of A, in the workspace */

@@ -6,12 +6,15 @@
  * once, and dequantizes the weight into the workspace for cuBLASLt when
  * there are many (prefill), so the weight-only mode pays off where the
  * weights' bytes are the time. A norm before the GEMM (GPT-2's pre-norms)
- * runs first, its rows into the workspace, as the cuBLASLt path does. */
+ * runs first, its rows into the workspace, as the cuBLASLt path does; an
+ * epilogue cuBLASLt lacks (SiLU, the erf GELU, an activation before the
+ * residual, a residual that multiplies) is the epilogue kernel's, as for
+ * the float GEMM, so that a prompt's GEMMs stay on tensor cores. */
 #include <stdio.h>
 
 #include "cuda.h"
 
-void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body) {
+void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, bool residual, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   const char *ta = cu_stype(x, d->a), *to = cu_stype(x, d->out);
   char pa[256], lit[64], pg[256] = "nullptr", pbeta[256] = "nullptr";
@@ -38,7 +41,10 @@ void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body) {
   if (d->bias >= 0) ec_assign(x, body, 2, "f.bias", d->bias);
   ec_assign(x, body, 2, "f.d", d->out);
   nnc_sb_printf(body, "  f.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
-  if (post) {
+  if (post && residual) {
+    ec_assign(x, body, 2, "f.residual", d->residual);
+    nnc_sb_printf(body, "  /* the activation, after the residual: the epilogue kernel's, after */\n");
+  } else if (post) {
     nnc_sb_printf(body, "  /* the activation and the residual: the epilogue kernel's, after */\n");
   } else {
     if (d->residual >= 0) ec_assign(x, body, 2, "f.residual", d->residual);

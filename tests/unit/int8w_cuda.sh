@@ -9,10 +9,14 @@
 #     the GPU and reads quantized checkpoints of mode int8w; each int8 GEMM
 #     is nnc_cuda_w8_gemm on A as it is (no row quantization), after the
 #     layernorm where one comes first, with the bias, activation and
-#     residual in its epilogue (no epilogue kernel); bench --check has int8
+#     residual in its epilogue, except what cuBLASLt's epilogue lacks (the
+#     erf-GELU, SiLU, the gate product: the epilogue kernel's, as for the
+#     float GEMM, so that many rows stay on cuBLASLt); bench --check has int8
 #     weights' tolerance; the folder builds with nvcc -Werror for its
 #     architecture (skipped without nvcc); a --generate folder (decode
-#     steps: the few-rows path) builds; f16 and f32 folders emit their types;
+#     steps: the few-rows path) builds; a small LLaMA (rmsnorm, SwiGLU's
+#     SiLU and gate product in the epilogue kernel, f32 logits) builds; f16 and f32
+#     folders emit their types; cuda-sm75 is refused;
 #  2. --explain says what is held.
 set -euo pipefail
 nnc=${1:?usage: int8w_cuda.sh NNC}
@@ -68,15 +72,21 @@ for target in cuda-sm90a cuda-sm80; do
       fail "$model $target: quantized checkpoints of another mode than int8w"
     [ "$(grep -c "/\* INT8W: .*the int8 weight read as it is for a few rows" "$cu")" -eq "$calls" ] ||
       fail "$model $target: the int8w GEMMs' comments"
-    # no int8w GEMM followed by cuBLASLt or an epilogue kernel in its launcher
+    # no int8w GEMM beside a cuBLASLt call of the folder's own in its launcher
     both=$(awk '/^static int k[0-9]+\(/ { w = 0; o = 0 } /nnc_cuda_w8_gemm\(m->blas/ { w = 1 }
-                /nnrt_cuda_gemm_run|_post<<</ { o = 1 } w && o { print; w = 0 }' "$cu")
-    [ -z "$both" ] || fail "$model $target: cuBLASLt or an epilogue kernel beside an int8w GEMM: $both"
+                /nnrt_cuda_gemm_run/ { o = 1 } w && o { print; w = 0 }' "$cu")
+    [ -z "$both" ] || fail "$model $target: cuBLASLt beside an int8w GEMM: $both"
     if [ "$model" = gpt2 ]; then
       # ln_1 before c_attn and ln_2 before c_fc: the rows normalized into the workspace first
       [ "$(grep -c "INT8W: A's rows normalized, then" "$cu")" -eq 4 ] || fail "$model $target: expected 4 layernorms before int8w GEMMs"
+      # the tanh GELU and the residuals are cuBLASLt's too: no epilogue kernel
+      [ "$(grep -c "epilogue kernel's, after" "$cu")" -eq 0 ] || fail "$model $target: an epilogue kernel after an int8w GEMM"
+      [ "$(grep -c "f.act = NNC_CUDA_ACT_GELU_TANH;" "$cu")" -eq 2 ] || fail "$model $target: the GELU not in the epilogue"
     else
-      [ "$(grep -c "f.act = NNC_CUDA_ACT_GELU_ERF;" "$cu")" -eq 2 ] || fail "$model $target: the erf-GELU not in the epilogue"
+      # the erf-GELU (cuBLASLt has none) is the epilogue kernel's; the residuals are the GEMM's
+      [ "$(grep -c "f.act = NNC_CUDA_ACT_GELU_ERF;" "$cu")" -eq 0 ] || fail "$model $target: the erf-GELU in the int8w GEMM"
+      [ "$(grep -c "the activation and the residual: the epilogue kernel's, after" "$cu")" -eq 2 ] ||
+        fail "$model $target: the erf-GELU not left to the epilogue kernel"
       [ "$(grep -c "  f.residual = " "$cu")" -eq 4 ] || fail "$model $target: expected 4 residuals in the epilogue"
     fi
     grep -q "int8 weights and bf16 storage against the float model: 5e-2" "$dir/bench_$model.c" ||
@@ -89,6 +99,28 @@ done
 "$nnc" models/gpt2.lua --target=cuda-sm90a $q $gpt2 --generate -o "$work/gpt2_gen"
 [ "$(grep -c "if (nnc_cuda_w8_gemm(m->blas, f, ws, s, &e))" "$work/gpt2_gen/gpt2.cu")" -ge 8 ] || fail "gpt2 --generate: int8w GEMMs"
 build "$work/gpt2_gen" "-gencode arch=compute_90a,code=sm_90a" generate_gpt2
+
+# LLaMA (rmsnorm, SwiGLU, an untied head writing the f32 logits): the final rmsnorm's rows first, the gate's
+# SiLU and up_proj's product times the gate in the epilogue kernel after their GEMMs (cuBLASLt has neither)
+llama="-D layers=2 -D d=64 -D heads=4 -D kv_heads=2 -D ffn=128 -D vocab=101 -D ctx=32 -D batch=3"
+# shellcheck disable=SC2086
+"$nnc" models/llama.lua --target=cuda-sm90a $q $llama -o "$work/llama"
+cu="$work/llama/llama.cu"
+[ "$(grep -c "if (nnc_cuda_w8_gemm(m->blas, f, ws, s, &e))" "$cu")" -eq 15 ] || fail "llama: expected 15 int8w GEMMs (7 a layer, the head)"
+[ "$(grep -c "nnc_cuda_rmsnorm(M, K," "$cu")" -eq 1 ] || fail "llama: the final rmsnorm's rows first in the head's launcher"
+[ "$(grep -c "f.act = NNC_CUDA_ACT_SILU;" "$cu")" -eq 0 ] || fail "llama: the gate's SiLU in the int8w GEMM"
+[ "$(grep -c "the activation and the residual: the epilogue kernel's, after" "$cu")" -eq 4 ] ||
+  fail "llama: the gate's SiLU and up_proj's gate product not left to the epilogue kernel"
+grep -q "nnc_cuda_w8_gemm_args<__nv_bfloat16, float> f = {};" "$cu" || fail "llama: the head's f32 logits"
+build "$work/llama" "-gencode arch=compute_90a,code=sm_90a" bench_llama
+
+# before sm_80: refused (the folder carries the int8 kernels of sm_80 and up), no folder left behind
+rc=0
+out=$("$nnc" models/mlp.lua --target=cuda-sm75 --precision=f16 --quantize=int8w -o "$work/refused" 2>&1) || rc=$?
+[ "$rc" -eq 6 ] || { echo "$out"; fail "cuda-sm75 int8w: exit $rc, expected 6"; }
+grep -qF -- "--quantize=int8w: target cuda-sm75 is not built for (its int8 kernels are sm_80 and up); expected cuda-sm80 or newer" <<< "$out" ||
+  { echo "$out"; fail "cuda-sm75 int8w: the message"; }
+[ ! -e "$work/refused" ] || fail "cuda-sm75 int8w: left an output folder"
 
 # f16 and f32 storage: the GEMMs read and write their dtype
 for p in f16 f32; do
