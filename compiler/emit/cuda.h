@@ -81,8 +81,10 @@ void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual
 void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
 /* Int8 weights (cuda_w8a8.c; --quantize=w8a8 and int8w): whether any
  * weight is held as int8 [N, K]; whether GEMM d reads one with its A
- * quantized too (w8a8) or as it is (int8w); where weight t's int8 values
- * lie in the weights block (returned) and its scales (*scales); the tables
+ * quantized too (w8a8) or as it is (int8w); the fields both GEMMs' `f`
+ * share (the weight and its scales, bias, output, alpha, and the
+ * activation and residual, or those the GEMM keeps when post: the
+ * residual before the activation when residual); the tables
  * and upload_int8() of <model>.cu; the body of a w8a8 GEMM's launcher
  * after `M, N, K` (A's rows quantized, with their norm, then
  * nnc_cuda_w8a8_gemm with the whole epilogue, or only the bias when post:
@@ -90,14 +92,14 @@ void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, con
 bool cu_int8_any(const ec_ctx *x);
 bool cu_w8a8_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
 bool cu_int8w_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
-long long cu_int8_held(const ec_ctx *x, int t, long long *scales);
+void cu_int8_gemm_fields(const ec_ctx *x, const nnc_gemm_desc *d, bool post, bool residual, nnc_sb *body);
 void cu_int8_tables(const ec_ctx *x, nnc_sb *b);
 void cu_int8_upload(const ec_ctx *x, nnc_sb *b);
 void cu_w8a8_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body);
 void cu_w8a8_workspace(const ec_ctx *x, int ki, const char *M, const char *K, nnc_sb *b);
 /* --quantize=int8w (cuda_int8w.c): the body of an int8w GEMM's launcher
- * after `M, N, K` (A's rows normalized into the workspace where a norm
- * comes first, then nnc_cuda_w8_gemm: few rows multiply straight from the
+ * after `M, N, K` and, where a norm comes first, A's rows normalized into
+ * the workspace (`A`, and `e`): nnc_cuda_w8_gemm: few rows multiply straight from the
  * int8 weight, many dequantize it for cuBLASLt), with the whole epilogue,
  * or only the bias (and the residual when residual) when post: the
  * epilogue kernel does the rest; and its workspace. */

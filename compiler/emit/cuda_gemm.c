@@ -767,11 +767,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
     } else if (w8a8) {
       cu_w8a8_gemm_body(x, ki, p.post, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
-    } else if (int8w) {
-      cu_int8w_gemm_body(x, ki, p.post, p.lt_residual, &body);
-      emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (p.pre_norm) {
-      /* the normalized rows of A, in the workspace */
+      /* the normalized rows of A, in the workspace (cuBLASLt's and int8w's A) */
       char pg[256], pbeta[256] = "nullptr";
       ec_ptr(x, d->norm_gamma, pg, sizeof pg);
       if (d->norm_beta >= 0) ec_ptr(x, d->norm_beta, pbeta, sizeof pbeta);
@@ -786,6 +783,10 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                       times(batch, bi, sizeof bi), ec_ptr(x, d->a, pa, sizeof pa), pg,
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
+    }
+    if (int8w) {
+      cu_int8w_gemm_body(x, ki, p.post, p.lt_residual, &body);
+      emit_post_call(x, ki, &p, name, batch, b, &body);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
     if (hybrid) phases_block(x, ki, &p, name, b, &body);

@@ -54,11 +54,27 @@ bool cu_int8w_gemm(const ec_ctx *x, const nnc_gemm_desc *d) {
   return w && !w->quant.a8;
 }
 
-long long cu_int8_held(const ec_ctx *x, int t, long long *scales) {
-  ec_fp8_held h = ec_fp8_held_of(&x->g->tensors[t]);
-  long long off = (long long)x->w_off[x->param_of[t]];
-  *scales = off + (long long)h.scales;
-  return off + (long long)h.q;
+void cu_int8_gemm_fields(const ec_ctx *x, const nnc_gemm_desc *d, bool post, bool residual, nnc_sb *body) {
+  ec_fp8_held h = ec_fp8_held_of(&x->g->tensors[d->b]);
+  long long off = (long long)x->w_off[x->param_of[d->b]];
+  char lit[64];
+  nnc_sb_printf(body, "  f.w = (const signed char *)(c.weights + %lld);   /* %s, int8 [N, K] */\n"
+                      "  f.w_scale = (const float *)(c.weights + %lld);\n",
+                off + (long long)h.q, x->g->tensors[d->b].name, off + (long long)h.scales);
+  if (d->bias >= 0) ec_assign(x, body, 2, "f.bias", d->bias);
+  ec_assign(x, body, 2, "f.d", d->out);
+  nnc_sb_printf(body, "  f.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
+  if (post && residual) {
+    ec_assign(x, body, 2, "f.residual", d->residual);
+    nnc_sb_printf(body, "  /* the activation, after the residual: the epilogue kernel's, after */\n");
+  } else if (post) {
+    nnc_sb_printf(body, "  /* the activation and the residual: the epilogue kernel's, after */\n");
+  } else {
+    if (d->residual >= 0) ec_assign(x, body, 2, "f.residual", d->residual);
+    if (d->residual >= 0 && d->act != NNC_OP_NONE && d->act_last)
+      nnc_sb_printf(body, "  f.act_last = true;   /* act(A.B + bias + residual) */\n");
+    nnc_sb_printf(body, "  f.act = %s;\n", cu_gemm_act(d));
+  }
 }
 
 void cu_int8_tables(const ec_ctx *x, nnc_sb *b) {
@@ -157,25 +173,9 @@ void cu_int8_upload(const ec_ctx *x, nnc_sb *b) {
 /* The GEMM of kernel ki on Aq and a_scale: its arguments and the call. */
 static void gemm_call(const ec_ctx *x, int ki, bool post, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
-  const char *to = cu_stype(x, d->out);
-  char lit[64];
-  long long scales, q = cu_int8_held(x, d->b, &scales);
   nnc_sb_printf(body, "  nnc_cuda_w8a8_gemm_args<%s> f = {};\n  f.M = M;\n  f.N = N;\n  f.K = K;\n"
-                      "  f.a = Aq;\n  f.a_scale = a_scale;\n"
-                      "  f.w = (const signed char *)(c.weights + %lld);   /* %s, int8 [N, K] */\n"
-                      "  f.w_scale = (const float *)(c.weights + %lld);\n",
-                to, q, x->g->tensors[d->b].name, scales);
-  if (d->bias >= 0) ec_assign(x, body, 2, "f.bias", d->bias);
-  ec_assign(x, body, 2, "f.d", d->out);
-  nnc_sb_printf(body, "  f.alpha = %s;\n", ec_literal(d->alpha, false, lit, sizeof lit));
-  if (post) {
-    nnc_sb_printf(body, "  /* the activation and the residual: the epilogue kernel's, after */\n");
-  } else {
-    if (d->residual >= 0) ec_assign(x, body, 2, "f.residual", d->residual);
-    if (d->residual >= 0 && d->act != NNC_OP_NONE && d->act_last)
-      nnc_sb_printf(body, "  f.act_last = true;   /* act(A.B + bias + residual) */\n");
-    nnc_sb_printf(body, "  f.act = %s;\n", cu_gemm_act(d));
-  }
+                      "  f.a = Aq;\n  f.a_scale = a_scale;\n", cu_stype(x, d->out));
+  cu_int8_gemm_fields(x, d, post, false, body);
   nnc_sb_printf(body, "  if (nnc_cuda_w8a8_gemm(f, s, &e)) return kernel_failed(m, %d, e.msg);\n", ki);
 }
 
