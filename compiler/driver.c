@@ -109,24 +109,24 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--precision=fp8: expected no --parallel (a rank's slices of an "
                     "e4m3 weight are not built yet)");
   if (!st && prec.fp8) quant = NNC_QUANTIZE_FP8;
-  /* int8 weights: the C SIMD GEMMs read every mode, CUDA's w8a8's
-   * (mma.sync's int8 m16n8k32: sm_80 and up) and int8w's, OpenCL none yet;
-   * training updates float weights, and a plan slices the file's tensors */
-  bool w8a8_here = quant == NNC_QUANTIZE_W8A8 && nnc_emit_has_w8a8(t.family);
-  bool int8w_here = quant == NNC_QUANTIZE_INT8W && nnc_emit_has_int8w(t.family);
-  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && t.family != NNC_FAMILY_C_SIMD && !w8a8_here &&
-      !int8w_here)
+  /* int8 and int4 weights: the C SIMD GEMMs read every mode, CUDA's w8a8's
+   * (mma.sync's int8 m16n8k32: sm_80 and up), int8w's and int4w's, OpenCL
+   * none yet; training updates float weights, and a plan slices the file's
+   * tensors */
+  bool here = (quant == NNC_QUANTIZE_W8A8 && nnc_emit_has_w8a8(t.family)) ||
+              (quant == NNC_QUANTIZE_INT8W && nnc_emit_has_int8w(t.family)) ||
+              (quant == NNC_QUANTIZE_INT4W && nnc_emit_has_int4w(t.family));
+  if (!st && quant != NNC_QUANTIZE_NONE && quant != NNC_QUANTIZE_FP8 && !here)
     st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s has no %s GEMM yet; expected a c-simd "
                     "target (c-simd, c-avx2, ...)%s or --quantize=none", nnc_quantize_name(quant), t.name,
                     quant == NNC_QUANTIZE_INT4W ? "int4" : "int8",
-                    t.family == NNC_FAMILY_CUDA ? ", --quantize=int8w, --quantize=w8a8 (cuda-sm80 and up)" : "");
-  if (!st && w8a8_here && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
-    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=w8a8: target %s has no int8 mma.sync m16n8k32 (sm_80 "
-                    "and up); expected cuda-sm80 or newer", t.name);
-  /* int8w's folders carry w8a8's kernels too (one header), built and run from sm_80 on only */
-  if (!st && int8w_here && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
-    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=int8w: target %s is not built for (its int8 kernels "
-                    "are sm_80 and up); expected cuda-sm80 or newer", t.name);
+                    t.family == NNC_FAMILY_CUDA ? ", cuda-sm80 and up" : "");
+  /* the quantized folders carry w8a8's kernels (one header), built and run from sm_80 on only */
+  if (!st && here && quant != NNC_QUANTIZE_FP8 && t.family == NNC_FAMILY_CUDA && t.cuda.sm < 80)
+    st = nnc_errorf(err, NNC_E_TARGET, NNC_NOLOC, "--quantize=%s: target %s is not built for (its %s kernels are "
+                    "sm_80 and up%s); expected cuda-sm80 or newer", nnc_quantize_name(quant), t.name,
+                    quant == NNC_QUANTIZE_INT4W ? "int4" : "int8",
+                    quant == NNC_QUANTIZE_W8A8 ? ": int8 mma.sync m16n8k32" : "");
   if (!st && quant != NNC_QUANTIZE_NONE && o->train)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--quantize=%s: expected no --train (training updates float "
                     "weights; quantize the trained checkpoint)", nnc_quantize_name(quant));
@@ -218,7 +218,9 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   else if (!st && o->explain && quant != NNC_QUANTIZE_NONE)
     fprintf(o->explain, "--quantize=%s: %d linear weights held as %s, quantized "
             "when the f32 weights load%s (--emit=ir marks them)%s\n", nnc_quantize_name(quant), quantized,
-            quant == NNC_QUANTIZE_INT4W ? "int4 with a scale per group of 128 k of an output channel"
+            quant == NNC_QUANTIZE_INT4W && t.family == NNC_FAMILY_CUDA
+              ? "int4 [N, K / 2] with a scale per group of 128 k of an output channel (K a multiple of 32)"
+            : quant == NNC_QUANTIZE_INT4W ? "int4 with a scale per group of 128 k of an output channel"
             : t.family == NNC_FAMILY_CUDA ? "int8 [N, K] with a scale per output channel (K a multiple of 16)"
                                           : "int8 with a scale per output channel",
             t.family == NNC_FAMILY_CUDA ? ", on the GPU" : "",

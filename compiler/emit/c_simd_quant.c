@@ -137,17 +137,7 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
 
 void cs_quant_decls(const ec_ctx *x, nnc_sb *b) {
   const qform *f = model_form(x);
-  if (!f) return;
-  nnc_sb_printf(b,
-    "/* --quantize=%s: writes the weights as the model holds them to a\n"
-    " * safetensors file at path (a quantized checkpoint: each quantized weight\n"
-    " * as its %s values <name> and scales <name>.scale, the mode in the\n"
-    " * header's metadata; see support/nnc_weights_quant.h). %s_load_weights_file\n"
-    " * loads such a file as it was saved, without an f32 checkpoint, as well as\n"
-    " * an f32 one (quantized as it loads); a file of another mode is refused.\n"
-    " * Every weight must be loaded or set first. */\n"
-    "int %s_save_quantized(%s_model *m, const char *path);\n\n",
-    f->mode, f->bits == 4 ? "packed int4" : "int8", x->p, x->p, x->p);
+  if (f) ec_save_quantized_decl(x, f->mode, f->bits, b);
 }
 
 void cs_emit_quant_api(const ec_ctx *x, nnc_sb *b) {

@@ -109,6 +109,7 @@ nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *
   nnc_sb_init(&api);
   nnc_sb_puts(&api, extra);
   if (r->train) ec_train_decls(&x, &api);
+  if (ec_saves_quantized(&x)) cu_qweight_decls(&x, &api);   /* <model>_save_quantized */
   x.api_extra = api.buf;
   st = ec_layout_weights(&x, err);
   if (!st) st = check_io(&x, err);

@@ -79,32 +79,37 @@ void cu_fp8_tables(const ec_ctx *x, nnc_sb *b);
 void cu_fp8_upload(const ec_ctx *x, nnc_sb *b);
 void cu_fp8_gemm_body(const ec_ctx *x, int ki, const char *epi, bool lt_residual, bool act_after, nnc_sb *body);
 void cu_fp8_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
-/* Int8 weights (cuda_w8a8.c; --quantize=w8a8 and int8w): whether any
- * weight is held as int8 [N, K]; whether GEMM d reads one with its A
- * quantized too (w8a8) or as it is (int8w); the fields both GEMMs' `f`
- * share (the weight and its scales, bias, output, alpha, and the
- * activation and residual, or those the GEMM keeps when post: the
- * residual before the activation when residual); the tables
- * and upload_int8() of <model>.cu; the body of a w8a8 GEMM's launcher
- * after `M, N, K` (A's rows quantized, with their norm, then
- * nnc_cuda_w8a8_gemm with the whole epilogue, or only the bias when post:
- * the epilogue kernel does the rest); and the workspace it needs. */
-bool cu_int8_any(const ec_ctx *x);
+/* Weights held quantized (cuda_qweights.c; --quantize=w8a8, int8w and
+ * int4w): whether any weight is; whether GEMM d reads an int8 one with its
+ * A quantized too (w8a8), or reads one with A as it is (int8w, int4w: the
+ * weight's bits, 8 or 4; 0 otherwise); the fields those GEMMs' `f` share
+ * (the weight and its scales, bias, output, alpha, and the activation and
+ * residual, or those the GEMM keeps when post: the residual before the
+ * activation when residual); the tables of <model>.cu, and its
+ * upload_qweight(), the quantized checkpoint's host forms and
+ * <model>_save_quantized; and the latter's declaration for the header. */
+bool cu_qweight_any(const ec_ctx *x);
 bool cu_w8a8_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
-bool cu_int8w_gemm(const ec_ctx *x, const nnc_gemm_desc *d);
-void cu_int8_gemm_fields(const ec_ctx *x, const nnc_gemm_desc *d, bool post, bool residual, nnc_sb *body);
-void cu_int8_tables(const ec_ctx *x, nnc_sb *b);
-void cu_int8_upload(const ec_ctx *x, nnc_sb *b);
+int cu_weight_only_bits(const ec_ctx *x, const nnc_gemm_desc *d);
+void cu_qweight_gemm_fields(const ec_ctx *x, const nnc_gemm_desc *d, bool post, bool residual, nnc_sb *body);
+void cu_qweight_tables(const ec_ctx *x, nnc_sb *b);
+void cu_qweight_upload(const ec_ctx *x, nnc_sb *b);
+void cu_qweight_decls(const ec_ctx *x, nnc_sb *b);
+/* --quantize=w8a8 (cuda_w8a8.c): the body of a w8a8 GEMM's launcher after
+ * `M, N, K` (A's rows quantized, with their norm, then nnc_cuda_w8a8_gemm
+ * with the whole epilogue, or only the bias when post: the epilogue kernel
+ * does the rest); and the workspace it needs. */
 void cu_w8a8_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body);
 void cu_w8a8_workspace(const ec_ctx *x, int ki, const char *M, const char *K, nnc_sb *b);
-/* --quantize=int8w (cuda_int8w.c): the body of an int8w GEMM's launcher
- * after `M, N, K` and, where a norm comes first, A's rows normalized into
- * the workspace (`A`, and `e`): nnc_cuda_w8_gemm: few rows multiply straight from the
- * int8 weight, many dequantize it for cuBLASLt), with the whole epilogue,
- * or only the bias (and the residual when residual) when post: the
- * epilogue kernel does the rest; and its workspace. */
-void cu_int8w_gemm_body(const ec_ctx *x, int ki, bool post, bool residual, nnc_sb *body);
-void cu_int8w_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
+/* --quantize=int8w and int4w (cuda_weight_only.c): the body of such a
+ * GEMM's launcher after `M, N, K` and, where a norm comes first, A's rows
+ * normalized into the workspace (`A`, and `e`): nnc_cuda_w8_gemm or
+ * nnc_cuda_w4_gemm (few rows multiply straight from the quantized weight,
+ * many dequantize it for cuBLASLt), with the whole epilogue, or only the
+ * bias (and the residual when residual) when post: the epilogue kernel
+ * does the rest; and its workspace. */
+void cu_weight_only_gemm_body(const ec_ctx *x, int ki, bool post, bool residual, nnc_sb *body);
+void cu_weight_only_workspace(const ec_ctx *x, int ki, const char *M, const char *N, const char *K, nnc_sb *b);
 /* Statements raising `need` to the device workspace kernel k needs at the
  * sizes d (GEMMs with a prologue cuBLASLt cannot fuse, the cross-entropy's
  * rows). */

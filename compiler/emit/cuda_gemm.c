@@ -222,14 +222,15 @@ static nnc_status plan_gemm(const ec_ctx *x, const nnc_kernel *k, const char *im
              p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
   }
-  if (cu_int8w_gemm(x, d)) {   /* --quantize=int8w: one way, whatever --tune=measure found for the float GEMM */
+  if (cu_weight_only_bits(x, d)) {   /* --quantize=int8w, int4w: one way, whatever --tune=measure found */
     /* the epilogue split as the float GEMM's (post, lt_residual above): with many rows nnc_cuda_w8_gemm runs
      * cuBLASLt, whose epilogue lacks SiLU, the erf GELU and an activation before the residual; the kernel
      * would otherwise take its CUDA-core way for all of them */
     p->lt_epi = "NNRT_EPI_NONE";
-    snprintf(p->why, sizeof p->why, "INT8W: %sthe int8 weight read as it is for a few rows (nnc's CUDA-core kernel, one "
-             "byte a weight), dequantized for cuBLASLt for many; bias%s in the epilogue%s",
-             p->pre_norm ? "A's rows normalized, then " : "", p->post ? (p->lt_residual ? " and residual" : "")
+    const bool int4 = cu_weight_only_bits(x, d) == 4;
+    snprintf(p->why, sizeof p->why, "%s: %sthe %s weight read as it is for a few rows (nnc's CUDA-core kernel, %s "
+             "a weight), dequantized for cuBLASLt for many; bias%s in the epilogue%s", int4 ? "INT4W" : "INT8W",
+             p->pre_norm ? "A's rows normalized, then " : "", int4 ? "int4" : "int8", int4 ? "half a byte" : "one byte", p->post ? (p->lt_residual ? " and residual" : "")
                                                                     : ", activation and residual",
              p->post ? ", then an epilogue kernel" : "");
     return NNC_OK;
@@ -737,8 +738,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   nnc_sb_init(&body);
   bool fp8 = cu_fp8_gemm(x, d);   /* cuda_fp8.c */
   bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
-  bool int8w = cu_int8w_gemm(x, d);   /* cuda_int8w.c */
-  bool quant = fp8 || w8a8 || int8w;   /* a quantized weight: a GEMM of its own */
+  bool weight_only = cu_weight_only_bits(x, d) != 0;   /* cuda_weight_only.c */
+  bool quant = fp8 || w8a8 || weight_only;   /* a quantized weight: a GEMM of its own */
   bool skinny = (p.impl == IMPL_CUBLASLT || wgmma_impl(&p)) && !quant && cu_skinny_fits(x, d, &p.s);   /* cuda_skinny.c */
   bool hybrid = !quant && p.phases && (wgmma_impl(&p) || p.pad_n);   /* phases_block first */
   char from[96] = "";
@@ -759,7 +760,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
     if (quant && (p.s.nb > 0 || d->a_trans || d->aux_kind != NNC_AUX_NONE || d->bgrad_from != NNC_BGRAD_NONE)) {
       nnc_sb_free(&body);
       return nnc_errorf(err, NNC_E_INTERNAL, k->loc, "kernel %d: an %s weight's GEMM must be a linear of one batch "
-                        "item with A [M, K] and no aux or bias gradient", ki, fp8 ? "e4m3" : "int8");
+                        "item with A [M, K] and no aux or bias gradient", ki, fp8 ? "e4m3" : "integer");
     }
     if (fp8) {
       cu_fp8_gemm_body(x, ki, p.lt_epi, p.lt_residual, d->act_last && !p.post, &body);
@@ -768,7 +769,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       cu_w8a8_gemm_body(x, ki, p.post, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     } else if (p.pre_norm) {
-      /* the normalized rows of A, in the workspace (cuBLASLt's and int8w's A) */
+      /* the normalized rows of A, in the workspace (cuBLASLt's and the weight-only GEMMs' A) */
       char pg[256], pbeta[256] = "nullptr";
       ec_ptr(x, d->norm_gamma, pg, sizeof pg);
       if (d->norm_beta >= 0) ec_ptr(x, d->norm_beta, pbeta, sizeof pbeta);
@@ -784,8 +785,8 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
                       ec_literal(d->norm_eps, false, lit, sizeof lit));
       nnc_sb_printf(&body, "    return kernel_failed(m, %d, e.msg);\n", ki);
     }
-    if (int8w) {
-      cu_int8w_gemm_body(x, ki, p.post, p.lt_residual, &body);
+    if (weight_only) {
+      cu_weight_only_gemm_body(x, ki, p.post, p.lt_residual, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     }
     if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
@@ -811,8 +812,8 @@ static void gemm_workspace(const ec_ctx *x, int ki, const char *impl, nnc_sb *b)
     cu_fp8_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
   } else if (cu_w8a8_gemm(x, &k->d.gemm)) {
     cu_w8a8_workspace(x, ki, p.s.M, p.s.K, b);
-  } else if (cu_int8w_gemm(x, &k->d.gemm)) {
-    cu_int8w_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
+  } else if (cu_weight_only_bits(x, &k->d.gemm)) {
+    cu_weight_only_workspace(x, ki, p.s.M, p.s.N, p.s.K, b);
   } else if (p.impl == IMPL_OWN && p.pre_norm) {
     char rows[EXPR];
     ec_dims_product(x, k->d.gemm.out, 0, x->g->tensors[k->d.gemm.out].rank - 1, rows, sizeof rows);

@@ -53,7 +53,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
                 x->world > 1 ? "#include \"runtime/nnrt_comm.h\"\n" : "",
                 x->r->train ? "#include \"kernels/attention_bwd.cuh\"\n#include \"kernels/norm_bwd.cuh\"\n#include \"kernels/optim.cuh\"\n" : "",
                 cu_fp8_any(x) ? "#include \"kernels/fp8.cuh\"   /* --precision=fp8 */\n" : "",
-                cu_int8_any(x) ? "#include \"kernels/w8a8.cuh\"   /* int8 weights (--quantize=w8a8, int8w) */\n"
+                cu_qweight_any(x) ? "#include \"kernels/w8a8.cuh\"   /* quantized weights (--quantize=w8a8, int8w, int4w) */\n"
                                  "#include \"support/nnc_weights_quant.h\"   /* their quantized checkpoints */\n" : "");
   nnc_sb_printf(b, "#define NPARAMS %d\n#define NKERNELS %d\n#define NSYMS %d\n#define NINPUTS %d\n#define NOUTPUTS %d\n\n",
                 g->nparams, s->nk, g->nsyms, g->ninputs, g->noutputs);
@@ -69,7 +69,7 @@ static void front(const ec_ctx *x, nnc_sb *b) {
   int64_t wbytes = g->nparams ? x->w_off[g->nparams] : 0;
   nnc_sb_printf(b, "};\n#define WEIGHT_BYTES %lldu\n\n", (long long)(wbytes ? wbytes : 256));
   if (cu_fp8_any(x)) cu_fp8_tables(x, b);
-  if (cu_int8_any(x)) cu_int8_tables(x, b);
+  if (cu_qweight_any(x)) cu_qweight_tables(x, b);
   ec_emit_sym_tables(x, b);
   ec_emit_kernel_table(x, b);
   nnc_sb_printf(b,
@@ -443,7 +443,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
   /* weights */
   if (cu_fp8_any(x)) cu_fp8_upload(x, b);
-  if (cu_int8_any(x)) cu_int8_upload(x, b);
+  if (cu_qweight_any(x)) cu_qweight_upload(x, b);
   nnc_sb_printf(b,
     "/* Converts count floats to weight i's stored type and copies them to the device. */\n"
     "static int upload(%s_model *m, int i, const float *data, size_t count) {\n%s%s"
@@ -462,7 +462,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "    return fail(m, %s_E_DEVICE, \"copying weight %%s to the GPU: %%s\", manifest[i].name, cudaGetErrorString(ce));\n"
     "%s  return 0;\n}\n\n", p,
     cu_fp8_any(x) ? "  if (fp8_layout[i].n && !fp8_layout[i].q) return upload_fp8(m, i, data, count);   /* held as e4m3 */\n" : "",
-    cu_int8_any(x) ? "  if (int8_layout[i].n) return upload_int8(m, i, data, count);   /* held as int8 */\n" : "", P,
+    cu_qweight_any(x) ? "  if (qweight_layout[i].n) return upload_qweight(m, i, data, count);   /* held quantized */\n" : "", P,
     cu_train_master(x) ? "  /* training: the master copy, in f32 as given */\n"
                          "  if (ce == cudaSuccess) ce = cudaMemcpy(m->master + train_table[i].at, data, count * 4, cudaMemcpyHostToDevice);\n"
                        : "", P,
@@ -474,8 +474,8 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   char shards_load[160];
   snprintf(shards_load, sizeof shards_load, "nnc_weights_load_shards(st, manifest, shards, m->%s->rank, NPARAMS, host, e)",
            sharded ? x->tpc : "comm");
-  /* int8 weights: a quantized checkpoint's weights arrive held (cuda_w8a8.c) */
-  const bool w8 = cu_int8_any(x);
+  /* quantized weights: a quantized checkpoint's arrive held (cuda_qweights.c) */
+  const bool w8 = cu_qweight_any(x);
   nnc_sb_printf(b,
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
@@ -500,13 +500,13 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p,
-    w8 ? "  unsigned char held[NPARAMS + 1] = {0};   /* weight i came from a quantized checkpoint as int8 */\n" : "",
-    numel, w8 ? " + (int8_quantized[i] ? int8_layout[i].scales + (size_t)int8_layout[i].n * 4 : 0)" : "", P,
+    w8 ? "  unsigned char held[NPARAMS + 1] = {0};   /* weight i came from a quantized checkpoint as held */\n" : "",
+    numel, w8 ? " + (qweight_file[i] ? qweight_layout[i].scales + (size_t)qweight_layout[i].n * qweight_layout[i].groups * 4 : 0)" : "", P,
     sharded ? shards_load
-    : w8    ? "nnc_weights_load_held(st, manifest, NPARAMS, host, int8_quantized, int8_shape, &int8_form, int8_keep,\n"
-              "                                   int8_import, held, e)"
+    : w8    ? "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
+              "                                   qweight_keep, qweight_import, held, e)"
             : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
-    numel, w8 ? "held[i] ? upload_int8_held(m, i, host[i]) : " : "",
+    numel, w8 ? "held[i] ? upload_qweight_held(m, i, host[i]) : " : "",
     cu_fp8_any(x) ? "  if (!rc) rc = load_input_scales(m, st);   /* nnc calibrate's, where the file has them */\n" : "",
     ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);

@@ -20,14 +20,14 @@
 
 static const nnc_emitter emitters[] = {
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false, false, false,
-   true, NULL, false, false, true},
+   true, NULL, false, false, true, true},
   /* CUDA's attention appends the kv cache's new rows itself (attention_append.cuh) and turns q's and
    * those rows by their rope (attention_rope.cuh): a decode step's appends and ropes are no kernels of
    * their own, which cost a launch each on a GPU */
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
-   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true, true, true},
+   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true, true, true, true},
   {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false, false,
-   false, false, NULL, true, false, false},
+   false, false, NULL, true, false, false, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -110,6 +110,11 @@ bool nnc_emit_has_w8a8(nnc_target_family f) {
 bool nnc_emit_has_int8w(nnc_target_family f) {
   const nnc_emitter *e = emitter_of(f);
   return e && e->int8w;
+}
+
+bool nnc_emit_has_int4w(nnc_target_family f) {
+  const nnc_emitter *e = emitter_of(f);
+  return e && e->int4w;
 }
 
 bool nnc_emit_has_f32_weights(nnc_target_family f) {

@@ -105,8 +105,11 @@ typedef struct nnc_emitter {
    * own and writes its result. */
   bool row_loops;
   /* Whether its GEMMs read --quantize=int8w's int8 weights with A as it is
-   * (c_simd_quant.c, cuda_int8w.c); without, the mode is refused. */
+   * (c_simd_quant.c, cuda_weight_only.c); without, the mode is refused. */
   bool int8w;
+  /* Whether its GEMMs read --quantize=int4w's int4 weights (groups of 128
+   * k) with A as it is; without, the mode is refused. */
+  bool int4w;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -131,9 +134,10 @@ bool nnc_emit_has_attention_append(nnc_target_family f);
 /* Whether the emitter of family f folds ropes into the attention (nnc_emitter.attention_rope). */
 bool nnc_emit_has_attention_rope(nnc_target_family f);
 /* Whether the emitter of family f writes --quantize=w8a8 (nnc_emitter.w8a8),
- * --quantize=int8w (nnc_emitter.int8w). */
+ * --quantize=int8w (nnc_emitter.int8w), --quantize=int4w (nnc_emitter.int4w). */
 bool nnc_emit_has_w8a8(nnc_target_family f);
 bool nnc_emit_has_int8w(nnc_target_family f);
+bool nnc_emit_has_int4w(nnc_target_family f);
 /* The most columns of a GEMM with a post-norm on t (nnc_emitter.gemm_post_norm). */
 int nnc_emit_gemm_post_norm(const nnc_target_desc *t);
 /* Whether the emitter of family f reads embeddings inside elementwise loops (nnc_emitter.gather_loops). */

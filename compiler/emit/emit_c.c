@@ -350,14 +350,14 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
       if (i < k->nin && partial && (k->kind == NNC_KERNEL_MOVE || t == skip)) continue;
       size_t len = strlen(by);
       char te[EXPR - 16];
-      /* an e4m3 weight (--precision=fp8) or a GPU's int8 one (w8a8) is read as its bytes */
+      /* an e4m3 weight (--precision=fp8) or a GPU's int8 or int4 one is read as its bytes */
       const nnc_tensor *tt = &x->g->tensors[t];
       /* an embedding's table read inside an elementwise loop (or a row kernel's chain): the rows it reads,
        * one an output row, of its values (a tied fp8 weight's bf16 ones, not its e4m3 copy) */
       bool rows_read = i < k->nin && (k->kind == NNC_KERNEL_ELEMENTWISE || k->kind == NNC_KERNEL_ROW) &&
                        nnc_kernel_looks_up(x->g, k, t);
-      int esize = ec_held_per_byte(x, tt) && !rows_read ? 1 : nnc_dtype_size(tt->dtype);
-      snprintf(e, sizeof e, "%d.0 * %s", esize, delems(x, rows_read ? k->out[0] : t, te, sizeof te));
+      double esize = rows_read ? nnc_dtype_size(tt->dtype) : ec_held_value_bytes(x, tt);
+      snprintf(e, sizeof e, "%.1f * %s", esize, delems(x, rows_read ? k->out[0] : t, te, sizeof te));
       bool wrap = len && line + strlen(e) > 76;
       snprintf(by + len, sizeof by - len, "%s%s", !len ? "" : wrap ? " +\n                  " : " + ", e);
       line = (wrap ? 0 : line + 3) + strlen(e);
@@ -690,24 +690,48 @@ static int64_t pad256(int64_t v) { return (v + 255) / 256 * 256; }
 
 ec_fp8_held ec_fp8_held_of(const nnc_tensor *t) {
   ec_fp8_held h;
+  const bool int4 = t->quant.kind == NNC_QUANT_INT4_GROUP;
   h.n = t->shape[t->quant.axis].k;
   h.k = t->shape[1 - t->quant.axis].k;
+  h.groups = int4 ? (h.k + t->quant.group - 1) / t->quant.group : 1;
   h.q = t->quant.tied ? pad256(h.n * h.k * nnc_dtype_size(t->dtype)) : 0;
-  h.scales = h.q + pad256(h.n * h.k);
-  h.fixed = h.scales + h.n * 4;
+  h.scales = h.q + pad256(int4 ? h.n * ((h.k + 1) / 2) : h.n * h.k);
+  h.fixed = h.scales + h.n * h.groups * 4;
   h.bytes = h.fixed + 4;
   return h;
 }
 
-bool ec_held_per_byte(const ec_ctx *x, const nnc_tensor *t) {
-  return t->quant.kind == NNC_QUANT_FP8_CHANNEL || (x->device && t->quant.kind == NNC_QUANT_INT8_CHANNEL && t->quant.a8);
+double ec_held_value_bytes(const ec_ctx *x, const nnc_tensor *t) {
+  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL || (x->device && t->quant.kind == NNC_QUANT_INT8_CHANNEL)) return 1.0;
+  if (x->device && t->quant.kind == NNC_QUANT_INT4_GROUP) return 0.5;
+  return nnc_dtype_size(t->dtype);
 }
 
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t) {
-  /* a device target's int8 weights (w8a8) are held as fp8's e4m3 ones are */
-  if (t->quant.kind == NNC_QUANT_FP8_CHANNEL || (t->quant.kind == NNC_QUANT_INT8_CHANNEL && t->quant.a8))
-    return ec_fp8_held_of(t).bytes;
+  /* a device target's int8 and int4 weights are held as fp8's e4m3 ones are */
+  if (t->quant.kind != NNC_QUANT_NONE) return ec_fp8_held_of(t).bytes;
   return nnc_tensor_max_elems(g, t) * nnc_dtype_size(t->dtype);
+}
+
+bool ec_saves_quantized(const ec_ctx *x) {
+  for (int i = 0; x->world <= 1 && i < x->g->nparams; i++) {
+    nnc_quant_kind q = x->g->tensors[x->g->params[i]].quant.kind;
+    if (q == NNC_QUANT_INT8_CHANNEL || q == NNC_QUANT_INT4_GROUP) return true;
+  }
+  return false;
+}
+
+void ec_save_quantized_decl(const ec_ctx *x, const char *mode, int bits, nnc_sb *b) {
+  nnc_sb_printf(b,
+    "/* --quantize=%s: writes the weights as the model holds them to a\n"
+    " * safetensors file at path (a quantized checkpoint: each quantized weight\n"
+    " * as its %s values <name> and scales <name>.scale, the mode in the\n"
+    " * header's metadata; see support/nnc_weights_quant.h). %s_load_weights_file\n"
+    " * loads such a file as it was saved, without an f32 checkpoint, as well as\n"
+    " * an f32 one (quantized as it loads); a file of another mode is refused.\n"
+    " * Every weight must be loaded or set first. */\n"
+    "int %s_save_quantized(%s_model *m, const char *path);\n\n",
+    mode, bits == 4 ? "packed int4" : "int8", x->p, x->p, x->p);
 }
 
 nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {

@@ -163,16 +163,22 @@ const char *ec_view_note(const nnc_kernel *k);
  * values first (what its other readers read), then the e4m3 [n, k] at q,
  * n f32 channel scales at scales (from the next 256 bytes), one f32 at
  * fixed (its GEMMs' A scale from nnc calibrate, 0: each row's own). A GPU's
- * w8a8 weight (int8, never tied) has the same layout, its fixed unused. */
+ * int8 weight (w8a8, int8w; never tied) has the same layout, its fixed
+ * unused; an int4 one (int4w) holds [n, k / 2] bytes at q (k even in bits
+ * 0-3) and n x groups scales (a group of 128 k, row-major). */
 typedef struct ec_fp8_held {
-  int64_t n, k, q, scales, fixed, bytes;
+  int64_t n, k, groups, q, scales, fixed, bytes;
 } ec_fp8_held;
 ec_fp8_held ec_fp8_held_of(const nnc_tensor *t);
-/* Whether weight t is held one byte a value in x's folder (fp8's e4m3, a
- * GPU's w8a8 int8): what its readers move. */
-bool ec_held_per_byte(const ec_ctx *x, const nnc_tensor *t);
+/* The bytes a value of weight t takes in x's folder (fp8's e4m3 and a GPU's
+ * int8 1, a GPU's int4 0.5, else its dtype's): what its readers move. */
+double ec_held_value_bytes(const ec_ctx *x, const nnc_tensor *t);
+/* Whether the folder writes <model>_save_quantized (int8 or int4 weights,
+ * one rank), and its declaration for the header (mode: "int8w", ...). */
+bool ec_saves_quantized(const ec_ctx *x);
+void ec_save_quantized_decl(const ec_ctx *x, const char *mode, int bits, nnc_sb *b);
 /* The bytes weight t takes in a device target's weights block: its dtype's,
- * or --precision=fp8's and w8a8's (ec_fp8_held). */
+ * or its held form's when quantized (ec_fp8_held). */
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t);
 /* x->w_off: every weight of a device target in one block, each at a
  * multiple of 256 bytes (16-byte vector loads, cuBLASLt's preferred

@@ -258,8 +258,9 @@ static void find_rule(const nnc_graph *g, const nnc_uses *u, int t, int depth, i
   }
 }
 
-/* Whether the model holds weights as int8 (--quantize=int8w, w8a8): --check
- * then measures it against the float model, and its tolerance is int8's. */
+/* Whether the model holds weights quantized (--quantize=int8w, w8a8, int4w):
+ * --check then measures it against the float model, and its tolerance is
+ * int8's (below: w8a8's, int4's). */
 static bool held_int8(const nnc_graph *g) {
   for (int i = 0; i < g->nparams; i++)
     if (g->tensors[g->params[i]].quant.kind != NNC_QUANT_NONE) return true;
@@ -334,7 +335,7 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
              "static void b_comm(const void *m, uint64_t *bytes, double *bus_bytes, double *wait_s) {\n"
              "  %s_comm_stats(m, bytes, bus_bytes, wait_s);\n}\n", p);
   /* a quantized model's checkpoint (--save-quantized) */
-  bool saves = !x->device && held_int8(g);
+  bool saves = ec_saves_quantized(x);
   if (saves)
     snprintf(comm + strlen(comm), sizeof comm - strlen(comm),
              "static int b_save_quantized(void *m, const char *path) { return %s_save_quantized(m, path); }\n", p);
@@ -416,6 +417,11 @@ nnc_status ec_write_bench(const ec_ctx *x, const char *dir, nnc_error *err) {
     : !x->device ? "\n    0, NULL, NULL, NULL, 0, NULL, NULL,   /* f32 tolerance, no device */"
     : x->r->precision.fp8 ? "\n    1e-1, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* fp8 GEMMs against the float model (e4m3: 3 "
                             "mantissa bits, 2^-4 relative a rounding): 1e-1 */"
+    : held_int4(g) && x->r->precision.storage == NNC_BF16 ? "\n    2e-1, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* int4 "
+                            "weights and bf16 storage against the float model: 2e-1 */"
+    : held_int4(g) && x->r->precision.storage == NNC_F16 ? "\n    2e-1, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* int4 "
+                            "weights and f16 storage against the float model: 2e-1 */"
+    : held_int4(g) ? "\n    2e-1, b_stage, b_run_staged, b_peaks, 0,   /* int4 weights against the float model: 2e-1 */"
     : held_w8a8(g) && x->r->precision.storage == NNC_BF16 ? "\n    5e-2, b_stage, b_run_staged, b_peaks, NNRT_BF16,   /* w8a8 GEMMs "
                             "and bf16 storage against the float model: 5e-2 */"
     : held_w8a8(g) && x->r->precision.storage == NNC_F16 ? "\n    5e-2, b_stage, b_run_staged, b_peaks, NNRT_F16,   /* w8a8 GEMMs "

@@ -24,7 +24,8 @@
  * int4w: the same weights as int4, a scale per group of 128 consecutive k
  * of an output channel (max|w| / 7 over the group; the last group shorter
  * when K is not a multiple of 128), two weights a byte: an eighth of f32's
- * bytes plus 4 bytes of scale per 128 weights.
+ * bytes plus 4 bytes of scale per 128 weights. On a GPU K must be a
+ * multiple of 32 (the GEMM reads 16-byte pieces of rows: 32 k).
  *
  * fp8 (--precision=fp8, CUDA): the same weights, already bf16 by then, held
  * as e4m3 with a scale per output channel, where K and N are multiples of
@@ -95,10 +96,10 @@ static bool fp8_fits(const nnc_tensor *t) {
   return true;
 }
 
-/* w8a8 on a GPU: both dims constant, K (the axis other than the channels') a
- * multiple of 16. */
-static bool device_fits(const nnc_tensor *t, int axis) {
-  return nnc_dim_is_const(t->shape[0]) && nnc_dim_is_const(t->shape[1]) && t->shape[1 - axis].k % 16 == 0;
+/* int8 on a GPU: both dims constant, K (the axis other than the channels') a
+ * multiple of `k_step` (16 int8 or 32 int4 k: 16 bytes). */
+static bool device_fits(const nnc_tensor *t, int axis, int k_step) {
+  return nnc_dim_is_const(t->shape[0]) && nnc_dim_is_const(t->shape[1]) && t->shape[1 - axis].k % k_step == 0;
 }
 
 /* The dtypes a weight may have to be held quantized: fp8's bf16, a GPU's
@@ -112,18 +113,20 @@ static bool from_dtype(nnc_dtype d, nnc_quantize q, bool device) {
 nnc_status nnc_pass_quantize(nnc_graph *g, nnc_quantize q, bool device, int *count, nnc_error *err) {
   (void)err;
   int marked = 0;
-  bool device8 = device && (q == NNC_QUANTIZE_W8A8 || q == NNC_QUANTIZE_INT8W);
+  bool on_gpu = device && (q == NNC_QUANTIZE_W8A8 || q == NNC_QUANTIZE_INT8W || q == NNC_QUANTIZE_INT4W);
   for (int i = 0; q != NNC_QUANTIZE_NONE && i < g->nparams; i++) {
     nnc_tensor *t = &g->tensors[g->params[i]];
-    if (!from_dtype(t->dtype, q, device8) || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
+    if (!from_dtype(t->dtype, q, on_gpu) || t->rank != 2 || t->shard.parts || t->quant.kind != NNC_QUANT_NONE) continue;
     bool tied = false;
     int axis = channel_axis(g, g->params[i], q == NNC_QUANTIZE_FP8 ? &tied : NULL);
-    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t)) || (device8 && !device_fits(t, axis))) continue;
+    if (axis < 0 || (q == NNC_QUANTIZE_FP8 && !fp8_fits(t)) ||
+        (on_gpu && !device_fits(t, axis, q == NNC_QUANTIZE_INT4W ? 32 : 16)))
+      continue;
     t->quant.kind = q == NNC_QUANTIZE_INT4W ? NNC_QUANT_INT4_GROUP
                   : q == NNC_QUANTIZE_FP8   ? NNC_QUANT_FP8_CHANNEL : NNC_QUANT_INT8_CHANNEL;
     t->quant.axis = axis;
     t->quant.a8 = q == NNC_QUANTIZE_W8A8;
-    t->quant.qmax = q == NNC_QUANTIZE_INT4W ? 7 : q == NNC_QUANTIZE_FP8 ? 448 : q == NNC_QUANTIZE_W8A8 && !device8 ? 31 : 127;
+    t->quant.qmax = q == NNC_QUANTIZE_INT4W ? 7 : q == NNC_QUANTIZE_FP8 ? 448 : q == NNC_QUANTIZE_W8A8 && !on_gpu ? 31 : 127;
     t->quant.group = q == NNC_QUANTIZE_INT4W ? NNC_QUANTIZE_INT4_GROUP : 0;
     t->quant.tied = tied;
     marked++;

@@ -15,7 +15,7 @@
 #     does not (test_simd_gemm_w8a8 checks its GEMM against the dequantized
 #     operands).
 # Then what is marked (--emit=ir) and the refusals: targets without the
-# GEMM (CUDA for int4w, OpenCL for every mode), --train, --parallel, an unknown mode.
+# GEMM (OpenCL for every mode), --train, --parallel, an unknown mode.
 set -euo pipefail
 nnc=${1:?usage: quantize_c_simd.sh NNC MODE}
 mode=${2:?usage: quantize_c_simd.sh NNC MODE}
@@ -96,10 +96,7 @@ refuse() {
   [ ! -e "$work/refused" ] || fail "nnc $*: wrote $work/refused"
   echo "refused (exit $rc): $err" | head -1
 }
-# w8a8 and int8w run on CUDA too (tests/unit/w8a8_cuda.sh and int8w_cuda.sh have their refusals)
-if [ "$mode" = int4w ]; then
-  refuse 6 "--quantize=$mode: target cuda-sm80 has no $bits GEMM yet" models/mlp.lua --quantize="$mode" --target=cuda-sm80
-fi
+# every mode runs on CUDA too (tests/unit/w8a8_cuda.sh and weight_only_cuda.sh have their refusals)
 refuse 6 "--quantize=$mode: target opencl has no $bits GEMM yet" models/mlp.lua --quantize="$mode" --target=opencl
 refuse 1 "--quantize=$mode: expected no --train" models/mlp.lua --quantize="$mode" --train
 refuse 1 "--quantize=$mode: expected no --parallel" models/mlp.lua --quantize="$mode" --parallel=tp:2

@@ -61,7 +61,7 @@ for target in cuda-sm90a cuda-sm80; do
     grep -q '#include "kernels/w8a8.cuh"' "$cu" || fail "$model $target: no kernels/w8a8.cuh"
     calls=$(grep -c "nnc_cuda_w8a8_gemm(f, s, &e)" "$cu")
     [ "$calls" -eq "$(grep -c 'w8a8, \[N, K\]' "$work/$model.ir")" ] || fail "$model $target: $calls int8 GEMMs"
-    grep -q "if (int8_layout\[i\].n) return upload_int8(m, i, data, count);" "$cu" ||
+    grep -q "if (qweight_layout\[i\].n) return upload_qweight(m, i, data, count);" "$cu" ||
       fail "$model $target: the weights are not quantized at load"
     grep -q "nnc_cuda_w8a8_weight(dev," "$cu" || fail "$model $target: no quantization on the GPU"
     # the plan's reason, in the launcher's first comment: sm_90a's kernel is gemm_tma8.cuh (wgmma) from
@@ -121,12 +121,12 @@ refusal() {
   grep -qF -- "$pattern" <<< "$out" || { echo "$out"; fail "$*: expected a message with '$pattern'"; }
   [ ! -e "$work/refused" ] || fail "$*: left an output folder"
 }
-refusal 6 "--quantize=w8a8: target cuda-sm75 has no int8 mma.sync m16n8k32 (sm_80 and up); expected cuda-sm80 or newer" \
+refusal 6 "--quantize=w8a8: target cuda-sm75 is not built for (its int8 kernels are sm_80 and up: int8 mma.sync m16n8k32); expected cuda-sm80 or newer" \
   models/mlp.lua --target=cuda-sm75 --precision=f16 --quantize=w8a8
 refusal 6 "--quantize=w8a8: target opencl has no int8 GEMM yet; expected a c-simd target (c-simd, c-avx2, ...) or --quantize=none" \
   models/mlp.lua --target=opencl --quantize=w8a8
-refusal 6 "--quantize=int4w: target cuda-sm90a has no int4 GEMM yet; expected a c-simd target (c-simd, c-avx2, ...), --quantize=int8w, --quantize=w8a8 (cuda-sm80 and up) or --quantize=none" \
-  models/mlp.lua --target=cuda-sm90a --quantize=int4w
+refusal 6 "--quantize=int4w: target opencl has no int4 GEMM yet; expected a c-simd target (c-simd, c-avx2, ...) or --quantize=none" \
+  models/mlp.lua --target=opencl --quantize=int4w
 refusal 1 "--precision=fp8: expected no --quantize (fp8 already holds the linear weights as e4m3), found --quantize=w8a8" \
   models/mlp.lua --target=cuda-sm90a --precision=fp8 --quantize=w8a8
 refusal 1 "--quantize=w8a8: expected no --train" models/mlp.lua --target=cuda-sm90a --quantize=w8a8 --train

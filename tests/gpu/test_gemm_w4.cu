@@ -1,0 +1,509 @@
+/* tests/gpu/test_gemm_w4.cu — templates/cuda/gemm_w4.cuh (the weight-only
+ * int4 GEMM, group size 128) on a GPU, against a float64 product of the
+ * same operands: A rounded to T, the packed nibbles times their group's f32
+ * scale.
+ *  - the rows kernel (M = 1, 2, 3, 5, 8, 13, 16: every MR, two row blocks)
+ *    with each of its (KT, KS) layouts (shapes that pick each), and the
+ *    cuBLASLt path (M = 17, 70); odd N (1, 3, 7, 129, 769); K = 32, 96,
+ *    160 (a short last group), 768, 3072; K = 0 (act(bias) + residual);
+ *  - bias or none, alpha, every activation, the residual before and after
+ *    it and in place (d == residual); the cuBLASLt path's fallbacks to the
+ *    rows kernel (no handle, SiLU, the erf GELU, an activation before the
+ *    residual);
+ *  - T > TO = bf16 > bf16, bf16 > f32, f16 > f16, f32 > f32 (and f16 >
+ *    f32); D poisoned with NaN and a guard row after it that must stay NaN;
+ *  - which path ran: the workspace is NaN-poisoned, the cuBLASLt path
+ *    writes the dequantized weight there (printed per case; the run fails
+ *    if no case expected to take cuBLASLt did);
+ *  - nnc_cuda_w4_weight against this file's copy of C SIMD's rule
+ *    (nnc_simd_q4_pack), bit for bit: a group of zeros, an inf, a NaN,
+ *    ties, a short last group, [K, N] (in_out) and [N, K];
+ *  - the refusals (K not a multiple of 32, a NULL or misaligned operand, an
+ *    unknown activation, a negative size, a missing workspace).
+ * Tolerance: max |out - ref| <= tol x max |ref|, tol 1e-5 for f32 T and
+ * out (1e-3 with the tanh GELU), 1e-2 where T or TO is bf16/f16 (the
+ * cuBLASLt path's w * scale rounded to T is inside it).
+ * --time: the rows kernel at M = 1 and 8 against gemm_w8.cuh's int8 rows
+ * kernel and cuBLASLt bf16 on GPT-2's decode GEMMs, bias in all, weights
+ * (and scales) cycled through copies spanning twice the L2, a launch a
+ * copy in a CUDA graph, the median of 50 runs of it, per launch, as a
+ * Markdown table (GB/s: the int4 weight's and scales' bytes).
+ *
+ *   nvcc -std=c++17 -O3 -arch=sm_90 -Itemplates/cuda -I. -Iruntime -Iruntime/cuda -Itests/gpu \
+ *     -o test_gemm_w4 tests/gpu/test_gemm_w4.cu runtime/status.c runtime/half.c \
+ *     runtime/cuda/{status,device,alloc,host,stream,gemm,peaks}.c -lcublasLt
+ *   ./test_gemm_w4 [--small] [--time]
+ * Exits 1 on any failure, 77 (skipped) without a GPU of compute capability
+ * 8.0 or more. */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "gemm_w4.cuh"
+#include "gpu_test.cuh"
+#include "runtime/cuda/nnrt_cuda.h"
+
+static std::mt19937 rng(20260417);
+static int failures = 0, blas_expected = 0, blas_taken = 0;
+
+static float uni(float a) { return std::uniform_real_distribution<float>(-a, a)(rng); }
+
+template <typename X> static X *dev_copy(const std::vector<X> &h) {
+  X *d = nullptr;
+  CK(cudaMalloc(&d, h.size() * sizeof(X) + 16));
+  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice));
+  return d;
+}
+template <typename X> static std::vector<X> host_copy(const X *d, size_t n) {
+  std::vector<X> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+static double act_ref(nnc_cuda_act act, double v) {
+  switch (act) {
+  case NNC_CUDA_ACT_RELU: return v > 0 ? v : 0;
+  case NNC_CUDA_ACT_GELU_ERF: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  case NNC_CUDA_ACT_GELU_TANH: return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  case NNC_CUDA_ACT_SILU: return v / (1 + std::exp(-v));
+  default: return v;
+  }
+}
+
+/* A nibble's two's complement value. */
+static int nibble(unsigned v) { return (int)(v & 15u) - (int)((v & 8u) << 1); }
+
+/* C SIMD's rule (templates/c_simd/gemm_q4.c, nnc_simd_q4_pack) into
+ * gemm_w4.cuh's layout: q [N, K / 2], scale [N, G]. */
+static void host_pack(const std::vector<float> &w, int N, int K, bool in_out, std::vector<uint8_t> &q,
+                      std::vector<float> &scale) {
+  const int G = (K + 127) / 128;
+  q.assign((size_t)N * K / 2, 0);
+  scale.assign((size_t)N * G, 0.0f);
+  for (int n = 0; n < N; n++)
+    for (int k0 = 0; k0 < K; k0 += 128) {
+      const int k1 = K - k0 < 128 ? K : k0 + 128;
+      auto at = [&](int k) { return in_out ? w[(size_t)k * N + n] : w[(size_t)n * K + k]; };
+      float amax = 0.0f;
+      for (int k = k0; k < k1; k++) {
+        const float a = std::fabs(at(k));
+        if (a > amax) amax = a;
+      }
+      if (!(amax > 0.0f) || !std::isfinite(amax)) continue;
+      const float s = amax / 7.0f;
+      scale[(size_t)n * G + k0 / 128] = s;
+      for (int k = k0; k < k1; k++) {
+        float r = std::nearbyint(at(k) / s);
+        r = r > 7.0f ? 7.0f : r < -7.0f ? -7.0f : r == r ? r : 0.0f;
+        q[(size_t)n * K / 2 + k / 2] |= (uint8_t)(((unsigned)(int)r & 15u) << (k % 2 * 4));
+      }
+    }
+}
+
+struct tcase {
+  int M, N, K;
+  nnc_cuda_act act;
+  bool bias, res, after, in_place;
+  float alpha;
+  bool no_handle; /* h = NULL: the rows kernel at any M */
+};
+
+/* Whether gemm_w4.cuh should give c to cuBLASLt (given a handle that has an
+ * algorithm for it). */
+template <typename T, typename TO> static bool takes_blas(const tcase &c) {
+  const bool act_ok = c.act == NNC_CUDA_ACT_NONE || c.act == NNC_CUDA_ACT_RELU || c.act == NNC_CUDA_ACT_GELU_TANH;
+  return !c.no_handle && c.M > NNC_W4_ROWS && c.K > 0 && act_ok && !(c.res && c.act != NNC_CUDA_ACT_NONE && !c.after) &&
+         (std::is_same<T, TO>::value || std::is_same<TO, float>::value);
+}
+
+template <typename T, typename TO> static void check(const tcase &c, nnrt_cuda_blas *h) {
+  const int M = c.M, N = c.N, K = c.K, G = (K + 127) / 128;
+  std::vector<T> a((size_t)M * K);
+  std::vector<uint8_t> w((size_t)N * K / 2);
+  std::vector<float> sw((size_t)N * G);
+  for (auto &v : a) v = h_from<T>(uni(1.0f));
+  for (auto &v : w) {
+    const int lo = std::uniform_int_distribution<int>(-7, 7)(rng), hi = std::uniform_int_distribution<int>(-7, 7)(rng);
+    v = (uint8_t)(((unsigned)lo & 15u) | ((unsigned)hi & 15u) << 4);
+  }
+  /* products of about unit size: |sum| ~ 7 sqrt(K / 3) / 2 */
+  for (auto &v : sw) v = 2.0f / 7 * (1 + uni(0.5f)) / std::sqrt((float)(K > 0 ? K : 1));
+  std::vector<TO> bb(N), rr((size_t)M * N), dd((size_t)(M + 1) * N, h_from<TO>(NAN));
+  for (auto &v : bb) v = h_from<TO>(uni(1.0f));
+  for (auto &v : rr) v = h_from<TO>(uni(1.0f));
+  if (c.in_place) std::copy(rr.begin(), rr.end(), dd.begin());
+  T *da = dev_copy(a);
+  uint8_t *dw = dev_copy(w);
+  float *dsw = dev_copy(sw);
+  TO *db = dev_copy(bb), *dr = dev_copy(rr), *dd_ = dev_copy(dd);
+  const size_t ws_bytes = nnc_cuda_w4_ws_bytes<T>(M, N, K);
+  void *ws = nullptr;
+  if (ws_bytes) {
+    CK(cudaMalloc(&ws, ws_bytes));
+    CK(cudaMemset(ws, 0xff, ws_bytes)); /* NaN in every T */
+  }
+  nnc_cuda_w4_gemm_args<T, TO> f = {};
+  f.M = M, f.N = N, f.K = K;
+  f.a = da, f.w = dw, f.w_scale = dsw;
+  f.bias = c.bias ? db : nullptr;
+  f.residual = c.res ? (c.in_place ? dd_ : dr) : nullptr;
+  f.act_last = c.after;
+  f.d = dd_;
+  f.alpha = c.alpha;
+  f.act = c.act;
+  nnc_cuda_error e = {};
+  const char *tn = nnc_dtype<T>::name, *on = nnc_dtype<TO>::name;
+  if (nnc_cuda_w4_gemm(c.no_handle ? nullptr : h, f, ws, test_stream(), &e)) {
+    std::printf("FAIL w4 %s>%s %dx%dx%d: %s\n", tn, on, M, N, K, e.msg);
+    failures++;
+  }
+  CK(cudaStreamSynchronize(test_stream()));
+  auto got = host_copy(dd_, (size_t)(M + 1) * N);
+  bool dequantized = false;
+  if (ws_bytes) dequantized = !std::isnan(h_to(host_copy(static_cast<T *>(ws), 1)[0]));
+  const bool want_blas = takes_blas<T, TO>(c);
+  blas_expected += want_blas;
+  blas_taken += want_blas && dequantized;
+  int guards = 0;
+  for (int n = 0; n < N; n++) guards += !std::isnan(h_to(got[(size_t)M * N + n]));
+  double worst = 0, scale = 0;
+  std::vector<double> ad(a.size()), wn(K);
+  for (size_t i = 0; i < a.size(); i++) ad[i] = h_to(a[i]);
+  for (int n = 0; n < N; n++) {
+    for (int k = 0; k < K; k++)
+      wn[k] = (double)nibble(w[(size_t)n * K / 2 + k / 2] >> (k % 2 * 4)) * sw[(size_t)n * G + k / 128];
+    for (int m = 0; m < M; m++) {
+      double acc = 0;
+      for (int k = 0; k < K; k++) acc += ad[(size_t)m * K + k] * wn[k];
+      double v = c.alpha * acc + (c.bias ? h_to(bb[n]) : 0.0);
+      const double r = c.res ? h_to(rr[(size_t)m * N + n]) : 0.0;
+      v = c.after ? act_ref(c.act, v + r) : act_ref(c.act, v) + r;
+      scale = std::fmax(scale, std::fabs(v));
+      const double g = h_to(got[(size_t)m * N + n]);
+      worst = std::isnan(g) ? INFINITY : std::fmax(worst, std::fabs(g - v));
+    }
+  }
+  const bool narrow = !std::is_same<T, float>::value || !std::is_same<TO, float>::value;
+  const double tol = narrow ? 1e-2 : c.act == NNC_CUDA_ACT_GELU_TANH ? 1e-3 : 1e-5;
+  const bool ok = worst <= tol * scale && !guards;
+  std::printf("%s w4 %s>%s %dx%dx%d act %d bias %d res %d%s after %d alpha %g%s: %s, error %.3g of max %.3g, "
+              "%d past D\n", ok ? "ok  " : "FAIL", tn, on, M, N, K, (int)c.act, c.bias, c.res,
+              c.in_place ? " (in place)" : "", c.after, c.alpha, c.no_handle ? " no handle" : "",
+              dequantized ? "cuBLASLt" : want_blas ? "rows (expected cuBLASLt)" : "rows", worst / scale, scale, guards);
+  failures += !ok;
+  for (void *p : {(void *)da, (void *)dw, (void *)dsw, (void *)db, (void *)dr, (void *)dd_, ws}) CK(cudaFree(p));
+}
+
+/* The type pairs the folders use; --small the first two. */
+static void check_types(const tcase &c, nnrt_cuda_blas *h, bool small) {
+  check<__nv_bfloat16, __nv_bfloat16>(c, h);
+  check<float, float>(c, h);
+  if (small) return;
+  check<__nv_bfloat16, float>(c, h);
+  check<__half, __half>(c, h);
+  check<__half, float>(c, h);
+}
+
+/* nnc_cuda_w4_weight against host_pack, bit for bit. */
+static void check_weight(const char *what, int N, int K, bool in_out, std::vector<float> w) {
+  std::vector<uint8_t> hq;
+  std::vector<float> hs;
+  host_pack(w, N, K, in_out, hq, hs);
+  float *dw = dev_copy(w), *ds;
+  uint8_t *dq;
+  CK(cudaMalloc(&dq, hq.size() + 16));
+  CK(cudaMalloc(&ds, hs.size() * 4 + 16));
+  CK(cudaMemset(dq, 0x5a, hq.size()));
+  CK(cudaMemset(ds, 0xff, hs.size() * 4));
+  nnc_cuda_error e = {};
+  const nnc_cuda_status st = nnc_cuda_w4_weight(dw, N, K, in_out, dq, ds, test_stream(), &e);
+  CK(cudaStreamSynchronize(test_stream()));
+  auto gq = host_copy(dq, hq.size());
+  auto gs = host_copy(ds, hs.size());
+  size_t bad_q = 0, bad_s = 0;
+  for (size_t i = 0; i < hq.size(); i++) bad_q += gq[i] != hq[i];
+  for (size_t i = 0; i < hs.size(); i++) bad_s += std::memcmp(&gs[i], &hs[i], 4) != 0;
+  const bool ok = st == NNC_CUDA_OK && !bad_q && !bad_s;
+  std::printf("%s w4 weight %s %dx%d%s: %zu of %zu bytes, %zu of %zu scales differ%s%s\n", ok ? "ok  " : "FAIL", what,
+              N, K, in_out ? " [K, N]" : "", bad_q, hq.size(), bad_s, hs.size(), st ? ": " : "", st ? e.msg : "");
+  failures += !ok;
+  CK(cudaFree(dw));
+  CK(cudaFree(dq));
+  CK(cudaFree(ds));
+}
+
+static void check_weights(bool small) {
+  /* N = 5, K = 160 (groups of 128 and 32): column 0's first group zeros,
+   * column 1's second an inf, column 2's first a NaN, column 3's first
+   * amax 7 (scale 1) with ties at +-0.5, 1.5, 2.5, 3.5, column 4 random */
+  {
+    const int N = 5, K = 160;
+    std::vector<float> w((size_t)N * K);
+    for (auto &v : w) v = uni(2.0f);
+    for (int k = 0; k < 128; k++) w[k] = 0.0f;
+    w[(size_t)1 * K + 140] = INFINITY;
+    w[(size_t)2 * K + 7] = NAN;
+    const float ties[] = {7.0f, 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 3.5f, -3.5f, 6.5f, -6.5f, -7.0f};
+    for (int k = 0; k < 128; k++) w[(size_t)3 * K + k] = k < 12 ? ties[k] : uni(7.0f);
+    check_weight("zeros/inf/NaN/ties", N, K, false, w);
+    /* the same values as [K, N] */
+    std::vector<float> t((size_t)N * K);
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < K; k++) t[(size_t)k * N + n] = w[(size_t)n * K + k];
+    check_weight("zeros/inf/NaN/ties", N, K, true, t);
+  }
+  const int shapes[][2] = {{3, 96}, {129, 768}, {7, 3072}, {64, 32}};
+  for (const auto &s : shapes)
+    for (bool in_out : {false, true}) {
+      if (small && s[1] == 3072) continue;
+      std::vector<float> w((size_t)s[0] * s[1]);
+      for (auto &v : w) v = uni(0.1f) * (1 + 9 * (rng() % 4 == 0));
+      check_weight("random", s[0], s[1], in_out, w);
+    }
+  /* refusals and nothing to do */
+  float *x;
+  uint8_t *q;
+  CK(cudaMalloc(&x, 4096));
+  CK(cudaMalloc(&q, 4096));
+  struct {
+    const char *what;
+    const float *w;
+    int N, K;
+    uint8_t *q;
+    float *s;
+    nnc_cuda_status want;
+  } cases[] = {{"K = 48", x, 2, 48, q, x, NNC_CUDA_E_ARG},      {"N = -1", x, -1, 32, q, x, NNC_CUDA_E_ARG},
+               {"w NULL", nullptr, 2, 32, q, x, NNC_CUDA_E_ARG}, {"q NULL", x, 2, 32, nullptr, x, NNC_CUDA_E_ARG},
+               {"scale NULL", x, 2, 32, q, nullptr, NNC_CUDA_E_ARG}, {"N = 0", x, 0, 32, q, x, NNC_CUDA_OK},
+               {"K = 0", x, 2, 0, q, x, NNC_CUDA_OK}};
+  for (const auto &c : cases) {
+    nnc_cuda_error e = {};
+    const bool as_wanted = nnc_cuda_w4_weight(c.w, c.N, c.K, false, c.q, c.s, test_stream(), &e) == c.want;
+    std::printf("%s w4 weight refusal %s: %s\n", as_wanted ? "ok  " : "FAIL", c.what, c.want ? e.msg : "(nothing to do)");
+    failures += !as_wanted;
+  }
+  CK(cudaStreamSynchronize(test_stream()));
+  CK(cudaFree(x));
+  CK(cudaFree(q));
+}
+
+/* Each refusal with its message; nothing runs. */
+static void check_refusals(nnrt_cuda_blas *h) {
+  using args = nnc_cuda_w4_gemm_args<__nv_bfloat16, __nv_bfloat16>;
+  unsigned char *q;
+  float *sc;
+  __nv_bfloat16 *x;
+  CK(cudaMalloc(&q, 4096));
+  CK(cudaMalloc(&sc, 256));
+  CK(cudaMalloc(&x, 8192));
+  args f = {};
+  f.M = 4, f.N = 4, f.K = 64, f.a = x, f.w = q, f.w_scale = sc, f.d = x + 2048, f.alpha = 1;
+  struct refusal {
+    const char *what;
+    args f;
+    void *ws;
+    nnc_cuda_status want;
+  };
+  std::vector<refusal> cases = {{"K = 48", f, nullptr, NNC_CUDA_E_ARG},       {"w NULL", f, nullptr, NNC_CUDA_E_ARG},
+                                {"w_scale NULL", f, nullptr, NNC_CUDA_E_ARG}, {"act 9", f, nullptr, NNC_CUDA_E_ARG},
+                                {"a + 1", f, nullptr, NNC_CUDA_E_ARG},        {"w + 8", f, nullptr, NNC_CUDA_E_ARG},
+                                {"M = -1", f, nullptr, NNC_CUDA_E_ARG},       {"M = 17, no ws", f, nullptr, NNC_CUDA_E_ARG},
+                                {"M = 17, ws + 8", f, x + 4, NNC_CUDA_E_ARG}, {"M = 0, a NULL", f, nullptr, NNC_CUDA_OK},
+                                {"N = 0", f, nullptr, NNC_CUDA_OK}};
+  cases[0].f.K = 48;
+  cases[1].f.w = nullptr;
+  cases[2].f.w_scale = nullptr;
+  cases[3].f.act = (nnc_cuda_act)9;
+  cases[4].f.a = x + 1;
+  cases[5].f.w = q + 8;
+  cases[6].f.M = -1;
+  cases[7].f.M = 17;
+  cases[8].f.M = 17;
+  cases[9].f.M = 0, cases[9].f.a = nullptr;
+  cases[10].f.N = 0;
+  for (const refusal &c : cases) {
+    nnc_cuda_error e = {};
+    const bool as_wanted = nnc_cuda_w4_gemm(h, c.f, c.ws, test_stream(), &e) == c.want;
+    std::printf("%s refusal %s: %s\n", as_wanted ? "ok  " : "FAIL", c.what, c.want ? e.msg : "(nothing to do)");
+    failures += !as_wanted;
+  }
+  CK(cudaStreamSynchronize(test_stream()));
+  CK(cudaFree(q));
+  CK(cudaFree(sc));
+  CK(cudaFree(x));
+}
+
+/* Median us of one launch on the GPU: launch(i) runs the i-th; 10 untimed,
+ * then reps of them captured in a CUDA graph and the graph timed 50 times
+ * (launched one by one the host's launch rate, ~5 us, would be timed). -1
+ * when a launch returns false. */
+template <class F> static double median_us(int reps, F launch) {
+  constexpr int WARM = 10, SAMPLES = 50;
+  cudaStream_t s = test_stream();
+  for (int i = 0; i < WARM; i++)
+    if (!launch(i)) return -1;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  bool ok = true;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < reps; i++) ok = ok && launch(i);
+  CK(cudaStreamEndCapture(s, &graph));
+  if (!ok) {
+    CK(cudaGraphDestroy(graph));
+    return -1;
+  }
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphLaunch(exec, s));
+  cudaEvent_t t0, t1;
+  CK(cudaEventCreate(&t0));
+  CK(cudaEventCreate(&t1));
+  std::vector<float> us;
+  for (int k = 0; k < SAMPLES; k++) {
+    CK(cudaEventRecord(t0, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaEventRecord(t1, s));
+    CK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, t0, t1));
+    us.push_back(ms * 1000 / reps);
+  }
+  CK(cudaEventDestroy(t0));
+  CK(cudaEventDestroy(t1));
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+/* GPT-2's decode GEMMs: the int4 rows kernel against the int8 one and
+ * cuBLASLt bf16 (bf16 weights). */
+static void time_decode(nnrt_cuda_blas *h) {
+  const struct {
+    const char *name;
+    int N, K;
+  } g[] = {{"attn.c_attn", 2304, 768}, {"attn.c_proj", 768, 768}, {"mlp.c_fc", 3072, 768}, {"mlp.c_proj", 768, 3072}};
+  int dev = 0, l2 = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  const size_t span = std::max((size_t)2 * l2, (size_t)64 << 20); /* bytes of weight copies cycled through */
+  const size_t max_w = (size_t)3072 * 768 * 2;
+  unsigned char *pool;
+  __nv_bfloat16 *a, *d, *bias;
+  float *sw, *sw4;
+  CK(cudaMalloc(&pool, span + max_w));
+  CK(cudaMemset(pool, 0x11, span + max_w));
+  CK(cudaMalloc(&sw4, span / 16 + max_w));
+  CK(cudaMemset(sw4, 0, span / 16 + max_w));
+  CK(cudaMalloc(&a, 8 * 3072 * 2));
+  CK(cudaMalloc(&d, 8 * 3072 * 2));
+  CK(cudaMalloc(&bias, 3072 * 2));
+  CK(cudaMalloc(&sw, 3072 * 4));
+  CK(cudaMemset(a, 0, 8 * 3072 * 2));
+  CK(cudaMemset(bias, 0, 3072 * 2));
+  CK(cudaMemset(sw, 0, 3072 * 4));
+  std::printf("\n| GEMM | N x K | M | int4 rows us | GB/s | int8 rows us | cuBLASLt bf16 us | int4 vs int8 | int4 vs bf16 |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const auto &c : g)
+    for (int M : {1, 8}) {
+      const int G = (c.K + 127) / 128;
+      const size_t w4 = (size_t)c.N * c.K / 2, s4 = (size_t)c.N * G * 4, w8 = w4 * 2, w16 = w4 * 4;
+      const int n4 = (int)(span / w4), n8 = (int)(span / w8), n16 = (int)(span / w16);
+      nnc_cuda_w4_gemm_args<__nv_bfloat16, __nv_bfloat16> f4 = {};
+      f4.M = M, f4.N = c.N, f4.K = c.K, f4.a = a, f4.bias = bias, f4.d = d, f4.alpha = 1;
+      const double us4 = median_us(n4, [&](int i) {
+        f4.w = pool + (size_t)(i % n4) * w4;
+        f4.w_scale = sw4 + (size_t)(i % n4) * s4 / 4;
+        nnc_cuda_error e;
+        return nnc_cuda_w4_gemm(h, f4, nullptr, test_stream(), &e) == NNC_CUDA_OK;
+      });
+      nnc_cuda_w8_gemm_args<__nv_bfloat16, __nv_bfloat16> f8 = {};
+      f8.M = M, f8.N = c.N, f8.K = c.K, f8.a = a, f8.w_scale = sw, f8.bias = bias, f8.d = d, f8.alpha = 1;
+      const double us8 = median_us(n8, [&](int i) {
+        f8.w = reinterpret_cast<const signed char *>(pool + (size_t)(i % n8) * w8);
+        nnc_cuda_error e;
+        return nnc_cuda_w8_gemm(h, f8, nullptr, test_stream(), &e) == NNC_CUDA_OK;
+      });
+      nnrt_cuda_gemm b = {};
+      b.M = M, b.N = c.N, b.K = c.K, b.batch = 1, b.ab = b.out = NNRT_DT_BF16;
+      b.A = a, b.lda = c.K, b.ldb = c.K, b.b_trans = true, b.bias = bias;
+      b.D = d, b.ldd = c.N, b.stride_d = (long long)M * c.N, b.alpha = 1, b.epilogue = NNRT_EPI_NONE;
+      const double us16 = median_us(n16, [&](int i) {
+        b.B = pool + (size_t)(i % n16) * w16;
+        nnrt_error e = {};
+        return nnrt_cuda_gemm_run(h, &b, test_stream(), &e) == NNRT_OK;
+      });
+      if (us4 < 0 || us8 < 0 || us16 < 0) {
+        std::printf("FAIL time %s M=%d: a launch failed\n", c.name, M);
+        failures++;
+        continue;
+      }
+      std::printf("| %s | %d x %d | %d | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", c.name, c.N, c.K, M, us4,
+                  (w4 + s4) / us4 / 1e3, us8, us16, us8 / us4, us16 / us4);
+    }
+  std::printf("\n");
+  for (void *p : {(void *)pool, (void *)sw4, (void *)a, (void *)d, (void *)bias, (void *)sw}) CK(cudaFree(p));
+}
+
+int main(int argc, char **argv) {
+  bool small = false, timing = false;
+  for (int i = 1; i < argc; i++) {
+    small |= std::strcmp(argv[i], "--small") == 0;
+    timing |= std::strcmp(argv[i], "--time") == 0;
+  }
+  int n = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return std::printf("no GPU: skipped\n"), 77;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major < 8) return std::printf("compute capability below 8.0: skipped\n"), 77;
+  nnrt_cuda_blas *h = nullptr;
+  nnrt_error re = {};
+  if (nnrt_cuda_blas_create(0, &h, &re)) return std::printf("FAIL blas: %s\n", re.msg), 1;
+
+  check_weights(small);
+  const nnc_cuda_act N0 = NNC_CUDA_ACT_NONE;
+  /* every size: bias, alpha 0.5, no activation. The rows kernel's MR 1, 2,
+   * 4, 8 and two row blocks; its layouts (KT, KS): (8, 4) at K = 768 and
+   * small N, (32, 4) at K = 3072 and N < 4096, (32, 2) at 3000 x 1536,
+   * (8, 2) at 9000 x 512, (8, 1) at 20000 x 256; then cuBLASLt */
+  const int sizes[][3] = {{1, 769, 768},   {2, 7, 768},      {3, 129, 160},   {5, 7, 3072},   {8, 1, 32},
+                          {13, 129, 96},   {16, 769, 160},   {1, 3, 96},      {1, 769, 3072}, {8, 3000, 1536},
+                          {2, 9000, 512},  {1, 20000, 256},  {17, 129, 768},  {70, 769, 3072}, {40, 3, 160}};
+  const int small_sizes[][3] = {{1, 129, 160}, {3, 129, 96},   {13, 129, 768}, {16, 3, 32},
+                                {1, 769, 3072}, {2, 9000, 512}, {17, 129, 768}, {70, 7, 160}};
+  if (small) {
+    for (const auto &s : small_sizes) check_types({s[0], s[1], s[2], N0, true, false, false, false, 0.5f, false}, h, false);
+  } else {
+    for (const auto &s : sizes) check_types({s[0], s[1], s[2], N0, true, false, false, false, 0.5f, false}, h, false);
+  }
+  /* the epilogues, on the rows kernel (M = 13) and the cuBLASLt path (M = 70) */
+  const nnc_cuda_act acts[] = {NNC_CUDA_ACT_RELU, NNC_CUDA_ACT_GELU_ERF, NNC_CUDA_ACT_GELU_TANH, NNC_CUDA_ACT_SILU};
+  for (int M : {13, 70}) {
+    const int N = small ? 7 : 129, K = small ? 160 : 768;
+    for (nnc_cuda_act act : acts) check_types({M, N, K, act, true, false, false, false, 1.0f, false}, h, small);
+    check_types({M, N, K, N0, false, false, false, false, 1.0f, false}, h, small);                  /* no bias */
+    check_types({M, N, K, N0, true, true, false, false, 2.0f, false}, h, small);                    /* residual */
+    check_types({M, N, K, NNC_CUDA_ACT_GELU_TANH, true, true, false, false, 1.0f, false}, h, small); /* act, then + res */
+    check_types({M, N, K, NNC_CUDA_ACT_RELU, true, true, true, false, 0.5f, false}, h, small);       /* act(... + res) */
+    check_types({M, N, K, N0, true, true, false, true, 1.0f, false}, h, small);                     /* in place */
+    check_types({M, N, K, NNC_CUDA_ACT_GELU_TANH, true, true, true, true, 1.0f, false}, h, small);  /* in place, after */
+  }
+  /* K = 0: act(bias) + residual, either path; no handle: the rows kernel at 70 rows */
+  check_types({5, 7, 0, NNC_CUDA_ACT_GELU_ERF, true, true, false, false, 1.0f, false}, h, small);
+  check_types({17, 7, 0, NNC_CUDA_ACT_RELU, true, true, true, false, 1.0f, false}, h, small);
+  check_types({70, 129, 768, NNC_CUDA_ACT_RELU, true, true, true, false, 1.0f, true}, h, small);
+  check_refusals(h);
+  if (blas_expected && !blas_taken) {
+    std::printf("FAIL none of %d cases expected to take cuBLASLt did\n", blas_expected);
+    failures++;
+  } else {
+    std::printf("cuBLASLt path: %d of %d cases expected to take it did\n", blas_taken, blas_expected);
+  }
+  if (timing) time_decode(h);
+  nnrt_cuda_blas_destroy(h);
+  std::printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
+  return failures ? 1 : 0;
+}
