@@ -136,10 +136,14 @@ __host__ __device__ constexpr int log2i(int v) { return v > 1 ? 1 + log2i(v / 2)
  * shuffles leave one value a lane; 5 - log2(N) more finish it. Value i
  * ends in v[0] of lanes i << (5 - log2(N)) up to the next value's. A
  * template recursion, so every index is a constant (a loop over N was left
- * rolled, and v went to local memory). */
+ * rolled, and v went to local memory).
+ * Started at O < 16 it sums over aligned groups of 2 O lanes instead
+ * (gemm_w4.cuh): with N <= 2 O as above (lane l of a group, l < 2 O, in
+ * place of lane), else each lane is left N / (2 O) whole sums, values
+ * l N / (2 O) on, in v[0 .. N / (2 O)). */
 template <int N, int O, int V> __device__ __forceinline__ void reduce_scatter(float (&v)[V], int lane) {
-  static_assert(N <= V && (N & (N - 1)) == 0 && (N == 1 || N <= 2 * O), "a power of two, at most 2 O values");
-  if constexpr (N > 1) {
+  static_assert(N <= V && (N & (N - 1)) == 0 && (O & (O - 1)) == 0 && O <= 16, "a power of two, at most V values");
+  if constexpr (N > 1 && O > 0) {
     const bool upper = (lane & O) != 0;
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) {

@@ -26,6 +26,7 @@
 #ifndef NNC_CUDA_W8A8_CUH
 #define NNC_CUDA_W8A8_CUH
 
+#include "gemm_w4.cuh"
 #include "gemm_w8.cuh"
 #include "gemm_w8a8.cuh"
 #include "quant_rows.cuh"
