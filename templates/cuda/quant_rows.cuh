@@ -55,8 +55,12 @@ template <class Q> __device__ __forceinline__ float nnc_quant_fixed_amax(const f
 }
 
 /* Weight quantization: block n makes output channel n, q[n][k] and
- * scale[n], from w [N, K] (in_out 0) or [K, N] (in_out 1, GPT-2's Conv1D). */
-template <class Q>
+ * scale[n], from w [N, K] (in_out 0) or [K, N] (in_out 1, GPT-2's Conv1D).
+ * DIVIDE: C SIMD's rule (nnc_simd_q8_pack), so that both targets hold the
+ * same int8 values of one f32 checkpoint: w / s with s = amax / MAX (w *
+ * (MAX / amax) rounds differently about once in 10^5), a channel whose
+ * amax is 0 or infinite all 0 with scale 0, a NaN 0. */
+template <class Q, bool DIVIDE>
 __global__ void nnc_quant_weight_kernel(const float *w, int N, int K, int in_out, unsigned char *q, float *scale) {
   __shared__ float red[NNC_QUANT_THREADS / 32];
   const int n = blockIdx.x;
@@ -65,6 +69,15 @@ __global__ void nnc_quant_weight_kernel(const float *w, int N, int K, int in_out
   float amax = 0.0f;
   for (int k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(row[k * step]));
   amax = nnc_group_reduce<nnc_max_op, NNC_QUANT_THREADS>(amax, red);
+  if (DIVIDE) {
+    const float sc = amax > 0.0f && isfinite(amax) ? amax / Q::MAX : 0.0f;
+    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+      const float v = row[k * step];
+      q[(long long)n * K + k] = Q::to(sc > 0.0f && v == v ? v / sc : 0.0f);
+    }
+    if (threadIdx.x == 0) scale[n] = sc;
+    return;
+  }
   const float inv = nnc_quant_inv<Q>(amax);
   for (int k = threadIdx.x; k < K; k += blockDim.x) q[(long long)n * K + k] = Q::to(row[k * step] * inv);
   if (threadIdx.x == 0) scale[n] = amax / Q::MAX;
@@ -72,12 +85,12 @@ __global__ void nnc_quant_weight_kernel(const float *w, int N, int K, int in_out
 
 /* w: N*K f32 on the device; q: N*K bytes, scale: N floats. who names the
  * caller in a message. */
-template <class Q>
+template <class Q, bool DIVIDE = false>
 nnc_cuda_status nnc_cuda_quant_weight(const float *w, int N, int K, bool in_out, unsigned char *q, float *scale,
                                       cudaStream_t s, const char *who, nnc_cuda_error *err) {
   if (!w || !q || !scale || N < 0 || K < 0) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who, "a NULL pointer or a negative size");
   if (N == 0) return NNC_CUDA_OK;
-  nnc_quant_weight_kernel<Q><<<N, NNC_QUANT_THREADS, 0, s>>>(w, N, K, in_out ? 1 : 0, q, scale);
+  nnc_quant_weight_kernel<Q, DIVIDE><<<N, NNC_QUANT_THREADS, 0, s>>>(w, N, K, in_out ? 1 : 0, q, scale);
   return nnc_cuda_check_launch(err, who);
 }
 

@@ -45,10 +45,11 @@
 #endif
 
 /* w (N*K f32 on the device, [N, K] or, in_out, [K, N]) to int8 [N, K] in q
- * with a scale per output channel in scale. */
+ * with a scale per output channel in scale: C SIMD's values (the DIVIDE
+ * rule of nnc_quant_weight_kernel). */
 inline nnc_cuda_status nnc_cuda_w8a8_weight(const float *w, int N, int K, bool in_out, signed char *q, float *scale,
                                             cudaStream_t s, nnc_cuda_error *err) {
-  return nnc_cuda_quant_weight<nnc_quant_s8>(w, N, K, in_out, reinterpret_cast<unsigned char *>(q), scale, s,
+  return nnc_cuda_quant_weight<nnc_quant_s8, true>(w, N, K, in_out, reinterpret_cast<unsigned char *>(q), scale, s,
                                              "nnc_cuda_w8a8_weight", err);
 }
 

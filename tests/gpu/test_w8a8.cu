@@ -1,7 +1,8 @@
 /* tests/gpu/test_w8a8.cu — templates/cuda/w8a8.cuh on a GPU (--quantize=w8a8):
  *  - nnc_cuda_w8a8_weight ([N, K] and [K, N] sources) bit for bit against
- *    the host's same f32 operations (round(value * 127 / max), ties to
- *    even, the scale max / 127); a zero channel stays zero with scale 0;
+ *    C SIMD's rule (round(value / (max / 127)), ties to even, the scale
+ *    max / 127); a zero channel and one holding an inf stay zero with
+ *    scale 0, a NaN becomes 0;
  *  - nnc_cuda_w8a8_rows: plain rows bit for bit; layernorm and rmsnorm
  *    within half an int8 step (plus the statistics' summation order) of a
  *    float64 norm; the warp kernel (rows of 16-byte vectors) and the block
@@ -71,12 +72,27 @@ static void host_quant(const std::vector<float> &v, std::vector<int8_t> &q, floa
   scale = amax / 127.0f;
 }
 
+/* A weight channel's int8 as C SIMD makes it (nnc_simd_q8_pack). */
+static void host_quant_weight(const std::vector<float> &v, std::vector<int8_t> &q, float &scale) {
+  float amax = 0;
+  for (float x : v) amax = std::fmax(amax, std::fabs(x));
+  scale = amax > 0 && std::isfinite(amax) ? amax / 127.0f : 0.0f;
+  q.assign(v.size(), 0);
+  for (size_t i = 0; i < v.size() && scale > 0; i++) {
+    const float r = std::nearbyint(v[i] / scale);
+    q[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r == r ? r : 0);
+  }
+}
+
 static void check_weight(int N, int K, bool in_out) {
   std::vector<float> w((size_t)N * K);
   for (auto &x : w) x = uni(0.05f);
   w[0] = 0.3f;   /* one large value a matrix */
   const int zero = N - 1;   /* a channel of zeros */
   for (int k = 0; k < K; k++) (in_out ? w[(size_t)k * N + zero] : w[(size_t)zero * K + k]) = 0.0f;
+  /* channel 1 holds a NaN (its int8 0), channel 2 an inf (all 0, scale 0) */
+  (in_out ? w[(size_t)3 * N + 1] : w[(size_t)1 * K + 3]) = std::nanf("");
+  (in_out ? w[(size_t)5 * N + 2] : w[(size_t)2 * K + 5]) = INFINITY;
   float *dw = dev_copy(w);
   signed char *dq;
   float *ds;
@@ -93,7 +109,7 @@ static void check_weight(int N, int K, bool in_out) {
     for (int k = 0; k < K; k++) ch[k] = in_out ? w[(size_t)k * N + n] : w[(size_t)n * K + k];
     std::vector<int8_t> hq;
     float hs;
-    host_quant(ch, hq, hs);
+    host_quant_weight(ch, hq, hs);
     bad += hs != s[n];
     for (int k = 0; k < K; k++) bad += hq[k] != q[(size_t)n * K + k];
   }
