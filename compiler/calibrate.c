@@ -9,6 +9,7 @@
 #include "passes/passes.h"
 #include "ref/ref.h"
 #include "runtime/nnrt.h"
+#include "smooth.h"
 
 #define E4M3_MAX 448.0
 
@@ -210,7 +211,7 @@ nnc_status nnc_calibrate(const nnc_calibrate_opts *o, FILE *report, nnc_error *e
   float *scales = NULL;
   int64_t *sym = NULL;
   nnrt_error e = {0};
-  nnc_status st = fp8_weights(o, &names, &n, err);
+  nnc_status st = o->smooth > 0 ? NNC_OK : fp8_weights(o, &names, &n, err);
   nnc_frontend_opts fo = {.path = o->model, .defines = o->defines, .ndefines = o->ndefines};
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st) st = nnc_pass_check(&g, err);
@@ -237,7 +238,11 @@ nnc_status nnc_calibrate(const nnc_calibrate_opts *o, FILE *report, nnc_error *e
     }
   }
   if (!st) st = nnc_ref_run_graph(&r, err);
-  if (!st && !(scales = calloc((size_t)n + 1, sizeof *scales)))
+  if (!st && o->smooth > 0) {
+    st = nnc_smooth(&g, &r, w, o->smooth, o->out, report, NULL, err);
+    n = 0;   /* no input scales */
+  }
+  if (!st && o->smooth <= 0 && !(scales = calloc((size_t)n + 1, sizeof *scales)))
     st = nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "calibrate: out of memory");
   for (int i = 0; !st && i < n; i++) {
     int p = -1;
@@ -252,7 +257,7 @@ nnc_status nnc_calibrate(const nnc_calibrate_opts *o, FILE *report, nnc_error *e
       fprintf(report, "%s.input_scale %.6g (%s %.6g of %lld values)\n", names[i], (double)scales[i],
               o->percentile >= 100.0 ? "max |A|" : "percentile of |A|", v, (long long)count);
   }
-  if (!st) st = write_out(o, w, names, scales, n, err);
+  if (!st && o->smooth <= 0) st = write_out(o, w, names, scales, n, err);
   for (int i = 0; names && i < n; i++) free(names[i]);
   free(names);
   free(scales);

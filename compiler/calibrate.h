@@ -9,7 +9,8 @@
  * the weights file's tensors with those added, as FP8 checkpoints in the
  * compressed-tensors format keep input_scale beside weight. A folder that
  * loads such a file quantizes those GEMMs' A with the fixed scale instead of
- * each row's own. */
+ * each row's own. With --smooth=ALPHA it writes SmoothQuant's migrated
+ * weights for --quantize=w8a8 instead (smooth.h). */
 #ifndef NNC_CALIBRATE_H
 #define NNC_CALIBRATE_H
 
@@ -25,6 +26,7 @@ typedef struct nnc_calibrate_opts {
   const char *data;               /* the model's inputs by name (safetensors), symbolic dims from their shapes */
   const char *out;                /* the weights and their input_scale tensors */
   double percentile;              /* of |A| per weight; 100: the largest */
+  double smooth;                  /* > 0: --smooth's alpha: SmoothQuant's migration instead (smooth.h) */
 } nnc_calibrate_opts;
 
 /* A --method value: "absmax" (100) or "percentile:P" with 0 < P <= 100. */

@@ -19,6 +19,7 @@
 #include "random_weights.h"
 #include "tune/target.h"
 #include "calibrate.h"
+#include "smooth.h"
 
 typedef enum { EMIT_NONE, EMIT_IR, EMIT_DOT, EMIT_PLAN } emit_kind;
 
@@ -26,6 +27,7 @@ typedef struct cli {
   bool weights;          /* `nnc weights`: write random weights instead */
   bool calibrate;        /* `nnc calibrate`: fp8's static activation scales (calibrate.h) */
   const char *cal_weights, *cal_data, *cal_method;   /* its --weights, --data, --method */
+  const char *cal_smooth;                           /* its --smooth=ALPHA (SmoothQuant's migration) */
   unsigned long long seed;
   const char *model;
   const char *target;
@@ -59,7 +61,7 @@ static void usage(FILE *f) {
     "                     [--gelu=erf|tanh]\n"
     "       nnc weights MODEL.lua -o FILE.safetensors [--seed=N] [--quantize=int8w|w8a8|int4w] [-D name=value]...\n"
     "       nnc calibrate MODEL.lua --weights W.safetensors --data INPUTS.safetensors -o OUT.safetensors\n"
-    "                     [--method=absmax|percentile:P] [-D name=value]...\n"
+    "                     [--method=absmax|percentile:P | --smooth=ALPHA] [-D name=value]...\n"
     "       nnc --help | --version | --list-targets\n"
     "\n"
     "Compiles a model written in the nnc Lua language (compiler/frontend/dsl.md).\n"
@@ -154,7 +156,12 @@ static void usage(FILE *f) {
     "writes OUT: the weights' tensors plus \"<weight>.input_scale\" for each weight a\n"
     "--precision=fp8 folder holds as e4m3, the largest |value| its linears read (or\n"
     "--method=percentile:P of them) / 448. Such a folder loading OUT quantizes those\n"
-    "GEMMs' rows with that fixed scale instead of each row's own.\n"
+    "GEMMs' rows with that fixed scale instead of each row's own. With --smooth=ALPHA\n"
+    "(0 < ALPHA < 1; SmoothQuant's 0.5) it writes the weights migrated for\n"
+    "--quantize=w8a8 instead: each input channel k of a linear behind a layernorm or\n"
+    "rmsnorm that only linears read is divided by s_k = max|A_k|^ALPHA / max|W_k|^(1-ALPHA)\n"
+    "in the norm's gamma and beta and multiplied by s_k in the weights: the same\n"
+    "function, with its large activation channels moved into the weights' scales.\n"
     "\n"
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"
@@ -188,6 +195,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
     else if (c->calibrate && strcmp(a, "--data") == 0 && i + 1 < argc) c->cal_data = argv[++i];
     else if (c->calibrate && strncmp(a, "--data=", 7) == 0) c->cal_data = a + 7;
     else if (c->calibrate && strncmp(a, "--method=", 9) == 0) c->cal_method = a + 9;
+    else if (c->calibrate && strncmp(a, "--smooth=", 9) == 0) c->cal_smooth = a + 9;
     else if (strcmp(a, "--target") == 0 && i + 1 < argc) c->target = argv[++i];
     else if (strcmp(a, "-o") == 0 && i + 1 < argc) c->out = argv[++i];
     else if (strcmp(a, "--explain") == 0) c->explain = true;
@@ -250,7 +258,7 @@ static nnc_status parse_args(int argc, char **argv, cli *c, nnc_error *err) {
   if (c->calibrate && (!c->out || !c->cal_weights || !c->cal_data || c->emit != EMIT_NONE || c->target || c->train ||
                        c->generate || c->parallel || c->quantize || c->precision || c->gelu_tanh))
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc calibrate: expected MODEL.lua --weights W.safetensors --data "
-                      "INPUTS.safetensors -o OUT.safetensors [--method=absmax|percentile:P] [-D name=value]");
+                      "INPUTS.safetensors -o OUT.safetensors [--method=absmax|percentile:P | --smooth=ALPHA] [-D name=value]");
   if (c->weights && (!c->out || c->emit != EMIT_NONE || c->target))
     return nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc weights: expected MODEL.lua -o FILE.safetensors");
   return NNC_OK;
@@ -295,6 +303,10 @@ static nnc_status run(const cli *c, nnc_error *err) {
     nnc_calibrate_opts co = {.model = c->model, .defines = c->defines, .ndefines = c->ndefines,
                              .weights = c->cal_weights, .data = c->cal_data, .out = c->out};
     nnc_status st = nnc_calibrate_method(c->cal_method, &co.percentile, err);
+    if (!st && c->cal_smooth) st = nnc_smooth_alpha(c->cal_smooth, &co.smooth, err);
+    if (!st && c->cal_smooth && c->cal_method)
+      st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "nnc calibrate: expected --smooth or --method, found both "
+                      "(--smooth writes migrated weights, no input scales)");
     return st ? st : nnc_calibrate(&co, stdout, err);
   }
   const nnc_target_info *target = NULL;
