@@ -71,6 +71,11 @@ generate() {
   done
   # GPT-2 bf16 with options.cuda_graphs on by default, for tests/gpu/graphs_check.sh
   "$nnc" "$ROOT/models/gpt2.lua" --target=cuda-${ARCH/_/} --precision=bf16 --cuda-graphs -o "$G/gpt2_bf16_graphs" || exit 1
+  # the quantized folders (issue 17 part 4), for the GPU suite's checks: weight-only int8 and int4, W8A8
+  for mq in gpt2:int8w gpt2:int4w bert:w8a8; do
+    "$nnc" "$ROOT/models/${mq%%:*}.lua" --target=cuda-${ARCH/_/} --precision=bf16 --quantize=${mq#*:} \
+      -o "$G/${mq%%:*}_bf16_${mq#*:}" || exit 1
+  done
   # the op families of tests/ops, for the GPU suite's checks (tests/gpu)
   mkdir -p "$G/ops"
   for f in "$ROOT"/tests/ops/*.lua; do
