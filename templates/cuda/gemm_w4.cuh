@@ -31,12 +31,23 @@
  * per 32); sums are halved across the KT lanes (nnc_w8::reduce_scatter),
  * then added across the KS warps through shared memory in a fixed order.
  * No atomics: the same bits every run.
- * On an H200 (test_gemm_w4 --time, GPT-2's four decode GEMMs, graph-timed)
- * M = 1 takes 2.8-3.3 us (int8's rows kernel 2.7-4.2, cuBLASLt bf16
- * 4.4-6.8); M = 8 takes 5.5-6.4 us, behind int8's 3.4-6.6: at 8 rows the k
- * loop is rolled and waits on A once a word. Prefetching A's lines into L1
- * with the weight (prefetch.global.L1) took 768 x 768 from 5.8 to 4.4 us
- * but 768 x 3072 from 5.6 to 10.1, so it is not done.
+ *
+ * That kernel takes M <= TC_ROWS (2), and f32 T. More rows (T bf16 or
+ * f16) take gemm_w8.cuh's tensor-core kernel, nnc_w8::tc_kernel, with
+ * tc_w4's conversion (below) and a group's scale applied to each warp
+ * step's sums (a step is 128 k): on CUDA cores M = 8 took 5.5-6.4 us, no
+ * faster than cuBLASLt bf16 at 4 times the bytes (the k loop rolled for
+ * registers and waiting on A once a word; prefetching A's lines into L1
+ * took 768 x 768 from 5.8 to 4.4 us but 768 x 3072 from 5.6 to 10.1).
+ *   H200, --time (graph-timed, GPT-2's decode GEMMs, bf16, us; "before":
+ *   rows_kernel at 8 rows):
+ *     N x K       M = 1  M = 8 before / now  M = 16  cuBLASLt M = 8
+ *     2304 x 768   3.16        6.31 / 3.42    4.19       4.53
+ *     768 x 768    2.84        5.77 / 2.98    3.30       4.35
+ *     3072 x 768   3.28        6.42 / 3.49    4.22       4.78
+ *     768 x 3072   3.31        5.55 / 4.29    5.32       6.83
+ *   (M = 1: rows_kernel, as before. M = 2 on it took 3.1-3.7 us, M = 4 on
+ *   the MMA kernel 2.9-4.1: TC_ROWS = 1 is likely better, not yet tried.)
  *
  * int4 to f32 without I2F (a quarter of the FMA rate): nibble i of a word
  * (bits 4i .. 4i + 3, i < 4) XORed with 8 is v + 8 in 0 .. 15; masked in
@@ -103,6 +114,7 @@ constexpr int BLOCKS_PER_SM = 4;
  * lane takes more chunks rather than the block fewer columns. */
 constexpr long long TARGET_BLOCKS = 512;
 constexpr const char *KERNEL = "nnc_cuda_w4_gemm";
+constexpr int TC_ROWS = 2; /* up to this many rows, rows_kernel; more, nnc_w8::tc_kernel (T bf16, f16) */
 
 /* nnc_w8::load_weight, volatile: the same chunks for every row block, so
  * ptxas hoisted the first ones out of the row loop and, short of
@@ -130,7 +142,7 @@ __device__ __forceinline__ void i4x8_to_f32(uint32_t x, float (&f)[8]) {
   f[4] = nibble<0>(h), f[5] = nibble<1>(h), f[6] = nibble<2>(h), f[7] = nibble<3>(h);
 }
 
-__device__ __forceinline__ uint32_t word(const uint4 &q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+using nnc_w8::word;
 
 /* 8 consecutive elements of A at a 16-byte aligned p, as floats. */
 template <typename T> __device__ __forceinline__ void load_a8(const T *p, float (&f)[8]) {
@@ -292,6 +304,35 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) rows_kernel(const nnc_
   }
 }
 
+/* int4 weights for nnc_w8::tc_kernel: a lane's 16-byte chunk is 32 k (a
+ * warp step 128 k: one group, whose scale multiplies the step's sums). Pair
+ * p of the chunk (k = 2p, 2p + 1: byte p's two nibbles) as two T, exactly:
+ * PRMT puts byte p and byte p of the word shifted by 4 in the two halves,
+ * one LOP3 keeps each half's low nibble n, XORs it with 8 and sets the
+ * exponent of 2^7 (bf16: 128 + (n ^ 8)) or 2^10 (f16: 1024 + (n ^ 8)), and
+ * one subtraction of 136 or 1032 leaves v; 3.25 full-rate operations a
+ * pair. */
+struct tc_w4 {
+  /* a step at a time, all of a warp's loaded at once, none in flight behind
+   * them (A is twice tc_w8's a step); up to 24 warps (80 registers), so
+   * that K = 3072 (24 steps) is a step a warp */
+  static constexpr int NV = 32, U = 1, WARPS = 24;
+  static constexpr bool GROUPS = true, PIPE = false;
+  static __host__ __device__ long long row_bytes(int K) { return K / 2; }
+  template <typename T> static __device__ __forceinline__ void pairs(const uint4 &q, uint32_t (&b)[16]) {
+    constexpr uint32_t magic = std::is_same<T, __nv_bfloat16>::value ? 0x43084308u : 0x64086408u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t x = word(q, j), x4 = x >> 4;
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const uint32_t y = __byte_perm(x, x4, p | p << 4 | (4 + p) << 8 | (4 + p) << 12);
+        b[4 * j + p] = nnc_w8::sub2<T>((y & 0x000f000fu) ^ magic, magic);
+      }
+    }
+  }
+};
+
 /* ws [N, K] = w * w_scale rounded to T: a thread a 16-byte chunk of w. */
 template <typename T>
 __global__ void __launch_bounds__(DQ_THREADS) dequant_kernel(const unsigned char *w, const float *w_scale, int N, int K,
@@ -386,6 +427,8 @@ nnc_cuda_status launch_rows(const nnc_cuda_w4_gemm_args<T, TO> &f, cudaStream_t 
  * for more). */
 template <typename T, typename TO>
 nnc_cuda_status run_rows(const nnc_cuda_w4_gemm_args<T, TO> &f, cudaStream_t s, nnc_cuda_error *err) {
+  if constexpr (!std::is_same<T, float>::value)
+    if (f.M > TC_ROWS) return nnc_w8::launch_tc<T, TO, tc_w4>(f, s, err, KERNEL);
   if (f.M <= 1) return launch_rows<T, TO, 1>(f, s, err);
   if (f.M <= 2) return launch_rows<T, TO, 2>(f, s, err);
   if (f.M <= 4) return launch_rows<T, TO, 4>(f, s, err);

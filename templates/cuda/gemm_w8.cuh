@@ -9,8 +9,9 @@
  * so they take the time it takes to read the weight once. At a byte a
  * weight that is half bf16's time, and the weight stays int8 in memory.
  *
- * Few rows (M <= NNC_W8_ROWS): nnc_w8::rows_kernel, on CUDA cores (at a
- * few rows the bytes, not the multiplies, set the time). A warp owns CW = 2
+ * Few rows (M <= NNC_W8_ROWS; T bf16 or f16: M <= TC_ROWS, below):
+ * nnc_w8::rows_kernel, on CUDA cores (at a few rows the bytes, not the
+ * multiplies, set the time). A warp owns CW = 2
  * output columns for MR rows (MR in {1, 2, 4, 8}, the smallest >= M; more
  * rows are row blocks of 8, grid.y). Its lanes stride over K in 16-byte
  * chunks of each column's weight row (16 k a lane, 512 k a warp step), U =
@@ -31,6 +32,26 @@
  * byte b becomes b + 128 (an XOR of 0x80 per byte), is placed by PRMT under
  * the exponent of 2^23 (the float 2^23 + b + 128, exact), and one FADD of
  * -(2^23 + 128) leaves b: two full-rate operations.
+ *
+ * More rows on tensor cores (T bf16 or f16, TC_ROWS < M <= NNC_W8_ROWS):
+ * nnc_w8::tc_kernel. On CUDA cores each row costs its FMAs and A's loads
+ * and conversions again (the kernel is latency-bound: the weights are
+ * 0.3-2.4 MB), so at 8 rows it was no faster than cuBLASLt's bf16 GEMM,
+ * which reads twice the bytes. An m16n8k16 MMA takes up to 16 rows at the
+ * cost of one: the int8 weight becomes bf16/f16 exactly in full-rate
+ * operations (tc_w8), A goes in as loaded (the MMA's k permuted to match
+ * the lane's bytes), sums are f32. A block is 8 columns, its warps K
+ * slices, as many as keep each warp's steps in flight at once. f32 T, and
+ * 1-4 rows, stay on rows_kernel: the MMA kernel took 3.5-4.6 us at 1 row
+ * (rows_kernel 2.7-4.2), nearly its time at 16.
+ *   H200, --time (graph-timed, GPT-2's decode GEMMs, bf16, us; "before":
+ *   rows_kernel at 8 rows):
+ *     N x K       M = 1  M = 8 before / now  M = 16  cuBLASLt M = 8
+ *     2304 x 768   2.93        4.71 / 3.88    4.24       4.53
+ *     768 x 768    2.67        3.44 / 3.29    3.55       4.35
+ *     3072 x 768   3.15        4.86 / 4.04    4.40       4.78
+ *     768 x 3072   4.22        6.57 / 4.46    4.94       6.82
+ *   (M = 1: rows_kernel, as before; M = 4 on it: 3.00-5.21.)
  *
  * Many rows (M > NNC_W8_ROWS): a prefill, where the multiplies are the
  * work. One kernel writes w * w_scale rounded to T into the workspace ws
@@ -90,10 +111,13 @@ constexpr int DQ_THREADS = 256;   /* the dequantization kernel's blocks */
 constexpr int BLOCKS_PER_SM = 3;
 constexpr const char *KERNEL = "nnc_cuda_w8_gemm";
 
-/* 16 weight bytes, read once: kept out of L1, which holds A. */
+/* 16 weight bytes, read once: kept out of L1, which holds A. Volatile: as
+ * a plain asm the compiler took it for a pure function and loaded the
+ * chunks past K too (`ch < chunks ? load : 0` made a select), reading past
+ * the weight's end (compute-sanitizer's memcheck). */
 __device__ __forceinline__ uint4 load_weight(const signed char *p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
@@ -251,6 +275,241 @@ __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM) rows_kernel(const nnc_
   }
 }
 
+/* ---- The tensor-core rows kernel (T bf16 or f16; gemm_w4.cuh's too). ---- */
+
+constexpr long long TC_TARGET_WARPS = 1024; /* warps launch_tc aims for (about 8 an SM) */
+constexpr int TC_ROWS = 4;                  /* up to this many rows, rows_kernel (above) */
+
+/* 16 weight bytes, volatile: the same for every row block, and hoisted out
+ * of the row loop they went to local memory (gemm_w4.cuh's load_weight). */
+__device__ __forceinline__ uint4 load_weight_v(const unsigned char *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+/* 16 bytes of A and a scale, volatile as load_weight_v. */
+__device__ __forceinline__ uint4 load_a_v(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float load_f_v(const float *p) {
+  float v;
+  asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4 &q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+/* p - q on two bf16 or f16 (as fma(q, -1, p)): exact for the integers here. */
+template <typename T> __device__ __forceinline__ uint32_t sub2(uint32_t p, uint32_t q) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value)
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(q), "r"(0xBF80BF80u), "r"(p));
+  else
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(q), "r"(0xBC00BC00u), "r"(p));
+  return d;
+}
+
+/* c += a b, m16n8k16, T bf16 or f16, f32 sums. */
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* int8 weights for tc_kernel: a lane's 16-byte chunk is 16 k, a scale per
+ * column (applied at the end). Pair p of the chunk (k = 2p, 2p + 1) as two
+ * T, exactly, in full-rate operations only: bf16 holds 128 + (b & 127)
+ * under the exponent of 2^7 (PRMT of b & 0x7f with 0x43) and 128 + 128 s
+ * (s the sign bit: 0x4300 or 0x4380), and their difference is b; f16 holds
+ * 1024 + (b ^ 0x80) under 2^10 (PRMT with 0x64), less 1152. */
+struct tc_w8 {
+  /* 2 steps at a time, the next 2 in flight (PIPE); up to 16 warps: 128 registers */
+  static constexpr int NV = 16, U = 2, WARPS = 16;
+  static constexpr bool GROUPS = false, PIPE = true;
+  static __host__ __device__ long long row_bytes(int K) { return K; }
+  template <typename T> static __device__ __forceinline__ void pairs(const uint4 &q, uint32_t (&b)[8]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t x = word(q, j);
+      if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        const uint32_t lo = x & 0x7f7f7f7fu, sg = x & 0x80808080u;
+        b[2 * j] = sub2<T>(__byte_perm(lo, 0x43434343u, 0x4140), __byte_perm(sg, 0x43434343u, 0x4140));
+        b[2 * j + 1] = sub2<T>(__byte_perm(lo, 0x43434343u, 0x4342), __byte_perm(sg, 0x43434343u, 0x4342));
+      } else {
+        const uint32_t u = x ^ 0x80808080u;
+        b[2 * j] = sub2<T>(__byte_perm(u, 0x64646464u, 0x4140), 0x64806480u);
+        b[2 * j + 1] = sub2<T>(__byte_perm(u, 0x64646464u, 0x4342), 0x64806480u);
+      }
+    }
+  }
+};
+
+/* A few rows on tensor cores (T bf16 or f16; Q: tc_w8 or
+ * gemm_w4.cuh's tc_w4, F its args). A block is one tile of 8 columns
+ * and 16 rows (m16n8k16's; rows past M are row M - 1 again, and rows 8-15
+ * are zeros, not loaded, where M <= 8), its blockDim.x / 32 warps the K
+ * slices: warp w takes steps w, w + warps, ... of 4 Q::NV k. In a step lane
+ * (g, t) = (lane / 4, lane % 4) loads the 16 weight bytes of column g at k
+ * = 4 NV step + NV t (a warp: 64 bytes of each of 8 columns) and A's
+ * matching NV values of rows g and g + 8, and the NV k become NV / 4 MMAs:
+ * MMA i takes the lane's pairs 2i and 2i + 1 as both its A (rows g, g + 8)
+ * and B (column g) fragments, which is m16n8k16's layout with the k of
+ * each MMA permuted (a sum does not care), so A goes in as loaded, with no
+ * shuffles. U steps at a time, the next U's in flight. The warps' sums are
+ * added through shared memory in a fixed order. */
+template <typename T, typename TO, class Q, class F, bool HI>
+__global__ void __launch_bounds__(32 * Q::WARPS) tc_kernel(const F f) {
+  constexpr int NV = Q::NV, NA = NV / 8, U = Q::U; /* NA: A's 16-byte vectors a row a step */
+  static_assert(std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value, "bf16 or f16");
+  __shared__ float4 part[Q::WARPS][32];
+  const int lane = threadIdx.x % 32, ks = threadIdx.x / 32, ks_n = blockDim.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int n0 = blockIdx.x * 8;
+  const int nst = (f.K + 4 * NV - 1) / (4 * NV), G = (f.K + 127) / 128;
+  const uint32_t zmask = f.K < 0 ? ~0u : 0u; /* 0, unknown to the compiler */
+  const unsigned char *wrow =
+      reinterpret_cast<const unsigned char *>(f.w) + (long long)(n0 + g < f.N ? n0 + g : f.N - 1) * Q::row_bytes(f.K) + t * 16;
+  const float *srow[2];
+  float bias[2], cscale[2]; /* the epilogue's, loaded now: after the barrier they were one more trip to L2 */
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int n = n0 + 2 * t + e < f.N ? n0 + 2 * t + e : f.N - 1;
+    srow[e] = f.w_scale + (long long)n * G;
+    bias[e] = f.bias ? nnc_dtype<TO>::load(f.bias[n]) : 0.0f;
+    cscale[e] = Q::GROUPS ? f.alpha : f.alpha * f.w_scale[n];
+  }
+
+  struct step {
+    uint4 w, lo[NA], hi[HI ? NA : 1];
+    float sc[2];
+  };
+  for (long long m0 = (long long)blockIdx.y * 16; m0 < f.M; m0 += (long long)gridDim.y * 16) {
+    const bool hi = HI && m0 + 8 < f.M;
+    const T *alo = f.a + (m0 + g < f.M ? m0 + g : f.M - 1) * f.K + t * NV;
+    const T *ahi = f.a + (m0 + 8 + g < f.M ? m0 + 8 + g : f.M - 1) * f.K + t * NV;
+    /* step s's operands, zero past K */
+    auto load = [&](step &d, int s) {
+      const bool in = s < nst && s * 4 * NV + t * NV < f.K;
+      const uint4 z = make_uint4(0, 0, 0, 0);
+      d.w = in ? load_weight_v(wrow + (long long)s * 64) : z;
+#pragma unroll
+      for (int i = 0; i < NA; ++i) {
+        d.lo[i] = in ? load_a_v(alo + (long long)s * 4 * NV + 8 * i) : z;
+        if (HI) d.hi[HI ? i : 0] = in && hi ? load_a_v(ahi + (long long)s * 4 * NV + 8 * i) : z;
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) d.sc[e] = Q::GROUPS && s < nst ? load_f_v(srow[e] + s) : 0.0f;
+    };
+    float acc[2][4] = {};
+    step cur[U], nxt[U];
+    if (Q::PIPE)
+#pragma unroll
+      for (int u = 0; u < U; ++u) load(cur[u], ks + u * ks_n);
+    for (int s0 = ks; s0 < nst; s0 += U * ks_n) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (Q::PIPE)
+          load(nxt[u], s0 + (U + u) * ks_n); /* in flight while these steps multiply */
+        else
+          load(cur[u], s0 + u * ks_n);
+      }
+      __syncwarp(); /* the loads before the MMAs (ptxas moved some of tc_w4's past it anyway: dep, below) */
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (Q::PIPE && s0 + u * ks_n >= nst) break; /* else zeros: no branch between the loads and the MMAs */
+        uint32_t b[NV / 2];
+        Q::template pairs<T>(cur[u].w, b);
+        if (!Q::PIPE) {
+          /* the first MMA made to wait on all of the step's loads (dep is 0:
+           * K >= 0): else ptxas issued A's later vectors after MMAs that
+           * wait on the weight, an L2 trip after the memory's */
+          uint32_t dep = __float_as_uint(cur[u].sc[0]) ^ __float_as_uint(cur[u].sc[1]);
+#pragma unroll
+          for (int i = 0; i < NA; ++i) dep ^= cur[u].lo[i].w ^ (HI ? cur[u].hi[HI ? i : 0].w : 0u);
+          b[0] ^= dep & zmask;
+        }
+        float c[2][4] = {};
+#pragma unroll
+        for (int i = 0; i < NV / 4; ++i) {
+          float(&d)[4] = *(Q::GROUPS ? &c[i % 2] : &acc[i % 2]);
+          /* A's words 2i and 2i + 1 of the lane's NV / 2: vector i / 2 */
+          mma16816<T>(d, word(cur[u].lo[i / 2], 2 * i % 4), HI ? word(cur[u].hi[HI ? i / 2 : 0], 2 * i % 4) : 0u,
+                      word(cur[u].lo[i / 2], 2 * i % 4 + 1), HI ? word(cur[u].hi[HI ? i / 2 : 0], 2 * i % 4 + 1) : 0u,
+                      b[2 * i], b[2 * i + 1]);
+        }
+        if (Q::GROUPS) /* a step is one group of 128 k: its scale, columns 2t and 2t + 1 */
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[0][i] = fmaf(c[0][i] + c[1][i], cur[u].sc[i % 2], acc[0][i]);
+      }
+      if (Q::PIPE)
+#pragma unroll
+        for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+    }
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = acc[0][i] + acc[1][i];
+    if (ks_n > 1) {
+      part[ks][lane] = make_float4(v[0], v[1], v[2], v[3]);
+      __syncthreads();
+      if (ks == 0)
+        for (int w = 1; w < ks_n; ++w) {
+          const float4 p = part[w][lane];
+          v[0] += p.x, v[1] += p.y, v[2] += p.z, v[3] += p.w;
+        }
+      __syncthreads(); /* read before the next row block writes */
+    }
+    if (ks != 0) continue;
+    /* C's layout: v[i] is row g + 8 (i / 2), column 2t + i % 2 */
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long m = m0 + g + 8 * (i / 2);
+      const int n = n0 + 2 * t + i % 2;
+      if (m >= f.M || n >= f.N) continue;
+      const long long at = m * f.N + n;
+      const float x = fmaf(v[i], cscale[i % 2], bias[i % 2]);
+      const float res = f.residual ? nnc_dtype<TO>::load(f.residual[at]) : 0.0f;
+      const float y = f.act_last ? nnc_gemm_act_rt(f.act, x + res) : nnc_gemm_act_rt(f.act, x) + res;
+      f.d[at] = nnc_dtype<TO>::store(y);
+    }
+  }
+}
+
+/* tc_kernel over all of f's rows: a block a column tile, its warps the
+ * fewest K slices that make TC_TARGET_WARPS warps or leave a warp at most
+ * 2 U steps (U without PIPE: all of them in flight at once), at most
+ * Q::WARPS or a step each. */
+template <typename T, typename TO, class Q, class F>
+nnc_cuda_status launch_tc(const F &f, cudaStream_t s, nnc_cuda_error *err, const char *who) {
+  const long long tiles = (f.N + 7) / 8, nst = (f.K + 4 * Q::NV - 1) / (4 * Q::NV), row_blocks = (f.M + 15) / 16;
+  const unsigned gy = (unsigned)(row_blocks < 65535 ? row_blocks : 65535);
+  long long ks_n = (TC_TARGET_WARPS + tiles * gy - 1) / (tiles * gy);
+  const long long most = Q::PIPE ? 2 * Q::U : Q::U, few = (nst + most - 1) / most;
+  if (ks_n < few) ks_n = few;
+  if (ks_n > Q::WARPS) ks_n = Q::WARPS;
+  if (ks_n > nst) ks_n = nst;
+  if (ks_n < 1) ks_n = 1;
+  const dim3 grid((unsigned)tiles, gy);
+  if (f.M > 8)
+    tc_kernel<T, TO, Q, F, true><<<grid, (unsigned)(32 * ks_n), 0, s>>>(f);
+  else
+    tc_kernel<T, TO, Q, F, false><<<grid, (unsigned)(32 * ks_n), 0, s>>>(f);
+  return nnc_cuda_check_launch(err, who);
+}
+
 /* ws [N, K] = w * w_scale rounded to T: a thread a 16-byte chunk of w. */
 template <typename T>
 __global__ void __launch_bounds__(DQ_THREADS) dequant_kernel(const signed char *w, const float *w_scale, int N, int K,
@@ -283,6 +542,8 @@ nnc_cuda_status launch_rows(const nnc_cuda_w8_gemm_args<T, TO> &f, cudaStream_t 
  * for more). */
 template <typename T, typename TO>
 nnc_cuda_status run_rows(const nnc_cuda_w8_gemm_args<T, TO> &f, cudaStream_t s, nnc_cuda_error *err) {
+  if constexpr (!std::is_same<T, float>::value)
+    if (f.M > TC_ROWS) return launch_tc<T, TO, tc_w8>(f, s, err, KERNEL);
   if (f.M <= 1) return launch_rows<T, TO, 1>(f, s, err);
   if (f.M <= 2) return launch_rows<T, TO, 2>(f, s, err);
   if (f.M <= 4) return launch_rows<T, TO, 4>(f, s, err);

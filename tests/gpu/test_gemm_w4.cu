@@ -5,7 +5,8 @@
  *  - the rows kernel (M = 1, 2, 3, 5, 8, 13, 16: every MR, two row blocks)
  *    with each of its (KT, KS) layouts (shapes that pick each), and the
  *    cuBLASLt path (M = 17, 70); odd N (1, 3, 7, 129, 769); K = 32, 96,
- *    160 (a short last group), 768, 3072; K = 0 (act(bias) + residual);
+ *    160 (a short last group), 768, 3072, 4096 (two steps for some of
+ *    the MMA kernel's warps); K = 0 (act(bias) + residual);
  *  - bias or none, alpha, every activation, the residual before and after
  *    it and in place (d == residual); the cuBLASLt path's fallbacks to the
  *    rows kernel (no handle, SiLU, the erf GELU, an activation before the
@@ -23,7 +24,7 @@
  * Tolerance: max |out - ref| <= tol x max |ref|, tol 1e-5 for f32 T and
  * out (1e-3 with the tanh GELU), 1e-2 where T or TO is bf16/f16 (the
  * cuBLASLt path's w * scale rounded to T is inside it).
- * --time: the rows kernel at M = 1 and 8 against gemm_w8.cuh's int8 rows
+ * --time: the rows kernels at M = 1, 2, 4, 8 and 16 against gemm_w8.cuh's int8 rows
  * kernel and cuBLASLt bf16 on GPT-2's decode GEMMs, bias in all, weights
  * (and scales) cycled through copies spanning twice the L2, a launch a
  * copy in a CUDA graph, the median of 50 runs of it, per launch, as a
@@ -398,17 +399,17 @@ static void time_decode(nnrt_cuda_blas *h) {
   CK(cudaMemset(pool, 0x11, span + max_w));
   CK(cudaMalloc(&sw4, span / 16 + max_w));
   CK(cudaMemset(sw4, 0, span / 16 + max_w));
-  CK(cudaMalloc(&a, 8 * 3072 * 2));
-  CK(cudaMalloc(&d, 8 * 3072 * 2));
+  CK(cudaMalloc(&a, 16 * 3072 * 2));
+  CK(cudaMalloc(&d, 16 * 3072 * 2));
   CK(cudaMalloc(&bias, 3072 * 2));
   CK(cudaMalloc(&sw, 3072 * 4));
-  CK(cudaMemset(a, 0, 8 * 3072 * 2));
+  CK(cudaMemset(a, 0, 16 * 3072 * 2));
   CK(cudaMemset(bias, 0, 3072 * 2));
   CK(cudaMemset(sw, 0, 3072 * 4));
   std::printf("\n| GEMM | N x K | M | int4 rows us | GB/s | int8 rows us | cuBLASLt bf16 us | int4 vs int8 | int4 vs bf16 |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const auto &c : g)
-    for (int M : {1, 8}) {
+    for (int M : {1, 2, 4, 8, 16}) {
       const int G = (c.K + 127) / 128;
       const size_t w4 = (size_t)c.N * c.K / 2, s4 = (size_t)c.N * G * 4, w8 = w4 * 2, w16 = w4 * 4;
       const int n4 = (int)(span / w4), n8 = (int)(span / w8), n16 = (int)(span / w16);
@@ -471,9 +472,10 @@ int main(int argc, char **argv) {
    * (8, 2) at 9000 x 512, (8, 1) at 20000 x 256; then cuBLASLt */
   const int sizes[][3] = {{1, 769, 768},   {2, 7, 768},      {3, 129, 160},   {5, 7, 3072},   {8, 1, 32},
                           {13, 129, 96},   {16, 769, 160},   {1, 3, 96},      {1, 769, 3072}, {8, 3000, 1536},
-                          {2, 9000, 512},  {1, 20000, 256},  {17, 129, 768},  {70, 769, 3072}, {40, 3, 160}};
+                          {2, 9000, 512},  {1, 20000, 256},  {3, 40, 4096},   {11, 50, 4096},  {17, 129, 768},
+                          {70, 769, 3072}, {40, 3, 160}};
   const int small_sizes[][3] = {{1, 129, 160}, {3, 129, 96},   {13, 129, 768}, {16, 3, 32},
-                                {1, 769, 3072}, {2, 9000, 512}, {17, 129, 768}, {70, 7, 160}};
+                                {1, 769, 3072}, {2, 9000, 512}, {11, 50, 4096}, {17, 129, 768}, {70, 7, 160}};
   if (small) {
     for (const auto &s : small_sizes) check_types({s[0], s[1], s[2], N0, true, false, false, false, 0.5f, false}, h, false);
   } else {

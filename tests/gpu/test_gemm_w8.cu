@@ -1,10 +1,11 @@
 /* tests/gpu/test_gemm_w8.cu — templates/cuda/gemm_w8.cuh (the weight-only
  * int8 GEMM) on a GPU, against a float64 product of the same operands: A
  * rounded to T, the int8 weight times its f32 scale per column.
- *  - the rows kernel (M = 1, 2, 3, 5, 8, 13, 16: every MR, two row blocks)
- *    and the cuBLASLt path (M = 17, 70), odd N (1, 7, 129, 769), K = 16,
- *    48, 768, 3072 (a lane's chunk past K, several warp steps), K = 0
- *    (act(bias) + residual);
+ *  - the rows kernels (M = 1, 2, 3, 5, 8, 9, 13, 16: every MR of f32's,
+ *    rows 8-15 of bf16/f16's MMAs loaded or not, two row blocks) and the
+ *    cuBLASLt path (M = 17, 70), odd N (1, 7, 129, 769, 3001), K = 16, 48,
+ *    768, 1008, 3072 (a lane's chunk past K, several warp steps, 1 to 16
+ *    K slices of the MMA kernel), K = 0 (act(bias) + residual);
  *  - bias or none, alpha, every activation, the residual before and after
  *    it and in place (d == residual); the cuBLASLt path's fallbacks to the
  *    rows kernel (no handle, SiLU, the erf GELU, an activation before the
@@ -19,7 +20,7 @@
  * Tolerance: max |out - ref| <= tol x max |ref|, tol 1e-5 for f32 T and
  * out (1e-3 with the tanh GELU: tanh.approx, cuBLASLt's own GELU), 1e-2
  * where T or TO is bf16/f16.
- * --time: the rows kernel at M = 1 and 8 against cuBLASLt bf16 (bf16
+ * --time: the rows kernels at M = 1, 2, 4, 8 and 16 against cuBLASLt bf16 (bf16
  * weights) on GPT-2's decode GEMMs, bias in both, weights cycled through
  * copies spanning twice the L2 (each launch reads its weight from memory,
  * as a decode step does), a launch a copy in a CUDA graph (the GPU's time,
@@ -272,17 +273,17 @@ static void time_decode(nnrt_cuda_blas *h) {
   float *sw;
   CK(cudaMalloc(&pool, span + max_w));
   CK(cudaMemset(pool, 1, span + max_w));
-  CK(cudaMalloc(&a, 8 * 3072 * 2));
-  CK(cudaMalloc(&d, 8 * 3072 * 2));
+  CK(cudaMalloc(&a, 16 * 3072 * 2));
+  CK(cudaMalloc(&d, 16 * 3072 * 2));
   CK(cudaMalloc(&bias, 3072 * 2));
   CK(cudaMalloc(&sw, 3072 * 4));
-  CK(cudaMemset(a, 0, 8 * 3072 * 2));
+  CK(cudaMemset(a, 0, 16 * 3072 * 2));
   CK(cudaMemset(bias, 0, 3072 * 2));
   CK(cudaMemset(sw, 0, 3072 * 4));
   std::printf("\n| GEMM | N x K | M | int8 rows us | GB/s | cuBLASLt bf16 us | GB/s | speed-up |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const auto &c : g)
-    for (int M : {1, 8}) {
+    for (int M : {1, 2, 4, 8, 16}) {
       const size_t w8 = (size_t)c.N * c.K, w16 = w8 * 2;
       const int n8 = (int)(span / w8), n16 = (int)(span / w16); /* copies in the pool, one a launch of the graph */
       nnc_cuda_w8_gemm_args<__nv_bfloat16, __nv_bfloat16> f = {};
@@ -331,8 +332,9 @@ int main(int argc, char **argv) {
   const nnc_cuda_act N0 = NNC_CUDA_ACT_NONE;
   /* every size: bias, alpha 0.5, no activation; MR 1, 2, 4, 8, two row blocks, then cuBLASLt */
   const int sizes[][3] = {{1, 769, 768}, {2, 7, 768}, {3, 129, 48}, {5, 7, 3072}, {8, 1, 16},
-                          {13, 129, 768}, {16, 769, 48}, {17, 129, 768}, {70, 769, 3072}};
-  const int small_sizes[][3] = {{3, 129, 48}, {13, 129, 768}, {17, 129, 768}};
+                          {13, 129, 768}, {16, 769, 48}, {9, 2304, 768}, {6, 3001, 1008}, {17, 129, 768},
+                          {70, 769, 3072}};
+  const int small_sizes[][3] = {{3, 129, 48}, {13, 129, 768}, {6, 3001, 1008}, {17, 129, 768}};
   if (small) {
     for (const auto &s : small_sizes) check_types({s[0], s[1], s[2], N0, true, false, false, false, 0.5f, false}, h, true);
   } else {
