@@ -601,6 +601,11 @@ static nnrt_status run_part(void *ctx, const nnrt_cuda_gemm *part) {
   return run_one(x->h, part, x->s, &n, x->err);
 }
 
+bool nnrt_cuda_gemm_unsupported(nnrt_status st, const nnrt_error *e) {
+  return st == NNRT_E_ARG && e &&
+         (strncmp(e->msg, "unsupported", 11) == 0 || strstr(e->msg, "CUBLAS_STATUS_NOT_SUPPORTED") != NULL);
+}
+
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
                                nnrt_error *err) {
   if (!g) return nnrt_errorf(err, NNRT_E_ARG, "nnrt_cuda_gemm_run: gemm is NULL");

@@ -323,6 +323,12 @@ bool nnrt_cuda_gemm_supported(const nnrt_cuda_gemm *g, char *reason, size_t reas
 nnrt_status nnrt_cuda_gemm_run(nnrt_cuda_blas *h, const nnrt_cuda_gemm *g, cudaStream_t s,
                                nnrt_error *err);
 
+/* Whether nnrt_cuda_gemm_run's failure (st, e) says cuBLASLt has no
+ * algorithm for the problem on this GPU ("unsupported: ...", or its
+ * heuristic's CUBLAS_STATUS_NOT_SUPPORTED), which a caller with a GEMM of
+ * its own may answer by running that one; any other failure is an error. */
+bool nnrt_cuda_gemm_unsupported(nnrt_status st, const nnrt_error *e);
+
 /* ----------------------------------------------------------------- peaks */
 
 /* The GPU's rates for a roofline (peaks.c): *gbps the bandwidth of a 512 MiB

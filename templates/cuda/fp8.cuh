@@ -29,8 +29,6 @@
 
 #include <cuda_fp8.h>
 
-#include <cstring>
-
 #include "nnc_cuda.cuh"
 #include "quant_rows.cuh"
 #include "runtime/cuda/nnrt_cuda.h"
@@ -295,10 +293,7 @@ nnc_cuda_status nnc_cuda_gemm_fp8(nnrt_cuda_blas *h, const nnc_cuda_fp8_gemm_arg
       if (*path == 0) *path = 1;
       return NNC_CUDA_OK;
     }
-    /* no algorithm: "unsupported: ..." from the runtime, or the heuristic's own NOT_SUPPORTED */
-    const bool none = st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
-                                           std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr);
-    if (!none) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
+    if (!nnrt_cuda_gemm_unsupported(st, &e)) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, "nnc_cuda_gemm_fp8", "%s", e.msg);
     if (nnc_fp8_has_own()) {   /* this call, and every later one where the first found none */
       if (*path == 0) *path = 3;
       return nnc_fp8_gemm_own(f, nullptr, nullptr, s, err);

@@ -96,8 +96,6 @@ template <typename T, typename TO> struct nnc_cuda_w4_gemm_args {
 
 namespace nnc_w4 {
 
-using nnc_w8::dtype_of;
-using nnc_w8::epilogue_of;
 using nnc_w8::log2i;
 using nnc_w8::reduce_scatter;
 
@@ -451,68 +449,20 @@ template <typename T, typename TO>
 nnc_cuda_status nnc_cuda_w4_gemm(nnrt_cuda_blas *h, const nnc_cuda_w4_gemm_args<T, TO> &f, void *ws, cudaStream_t s,
                                  nnc_cuda_error *err) {
   using namespace nnc_w4;
-  if (f.M < 0 || f.N < 0 || f.K < 0 || f.K % 32)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected M, N >= 0 and K a multiple of 32, found M=%d N=%d K=%d",
-                         f.M, f.N, f.K);
-  if ((unsigned)f.act > (unsigned)NNC_CUDA_ACT_SILU)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected an nnc_cuda_act (%d to %d), found act %d",
-                         (int)NNC_CUDA_ACT_NONE, (int)NNC_CUDA_ACT_SILU, (int)f.act);
-  if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
-  if (!f.a || !f.w || !f.w_scale || !f.d)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a, w, w_scale and d, found a NULL one (a=%p w=%p "
-                         "w_scale=%p d=%p)", (const void *)f.a, (const void *)f.w, (const void *)f.w_scale, (void *)f.d);
-  const uintptr_t pa = reinterpret_cast<uintptr_t>(f.a), pw = reinterpret_cast<uintptr_t>(f.w);
-  const uintptr_t pd = reinterpret_cast<uintptr_t>(f.d), pr = reinterpret_cast<uintptr_t>(f.residual);
-  const uintptr_t pb = reinterpret_cast<uintptr_t>(f.bias), ps = reinterpret_cast<uintptr_t>(f.w_scale);
-  if (pa % 16 || pw % 16 || pd % sizeof(TO) || pr % sizeof(TO) || pb % sizeof(TO) || ps % sizeof(float))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
-                         "expected a, w 16-byte aligned, d, residual, bias %zu-byte and w_scale 4-byte aligned, found "
-                         "a=%p w=%p d=%p residual=%p bias=%p w_scale=%p", sizeof(TO), (const void *)f.a,
-                         (const void *)f.w, (void *)f.d, (const void *)f.residual, (const void *)f.bias,
-                         (const void *)f.w_scale);
   const size_t ws_bytes = nnc_cuda_w4_ws_bytes<T>(f.M, f.N, f.K);
-  if (ws_bytes && (!ws || reinterpret_cast<uintptr_t>(ws) % 16))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
-                         "expected a 16-byte aligned workspace of %zu bytes for M=%d > NNC_W4_ROWS=%d, found ws=%p",
-                         ws_bytes, f.M, NNC_W4_ROWS, ws);
-  if (!ws_bytes || !h || f.act == NNC_CUDA_ACT_SILU) return run_rows(f, s, err);
-
-  nnrt_cuda_gemm g = {};
-  g.M = f.M;
-  g.N = f.N;
-  g.K = f.K;
-  g.batch = 1;
-  g.ab = dtype_of<T>();
-  g.out = dtype_of<TO>();
-  g.A = f.a;
-  g.lda = f.K;
-  g.B = ws;
-  g.ldb = f.K;
-  g.b_trans = true;
-  g.bias = f.bias;
-  g.residual = f.residual;
-  g.stride_r = (long long)f.M * f.N;
-  g.act_after_residual = f.act_last;
-  g.D = f.d;
-  g.ldd = f.N;
-  g.stride_d = (long long)f.M * f.N;
-  g.alpha = f.alpha;
-  g.epilogue = epilogue_of(f.act);
-  /* a combination cuBLASLt never does (erf GELU, activation before the residual, a type pair): no dequantization */
-  if (!nnrt_cuda_gemm_supported(&g, nullptr, 0)) return run_rows(f, s, err);
-
-  const long long blocks = ((long long)f.N * (f.K / 32) + DQ_THREADS - 1) / DQ_THREADS;
-  dequant_kernel<T><<<(unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8), DQ_THREADS, 0, s>>>(
-      f.w, f.w_scale, f.N, f.K, static_cast<T *>(ws));
-  if (nnc_cuda_check_launch(err, KERNEL)) return NNC_CUDA_E_LAUNCH;
-  nnrt_error e = {};
-  const nnrt_status st = nnrt_cuda_gemm_run(h, &g, s, &e);
-  if (st == NNRT_OK) return NNC_CUDA_OK;
-  /* no algorithm on this GPU: "unsupported: ..." from the runtime, or the heuristic's own NOT_SUPPORTED */
-  if (st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
-                           std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr))
-    return run_rows(f, s, err);
-  return nnc_cuda_fail(err, st == NNRT_E_ARG ? NNC_CUDA_E_ARG : NNC_CUDA_E_LAUNCH, KERNEL, "cuBLASLt: %s", e.msg);
+  if (nnc_cuda_status st = nnc_w8::check_args<TO>(f, 32, ws_bytes, ws, NNC_W4_ROWS, "NNC_W4_ROWS", KERNEL, err))
+    return st;
+  if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
+  bool rows = !ws_bytes || !h || f.act == NNC_CUDA_ACT_SILU;
+  if (!rows) {
+    const long long blocks = ((long long)f.N * (f.K / 32) + DQ_THREADS - 1) / DQ_THREADS;
+    auto dequantize = [&] {
+      dequant_kernel<T><<<(unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8), DQ_THREADS, 0, s>>>(
+          f.w, f.w_scale, f.N, f.K, static_cast<T *>(ws));
+    };
+    if (nnc_cuda_status st = nnc_w8::dequantized_lt<T, TO>(h, f, ws, s, dequantize, &rows, KERNEL, err)) return st;
+  }
+  return rows ? run_rows(f, s, err) : NNC_CUDA_OK;
 }
 
 /* Load time: w (N*K f32 on the device, [N, K] or, in_out, [K, N]) to the

@@ -73,7 +73,6 @@
 #ifndef NNC_CUDA_GEMM_W8_CUH
 #define NNC_CUDA_GEMM_W8_CUH
 
-#include <cstring>
 #include <type_traits>
 
 #include "gemm_kernel.cuh"
@@ -567,48 +566,49 @@ inline int epilogue_of(nnc_cuda_act act) {
   }
 }
 
-}  // namespace nnc_w8
-
-/* Bytes of workspace nnc_cuda_w8_gemm needs: the dequantized weight where
- * M takes the cuBLASLt path, else 0. */
-template <typename T> size_t nnc_cuda_w8_ws_bytes(int M, int N, int K) {
-  return M > NNC_W8_ROWS && N > 0 && K > 0 ? (size_t)N * (size_t)K * sizeof(T) : 0;
-}
-
-/* d = act(alpha * (a . (w * w_scale)^T) + bias) (+ residual), on s. h: the
- * model's cuBLASLt handle (may be NULL: then never cuBLASLt). ws: device
- * workspace of at least nnc_cuda_w8_ws_bytes<T>(M, N, K) bytes (may be NULL
- * when that is 0). */
-template <typename T, typename TO>
-nnc_cuda_status nnc_cuda_w8_gemm(nnrt_cuda_blas *h, const nnc_cuda_w8_gemm_args<T, TO> &f, void *ws, cudaStream_t s,
-                                 nnc_cuda_error *err) {
-  using namespace nnc_w8;
-  if (f.M < 0 || f.N < 0 || f.K < 0 || f.K % 16)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected M, N >= 0 and K a multiple of 16, found M=%d N=%d K=%d",
-                         f.M, f.N, f.K);
+/* The argument checks both weight-only GEMMs make of f (F:
+ * nnc_cuda_w8_gemm_args or nnc_cuda_w4_gemm_args): K a multiple of k_step,
+ * act in range; then, unless M or N is 0, the pointers, their alignment
+ * and the workspace ws_bytes asks for (rows, rows_name: the most rows the
+ * rows path takes, for the message). */
+template <typename TO, class F>
+nnc_cuda_status check_args(const F &f, int k_step, size_t ws_bytes, const void *ws, int rows, const char *rows_name,
+                           const char *who, nnc_cuda_error *err) {
+  if (f.M < 0 || f.N < 0 || f.K < 0 || f.K % k_step)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who, "expected M, N >= 0 and K a multiple of %d, found M=%d N=%d K=%d",
+                         k_step, f.M, f.N, f.K);
   if ((unsigned)f.act > (unsigned)NNC_CUDA_ACT_SILU)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected an nnc_cuda_act (%d to %d), found act %d",
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who, "expected an nnc_cuda_act (%d to %d), found act %d",
                          (int)NNC_CUDA_ACT_NONE, (int)NNC_CUDA_ACT_SILU, (int)f.act);
   if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
   if (!f.a || !f.w || !f.w_scale || !f.d)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a, w, w_scale and d, found a NULL one (a=%p w=%p "
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who, "expected a, w, w_scale and d, found a NULL one (a=%p w=%p "
                          "w_scale=%p d=%p)", (const void *)f.a, (const void *)f.w, (const void *)f.w_scale, (void *)f.d);
   const uintptr_t pa = reinterpret_cast<uintptr_t>(f.a), pw = reinterpret_cast<uintptr_t>(f.w);
   const uintptr_t pd = reinterpret_cast<uintptr_t>(f.d), pr = reinterpret_cast<uintptr_t>(f.residual);
   const uintptr_t pb = reinterpret_cast<uintptr_t>(f.bias), ps = reinterpret_cast<uintptr_t>(f.w_scale);
   if (pa % 16 || pw % 16 || pd % sizeof(TO) || pr % sizeof(TO) || pb % sizeof(TO) || ps % sizeof(float))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who,
                          "expected a, w 16-byte aligned, d, residual, bias %zu-byte and w_scale 4-byte aligned, found "
                          "a=%p w=%p d=%p residual=%p bias=%p w_scale=%p", sizeof(TO), (const void *)f.a,
                          (const void *)f.w, (void *)f.d, (const void *)f.residual, (const void *)f.bias,
                          (const void *)f.w_scale);
-  const size_t ws_bytes = nnc_cuda_w8_ws_bytes<T>(f.M, f.N, f.K);
   if (ws_bytes && (!ws || reinterpret_cast<uintptr_t>(ws) % 16))
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL,
-                         "expected a 16-byte aligned workspace of %zu bytes for M=%d > NNC_W8_ROWS=%d, found ws=%p",
-                         ws_bytes, f.M, NNC_W8_ROWS, ws);
-  if (!ws_bytes || !h || f.act == NNC_CUDA_ACT_SILU) return run_rows(f, s, err);
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who,
+                         "expected a 16-byte aligned workspace of %zu bytes for M=%d > %s=%d, found ws=%p", ws_bytes,
+                         f.M, rows_name, rows, ws);
+  return NNC_CUDA_OK;
+}
 
+/* f's product on cuBLASLt, its B the weight dequantize() writes into ws
+ * (T [N, K]), with bias, activation and residual in cuBLASLt's epilogue. It
+ * sets *rows (nothing run) where cuBLASLt cannot: a combination it never
+ * does (the erf GELU, an activation before the residual, a type pair:
+ * nothing dequantized), or no algorithm on this GPU; the caller then runs
+ * the rows path. */
+template <typename T, typename TO, class F, class Dequant>
+nnc_cuda_status dequantized_lt(nnrt_cuda_blas *h, const F &f, void *ws, cudaStream_t s, Dequant dequantize, bool *rows,
+                               const char *who, nnc_cuda_error *err) {
   nnrt_cuda_gemm g = {};
   g.M = f.M;
   g.N = f.N;
@@ -630,21 +630,46 @@ nnc_cuda_status nnc_cuda_w8_gemm(nnrt_cuda_blas *h, const nnc_cuda_w8_gemm_args<
   g.stride_d = (long long)f.M * f.N;
   g.alpha = f.alpha;
   g.epilogue = epilogue_of(f.act);
-  /* a combination cuBLASLt never does (erf GELU, activation before the residual, a type pair): no dequantization */
-  if (!nnrt_cuda_gemm_supported(&g, nullptr, 0)) return run_rows(f, s, err);
-
-  const long long blocks = ((long long)f.N * (f.K / 16) + DQ_THREADS - 1) / DQ_THREADS;
-  dequant_kernel<T><<<(unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8), DQ_THREADS, 0, s>>>(
-      f.w, f.w_scale, f.N, f.K, static_cast<T *>(ws));
-  if (nnc_cuda_check_launch(err, KERNEL)) return NNC_CUDA_E_LAUNCH;
+  *rows = !nnrt_cuda_gemm_supported(&g, nullptr, 0);
+  if (*rows) return NNC_CUDA_OK;
+  dequantize();
+  if (nnc_cuda_check_launch(err, who)) return NNC_CUDA_E_LAUNCH;
   nnrt_error e = {};
   const nnrt_status st = nnrt_cuda_gemm_run(h, &g, s, &e);
-  if (st == NNRT_OK) return NNC_CUDA_OK;
-  /* no algorithm on this GPU: "unsupported: ..." from the runtime, or the heuristic's own NOT_SUPPORTED */
-  if (st == NNRT_E_ARG && (std::strncmp(e.msg, "unsupported", 11) == 0 ||
-                           std::strstr(e.msg, "CUBLAS_STATUS_NOT_SUPPORTED") != nullptr))
-    return run_rows(f, s, err);
-  return nnc_cuda_fail(err, st == NNRT_E_ARG ? NNC_CUDA_E_ARG : NNC_CUDA_E_LAUNCH, KERNEL, "cuBLASLt: %s", e.msg);
+  *rows = nnrt_cuda_gemm_unsupported(st, &e);
+  if (st == NNRT_OK || *rows) return NNC_CUDA_OK;
+  return nnc_cuda_fail(err, st == NNRT_E_ARG ? NNC_CUDA_E_ARG : NNC_CUDA_E_LAUNCH, who, "cuBLASLt: %s", e.msg);
+}
+
+}  // namespace nnc_w8
+
+/* Bytes of workspace nnc_cuda_w8_gemm needs: the dequantized weight where
+ * M takes the cuBLASLt path, else 0. */
+template <typename T> size_t nnc_cuda_w8_ws_bytes(int M, int N, int K) {
+  return M > NNC_W8_ROWS && N > 0 && K > 0 ? (size_t)N * (size_t)K * sizeof(T) : 0;
+}
+
+/* d = act(alpha * (a . (w * w_scale)^T) + bias) (+ residual), on s. h: the
+ * model's cuBLASLt handle (may be NULL: then never cuBLASLt). ws: device
+ * workspace of at least nnc_cuda_w8_ws_bytes<T>(M, N, K) bytes (may be NULL
+ * when that is 0). */
+template <typename T, typename TO>
+nnc_cuda_status nnc_cuda_w8_gemm(nnrt_cuda_blas *h, const nnc_cuda_w8_gemm_args<T, TO> &f, void *ws, cudaStream_t s,
+                                 nnc_cuda_error *err) {
+  using namespace nnc_w8;
+  const size_t ws_bytes = nnc_cuda_w8_ws_bytes<T>(f.M, f.N, f.K);
+  if (nnc_cuda_status st = check_args<TO>(f, 16, ws_bytes, ws, NNC_W8_ROWS, "NNC_W8_ROWS", KERNEL, err)) return st;
+  if (f.M == 0 || f.N == 0) return NNC_CUDA_OK;
+  bool rows = !ws_bytes || !h || f.act == NNC_CUDA_ACT_SILU;
+  if (!rows) {
+    const long long blocks = ((long long)f.N * (f.K / 16) + DQ_THREADS - 1) / DQ_THREADS;
+    auto dequantize = [&] {
+      dequant_kernel<T><<<(unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8), DQ_THREADS, 0, s>>>(
+          f.w, f.w_scale, f.N, f.K, static_cast<T *>(ws));
+    };
+    if (nnc_cuda_status st = dequantized_lt<T, TO>(h, f, ws, s, dequantize, &rows, KERNEL, err)) return st;
+  }
+  return rows ? run_rows(f, s, err) : NNC_CUDA_OK;
 }
 
 #endif
