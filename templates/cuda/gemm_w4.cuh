@@ -76,9 +76,12 @@
 
 #include "gemm_w8.cuh"
 
-/* The most rows the rows kernel takes before cuBLASLt does. */
+/* The most rows the rows kernels take before cuBLASLt does. 32: on an
+ * H200 a GPT-2 decode step at 24 and 32 sequences took 10-12% less than
+ * with 16 (the weight dequantized for cuBLASLt every step), at 48 and 64
+ * 5% more (bench/NOTES.md, session 34). */
 #ifndef NNC_W4_ROWS
-#define NNC_W4_ROWS 16
+#define NNC_W4_ROWS 32
 #endif
 
 template <typename T, typename TO> struct nnc_cuda_w4_gemm_args {

@@ -4,7 +4,8 @@
  * scale.
  *  - the rows kernel (M = 1, 2, 3, 5, 8, 13, 16: every MR, two row blocks)
  *    with each of its (KT, KS) layouts (shapes that pick each), and the
- *    cuBLASLt path (M = 17, 70); odd N (1, 3, 7, 129, 769); K = 32, 96,
+ *    cuBLASLt path (M = 33, 70; 17 and 32 on the rows kernels); odd N (1,
+ *    3, 7, 129, 769); K = 32, 96,
  *    160 (a short last group), 768, 3072, 4096 (two steps for some of
  *    the MMA kernel's warps); K = 0 (act(bias) + residual);
  *  - bias or none, alpha, every activation, the residual before and after
@@ -312,8 +313,8 @@ static void check_refusals(nnrt_cuda_blas *h) {
   std::vector<refusal> cases = {{"K = 48", f, nullptr, NNC_CUDA_E_ARG},       {"w NULL", f, nullptr, NNC_CUDA_E_ARG},
                                 {"w_scale NULL", f, nullptr, NNC_CUDA_E_ARG}, {"act 9", f, nullptr, NNC_CUDA_E_ARG},
                                 {"a + 1", f, nullptr, NNC_CUDA_E_ARG},        {"w + 8", f, nullptr, NNC_CUDA_E_ARG},
-                                {"M = -1", f, nullptr, NNC_CUDA_E_ARG},       {"M = 17, no ws", f, nullptr, NNC_CUDA_E_ARG},
-                                {"M = 17, ws + 8", f, x + 4, NNC_CUDA_E_ARG}, {"M = 0, a NULL", f, nullptr, NNC_CUDA_OK},
+                                {"M = -1", f, nullptr, NNC_CUDA_E_ARG},       {"M > NNC_W4_ROWS, no ws", f, nullptr, NNC_CUDA_E_ARG},
+                                {"M > NNC_W4_ROWS, ws + 8", f, x + 4, NNC_CUDA_E_ARG}, {"M = 0, a NULL", f, nullptr, NNC_CUDA_OK},
                                 {"N = 0", f, nullptr, NNC_CUDA_OK}};
   cases[0].f.K = 48;
   cases[1].f.w = nullptr;
@@ -322,8 +323,8 @@ static void check_refusals(nnrt_cuda_blas *h) {
   cases[4].f.a = x + 1;
   cases[5].f.w = q + 8;
   cases[6].f.M = -1;
-  cases[7].f.M = 17;
-  cases[8].f.M = 17;
+  cases[7].f.M = NNC_W4_ROWS + 1;
+  cases[8].f.M = NNC_W4_ROWS + 1;
   cases[9].f.M = 0, cases[9].f.a = nullptr;
   cases[10].f.N = 0;
   for (const refusal &c : cases) {
@@ -472,10 +473,11 @@ int main(int argc, char **argv) {
    * (8, 2) at 9000 x 512, (8, 1) at 20000 x 256; then cuBLASLt */
   const int sizes[][3] = {{1, 769, 768},   {2, 7, 768},      {3, 129, 160},   {5, 7, 3072},   {8, 1, 32},
                           {13, 129, 96},   {16, 769, 160},   {1, 3, 96},      {1, 769, 3072}, {8, 3000, 1536},
-                          {2, 9000, 512},  {1, 20000, 256},  {3, 40, 4096},   {11, 50, 4096},  {17, 129, 768},
+                          {2, 9000, 512},  {1, 20000, 256},  {3, 40, 4096},   {11, 50, 4096},  {17, 129, 768}, {32, 129, 768}, {33, 129, 768},
                           {70, 769, 3072}, {40, 3, 160}};
   const int small_sizes[][3] = {{1, 129, 160}, {3, 129, 96},   {13, 129, 768}, {16, 3, 32},
-                                {1, 769, 3072}, {2, 9000, 512}, {11, 50, 4096}, {17, 129, 768}, {70, 7, 160}};
+                                {1, 769, 3072}, {2, 9000, 512}, {11, 50, 4096}, {17, 129, 768},
+                          {32, 129, 768}, {33, 129, 768}, {70, 7, 160}};
   if (small) {
     for (const auto &s : small_sizes) check_types({s[0], s[1], s[2], N0, true, false, false, false, 0.5f, false}, h, false);
   } else {

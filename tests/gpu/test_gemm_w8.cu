@@ -3,7 +3,8 @@
  * rounded to T, the int8 weight times its f32 scale per column.
  *  - the rows kernels (M = 1, 2, 3, 5, 8, 9, 13, 16: every MR of f32's,
  *    rows 8-15 of bf16/f16's MMAs loaded or not, two row blocks) and the
- *    cuBLASLt path (M = 17, 70), odd N (1, 7, 129, 769, 3001), K = 16, 48,
+ *    cuBLASLt path
+ *    (M = 33, 70; 17 and 32 on the rows kernels), odd N (1, 7, 129, 769, 3001), K = 16, 48,
  *    768, 1008, 3072 (a lane's chunk past K, several warp steps, 1 to 16
  *    K slices of the MMA kernel), K = 0 (act(bias) + residual);
  *  - bias or none, alpha, every activation, the residual before and after
@@ -192,15 +193,15 @@ static void check_refusals(nnrt_cuda_blas *h) {
   };
   std::vector<refusal> cases = {{"K = 24", f, nullptr, NNC_CUDA_E_ARG},     {"w NULL", f, nullptr, NNC_CUDA_E_ARG},
                                 {"act 9", f, nullptr, NNC_CUDA_E_ARG},      {"a + 1", f, nullptr, NNC_CUDA_E_ARG},
-                                {"M = -1", f, nullptr, NNC_CUDA_E_ARG},     {"M = 17, no ws", f, nullptr, NNC_CUDA_E_ARG},
-                                {"M = 17, ws + 8", f, x + 4, NNC_CUDA_E_ARG}, {"M = 0, a NULL", f, nullptr, NNC_CUDA_OK}};
+                                {"M = -1", f, nullptr, NNC_CUDA_E_ARG},     {"M > NNC_W8_ROWS, no ws", f, nullptr, NNC_CUDA_E_ARG},
+                                {"M > NNC_W8_ROWS, ws + 8", f, x + 4, NNC_CUDA_E_ARG}, {"M = 0, a NULL", f, nullptr, NNC_CUDA_OK}};
   cases[0].f.K = 24;
   cases[1].f.w = nullptr;
   cases[2].f.act = (nnc_cuda_act)9;
   cases[3].f.a = x + 1;
   cases[4].f.M = -1;
-  cases[5].f.M = 17;
-  cases[6].f.M = 17;
+  cases[5].f.M = NNC_W8_ROWS + 1;
+  cases[6].f.M = NNC_W8_ROWS + 1;
   cases[7].f.M = 0, cases[7].f.a = nullptr;
   for (const refusal &c : cases) {
     nnc_cuda_error e = {};
@@ -333,8 +334,10 @@ int main(int argc, char **argv) {
   /* every size: bias, alpha 0.5, no activation; MR 1, 2, 4, 8, two row blocks, then cuBLASLt */
   const int sizes[][3] = {{1, 769, 768}, {2, 7, 768}, {3, 129, 48}, {5, 7, 3072}, {8, 1, 16},
                           {13, 129, 768}, {16, 769, 48}, {9, 2304, 768}, {6, 3001, 1008}, {17, 129, 768},
+                          {32, 129, 768}, {33, 129, 768},
                           {70, 769, 3072}};
-  const int small_sizes[][3] = {{3, 129, 48}, {13, 129, 768}, {6, 3001, 1008}, {17, 129, 768}};
+  const int small_sizes[][3] = {{3, 129, 48}, {13, 129, 768}, {6, 3001, 1008}, {17, 129, 768},
+                               {32, 129, 768}, {33, 129, 768}};
   if (small) {
     for (const auto &s : small_sizes) check_types({s[0], s[1], s[2], N0, true, false, false, false, 0.5f, false}, h, true);
   } else {
