@@ -142,16 +142,10 @@ void cs_quant_decls(const ec_ctx *x, nnc_sb *b) {
 
 void cs_emit_quant_api(const ec_ctx *x, nnc_sb *b) {
   if (!cs_quantized(x)) return;
-  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b, "\n");
+  ec_save_quantized_head(x, b);
   nnc_sb_printf(b,
-    "\nint %s_save_quantized(%s_model *m, const char *path) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  m->err[0] = 0;\n"
-    "  if (!path) return fail(m, %s_E_ARG, \"%s_save_quantized: path is NULL\");\n"
-    "  if (m->nloaded < NPARAMS)\n"
-    "    return fail(m, %s_E_STATE, \"%s_save_quantized: expected every weight loaded, found %%d of %%d\", m->nloaded,\n"
-    "                NPARAMS);\n"
     "  nnrt_error e;\n  memset(&e, 0, sizeof e);\n"
     "  int rc = nnc_weights_save_held(path, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, export_weight, NULL, &e);\n"
-    "  return rc ? fail(m, rc, \"%%s\", e.msg) : 0;\n}\n", p, p, P, P, p, P, p);
+    "  return rc ? fail(m, rc, \"%%s\", e.msg) : 0;\n}\n");
 }

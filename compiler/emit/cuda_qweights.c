@@ -248,14 +248,9 @@ static void emit_save(const ec_ctx *x, nnc_sb *b) {
     "    const float f = layout[i].stored == NNRT_BF16 ? nnrt_bf16_to_f32(v) : nnrt_f16_to_f32(v);\n"
     "    memcpy(h + 4 * k, &f, 4);\n"
     "  }\n"
-    "  return 0;\n}\n\n"
-    "int %s_save_quantized(%s_model *m, const char *path) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  m->err[0] = 0;\n"
-    "  if (!path) return fail(m, %s_E_ARG, \"%s_save_quantized: path is NULL\");\n"
-    "  if (m->nloaded < NPARAMS)\n"
-    "    return fail(m, %s_E_STATE, \"%s_save_quantized: expected every weight loaded, found %%d of %%d\", m->nloaded,\n"
-    "                NPARAMS);\n"
+    "  return 0;\n}\n\n", p, P, p, P);
+  ec_save_quantized_head(x, b);
+  nnc_sb_printf(b,
     "  if (cudaStreamSynchronize(m->stream) != cudaSuccess)\n"
     "    return fail(m, %s_E_DEVICE, \"%s_save_quantized: the GPU failed: %%s\", cudaGetErrorString(cudaGetLastError()));\n"
     "  void *host[NPARAMS + 1] = {0};\n"
@@ -266,8 +261,7 @@ static void emit_save(const ec_ctx *x, nnc_sb *b) {
     "                                   qweight_export, NULL, &e))\n"
     "    rc = fail(m, e.code, \"%%s\", e.msg);\n"
     "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n"
-    "  return rc;\n}\n\n",
-    p, P, p, P, p, p, P, P, p, P, p, P, p);
+    "  return rc;\n}\n\n", P, p);
 }
 
 void cu_qweight_upload(const ec_ctx *x, nnc_sb *b) {

@@ -734,6 +734,18 @@ void ec_save_quantized_decl(const ec_ctx *x, const char *mode, int bits, nnc_sb 
     mode, bits == 4 ? "packed int4" : "int8", x->p, x->p, x->p);
 }
 
+void ec_save_quantized_head(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b,
+    "int %s_save_quantized(%s_model *m, const char *path) {\n"
+    "  if (!m) return %s_E_ARG;\n"
+    "  m->err[0] = 0;\n"
+    "  if (!path) return fail(m, %s_E_ARG, \"%s_save_quantized: path is NULL\");\n"
+    "  if (m->nloaded < NPARAMS)\n"
+    "    return fail(m, %s_E_STATE, \"%s_save_quantized: expected every weight loaded, found %%d of %%d\", m->nloaded,\n"
+    "                NPARAMS);\n", p, p, P, P, p, P, p);
+}
+
 nnc_status ec_layout_weights(ec_ctx *x, nnc_error *err) {
   const nnc_graph *g = x->g;
   x->w_off = malloc((size_t)(g->nparams + 1) * sizeof *x->w_off);

@@ -177,6 +177,9 @@ double ec_held_value_bytes(const ec_ctx *x, const nnc_tensor *t);
  * one rank), and its declaration for the header (mode: "int8w", ...). */
 bool ec_saves_quantized(const ec_ctx *x);
 void ec_save_quantized_decl(const ec_ctx *x, const char *mode, int bits, nnc_sb *b);
+/* Its definition's first lines, both targets': the signature, and the
+ * checks of m, path and every weight loaded. */
+void ec_save_quantized_head(const ec_ctx *x, nnc_sb *b);
 /* The bytes weight t takes in a device target's weights block: its dtype's,
  * or its held form's when quantized (ec_fp8_held). */
 int64_t ec_held_bytes(const nnc_graph *g, const nnc_tensor *t);
