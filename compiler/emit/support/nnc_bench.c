@@ -366,7 +366,7 @@ static int held_values(state *s) {
   return rc;
 }
 
-float **nnc_bench_weights(const nnc_bench_model *md, void *m, const char *path) {
+float **nnc_bench_weights(const nnc_bench_model *md, void *m, const char *path, int check) {
   state s;
   memset(&s, 0, sizeof s);
   s.md = md;
@@ -375,7 +375,7 @@ float **nnc_bench_weights(const nnc_bench_model *md, void *m, const char *path) 
   s.o.check = 1;
   /* a quantized folder's reference holds its values: the check then measures the kernels (decode against
    * the full forward), not the quantization, which bench --check reports */
-  if (!fill_weights(&s) && (!md->save_quantized || !held_values(&s))) return s.weights;
+  if (!fill_weights(&s) && (!check || !md->save_quantized || !held_values(&s))) return s.weights;
   for (int i = 0; s.weights && i < md->nparams; i++) free(s.weights[i]);
   free(s.weights);
   return NULL;

@@ -99,10 +99,10 @@ double nnc_bench_peak_gbps(void);
 /* q-quantile (0..1) of n values (sorts them). */
 double nnc_bench_quantile(double *v, int n, double q);
 /* The weights given to model m: the file's at path, or random ones as
- * bench_<model> makes them (NULL path); a quantized model's as it holds
- * them (q * scale, through its quantized checkpoint); NULL after printing
- * why. */
-float **nnc_bench_weights(const nnc_bench_model *md, void *m, const char *path);
+ * bench_<model> makes them (NULL path); for a reference (check), a
+ * quantized model's as it holds them (q * scale, through its quantized
+ * checkpoint); NULL after printing why. */
+float **nnc_bench_weights(const nnc_bench_model *md, void *m, const char *path, int check);
 /* Weight i's value w as the model holds it (rounded to bf16 or f16 storage). */
 double nnc_bench_weight_value(const nnc_bench_model *md, int i, float w);
 

@@ -370,7 +370,7 @@ int nnc_generate_main(const nnc_bench_model *md, int argc, char **argv) {
     fprintf(stderr, "generate_%s: create failed\n", md->name);
     rc = 1;
   }
-  if (!rc && !(g.weights = nnc_bench_weights(md, g.m, g.weights_path))) rc = 1;
+  if (!rc && !(g.weights = nnc_bench_weights(md, g.m, g.weights_path, g.check))) rc = 1;
   if (!rc) rc = generate(&g);
   free_gen(&g);
   return rc;
