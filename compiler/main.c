@@ -162,6 +162,8 @@ static void usage(FILE *f) {
     "rmsnorm that only linears read is divided by s_k = max|A_k|^ALPHA / max|W_k|^(1-ALPHA)\n"
     "in the norm's gamma and beta and multiplied by s_k in the weights: the same\n"
     "function, with its large activation channels moved into the weights' scales.\n"
+    "Where other ops read the norm too (BERT's residuals), the weights stay and each\n"
+    "gets \"<weight>.smooth\" (s): a w8a8 folder applies it as it quantizes.\n"
     "\n"
     "exit codes:\n"
     "  0 success            1 bad command line     2 model error (Lua, DSL, sandbox)\n"

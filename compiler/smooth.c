@@ -7,17 +7,23 @@
 
 #define MAX_READERS 8
 
-/* One norm whose output only linears read: its gamma (and beta) and the
- * linears, all [..., K] -> [..., N_i]. */
+/* One norm whose output linears read: its gamma (and beta) and the
+ * linears, all [..., K] -> [..., N_i]. fold: only those linears read it
+ * (and only the norm its gamma and beta), so s folds into the file's
+ * values; otherwise each linear's weight gets `<weight>.smooth`. */
 typedef struct migration {
   int node, gamma, beta;        /* beta -1: rmsnorm */
   int reader[MAX_READERS], nreaders;
   int64_t K;
+  bool fold;
 } migration;
 
-/* A changed tensor of the file: its f32 values. */
+/* A changed tensor of the file (t), or an added one (t NULL: `name`, [n]):
+ * its f32 values. */
 typedef struct changed {
   const nnrt_st_tensor *t;
+  char *name;
+  int64_t n;
   float *v;
 } changed;
 
@@ -42,9 +48,9 @@ static int readers_of(const nnc_graph *g, int t) {
   return n;
 }
 
-/* Whether node n is a norm whose output only linears read as their A, each
- * with a weight of its own, and whose gamma and beta only it reads: m gets
- * it. */
+/* Whether node n is a norm whose output linears read as their A, each with
+ * a weight of its own: m gets it, folded when nothing else reads the output
+ * and only the norm reads its gamma and beta. */
 static bool migratable(const nnc_graph *g, int n, migration *m) {
   const nnc_node *x = &g->nodes[n];
   if (x->dead || (x->op != NNC_OP_LAYERNORM && x->op != NNC_OP_RMSNORM)) return false;
@@ -55,8 +61,6 @@ static bool migratable(const nnc_graph *g, int n, migration *m) {
   m->beta = x->op == NNC_OP_LAYERNORM && x->nin > 2 ? x->in[2] : -1;
   m->nreaders = 0;
   m->K = o->rank ? o->shape[o->rank - 1].k : 0;
-  if (m->gamma < 0 || g->tensors[m->gamma].kind != NNC_TENSOR_PARAM || readers_of(g, m->gamma) != 1) return false;
-  if (m->beta >= 0 && (g->tensors[m->beta].kind != NNC_TENSOR_PARAM || readers_of(g, m->beta) != 1)) return false;
   if (!o->rank || !nnc_dim_is_const(o->shape[o->rank - 1])) return false;
   int reads = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -65,16 +69,18 @@ static bool migratable(const nnc_graph *g, int n, migration *m) {
     for (int j = 0; j < y->nin; j++) {
       if (y->in[j] != out) continue;
       reads++;
-      if (y->op != NNC_OP_LINEAR || j != 0 || m->nreaders == MAX_READERS) return false;
+      if (y->op != NNC_OP_LINEAR || j != 0 || m->nreaders == MAX_READERS) continue;
       const nnc_tensor *w = &g->tensors[y->in[1]];
       /* the weight only this linear reads, K along its input axis */
-      if (w->kind != NNC_TENSOR_PARAM || w->rank != 2 || readers_of(g, y->in[1]) != 1 ||
-          !nnc_dim_eq_const(w->shape[y->attrs.weight_in_out ? 0 : 1], m->K))
-        return false;
-      m->reader[m->nreaders++] = i;
+      if (w->kind == NNC_TENSOR_PARAM && w->rank == 2 && readers_of(g, y->in[1]) == 1 &&
+          nnc_dim_eq_const(w->shape[y->attrs.weight_in_out ? 0 : 1], m->K))
+        m->reader[m->nreaders++] = i;
     }
   }
-  return m->nreaders > 0 && reads == readers_of(g, out);
+  const bool own = m->gamma >= 0 && g->tensors[m->gamma].kind == NNC_TENSOR_PARAM && readers_of(g, m->gamma) == 1 &&
+                   (m->beta < 0 || (g->tensors[m->beta].kind == NNC_TENSOR_PARAM && readers_of(g, m->beta) == 1));
+  m->fold = own && m->nreaders == reads && reads == readers_of(g, out);
+  return m->nreaders > 0;
 }
 
 /* The file's tensor t as f32 values, to be changed and written. */
@@ -135,9 +141,27 @@ static nnc_status scales(const nnc_graph *g, const nnc_ref *r, const migration *
   return NNC_OK;
 }
 
+/* `<weight>.smooth` = s for each reader, the file's values unchanged. */
+static nnc_status add_factors(const nnc_graph *g, const migration *m, const double *s, changed *c, int *nc,
+                              nnc_error *err) {
+  for (int j = 0; j < m->nreaders; j++) {
+    const char *w = g->tensors[g->nodes[m->reader[j]].in[1]].name;
+    changed *a = &c[(*nc)++];
+    size_t len = strlen(w) + sizeof ".smooth";
+    a->name = malloc(len);
+    a->n = m->K;
+    a->v = malloc((size_t)(m->K ? m->K : 1) * sizeof *a->v);
+    if (!a->name || !a->v) return nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "calibrate --smooth: out of memory");
+    snprintf(a->name, len, "%s.smooth", w);
+    for (int64_t k = 0; k < m->K; k++) a->v[k] = (float)s[k];
+  }
+  return NNC_OK;
+}
+
 /* Column k of each reader's weight times s_k; gamma and beta over s_k. */
 static nnc_status apply(const nnc_graph *g, const nnrt_st *w, const migration *m, const double *s, changed *c,
                         int *nc, nnc_error *err) {
+  if (!m->fold) return add_factors(g, m, s, c, nc, err);
   nnc_status st = load(w, g, m->gamma, &c[(*nc)++], err);
   for (int64_t k = 0; !st && k < m->K; k++) c[*nc - 1].v[k] = (float)(c[*nc - 1].v[k] / s[k]);
   if (!st && m->beta >= 0) {
@@ -175,7 +199,7 @@ static nnc_status recheck(const nnc_graph *g, const nnc_ref *r, const changed *c
     }
     int64_t n = nnc_ref_elems(r, t);
     const changed *mine = NULL;
-    for (int j = 0; j < nc && !mine; j++) mine = strcmp(c[j].t->name, g->tensors[t].name) == 0 ? &c[j] : NULL;
+    for (int j = 0; j < nc && !mine; j++) mine = c[j].t && strcmp(c[j].t->name, g->tensors[t].name) == 0 ? &c[j] : NULL;
     for (int64_t k = 0; k < n; k++) v[k] = mine ? mine->v[k] : r->val[t][k];
   }
   if (!st) st = nnc_ref_run_graph(&again, err);
@@ -188,11 +212,11 @@ static nnc_status recheck(const nnc_graph *g, const nnc_ref *r, const changed *c
   return st;
 }
 
-/* w's tensors, the changed ones' values instead, to path. */
+/* w's tensors, the changed ones' values instead, then the added ones, to path. */
 static nnc_status write_file(const nnrt_st *w, const changed *c, int nc, const char *path, nnc_error *err) {
-  int nw = nnrt_st_count(w);
-  nnrt_st_desc *desc = calloc((size_t)nw + 1, sizeof *desc);
-  const void **data = calloc((size_t)nw + 1, sizeof *data);
+  int nw = nnrt_st_count(w), n = nw;
+  nnrt_st_desc *desc = calloc((size_t)(nw + nc) + 1, sizeof *desc);
+  const void **data = calloc((size_t)(nw + nc) + 1, sizeof *data);
   nnc_status st = desc && data ? NNC_OK : nnc_errorf(err, NNC_E_NOMEM, NNC_NOLOC, "calibrate --smooth: out of memory");
   for (int i = 0; !st && i < nw; i++) {
     const nnrt_st_tensor *t = nnrt_st_at(w, i);
@@ -202,8 +226,17 @@ static nnc_status write_file(const nnrt_st *w, const changed *c, int nc, const c
     memcpy(desc[i].shape, t->shape, sizeof t->shape);
     data[i] = mine ? (const void *)mine->v : t->data;
   }
+  for (int j = 0; !st && j < nc; j++) {
+    if (c[j].t) continue;
+    const nnrt_st_tensor *old = NULL;
+    if (nnrt_st_find(w, c[j].name, &old, NULL) == NNRT_OK)
+      st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "calibrate --smooth: expected a weights file without %s, found "
+                      "one (the file was migrated already)", c[j].name);
+    desc[n] = (nnrt_st_desc){c[j].name, NNRT_F32, 1, {c[j].n}};
+    data[n++] = c[j].v;
+  }
   nnrt_error e = {0};
-  if (!st && nnrt_st_write(path, nw, desc, data, &e))
+  if (!st && nnrt_st_write(path, n, desc, data, &e))
     st = nnc_errorf(err, NNC_E_IO, NNC_NOLOC, "calibrate: -o %s: %s", path, e.msg);
   free(desc);
   free(data);
@@ -231,21 +264,24 @@ nnc_status nnc_smooth(const nnc_graph *g, const nnc_ref *r, const nnrt_st *w, do
     if (st) break;
     migrated++;
     if (report) {
-      fprintf(report, "%s: s from %.4g to %.4g; max|A| over its channels' %.4g -> %.4g, into", g->tensors[m.gamma].name,
-              lo, hi, before, after);
+      fprintf(report, "%s: s from %.4g to %.4g; max|A| over its channels' %.4g -> %.4g, %s",
+              m.gamma >= 0 ? g->tensors[m.gamma].name : g->tensors[g->nodes[n].out[0]].name, lo, hi, before, after,
+              m.fold ? "into" : "as the .smooth of");
       for (int j = 0; j < m.nreaders; j++) fprintf(report, " %s", g->tensors[g->nodes[m.reader[j]].in[1]].name);
       fprintf(report, "\n");
     }
   }
   if (!st && !migrated)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "calibrate --smooth: expected a layernorm or rmsnorm whose output "
-                    "only linear layers read (a pre-norm block's), found none: the division by s folds into a norm's "
-                    "gamma and beta only there");
+                    "a linear layer reads (with a weight of its own), found none");
   double diff = 0;
   if (!st) st = recheck(g, r, c, nc, &diff, err);
   if (!st && report) fprintf(report, "the outputs with the migrated weights: max relative difference %.3g\n", diff);
   if (!st) st = write_file(w, c, nc, out, err);
-  for (int i = 0; c && i < nc; i++) free(c[i].v);
+  for (int i = 0; c && i < nc; i++) {
+    free(c[i].v);
+    free(c[i].name);
+  }
   free(c);
   free(s);
   if (count) *count = migrated;

@@ -63,6 +63,9 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b);
  * declaration (for <model>.h) and its definition (after the API). */
 void cs_quant_decls(const ec_ctx *x, nnc_sb *b);
 void cs_emit_quant_api(const ec_ctx *x, nnc_sb *b);
+/* The held form's SmoothQuant callback a w8a8 folder's loader (back: its
+ * saver) passes: "smooth_weight", "smooth_of", or "NULL" for other modes. */
+const char *cs_quant_smooth_fn(const ec_ctx *x, bool back);
 
 /* --train (c_simd_train.c): the model struct's fields and frees for the
  * training state, and the training API's definitions. */

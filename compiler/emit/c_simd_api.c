@@ -191,6 +191,10 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   if (q8) snprintf(held, sizeof held, "held_bytes(i)");
   else snprintf(held, sizeof held, "((size_t)%s * 4 + 63) / 64 * 64", numel);
   bool joined = weight_order_table(x, b);
+  char zeroed[256];
+  snprintf(zeroed, sizeof zeroed, "%s%s",
+           x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "",
+           q8 ? "    memset(m->weights, 0, wbytes);   /* the held forms' SmoothQuant factors start off */\n" : "");
   char comm_create[2048] = "";
   if (x->world > 1)
     snprintf(comm_create, sizeof comm_create,
@@ -257,7 +261,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "    snprintf(create_error, sizeof create_error, \"%s_create: %%.400s\", e.msg[0] ? e.msg : \"out of memory\");\n"
     "    %s_destroy(m);\n    return rc;\n  }\n"
     "  *out = m;\n  return 0;\n}\n\n",
-    p, p, P, held, comm_create, x->g->nstates ? "    memset(m->arena, 0, arena_need(max));   /* the kv caches start empty */\n" : "",
+    p, p, P, held, comm_create,
+    zeroed,
     joined ? "    for (int j = 0; j < NPARAMS; j++) {\n      const int i = w_order[j];\n"
            : "    for (int i = 0; i < NPARAMS; i++) {\n",
     held, p, p);
@@ -273,6 +278,10 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   nnc_sb_printf(b, "  free(m);\n}\n\n");
   nnc_sb_printf(b,
     "const char *%s_last_error(const %s_model *m) { return m ? m->err : create_error; }\n\n", p, p);
+  char held_load[256];
+  snprintf(held_load, sizeof held_load,
+           "nnc_weights_load_held(st, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, quantize_weight,\n"
+           "                             import_weight, %s, NULL, e)", cs_quant_smooth_fn(x, false));
   nnc_sb_printf(b,
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
@@ -283,8 +292,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p,
     tp ? shards_load
-    : q8 ? "nnc_weights_load_held(st, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, quantize_weight,\n"
-           "                             import_weight, NULL, e)"
+    : q8 ? held_load
          : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
     ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);

@@ -133,6 +133,21 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
     "  %s_export(held, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1], (%s *)values, scales);\n}\n\n",
     f->bits == 4 ? "int4 values two a byte, a scale per 128 k" : "int8 values, a scale per channel",
     f->mode, f->bits, f->group, f->qmax, f->prefix, vt, f->prefix, vt);
+  if (f != &forms[1]) return;
+  nnc_sb_printf(b,
+    "/* SmoothQuant's factors of weight i (`<name>.smooth`, or NULL: off), held\n"
+    " * with its values: packing multiplies its input channels by them, the GEMM\n"
+    " * divides A's columns by them. */\n"
+    "static int smooth_weight(void *ctx, int i, const float *s, void *dst, nnrt_error *err) {\n"
+    "  (void)ctx;\n  (void)err;\n"
+    "  nnc_simd_w8a8_set_smooth(dst, q8_shape[i][0], q8_shape[i][1], s);\n  return 0;\n}\n\n"
+    "static const float *smooth_of(void *ctx, int i, const void *held) {\n"
+    "  (void)ctx;\n"
+    "  return nnc_simd_w8a8_smooth(held, q8_shape[i][0], q8_shape[i][1]);\n}\n\n");
+}
+
+const char *cs_quant_smooth_fn(const ec_ctx *x, bool back) {
+  return model_form(x) == &forms[1] ? (back ? "smooth_of" : "smooth_weight") : "NULL";
 }
 
 void cs_quant_decls(const ec_ctx *x, nnc_sb *b) {
@@ -146,6 +161,7 @@ void cs_emit_quant_api(const ec_ctx *x, nnc_sb *b) {
   ec_save_quantized_head(x, b);
   nnc_sb_printf(b,
     "  nnrt_error e;\n  memset(&e, 0, sizeof e);\n"
-    "  int rc = nnc_weights_save_held(path, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, export_weight, NULL, &e);\n"
-    "  return rc ? fail(m, rc, \"%%s\", e.msg) : 0;\n}\n");
+    "  int rc = nnc_weights_save_held(path, manifest, NPARAMS, m->w, quantized, q8_shape, &qform, export_weight,\n"
+    "                                  %s, NULL, &e);\n"
+    "  return rc ? fail(m, rc, \"%%s\", e.msg) : 0;\n}\n", cs_quant_smooth_fn(x, true));
 }

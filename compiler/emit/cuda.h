@@ -95,12 +95,20 @@ void cu_qweight_gemm_fields(const ec_ctx *x, const nnc_gemm_desc *d, bool post, 
 void cu_qweight_tables(const ec_ctx *x, nnc_sb *b);
 void cu_qweight_upload(const ec_ctx *x, nnc_sb *b);
 void cu_qweight_decls(const ec_ctx *x, nnc_sb *b);
+/* Whether a weight carries a SmoothQuant tail (w8a8; ec_fp8_held's
+ * smooth): the folder's loader then reads `<weight>.smooth`. */
+bool cu_smooth_any(const ec_ctx *x);
 /* --quantize=w8a8 (cuda_w8a8.c): the body of a w8a8 GEMM's launcher after
  * `M, N, K` (A's rows quantized, with their norm, then nnc_cuda_w8a8_gemm
  * with the whole epilogue, or only the bias when post: the epilogue kernel
  * does the rest); and the workspace it needs. */
 void cu_w8a8_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body);
 void cu_w8a8_workspace(const ec_ctx *x, int ki, const char *M, const char *K, nnc_sb *b);
+/* Whether two w8a8 GEMMs quantize one A once (BERT's q, k and v), and
+ * check_shared_smooth(), which load() calls then: such GEMMs' weights must
+ * carry the same SmoothQuant factors, since A is divided by them once. */
+bool cu_smooth_shared_any(const ec_ctx *x);
+void cu_w8a8_smooth_check(const ec_ctx *x, nnc_sb *b);
 /* --quantize=int8w and int4w (cuda_weight_only.c): the body of such a
  * GEMM's launcher after `M, N, K` and, where a norm comes first, A's rows
  * normalized into the workspace (`A`, and `e`): nnc_cuda_w8_gemm or

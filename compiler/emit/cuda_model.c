@@ -418,6 +418,9 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   if (g->nstates)
     nnc_sb_printf(b, "  /* the kv caches start empty */\n"
                      "  if (!rc) rc = nnrt_cuda_check(cudaMemset(m->arena, 0, arena_need(max)), \"zeroing the kv caches\", &e);\n");
+  if (cu_smooth_any(x))
+    nnc_sb_printf(b, "  /* the w8a8 weights' SmoothQuant tails start off */\n"
+                     "  if (!rc) rc = nnrt_cuda_check(cudaMemset(m->weights, 0, WEIGHT_BYTES), \"zeroing the weights\", &e);\n");
   nnc_sb_printf(b,
     "  for (int i = 0; !rc && i < NINPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&m->dmax, 1, i), &m->in_dev[i], &e);\n"
     "  for (int i = 0; !rc && i < NOUTPUTS; i++) rc = nnrt_cuda_malloc(m->alloc, io_bytes(&m->dmax, 0, i), &m->out_dev[i], &e);\n"
@@ -444,6 +447,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
   /* weights */
   if (cu_fp8_any(x)) cu_fp8_upload(x, b);
   if (cu_qweight_any(x)) cu_qweight_upload(x, b);
+  if (cu_qweight_any(x)) cu_w8a8_smooth_check(x, b);
   nnc_sb_printf(b,
     "/* Converts count floats to weight i's stored type and copies them to the device. */\n"
     "static int upload(%s_model *m, int i, const float *data, size_t count) {\n%s%s"
@@ -495,18 +499,21 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "    }\n"
     "    rc = %supload(m, i, (const float *)host[i], n);\n"
     "  }\n"
-    "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n%s"
+    "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n%s%s"
     "  if (rc) return rc;\n"
     "  memset(m->loaded, 1, sizeof m->loaded);\n"
     "  m->nloaded = NPARAMS;\n%s"
     "  return 0;\n}\n\n", p,
-    w8 ? "  unsigned char held[NPARAMS + 1] = {0};   /* weight i came from a quantized checkpoint as held */\n" : "",
-    numel, w8 ? " + (qweight_file[i] ? qweight_layout[i].scales + (size_t)qweight_layout[i].n * qweight_layout[i].groups * 4 : 0)" : "", P,
+    w8 ? "  qload q = {{0}, m};   /* weight i came from a quantized checkpoint as held: q.held[i] */\n" : "",
+    numel, w8 ? " + (qweight_file[i] ? qweight_bytes(i) : 0)" : "", P,
     sharded ? shards_load
-    : w8    ? "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
-              "                                   qweight_keep, qweight_import, held, e)"
+    : w8    ? (cu_smooth_any(x) ? "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
+                                  "                                   qweight_keep, qweight_import, qweight_smooth, &q, e)"
+                                : "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
+                                  "                                   qweight_keep, qweight_import, NULL, &q, e)")
             : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
-    numel, w8 ? "held[i] ? upload_qweight_held(m, i, host[i]) : " : "",
+    numel, w8 ? "q.held[i] ? upload_qweight_held(m, i, host[i]) : " : "",
+    cu_smooth_shared_any(x) ? "  if (!rc) rc = check_shared_smooth(m);   /* GEMMs that quantize one A once */\n" : "",
     cu_fp8_any(x) ? "  if (!rc) rc = load_input_scales(m, st);   /* nnc calibrate's, where the file has them */\n" : "",
     ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);

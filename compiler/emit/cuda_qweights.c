@@ -52,6 +52,14 @@ bool cu_qweight_any(const ec_ctx *x) {
   return false;
 }
 
+bool cu_smooth_any(const ec_ctx *x) {
+  for (int i = 0; i < x->g->nparams; i++) {
+    const nnc_tensor *t = held_weight(x, x->g->params[i]);
+    if (t && ec_fp8_held_of(t).smooth) return true;
+  }
+  return false;
+}
+
 bool cu_w8a8_gemm(const ec_ctx *x, const nnc_gemm_desc *d) {
   const nnc_tensor *w = d->windowed ? NULL : held_weight(x, d->b);
   return w && w->quant.kind == NNC_QUANT_INT8_CHANNEL && w->quant.a8;
@@ -94,21 +102,22 @@ void cu_qweight_tables(const ec_ctx *x, nnc_sb *b) {
   const qmode q = mode_of(x);
   const int np = g->nparams ? g->nparams : 1;
   nnc_sb_printf(b, "/* --quantize=%s: the weights held as %s\n"
-                   " * (n > 0) in the weight's place, the scales (n x groups) `scales` bytes in;\n"
-                   " * in_out: the file holds [k, n]. */\n"
-                   "static const struct {\n  int n, k, in_out, groups;\n  size_t scales;\n} qweight_layout[%d] = {\n",
+                   " * (n > 0) in the weight's place, the scales (n x groups) `scales` bytes in,\n"
+                   " * SmoothQuant's tail (w8a8: a 16-byte header, int32 1 when on, then k factors)\n"
+                   " * `smooth` bytes in (0: none); in_out: the file holds [k, n]. */\n"
+                   "static const struct {\n  int n, k, in_out, groups;\n  size_t scales, smooth;\n} qweight_layout[%d] = {\n",
                 q.name, q.values, np);
   for (int i = 0; i < g->nparams; i++) {
     const nnc_tensor *t = held_weight(x, g->params[i]);
     if (!t) {
-      nnc_sb_printf(b, "  {0, 0, 0, 0, 0},\n");
+      nnc_sb_printf(b, "  {0, 0, 0, 0, 0, 0},\n");
       continue;
     }
     ec_fp8_held h = ec_fp8_held_of(t);
-    nnc_sb_printf(b, "  {%lld, %lld, %d, %lld, %lld},   /* %s */\n", (long long)h.n, (long long)h.k, t->quant.axis,
-                  (long long)h.groups, (long long)h.scales, t->name);
+    nnc_sb_printf(b, "  {%lld, %lld, %d, %lld, %lld, %lld},   /* %s */\n", (long long)h.n, (long long)h.k,
+                  t->quant.axis, (long long)h.groups, (long long)h.scales, (long long)h.smooth, t->name);
   }
-  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, 0, 0},\n");
+  if (!g->nparams) nnc_sb_printf(b, "  {0, 0, 0, 0, 0, 0},\n");
   nnc_sb_printf(b, "};\n\n");
   /* what support/nnc_weights_quant.h's loader and saver of quantized checkpoints ask */
   nnc_sb_printf(b, "/* A quantized checkpoint (support/nnc_weights_quant.h: `<name>` %s in the manifest's\n"
@@ -135,6 +144,11 @@ void cu_qweight_tables(const ec_ctx *x, nnc_sb *b) {
                    "/* Bytes of a channel of weight i's held values. */\n"
                    "static size_t qweight_row(int i) {\n"
                    "  return qweight_form.bits == 4 ? ((size_t)qweight_layout[i].k + 1) / 2 : (size_t)qweight_layout[i].k;\n"
+                   "}\n\n"
+                   "/* Bytes of weight i's held form: values, scales and a SmoothQuant tail. */\n"
+                   "static size_t qweight_bytes(int i) {\n"
+                   "  return qweight_layout[i].smooth ? qweight_layout[i].smooth + 16 + (size_t)qweight_layout[i].k * 4\n"
+                   "                                  : qweight_layout[i].scales + (size_t)qweight_layout[i].n * qweight_layout[i].groups * 4;\n"
                    "}\n\n", q.name, q.bits, q.group, q.qmax);
 }
 
@@ -153,7 +167,7 @@ static void emit_upload(const ec_ctx *x, const qmode *q, nnc_sb *b) {
     "  unsigned char *w = m->weights + layout[i].offset;\n"
     "  cudaError_t ce = cudaMemcpyAsync(dev, data, count * sizeof *dev, cudaMemcpyHostToDevice, m->stream);\n"
     "  nnc_cuda_error ke = {};\n"
-    "  int bad = ce == cudaSuccess && %s(dev, qweight_layout[i].n, qweight_layout[i].k, qweight_layout[i].in_out != 0,\n"
+    "  int bad = ce == cudaSuccess && %s(dev, qweight_layout[i].n, qweight_layout[i].k, qweight_layout[i].in_out != 0,%s\n"
     "                                       (%s *)w, (float *)(w + qweight_layout[i].scales), m->stream, &ke);\n"
     "  if (ce == cudaSuccess && !bad) ce = cudaStreamSynchronize(m->stream);\n"
     "  nnrt_cuda_free(m->alloc, dev, NULL);\n"
@@ -163,6 +177,7 @@ static void emit_upload(const ec_ctx *x, const qmode *q, nnc_sb *b) {
     "  return 0;\n}\n\n",
     q->name, int4 ? "int4 [n, k / 2] with a scale per group of 128 k" : "int8 [n, k] with a scale per output channel",
     int4 ? "max|w| / 7 over the group" : "max|w| / 127", p, P, int4 ? "nnc_cuda_w4_weight" : "nnc_cuda_w8a8_weight",
+    int4 ? "" : "\n                                       qweight_layout[i].smooth ? w + qweight_layout[i].smooth : nullptr,",
     int4 ? "unsigned char" : "signed char", P, int4 ? "int4" : "int8", P, int4 ? "int4" : "int8");
 }
 
@@ -179,11 +194,12 @@ static void emit_file_forms(const ec_ctx *x, nnc_sb *b) {
     " * qweight_layout[i].scales (held[i] 1), which upload_qweight_held copies as\n"
     " * they are. An int4 file's [k / 2, n] bytes transpose as bytes: a byte holds\n"
     " * k and k + 1 of one channel in either layout. */\n"
+    "typedef struct qload {\n  unsigned char held[NPARAMS + 1];\n  %s_model *m;\n} qload;\n\n"
     "static void qweight_keep(void *ctx, int i, const float *values, void *dst) {\n"
-    "  ((unsigned char *)ctx)[i] = 0;\n"
+    "  ((qload *)ctx)->held[i] = 0;\n"
     "  memcpy(dst, values, (size_t)qweight_shape[i][0] * qweight_shape[i][1] * sizeof *values);\n}\n\n"
     "static void qweight_import(void *ctx, int i, const void *values, const float *scales, void *dst) {\n"
-    "  ((unsigned char *)ctx)[i] = 1;\n"
+    "  ((qload *)ctx)->held[i] = 1;\n"
     "  const size_t n = (size_t)qweight_shape[i][0], row = qweight_row(i), groups = (size_t)qweight_layout[i].groups;\n"
     "  const int n_k = qweight_shape[i][2];\n"
     "  const unsigned char *v = (const unsigned char *)values;\n"
@@ -209,7 +225,7 @@ static void emit_file_forms(const ec_ctx *x, nnc_sb *b) {
     "static int copy_qweight(%s_model *m, int i, void *held, enum cudaMemcpyKind kind) {\n"
     "  unsigned char *w = m->weights + layout[i].offset, *h = (unsigned char *)held;\n"
     "  const size_t q = (size_t)qweight_layout[i].n * qweight_row(i), at = qweight_layout[i].scales;\n"
-    "  const size_t s = (size_t)qweight_layout[i].n * qweight_layout[i].groups * sizeof(float);\n"
+    "  const size_t s = qweight_bytes(i) - at;   /* the scales and SmoothQuant's tail */\n"
     "  const int up = kind == cudaMemcpyHostToDevice;\n"
     "  cudaError_t ce = up ? cudaMemcpy(w, h, q, kind) : cudaMemcpy(h, w, q, kind);\n"
     "  if (ce == cudaSuccess) ce = up ? cudaMemcpy(w + at, h + at, s, kind) : cudaMemcpy(h + at, w + at, s, kind);\n"
@@ -218,7 +234,33 @@ static void emit_file_forms(const ec_ctx *x, nnc_sb *b) {
     "                cudaGetErrorString(ce));\n"
     "  return 0;\n}\n\n"
     "static int upload_qweight_held(%s_model *m, int i, const void *held) {\n"
-    "  return copy_qweight(m, i, (void *)held, cudaMemcpyHostToDevice);\n}\n\n", p, P, p);
+    "  return copy_qweight(m, i, (void *)held, cudaMemcpyHostToDevice);\n}\n\n", p, p, P, p);
+  if (!cu_smooth_any(x)) return;
+  nnc_sb_printf(b,
+    "/* SmoothQuant's factors of weight i (`<name>.smooth`; NULL: none) into its\n"
+    " * tail on the device, before its values: upload_qweight quantizes input\n"
+    " * channel k times s_k, and its GEMM divides A's column k by s_k. */\n"
+    "static int qweight_smooth(void *ctx, int i, const float *s, void *dst, nnrt_error *err) {\n"
+    "  (void)dst;\n"
+    "  %s_model *m = ((qload *)ctx)->m;\n"
+    "  const size_t k = s ? (size_t)qweight_layout[i].k : 0;\n"
+    "  unsigned char *tail = (unsigned char *)calloc(16 + k * 4, 1);\n"
+    "  if (!tail) return nnrt_errorf(err, NNRT_E_NOMEM, \"out of memory loading %%s.smooth\", manifest[i].name);\n"
+    "  const int32_t on = s != NULL;\n"
+    "  memcpy(tail, &on, 4);\n"
+    "  if (s) memcpy(tail + 16, s, k * 4);\n"
+    "  cudaError_t ce = cudaMemcpy(m->weights + layout[i].offset + qweight_layout[i].smooth, tail, 16 + k * 4,\n"
+    "                              cudaMemcpyHostToDevice);\n"
+    "  free(tail);\n"
+    "  return ce == cudaSuccess ? 0 : nnrt_errorf(err, NNRT_E_IO, \"copying %%s.smooth to the GPU: %%s\", manifest[i].name,\n"
+    "                                             cudaGetErrorString(ce));\n}\n\n"
+    "/* The factors a held form (a host copy) carries, or NULL: for saving. */\n"
+    "static const float *qweight_smooth_of(void *ctx, int i, const void *held) {\n"
+    "  (void)ctx;\n"
+    "  const unsigned char *t = (const unsigned char *)held + qweight_layout[i].smooth;\n"
+    "  int32_t on = 0;\n"
+    "  if (qweight_layout[i].smooth) memcpy(&on, t, 4);\n"
+    "  return on ? (const float *)(const void *)(t + 16) : NULL;\n}\n\n", p);
 }
 
 /* <model>_save_quantized: every weight back to the host as the model holds
@@ -232,8 +274,7 @@ static void emit_save(const ec_ctx *x, nnc_sb *b) {
     "static int download(%s_model *m, int i, void **out) {\n"
     "  const size_t n = (size_t)nnc_weights_numel(&manifest[i]);\n"
     "  const size_t esize = layout[i].stored == NNRT_F32 || layout[i].stored == NNRT_I32 ? 4 : 2;\n"
-    "  const size_t held = qweight_layout[i].n ? qweight_layout[i].scales + (size_t)qweight_layout[i].n *\n"
-    "                                                qweight_layout[i].groups * sizeof(float) : 0;\n"
+    "  const size_t held = qweight_layout[i].n ? qweight_bytes(i) : 0;\n"
     "  unsigned char *h = (unsigned char *)malloc(held ? held : n * 4 + 1);\n"
     "  if (!h) return fail(m, %s_E_NOMEM, \"%s_save_quantized: out of memory for %%s\", manifest[i].name);\n"
     "  *out = h;\n"
@@ -258,10 +299,10 @@ static void emit_save(const ec_ctx *x, nnc_sb *b) {
     "  for (int i = 0; !rc && i < NPARAMS; i++) rc = download(m, i, &host[i]);\n"
     "  nnrt_error e = {};\n"
     "  if (!rc && nnc_weights_save_held(path, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
-    "                                   qweight_export, NULL, &e))\n"
+    "                                   qweight_export, %s, NULL, &e))\n"
     "    rc = fail(m, e.code, \"%%s\", e.msg);\n"
     "  for (int i = 0; i < NPARAMS; i++) free(host[i]);\n"
-    "  return rc;\n}\n\n", P, p);
+    "  return rc;\n}\n\n", P, p, cu_smooth_any(x) ? "qweight_smooth_of" : "NULL");
 }
 
 void cu_qweight_upload(const ec_ctx *x, nnc_sb *b) {

@@ -55,11 +55,60 @@ void cu_w8a8_gemm_body(const ec_ctx *x, int ki, bool post, nnc_sb *body) {
   nnc_sb_printf(body, "  /* %s */\n", d->prologue == NNC_NORM_NONE  ? "A's rows to int8"
                                       : d->prologue == NNC_NORM_LAYER ? "the layernorm and the rows' int8 in one kernel"
                                                                       : "the rmsnorm and the rows' int8 in one kernel");
-  nnc_sb_printf(body, "  if (nnc_cuda_w8a8_rows<%s>(%s, M, K, %s, K, %s, %s, %s, Aq, a_scale, s, &e))\n"
+  const nnc_tensor *w = &x->g->tensors[d->b];
+  const long long tail = (long long)x->w_off[x->param_of[d->b]] + (long long)ec_fp8_held_of(w).smooth;
+  nnc_sb_printf(body, "  if (nnc_cuda_w8a8_rows<%s>(%s, M, K, %s, K, %s, %s, %s,\n"
+                      "                         c.weights + %lld,   /* %s's SmoothQuant tail */\n"
+                      "                         Aq, a_scale, s, &e))\n"
                       "    return kernel_failed(m, %d, e.msg);\n",
                 ta, norm, ec_ptr(x, d->a, pa, sizeof pa), pg, pbeta,
-                ec_literal(d->prologue != NNC_NORM_NONE ? d->norm_eps : 0.0, false, lit, sizeof lit), ki);
+                ec_literal(d->prologue != NNC_NORM_NONE ? d->norm_eps : 0.0, false, lit, sizeof lit), tail, w->name, ki);
   gemm_call(x, ki, post, body);
+}
+
+bool cu_smooth_shared_any(const ec_ctx *x) {
+  for (int ki = 0; ki < x->s->nk; ki++)
+    if (x->s->k[ki].kind == NNC_KERNEL_GEMM && cu_w8a8_gemm(x, &x->s->k[ki].d.gemm) && rows_of_previous(x, ki)) return true;
+  return false;
+}
+
+void cu_w8a8_smooth_check(const ec_ctx *x, nnc_sb *b) {
+  if (!cu_smooth_shared_any(x)) return;
+  const char *p = x->p, *P = x->P;
+  nnc_sb_printf(b, "/* Weights whose GEMMs quantize one A once (the second reads the first's\n"
+                   " * int8 rows), as manifest indices: A is divided by the first's SmoothQuant\n"
+                   " * factors, so both must carry the same. */\n"
+                   "static const int shared_rows[][2] = {\n");
+  for (int ki = 0; ki < x->s->nk; ki++) {
+    const nnc_kernel *k = &x->s->k[ki];
+    if (k->kind != NNC_KERNEL_GEMM || !cu_w8a8_gemm(x, &k->d.gemm) || !rows_of_previous(x, ki)) continue;
+    const int a = x->s->k[ki - 1].d.gemm.b, c = k->d.gemm.b;
+    nnc_sb_printf(b, "  {%d, %d},   /* %s, %s */\n", x->param_of[a], x->param_of[c], x->g->tensors[a].name,
+                  x->g->tensors[c].name);
+  }
+  nnc_sb_printf(b,
+    "};\n\n"
+    "static int check_shared_smooth(%s_model *m) {\n"
+    "  for (size_t j = 0; j < sizeof shared_rows / sizeof shared_rows[0]; j++) {\n"
+    "    const int a = shared_rows[j][0], c = shared_rows[j][1];\n"
+    "    const size_t n = 16 + (size_t)qweight_layout[a].k * 4;\n"
+    "    unsigned char *ta = (unsigned char *)malloc(2 * n);\n"
+    "    if (!ta) return fail(m, %s_E_NOMEM, \"out of memory checking %%s.smooth\", manifest[c].name);\n"
+    "    cudaError_t ce = cudaMemcpy(ta, m->weights + layout[a].offset + qweight_layout[a].smooth, n, cudaMemcpyDeviceToHost);\n"
+    "    if (ce == cudaSuccess)\n"
+    "      ce = cudaMemcpy(ta + n, m->weights + layout[c].offset + qweight_layout[c].smooth, n, cudaMemcpyDeviceToHost);\n"
+    "    int32_t on_a = 0, on_c = 0;\n"
+    "    memcpy(&on_a, ta, 4);\n"
+    "    memcpy(&on_c, ta + n, 4);\n"
+    "    const int same = on_a == on_c && (!on_a || memcmp(ta + 16, ta + n + 16, n - 16) == 0);\n"
+    "    free(ta);\n"
+    "    if (ce != cudaSuccess)\n"
+    "      return fail(m, %s_E_DEVICE, \"checking %%s.smooth: %%s\", manifest[c].name, cudaGetErrorString(ce));\n"
+    "    if (!same)\n"
+    "      return fail(m, %s_E_FORMAT, \"%%s.smooth: expected the factors of %%s.smooth (%%s), found %%s: the two GEMMs \"\n"
+    "                  \"quantize one input once (nnc calibrate --smooth writes one vector for all its linears)\",\n"
+    "                  manifest[c].name, manifest[a].name, on_a ? \"given\" : \"none\", on_c ? \"other ones\" : \"none\");\n"
+    "  }\n  return 0;\n}\n\n", p, P, P, P);
 }
 
 void cu_w8a8_workspace(const ec_ctx *x, int ki, const char *M, const char *K, nnc_sb *b) {

@@ -697,7 +697,8 @@ ec_fp8_held ec_fp8_held_of(const nnc_tensor *t) {
   h.q = t->quant.tied ? pad256(h.n * h.k * nnc_dtype_size(t->dtype)) : 0;
   h.scales = h.q + pad256(int4 ? h.n * ((h.k + 1) / 2) : h.n * h.k);
   h.fixed = h.scales + h.n * h.groups * 4;
-  h.bytes = h.fixed + 4;
+  h.smooth = t->quant.kind == NNC_QUANT_INT8_CHANNEL && t->quant.a8 ? (h.fixed + 4 + 15) / 16 * 16 : 0;
+  h.bytes = h.smooth ? h.smooth + 16 + h.k * 4 : h.fixed + 4;
   return h;
 }
 

@@ -165,9 +165,12 @@ const char *ec_view_note(const nnc_kernel *k);
  * fixed (its GEMMs' A scale from nnc calibrate, 0: each row's own). A GPU's
  * int8 weight (w8a8, int8w; never tied) has the same layout, its fixed
  * unused; an int4 one (int4w) holds [n, k / 2] bytes at q (k even in bits
- * 0-3) and n x groups scales (a group of 128 k, row-major). */
+ * 0-3) and n x groups scales (a group of 128 k, row-major). A w8a8 one
+ * ends with SmoothQuant's tail at smooth (16-byte aligned; 0: none): a
+ * 16-byte header, its first int32 1 when on, then k f32 factors
+ * (templates/cuda/quant_rows.cuh). */
 typedef struct ec_fp8_held {
-  int64_t n, k, groups, q, scales, fixed, bytes;
+  int64_t n, k, groups, q, scales, fixed, smooth, bytes;
 } ec_fp8_held;
 ec_fp8_held ec_fp8_held_of(const nnc_tensor *t);
 /* The bytes a value of weight t takes in x's folder (fp8's e4m3 and a GPU's

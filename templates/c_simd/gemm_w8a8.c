@@ -28,7 +28,10 @@
  * Layout (nnc_simd_w8a8_pack): K padded to Kp, a multiple of 8 (zeros);
  * NR-column panels of all of Kp (panel p at p*NR*Kp bytes), in groups of 4
  * k: group g at g*4*NR, byte [j*4 + t] = q[4g + t, column j]; then at a
- * 64-byte boundary the NR-padded f32 scales and int32 column sums. Packed A
+ * 64-byte boundary the NR-padded f32 scales and int32 column sums, then
+ * (64-byte aligned) SmoothQuant's migration: a 64-byte header whose first
+ * int32 says whether it is on, and K f32 s_k (nnc_simd_w8a8_set_smooth).
+ * Zeroed memory is "off", so a held form needs no setting up. Packed A
  * is the same with MR rows (8 with AVX512-VNNI, else 4; A is packed each
  * call, so MR is no part of a checkpoint): group g of a panel at g*4*MR,
  * byte [i*4 + t].
@@ -72,8 +75,25 @@ static size_t kpad(int K) { return K > 0 ? nnc_simd_round_up((size_t)K, 2 * KG) 
 static size_t panels(int N) { return N > 0 ? ((size_t)N + NR - 1) / NR : 0; }
 static size_t values_bytes(int N, int K) { return nnc_simd_round_up(panels(N) * NR * kpad(K), 64); }
 
-size_t nnc_simd_w8a8_bytes(int N, int K) {
-  return values_bytes(N, K) + panels(N) * NR * (sizeof(float) + sizeof(int32_t));
+static size_t smooth_at(int N, int K) {
+  return nnc_simd_round_up(values_bytes(N, K) + panels(N) * NR * (sizeof(float) + sizeof(int32_t)), 64);
+}
+
+size_t nnc_simd_w8a8_bytes(int N, int K) { return smooth_at(N, K) + 64 + (size_t)(K > 0 ? K : 0) * sizeof(float); }
+
+const float *nnc_simd_w8a8_smooth(const void *w, int N, int K) {
+  const unsigned char *t = (const unsigned char *)w + smooth_at(N, K);
+  int32_t on;
+  memcpy(&on, t, sizeof on);
+  return on ? (const float *)(const void *)(t + 64) : NULL;
+}
+
+void nnc_simd_w8a8_set_smooth(void *w, int N, int K, const float *s) {
+  unsigned char *t = (unsigned char *)w + smooth_at(N, K);
+  int32_t on = s != NULL;
+  memset(t, 0, 64);
+  memcpy(t, &on, sizeof on);
+  if (s) memcpy(t + 64, s, (size_t)(K > 0 ? K : 0) * sizeof *s);
 }
 
 static const float *col_scales(const void *w, int N, int K) {
@@ -97,6 +117,7 @@ void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K
   size_t kp = kpad(K), np = panels(N) * NR;
   float *scale = (float *)(void *)((unsigned char *)dst + values_bytes(N, K));
   int32_t *sum = (int32_t *)(void *)(scale + np);
+  const float *sm = nnc_simd_w8a8_smooth(dst, N, K);
   memset(q, 0, values_bytes(N, K));
   memset(scale, 0, np * sizeof *scale);
   memset(sum, 0, np * sizeof *sum);
@@ -105,7 +126,7 @@ void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K
     ptrdiff_t step = b_trans ? 1 : ldb;
     float amax = 0.0f;
     for (int k = 0; k < K; k++) {
-      float a = fabsf(col[k * step]);
+      float a = fabsf(sm ? col[k * step] * sm[k] : col[k * step]);
       if (a > amax) amax = a;
     }
     if (!(amax > 0.0f) || !isfinite(amax)) continue;   /* a column of zeros (or inf) stays zero */
@@ -113,7 +134,7 @@ void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K
     float inv = QW / amax;
     int8_t *panel = q + (size_t)(n / NR) * NR * kp + (size_t)(n % NR) * KG;
     for (int k = 0; k < K; k++) {
-      int8_t v = to_int(col[k * step], inv, QW);
+      int8_t v = to_int(sm ? col[k * step] * sm[k] : col[k * step], inv, QW);
       panel[(size_t)(k / KG) * KG * NR + k % KG] = v;
       sum[n] += v;
     }
@@ -224,6 +245,7 @@ size_t nnc_gemm_w8a8_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads) 
 typedef struct job {
   const nnc_simd_gemm_args *g;
   plan p;
+  const float *smooth; /* B's SmoothQuant s (nnc_simd_w8a8_smooth) or NULL */
   uint8_t *packa;     /* batch x mp/MR panels of MR x kp */
   float *rscale;      /* batch x mp */
   unsigned char *tbuf;
@@ -266,6 +288,11 @@ static void pack_task(void *ctx, int task, int thread) {
     const float *src = x;
     if (g->a_trans || g->prologue != NNC_SIMD_PRO_NONE) load_row(g, a, r, x);
     else src = a + (ptrdiff_t)r * g->lda;   /* quantized where it lies */
+    if (jb->smooth) {
+      /* SmoothQuant: A's column k over s_k, B's times s_k (the packer's) */
+      for (int k = 0; k < g->K; k++) x[k] = src[k] / jb->smooth[k];
+      src = x;
+    }
     rs[r] = nnc_simd_a8_quantize(src, g->K, q);
     /* a group of 4 k is one 32-bit word; u = q + 128 is q ^ 0x80 a byte */
     uint8_t *dst = pa + (size_t)(r / MR) * MR * p->kp + (size_t)(r % MR) * KG;
@@ -539,6 +566,7 @@ nnc_simd_status nnc_gemm_w8a8(const nnc_simd_gemm_args *g, const nnc_simd_par *p
   job jb;
   jb.g = g;
   jb.p = make_plan(g, nnc_simd_threads(par));
+  jb.smooth = nnc_simd_w8a8_smooth(g->b_w8a8, g->N, g->K);
   jb.packa = nnc_simd_align_ptr(workspace);
   jb.rscale = (float *)(void *)(jb.packa + (size_t)(g->batch) * (size_t)jb.p.mp * jb.p.kp);
   jb.tbuf = jb.packa + jb.p.a_bytes;

@@ -44,7 +44,7 @@
  * [N, K] in q with a scale per output channel in scale (max|w| / 448). */
 inline nnc_cuda_status nnc_cuda_fp8_weight(const float *w, int N, int K, bool in_out, unsigned char *q, float *scale,
                                            cudaStream_t s, nnc_cuda_error *err) {
-  return nnc_cuda_quant_weight<nnc_quant_e4m3>(w, N, K, in_out, q, scale, s, "nnc_cuda_fp8_weight", err);
+  return nnc_cuda_quant_weight<nnc_quant_e4m3>(w, N, K, in_out, nullptr, q, scale, s, "nnc_cuda_fp8_weight", err);
 }
 
 /* What a GEMM's A rows are before they are quantized (quant_rows.cuh's). */
@@ -58,7 +58,7 @@ template <typename T>
 nnc_cuda_status nnc_cuda_fp8_rows(nnc_fp8_norm norm, int rows, int cols, const T *x, long long ldx, const T *gamma,
                                   const T *beta, float eps, const float *fixed, unsigned char *q, float *scale,
                                   cudaStream_t s, nnc_cuda_error *err) {
-  return nnc_cuda_quant_rows<nnc_quant_e4m3, T>((nnc_quant_norm)norm, rows, cols, x, ldx, gamma, beta, eps, fixed, q,
+  return nnc_cuda_quant_rows<nnc_quant_e4m3, T>((nnc_quant_norm)norm, rows, cols, x, ldx, gamma, beta, eps, fixed, nullptr, q,
                                                 scale, s, "nnc_cuda_fp8_rows", err);
 }
 

@@ -47,6 +47,17 @@ struct nnc_quant_s8 {
  * (its values stay 0 and its scale is 0). */
 template <class Q> __device__ __forceinline__ float nnc_quant_inv(float amax) { return amax > 0.0f ? Q::MAX / amax : 0.0f; }
 
+/* SmoothQuant's migration (w8a8.cuh): a w8a8 weight may carry K factors
+ * s_k > 0 after a 16-byte header whose first int32 says whether they are
+ * on. The weight's input channel k is quantized times s_k, A's column k
+ * divided by s_k: the same product, A's large channels moved into the
+ * weight's per-channel scales. The factors of such a tail, or nullptr
+ * (no tail, or off). */
+__device__ __forceinline__ const float *nnc_quant_smooth(const void *tail) {
+  return tail && *static_cast<const int *>(tail) ? reinterpret_cast<const float *>(static_cast<const char *>(tail) + 16)
+                                                 : nullptr;
+}
+
 /* The largest |value| a fixed scale (> 0) stands for, or 0: each row's own.
  * Values beyond it saturate to +-MAX. */
 template <class Q> __device__ __forceinline__ float nnc_quant_fixed_amax(const float *fixed) {
@@ -61,36 +72,40 @@ template <class Q> __device__ __forceinline__ float nnc_quant_fixed_amax(const f
  * (MAX / amax) rounds differently about once in 10^5), a channel whose
  * amax is 0 or infinite all 0 with scale 0, a NaN 0. */
 template <class Q, bool DIVIDE>
-__global__ void nnc_quant_weight_kernel(const float *w, int N, int K, int in_out, unsigned char *q, float *scale) {
+__global__ void nnc_quant_weight_kernel(const float *w, int N, int K, int in_out, const void *smooth, unsigned char *q,
+                                        float *scale) {
   __shared__ float red[NNC_QUANT_THREADS / 32];
   const int n = blockIdx.x;
   const long long step = in_out ? N : 1;
   const float *row = in_out ? w + n : w + (long long)n * K;
+  const float *f = nnc_quant_smooth(smooth);
+  auto at = [&](int k) { return f ? row[k * step] * f[k] : row[k * step]; };
   float amax = 0.0f;
-  for (int k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(row[k * step]));
+  for (int k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(at(k)));
   amax = nnc_group_reduce<nnc_max_op, NNC_QUANT_THREADS>(amax, red);
   if (DIVIDE) {
     const float sc = amax > 0.0f && isfinite(amax) ? amax / Q::MAX : 0.0f;
     for (int k = threadIdx.x; k < K; k += blockDim.x) {
-      const float v = row[k * step];
+      const float v = at(k);
       q[(long long)n * K + k] = Q::to(sc > 0.0f && v == v ? v / sc : 0.0f);
     }
     if (threadIdx.x == 0) scale[n] = sc;
     return;
   }
   const float inv = nnc_quant_inv<Q>(amax);
-  for (int k = threadIdx.x; k < K; k += blockDim.x) q[(long long)n * K + k] = Q::to(row[k * step] * inv);
+  for (int k = threadIdx.x; k < K; k += blockDim.x) q[(long long)n * K + k] = Q::to(at(k) * inv);
   if (threadIdx.x == 0) scale[n] = amax / Q::MAX;
 }
 
-/* w: N*K f32 on the device; q: N*K bytes, scale: N floats. who names the
- * caller in a message. */
+/* w: N*K f32 on the device; q: N*K bytes, scale: N floats; smooth: a
+ * SmoothQuant tail (nnc_quant_smooth) or nullptr. who names the caller in
+ * a message. */
 template <class Q, bool DIVIDE = false>
-nnc_cuda_status nnc_cuda_quant_weight(const float *w, int N, int K, bool in_out, unsigned char *q, float *scale,
-                                      cudaStream_t s, const char *who, nnc_cuda_error *err) {
+nnc_cuda_status nnc_cuda_quant_weight(const float *w, int N, int K, bool in_out, const void *smooth, unsigned char *q,
+                                      float *scale, cudaStream_t s, const char *who, nnc_cuda_error *err) {
   if (!w || !q || !scale || N < 0 || K < 0) return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who, "a NULL pointer or a negative size");
   if (N == 0) return NNC_CUDA_OK;
-  nnc_quant_weight_kernel<Q, DIVIDE><<<N, NNC_QUANT_THREADS, 0, s>>>(w, N, K, in_out ? 1 : 0, q, scale);
+  nnc_quant_weight_kernel<Q, DIVIDE><<<N, NNC_QUANT_THREADS, 0, s>>>(w, N, K, in_out ? 1 : 0, smooth, q, scale);
   return nnc_cuda_check_launch(err, who);
 }
 
@@ -102,7 +117,7 @@ enum nnc_quant_norm { NNC_QUANT_PLAIN, NNC_QUANT_LAYERNORM, NNC_QUANT_RMSNORM };
  * first. */
 template <class Q, typename T, int NORM>
 __global__ void nnc_quant_rows_kernel(int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                                      const float *fixed, unsigned char *q, float *scale) {
+                                      const float *fixed, const void *smooth, unsigned char *q, float *scale) {
   __shared__ float red[NNC_QUANT_THREADS / 32];
   const long long r = blockIdx.x;
   const T *xr = x + r * ldx;
@@ -125,12 +140,15 @@ __global__ void nnc_quant_rows_kernel(int cols, const T *x, long long ldx, const
     }
     rstd = rsqrtf(nnc_group_reduce<nnc_sum_op, NNC_QUANT_THREADS>(v, red) / (float)cols + eps);
   }
+  const float *f = nnc_quant_smooth(smooth);
   auto value = [&](int j) {
-    const float a = nnc_dtype<T>::load(xr[j]);
-    if (NORM == NNC_QUANT_PLAIN) return a;
-    const float g = gamma ? nnc_dtype<T>::load(gamma[j]) : 1.0f;
-    const float b = NORM == NNC_QUANT_LAYERNORM && beta ? nnc_dtype<T>::load(beta[j]) : 0.0f;
-    return fmaf((a - mean) * rstd, g, b);
+    float a = nnc_dtype<T>::load(xr[j]);
+    if (NORM != NNC_QUANT_PLAIN) {
+      const float g = gamma ? nnc_dtype<T>::load(gamma[j]) : 1.0f;
+      const float b = NORM == NNC_QUANT_LAYERNORM && beta ? nnc_dtype<T>::load(beta[j]) : 0.0f;
+      a = fmaf((a - mean) * rstd, g, b);
+    }
+    return f ? a / f[j] : a;
   };
   float amax = nnc_quant_fixed_amax<Q>(fixed);
   if (!(amax > 0.0f)) {
@@ -152,7 +170,7 @@ __global__ void nnc_quant_rows_kernel(int cols, const T *x, long long ldx, const
 template <class Q, typename T, int NORM, int V>
 __global__ void __launch_bounds__(NNC_QUANT_THREADS)
 nnc_quant_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                           const float *fixed, unsigned char *q, float *scale) {
+                           const float *fixed, const void *smooth, unsigned char *q, float *scale) {
   constexpr int E = nnc_dtype<T>::VEC;
   const int lane = threadIdx.x % 32;
   const long long r = (long long)blockIdx.x * (NNC_QUANT_THREADS / 32) + threadIdx.x / 32;
@@ -211,6 +229,15 @@ nnc_quant_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const 
       for (int j = 0; j < E; j++) v[i][j] = fmaf((v[i][j] - mean) * rstd, g[j], b[j]);
     }
   }
+  if (const float *f = nnc_quant_smooth(smooth)) {
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+      const int c = lane + i * 32;
+      if (c >= nvec) continue;
+#pragma unroll
+      for (int j = 0; j < E; j++) v[i][j] /= f[(long long)c * E + j];
+    }
+  }
   float amax = nnc_quant_fixed_amax<Q>(fixed);
   if (!(amax > 0.0f)) {
     amax = 0.0f;
@@ -237,53 +264,54 @@ nnc_quant_rows_warp_kernel(int rows, int cols, const T *x, long long ldx, const 
 
 template <class Q, typename T, int NORM, int V>
 static void nnc_quant_rows_warp(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                                const float *fixed, unsigned char *q, float *scale, cudaStream_t s) {
+                                const float *fixed, const void *smooth, unsigned char *q, float *scale, cudaStream_t s) {
   constexpr int W = NNC_QUANT_THREADS / 32;
   nnc_quant_rows_warp_kernel<Q, T, NORM, V><<<(unsigned)((rows + W - 1) / W), NNC_QUANT_THREADS, 0, s>>>(
-      rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale);
+      rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale);
 }
 
 /* The warp kernel for V vectors a lane, the smallest of 1, 2, 4, 8, 16 that
  * holds the row; false when none does (or the row is not whole vectors). */
 template <class Q, typename T, int NORM>
 static bool nnc_quant_rows_fast(int rows, int cols, const T *x, long long ldx, const T *gamma, const T *beta, float eps,
-                                const float *fixed, unsigned char *q, float *scale, cudaStream_t s) {
+                                const float *fixed, const void *smooth, unsigned char *q, float *scale, cudaStream_t s) {
   constexpr int E = nnc_dtype<T>::VEC;
   auto al = [](const void *p) { return p == nullptr || (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
   if (cols % E || ldx % E || !al(x) || !al(gamma) || !al(beta) || (reinterpret_cast<uintptr_t>(q) & 7u)) return false;
   const int per = (cols / E + 31) / 32;
-  if (per <= 1) nnc_quant_rows_warp<Q, T, NORM, 1>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 2) nnc_quant_rows_warp<Q, T, NORM, 2>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 4) nnc_quant_rows_warp<Q, T, NORM, 4>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 8) nnc_quant_rows_warp<Q, T, NORM, 8>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
-  else if (per <= 16) nnc_quant_rows_warp<Q, T, NORM, 16>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
+  if (per <= 1) nnc_quant_rows_warp<Q, T, NORM, 1>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s);
+  else if (per <= 2) nnc_quant_rows_warp<Q, T, NORM, 2>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s);
+  else if (per <= 4) nnc_quant_rows_warp<Q, T, NORM, 4>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s);
+  else if (per <= 8) nnc_quant_rows_warp<Q, T, NORM, 8>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s);
+  else if (per <= 16) nnc_quant_rows_warp<Q, T, NORM, 16>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s);
   else return false;
   return true;
 }
 
 /* Row r of x [rows, cols] (leading dimension ldx), normalized as norm says
- * (gamma, beta: cols elements or NULL), to Q's bytes in q [rows, cols] with
+ * (gamma, beta: cols elements or NULL), then divided by a SmoothQuant
+ * tail's factors (smooth, or nullptr), to Q's bytes in q [rows, cols] with
  * its scale in scale[r]: the row's max |value| / Q::MAX, or *fixed where
  * fixed is not NULL and *fixed > 0 (a device float). who names the caller
  * in a message. */
 template <class Q, typename T>
 nnc_cuda_status nnc_cuda_quant_rows(nnc_quant_norm norm, int rows, int cols, const T *x, long long ldx, const T *gamma,
-                                    const T *beta, float eps, const float *fixed, unsigned char *q, float *scale,
-                                    cudaStream_t s, const char *who, nnc_cuda_error *err) {
+                                    const T *beta, float eps, const float *fixed, const void *smooth, unsigned char *q,
+                                    float *scale, cudaStream_t s, const char *who, nnc_cuda_error *err) {
   if (!x || !q || !scale || rows < 0 || cols < 0 || ldx < cols)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, who, "a NULL pointer, a negative size or ldx < cols");
   if (rows == 0) return NNC_CUDA_OK;
   const bool fast =
-      norm == NNC_QUANT_LAYERNORM ? nnc_quant_rows_fast<Q, T, NNC_QUANT_LAYERNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s)
-    : norm == NNC_QUANT_RMSNORM   ? nnc_quant_rows_fast<Q, T, NNC_QUANT_RMSNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s)
-                                  : nnc_quant_rows_fast<Q, T, NNC_QUANT_PLAIN>(rows, cols, x, ldx, gamma, beta, eps, fixed, q, scale, s);
+      norm == NNC_QUANT_LAYERNORM ? nnc_quant_rows_fast<Q, T, NNC_QUANT_LAYERNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s)
+    : norm == NNC_QUANT_RMSNORM   ? nnc_quant_rows_fast<Q, T, NNC_QUANT_RMSNORM>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s)
+                                  : nnc_quant_rows_fast<Q, T, NNC_QUANT_PLAIN>(rows, cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale, s);
   if (fast) return nnc_cuda_check_launch(err, who);
   if (norm == NNC_QUANT_LAYERNORM)
-    nnc_quant_rows_kernel<Q, T, NNC_QUANT_LAYERNORM><<<rows, NNC_QUANT_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
+    nnc_quant_rows_kernel<Q, T, NNC_QUANT_LAYERNORM><<<rows, NNC_QUANT_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale);
   else if (norm == NNC_QUANT_RMSNORM)
-    nnc_quant_rows_kernel<Q, T, NNC_QUANT_RMSNORM><<<rows, NNC_QUANT_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
+    nnc_quant_rows_kernel<Q, T, NNC_QUANT_RMSNORM><<<rows, NNC_QUANT_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale);
   else
-    nnc_quant_rows_kernel<Q, T, NNC_QUANT_PLAIN><<<rows, NNC_QUANT_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, q, scale);
+    nnc_quant_rows_kernel<Q, T, NNC_QUANT_PLAIN><<<rows, NNC_QUANT_THREADS, 0, s>>>(cols, x, ldx, gamma, beta, eps, fixed, smooth, q, scale);
   return nnc_cuda_check_launch(err, who);
 }
 

@@ -5,7 +5,8 @@
  *
  * Weights: int8 [N, K] (K-major whatever the file's layout) with an f32
  * scale per output channel, max|w| / 127, quantized once on the device
- * from the f32 values when they load (nnc_cuda_w8a8_weight).
+ * from the f32 values when they load (nnc_cuda_w8a8_weight), then (16-byte
+ * aligned) SmoothQuant's tail: a header and K factors (quant_rows.cuh).
  * Activations: each GEMM's A quantized to int8 when it runs, a scale per
  * row (max|a| / 127, symmetric; no calibration), in one kernel that also
  * applies the layernorm or rmsnorm the GEMM reads (nnc_cuda_w8a8_rows).
@@ -46,21 +47,24 @@
 
 /* w (N*K f32 on the device, [N, K] or, in_out, [K, N]) to int8 [N, K] in q
  * with a scale per output channel in scale: C SIMD's values (the DIVIDE
- * rule of nnc_quant_weight_kernel). */
-inline nnc_cuda_status nnc_cuda_w8a8_weight(const float *w, int N, int K, bool in_out, signed char *q, float *scale,
-                                            cudaStream_t s, nnc_cuda_error *err) {
-  return nnc_cuda_quant_weight<nnc_quant_s8, true>(w, N, K, in_out, reinterpret_cast<unsigned char *>(q), scale, s,
-                                             "nnc_cuda_w8a8_weight", err);
+ * rule of nnc_quant_weight_kernel), input channel k times s_k where smooth
+ * (a SmoothQuant tail, quant_rows.cuh's nnc_quant_smooth; nullptr: none)
+ * is on. */
+inline nnc_cuda_status nnc_cuda_w8a8_weight(const float *w, int N, int K, bool in_out, const void *smooth,
+                                            signed char *q, float *scale, cudaStream_t s, nnc_cuda_error *err) {
+  return nnc_cuda_quant_weight<nnc_quant_s8, true>(w, N, K, in_out, smooth, reinterpret_cast<unsigned char *>(q), scale,
+                                                   s, "nnc_cuda_w8a8_weight", err);
 }
 
 /* Row r of x [rows, cols] (leading dimension ldx), normalized as norm says
- * (gamma, beta: cols elements or NULL), to int8 in q [rows, cols] with its
- * scale (max |value| / 127) in scale[r]. */
+ * (gamma, beta: cols elements or NULL) and column k divided by s_k where
+ * smooth (the weight's SmoothQuant tail, or nullptr) is on, to int8 in q
+ * [rows, cols] with its scale (max |value| / 127) in scale[r]. */
 template <typename T>
 nnc_cuda_status nnc_cuda_w8a8_rows(nnc_quant_norm norm, int rows, int cols, const T *x, long long ldx, const T *gamma,
-                                   const T *beta, float eps, signed char *q, float *scale, cudaStream_t s,
-                                   nnc_cuda_error *err) {
-  return nnc_cuda_quant_rows<nnc_quant_s8, T>(norm, rows, cols, x, ldx, gamma, beta, eps, nullptr,
+                                   const T *beta, float eps, const void *smooth, signed char *q, float *scale,
+                                   cudaStream_t s, nnc_cuda_error *err) {
+  return nnc_cuda_quant_rows<nnc_quant_s8, T>(norm, rows, cols, x, ldx, gamma, beta, eps, nullptr, smooth,
                                               reinterpret_cast<unsigned char *>(q), scale, s, "nnc_cuda_w8a8_rows", err);
 }
 

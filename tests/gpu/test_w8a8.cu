@@ -17,6 +17,10 @@
  *    and a guard row after it that must stay NaN. Tolerance: max |out -
  *    ref| <= tol x max |ref|, tol 1e-2 for bf16/f16 outputs, 1e-5 for f32
  *    (2e-3 with tanh-GELU: tanh.approx); a big case checks sampled rows;
+ *  - SmoothQuant's tail (quant_rows.cuh's nnc_quant_smooth): on, the
+ *    weight's channel k times s_k and A's column k over s_k, bit for bit
+ *    against the host's f32 operations (plain rows) or within the norms'
+ *    half step; off (its header 0, garbage factors), as without one;
  *  - the refusals: K not a multiple of 16, a misaligned operand, an
  *    unknown activation;
  *  - with --time: BERT MiniLM's GEMMs at B=32 T=128 (M = 4096; q/k/v 384 x
@@ -84,7 +88,28 @@ static void host_quant_weight(const std::vector<float> &v, std::vector<int8_t> &
   }
 }
 
-static void check_weight(int N, int K, bool in_out) {
+/* SmoothQuant's tail on the device: the header (on or off) and K factors in
+ * [0.25, 4) (garbage when off); f gets them as the kernels must use them
+ * (all 1 when off). nullptr for mode NONE. */
+enum smooth_mode { SMOOTH_NONE, SMOOTH_ON, SMOOTH_OFF };
+static void *smooth_tail(smooth_mode mode, int K, std::vector<float> &f) {
+  f.assign(K, 1.0f);
+  if (mode == SMOOTH_NONE) return nullptr;
+  std::vector<unsigned char> t(16 + (size_t)K * 4, 0);
+  const int32_t on = mode == SMOOTH_ON;
+  std::memcpy(t.data(), &on, 4);
+  for (int k = 0; k < K; k++) {
+    const float v = mode == SMOOTH_ON ? std::exp2(uni(2.0f)) : -7.0f;
+    std::memcpy(t.data() + 16 + 4 * k, &v, 4);
+    if (mode == SMOOTH_ON) f[k] = v;
+  }
+  void *d = nullptr;
+  CK(cudaMalloc(&d, t.size()));
+  CK(cudaMemcpy(d, t.data(), t.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+static void check_weight(int N, int K, bool in_out, smooth_mode sm = SMOOTH_NONE) {
   std::vector<float> w((size_t)N * K);
   for (auto &x : w) x = uni(0.05f);
   w[0] = 0.3f;   /* one large value a matrix */
@@ -94,38 +119,44 @@ static void check_weight(int N, int K, bool in_out) {
   (in_out ? w[(size_t)3 * N + 1] : w[(size_t)1 * K + 3]) = std::nanf("");
   (in_out ? w[(size_t)5 * N + 2] : w[(size_t)2 * K + 5]) = INFINITY;
   float *dw = dev_copy(w);
+  std::vector<float> f;
+  void *tail = smooth_tail(sm, K, f);
   signed char *dq;
   float *ds;
   CK(cudaMalloc(&dq, (size_t)N * K + 16));
   CK(cudaMalloc(&ds, (size_t)N * 4 + 4));
   CK(cudaMemset(dq, 0x80, (size_t)N * K));
   nnc_cuda_error e;
-  if (nnc_cuda_w8a8_weight(dw, N, K, in_out, dq, ds, 0, &e)) { std::printf("FAIL weight: %s\n", e.msg); failures++; }
+  if (nnc_cuda_w8a8_weight(dw, N, K, in_out, tail, dq, ds, 0, &e)) { std::printf("FAIL weight: %s\n", e.msg); failures++; }
   auto q = host_copy(dq, (size_t)N * K);
   auto s = host_copy(ds, (size_t)N);
   int bad = 0;
   for (int n = 0; n < N; n++) {
     std::vector<float> ch(K);
-    for (int k = 0; k < K; k++) ch[k] = in_out ? w[(size_t)k * N + n] : w[(size_t)n * K + k];
+    for (int k = 0; k < K; k++) ch[k] = (in_out ? w[(size_t)k * N + n] : w[(size_t)n * K + k]) * f[k];
     std::vector<int8_t> hq;
     float hs;
     host_quant_weight(ch, hq, hs);
     bad += hs != s[n];
     for (int k = 0; k < K; k++) bad += hq[k] != q[(size_t)n * K + k];
   }
-  std::printf("%s weight %dx%d in_out=%d: %d values differ from the host's\n", bad ? "FAIL" : "ok  ", N, K, in_out, bad);
+  std::printf("%s weight %dx%d in_out=%d smooth=%d: %d values differ from the host's\n", bad ? "FAIL" : "ok  ", N, K,
+              in_out, (int)sm, bad);
   failures += bad != 0;
+  cudaFree(tail);
   cudaFree(dw);
   cudaFree(dq);
   cudaFree(ds);
 }
 
-static void check_rows(nnc_quant_norm norm, int M, int K) {
+static void check_rows(nnc_quant_norm norm, int M, int K, smooth_mode sm = SMOOTH_NONE) {
   std::vector<__nv_bfloat16> x((size_t)M * K), g(K), b(K);
   for (auto &v : x) v = __float2bfloat16_rn(uni(2.0f));
   for (auto &v : g) v = __float2bfloat16_rn(1.0f + uni(0.2f));
   for (auto &v : b) v = __float2bfloat16_rn(uni(0.1f));
   auto dx = dev_copy(x), dg = dev_copy(g), db = dev_copy(b);
+  std::vector<float> f;
+  void *tail = smooth_tail(sm, K, f);
   signed char *dq;
   float *ds;
   CK(cudaMalloc(&dq, (size_t)M * K + 16));
@@ -133,7 +164,7 @@ static void check_rows(nnc_quant_norm norm, int M, int K) {
   CK(cudaMemset(dq, 0x80, (size_t)M * K));   /* -128: never written */
   CK(cudaMemset(ds, 0xff, (size_t)M * 4));    /* NaN */
   nnc_cuda_error e;
-  if (nnc_cuda_w8a8_rows<__nv_bfloat16>(norm, M, K, dx, K, dg, db, 1e-5f, dq, ds, 0, &e)) {
+  if (nnc_cuda_w8a8_rows<__nv_bfloat16>(norm, M, K, dx, K, dg, db, 1e-5f, tail, dq, ds, 0, &e)) {
     std::printf("FAIL rows: %s\n", e.msg);
     failures++;
   }
@@ -155,11 +186,11 @@ static void check_rows(nnc_quant_norm norm, int M, int K) {
     double amax = 0;
     for (int k = 0; k < K; k++) {
       double v = __bfloat162float(x[(size_t)m * K + k]);
-      yf[k] = (float)v;
+      yf[k] = (float)v / f[k];
       if (norm == NNC_QUANT_LAYERNORM) v = (v - mean) * rstd * __bfloat162float(g[k]) + __bfloat162float(b[k]);
       if (norm == NNC_QUANT_RMSNORM) v = v * rstd * __bfloat162float(g[k]);
-      y[k] = v;
-      amax = std::fmax(amax, std::fabs(v));
+      y[k] = v / f[k];
+      amax = std::fmax(amax, std::fabs(y[k]));
     }
     unwritten += std::isnan(s[m]);
     for (int k = 0; k < K; k++) {
@@ -176,9 +207,10 @@ static void check_rows(nnc_quant_norm norm, int M, int K) {
   }
   /* half a step (0.5 / 127 of the max), and the norm's f32 statistics */
   const bool ok = worst <= 0.5 / 127 + 1e-3 && !unwritten && !differ;
-  std::printf("%s rows norm %d %dx%d: error %.3g of the row's max, %d unwritten, %d differ from the host's\n",
-              ok ? "ok  " : "FAIL", (int)norm, M, K, worst, unwritten, differ);
+  std::printf("%s rows norm %d %dx%d smooth=%d: error %.3g of the row's max, %d unwritten, %d differ from the host's\n",
+              ok ? "ok  " : "FAIL", (int)norm, M, K, (int)sm, worst, unwritten, differ);
   failures += !ok;
+  cudaFree(tail);
   cudaFree(dx); cudaFree(dg); cudaFree(db); cudaFree(dq); cudaFree(ds);
 }
 
@@ -324,9 +356,9 @@ static void time_bert(nnrt_cuda_blas *h) {
   }
   float *qs;
   CK(cudaMalloc(&qs, M * 4));
-  double ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_w8a8_rows<__nv_bfloat16>(NNC_QUANT_PLAIN, M, 384, ab, 384, nullptr, nullptr, 0.0f, q, qs, 0, &e) == NNC_CUDA_OK; });
+  double ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_w8a8_rows<__nv_bfloat16>(NNC_QUANT_PLAIN, M, 384, ab, 384, nullptr, nullptr, 0.0f, nullptr, q, qs, 0, &e) == NNC_CUDA_OK; });
   std::printf("time int8 rows 4096x384: %.4f ms, %.0f GB/s\n", ms, (double)M * 384 * 3 / ms / 1e6);
-  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_w8a8_rows<__nv_bfloat16>(NNC_QUANT_PLAIN, M, 1536, ab, 1536, nullptr, nullptr, 0.0f, q, qs, 0, &e) == NNC_CUDA_OK; });
+  ms = median_ms([&] { nnc_cuda_error e; return nnc_cuda_w8a8_rows<__nv_bfloat16>(NNC_QUANT_PLAIN, M, 1536, ab, 1536, nullptr, nullptr, 0.0f, nullptr, q, qs, 0, &e) == NNC_CUDA_OK; });
   std::printf("time int8 rows 4096x1536: %.4f ms, %.0f GB/s\n", ms, (double)M * 1536 * 3 / ms / 1e6);
   cudaFree(q); cudaFree(w); cudaFree(sa); cudaFree(sw); cudaFree(ab); cudaFree(wb); cudaFree(d); cudaFree(r);
   cudaFree(bias); cudaFree(qs);
@@ -345,11 +377,16 @@ int main(int argc, char **argv) {
   if (prop.major < 8) return std::printf("compute capability below 8.0: skipped\n"), 77;
   check_weight(48, 80, false);
   check_weight(48, 80, true);
+  check_weight(48, 80, false, SMOOTH_ON);
+  check_weight(48, 80, true, SMOOTH_OFF);
   if (!small) check_weight(384, 1536, true);
   /* the warp kernel (rows of 16-byte vectors) and the block kernel (100: not whole vectors) */
   for (int norm = 0; norm < 3; norm++) {
     check_rows((nnc_quant_norm)norm, small ? 5 : 37, small ? 64 : 384);
     check_rows((nnc_quant_norm)norm, 5, 100);
+    check_rows((nnc_quant_norm)norm, 5, 100, SMOOTH_ON);
+    check_rows((nnc_quant_norm)norm, small ? 5 : 37, small ? 64 : 384, SMOOTH_ON);
+    check_rows((nnc_quant_norm)norm, 5, 64, SMOOTH_OFF);
     if (!small) check_rows((nnc_quant_norm)norm, 9, 1536);
   }
   const int sizes[][3] = {{17, 48, 64}, {37, 101, 96}, {129, 80, 768}, {3, 8, 16}};

@@ -10,8 +10,17 @@
 #     file's (the outliers' range moved into the weights' scales);
 #  2. a small LLaMA: rmsnorms into q, k, v, gate and up, and the final norm
 #     into the untied head (5 lines);
-#  3. refusals: BERT (post-norm: its norms' outputs feed the residuals),
-#     --smooth=0, --smooth=1, --smooth with --method, each without output.
+#  3. a small BERT (post-norm: its norms' outputs feed the residuals too)
+#     whose LayerNorm gammas have two outlier channels: 4 lines, each
+#     "as the .smooth of" the linears behind it (q, k, v or intermediate);
+#     the file keeps every tensor byte for byte and adds the 8 factors; the
+#     w8a8 folder's --check error below 0.85 of the original file's; a
+#     quantized checkpoint saved from it carries the 8 factors and loads
+#     back to the same bytes; an f32 folder ignores them (--check 1e-5);
+#     a factor of 0 or of the wrong shape is refused by name; calibrating
+#     the migrated file again is refused;
+#  4. refusals: --smooth=0, --smooth=1, --smooth with --method, each
+#     without output.
 set -euo pipefail
 nnc=${1:?usage: smooth_w8a8.sh NNC}
 work=$(mktemp -d)
@@ -117,9 +126,77 @@ bert="-D layers=2 -D hidden=64 -D heads=4 -D intermediate=128 -D vocab=31 -D pos
 # shellcheck disable=SC2086
 "$nnc" weights models/bert.lua $bert -o "$work/bw.safetensors"
 ids "$work/bdata.safetensors" input_ids=3x16:31 token_type_ids=3x16:0 attention_mask=3x16:1
+python3 - "$work/bw.safetensors" <<'PY'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+for name, t in json.loads(raw[8:8 + n]).items():
+    if name.endswith("LayerNorm.weight"):
+        at = 8 + n + t["data_offsets"][0]
+        for c in (3, 17):
+            struct.pack_into("<f", raw, at + 4 * c, struct.unpack_from("<f", raw, at + 4 * c)[0] * 40.0)
+open(sys.argv[1], "wb").write(raw)
+PY
 # shellcheck disable=SC2086
-refuse "calibrate --smooth: expected a layernorm or rmsnorm whose output only linear layers read" \
-  models/bert.lua $bert --weights "$work/bw.safetensors" --data "$work/bdata.safetensors" --smooth=0.5
+"$nnc" calibrate models/bert.lua $bert --weights "$work/bw.safetensors" --data "$work/bdata.safetensors" \
+  -o "$work/bs.safetensors" --smooth=0.5 > "$work/bcal.log" || { cat "$work/bcal.log"; fail "bert: calibrate --smooth"; }
+cat "$work/bcal.log"
+[ "$(grep -c "LayerNorm.weight: s from .* as the .smooth of encoder.layer.[01].\(attention.self.query.weight encoder.layer.[01].attention.self.key.weight encoder.layer.[01].attention.self.value.weight\|intermediate.dense.weight\)$" "$work/bcal.log")" -eq 4 ] ||
+  fail "bert: expected 4 norms' factors for q, k, v and intermediate"
+tensors "$work/bw.safetensors" > "$work/bw.txt"
+tensors "$work/bs.safetensors" > "$work/bs.txt"
+added=$( (diff "$work/bw.txt" "$work/bs.txt" || true) | grep '^[<>]' | sed 's/ [0-9a-f]*$//')
+want=$(printf '> %s F32 [64]\n' encoder.layer.{0,1}.attention.self.{query,key,value}.weight.smooth \
+         encoder.layer.{0,1}.intermediate.dense.weight.smooth)
+[ "$(sort <<< "$added")" = "$(sort <<< "$want")" ] || fail "bert: expected the file unchanged and 8 factors added, found: $added"
+# shellcheck disable=SC2086
+"$nnc" models/bert.lua $bert --quantize=w8a8 -o "$work/bf" > /dev/null
+# shellcheck disable=SC2086
+"$nnc" models/bert.lua $bert -o "$work/bf32" > /dev/null
+for f in bf bf32; do
+  make -s -C "$work/$f" -j2 bench_bert > "$work/make.log" 2>&1 || { tail -20 "$work/make.log"; fail "bert $f build"; }
+done
+# the larger max relative error of bert's two outputs
+berr() { (cd "$work/$1" && ./bench_bert --weights "$2" --check --runs 1 --warmup 0 --threads 2) |
+         sed -n 's/^ *[a-z_]* *f32 *max relative error \([^,]*\),.*/\1/p' | sort -g | tail -1; }
+before=$(berr bf "$work/bw.safetensors") after=$(berr bf "$work/bs.safetensors")
+echo "bert w8a8 --check: max relative error $before, with the factors $after"
+awk -v b="$before" -v a="$after" 'BEGIN { exit !(b != "" && a != "" && a + 0 < 0.85 * b) }' ||
+  fail "bert: the factors did not lower w8a8's error ($before -> $after)"
+f32=$(berr bf32 "$work/bs.safetensors")
+awk -v e="$f32" 'BEGIN { exit !(e != "" && e + 0 <= 1e-5) }' || fail "bert: the f32 folder with the factors' file: $f32"
+(cd "$work/bf" && ./bench_bert --weights "$work/bs.safetensors" --save-quantized "$work/bq.safetensors" --runs 1 \
+   --warmup 0 --threads 2 > /dev/null) || fail "bert: --save-quantized"
+[ "$(tensors "$work/bq.safetensors" | grep -c '\.smooth F32 \[64\]')" -eq 8 ] || fail "bert: the quantized checkpoint's factors"
+(cd "$work/bf" && ./bench_bert --weights "$work/bq.safetensors" --save-quantized "$work/bq2.safetensors" --runs 1 \
+   --warmup 0 --threads 2 > /dev/null) || fail "bert: loading the quantized checkpoint"
+cmp -s "$work/bq.safetensors" "$work/bq2.safetensors" || fail "bert: the quantized checkpoint did not load as saved"
+# a zero factor, a wrong shape: refused by name
+python3 - "$work/bs.safetensors" "$work/bad0.safetensors" "$work/bad1.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+name = "encoder.layer.1.intermediate.dense.weight.smooth"
+zero = bytearray(raw)
+struct.pack_into("<f", zero, 8 + n + hdr[name]["data_offsets"][0] + 4 * 5, 0.0)
+open(sys.argv[2], "wb").write(zero)
+hdr[name]["shape"] = [8, 8]
+h = json.dumps(hdr).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[3], "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+badload() {
+  local out rc=0
+  out=$(cd "$work/bf" && ./bench_bert --weights "$1" --runs 1 --warmup 0 --threads 2 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "bert: $1 accepted"
+  grep -qF -- "$2" <<< "$out" || fail "bert: $1: expected '$2', found: $out"
+}
+badload "$work/bad0.safetensors" "encoder.layer.1.intermediate.dense.weight.smooth: factor 5 is 0, expected a finite value > 0"
+badload "$work/bad1.safetensors" "encoder.layer.1.intermediate.dense.weight.smooth: expected F32 [64]"
+# shellcheck disable=SC2086
+refuse "expected a weights file without encoder.layer.0.attention.self.query.weight.smooth, found one" \
+  models/bert.lua $bert --weights "$work/bs.safetensors" --data "$work/bdata.safetensors" --smooth=0.5
 for a in 0 1 x; do
   # shellcheck disable=SC2086
   refuse "--smooth: expected an alpha with 0 < alpha < 1" models/gpt2.lua $gpt2 --weights "$work/w.safetensors" \

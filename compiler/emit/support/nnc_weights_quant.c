@@ -9,6 +9,7 @@
 #include <string.h>
 
 #define SCALE_SUFFIX ".scale"
+#define SMOOTH_SUFFIX ".smooth"
 
 /* The shapes of a quantized weight's two tensors in the file: N channels
  * of depth K, [N, K] when n_k. */
@@ -46,11 +47,43 @@ static const char *shape_str(int rank, const int64_t *shape, char *buf, size_t s
   return buf;
 }
 
-static char *scale_name(const char *name) {
-  size_t len = strlen(name) + sizeof SCALE_SUFFIX;
+static char *suffixed(const char *name, const char *suffix) {
+  size_t len = strlen(name) + strlen(suffix) + 1;
   char *s = malloc(len);
-  if (s) snprintf(s, len, "%s" SCALE_SUFFIX, name);
+  if (s) snprintf(s, len, "%s%s", name, suffix);
   return s;
+}
+
+static char *scale_name(const char *name) { return suffixed(name, SCALE_SUFFIX); }
+
+/* The weight's SmoothQuant factors, "<name>.smooth" ([K], each finite and
+ * > 0), into a new buffer *out; *out NULL when the file has none. */
+static nnrt_status read_smooth(const nnrt_st *st, const char *name, int K, float **out, nnrt_error *err) {
+  *out = NULL;
+  char *sname = suffixed(name, SMOOTH_SUFFIX);
+  if (!sname) return nnrt_errorf(err, NNRT_E_NOMEM, "out of memory loading %s", name);
+  const nnrt_st_tensor *t = NULL;
+  nnrt_status rc = NNRT_OK;
+  if (nnrt_st_find(st, sname, &t, NULL) != NNRT_OK) {
+    free(sname);
+    return NNRT_OK;
+  }
+  char a[96];
+  if ((t->dtype != NNRT_F32 && t->dtype != NNRT_F16 && t->dtype != NNRT_BF16) || t->rank != 1 || t->shape[0] != K)
+    rc = nnrt_errorf(err, NNRT_E_FORMAT, "%s: %s: expected F32 [%d] (SmoothQuant's factors of %s's %d input channels), "
+                     "found %s %s", nnrt_st_label(st), sname, K, name, K, nnrt_dtype_name(t->dtype),
+                     shape_str(t->rank, t->shape, a, sizeof a));
+  float *v = !rc ? malloc((size_t)K * sizeof *v + 1) : NULL;
+  if (!rc && !v) rc = nnrt_errorf(err, NNRT_E_NOMEM, "out of memory loading %s", sname);
+  if (!rc) rc = nnrt_st_copy_f32(st, t, v, (size_t)K, err);
+  for (int k = 0; !rc && k < K; k++)
+    if (!(v[k] > 0.0f) || !isfinite(v[k]))
+      rc = nnrt_errorf(err, NNRT_E_FORMAT, "%s: %s: factor %d is %g, expected a finite value > 0", nnrt_st_label(st),
+                       sname, k, (double)v[k]);
+  free(sname);
+  if (rc) free(v);
+  else *out = v;
+  return rc;
 }
 
 /* The mode (and group) the file says its quantized tensors have, against
@@ -152,7 +185,17 @@ static void quantize_at(void *ctx, int j, const float *values, void *dst) {
 nnrt_status nnc_weights_load_held(const nnrt_st *st, const nnrt_st_desc *manifest, int n, void *const *dst,
                                   const unsigned char *quantized, const int (*shape)[3],
                                   const nnc_weights_qform *form, nnc_weights_convert_fn quantize,
-                                  nnc_weights_import_fn import, void *ctx, nnrt_error *err) {
+                                  nnc_weights_import_fn import, nnc_weights_smooth_fn smooth, void *ctx,
+                                  nnrt_error *err) {
+  /* SmoothQuant's factors first: the values are quantized with them */
+  for (int i = 0; smooth && i < n; i++) {
+    if (!quantized[i]) continue;
+    float *f = NULL;
+    nnrt_status rc = read_smooth(st, manifest[i].name, shape[i][1], &f, err);
+    if (!rc && smooth(ctx, i, f, dst[i], err)) rc = err->code ? err->code : NNRT_E_NOMEM;
+    free(f);
+    if (rc) return rc;
+  }
   /* the weights stored as q and scales; the others load as any weights file's */
   nnrt_st_desc *rest = calloc((size_t)n + 1, sizeof *rest);
   void **rest_dst = calloc((size_t)n + 1, sizeof *rest_dst);
@@ -184,12 +227,12 @@ nnrt_status nnc_weights_load_held(const nnrt_st *st, const nnrt_st_desc *manifes
 
 nnrt_status nnc_weights_save_held(const char *path, const nnrt_st_desc *manifest, int n, void *const *w,
                                   const unsigned char *quantized, const int (*shape)[3],
-                                  const nnc_weights_qform *form, nnc_weights_export_fn export_fn, void *ctx,
-                                  nnrt_error *err) {
-  /* up to two tensors a weight; the buffers of the quantized ones owned here */
-  nnrt_st_desc *desc = calloc(2 * (size_t)n + 1, sizeof *desc);
-  const void **data = calloc(2 * (size_t)n + 1, sizeof *data);
-  void **owned = calloc(3 * (size_t)n + 1, sizeof *owned);
+                                  const nnc_weights_qform *form, nnc_weights_export_fn export_fn,
+                                  nnc_weights_smooth_of_fn smooth_of, void *ctx, nnrt_error *err) {
+  /* up to three tensors a weight; the buffers of the quantized ones owned here */
+  nnrt_st_desc *desc = calloc(3 * (size_t)n + 1, sizeof *desc);
+  const void **data = calloc(3 * (size_t)n + 1, sizeof *data);
+  void **owned = calloc(4 * (size_t)n + 1, sizeof *owned);
   nnrt_status rc = desc && data && owned ? NNRT_OK : nnrt_errorf(err, NNRT_E_NOMEM, "%s: out of memory", path);
   int m = 0, k = 0;
   for (int i = 0; !rc && i < n; i++) {
@@ -216,6 +259,16 @@ nnrt_status nnc_weights_save_held(const char *path, const nnrt_st_desc *manifest
     data[m++] = values;
     desc[m] = s.scale;
     data[m++] = scales;
+    const float *f = smooth_of ? smooth_of(ctx, i, w[i]) : NULL;
+    if (!f) continue;
+    char *fname = suffixed(manifest[i].name, SMOOTH_SUFFIX);
+    owned[k++] = fname;
+    if (!fname) {
+      rc = nnrt_errorf(err, NNRT_E_NOMEM, "%s: out of memory for %s", path, manifest[i].name);
+      break;
+    }
+    desc[m] = (nnrt_st_desc){fname, NNRT_F32, 1, {shape[i][1]}};
+    data[m++] = f;
   }
   char group[32];
   snprintf(group, sizeof group, "%d", form->group);
@@ -282,6 +335,12 @@ nnrt_status nnc_weights_read_f32(const nnrt_st *st, const nnrt_st_desc *d, float
       int64_t g = form.group ? k / form.group : 0;
       out[n_k ? n * K + k : k * N + n] = (float)v * scale[n_k ? n * G + g : g * N + n];
     }
+  /* a migrated weight's q * scale is W times s along K */
+  float *f = NULL;
+  if (!rc) rc = read_smooth(st, d->name, K, &f, err);
+  for (int64_t n = 0; f && n < N; n++)
+    for (int64_t k = 0; k < K; k++) out[n_k ? n * K + k : k * N + n] /= f[k];
+  free(f);
   free(scale);
   free(sname);
   return rc;
