@@ -83,6 +83,7 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
   const qform *f = model_form(x);
   if (!f) return;
+  const bool smooth = f == &forms[1];   /* w8a8's held forms carry SmoothQuant's factors */
   /* the functions of the weights' layout (templates/c_simd/nnc_simd.h) */
   nnc_sb_printf(b,
     "/* --quantize=%s: the weights held as\n"
@@ -114,11 +115,13 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
     "                          : (size_t)nnc_weights_numel(&manifest[i]) * 4;\n"
     "  return (n + 63) / 64 * 64;\n}\n\n"
     "/* Weight i's f32 values, as the file or set_weight gives them, into its\n"
-    " * held form at dst. */\n"
+    " * held form at dst%s. */\n"
     "static void quantize_weight(void *ctx, int i, const float *values, void *dst) {\n"
     "  (void)ctx;\n"
     "  int N = q8_shape[i][0], K = q8_shape[i][1], n_k = q8_shape[i][2];\n"
-    "  %s_pack(values, n_k ? K : N, n_k, N, K, dst);\n}\n\n", f->prefix, f->prefix);
+    "  %s_pack%s(values, n_k ? K : N, n_k, N, K, %sdst);\n}\n\n", f->prefix,
+    smooth ? " (with the SmoothQuant factors it holds)" : "", f->prefix, smooth ? "_smooth" : "",
+    smooth ? "nnc_simd_w8a8_smooth(dst, N, K), " : "");
   const char *vt = f->bits == 4 ? "uint8_t" : "int8_t";
   nnc_sb_printf(b,
     "/* How a quantized checkpoint stores them (support/nnc_weights_quant.h):\n"
@@ -127,17 +130,19 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
     "static const nnc_weights_qform qform = {\"%s\", %d, %d, %d};\n\n"
     "static void import_weight(void *ctx, int i, const void *values, const float *scales, void *dst) {\n"
     "  (void)ctx;\n"
-    "  %s_import((const %s *)values, scales, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1], dst);\n}\n\n"
+    "  %s_import%s((const %s *)values, scales, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1],%s dst);\n}\n\n"
     "static void export_weight(void *ctx, int i, const void *held, void *values, float *scales) {\n"
     "  (void)ctx;\n"
     "  %s_export(held, q8_shape[i][2], q8_shape[i][0], q8_shape[i][1], (%s *)values, scales);\n}\n\n",
     f->bits == 4 ? "int4 values two a byte, a scale per 128 k" : "int8 values, a scale per channel",
-    f->mode, f->bits, f->group, f->qmax, f->prefix, vt, f->prefix, vt);
-  if (f != &forms[1]) return;
+    f->mode, f->bits, f->group, f->qmax, f->prefix, smooth ? "_smooth" : "", vt,
+    smooth ? "\n                             nnc_simd_w8a8_smooth(dst, q8_shape[i][0], q8_shape[i][1])," : "",
+    f->prefix, vt);
+  if (!smooth) return;
   nnc_sb_printf(b,
     "/* SmoothQuant's factors of weight i (`<name>.smooth`, or NULL: off), held\n"
-    " * with its values: packing multiplies its input channels by them, the GEMM\n"
-    " * divides A's columns by them. */\n"
+    " * with its values (the loader sets them first): packing multiplies its input\n"
+    " * channels by them, the GEMM divides A's columns by them. */\n"
     "static int smooth_weight(void *ctx, int i, const float *s, void *dst, nnrt_error *err) {\n"
     "  (void)ctx;\n  (void)err;\n"
     "  nnc_simd_w8a8_set_smooth(dst, q8_shape[i][0], q8_shape[i][1], s);\n  return 0;\n}\n\n"

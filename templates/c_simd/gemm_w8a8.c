@@ -29,9 +29,9 @@
  * NR-column panels of all of Kp (panel p at p*NR*Kp bytes), in groups of 4
  * k: group g at g*4*NR, byte [j*4 + t] = q[4g + t, column j]; then at a
  * 64-byte boundary the NR-padded f32 scales and int32 column sums, then
- * (64-byte aligned) SmoothQuant's migration: a 64-byte header whose first
- * int32 says whether it is on, and K f32 s_k (nnc_simd_w8a8_set_smooth).
- * Zeroed memory is "off", so a held form needs no setting up. Packed A
+ * (64-byte aligned) SmoothQuant's factors: a 64-byte header whose first
+ * int32 says whether they are on, and K f32 s_k (written by every function
+ * that writes a held form: off, or the factors of the _smooth ones). Packed A
  * is the same with MR rows (8 with AVX512-VNNI, else 4; A is packed each
  * call, so MR is no part of a checkpoint): group g of a panel at g*4*MR,
  * byte [i*4 + t].
@@ -91,9 +91,11 @@ const float *nnc_simd_w8a8_smooth(const void *w, int N, int K) {
 void nnc_simd_w8a8_set_smooth(void *w, int N, int K, const float *s) {
   unsigned char *t = (unsigned char *)w + smooth_at(N, K);
   int32_t on = s != NULL;
+  /* s may be w's own factors (a held form packed again with them); off: all zero */
+  if (s) memmove(t + 64, s, (size_t)(K > 0 ? K : 0) * sizeof *s);
+  else memset(t + 64, 0, (size_t)(K > 0 ? K : 0) * sizeof *s);
   memset(t, 0, 64);
   memcpy(t, &on, sizeof on);
-  if (s) memcpy(t + 64, s, (size_t)(K > 0 ? K : 0) * sizeof *s);
 }
 
 static const float *col_scales(const void *w, int N, int K) {
@@ -113,11 +115,14 @@ static int8_t to_int(float x, float inv, float lim) {
 }
 
 void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst) {
+  nnc_simd_w8a8_pack_smooth(B, ldb, b_trans, N, K, NULL, dst);
+}
+
+void nnc_simd_w8a8_pack_smooth(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, const float *sm, void *dst) {
   int8_t *q = dst;
   size_t kp = kpad(K), np = panels(N) * NR;
   float *scale = (float *)(void *)((unsigned char *)dst + values_bytes(N, K));
   int32_t *sum = (int32_t *)(void *)(scale + np);
-  const float *sm = nnc_simd_w8a8_smooth(dst, N, K);
   memset(q, 0, values_bytes(N, K));
   memset(scale, 0, np * sizeof *scale);
   memset(sum, 0, np * sizeof *sum);
@@ -139,6 +144,7 @@ void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K
       sum[n] += v;
     }
   }
+  nnc_simd_w8a8_set_smooth(dst, N, K, sm);
 }
 
 float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n) {
@@ -588,6 +594,11 @@ void nnc_simd_w8a8_export(const void *w, int b_trans, int N, int K, int8_t *valu
 }
 
 void nnc_simd_w8a8_import(const int8_t *values, const float *scales, int b_trans, int N, int K, void *dst) {
+  nnc_simd_w8a8_import_smooth(values, scales, b_trans, N, K, NULL, dst);
+}
+
+void nnc_simd_w8a8_import_smooth(const int8_t *values, const float *scales, int b_trans, int N, int K,
+                                 const float *smooth, void *dst) {
   int8_t *q = dst;
   size_t kp = kpad(K), np = panels(N) * NR;
   float *scale = (float *)(void *)((unsigned char *)dst + values_bytes(N, K));
@@ -604,4 +615,5 @@ void nnc_simd_w8a8_import(const int8_t *values, const float *scales, int b_trans
     }
     scale[n] = scales[n];
   }
+  nnc_simd_w8a8_set_smooth(dst, N, K, smooth);
 }

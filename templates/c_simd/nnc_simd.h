@@ -166,16 +166,21 @@ void nnc_simd_q8_import(const int8_t *values, const float *scales, int b_trans, 
  * to q and returns a (0 for a row of zeros). C = (sum_k qa qb) * a * s[n],
  * the sum exact in int32. _bytes, _pack and _value as for q8.
  * SmoothQuant's migration (nnc calibrate --smooth, `<weight>.smooth`): a
- * held form may carry K factors s_k > 0 (_set_smooth; NULL turns them off,
- * as zeroed memory is). Then _pack quantizes B's row k times s_k, and the
- * GEMM divides A's column k by s_k before quantizing its rows: the same
- * product, with A's large channels moved into B's per-column scales.
- * _smooth: the factors, or NULL when off. _import and _export leave them. */
+ * held form may carry K factors s_k > 0. _pack_smooth quantizes B's row k
+ * times s_k and keeps s (NULL: none, as _pack), and the GEMM divides A's
+ * column k by s_k before quantizing its rows: the same product, with A's
+ * large channels moved into B's per-column scales. _import_smooth holds
+ * the saved values with their factors (NULL: none, as _import);
+ * _set_smooth replaces a held form's factors (s may be its own); _smooth
+ * gives them, or NULL. */
 size_t nnc_simd_w8a8_bytes(int N, int K);
 void nnc_simd_w8a8_pack(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, void *dst);
 float nnc_simd_w8a8_value(const void *w, int N, int K, int k, int n);
 void nnc_simd_w8a8_export(const void *w, int b_trans, int N, int K, int8_t *values, float *scales);
 void nnc_simd_w8a8_import(const int8_t *values, const float *scales, int b_trans, int N, int K, void *dst);
+void nnc_simd_w8a8_pack_smooth(const float *B, ptrdiff_t ldb, int b_trans, int N, int K, const float *s, void *dst);
+void nnc_simd_w8a8_import_smooth(const int8_t *values, const float *scales, int b_trans, int N, int K,
+                                 const float *s, void *dst);
 void nnc_simd_w8a8_set_smooth(void *w, int N, int K, const float *s);
 const float *nnc_simd_w8a8_smooth(const void *w, int N, int K);
 float nnc_simd_a8_quantize(const float *x, int n, int8_t *q);
