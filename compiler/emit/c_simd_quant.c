@@ -11,17 +11,18 @@
 typedef struct qform {
   const char *mode, *file, *prefix, *field, *held;
   int bits, group, qmax;   /* as a quantized checkpoint stores it (nnc_weights_qform) */
+  bool smooth;             /* its held forms carry SmoothQuant's factors (the _smooth functions) */
   const char *layout;      /* the generated tables' comment: how a weight is held */
   const char *a_note;      /* and what its GEMMs do to A ("" when nothing) */
 } qform;
 
 static const qform forms[] = {
-  {"int8w", "gemm_q8.c", "nnc_simd_q8", "b_q8", "int8", 8, 0, 127,
+  {"int8w", "gemm_q8.c", "nnc_simd_q8", "b_q8", "int8", 8, 0, 127, false,
    "int8 with an f32 scale per output channel", ""},
-  {"w8a8", "gemm_w8a8.c", "nnc_simd_w8a8", "b_w8a8", "int8, A quantized per row", 8, 0, 31,
+  {"w8a8", "gemm_w8a8.c", "nnc_simd_w8a8", "b_w8a8", "int8, A quantized per row", 8, 0, 31, true,
    "int8 with an f32 scale per output channel",
    "\n * The GEMMs that read them quantize their rows of A to int8 as they run."},
-  {"int4w", "gemm_q4.c", "nnc_simd_q4", "b_q4", "int4, a scale per 128 k", 4, 128, 7,
+  {"int4w", "gemm_q4.c", "nnc_simd_q4", "b_q4", "int4, a scale per 128 k", 4, 128, 7, false,
    "int4 with an f32 scale per group of 128 k of an output channel", ""},
 };
 
@@ -83,7 +84,7 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
   const nnc_graph *g = x->g;
   const qform *f = model_form(x);
   if (!f) return;
-  const bool smooth = f == &forms[1];   /* w8a8's held forms carry SmoothQuant's factors */
+  const bool smooth = f->smooth;
   /* the functions of the weights' layout (templates/c_simd/nnc_simd.h) */
   nnc_sb_printf(b,
     "/* --quantize=%s: the weights held as\n"
@@ -152,7 +153,8 @@ void cs_emit_quant_tables(const ec_ctx *x, nnc_sb *b) {
 }
 
 const char *cs_quant_smooth_fn(const ec_ctx *x, bool back) {
-  return model_form(x) == &forms[1] ? (back ? "smooth_of" : "smooth_weight") : "NULL";
+  const qform *f = model_form(x);
+  return f && f->smooth ? (back ? "smooth_of" : "smooth_weight") : "NULL";
 }
 
 void cs_quant_decls(const ec_ctx *x, nnc_sb *b) {

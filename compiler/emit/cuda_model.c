@@ -480,6 +480,11 @@ static void api(const ec_ctx *x, nnc_sb *b) {
            sharded ? x->tpc : "comm");
   /* quantized weights: a quantized checkpoint's arrive held (cuda_qweights.c) */
   const bool w8 = cu_qweight_any(x);
+  char held_load[256];
+  snprintf(held_load, sizeof held_load,
+           "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
+           "                                   qweight_keep, qweight_import, %s, &q, e)",
+           cu_smooth_any(x) ? "qweight_smooth" : "NULL");
   nnc_sb_printf(b,
     "static int load(%s_model *m, nnrt_st *st, nnrt_error *e) {\n"
     "  m->nloaded = 0;\n"
@@ -507,10 +512,7 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     w8 ? "  qload q = {{0}, m};   /* weight i came from a quantized checkpoint as held: q.held[i] */\n" : "",
     numel, w8 ? " + (qweight_file[i] ? qweight_bytes(i) : 0)" : "", P,
     sharded ? shards_load
-    : w8    ? (cu_smooth_any(x) ? "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
-                                  "                                   qweight_keep, qweight_import, qweight_smooth, &q, e)"
-                                : "nnc_weights_load_held(st, manifest, NPARAMS, host, qweight_file, qweight_shape, &qweight_form,\n"
-                                  "                                   qweight_keep, qweight_import, NULL, &q, e)")
+    : w8    ? held_load
             : "nnc_weights_load(st, manifest, NPARAMS, host, e)",
     numel, w8 ? "q.held[i] ? upload_qweight_held(m, i, host[i]) : " : "",
     cu_smooth_shared_any(x) ? "  if (!rc) rc = check_shared_smooth(m);   /* GEMMs that quantize one A once */\n" : "",
