@@ -433,37 +433,42 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1) layer_k
     };
   };
 
+  /* the epilogue of P3 and P5: out = act(acc + bias), rows of ldo */
+  auto biased = [&](int n0, const bf16 *bias, bf16 *out, int ldo, bool gelu) {
+    return [=](int row, int col, const float *v) {
+      if (row >= M) return;
+      float bb[4], o[4];
+      load4(bias + n0 + col, bb);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[e] = gelu ? gelu_tanh(v[e] + bb[e]) : v[e] + bb[e];
+      store4(out + row * ldo + n0 + col, o);
+    };
+  };
+
+  /* a grid barrier, block 0's clock marked on both sides */
+  auto barrier = [&](int i) {
+    mark(p.trace, i);
+    grid_sync(p.bar);
+    mark(p.trace, i + 1);
+  };
+
   /* P1: x1 = x + y Wproj + bproj */
   gemm<P1>(as, w1, ready1, cl, [&](int pc) { stage_a<P1>(as, p.y, M, rank * P1::KS + pc * P1::KC); },
            residual(g * P1::NT, p.w.bproj, p.x, p.x1), p.trace, 9);
   residual_done(p.stats1);
-  mark(p.trace, 2);
-  grid_sync(p.bar);
-  mark(p.trace, 3);
+  barrier(2);
 
   /* P3: h = gelu(ln_2(x1) Wfc + bfc) */
   gemm<P3>(as, w3, ready3, cl,
            [&](int pc) { stage_a_ln<P3>(as, p.x1, M, rank * P3::KS + pc * P3::KC, p.stats1, p.w.ln2_g, p.w.ln2_b, mr); },
-           [&](int row, int col, const float *v) {
-             if (row >= M) return;
-             float bb[4], o[4];
-             load4(p.w.bfc + g * P3::NT + col, bb);
-#pragma unroll
-             for (int e = 0; e < 4; ++e) o[e] = gelu_tanh(v[e] + bb[e]);
-             store4(p.h + row * F + g * P3::NT + col, o);
-           },
-           p.trace, 14);
-  mark(p.trace, 4);
-  grid_sync(p.bar);
-  mark(p.trace, 5);
+           biased(g * P3::NT, p.w.bfc, p.h, F, true), p.trace, 14);
+  barrier(4);
 
   /* P4: x2 = x1 + h Wmp + bmp */
   gemm<P4>(as, w4, ready4, cl, [&](int pc) { stage_a<P4>(as, p.h, M, rank * P4::KS + pc * P4::KC); },
            residual(g * P4::NT, p.w.bmp, p.x1, p.x2), p.trace, 19);
   residual_done(p.stats2);
-  mark(p.trace, 6);
-  grid_sync(p.bar);
-  mark(p.trace, 7);
+  barrier(6);
   /* every block is resident and past its last barrier: the next kernel may take SMs as they free */
   nnc_pdl::let_next_start();
   if (p.next) {
@@ -476,15 +481,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1) layer_k
   /* P5: qkv = ln_1'(x2) Wattn + battn */
   gemm<P5>(as, w5, ready5, cl,
            [&](int pc) { stage_a_ln<P5>(as, p.x2, M, rank * P5::KS + pc * P5::KC, p.stats2, p.w.ln1_g, p.w.ln1_b, mr); },
-           [&](int row, int col, const float *v) {
-             if (row >= M) return;
-             float bb[4], o[4];
-             load4(p.w.battn + g * P5::NT + col, bb);
-#pragma unroll
-             for (int e = 0; e < 4; ++e) o[e] = v[e] + bb[e];
-             store4(p.qkv + row * Q + g * P5::NT + col, o);
-           },
-           p.trace, 24);
+           biased(g * P5::NT, p.w.battn, p.qkv, Q, false), p.trace, 24);
   mark(p.trace, 8);
 }
 
