@@ -40,7 +40,7 @@ static int make_lane(lane *l, int64_t b) {
   o.max_T = 1;
   o.max_S = S_LEN;
   if (gpt2_create(&o, &l->m)) return fprintf(stderr, "create: %s\n", gpt2_last_error(NULL)), 1;
-  float **w = nnc_bench_weights(&gpt2_bench_model, l->m, NULL);
+  float **w = nnc_bench_weights(&gpt2_bench_model, l->m, NULL, 0);
   if (!w) return 1;
   for (int i = 0; i < gpt2_bench_model.nparams; i++) free(w[i]);
   free(w);
