@@ -103,7 +103,7 @@ run() {
       > "$T/b_gad_head.log" 2>&1 &
     for d in "$G"/* "$C"/llama/*; do
       local fl="-O3"
-      case $d in *skinny) fl="-O3 -DNNC_SKINNY_GEMM" ;; esac
+      case $d in *skinny) fl="-O3 -DNNC_SKINNY_ROWS=64" ;; esac
       make -C "$d" -j4 ARCH="$arch" NVCCFLAGS="$fl" > "$T/make_$(basename "$d").log" 2>&1 &
     done
     wait

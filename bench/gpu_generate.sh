@@ -19,8 +19,8 @@
 # ctx is 640 there: 64 x 640 logits rows of 50257 fit the kernels' int indices.
 # The decode step is also timed on gpt2_full_bf16_base, the same folder with
 # the decode attention of a thread a key (the baseline of the same run), and
-# on gpt2_full_bf16_skinny, the same folder built with -DNNC_SKINNY_GEMM (the
-# skinny GEMM's branch for M <= 64, off by default); then the floor: the weights' bytes and the
+# on gpt2_full_bf16_skinny, the same folder built with -DNNC_SKINNY_ROWS=64 (the
+# skinny GEMM's branch for every M <= 64, where the default takes it up to 16); then the floor: the weights' bytes and the
 # kv caches' (12 layers x k, v x B x S x 768 bf16) over the device-to-device
 # copy rate measured in the same run (gpt2_decode_torch.py --copy-bw), and
 # each step time as a % of it.
@@ -57,7 +57,7 @@ generate() {
   cp -r "$G/gpt2_full_bf16" "$G/$BASE"
   sed -E -i 's#nnc_attn_decode_groups_kernel<T, 64, [0-9]+, [0-9]+><<<\(unsigned\)rows, [0-9]+ \* 32#nnc_attn_decode_kernel<T, 64, 4><<<(unsigned)rows, 4 * 32#' "$G/$BASE/kernels/attention_decode.cuh"
   grep -q 'nnc_attn_decode_kernel<T, 64, 4><<<' "$G/$BASE/kernels/attention_decode.cuh" || { echo "no decode kernel to swap" >&2; exit 1; }
-  # the same folder built with the skinny GEMM's branch for M <= 64 (-DNNC_SKINNY_GEMM, off by default)
+  # the same folder built with the skinny GEMM's branch for every M <= 64 (-DNNC_SKINNY_ROWS=64; 16 by default)
   cp -r "$G/gpt2_full_bf16" "$G/$SKINNY"
   echo "generated: $(ls "$G" | tr '\n' ' ')"
 }
@@ -76,7 +76,7 @@ run() {
     make -C "$G/$c" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$c.log" 2>&1 &
   done <<< "$CASES"
   make -C "$G/$BASE" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" > "$out/make_$BASE.log" 2>&1 &
-  make -C "$G/$SKINNY" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" NVCCFLAGS="-O3 -DNNC_SKINNY_GEMM" \
+  make -C "$G/$SKINNY" -j8 ARCH="-gencode arch=compute_$sm,code=sm_$sm" NVCCFLAGS="-O3 -DNNC_SKINNY_ROWS=64" \
     > "$out/make_$SKINNY.log" 2>&1 &
   wait
   while read -r c model _; do
@@ -128,7 +128,7 @@ rate = json.load(open(bw))["copy_GBps"] * 1e9
 floor = (wbytes + cbytes) / rate * 1e3
 print("floor B=%d S=%d: (weights %.0f MB + caches %.0f MB) / copy %.0f GB/s = %.4f ms" % (b, S, wbytes / 1e6, cbytes / 1e6, rate / 1e9, floor))
 for gr in ("off", "on"):
-    for tag, what in (("", "nnc"), ("_base", "nnc baseline (a thread a key)"), ("_skinny", "nnc + skinny GEMM")):
+    for tag, what in (("", "nnc"), ("_base", "nnc baseline (a thread a key)"), ("_skinny", "nnc + skinny GEMM up to 64 rows")):
         try:
             ms = json.load(open("%s/step_b%d_%s%s.json" % (out, b, gr, tag)))["median_ms"]
             print("  %s graphs %s: %.4f ms, %.0f%% of the floor" % (what, gr, ms, 100 * floor / ms))

@@ -745,7 +745,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   char from[96] = "";
   if (hybrid) snprintf(from, sizeof from, "; from %d rows cuBLASLt, a call per phase of rows (row_phases)", PHASES_ROWS);
   nnc_sb_printf(&body, "  /* %s%s%s */\n", p.why, from,
-                skinny ? "; nnc's skinny GEMM when M <= 64 if built with -DNNC_SKINNY_GEMM" : "");
+                skinny ? "; nnc's skinny GEMM when M <= NNC_SKINNY_ROWS (gemm_skinny.cuh: 16 unless built otherwise)" : "");
   if (d->windowed) {
     cu_conv_body(x, ki, &body);
   } else if (p.impl == IMPL_TMA_LN) {

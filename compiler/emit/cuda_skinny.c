@@ -1,18 +1,16 @@
 /* compiler/emit/cuda_skinny.c — a GEMM's branch for a few rows: when M is
- * at most 64 at run time (a decode step: one token a sequence), one call of
- * templates/cuda/gemm_skinny.cuh, which streams the weight once over every
- * SM (k split over a thread block cluster), before the GEMM's usual path
- * (cuBLASLt or nnc's wgmma GEMM) for larger M. The same library runs the
- * prefill (M = B x T) and the decode steps (M = B), so the choice is made at
- * run time; a constant M over 64 never takes it. Needs sm_90 (clusters).
+ * at most NNC_SKINNY_ROWS at run time (a decode step: one token a
+ * sequence), one call of templates/cuda/gemm_skinny.cuh, which streams the
+ * weight once over every SM (k split over a thread block cluster), before
+ * the GEMM's usual path (cuBLASLt or nnc's wgmma GEMM) for larger M. The
+ * same library runs the prefill (M = B x T) and the decode steps (M = B),
+ * so the choice is made at run time; a constant M over 64 never takes it.
+ * Needs sm_90 (clusters).
  *
- * Off unless the folder is built with -DNNC_SKINNY_GEMM (make
- * NVCCFLAGS='-O3 -DNNC_SKINNY_GEMM'). Its third version (session 20,
- * bench/NOTES.md) beats cuBLASLt on every decode GEMM of GPT-2 alone
- * (1.3-2.4x at 64 rows, 2.6x at one) and takes the B=1 decode step from
- * 0.90 to 0.68 ms without CUDA graphs, but with graphs the step is slower
- * (0.93 against 0.81 ms at B=64, 0.60 against 0.58 at B=1 on an H200), so
- * the default stays cuBLASLt until it wins there too. */
+ * NNC_SKINNY_ROWS is 16 unless the folder is built otherwise (make
+ * NVCCFLAGS='-O3 -DNNC_SKINNY_ROWS=64'; 0 turns the branch off): under CUDA
+ * graphs GPT-2's decode step gains with it up to 16 rows and loses above
+ * (gemm_skinny.cuh has the figures). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +38,11 @@ void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char
   /* a vocabulary head (N K over 8M): A is re-read from L2 for every 64 columns, which at 64 rows costs more
    * than the tensor-core GEMM's time */
   bool big = digits(s->N) && digits(s->K) && atoll(s->N) * atoll(s->K) > (8ll << 20);
-  nnc_sb_printf(body, "#ifdef NNC_SKINNY_GEMM   /* off by default: slower than cuBLASLt so far (bench/NOTES.md) */\n"
-                      "  if (M <= %d) {   /* a few rows (a decode step): the skinny GEMM streams the weight once%s */\n"
+  nnc_sb_printf(body, "  if (M <= NNC_SKINNY_ROWS%s) {   /* a few rows (a decode step): the skinny GEMM streams the weight "
+                      "once%s */\n"
                       "    nnc_cuda_skinny_args<%s, %s> sk = {};\n    sk.M = M;\n    sk.N = N;\n    sk.K = K;\n",
-                big ? 16 : 64, big ? "; above 16 rows the\n                      tensor-core GEMM is faster on a weight this large (bench/NOTES.md)" : "",
+                big ? " && M <= 16" : "",
+                big ? "; above 16 rows the\n                      tensor-core GEMM is faster on a weight this large (bench/NOTES.md)" : "",
                 cu_stype(x, d->a), cu_stype(x, d->out));
   if (a) nnc_sb_printf(body, "    sk.a = %s;\n", a);
   else ec_assign(x, body, 4, "sk.a", d->a);
@@ -60,5 +59,5 @@ void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char
   if (cu_fixed_weight(x, ki, d->b))
     nnc_sb_printf(body, "    sk.w_fixed = true;   /* a weight: copied while the kernel before ends */\n");
   nnc_sb_printf(body, "    nnc_cuda_error se;\n    if (nnc_cuda_gemm_skinny(sk, s, &se)) return kernel_failed(m, %d, se.msg);\n"
-                      "    return 0;\n  }\n#endif\n", ki);
+                      "    return 0;\n  }\n", ki);
 }

@@ -62,6 +62,16 @@ template <typename T, typename TO> struct nnc_cuda_skinny_args {
                     kernel before this one has finished */
 };
 
+/* The most rows for which the generated GEMMs take this kernel instead of
+ * their usual path (cuBLASLt, nnc's wgmma GEMM): GPT-2 124M's decode step
+ * under CUDA graphs on an H200 (session 36) is 6% faster with it at B=1,
+ * 3% at B=16, the same at B=8, 1-3% slower at B=32 and 12% slower at B=64.
+ * -DNNC_SKINNY_ROWS=0 in NVCCFLAGS turns it off, 64 (the most) takes it
+ * for every decode batch. */
+#ifndef NNC_SKINNY_ROWS
+#define NNC_SKINNY_ROWS 16
+#endif
+
 /* The most blocks a cluster splits k over (2 to 8; 1: no split, no cluster) */
 #ifndef NNC_SKINNY_MAX_SLICES
 #define NNC_SKINNY_MAX_SLICES 8
