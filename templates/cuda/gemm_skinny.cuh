@@ -71,6 +71,7 @@ template <typename T, typename TO> struct nnc_cuda_skinny_args {
 #ifndef NNC_SKINNY_ROWS
 #define NNC_SKINNY_ROWS 16
 #endif
+static_assert(NNC_SKINNY_ROWS <= 64, "the skinny GEMM takes at most 64 rows (NNC_SKINNY_ROWS)");
 
 /* The most blocks a cluster splits k over (2 to 8; 1: no split, no cluster) */
 #ifndef NNC_SKINNY_MAX_SLICES
