@@ -1,7 +1,8 @@
 /* bench/gpu_decode_layer.cu — issue 16's B=64 decode goal: can everything of a
  * GPT-2 124M decode layer between two attentions run as ONE persistent kernel
  * (grid-wide barriers between its GEMM phases) in far less than the ~27 us
- * its four kernels take today (layernorm-fused GEMMs, PDL, CUDA graphs)? A
+ * its six kernels take today under CUDA graphs (two layernorm kernels and
+ * four cuBLASLt GEMMs; by difference from the step, NOTES)? A
  * measurement before any emitter work, as session 23's two-stream test was.
  * Answer (session 36, H200; bench/NOTES.md): no. 28-30 us a layer.
  *
@@ -38,6 +39,7 @@
  * Exit status 0 only when every check passed. */
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -46,6 +48,7 @@
 
 #include "gemm_mma.cuh"
 #include "pdl.cuh"
+#include "tma.cuh"
 #include "gpu_timing.cuh"
 
 namespace cg = cooperative_groups;
@@ -86,15 +89,14 @@ template <int N_, int K_> struct phase {
   static constexpr int W_BYTES = KS * LDW * 2;
   static_assert(N % TILES == 0 && K % CL == 0 && NT % (8 * GROUPS) == 0 && KS % KC == 0 && KC % 16 == 0,
                 "n8 tiles a warp, pieces of 16 k");
-  static constexpr int REGION = ROWS * LDP * 4 > ROWS * LDA * 2 ? ROWS * LDP * 4 : ROWS * LDA * 2;
+  static constexpr int REGION = std::max(ROWS * LDP * 4, ROWS * LDA * 2);
 };
 using P1 = phase<D, D>;
 using P3 = phase<F, D>;
 using P4 = phase<D, F>;
 using P5 = phase<Q, D>;
 static_assert(P1::NT == P4::NT, "one row-statistics tile width");
-constexpr int max4(int a, int b, int c, int d) { return a > b ? (a > c ? (a > d ? a : d) : (c > d ? c : d)) : (b > c ? (b > d ? b : d) : (c > d ? c : d)); }
-constexpr int A_REGION = max4(P1::REGION, P3::REGION, P4::REGION, P5::REGION); /* A's pieces, then the partial tile */
+constexpr int A_REGION = std::max({P1::REGION, P3::REGION, P4::REGION, P5::REGION}); /* A's pieces, then the partial tile */
 constexpr int W_OFF1 = 0, W_OFF3 = W_OFF1 + P1::W_BYTES, W_OFF4 = W_OFF3 + P3::W_BYTES, W_OFF5 = W_OFF4 + P4::W_BYTES;
 constexpr int A_OFF = W_OFF5 + P5::W_BYTES;
 constexpr int SMEM = A_OFF + A_REGION + 4 * 8 /* mbarriers */ + ROWS * 8 /* mean, rstd */ + RPB * P1::NT * 4 /* rows out */;
@@ -121,21 +123,6 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned b
 }
 __device__ __forceinline__ void prefetch_l2(const void *src, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(nnc_smem_u32(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(uint64_t *b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(nnc_smem_u32(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *b) {
-  uint32_t done;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(nnc_smem_u32(b))
-                 : "memory");
-  } while (!done);
 }
 __device__ __forceinline__ void ldsm_x2_trans(uint32_t &b0, uint32_t &b1, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(addr));
@@ -185,7 +172,7 @@ template <class P> __device__ void prefetch_w(const bf16 *w, int k0, int n0) {
 }
 
 /* Piece pc of A's slice, [rows][k0 + pc KC, + KC) of a [M][K] bf16 matrix,
- * as is (cp.async, zero rows past M) */
+ * as is (zero rows past M), through registers */
 template <class P> __device__ void stage_a(bf16 *as, const bf16 *a, int M, int k0) {
   constexpr int VR = P::KC / 8, PER = (ROWS * VR + THREADS - 1) / THREADS;
   uint4 v[PER]; /* every load in flight before the first store (the weights' cp.async groups stay alone) */
@@ -369,25 +356,25 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1) layer_k
   /* the weights' slices, before waiting for the kernel before (they are fixed) */
 #if DL_BULK
   if (threadIdx.x == 0) {
-    for (int i = 0; i < 4; ++i) mbar_init(&bars[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int i = 0; i < 4; ++i) nnc_tma::init(&bars[i], 1);
+    nnc_tma::fence_init();
   }
   __syncthreads();
   if (threadIdx.x == THREADS - 32) {
-    mbar_expect(&bars[0], P1::KS * P1::NT * 2);
-    mbar_expect(&bars[1], P3::KS * P3::NT * 2);
-    mbar_expect(&bars[2], P4::KS * P4::NT * 2);
-    mbar_expect(&bars[3], P5::KS * P5::NT * 2);
+    nnc_tma::arrive_expect(&bars[0], P1::KS * P1::NT * 2);
+    nnc_tma::arrive_expect(&bars[1], P3::KS * P3::NT * 2);
+    nnc_tma::arrive_expect(&bars[2], P4::KS * P4::NT * 2);
+    nnc_tma::arrive_expect(&bars[3], P5::KS * P5::NT * 2);
   }
   __syncwarp();
   load_w<P1>(w1, p.w.wproj, rank * P1::KS, g * P1::NT, &bars[0]);
   load_w<P3>(w3, p.w.wfc, rank * P3::KS, g * P3::NT, &bars[1]);
   load_w<P4>(w4, p.w.wmp, rank * P4::KS, g * P4::NT, &bars[2]);
   load_w<P5>(w5, p.w.wattn, rank * P5::KS, g * P5::NT, &bars[3]);
-  auto ready1 = [&] { mbar_wait(&bars[0]); };
-  auto ready3 = [&] { mbar_wait(&bars[1]); };
-  auto ready4 = [&] { mbar_wait(&bars[2]); };
-  auto ready5 = [&] { mbar_wait(&bars[3]); };
+  auto ready1 = [&] { nnc_tma::wait(&bars[0], 0); };
+  auto ready3 = [&] { nnc_tma::wait(&bars[1], 0); };
+  auto ready4 = [&] { nnc_tma::wait(&bars[2], 0); };
+  auto ready5 = [&] { nnc_tma::wait(&bars[3], 0); };
 #else
   load_w_cp<P1>(w1, p.w.wproj, rank * P1::KS, g * P1::NT);
   load_w_cp<P3>(w3, p.w.wfc, rank * P3::KS, g * P3::NT);

@@ -809,7 +809,8 @@ static void test_volta(void **state) {
  * (16 unless the folder is built otherwise) at run time before their usual
  * path (cuBLASLt, the head's wgmma GEMM), with W as [K, N] (Conv1D) in the
  * layers and [N, K] (the tied embedding) in the head; the folder builds with
- * nvcc (build()). The weights are marked fixed (their copies may start before
+ * nvcc (build()), also with the branch up to 64 rows, and a setting above 64
+ * is refused at compile time. The weights are marked fixed (their copies may start before
  * the kernel before ends); a vocabulary head of over 8M weights takes the
  * branch only up to 16 rows whatever NNC_SKINNY_ROWS says. sm_80 (no
  * clusters) has no branch. What it computes is checked on a GPU (the GPU
@@ -840,6 +841,15 @@ static void test_skinny(void **state) {
   assert_int_equal(sh("%s", cmd), 0);
   /* 4 GEMMs a layer and the head, each with its branch */
   snprintf(cmd, sizeof cmd, "test $(grep -c 'nnc_cuda_gemm_skinny(sk, s, &se)' %s) -eq 9", p);
+  assert_int_equal(sh("%s", cmd), 0);
+  /* the same folder with the branch for every decode batch, and refused above 64 rows */
+  snprintf(cmd, sizeof cmd, "rm -rf %s/gpt2_skinny_on && cp -r %s/gpt2_cuda-sm90a_bf16 %s/gpt2_skinny_on && "
+           "make -s -C %s/gpt2_skinny_on clean > /dev/null 2>&1; "
+           "make -s -C %s/gpt2_skinny_on -j2 NVCCFLAGS='-O3 -DNNC_SKINNY_ROWS=64' > %s/make_skinny.log 2>&1 || "
+           "tail -30 %s/make_skinny.log", work, work, work, work, work, work, work);
+  assert_int_equal(sh("%s", cmd), 0);
+  snprintf(cmd, sizeof cmd, "cd %s/gpt2_skinny_on && nvcc -std=c++17 -DNNC_SKINNY_ROWS=65 -arch=sm_90a -I. -Iruntime "
+           "-c gpt2.cu -o /dev/null 2>&1 | grep -q 'takes at most 64 rows'", work);
   assert_int_equal(sh("%s", cmd), 0);
   /* sm_80: no thread block clusters, no skinny branch */
   nnc_error err = {0};
