@@ -190,6 +190,32 @@ namespace nnc_attn {
  * a later trip of the key loop travel from memory while this one computes. */
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+/* A cache row's 16 bytes of a thread, read once a step: not kept in L1 and first out of L2, so that the
+ * stream neither thrashes L1 nor pushes out of L2 what the kernels around it reuse. H200, GPT-2's shape
+ * at S=544 (bench/gpu_attn_decode.cu, the append call): B=64 33.7 -> 31.3 us, B=16 13.8 -> 13.1, B=1
+ * the same; most of it from not allocating in L1 (31.4 with that alone). */
+__device__ __forceinline__ uint4 load_stream(const void *p, unsigned long long policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint4 r;
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p), "l"(policy));
+  return r;
+#else
+  (void)policy;
+  return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
+
+/* The L2 policy of load_stream: evict first (sm_80 on; 0 elsewhere, unused). */
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+  unsigned long long policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+
 /* Lane sub of a key group of the decode kernel (D / VEC lanes, NW * 32 / that groups a block, U keys a
  * group a trip) asks L2 for the K (even r = sub % 2U) or V (odd r) row of batch b, k/v head g and key
  * j + r / 2 * groups, when that key is at most lc: the rows of the trip whose first key for the group is j. */
@@ -298,6 +324,7 @@ __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_
   /* keys from `fresh` on are this call's new rows (attention_append.cuh); the caches' rows there are
    * being written, so they are read from k_new / v_new */
   const int fresh = a.k_new || a.v_new ? a.S - a.T : a.S;
+  const unsigned long long policy = nnc_attn::evict_first_policy(); /* the cache rows' (load_stream) */
   /* the first PF trips' rows are on their way before anything waits for q, the rotation or the new rows */
   if constexpr (PF > 0) {
 #pragma unroll
@@ -357,8 +384,8 @@ __global__ void __launch_bounds__(NW * 32, nnc_attn::decode_min_blocks(NW)) nnc_
        * the loads do not wait for it */
       ok[u] = j <= lc; /* the same in the whole group */
       if (ok[u]) {
-        kr[u] = *reinterpret_cast<const uint4 *>(kc + (long long)j * a.k_st);
-        vr[u] = *reinterpret_cast<const uint4 *>(vc + (long long)j * a.v_st);
+        kr[u] = nnc_attn::load_stream(kc + (long long)j * a.k_st, policy);
+        vr[u] = nnc_attn::load_stream(vc + (long long)j * a.v_st, policy);
       }
     }
     if constexpr (PF > 0) nnc_attn::prefetch_trip<E, D, NW, U>(a, b, g, j0 + PF * P * U * GROUPS, lc);
