@@ -10,7 +10,10 @@
  * - unless built with -DGAD_LAUNCHER_ONLY (a build against older
  *   templates), the groups kernel's variants: warps a block (NW), keys in
  *   flight a group (U), L2 prefetch distance in trips (PF), and each row
- *   split over a cluster of P blocks;
+ *   split over a cluster of P blocks; and the reads alone, without the
+ *   math (gad_read_kernel): the cache as the kernel reads it, and the same
+ *   bytes as one range a block (session 37: 27.9 and 26.3 us at B=64
+ *   S=544, against 30.3 for the plain call);
  * checks that they agree, and prints the cache bytes read a call over the
  * time (GB/s) and as a % of the device-to-device copy rate (read + write)
  * measured here. Median of SAMPLES of ITERS back-to-back launches / ITERS;
@@ -33,21 +36,9 @@
 typedef __nv_bfloat16 bf16;
 
 #ifndef GAD_LAUNCHER_ONLY
-#include "tma.cuh"
-/* A variant measured here (session 37): the block's cache rows come by bulk copies (the copy engine) into
- * a ring of NST stages of KS keys in shared memory, K and V of a stage on one barrier, instead of 16-byte
- * loads into registers; the groups attend from shared memory as the groups kernel does from registers.
- * Plain call only (no appends, no rope), heads of 64, bf16, T = 1. */
-__device__ __forceinline__ void gad_bulk(void *dst, const void *src, unsigned bytes, uint64_t *bar, unsigned long long pol) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-                   nnc_smem_u32(dst)),
-               "l"(src), "r"(bytes), "r"(nnc_smem_u32(bar)), "l"(pol)
-               : "memory");
-}
-
-/* Reads without the math (session 37): what the attention's reads cost alone. Block r streams K and V of
- * row r's (b, h) as the groups kernel does (ROWS: 1536 streams of 70 KB), or (!ROWS) the same bytes as
- * one contiguous range a block over a linear buffer; 16 bytes a thread, U a trip. */
+/* Reads without the math: what the attention's reads cost alone. Block r streams K and V of row r's
+ * (b, h) as the groups kernel does (ROWS: two streams of S rows a block), or (!ROWS) the same bytes as
+ * one contiguous range a block of a linear buffer; 16 bytes a thread, U a trip. */
 template <bool ROWS, int U>
 __global__ void __launch_bounds__(128) gad_read_kernel(const nnc_cuda_attn_args<bf16> a, const uint4 *lin, float *sink) {
   const int row = blockIdx.x, h = row % a.heads, b = row / a.heads, t = threadIdx.x;
@@ -80,171 +71,6 @@ __global__ void __launch_bounds__(128) gad_read_kernel(const nnc_cuda_attn_args<
   if (x == 0x12345678u) sink[row] = 1.0f;
 }
 
-/* A variant measured here (session 37): two passes over the cache instead of one. Pass 1 streams the
- * row's K rows and keeps every score in shared memory; pass 2 streams its V rows with the weights
- * exp2(s - max) known: a block reads one range at a time (K, then V), not two side by side, and no
- * running rescale. Plain call only, heads of 64, bf16, T = 1, S <= SMAX. */
-template <int NW, int U, int SMAX>
-__global__ void __launch_bounds__(NW * 32) gad_twopass_kernel(const nnc_cuda_attn_args<bf16> a) {
-  constexpr int N = 8, G = 8, GROUPS = NW * 32 / G;
-  __shared__ float sc[SMAX];
-  __shared__ float red[NW][64 + 1];
-  const int row = blockIdx.x, h = row % a.heads, b = row / a.heads;
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % G, grp = threadIdx.x / G;
-  const int last = a.S - 1;
-  const bf16 *kc = a.k + b * a.k_sb + h * a.k_sh + sub * N, *vc = a.v + b * a.v_sb + h * a.v_sh + sub * N;
-  const unsigned long long pol = nnc_attn::evict_first_policy();
-  const bf16 *q = a.q + b * a.q_sb + h * a.q_sh;
-  bf16 *o = a.out + b * a.o_sb + h * a.o_sh;
-  const bf16 *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
-  const float qs = a.scale * 1.4426950408889634f;
-  float qf[N];
-  nnc_load_vec(q + sub * N, qf);
-#pragma unroll
-  for (int u = 0; u < N; u++) qf[u] *= qs;
-  const int first = w * (32 / G);
-  float mx = -INFINITY;
-  for (int base = 0; base + first <= last; base += GROUPS * U) {
-    uint4 kr[U] = {};
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = base + grp + u * GROUPS;
-      if (j <= last) kr[u] = nnc_attn::load_stream(kc + (long long)j * a.k_st, pol);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = base + grp + u * GROUPS;
-      float kf[N], d = 0.0f;
-      nnc_load_vec(reinterpret_cast<const bf16 *>(&kr[u]), kf);
-#pragma unroll
-      for (int e = 0; e < N; e++) d += qf[e] * kf[e];
-#pragma unroll
-      for (int off = 1; off < G; off <<= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-      if (j <= last) {
-        if (mrow && nnc_dtype<bf16>::load(mrow[j]) == 0.0f) d = -INFINITY;
-        if (sub == 0) sc[j] = d;
-        mx = fmaxf(mx, d);
-      }
-    }
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  if (lane == 0) red[w][64] = mx;
-  __syncthreads();
-  float M = -INFINITY;
-#pragma unroll
-  for (int x = 0; x < NW; x++) M = fmaxf(M, red[x][64]);
-  float acc[N], l = 0.0f;
-#pragma unroll
-  for (int e = 0; e < N; e++) acc[e] = 0.0f;
-  for (int base = 0; base + first <= last; base += GROUPS * U) {
-    uint4 vr[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = base + grp + u * GROUPS;
-      if (j <= last) vr[u] = nnc_attn::load_stream(vc + (long long)j * a.v_st, pol);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = base + grp + u * GROUPS;
-      if (j > last || M == -INFINITY) continue;
-      const float p = exp2f(sc[j] - M);
-      float vf[N];
-      nnc_load_vec(reinterpret_cast<const bf16 *>(&vr[u]), vf);
-      l += p;
-#pragma unroll
-      for (int e = 0; e < N; e++) acc[e] += p * vf[e];
-    }
-  }
-#pragma unroll
-  for (int off = G; off < 32; off <<= 1) {
-    l += __shfl_xor_sync(0xffffffffu, l, off);
-#pragma unroll
-    for (int e = 0; e < N; e++) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], off);
-  }
-  __syncthreads(); /* red's maxima read */
-  if (lane < G) {
-#pragma unroll
-    for (int e = 0; e < N; e++) red[w][sub * N + e] = acc[e];
-    if (lane == 0) red[w][64] = l;
-  }
-  __syncthreads();
-  for (int d = threadIdx.x; d < 64; d += NW * 32) {
-    float L = 0.0f, sum = 0.0f;
-    for (int x = 0; x < NW; x++) L += red[x][64], sum += red[x][d];
-    o[d] = __float2bfloat16_rn(L > 0.0f ? sum / L : 0.0f);
-  }
-}
-template <int NW, int KS, int NST>
-__global__ void __launch_bounds__(NW * 32) gad_bulk_kernel(const nnc_cuda_attn_args<bf16> a) {
-  constexpr int N = 8, G = 8, GROUPS = NW * 32 / G, U = KS / GROUPS, ROW = 64 * 2;
-  static_assert(KS % GROUPS == 0, "whole trips a stage");
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16 *sk = reinterpret_cast<bf16 *>(smem), *sv = sk + NST * KS * 64;
-  __shared__ uint64_t full[NST];
-  __shared__ float part[NW][64 + 2];
-  const int row = blockIdx.x, h = row % a.heads, b = row / a.heads;
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % G, grp = threadIdx.x / G;
-  const int last = a.S - 1, nst = (last + KS) / KS; /* keys 0 .. last (T = 1: causal sees all) */
-  const bf16 *kc = a.k + b * a.k_sb + h * a.k_sh, *vc = a.v + b * a.v_sb + h * a.v_sh;
-  const unsigned long long pol = nnc_attn::evict_first_policy();
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < NST; s++) nnc_tma::init(&full[s], 1);
-    nnc_tma::fence_init();
-  }
-  __syncthreads();
-  auto issue = [&](int t) { /* stage t of the keys into slot t % NST */
-    const int j0 = t * KS, n = min(KS, last + 1 - j0), slot = t % NST;
-    nnc_tma::arrive_expect(&full[slot], 2u * n * ROW);
-    gad_bulk(sk + slot * KS * 64, kc + (long long)j0 * a.k_st, n * ROW, &full[slot], pol);
-    gad_bulk(sv + slot * KS * 64, vc + (long long)j0 * a.v_st, n * ROW, &full[slot], pol);
-  };
-  if (threadIdx.x == 0)
-    for (int t = 0; t < NST && t < nst; t++) issue(t);
-  const bf16 *q = a.q + b * a.q_sb + h * a.q_sh;
-  bf16 *o = a.out + b * a.o_sb + h * a.o_sh;
-  const bf16 *mrow = a.mask ? a.mask + b * a.mask_sb : nullptr;
-  const float qs = a.scale * 1.4426950408889634f;
-  float qf[N], acc[N];
-  nnc_load_vec(q + sub * N, qf);
-#pragma unroll
-  for (int u = 0; u < N; u++) qf[u] *= qs, acc[u] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
-  for (int t = 0; t < nst; t++) {
-    const int slot = t % NST, j0 = t * KS;
-    nnc_tma::wait(&full[slot], (t / NST) & 1);
-    uint4 kr[U], vr[U];
-    bool ok[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int kk = grp + u * GROUPS, j = j0 + kk;
-      ok[u] = j <= last;
-      if (ok[u]) {
-        kr[u] = *reinterpret_cast<const uint4 *>(sk + (slot * KS + kk) * 64 + sub * N);
-        vr[u] = *reinterpret_cast<const uint4 *>(sv + (slot * KS + kk) * 64 + sub * N);
-        if (mrow) ok[u] = nnc_dtype<bf16>::load(mrow[j]) != 0.0f;
-      }
-    }
-    __syncthreads(); /* every thread has its rows of the slot: it may be refilled */
-    if (threadIdx.x == 0 && t + NST < nst) issue(t + NST);
-    nnc_attn::attend_keys<bf16, G, U>(m, l, acc, qf, kr, vr, ok);
-  }
-#pragma unroll
-  for (int off = G; off < 32; off <<= 1) {
-    float acc2[N];
-#pragma unroll
-    for (int e = 0; e < N; e++) acc2[e] = __shfl_xor_sync(0xffffffffu, acc[e], off);
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off);
-    nnc_attn::merge_partial<N>(m, l, acc, m2, l2, acc2);
-  }
-  if (lane < G) {
-#pragma unroll
-    for (int e = 0; e < N; e++) part[w][sub * N + e] = acc[e];
-    if (lane == 0) part[w][64] = m, part[w][65] = l;
-  }
-  __syncthreads();
-  nnc_attn::merge_warps<bf16, 64, NW>(part, o);
-}
 #endif
 static const int SAMPLES = 15, ITERS = 20, H = 12, D = 64;
 
@@ -416,29 +242,6 @@ int main(int argc, char **argv) {
   GAD_SPLIT(8, 4, 2);
   GAD_SPLIT(8, 4, 4);
 #undef GAD_SPLIT
-  /* the bulk-copy variant (gad_bulk_kernel above) */
-#define GAD_BULK(NW, KS, NST)                                                                            \
-  do {                                                                                                   \
-    const int smem = 2 * NST * KS * 64 * 2;                                                             \
-    CK(cudaFuncSetAttribute(gad_bulk_kernel<NW, KS, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)); \
-    variant("bulk NW=" #NW " KS=" #KS " NST=" #NST, [&](int i, bf16 *o) {                                \
-      gad_bulk_kernel<NW, KS, NST><<<rows, NW * 32, smem>>>(on_copy(i, o));                              \
-    });                                                                                                  \
-  } while (0)
-  GAD_BULK(4, 64, 2);
-  GAD_BULK(4, 32, 4);
-  GAD_BULK(4, 32, 3);
-  GAD_BULK(4, 64, 3);
-  GAD_BULK(4, 16, 6);
-  GAD_BULK(8, 64, 2);
-  GAD_BULK(8, 64, 4);
-  GAD_BULK(2, 32, 4);
-#undef GAD_BULK
-  variant("two passes NW=4 U=4", [&](int i, bf16 *o) { gad_twopass_kernel<4, 4, 1024><<<rows, 128>>>(on_copy(i, o)); });
-  variant("two passes NW=4 U=8", [&](int i, bf16 *o) { gad_twopass_kernel<4, 8, 1024><<<rows, 128>>>(on_copy(i, o)); });
-  variant("two passes NW=8 U=4", [&](int i, bf16 *o) { gad_twopass_kernel<8, 4, 1024><<<rows, 256>>>(on_copy(i, o)); });
-  variant("two passes NW=2 U=8", [&](int i, bf16 *o) { gad_twopass_kernel<2, 8, 1024><<<rows, 64>>>(on_copy(i, o)); });
-  variant("two passes NW=4 U=2", [&](int i, bf16 *o) { gad_twopass_kernel<4, 2, 1024><<<rows, 128>>>(on_copy(i, o)); });
   {
     uint4 *lin;
     float *sink;
@@ -447,9 +250,9 @@ int main(int argc, char **argv) {
     CK(cudaMemset(lin, 0, lb * copies));
     CK(cudaMalloc(&sink, rows * sizeof(float)));
     for (int u : {2, 4}) {
-      char n1[64], n2[64];
-      std::snprintf(n1, sizeof n1, "reads only, 1536 row streams, U=%d", u);
-      std::snprintf(n2, sizeof n2, "reads only, one range a block, U=%d", u);
+      char n1[80], n2[80];
+      std::snprintf(n1, sizeof n1, "reads only, %u streams (K and V apart), U=%d", 2 * rows, u);
+      std::snprintf(n2, sizeof n2, "reads only, %u ranges (one a block), U=%d", rows, u);
       bn.row(n1, time_us([&](int i) {
         if (u == 2) gad_read_kernel<true, 2><<<rows, 128>>>(on_copy(i, o3), nullptr, sink);
         else gad_read_kernel<true, 4><<<rows, 128>>>(on_copy(i, o3), nullptr, sink);
