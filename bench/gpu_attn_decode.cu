@@ -71,6 +71,31 @@ __global__ void __launch_bounds__(128) gad_read_kernel(const nnc_cuda_attn_args<
   if (x == 0x12345678u) sink[row] = 1.0f;
 }
 
+/* The same reads (ROWS) from a grid of one block an SM (its shared memory keeps a second out) that walks
+ * the rows: how many SMs the cache's stream needs (a whole-step kernel would give the rest to GEMMs). */
+template <int U>
+__global__ void __launch_bounds__(1024) gad_read_sms_kernel(const nnc_cuda_attn_args<bf16> a, float *sink) {
+  extern __shared__ unsigned char hold[]; /* unused: one block an SM */
+  const unsigned long long pol = nnc_attn::evict_first_policy();
+  const int t = threadIdx.x, n = a.S * 8, rows = a.batch * a.heads;
+  unsigned x = hold[0];
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int h = row % a.heads, b = row / a.heads;
+    const uint4 *kc = reinterpret_cast<const uint4 *>(a.k + b * a.k_sb + h * a.k_sh);
+    const uint4 *vc = reinterpret_cast<const uint4 *>(a.v + b * a.v_sb + h * a.v_sh);
+    for (int i = t; i < n; i += 1024 * U) {
+      uint4 r[2 * U];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (i + u * 1024 < n) r[2 * u] = nnc_attn::load_stream(kc + i + u * 1024, pol), r[2 * u + 1] = nnc_attn::load_stream(vc + i + u * 1024, pol);
+        else r[2 * u] = r[2 * u + 1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < 2 * U; u++) x ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
+    }
+  }
+  if (x == 0x12345678u) sink[blockIdx.x] = 1.0f;
+}
+
 #endif
 static const int SAMPLES = 15, ITERS = 20, H = 12, D = 64;
 
@@ -249,6 +274,18 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&lin, lb * copies));
     CK(cudaMemset(lin, 0, lb * copies));
     CK(cudaMalloc(&sink, rows * sizeof(float)));
+    const int hold = 160 << 10;
+    CK(cudaFuncSetAttribute(gad_read_sms_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, hold));
+    CK(cudaFuncSetAttribute(gad_read_sms_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, hold));
+    for (int sms : {16, 32, 48, 64, 80, 96, 112, 132})
+      for (int u : {2, 4}) {
+        char n[80];
+        std::snprintf(n, sizeof n, "reads only, %d SMs of 32 warps, U=%d", sms, u);
+        bn.row(n, time_us([&](int i) {
+          if (u == 2) gad_read_sms_kernel<2><<<sms, 1024, hold>>>(on_copy(i, o3), sink);
+          else gad_read_sms_kernel<4><<<sms, 1024, hold>>>(on_copy(i, o3), sink);
+        }));
+      }
     for (int u : {2, 4}) {
       char n1[80], n2[80];
       std::snprintf(n1, sizeof n1, "reads only, %u streams (K and V apart), U=%d", 2 * rows, u);
