@@ -499,11 +499,11 @@ template <typename T> int decode_splits(const nnc_cuda_attn_args<T> &a, long lon
  * that 4, whose many blocks keep the most loads in flight (86% of the copy
  * rate at 768 rows). On sm_90a, with fewer rows than half the SMs, each
  * row's keys go to a cluster of blocks instead (decode_splits). H200,
- * S=544 (bench/gpu_attn_decode.cu): B=64 (768 rows) 30.6 us plain, 31.3
- * with the append (84% and 82% of the copy rate; session 37, the cache read
- * by load_stream), 35.9 with the rope too (before load_stream); B=1 (12
- * rows, clusters of 8) 7.1 and 8.0 us (6.8, 7.7 and 10.5 with the rope
- * before, against 9.1, 9.7 and 12.8 for 16 warps a row). */
+ * S=544 (bench/gpu_attn_decode.cu, session 37): B=64 (768 rows) 30.6 us
+ * plain, 31.3 with the append, 34.5 with the rope too (84%, 82% and 74% of
+ * the copy rate); B=1 (12 rows, clusters of 8) 7.2 and 8.1 us plain and
+ * with the append (session 24: 10.5 with the rope, against 9.1, 9.7 and
+ * 12.8 for 16 warps a row). */
 template <typename T>
 nnc_cuda_status nnc_cuda_attention_decode(const nnc_cuda_attn_args<T> &a, cudaStream_t stream, nnc_cuda_error *err) {
   const long long rows = (long long)a.batch * a.heads * a.T;
