@@ -37,30 +37,40 @@
 typedef __nv_bfloat16 bf16;
 
 #ifndef GAD_LAUNCHER_ONLY
-/* Reads without the math: what the attention's reads cost alone. Block r streams K and V of row r's
- * (b, h) as the groups kernel does (ROWS: two streams of S rows a block), or (!ROWS) the same bytes as
- * one contiguous range a block of a linear buffer; 16 bytes a thread, U a trip. */
+/* Reads without the math: what the attention's reads cost alone, as an xor of the words (kept from dead
+ * code elimination by a store that never happens). */
+
+/* K and V of row (b, h) as the groups kernel reads them (two streams of S rows), by NT threads, U 16-byte
+ * pieces of each a trip. */
+template <int NT, int U>
+__device__ __forceinline__ unsigned read_row(const nnc_cuda_attn_args<bf16> &a, int row, unsigned long long pol) {
+  const int h = row % a.heads, b = row / a.heads, n = a.S * 8; /* 16-byte pieces of S rows */
+  const uint4 *kc = reinterpret_cast<const uint4 *>(a.k + b * a.k_sb + h * a.k_sh);
+  const uint4 *vc = reinterpret_cast<const uint4 *>(a.v + b * a.v_sb + h * a.v_sh);
+  unsigned x = 0;
+  for (int i = threadIdx.x; i < n; i += NT * U) {
+    uint4 r[2 * U];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (i + u * NT < n) r[2 * u] = nnc_attn::load_stream(kc + i + u * NT, pol), r[2 * u + 1] = nnc_attn::load_stream(vc + i + u * NT, pol);
+      else r[2 * u] = r[2 * u + 1] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 2 * U; u++) x ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
+  }
+  return x;
+}
+
+/* Block r reads row r (ROWS), or the same bytes as one contiguous range a block of a linear buffer. */
 template <bool ROWS, int U>
 __global__ void __launch_bounds__(128) gad_read_kernel(const nnc_cuda_attn_args<bf16> a, const uint4 *lin, float *sink) {
-  const int row = blockIdx.x, h = row % a.heads, b = row / a.heads, t = threadIdx.x;
+  const int row = blockIdx.x;
   const unsigned long long pol = nnc_attn::evict_first_policy();
   unsigned x = 0;
   if (ROWS) {
-    const uint4 *kc = reinterpret_cast<const uint4 *>(a.k + b * a.k_sb + h * a.k_sh);
-    const uint4 *vc = reinterpret_cast<const uint4 *>(a.v + b * a.v_sb + h * a.v_sh);
-    const int n = a.S * 8; /* 16-byte pieces of S rows */
-    for (int i = t; i < n; i += 128 * U) {
-      uint4 r[2 * U];
-#pragma unroll
-      for (int u = 0; u < U; u++)
-        if (i + u * 128 < n) r[2 * u] = nnc_attn::load_stream(kc + i + u * 128, pol), r[2 * u + 1] = nnc_attn::load_stream(vc + i + u * 128, pol);
-        else r[2 * u] = r[2 * u + 1] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < 2 * U; u++) x ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
-    }
+    x = read_row<128, U>(a, row, pol);
   } else {
     const long long n = 2LL * a.S * 8, lo = (long long)row * n;
-    for (long long i = t; i < n; i += 128 * 2 * U) {
+    for (long long i = threadIdx.x; i < n; i += 128 * 2 * U) {
       uint4 r[2 * U];
 #pragma unroll
       for (int u = 0; u < 2 * U; u++)
@@ -72,28 +82,14 @@ __global__ void __launch_bounds__(128) gad_read_kernel(const nnc_cuda_attn_args<
   if (x == 0x12345678u) sink[row] = 1.0f;
 }
 
-/* The same reads (ROWS) from a grid of one block an SM (its shared memory keeps a second out) that walks
- * the rows: how many SMs the cache's stream needs (a whole-step kernel would give the rest to GEMMs). */
+/* The rows' reads from a grid of one block an SM (the launch's dynamic shared memory, never used, keeps a
+ * second block out) that walks the rows: how many SMs the cache's stream needs (a whole-step kernel would
+ * give the rest to GEMMs). */
 template <int U>
 __global__ void __launch_bounds__(1024) gad_read_sms_kernel(const nnc_cuda_attn_args<bf16> a, float *sink) {
-  extern __shared__ unsigned char hold[]; /* unused: one block an SM */
   const unsigned long long pol = nnc_attn::evict_first_policy();
-  const int t = threadIdx.x, n = a.S * 8, rows = a.batch * a.heads;
-  unsigned x = hold[0];
-  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int h = row % a.heads, b = row / a.heads;
-    const uint4 *kc = reinterpret_cast<const uint4 *>(a.k + b * a.k_sb + h * a.k_sh);
-    const uint4 *vc = reinterpret_cast<const uint4 *>(a.v + b * a.v_sb + h * a.v_sh);
-    for (int i = t; i < n; i += 1024 * U) {
-      uint4 r[2 * U];
-#pragma unroll
-      for (int u = 0; u < U; u++)
-        if (i + u * 1024 < n) r[2 * u] = nnc_attn::load_stream(kc + i + u * 1024, pol), r[2 * u + 1] = nnc_attn::load_stream(vc + i + u * 1024, pol);
-        else r[2 * u] = r[2 * u + 1] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < 2 * U; u++) x ^= r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
-    }
-  }
+  unsigned x = 0;
+  for (int row = blockIdx.x; row < a.batch * a.heads; row += gridDim.x) x ^= read_row<1024, U>(a, row, pol);
   if (x == 0x12345678u) sink[blockIdx.x] = 1.0f;
 }
 
