@@ -14,7 +14,7 @@
  *   math (gad_read_kernel): the cache as the kernel reads it, and the same
  *   bytes as one range a block (session 37: 27.9 and 26.3 us at B=64
  *   S=544, against 30.3 for the plain call), and the reads from 16 to 132
- *   SMs (gad_read_sms_kernel: 68% of the copy rate from 64, 81% from 96);
+ *   SMs (gad_read_sms_kernel: 81% of the copy rate from 64, 88% from 132);
  * checks that they agree, and prints the cache bytes read a call over the
  * time (GB/s) and as a % of the device-to-device copy rate (read + write)
  * measured here. Median of SAMPLES of ITERS back-to-back launches / ITERS;
