@@ -344,25 +344,10 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     p, p, p, p, P, P,
     ec_load_kernels(x) ? "    if (!m->prepared) {\n      rc = prepare(&c);\n      m->prepared = !rc;\n    }\n" : "",
     ec_load_kernels(x) ? "    if (!rc) rc = kernels(&c);\n" : "    rc = kernels(&c);\n", p, p, p, p, p);
-  nnc_sb_printf(b,
-    "int %s_profile(%s_model *m, int on) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  m->profile = on != 0;\n"
-    "  memset(m->ns, 0, sizeof m->ns);\n"
-    "  return 0;\n}\n\n"
-    "int %s_kernel_count(void) { return NKERNELS; }\n\n"
-    "int %s_kernel_info_at(const %s_model *m, int i, %s_kernel_info *out) {\n"
-    "  if (!m || !out || i < 0 || i >= NKERNELS) return %s_E_ARG;\n"
-    "  out->name = kernel_table[i].name;\n"
-    "  out->where = kernel_table[i].where;\n"
-    "  out->kind = kernel_table[i].kind;\n"
-    "  out->ops = kernel_table[i].ops;\n"
-    "  out->ns = m->ns[i];\n"
-    "  out->flops = out->bytes = 0;\n"
-    "  if (m->has_run) kernel_cost(i, &m->last, &out->flops, &out->bytes);\n"
-    "  return 0;\n}\n\n"
-    "size_t %s_arena_bytes(const %s_model *m) { return m ? nnrt_arena_size(m->arena_handle) : 0; }\n",
-    p, p, P, p, p, p, p, P, p, p);
+  ec_emit_profile(x, b);
+  ec_emit_kernel_info(x, b);
+  nnc_sb_printf(b, "size_t %s_arena_bytes(const %s_model *m) { return m ? nnrt_arena_size(m->arena_handle) : 0; }\n",
+                p, p);
   ec_emit_comm_stats(x, b);
   cs_emit_quant_api(x, b);
 }

@@ -632,29 +632,15 @@ static void api(const ec_ctx *x, nnc_sb *b) {
     "  return rc ? fail(m, rc, \"%%s\", e.msg) : 0;\n}\n\n",
     p, p, P, x->r->precision.storage == NNC_F32 ? (x->r->precision.tf32 ? "NNRT_DT_F32, true" : "NNRT_DT_F32, false")
              : x->r->precision.storage == NNC_BF16 ? "NNRT_DT_BF16, false" : "NNRT_DT_F16, false");
+  ec_emit_profile(x, b);
   nnc_sb_printf(b,
-    "int %s_profile(%s_model *m, int on) {\n"
-    "  if (!m) return %s_E_ARG;\n"
-    "  m->profile = on != 0;\n"
-    "  memset(m->ns, 0, sizeof m->ns);\n"
-    "  return 0;\n}\n\n"
     "int %s_cuda_graphs(%s_model *m, int on) {\n"
     "  if (!m) return %s_E_ARG;\n"
     "  m->graphs = on != 0;\n"
-    "  return 0;\n}\n\n"
-    "int %s_kernel_count(void) { return NKERNELS; }\n\n"
-    "int %s_kernel_info_at(const %s_model *m, int i, %s_kernel_info *out) {\n"
-    "  if (!m || !out || i < 0 || i >= NKERNELS) return %s_E_ARG;\n"
-    "  out->name = kernel_table[i].name;\n"
-    "  out->where = kernel_table[i].where;\n"
-    "  out->kind = kernel_table[i].kind;\n"
-    "  out->ops = kernel_table[i].ops;\n"
-    "  out->ns = m->ns[i];\n"
-    "  out->flops = out->bytes = 0;\n"
-    "  if (m->has_run) kernel_cost(i, &m->last, &out->flops, &out->bytes);\n"
-    "  return 0;\n}\n\n"
-    "size_t %s_arena_bytes(const %s_model *m) { return m ? arena_need(m->max) : 0; }\n",
-    p, p, P, p, p, P, p, p, p, p, P, p, p);
+    "  return 0;\n}\n\n",
+    p, p, P);
+  ec_emit_kernel_info(x, b);
+  nnc_sb_printf(b, "size_t %s_arena_bytes(const %s_model *m) { return m ? arena_need(m->max) : 0; }\n", p, p);
   ec_emit_comm_stats(x, b);
 }
 

@@ -777,6 +777,33 @@ bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a) {
          !nnc_dim_eq_const(q->shape[r - 3], 1);
 }
 
+void ec_emit_profile(const ec_ctx *x, nnc_sb *b) {
+  nnc_sb_printf(b,
+    "int %s_profile(%s_model *m, int on) {\n"
+    "  if (!m) return %s_E_ARG;\n"
+    "  m->profile = on != 0;\n"
+    "  memset(m->ns, 0, sizeof m->ns);\n"
+    "  return 0;\n}\n\n",
+    x->p, x->p, x->P);
+}
+
+void ec_emit_kernel_info(const ec_ctx *x, nnc_sb *b) {
+  const char *p = x->p;
+  nnc_sb_printf(b,
+    "int %s_kernel_count(void) { return NKERNELS; }\n\n"
+    "int %s_kernel_info_at(const %s_model *m, int i, %s_kernel_info *out) {\n"
+    "  if (!m || !out || i < 0 || i >= NKERNELS) return %s_E_ARG;\n"
+    "  out->name = kernel_table[i].name;\n"
+    "  out->where = kernel_table[i].where;\n"
+    "  out->kind = kernel_table[i].kind;\n"
+    "  out->ops = kernel_table[i].ops;\n"
+    "  out->ns = m->ns[i];\n"
+    "  out->flops = out->bytes = 0;\n"
+    "  if (m->has_run) kernel_cost(i, &m->last, &out->flops, &out->bytes);\n"
+    "  return 0;\n}\n\n",
+    p, p, p, p, x->P);
+}
+
 void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b) {
   if (x->world <= 1) return;
   if (x->tpc && x->dpc)

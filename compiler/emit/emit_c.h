@@ -267,6 +267,13 @@ const nnc_attention_desc *ec_attn_desc(const nnc_kernel *k);
  * head stride of 0: the G query heads read the same k and v. */
 bool ec_attn_grouped(const nnc_graph *g, const nnc_attention_desc *a);
 
+/* <model>_profile, and <model>_kernel_count with <model>_kernel_info_at:
+ * alike in every C-API target, whose model holds profile, ns[NKERNELS],
+ * has_run and the last run's dims (last), beside kernel_table and
+ * kernel_cost. */
+void ec_emit_profile(const ec_ctx *x, nnc_sb *b);
+void ec_emit_kernel_info(const ec_ctx *x, nnc_sb *b);
+
 /* <model>_comm_stats (the header's comment), for a parallel plan's model
  * whose struct holds its nnrt_comm *comm; nothing when world is 1. */
 void ec_emit_comm_stats(const ec_ctx *x, nnc_sb *b);
