@@ -8,8 +8,9 @@
 # Each folder (generated here by nnc, built there) is built with make (all at
 # once), checked against the float64 reference at CHECK (default "3 17":
 # B=3 T=17) with its harness's NaN-poisoned outputs, then timed: ROUNDS rounds
-# (default 3), each running every case (B T lines) on every folder in turn,
-# `bench_<model> --json --runs RUNS --warmup 10 -d B -d T --cuda-graphs
+# (default 3), each running every case (B T lines, or B T S for a --generate
+# folder's cached keys) on every folder in turn,
+# `bench_<model> --json --runs RUNS --warmup 10 -d B -d T [-d S] --cuda-graphs
 # GRAPHS` (RUNS 100, GRAPHS on), so that a drift of the GPU's clocks falls
 # on all folders alike. MEMCHECK names folders to run under compute-sanitizer
 # memcheck at CHECK. Prints one table: a row a case, the folders' medians
@@ -31,7 +32,7 @@ status=0
 
 # the model of a folder: its bench_<model>.c
 model_of() { basename "$(ls "$1"/bench_*.c)" .c | sed 's/^bench_//'; }
-dims_of() { set -- $1; echo "-d B=$1${2:+ -d T=$2}"; }
+dims_of() { set -- $1; echo "-d B=$1${2:+ -d T=$2}${3:+ -d S=$3}"; }
 median_of() { grep -o '"median_ms": [0-9.e+-]*' "$1" 2>/dev/null | tail -1 | cut -d' ' -f2 | grep . || echo -; }
 
 echo "== build"

@@ -27,7 +27,15 @@
  * stages deep (192 KB), two steps loading while one computes. The
  * epilogue stages each warpgroup's tile in shared memory so that C is
  * written a row at a time, coalesced, whatever its alignment. Blocks walk
- * M first, so the blocks resident together share B's columns (in L2). */
+ * M first, so the blocks resident together share B's columns (in L2).
+ *
+ * Up to 64 rows (a decode step's LM head) the block's tile is 64 x 128
+ * instead, a warpgroup 64 x 64 of it, three stages deep (72 KB), two of
+ * them loading while the products of one run: half of the 128-row tile was
+ * rows past M, and the 197 blocks of GPT-2's head (N = 50257) took two
+ * waves of 132 SMs at one block an SM; the 393 blocks of 128 columns take
+ * one wave at three blocks an SM. H200, GPT-2's head at 64 rows
+ * (bench/gpu_lm_head.cu): 37.1 -> 28.3 us; at 1 row 28.5 -> 22.1 us. */
 #ifndef NNC_CUDA_GEMM_WGMMA_CUH
 #define NNC_CUDA_GEMM_WGMMA_CUH
 
@@ -58,7 +66,23 @@ constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, NTHREADS = 256;
 constexpr int CST = BN + 8; /* the epilogue's row stride in floats: quads of rows hit distinct banks */
 constexpr const char *KERNEL = "nnc_cuda_gemm_wgmma";
 
-template <typename T> constexpr size_t smem_bytes() { return (size_t)STAGES * (BM + BN) * BK * sizeof(T) + 1024; }
+/* A block's tile: BM_ x BN_ of C, S_ stages, AHEAD_ of them loading while
+ * one computes (mainloop); the two warpgroups split it along M (64 rows
+ * each) when BM_ is 128, along N (BN_ / 2 columns each) when it is 64.
+ * MINB: the blocks an SM holds (launch bounds). */
+template <int BM_, int BN_, int S_, int MINB_, int AHEAD_ = S_ - 2> struct shape {
+  static constexpr int M = BM_, N = BN_, S = S_, MINB = MINB_, AHEAD = AHEAD_;
+  static constexpr int WGN = BM_ == 64 ? 2 : 1;     /* warpgroups along N */
+  static constexpr int WN = BN_ / WGN;             /* a warpgroup's columns */
+  static constexpr int CST = BN_ + 8;              /* as CST for the tile's width */
+  static_assert(BM_ == 64 * (2 / WGN), "two warpgroups of 64 rows, or one row of two");
+};
+using big = shape<BM, BN, STAGES, 1>;
+using small = shape<64, 128, 3, 3, 2>;
+
+template <typename T, class SH = big> constexpr size_t smem_bytes() {
+  return (size_t)SH::S * (SH::M + SH::N) * BK * sizeof(T) + 1024;
+}
 
 /* Elements of T in a 128-byte row piece (a k step): BK for bf16/f16, 128
  * for e4m3 (gemm_wgmma_fp8.cuh); and in a 16-byte chunk. */
@@ -95,10 +119,10 @@ __device__ __forceinline__ void load_rows(T *dst, const T *src, long long ld, in
  * - 1 (e4m3, whose step is half the work for the same bytes, so more bytes
  * must be on their way to keep the tensor cores fed) waits for each step's
  * products before the next step's copies overwrite its stage. */
-template <typename T, int N_, int AHEAD = STAGES - 2, class Load, class SA, class SB>
+template <typename T, int N_, int AHEAD = STAGES - 2, int S = STAGES, class Load, class SA, class SB>
 __device__ __forceinline__ void mainloop(float (&acc)[N_ / 2], int kt_end, int wg, const Load &load, const SA &sa,
                                          const SB &sb) {
-  static_assert(AHEAD == STAGES - 2 || AHEAD == STAGES - 1, "a stage for each step in flight and the one computing");
+  static_assert(AHEAD == S - 2 || AHEAD == S - 1, "a stage for each step in flight and the one computing");
 #pragma unroll
   for (int i = 0; i < N_ / 2; ++i) acc[i] = 0.0f;
   for (int t = 0; t < AHEAD; ++t) load(t);
@@ -114,7 +138,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[N_ / 2], int kt_end, int w
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) nnc_wg::mma<T>::template ss<N_>(acc, da + 2 * kk, db + 2 * kk, 1);
     nnc_wg::commit();
-    nnc_wg::wait<STAGES - 1 - AHEAD>(); /* step kt - 1's products (AHEAD = STAGES - 2), or step kt's */
+    nnc_wg::wait<S - 1 - AHEAD>(); /* step kt - 1's products (AHEAD = S - 2), or step kt's */
   }
   nnc_wg::wait<0>();
   nnc_wg::fence_regs(acc);
@@ -128,38 +152,43 @@ __device__ __forceinline__ void store(__half *p, float v) { *p = __float2half_rn
 
 }  // namespace nnc_gw
 
-template <typename T, typename TO, bool EPI>
-__global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(const nnc_cuda_gemm_wgmma_args<T, TO> g) {
+template <typename T, typename TO, bool EPI, class SH>
+__global__ void __launch_bounds__(nnc_gw::NTHREADS, SH::MINB) nnc_gemm_wgmma_kernel(const nnc_cuda_gemm_wgmma_args<T, TO> g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace nnc_gw;
+  constexpr int TM = SH::M, TN = SH::N, CST = SH::CST;
   extern __shared__ __align__(16) unsigned char nnc_gw_smem[];
   const uint32_t raw = nnc_smem_u32(nnc_gw_smem);
   T *base = reinterpret_cast<T *>(nnc_gw_smem + (((raw + 1023) & ~1023u) - raw));
-  auto sa = [&](int t) { return base + (t % STAGES) * (BM + BN) * BK; };
-  auto sb = [&](int t) { return sa(t) + BM * BK; };
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  auto sa = [&](int t) { return base + (t % SH::S) * (TM + TN) * BK; };
+  auto sb = [&](int t) { return sa(t) + TM * BK; };
+  const int m0 = blockIdx.x * TM, n0 = blockIdx.y * TN;
   const int wg = nnc_wg::warpgroup(), warp = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  /* the warpgroup's 64 rows and WN columns of the tile */
+  const int wm = SH::WGN == 1 ? wg : 0, wn = SH::WGN == 1 ? 0 : wg;
+  auto sb_w = [&](int t) { return sb(t) + wn * SH::WN * piece<T>(); };
   const int kt_end = (g.K + BK - 1) / BK;
   auto load = [&](int t) {
     if (t < kt_end) {
-      load_rows<T, BM>(sa(t), g.a, g.lda, m0, g.M, t * BK, g.K);
-      load_rows<T, BN>(sb(t), g.b, g.ldb, n0, g.N, t * BK, g.K);
+      load_rows<T, TM>(sa(t), g.a, g.lda, m0, g.M, t * BK, g.K);
+      load_rows<T, TN>(sb(t), g.b, g.ldb, n0, g.N, t * BK, g.K);
     }
     nnc_cp_async_commit(); /* empty past the end: one group a step */
   };
 
-  float acc[BN / 2];
-  mainloop<T, BN>(acc, kt_end, wg, load, sa, sb);
+  float acc[SH::WN / 2];
+  mainloop<T, SH::WN, SH::AHEAD, SH::S>(acc, kt_end, wm, load, sa, sb_w);
 
-  /* alpha, bias, then the warpgroup's 64 x 256 tile through shared memory */
-  float *cs = reinterpret_cast<float *>(base) + wg * 64 * CST;
+  /* alpha, bias, then the warpgroup's 64 x WN part of the tile through shared memory */
+  float *cs = reinterpret_cast<float *>(base) + wm * 64 * CST + wn * SH::WN;
 #pragma unroll
-  for (int nt = 0; nt < BN / 8; ++nt) {
+  for (int nt = 0; nt < SH::WN / 8; ++nt) {
     const int col = nt * 8 + 2 * (lane % 4);
+    const int gc = n0 + wn * SH::WN + col; /* C's column */
     float b0 = 0.0f, b1 = 0.0f;
     if (g.bias) {
-      if (n0 + col < g.N) b0 = nnc_dtype<T>::load(g.bias[n0 + col]);
-      if (n0 + col + 1 < g.N) b1 = nnc_dtype<T>::load(g.bias[n0 + col + 1]);
+      if (gc < g.N) b0 = nnc_dtype<T>::load(g.bias[gc]);
+      if (gc + 1 < g.N) b1 = nnc_dtype<T>::load(g.bias[gc + 1]);
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -169,21 +198,23 @@ __global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(con
     }
   }
   __syncthreads();
+  /* each warpgroup writes half the tile's rows, whole */
+  const float *ct = reinterpret_cast<const float *>(base);
   const int t = threadIdx.x % 128;
-  for (int r = 0; r < 64; ++r) {
-    const int row = m0 + wg * 64 + r;
+  for (int r = wg * (TM / 2); r < (wg + 1) * (TM / 2); ++r) {
+    const int row = m0 + r;
     if (row >= g.M) break;
     TO *crow = g.c + (long long)row * g.ldc + n0;
     if constexpr (!EPI) {
 #pragma unroll
-      for (int c = t; c < BN; c += 128)
-        if (n0 + c < g.N) store(crow + c, cs[r * CST + c]);
+      for (int c = t; c < TN; c += 128)
+        if (n0 + c < g.N) store(crow + c, ct[r * CST + c]);
     } else {
       const TO *rrow = g.residual ? g.residual + (long long)row * g.ldr + n0 : nullptr;
 #pragma unroll
-      for (int c = t; c < BN; c += 128) {
+      for (int c = t; c < TN; c += 128) {
         if (n0 + c >= g.N) continue;
-        float v = cs[r * CST + c];
+        float v = ct[r * CST + c];
         if (!g.act_last) v = nnc_gemm_act_rt(g.act, v);
         if (rrow) v += nnc_dtype<TO>::load(rrow[c]);
         if (g.act_last) v = nnc_gemm_act_rt(g.act, v);
@@ -197,6 +228,24 @@ __global__ void __launch_bounds__(nnc_gw::NTHREADS, 1) nnc_gemm_wgmma_kernel(con
   __trap();
 #endif
 }
+
+namespace nnc_gw {
+
+template <typename T, typename TO, bool EPI, class SH>
+nnc_cuda_status launch(const nnc_cuda_gemm_wgmma_args<T, TO> &g, cudaStream_t stream, nnc_cuda_error *err) {
+  static_assert(SH::M * SH::CST * sizeof(float) <= smem_bytes<T, SH>() - 1024, "the epilogue's tile fits in the stages");
+  auto kernel = nnc_gemm_wgmma_kernel<T, TO, EPI, SH>;
+  const size_t smem = smem_bytes<T, SH>();
+  static nnc_smem_raised raised;
+  const cudaError_t e = nnc_raise_smem(kernel, smem, raised);
+  if (e != cudaSuccess)
+    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute failed: %s", cudaGetErrorString(e));
+  const dim3 grid((unsigned)((g.M + SH::M - 1) / SH::M), (unsigned)((g.N + SH::N - 1) / SH::N));
+  kernel<<<grid, NTHREADS, smem, stream>>>(g);
+  return nnc_cuda_check_launch(err, KERNEL);
+}
+
+}  // namespace nnc_gw
 
 template <typename T, typename TO, bool EPI = false>
 nnc_cuda_status nnc_cuda_gemm_wgmma(const nnc_cuda_gemm_wgmma_args<T, TO> &g, cudaStream_t stream,
@@ -224,17 +273,9 @@ nnc_cuda_status nnc_cuda_gemm_wgmma(const nnc_cuda_gemm_wgmma_args<T, TO> &g, cu
   if ((reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b)) % 16)
     return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected a and b 16-byte aligned, found %p and %p",
                          (const void *)g.a, (const void *)g.b);
-  if ((g.N + BN - 1) / BN > 65535)
-    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected N <= %d, found %d", 65535 * BN, g.N);
-  auto kernel = nnc_gemm_wgmma_kernel<T, TO, EPI>;
-  const size_t smem = smem_bytes<T>();
-  static nnc_smem_raised raised;
-  const cudaError_t e = nnc_raise_smem(kernel, smem, raised);
-  if (e != cudaSuccess)
-    return nnc_cuda_fail(err, NNC_CUDA_E_LAUNCH, KERNEL, "cudaFuncSetAttribute failed: %s", cudaGetErrorString(e));
-  const dim3 grid((unsigned)((g.M + BM - 1) / BM), (unsigned)((g.N + BN - 1) / BN));
-  kernel<<<grid, NTHREADS, smem, stream>>>(g);
-  return nnc_cuda_check_launch(err, KERNEL);
+  if ((g.N + small::N - 1) / small::N > 65535)
+    return nnc_cuda_fail(err, NNC_CUDA_E_ARG, KERNEL, "expected N <= %d, found %d", 65535 * small::N, g.N);
+  return g.M <= small::M ? launch<T, TO, EPI, small>(g, stream, err) : launch<T, TO, EPI, big>(g, stream, err);
 }
 
 #endif

@@ -3,7 +3,8 @@
  * operands, f32 and narrow outputs, odd M and N (partial tiles both ways),
  * K not a multiple of 64, rows of C longer than N whose extra elements must
  * keep their poison, bias, alpha, K = 0, M = 0, GPT-2's LM head row
- * (N = 50257), the epilogue's activations (ReLU, SiLU, both GELUs) and
+ * (N = 50257) at 3 and 64 rows, M of 1 and 64 (the 64 x 128 tiles up to 64
+ * rows, the 128 x 256 ones past), the epilogue's activations (ReLU, SiLU, both GELUs) and
  * residual, before and after each other, and the argument checks. Outputs are poisoned with NaN first.
  * Tolerance: max |out - ref| <= tol * max |ref| per case, tol 1e-5 for f32
  * output (f32 accumulation of exact products; 1e-3 with the tanh GELU's
@@ -63,6 +64,11 @@ static const tcase CASES[] = {
     {"m129_n258_k64_silu", 129, 258, 64, 0, false, false, 1.0f, NNC_CUDA_ACT_SILU, false, false},
     {"m33_n129_k40_res_relu_last", 33, 129, 40, 1, true, true, 0.5f, NNC_CUDA_ACT_RELU, true, true},
     {"m200_n384_k384_residual", 200, 384, 384, 0, true, false, 1.0f, NNC_CUDA_ACT_NONE, true, false},
+    /* up to 64 rows: the 64 x 128 tiles (two warpgroups side by side) */
+    {"m64_n1000_k136_bias_padc", 64, 1000, 136, 2, true, true, 0.5f, NNC_CUDA_ACT_NONE, false, false},
+    {"m1_n129_k64_silu", 1, 129, 64, 0, false, true, 1.0f, NNC_CUDA_ACT_SILU, false, false},
+    {"m64_n200_k64_gelu_erf_res", 64, 200, 64, 1, true, true, 1.0f, NNC_CUDA_ACT_GELU_ERF, true, false},
+    {"m64_n50257_k768_lm_head", 64, 50257, 768, 0, false, false, 1.0f, NNC_CUDA_ACT_NONE, false, false},
 };
 
 /* The epilogue's activations in float64. */
