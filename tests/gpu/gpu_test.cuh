@@ -79,6 +79,15 @@ inline cudaStream_t test_stream() {
   return s;
 }
 
+/* Sets n bytes at device pointer p to v before anything launched after it,
+ * on any stream: cudaMemset runs on the legacy default stream, which is not
+ * ordered with test_stream()'s work (a poison fill could land after the
+ * kernel under test and fail it, as gemm_w4's did once in 75 suite runs). */
+inline void fill_now(void *p, int v, size_t n) {
+  CK(cudaMemset(p, v, n));
+  CK(cudaDeviceSynchronize());
+}
+
 /* Operands written late (pdl.cuh's contract, tested): one kernel whose
  * blocks let the next kernel start at once, sleep LATE_NS, then copy each
  * write's bytes. A kernel launched after it to start early that reads one

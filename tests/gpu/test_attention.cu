@@ -388,7 +388,7 @@ template <typename T> static void run_case(const tcase &c, int cc, const char *t
   T *sq = late ? upload(hq) : nullptr, *sk = late && c.lay != FUSED_QKV ? upload(hk) : nullptr;
   T *sv = late && c.lay != FUSED_QKV ? upload(hv) : nullptr, *sm = late && dm ? upload(hm) : nullptr;
   for (int rep = 0; rep < 2; ++rep) {
-    CK(cudaMemset(dout, 0xff, on * sizeof(T))); /* NaN in every type */
+    fill_now(dout, 0xff, on * sizeof(T)); /* NaN in every type */
     cudaStream_t s = (cudaStream_t)0;
     if (late && rep == 1) {
       s = test_stream();

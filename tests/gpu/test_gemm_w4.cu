@@ -146,7 +146,7 @@ template <typename T, typename TO> static void check(const tcase &c, nnrt_cuda_b
   void *ws = nullptr;
   if (ws_bytes) {
     CK(cudaMalloc(&ws, ws_bytes));
-    CK(cudaMemset(ws, 0xff, ws_bytes)); /* NaN in every T */
+    fill_now(ws, 0xff, ws_bytes); /* NaN in every T */
   }
   nnc_cuda_w4_gemm_args<T, TO> f = {};
   f.M = M, f.N = N, f.K = K;
@@ -219,8 +219,8 @@ static void check_weight(const char *what, int N, int K, bool in_out, std::vecto
   uint8_t *dq;
   CK(cudaMalloc(&dq, hq.size() + 16));
   CK(cudaMalloc(&ds, hs.size() * 4 + 16));
-  CK(cudaMemset(dq, 0x5a, hq.size()));
-  CK(cudaMemset(ds, 0xff, hs.size() * 4));
+  fill_now(dq, 0x5a, hq.size());
+  fill_now(ds, 0xff, hs.size() * 4);
   nnc_cuda_error e = {};
   const nnc_cuda_status st = nnc_cuda_w4_weight(dw, N, K, in_out, dq, ds, test_stream(), &e);
   CK(cudaStreamSynchronize(test_stream()));
@@ -406,7 +406,7 @@ static void time_decode(nnrt_cuda_blas *h) {
   CK(cudaMalloc(&sw, 3072 * 4));
   CK(cudaMemset(a, 0, 16 * 3072 * 2));
   CK(cudaMemset(bias, 0, 3072 * 2));
-  CK(cudaMemset(sw, 0, 3072 * 4));
+  fill_now(sw, 0, 3072 * 4);
   std::printf("\n| GEMM | N x K | M | int4 rows us | GB/s | int8 rows us | cuBLASLt bf16 us | int4 vs int8 | int4 vs bf16 |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const auto &c : g)

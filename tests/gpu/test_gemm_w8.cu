@@ -111,7 +111,7 @@ template <typename T, typename TO> static void check(const tcase &c, nnrt_cuda_b
   void *ws = nullptr;
   if (ws_bytes) {
     CK(cudaMalloc(&ws, ws_bytes));
-    CK(cudaMemset(ws, 0xff, ws_bytes)); /* NaN in every T */
+    fill_now(ws, 0xff, ws_bytes); /* NaN in every T */
   }
   nnc_cuda_w8_gemm_args<T, TO> f = {};
   f.M = M, f.N = N, f.K = K;
@@ -280,7 +280,7 @@ static void time_decode(nnrt_cuda_blas *h) {
   CK(cudaMalloc(&sw, 3072 * 4));
   CK(cudaMemset(a, 0, 16 * 3072 * 2));
   CK(cudaMemset(bias, 0, 3072 * 2));
-  CK(cudaMemset(sw, 0, 3072 * 4));
+  fill_now(sw, 0, 3072 * 4);
   std::printf("\n| GEMM | N x K | M | int8 rows us | GB/s | cuBLASLt bf16 us | GB/s | speed-up |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const auto &c : g)

@@ -72,7 +72,7 @@ template <typename T> static void run_case(const rcase &c, nnc_reduce_op op, con
   std::vector<T> out[2];
   T *xs = nx ? upload(hx) : nullptr;   /* the late writes' source */
   for (int rep = 0; rep < 2; ++rep) {
-    CK(cudaMemset(y, 0xff, std::max<size_t>(ny, 1) * sizeof(T)));   /* NaN in every type */
+    fill_now(y, 0xff, std::max<size_t>(ny, 1) * sizeof(T));   /* NaN in every type */
     cudaStream_t s = (cudaStream_t)0;
     if (rep == 1 && xs) {
       s = test_stream();
