@@ -44,6 +44,8 @@ void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
  * templates/cuda/gemm_skinny.cuh, and that branch (the launcher's M, N, K
  * and s in scope; a: A's pointer expression, NULL for d->a's) (cuda_skinny.c). */
 bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s);
+/* Whether the GEMM is a vocabulary head's (N K over 8M weights). */
+bool cu_skinny_big(const ec_gemm_shape *s);
 void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body);
 /* Whether tensor t is a weight no kernel can still be writing when run
  * kernel ki starts early (a parameter outside --train, or made from

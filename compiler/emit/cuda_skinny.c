@@ -32,12 +32,16 @@ bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape
          (d->bias < 0 || g->tensors[d->bias].dtype == t) && (d->residual < 0 || g->tensors[d->residual].dtype == o);
 }
 
+bool cu_skinny_big(const ec_gemm_shape *s) {
+  return digits(s->N) && digits(s->K) && atoll(s->N) * atoll(s->K) > (8ll << 20);
+}
+
 void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
-  /* a vocabulary head (N K over 8M): A is re-read from L2 for every 64 columns, which at 64 rows costs more
-   * than the tensor-core GEMM's time */
-  bool big = digits(s->N) && digits(s->K) && atoll(s->N) * atoll(s->K) > (8ll << 20);
+  /* a vocabulary head: A is re-read from L2 for every 64 columns, which at 64 rows costs more than the
+   * tensor-core GEMM's time */
+  bool big = cu_skinny_big(s);
   nnc_sb_printf(body, "  if (M <= NNC_SKINNY_ROWS%s) {   /* a few rows (a decode step): the skinny GEMM streams the weight "
                       "once%s */\n"
                       "    nnc_cuda_skinny_args<%s, %s> sk = {};\n    sk.M = M;\n    sk.N = N;\n    sk.K = K;\n",

@@ -812,7 +812,8 @@ static void test_volta(void **state) {
  * nvcc (build()), also with the branch up to 64 rows, and a setting above 64
  * is refused at compile time. The weights are marked fixed (their copies may start before
  * the kernel before ends); a vocabulary head of over 8M weights takes the
- * branch only up to 16 rows whatever NNC_SKINNY_ROWS says. sm_80 (no
+ * branch only up to 16 rows whatever NNC_SKINNY_ROWS says, and none on nnc's
+ * wgmma GEMM (rows of an odd length). sm_80 (no
  * clusters) has no branch. What it computes is checked on a GPU (the GPU
  * suite's decode and --check runs at few rows, bench/gpu_skinny.cu). */
 static void test_skinny(void **state) {
@@ -865,6 +866,16 @@ static void test_skinny(void **state) {
   snprintf(cmd, sizeof cmd,
            "test $(grep -c 'if (M <= NNC_SKINNY_ROWS) {' %s) -eq 4 && "
            "test $(grep -c 'if (M <= NNC_SKINNY_ROWS && M <= 16) {' %s) -eq 1", p, p);
+  assert_int_equal(sh("%s", cmd), 0);
+  /* the same head with rows of an odd length goes to nnc's wgmma GEMM, which streams it faster at every
+   * M (its 64 x 128 tiles): no branch */
+  const char *odd[] = {"layers=1", "vocab=16385", "ctx=64", "batch=64"};
+  snprintf(sm80, sizeof sm80, "%s/gpt2_skinny_head_odd", work);
+  assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm90a", "bf16", NULL, odd, 4, false, sm80, &err), NNC_OK);
+  snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
+  snprintf(cmd, sizeof cmd,
+           "test $(grep -c 'if (M <= NNC_SKINNY_ROWS) {' %s) -eq 4 && "
+           "test $(grep -c 'M <= 16' %s) -eq 0 && test $(grep -c 'nnc_cuda_gemm_wgmma(g, s, &e)' %s) -eq 1", p, p, p);
   assert_int_equal(sh("%s", cmd), 0);
 }
 
