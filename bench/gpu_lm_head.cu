@@ -1,6 +1,6 @@
 /* bench/gpu_lm_head.cu — the LM head of a decode step (GPT-2: C [M, 50257]
  * f32 = A [M, 768] W^T, W the bf16 [50257, 768] embedding, 77.2 MB) on
- * templates/cuda/gemm_wgmma.cuh's tile shapes, at the rows of decode
+ * templates/cuda/gemm_wgmma.cuh's tile shapes and gemm_skinny.cuh, at the rows of decode
  * batches; the floor is W's bytes over the device-to-device copy rate of
  * the same run (bytes read + written over the time). bench/gpu_timing.cuh's
  * median_us; W is larger than L2, so every call streams it from memory.
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "gemm_skinny.cuh"
 #include "gemm_wgmma.cuh"
 #include "gpu_timing.cuh"
 
@@ -53,6 +54,17 @@ int main() {
   g.N = N, g.K = K, g.a = a, g.lda = K, g.b = w, g.ldb = K, g.alpha = 1.0f, g.c = c, g.ldc = N;
   using namespace nnc_gw;
   int rc = 0;
+  nnc_cuda_skinny_args<bf16, float> sk = {};
+  sk.N = N, sk.K = K, sk.a = a, sk.lda = K, sk.w = w, sk.ldw = K, sk.w_nk = true, sk.c = c, sk.ldc = N;
+  sk.alpha = 1.0f, sk.w_fixed = true;
+  for (int m : {1, 16, 32, 64}) {
+    sk.M = m;
+    nnc_cuda_error err;
+    int bad = 0;
+    const double us = median_us([&](int) { bad |= nnc_cuda_gemm_skinny(sk, 0, &err) != NNC_CUDA_OK; });
+    if (bad) return std::fprintf(stderr, "skinny M=%d: %s\n", m, err.msg), 1;
+    std::printf("%-34s M=%-4d %7.1f us  %5.1f%% of the floor\n", "skinny (gemm_skinny.cuh)", m, us, 100.0 * floor_us / us);
+  }
   rc |= time_shape<big>("128x256, 4 stages (big)", g, floor_us);
   rc |= time_shape<shape<64, 128, 3, 3>>("64x128, 3 stages, 1 ahead", g, floor_us);
   rc |= time_shape<shape<64, 128, 3, 3, 2>>("64x128, 3 stages, 2 ahead", g, floor_us);
