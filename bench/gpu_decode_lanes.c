@@ -279,6 +279,7 @@ int main(void) {
     }
   }
   if (layers != MAX_LAYERS) return fprintf(stderr, "expected %d attention kernels, found %d\n", MAX_LAYERS, layers), 1;
+  if (head_first + 3 != nk) return fprintf(stderr, "expected the head's three kernels after the last layer's\n"), 1;
   for (int i = 0; i < 2; i++)
     if (make_lane(&half[i], B_ALL / 2, i * (B_ALL / 2), out_lanes, one.m)) return 1;
   for (int i = 0; i < 4; i++)
@@ -315,11 +316,11 @@ int main(void) {
     if (a[i].skip_head || a[i].lanes == 1) continue;
     lane *l = a[i].lanes == 2 ? half : quarter;
     for (int j = 0; j < a[i].lanes; j++) gpt2_zero_arena(l[j].m);
-    cudaMemset(out_lanes, 0xff, (size_t)B_ALL * VOCAB * 4);   /* poisoned: NaN */
+    cudaMemsetAsync(out_lanes, 0xff, (size_t)B_ALL * VOCAB * 4, s[0]);   /* poisoned: NaN, before the graph */
     if (check(cudaGraphLaunch(a[i].exec, s[0]), "launch") || check(cudaStreamSynchronize(s[0]), "step")) return 1;
     printf("check %-50s max err / max |logit| %.2e\n", a[i].name, rel_err(out_lanes, out_one));
   }
-  float t[3][64];
+  static float t[3][sizeof a / sizeof a[0]];
   for (int round = 0; round < 3; round++)
     for (int i = 0; i < na; i++) t[round][i] = time_graph(a[i].exec, s[0]);
   printf("%-52s  round 0 / 1 / 2 (ms, median of %d replays)\n", "arrangement", RUNS);

@@ -19,7 +19,6 @@
 typedef __nv_bfloat16 bf16;
 static const int N = 50257, K = 768, MMAX = 128;
 
-
 template <class SH> static int time_shape(const char *name, const nnc_cuda_gemm_wgmma_args<bf16, float> &g0, double floor_us) {
   for (int m : {1, 16, 32, 64, 128}) {
     if (m > SH::M && SH::M == 64) continue;

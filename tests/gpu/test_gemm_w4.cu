@@ -397,15 +397,15 @@ static void time_decode(nnrt_cuda_blas *h) {
   __nv_bfloat16 *a, *d, *bias;
   float *sw, *sw4;
   CK(cudaMalloc(&pool, span + max_w));
-  CK(cudaMemset(pool, 0x11, span + max_w));
+  fill_now(pool, 0x11, span + max_w);
   CK(cudaMalloc(&sw4, span / 16 + max_w));
-  CK(cudaMemset(sw4, 0, span / 16 + max_w));
+  fill_now(sw4, 0, span / 16 + max_w);
   CK(cudaMalloc(&a, 16 * 3072 * 2));
   CK(cudaMalloc(&d, 16 * 3072 * 2));
   CK(cudaMalloc(&bias, 3072 * 2));
   CK(cudaMalloc(&sw, 3072 * 4));
-  CK(cudaMemset(a, 0, 16 * 3072 * 2));
-  CK(cudaMemset(bias, 0, 3072 * 2));
+  fill_now(a, 0, 16 * 3072 * 2);
+  fill_now(bias, 0, 3072 * 2);
   fill_now(sw, 0, 3072 * 4);
   std::printf("\n| GEMM | N x K | M | int4 rows us | GB/s | int8 rows us | cuBLASLt bf16 us | int4 vs int8 | int4 vs bf16 |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");

@@ -273,13 +273,13 @@ static void time_decode(nnrt_cuda_blas *h) {
   __nv_bfloat16 *a, *d, *bias;
   float *sw;
   CK(cudaMalloc(&pool, span + max_w));
-  CK(cudaMemset(pool, 1, span + max_w));
+  fill_now(pool, 1, span + max_w);
   CK(cudaMalloc(&a, 16 * 3072 * 2));
   CK(cudaMalloc(&d, 16 * 3072 * 2));
   CK(cudaMalloc(&bias, 3072 * 2));
   CK(cudaMalloc(&sw, 3072 * 4));
-  CK(cudaMemset(a, 0, 16 * 3072 * 2));
-  CK(cudaMemset(bias, 0, 3072 * 2));
+  fill_now(a, 0, 16 * 3072 * 2);
+  fill_now(bias, 0, 3072 * 2);
   fill_now(sw, 0, 3072 * 4);
   std::printf("\n| GEMM | N x K | M | int8 rows us | GB/s | cuBLASLt bf16 us | GB/s | speed-up |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
