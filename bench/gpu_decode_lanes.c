@@ -14,13 +14,18 @@
  * together (lane i's after lane i-2's). "prio" puts every
  * kernel but the attentions at the device's greatest priority (graph node
  * priorities), so a chain's kernels take SMs as the attention's blocks
- * leave. "no head" skips the last two kernels (the last rows' gather and
- * the LM head): the compiler would run one head over all lanes' rows.
+ * leave. "no head" skips the last three kernels (the last layer's view,
+ * the last rows' gather and the LM head): the compiler would run one head
+ * over all lanes' rows. "attn NW:BLOCKS" launches the decode attention with
+ * blocks of NW warps, BLOCKS of them looping over the rows (0: a block a
+ * row).
  *
- * Built inside a --generate GPT-2 folder whose gpt2.cu bench/gpu_decode_lanes.sh
- * has patched (a hook around every kernel of forward, and three helpers):
+ * Built inside a --generate GPT-2 folder whose gpt2.cu and
+ * kernels/attention_decode.cuh bench/gpu_decode_lanes.sh has patched (a
+ * hook around every kernel of forward, two helpers, $LANES_ATTN):
  *   bash bench/gpu_decode_lanes.sh generate   # here
  *   bash bench/gpu_decode_lanes.sh run        # on the GPU machine
+ *   SKINNY=1 bash bench/gpu_decode_lanes.sh run   # every layer GEMM on the skinny GEMM
  * Checks each lanes arrangement's logits against the one batch's (caches
  * zeroed, so both see the same keys), then prints the median step (ms) of
  * each arrangement over RUNS replays, three rounds. */
@@ -303,6 +308,13 @@ int main(void) {
       {"4 x B=16 two at a time, prio, no head, attn 16:100", 4, 2, 1, 1, "16:100", NULL},
       {"4 x B=16 two at a time, prio, no head, attn 16:66", 4, 2, 1, 1, "16:66", NULL},
       {"4 x B=16 free, prio, no head, attn 16:100", 4, 0, 1, 1, "16:100", NULL},
+      /* blocks of 4 warps, one a row: at 32 and 16 rows a batch they leave most of an SM's registers
+       * to the other lanes' GEMMs (with SKINNY=1, the skinny GEMM's blocks of 4 warps fit beside them) */
+      {"one B=64, no head, attn 4:0", 1, 0, 0, 1, "4:0", NULL},
+      {"2 x B=32 staggered, prio, no head, attn 4:0", 2, 1, 1, 1, "4:0", NULL},
+      {"2 x B=32 free, prio, no head, attn 4:0", 2, 0, 1, 1, "4:0", NULL},
+      {"4 x B=16 two at a time, prio, no head, attn 4:0", 4, 2, 1, 1, "4:0", NULL},
+      {"4 x B=16 free, prio, no head, attn 4:0", 4, 0, 1, 1, "4:0", NULL},
   };
   const int na = (int)(sizeof a / sizeof a[0]);
   for (int i = 0; i < na; i++) {

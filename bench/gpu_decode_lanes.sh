@@ -37,9 +37,9 @@ extern "C" void gpt2_zero_arena(gpt2_model *m) {
 """
 open(p, "w").write(s)
 
-# the decode attention, persistent when $LANES_ATTN says "NW:BLOCKS" (read at each launch, so at
-# each capture): BLOCKS blocks of NW warps (16 or 8) loop over the rows, leaving the SMs they do not
-# take to the other lanes' kernels
+# the decode attention as $LANES_ATTN says, "NW:BLOCKS" (read at each launch, so at each capture):
+# blocks of NW warps (16, 8 or 4); BLOCKS of them looping over the rows (persistent), leaving the SMs
+# they do not take to the other lanes' kernels, or a block a row when BLOCKS is 0
 p = p.replace("gpt2.cu", "kernels/attention_decode.cuh")
 s = open(p).read()
 old_row = "  const int row = blockIdx.x / P; /* (b * heads + h) * T + i */\n"
@@ -52,8 +52,9 @@ s = s.replace(old_end, old_end[:-2] + "  __syncthreads();   /* part[] is the nex
 s = s.replace(old_launch, """  if (const char *la = getenv("LANES_ATTN"); la && *la && !(a.rope_q || a.rope_k)) {
     int nw = 16, nb = 132;
     sscanf(la, "%d:%d", &nw, &nb);
-    const unsigned grid = (unsigned)(rows < nb ? rows : nb);
-    if (nw == 8) nnc_attn_decode_groups_kernel<T, 64, 8, 4><<<grid, 8 * 32, 0, stream>>>(a);
+    const unsigned grid = (unsigned)(nb <= 0 || rows < nb ? rows : nb);
+    if (nw == 4) nnc_attn_decode_groups_kernel<T, 64, 4, 4><<<grid, 4 * 32, 0, stream>>>(a);
+    else if (nw == 8) nnc_attn_decode_groups_kernel<T, 64, 8, 4><<<grid, 8 * 32, 0, stream>>>(a);
     else nnc_attn_decode_groups_kernel<T, 64, 16, 2><<<grid, 16 * 32, 0, stream>>>(a);
     return nnc_cuda_check_launch(err, nnc_attn::KERNEL);
   }
@@ -63,11 +64,17 @@ PY
   echo "generated and patched: $G"
 }
 
+# SKINNY=1: the folder built with -DNNC_SKINNY_ROWS=64, every layer GEMM of up to 64 rows on the skinny
+# GEMM (4 warps a block, room beside the attention's blocks on an SM) instead of cuBLASLt (a whole SM's
+# registers a block)
 run() {
-  make -C "$G" -j16 > "$G/make.log" 2>&1 || { tail -30 "$G/make.log"; exit 1; }
+  local flags=-O3
+  [ "${SKINNY:-0}" = 1 ] && flags="-O3 -DNNC_SKINNY_ROWS=64"
+  make -C "$G" -j16 NVCCFLAGS="$flags" > "$G/make.log" 2>&1 || { tail -30 "$G/make.log"; exit 1; }
   make -C "$G" -f Makefile -f "$ROOT/bench/gpu_decode_lanes.mk" LANES_SRC="$ROOT/bench/gpu_decode_lanes.c" decode_lanes \
     >> "$G/make.log" 2>&1 || { tail -30 "$G/make.log"; exit 1; }
   nvidia-smi --query-gpu=name --format=csv,noheader
+  echo "NVCCFLAGS=$flags"
   "$G/decode_lanes"
 }
 
