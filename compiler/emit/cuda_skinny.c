@@ -4,7 +4,8 @@
  * weight once over every SM (k split over a thread block cluster), before
  * the GEMM's usual path (cuBLASLt or nnc's wgmma GEMM) for larger M. The
  * same library runs the prefill (M = B x T) and the decode steps (M = B),
- * so the choice is made at run time; a constant M over 64 never takes it.
+ * so the choice is made at run time; a constant M over 64 never takes it,
+ * nor a vocabulary head on nnc's wgmma GEMM (cuda_gemm.c's takes_skinny).
  * Needs sm_90 (clusters).
  *
  * NNC_SKINNY_ROWS is 16 unless the folder is built otherwise (make
