@@ -804,6 +804,22 @@ static void test_volta(void **state) {
   assert_true(file_has(p, "CUDA device"));
 }
 
+/* A one-layer decode-shaped GPT-2 of the given vocabulary on cuda-sm90a: 0 when its gpt2.cu has the
+ * layers' four skinny branches, `a` n_a times and `b` n_b times. */
+static int head_branches(const char *vocab, const char *a, int n_a, const char *b, int n_b) {
+  char v[32], dir[512], p[600], cmd[2400];
+  snprintf(v, sizeof v, "vocab=%s", vocab);
+  const char *defs[] = {"layers=1", v, "ctx=64", "batch=64"};
+  nnc_error err = {0};
+  snprintf(dir, sizeof dir, "%s/gpt2_skinny_head_%s", work, vocab);
+  if (emit_graphs("models/gpt2.lua", "cuda-sm90a", "bf16", NULL, defs, 4, false, dir, &err) != NNC_OK) return -1;
+  snprintf(p, sizeof p, "%s/gpt2.cu", dir);
+  snprintf(cmd, sizeof cmd,
+           "test $(grep -c 'if (M <= NNC_SKINNY_ROWS) {' %s) -eq 4 && test $(grep -cF '%s' %s) -eq %d && "
+           "test $(grep -cF '%s' %s) -eq %d", p, a, p, n_a, b, p, n_b);
+  return sh("%s", cmd);
+}
+
 /* A decode-shaped GPT-2 (B = 64 rows at T = 1) on cuda-sm90a: every linear
  * layer and the LM head get the skinny GEMM's branch for M <= NNC_SKINNY_ROWS
  * (16 unless the folder is built otherwise) at run time before their usual
@@ -858,25 +874,11 @@ static void test_skinny(void **state) {
   assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm80", "bf16", NULL, gpt2, 4, false, sm80, &err), NNC_OK);
   snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
   assert_false(file_has(p, "gemm_skinny"));
-  /* a head of 16384 x 768 weights: the branch up to 16 rows only */
-  const char *big[] = {"layers=1", "vocab=16384", "ctx=64", "batch=64"};
-  snprintf(sm80, sizeof sm80, "%s/gpt2_skinny_head", work);
-  assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm90a", "bf16", NULL, big, 4, false, sm80, &err), NNC_OK);
-  snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
-  snprintf(cmd, sizeof cmd,
-           "test $(grep -c 'if (M <= NNC_SKINNY_ROWS) {' %s) -eq 4 && "
-           "test $(grep -c 'if (M <= NNC_SKINNY_ROWS && M <= 16) {' %s) -eq 1", p, p);
-  assert_int_equal(sh("%s", cmd), 0);
-  /* the same head with rows of an odd length goes to nnc's wgmma GEMM, which streams it faster at every
-   * M (its 64 x 128 tiles): no branch */
-  const char *odd[] = {"layers=1", "vocab=16385", "ctx=64", "batch=64"};
-  snprintf(sm80, sizeof sm80, "%s/gpt2_skinny_head_odd", work);
-  assert_int_equal(emit_graphs("models/gpt2.lua", "cuda-sm90a", "bf16", NULL, odd, 4, false, sm80, &err), NNC_OK);
-  snprintf(p, sizeof p, "%s/gpt2.cu", sm80);
-  snprintf(cmd, sizeof cmd,
-           "test $(grep -c 'if (M <= NNC_SKINNY_ROWS) {' %s) -eq 4 && "
-           "test $(grep -c 'M <= 16' %s) -eq 0 && test $(grep -c 'nnc_cuda_gemm_wgmma(g, s, &e)' %s) -eq 1", p, p, p);
-  assert_int_equal(sh("%s", cmd), 0);
+  /* a head of 16384 x 768 weights (cuBLASLt): the branch up to 16 rows only; the same head with rows of
+   * an odd length goes to nnc's wgmma GEMM, which streams it faster at every M (its 64 x 128 tiles): no
+   * branch. The layers' four GEMMs keep theirs. */
+  assert_int_equal(head_branches("16384", "&& M <= 16) {", 1, "nnc_cuda_gemm_wgmma(g, s, &e)", 0), 0);
+  assert_int_equal(head_branches("16385", "&& M <= 16) {", 0, "nnc_cuda_gemm_wgmma(g, s, &e)", 1), 0);
 }
 
 /* nnc --generate of models/<model>.lua for target (--precision=precision unless NULL) into out. */
