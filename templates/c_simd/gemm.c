@@ -58,13 +58,21 @@ static int kc_at(int K, int pc) {
   return rest <= NNC_GEMM_KC + NNC_GEMM_KC / 4 ? rest : NNC_GEMM_KC;
 }
 
+/* The fewest flops a task is given: waking the pool's threads costs 10-40
+ * us on a 2-core VM (a Zen 5 one, session 38: the forecaster's 32 kflop
+ * head took 45 us on two threads, 3.7 on one), a MFLOP's work. */
+#define NNC_GEMM_MIN_TASK_FLOPS (1 << 20)
+
 static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
   plan p;
   int batch = g->batch > 0 ? g->batch : 1;
   int M = imax(g->M, 0), N = imax(g->N, 0), K = imax(g->K, 0);
   p.mp = ceil_div(M, NNC_GEMM_MR) * NNC_GEMM_MR;
   p.kc = imax(1, imin(NNC_GEMM_KC + NNC_GEMM_KC / 4, K));   /* the deepest kc_at */
+  const double flops = 2.0 * batch * (double)M * N * K;
   int target = nthreads > 1 ? 4 * nthreads : 1;
+  if (flops < (double)target * NNC_GEMM_MIN_TASK_FLOPS)
+    target = imax(1, (int)(flops / NNC_GEMM_MIN_TASK_FLOPS));
   int per_item = imax(1, ceil_div(target, batch));
   int nblk = imax(1, ceil_div(N, NNC_GEMM_NR));
   int mblk = imax(1, ceil_div(M, NNC_GEMM_MR));
