@@ -27,8 +27,9 @@ nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
  * then a GEMM workspace per thread). */
 nnc_status cs_emit_scan(const ec_ctx *x, int k, nnc_sb *b);
 void cs_emit_scan_workspace(const ec_ctx *x, int k, nnc_sb *b);
-/* What the scans' kernels share, written once before the kernels: nnc_rnn_act. */
-void cs_emit_scan_helpers(nnc_sb *b);
+/* What the scans' kernels share, written once before the kernels: nnc_rnn_split, and nnc_rnn_act
+ * (the GRU's gate math) and nnc_lstm_cell (the LSTM's) where a scan calls them. */
+void cs_emit_scan_helpers(nnc_sb *b, bool act, bool lstm_cell);
 /* A rope kernel: a task takes whole rows (emit_rope.c). */
 /* k<ki>_rows, whose body reads the run context c, then k<ki>, which runs it
  * over `rows` rows of `cols` elements on the model's threads; frees body. */

@@ -358,9 +358,9 @@ nnc_status cs_write_model(const ec_ctx *x, const char *dir, nnc_error *err) {
   nnc_sb_init(&kb);
   /* the kernels first: the helpers before them are written only when used */
   nnc_status st = cs_emit_kernels(x, &kb, err);
-  bool scans = ec_names(kb.buf, "nnc_rnn_act");
+  bool scans = ec_names(kb.buf, "nnc_rnn_split");
   model_front(x, ec_names(kb.buf, "kernel_failed"), ec_names(kb.buf, "ensure_ws"), scans, &b);
-  if (scans) cs_emit_scan_helpers(&b);
+  if (scans) cs_emit_scan_helpers(&b, ec_names(kb.buf, "nnc_rnn_act"), ec_names(kb.buf, "nnc_lstm_cell"));
   if (kb.buf) nnc_sb_puts(&b, kb.buf);
   if (kb.oom) b.oom = true;
   nnc_sb_free(&kb);

@@ -11,6 +11,10 @@
  * with no barrier between steps. A parallel_for a step cost ~12 us on a
  * 2-core VM, 96 of them a forward of the 2-layer forecaster. W_hh is packed
  * into the micro-kernel's order once a scan (b_packed), not by every GEMM.
+ * The LSTM's step GEMM is the bare product: b_hh and the step's xw are
+ * added by its cell (nnc_lstm_cell), which reads every gate anyway, in one
+ * vector pass with the gate math (the GEMM's epilogue pass over the gates
+ * and the cell's five passes cost the forecaster 5% on a Zen 5 VM).
  *
  * The numerics are emit_recurrent.c's: PyTorch's gate order (i, f, g, o;
  * r, z, n) and the GRU's n gate tanh(xw_n + r (W_hn h + b_hn)), so for the
@@ -70,11 +74,14 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
                    "  nnc_simd_gemm_args g;   /* a step's GEMM over every batch row (C: the gates, [B, %d * H]),\n"
                    "                            W_hh packed once for the scan (b_packed) */\n"
                    "  int per;                /* batch rows a task takes */\n"
+                   "%s"
                    "  unsigned char *ws;      /* per thread, `each` bytes of workspace for a task's GEMM */\n"
                    "  size_t each;\n"
                    "  atomic_int failed;      /* a task's GEMM refused its arguments; msg says why */\n"
                    "  char msg[256];\n} k%d_scan;\n\n",
-                ki, ki, G, ki);
+                ki, ki, G,
+                lstm ? "  const float *bias;       /* b_hh, which the cell adds (the step GEMM has no epilogue) */\n" : "",
+                ki);
   nnc_sb body;
   nnc_sb_init(&body);
   ec_assign(x, &body, 2, "const float *xw", n->in[0]);
@@ -94,7 +101,6 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
     "    g.A = step == 0 ? hn + r0 * H : y + (r0 * T + t %s 1) * H;\n"
     "    g.lda = step == 0 ? H : T * H;\n",
     rev ? "T - 1 - step" : "step", rev ? "-" : "+", rev ? "+" : "-");
-  if (lstm) nnc_sb_printf(&body, "    g.residual = xw + (r0 * T + t) * 4 * H;\n");
   nnc_sb_printf(&body,
     "    nnc_simd_error e;\n"
     "    if (nnc_simd_gemm(&g, NULL, s->ws + (size_t)thread * s->each, s->each, &e)) {\n"
@@ -105,15 +111,7 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
   nnc_sb_printf(&body, "      float *a = s->g.C + b * %d * H, *yr = y + (b * T + t) * H;\n", G);
   if (lstm) {
     nnc_sb_printf(&body,
-      "      float *cr = cn + b * H;\n"
-      "      nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a, 2 * H);       /* i, f */\n"
-      "      nnc_rnn_act(NNC_SIMD_ACT_TANH, a + 2 * H, H);      /* g */\n"
-      "      nnc_rnn_act(NNC_SIMD_ACT_SIGMOID, a + 3 * H, H);   /* o */\n"
-      "      for (int64_t j = 0; j < H; j++) {\n"
-      "        cr[j] = a[H + j] * cr[j] + a[j] * a[2 * H + j];   /* c = f c + i g */\n"
-      "        yr[j] = cr[j];\n      }\n"
-      "      nnc_rnn_act(NNC_SIMD_ACT_TANH, yr, H);\n"
-      "      for (int64_t j = 0; j < H; j++) yr[j] *= a[3 * H + j];   /* h = o tanh(c) */\n");
+      "      nnc_lstm_cell(a, s->bias, xw + (b * T + t) * 4 * H, H, cn + b * H, yr);   /* c = f c + i g, h = o tanh(c) */\n");
   } else {
     nnc_sb_printf(&body,
       "      const float *xr = xw + (b * T + t) * 3 * H, *hp = g.A + (b - r0) * g.lda;\n"
@@ -128,15 +126,44 @@ static void scan_rows(const ec_ctx *x, int ki, const nnc_node *n, long long H, n
     "      /* the row's xw at the next step, which %s reads: a miss (rows T * %d * H apart) taken now */\n"
     "      if (next >= 0 && next < T)\n"
     "        for (int64_t j = 0; j < %d * H; j += 16) __builtin_prefetch(xw + (b * T + next) * %d * H + j);\n    }\n  }\n",
-    lstm ? "its GEMM (the residual)" : "its gate math", G, G, G);
+    lstm ? "its cell" : "its gate math", G, G, G);
   nnc_sb_printf(b, "/* Task `task` of the scan: batch rows [r0, r1), every step. */\n");
   snprintf(pre, sizeof pre, "  k%d_scan *s = p;\n  const run_ctx *c = s->c;\n", ki);
   snprintf(head, sizeof head, "static void k%d_rows(void *p, int task, int thread)", ki);
   ec_emit_function(x, b, head, pre, "c->d", &body);
 }
 
-void cs_emit_scan_helpers(nnc_sb *b) {
-  nnc_sb_printf(b,
+void cs_emit_scan_helpers(nnc_sb *b, bool act, bool lstm_cell) {
+  if (lstm_cell)
+    nnc_sb_printf(b,
+    "/* Units j.. of an LSTM cell, a vector of them: gate k (PyTorch's i, f, g, o) is a[k H] + b_hh[k H] +\n"
+    " * xw[k H] (the step's h W_hh^T, its bias, the input's projection), then c = f c + i g, h = o tanh(c). */\n"
+    "static inline void nnc_lstm_vec(const float *a, const float *bh, const float *xr, int64_t H, float *c, float *h) {\n"
+    "  nnc_vf v[4];\n"
+    "  for (int k = 0; k < 4; k++) v[k] = nnc_vadd(nnc_vadd(nnc_vload(a + k * H), nnc_vload(bh + k * H)), nnc_vload(xr + k * H));\n"
+    "  nnc_vf cc = nnc_vfma(nnc_vsigmoid(v[1]), nnc_vload(c), nnc_vmul(nnc_vsigmoid(v[0]), nnc_vtanh(v[2])));\n"
+    "  nnc_vstore(c, cc);\n"
+    "  nnc_vstore(h, nnc_vmul(nnc_vsigmoid(v[3]), nnc_vtanh(cc)));\n}\n\n"
+    "/* A row's LSTM cell over its H units in one pass (nnc_lstm_vec); the last units through padded\n"
+    " * copies, so every unit gets the same arithmetic. */\n"
+    "static inline void nnc_lstm_cell(const float *a, const float *bh, const float *xr, int64_t H, float *c, float *h) {\n"
+    "  int64_t j = 0;\n"
+    "  for (; j + NNC_VW <= H; j += NNC_VW) nnc_lstm_vec(a + j, bh + j, xr + j, H, c + j, h + j);\n"
+    "  if (j < H) {\n"
+    "    const size_t n = (size_t)(H - j) * sizeof(float);\n"
+    "    float ta[4 * NNC_VW] = {0}, tb[4 * NNC_VW] = {0}, tx[4 * NNC_VW] = {0}, tc[NNC_VW] = {0}, th[NNC_VW];\n"
+    "    for (int k = 0; k < 4; k++) {\n"
+    "      memcpy(ta + k * NNC_VW, a + k * H + j, n);\n"
+    "      memcpy(tb + k * NNC_VW, bh + k * H + j, n);\n"
+    "      memcpy(tx + k * NNC_VW, xr + k * H + j, n);\n"
+    "    }\n"
+    "    memcpy(tc, c + j, n);\n"
+    "    nnc_lstm_vec(ta, tb, tx, NNC_VW, tc, th);\n"
+    "    memcpy(c + j, tc, n);\n"
+    "    memcpy(h + j, th, n);\n"
+    "  }\n}\n\n");
+  if (act)
+    nnc_sb_printf(b,
     "/* act over x[0, n) in place with the vector forms of kernels/simd_math.h (those of\n"
     " * nnc_simd_activation); the tail through a padded vector, so every element gets the\n"
     " * same arithmetic. */\n"
@@ -148,7 +175,8 @@ void cs_emit_scan_helpers(nnc_sb *b) {
     "    memcpy(tail, x + i, (size_t)(n - i) * sizeof *x);\n"
     "    nnc_vstore(tail, nnc_vact(act, nnc_vload(tail)));\n"
     "    memcpy(x + i, tail, (size_t)(n - i) * sizeof *x);\n"
-    "  }\n}\n\n"
+    "  }\n}\n\n");
+  nnc_sb_printf(b,
     "/* A scan over nthreads: *ntasks tasks of *per batch rows (one task when the scan's\n"
     " * T GEMMs g are too small to be worth waking a thread). Returns the workspace:\n"
     " * *packed bytes for W_hh packed, *gates bytes for the gates [M, N], then *each\n"
@@ -198,9 +226,9 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
     "  if (rc) return rc;\n"
     "  /* W_hh into the micro-kernel's order once: every step multiplies by it */\n"
     "  st.g.B = w;\n  nnc_simd_gemm_pack_b(&st.g, c->m->ws);\n  st.g.b_packed = c->m->ws;\n"
-    "  st.g.bias = bias;\n  st.g.C = (float *)((unsigned char *)c->m->ws + packed);\n"
+    "  %s = bias;\n  st.g.C = (float *)((unsigned char *)c->m->ws + packed);\n"
     "  st.ws = (unsigned char *)c->m->ws + packed + gates;\n"
-    "  atomic_init(&st.failed, 0);\n", ki, ki);
+    "  atomic_init(&st.failed, 0);\n", ki, ki, lstm ? "st.bias" : "st.g.bias");
   nnc_sb_printf(&body, "  /* the initial state: h_n holds h until the last step's is copied there%s */\n",
                 lstm ? ", c_n holds c" : "");
   if (h0 >= 0) nnc_sb_printf(&body, "  memcpy(hn, h0, (size_t)(B * H) * sizeof *hn);\n");

@@ -280,6 +280,8 @@ static void compute_task(void *ctx, int task, int thread) {
   const uint8_t *q4 = g->b_q4;
   const float *q8_scale = q8 ? nnc_gemm_q8_scales(q8, g->N, g->K) : q4 ? nnc_gemm_q4_scales(q4, g->N, g->K) : NULL;
   int direct = (q8 || q4) && m1 - m0 <= NNC_GEMM_Q8_DIRECT_ROWS;
+  /* an epilogue that would change nothing (alpha 1: v * 1 is v) is not a pass over C */
+  const int plain = g->alpha == 1.0f && !g->bias && g->act == NNC_SIMD_ACT_NONE && !res && g->aux_mode == NNC_SIMD_AUX_NONE;
 
   for (int jc = n0; jc < n1; jc += NNC_GEMM_NC) {
     int nc = imin(NNC_GEMM_NC, n1 - jc);
@@ -314,7 +316,7 @@ static void compute_task(void *ctx, int task, int thread) {
                                 q8_scale + col, ct, g->ldc, mr, nr, first);
             else
               nnc_gemm_micro(kc, pa + (size_t)ir * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
-            if (last)
+            if (last && !plain)
               nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,
                                 g->ldr, g->residual_mul, g->aux_mode, aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL,
