@@ -37,20 +37,17 @@ static char *as_int(const char *e, char *buf, size_t n) {
  * kernel and workspace_need. */
 static void scan_sizes(const ec_ctx *x, int ki, const nnc_node *n, long long G, long long H, nnc_sb *b) {
   bool lstm = n->op == NNC_OP_LSTM_SCAN;
-  char B[EC_EXPR], M[EC_EXPR + 8], T[EC_EXPR], ldr[EC_EXPR + 40] = "";
+  char B[EC_EXPR], M[EC_EXPR + 8];
   nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[0], "d->", B, sizeof B);
-  nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[1], "d->", T, sizeof T);
-  if (lstm) snprintf(ldr, sizeof ldr, strchr(T, ' ') ? " .ldr = (ptrdiff_t)(%s) * N," : " .ldr = (ptrdiff_t)%s * N,", T);
   nnc_sb body;
   nnc_sb_init(&body);
   nnc_sb_printf(&body, "  const int M = %s, N = %lld, K = %lld;\n", as_int(B, M, sizeof M), G * H, H);
   nnc_sb_printf(&body, "  *g = (nnc_simd_gemm_args){\n      .M = M, .N = N, .K = K, .batch = 1,\n"
-                       "      .lda = K, .ldb = K, .b_trans = 1, .ldc = N,%s\n"
-                       "      .alpha = 1.0f, .act = NNC_SIMD_ACT_NONE,\n  };\n",
-                ldr);
-  nnc_sb_printf(b, "/* A step's recurrent product over every batch row, gates [B, %lld] = h . W_hh^T + b_hh%s;\n"
+                       "      .lda = K, .ldb = K, .b_trans = 1, .ldc = N,\n"
+                       "      .alpha = 1.0f, .act = NNC_SIMD_ACT_NONE,\n  };\n");
+  nnc_sb_printf(b, "/* A step's recurrent product over every batch row, gates [B, %lld] = h . W_hh^T%s;\n"
                    " * h [B, %lld], the GEMM's A, is set per step. */\n",
-                G * H, lstm ? "\n * + xw[:, t, :] (the residual, rows T * N apart)" : "", H);
+                G * H, lstm ? " (b_hh and\n * xw[:, t, :] are added by the cell)" : " + b_hh", H);
   nnc_sb_printf(b, "static void k%d_sizes(const %s_dims *d, nnc_simd_gemm_args *g) {\n", ki, x->p);
   if (!ec_names(body.buf, "d")) nnc_sb_printf(b, "  (void)d;   /* every size is a constant */\n");
   if (body.buf) nnc_sb_puts(b, body.buf);
