@@ -877,8 +877,8 @@ static void test_skinny(void **state) {
   /* a head of 16384 x 768 weights (cuBLASLt): the branch up to 16 rows only; the same head with rows of
    * an odd length goes to nnc's wgmma GEMM, which streams it faster at every M (its 64 x 128 tiles): no
    * branch. The layers' four GEMMs keep theirs. */
-  assert_int_equal(head_branches("16384", "&& M <= 16) {", 1, "nnc_cuda_gemm_wgmma(g, s, &e)", 0), 0);
-  assert_int_equal(head_branches("16385", "&& M <= 16) {", 0, "nnc_cuda_gemm_wgmma(g, s, &e)", 1), 0);
+  assert_int_equal(head_branches("16384", "if (M <= NNC_SKINNY_ROWS && M <= 16) {", 1, "nnc_cuda_gemm_wgmma(g, s, &e)", 0), 0);
+  assert_int_equal(head_branches("16385", "if (M <= NNC_SKINNY_ROWS && M <= 16) {", 0, "nnc_cuda_gemm_wgmma(g, s, &e)", 1), 0);
 }
 
 /* nnc --generate of models/<model>.lua for target (--precision=precision unless NULL) into out. */
