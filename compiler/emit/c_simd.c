@@ -27,13 +27,32 @@ static nnc_status check_dtypes(const ec_ctx *x, nnc_error *err) {
   return NNC_OK;
 }
 
+/* The multiply-adds of an lstm_scan or gru_scan kernel's step GEMMs at the
+ * maxima (every step's gates times K, H or H + F when the kernel took its
+ * input's linear: tune_c_simd.c tunes it as a GEMM), or -1 for another
+ * kernel. */
+static double scan_work(const ec_ctx *x, const nnc_kernel *kn) {
+  if (kn->kind != NNC_KERNEL_MOVE || kn->nnodes < 1) return -1;
+  const nnc_node *n = &x->g->nodes[kn->nodes[kn->nnodes - 1]];
+  if (n->op != NNC_OP_LSTM_SCAN && n->op != NNC_OP_GRU_SCAN) return -1;
+  int64_t K = x->g->tensors[n->in[1]].shape[1].k;
+  if (kn->nnodes == 2) K += x->g->tensors[x->g->nodes[kn->nodes[0]].in[1]].shape[1].k;
+  return (double)nnc_tensor_max_elems(x->g, &x->g->tensors[n->in[0]]) * (double)K;
+}
+
 /* The kernel of a kind with the most output elements times its inner
- * dimension (the most work at the maxima), or -1. */
+ * dimension (the most work at the maxima), or -1; for GEMMs the scans'
+ * step GEMMs count too. */
 static int largest_of(const ec_ctx *x, nnc_kernel_kind kind) {
   double best = -1;
   int pick = -1;
   for (int k = 0; k < x->s->nk; k++) {
     const nnc_kernel *kn = &x->s->k[k];
+    double scan = kind == NNC_KERNEL_GEMM ? scan_work(x, kn) : -1;
+    if (scan > best) {
+      best = scan;
+      pick = k;
+    }
     if (kn->kind != kind) continue;
     int in = kind == NNC_KERNEL_GEMM ? kn->d.gemm.a : kn->d.attn.k;
     int out = kind == NNC_KERNEL_GEMM ? kn->d.gemm.out : kn->d.attn.out;

@@ -19,15 +19,17 @@
 #define MARKER ".nnc-output"
 
 static const nnc_emitter emitters[] = {
+  /* C SIMD's LSTM scan computes x_t W_ih^T in each step's GEMM (c_simd_scan.c): a thread's rows of
+   * [h | x_t] stay in its caches, and the xw of every step is never written and read back */
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true, NULL, false, false, false,
-   true, NULL, false, false, true, true},
+   true, NULL, false, false, true, true, true},
   /* CUDA's attention appends the kv cache's new rows itself (attention_append.cuh) and turns q's and
    * those rows by their rope (attention_rope.cuh): a decode step's appends and ropes are no kernels of
    * their own, which cost a launch each on a GPU */
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
-   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true, true, true, true},
+   nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true, true, true, true, false},
   {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false, false,
-   false, false, NULL, true, false, false, false},
+   false, false, NULL, true, false, false, false, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -95,6 +97,11 @@ bool nnc_emit_has_gather_loops(nnc_target_family f) {
 bool nnc_emit_has_row_loops(nnc_target_family f) {
   const nnc_emitter *e = emitter_of(f);
   return e && e->row_loops;
+}
+
+bool nnc_emit_has_scan_input(nnc_target_family f) {
+  const nnc_emitter *e = emitter_of(f);
+  return e && e->scan_input;
 }
 
 bool nnc_emit_has_attention_rope(nnc_target_family f) {

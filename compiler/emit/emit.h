@@ -110,6 +110,10 @@ typedef struct nnc_emitter {
   /* Whether its GEMMs read --quantize=int4w's int4 weights (groups of 128
    * k) with A as it is; without, the mode is refused. */
   bool int4w;
+  /* Whether its lstm_scan takes the linear computing its xw into each
+   * step's GEMM (nnc_compile_opts.scan_input); without, xw is one GEMM over
+   * every step first (the better choice where that GEMM fills a GPU). */
+  bool scan_input;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -144,6 +148,8 @@ int nnc_emit_gemm_post_norm(const nnc_target_desc *t);
 bool nnc_emit_has_gather_loops(nnc_target_family f);
 /* Whether the emitter of family f fuses chains into row and reduce kernels (nnc_emitter.row_loops). */
 bool nnc_emit_has_row_loops(nnc_target_family f);
+/* Whether the emitter of family f folds an LSTM's input projection into its scan (nnc_emitter.scan_input). */
+bool nnc_emit_has_scan_input(nnc_target_family f);
 /* Whether the emitter of family f takes weights of mixed dtypes (nnc_emitter.f32_weights). */
 bool nnc_emit_has_f32_weights(nnc_target_family f);
 

@@ -360,6 +360,7 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   st.c.row_loops = o && o->row_loops;
   st.c.reduce_loops = o && o->reduce_loops;
   st.c.gemm_norm_rows = o && o->gemm_norm_rows;
+  st.c.scan_input = o && o->scan_input;
   nnc_status rc = nnc_uses_build(g, &st.c.uses, err);
   if (rc) return rc;
   size_t n = (size_t)(g->nnodes ? g->nnodes : 1);

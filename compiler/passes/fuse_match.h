@@ -19,6 +19,7 @@ typedef struct fuse_ctx {
   bool row_loops;      /* a layernorm or rmsnorm may take the chain computing its input (nnc_compile_opts) */
   bool reduce_loops;   /* a reduction may take the chains before and after it (nnc_compile_opts) */
   bool gemm_norm_rows; /* a GEMM's norm prologue may move into the chain computing its input (nnc_compile_opts) */
+  bool scan_input;     /* an lstm_scan may take the linear computing its xw (nnc_compile_opts) */
 } fuse_ctx;
 
 /* One match: the nodes of a future kernel (any order; the driver sorts

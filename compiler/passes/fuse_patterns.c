@@ -785,6 +785,29 @@ static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
   return true;
 }
 
+/* An lstm_scan and the linear x W_ih^T + b_ih that alone reads its input xw,
+ * as one move kernel (nnc_compile_opts.scan_input): each step's GEMM takes
+ * [h | x_t] by [W_hh | W_ih]^T, so xw [B, T, 4H] is never stored. Inference
+ * only, in effect: a training step's backward reads xw too. f32 throughout
+ * (the C SIMD target's arithmetic). */
+static bool match_scan_input(const fuse_ctx *c, int anchor, fuse_group *gr) {
+  const nnc_node *s = node_of(c, anchor);
+  if (!c->scan_input || s->op != NNC_OP_LSTM_SCAN) return false;
+  int p = foldable_producer(c, s->in[0]);
+  if (p < 0) return false;
+  const nnc_node *lin = node_of(c, p);
+  if (lin->op != NNC_OP_LINEAR || lin->nin != 3 || tensor_of(c, lin->in[0])->rank != 3) return false;
+  for (int i = 0; i < lin->nin; i++)
+    if (tensor_of(c, lin->in[i])->dtype != NNC_F32) return false;
+  if (tensor_of(c, s->in[0])->dtype != NNC_F32) return false;
+  gr->nnodes = 0;
+  take(gr, p);
+  take(gr, anchor);
+  gr->kind = NNC_KERNEL_MOVE;
+  gr->main = anchor;
+  return true;
+}
+
 /* Any other node on its own, in the kernel of its class. */
 static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *x = node_of(c, anchor);
@@ -816,6 +839,7 @@ static bool match_single(const fuse_ctx *c, int anchor, fuse_group *gr) {
 const fuse_pattern nnc_fuse_patterns[] = {
   {"attention_op", match_attention_op},
   {"attention", nnc_fuse_match_attention},
+  {"scan_input", match_scan_input},   /* before gemm, which would take the linear */
   {"gemm", match_gemm},
   {"pool", match_pool},
   {"row_chain", match_row_chain},

@@ -253,6 +253,9 @@ typedef struct nnc_compile_opts {
                             split long reductions over blocks as the backward's need); values of the
                             reduced tensor's shape that others read (the chain's, or ops on what the loop
                             reads) are side outputs the loop stores as it visits each element */
+  bool scan_input;       /* an lstm_scan takes the linear that alone reads its input and computes its xw
+                            (x W_ih^T + b_ih) into its kernel: each step's GEMM multiplies [h | x_t] by
+                            [W_hh | W_ih]^T, and xw [B, T, 4H] is never stored */
 } nnc_compile_opts;
 
 /* The most columns of a row a row_loops kernel normalizes: a warp holds the

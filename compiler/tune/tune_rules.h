@@ -56,6 +56,9 @@ int64_t nnc_tune_max_dim(const nnc_graph *g, nnc_dim d);
 nnc_gemm_size nnc_tune_gemm_size(const nnc_schedule *s, const nnc_kernel *k);
 nnc_attn_size nnc_tune_attn_size(const nnc_schedule *s, const nnc_kernel *k);
 nnc_rows_size nnc_tune_rows_size(const nnc_schedule *s, const nnc_kernel *k);
+/* An lstm_scan or gru_scan kernel's step GEMM, [B, G H] = [h | x_t] [G H, H (+ F where the kernel took
+ * the linear computing xw)]^T, and its steps T; false for any other kernel. */
+bool nnc_tune_scan_size(const nnc_schedule *s, const nnc_kernel *k, nnc_gemm_size *z, int64_t *steps);
 /* " batch=4" for a batched GEMM, "" for one product: the reasons' wording. */
 const char *nnc_tune_batch_note(int64_t batch, char *buf, size_t n);
 

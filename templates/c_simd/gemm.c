@@ -111,6 +111,16 @@ void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst) {
   if (g->N > 0 && g->K > 0) nnc_gemm_pack_b(g->B, g->ldb, g->b_trans, 0, g->K, 0, g->N, dst);
 }
 
+/* Panel j (NR wide) of the packed B starts at j * K and its row k at
+ * + k * NR, so each panel's rows of the part are packed in place. */
+void nnc_simd_gemm_pack_b_part(const nnc_simd_gemm_args *g, const float *part, ptrdiff_t ldp, int k0, int kc,
+                               float *dst) {
+  if (kc <= 0) return;
+  for (int j = 0; j < g->N; j += NNC_GEMM_NR)
+    nnc_gemm_pack_b(part, ldp, g->b_trans, 0, kc, j, imin(NNC_GEMM_NR, g->N - j),
+                    dst + (size_t)j * (size_t)g->K + (size_t)k0 * NNC_GEMM_NR);
+}
+
 /* Last byte past the end of a batched [M, n] matrix, from its start. */
 static size_t span_bytes(int batch, ptrdiff_t stride, int M, ptrdiff_t ld, int n) {
   if (batch <= 0 || M <= 0 || n <= 0) return 0;

@@ -139,6 +139,12 @@ nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *p
  * packing itself into dst (64-byte aligned); batch item 0 only. */
 size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g);
 void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst);
+/* Rows [k0, k0 + kc) of g's packed B (all N columns, laid out as
+ * nnc_simd_gemm_pack_b lays out all of K) from part: [N, kc] when
+ * g->b_trans, else [kc, N], of leading dimension ldp. A B joined along K
+ * from parts (an LSTM step's [W_hh | W_ih]^T) is packed part by part. */
+void nnc_simd_gemm_pack_b_part(const nnc_simd_gemm_args *g, const float *part, ptrdiff_t ldp, int k0, int kc,
+                               float *dst);
 
 /* Weight-only int8 (per output channel, symmetric): column n of B [K,N]
  * (row n of a b_trans B [N,K]) is held as q[k,n] = round(B[k,n] / s[n]) in

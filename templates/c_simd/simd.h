@@ -51,6 +51,10 @@ static inline nnc_vf nnc_vpow2i(nnc_vf n) {
   __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
   return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
 }
+/* p 2^n for n a float holding an integer: vscalefps underflows to 0 (through
+ * subnormals) and overflows to inf itself. */
+#define NNC_VSCALE2N_NATIVE 1
+static inline nnc_vf nnc_vscale2n(nnc_vf p, nnc_vf n) { return _mm512_scalef_ps(p, n); }
 static inline nnc_vm nnc_vlt(nnc_vf a, nnc_vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 static inline nnc_vf nnc_vsel(nnc_vm m, nnc_vf if_true, nnc_vf if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
 static inline float nnc_vhsum(nnc_vf a) { return _mm512_reduce_add_ps(a); }
@@ -159,6 +163,14 @@ static inline float nnc_vhmax(nnc_vf a) { return a; }
 #endif
 
 static inline nnc_vf nnc_vneg(nnc_vf a) { return nnc_vsub(nnc_vzero(), a); }
+
+#ifndef NNC_VSCALE2N_NATIVE
+/* p 2^n for n a float holding an integer, n clamped to the normal range
+ * [-126, 127]: past it the result stays finite and tiny or huge. */
+static inline nnc_vf nnc_vscale2n(nnc_vf p, nnc_vf n) {
+  return nnc_vmul(p, nnc_vpow2i(nnc_vmax(nnc_vset1(-126.0f), nnc_vmin(nnc_vset1(127.0f), n))));
+}
+#endif
 
 /* Alignment of packed buffers: a cache line, enough for every ISA above. */
 #define NNC_SIMD_ALIGN 64

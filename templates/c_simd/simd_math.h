@@ -14,18 +14,20 @@
 #include "nnc_simd.h"
 #include "simd.h"
 
-/* e^(n ln2 + r) for |r| <= ln2/2 and n an integer in [-126, 127]: Cephes
- * expf's degree-7 polynomial for e^r, 2^n through the exponent field. */
-static inline nnc_vf nnc_vexp_reduced(nnc_vf n, nnc_vf r) {
+/* e^r for |r| <= ln2/2: Cephes expf's degree-7 polynomial. */
+static inline nnc_vf nnc_vexp_poly(nnc_vf r) {
   nnc_vf p = nnc_vset1(1.9875691500e-4f);
   p = nnc_vfma(p, r, nnc_vset1(1.3981999507e-3f));
   p = nnc_vfma(p, r, nnc_vset1(8.3334519073e-3f));
   p = nnc_vfma(p, r, nnc_vset1(4.1665795894e-2f));
   p = nnc_vfma(p, r, nnc_vset1(1.6666665459e-1f));
   p = nnc_vfma(p, r, nnc_vset1(5.0000001201e-1f));
-  p = nnc_vfma(p, nnc_vmul(r, r), nnc_vadd(r, nnc_vset1(1.0f)));
-  return nnc_vmul(p, nnc_vpow2i(n));
+  return nnc_vfma(p, nnc_vmul(r, r), nnc_vadd(r, nnc_vset1(1.0f)));
 }
+
+/* e^(n ln2 + r) for |r| <= ln2/2 and n an integer in [-126, 127], 2^n
+ * through the exponent field. */
+static inline nnc_vf nnc_vexp_reduced(nnc_vf n, nnc_vf r) { return nnc_vmul(nnc_vexp_poly(r), nnc_vpow2i(n)); }
 
 #define NNC_EXP_LO (-87.33654f)         /* below: 2^n leaves the normal range */
 #define NNC_EXP_HI 88.3762626647949f    /* above: past the largest float */
@@ -60,6 +62,31 @@ static inline nnc_vf nnc_vexp_sum_neg(nnc_vf a, nnc_vf b) {
 static inline nnc_vf nnc_vsigmoid(nnc_vf x) {
   const nnc_vf one = nnc_vset1(1.0f);
   return nnc_vdiv(one, nnc_vadd(one, nnc_vexp(nnc_vneg(x))));
+}
+
+/* The gates of a recurrent cell (the LSTM's, c_simd_scan.c), whose values
+ * are added to and multiplied by values of order one, so an absolute error
+ * within ~2e-7 will do where the activations above keep a relative one:
+ * e^x with the range clamped to [-104, 89] (NaN kept) and 2^n by
+ * nnc_vscale2n, which on AVX-512 saturates by itself (no compare and select
+ * as in nnc_vexp); tanh as 2 sigmoid(2x) - 1, one exp and one division
+ * (exact algebra; near 0 its error is absolute, not relative). On a Zen 5
+ * VM the LSTM forecaster's cells took ~9% less time in all. */
+static inline nnc_vf nnc_vexp_gate(nnc_vf x) {
+  x = nnc_vmax(nnc_vset1(-104.0f), nnc_vmin(nnc_vset1(89.0f), x));
+  nnc_vf n = nnc_vround(nnc_vmul(x, nnc_vset1(1.44269504088896341f)));
+  nnc_vf r = nnc_vfma(n, nnc_vset1(-0.693359375f), x);
+  r = nnc_vfma(n, nnc_vset1(2.12194440e-4f), r);
+  return nnc_vscale2n(nnc_vexp_poly(r), n);
+}
+
+static inline nnc_vf nnc_vsigmoid_gate(nnc_vf x) {
+  const nnc_vf one = nnc_vset1(1.0f);
+  return nnc_vdiv(one, nnc_vadd(one, nnc_vexp_gate(nnc_vneg(x))));
+}
+
+static inline nnc_vf nnc_vtanh_gate(nnc_vf x) {
+  return nnc_vfma(nnc_vset1(2.0f), nnc_vsigmoid_gate(nnc_vadd(x, x)), nnc_vset1(-1.0f));
 }
 
 static inline nnc_vf nnc_vsilu(nnc_vf x) {

@@ -367,6 +367,33 @@ static void test_rnn_models(void **state) {
   build_and_check_as("models/gru.lua", "gru", "gru_train", true, gru, 6, "-d B=3 -d T=7");
 }
 
+/* LSTM scans that took their input projections (c_simd_scan.c: x_t W_ih^T
+ * in each step's GEMM), tests/ops/lstm_fold.lua: two layers sequence first
+ * with initial states (hidden 13, 5 features: the cell's tail), a
+ * bidirectional layer whose reverse scan folds too with hfuse off (on, the
+ * two directions' projections are one GEMM and neither scan folds); every
+ * output against the float64 reference at B 3, 1 and the compiled 4, T
+ * shorter than compiled, 1 and the full 6. */
+static void test_lstm_fold(void **state) {
+  for (int hfuse = 0; hfuse < 2; hfuse++) {
+    char path[512], out[512];
+    nnc_error err = {0};
+    snprintf(path, sizeof path, "%s/tests/ops/lstm_fold.lua", NNC_SOURCE_ROOT);
+    snprintf(out, sizeof out, "%s/lstm_fold_%d", work, hfuse);
+    nnc_build_opts o = {.model = path, .target = "c-simd", .out_dir = out, .no_hfuse = !hfuse};
+    nnc_status st = nnc_build(&o, &err);
+    if (st) fprintf(stderr, "lstm_fold: %s\n", err.msg);
+    assert_int_equal(st, NNC_OK);
+    /* the kernels that took their linears: both deep layers, and without hfuse both directions */
+    assert_int_equal(sh("test $(grep -c '\"move\", \"linear + lstm_scan\"' %s/lstm_fold.c) -eq %d", out, hfuse ? 2 : 4), 0);
+    assert_int_equal(sh("make -s -C %s -j2 CFLAGS='-O1 -march=native' > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
+    static const char *const dims[] = {"-d B=3 -d T=4", "-d B=1 -d T=1", "-d B=4 -d T=6"};
+    for (int i = 0; i < 3; i++)
+      assert_int_equal(sh("cd %s && ./bench_lstm_fold --check %s --runs 2 --warmup 1 > check.log 2>&1; r=$?; "
+                          "grep -E 'relative|FAIL' check.log; exit $r", out, dims[i]), 0);
+  }
+}
+
 /* LLaMA at odd sizes (6 query heads over 2 kv heads, head size 8, ffn 37):
  * rope, grouped-query causal attention, SwiGLU, RMSNorm; its training step
  * (rope's gradient is the turn back; dk and dv summed over each group). */
@@ -739,6 +766,7 @@ int main(void) {
     cmocka_unit_test(test_op_layout),
     cmocka_unit_test(test_op_recurrent),
     cmocka_unit_test(test_rnn_models),
+    cmocka_unit_test(test_lstm_fold),
     cmocka_unit_test(test_op_rope),
     cmocka_unit_test(test_op_gqa),
     cmocka_unit_test(test_op_chains),

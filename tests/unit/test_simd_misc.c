@@ -3,6 +3,8 @@
  * and the embedding gather (odd widths, padded rows, bad ids). */
 #include "test_simd_util.h"
 
+#include "simd_math.h"
+
 #include <float.h>
 
 /* The activation contract: within 1e-6 relative of the float64 value, or
@@ -82,6 +84,40 @@ static void test_act_special(void **state) {
         fprintf(stderr, "act %d: -inf -> %g, -FLT_MAX -> %g\n", act, (double)y[2], (double)y[4]);
       assert_true(fabs(y[2] - lo[act]) <= 1e-30);
       assert_true(fabs(y[4] - lo[act]) <= 1e-30);
+    }
+  }
+}
+
+/* A recurrent cell's sigmoid and tanh (simd_math.h, nnc_vsigmoid_gate):
+ * within an absolute 3e-7 of float64 over a dense sweep of [-120, 120]
+ * (past the clamps at -104 and 89 too), the limits at +-inf and FLT_MAX,
+ * NaN kept. */
+static void test_gate_math(void **state) {
+  (void)state;
+  double worst_s = 0, worst_t = 0;
+  float xs[NNC_VW], s[NNC_VW], t[NNC_VW];
+  for (int i = 0; i <= 240000; i += NNC_VW) {
+    for (int l = 0; l < NNC_VW; l++) xs[l] = -120.0f + (float)(i + l) * 0.001f;
+    nnc_vstore(s, nnc_vsigmoid_gate(nnc_vload(xs)));
+    nnc_vstore(t, nnc_vtanh_gate(nnc_vload(xs)));
+    for (int l = 0; l < NNC_VW; l++) {
+      double es = fabs(s[l] - 1.0 / (1.0 + exp(-(double)xs[l]))), et = fabs(t[l] - tanh((double)xs[l]));
+      worst_s = es > worst_s ? es : worst_s;
+      worst_t = et > worst_t ? et : worst_t;
+    }
+  }
+  print_message("gate math: sigmoid within %.2g, tanh within %.2g\n", worst_s, worst_t);
+  assert_true(worst_s <= 3e-7 && worst_t <= 3e-7);
+  const float special[5] = {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX};
+  const float sig[5] = {NAN, 1, 0, 1, 0}, th[5] = {NAN, 1, -1, 1, -1};
+  for (int k = 0; k < 5; k++) {
+    for (int l = 0; l < NNC_VW; l++) xs[l] = special[k];
+    nnc_vstore(s, nnc_vsigmoid_gate(nnc_vload(xs)));
+    nnc_vstore(t, nnc_vtanh_gate(nnc_vload(xs)));
+    if (isnan(sig[k])) {
+      assert_true(isnan(s[0]) && isnan(t[0]));
+    } else {
+      assert_true(fabs(s[0] - sig[k]) <= 1e-30 && fabs(t[0] - th[k]) <= 1e-7);
     }
   }
 }
@@ -260,6 +296,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_act_sweep),      cmocka_unit_test(test_act_lengths_inplace),
       cmocka_unit_test(test_act_special),    cmocka_unit_test(test_act_errors),
+      cmocka_unit_test(test_gate_math),
       cmocka_unit_test(test_embedding),      cmocka_unit_test(test_embedding_errors),
       cmocka_unit_test(test_isa),            cmocka_unit_test(test_act_grad),
       cmocka_unit_test(test_cross_entropy),  cmocka_unit_test(test_embedding_rows),

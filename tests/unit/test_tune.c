@@ -618,6 +618,48 @@ static void test_every_kernel_gets_a_tile(void **state) {
   nnc_graph_free(&g);
 }
 
+/* The LSTM forecaster (B 64, T 48, 8 features, hidden 64, 2 layers), its
+ * scans with their input projections taken (scan_input) or not. AVX-512, L1d
+ * 48 KiB, L2 1 MiB, L3 32 MiB, 2 cores: a task's rows ceil(64/2) = 32, which
+ * 8 x 32 blocks cover exactly (12 would compute 36): mr 8;
+ *   kc = 36864 / (4*(8+32)) = 230 -> 224, so K = 8 + 64 = 72 (layer 0) and
+ *   64 + 64 = 128 (layer 1) in one pass; 64 without the projections;
+ *   mc = round_up(32, 8) = 32 (under 262144 / (4*224) = 292 -> 288);
+ *   nc = round_up(256, 32) = 256; one task (the step GEMM runs on its thread).
+ * 3 cores: ceil(64/3) = 22 rows, 24 either way: the longer block, 12; mc 24. */
+static void test_scan(void **state) {
+  (void)state;
+  for (int fold = 0; fold < 2; fold++) {
+    nnc_graph g;
+    nnc_schedule s;
+    nnc_frontend_opts o = {.path = NNC_SOURCE_ROOT "/models/lstm_forecast.lua"};
+    nnc_compile_opts co = {.scan_input = fold == 1};
+    nnc_error err = {0};
+    nnc_graph_init(&g);
+    nnc_schedule_init(&s, &g);
+    if (nnc_frontend_load(&o, &g, &err)) fail_msg("lstm_forecast: %s", err.msg);
+    if (nnc_compile_graph_for(&g, &co, &s, &err)) fail_msg("lstm_forecast: %s", err.msg);
+    nnc_target_desc two = simd("c-avx512", KIB(48), MIB(1), MIB(32), 2), three = two;
+    three.cores = 3;
+    int scans = 0;
+    for (int k = 0; k < s.nk; k++) {
+      const nnc_kernel *kn = &s.k[k];
+      if (g.nodes[kn->nodes[kn->nnodes - 1]].op != NNC_OP_LSTM_SCAN) continue;
+      assert_int_equal(kn->nnodes, fold ? 2 : 1);
+      nnc_tile t;
+      if (nnc_tune_kernel(&two, &s, k, &t, &err)) fail_msg("tune: %s", err.msg);
+      expect_gemm(&t, 8, 32, fold ? (scans ? 128 : 72) : 64, 32, 256, 1, 1);
+      assert_non_null(strstr(t.reason, "scan of 48 steps"));
+      if (nnc_tune_kernel(&three, &s, k, &t, &err)) fail_msg("tune: %s", err.msg);
+      expect_gemm(&t, 12, 32, fold ? (scans ? 128 : 72) : 64, 24, 256, 1, 1);
+      scans++;
+    }
+    assert_int_equal(scans, 2);
+    nnc_schedule_free(&s);
+    nnc_graph_free(&g);
+  }
+}
+
 /* The attention of the small GPT-2: T = S = 37, D = Dv = 15, 3*4 = 12 heads,
  * causal. AVX2 (NR 16), L2 512 KiB, 2 cores: bq 32 (12*2 = 24 tasks >= 8);
  * bk = S rounded up to 16 = 48, under the causal cap 64 and the L2 fit
@@ -686,6 +728,7 @@ int main(void) {
     cmocka_unit_test(test_gemm_avx2),
     cmocka_unit_test(test_gemm_tiny),
     cmocka_unit_test(test_gemm_avx512),
+    cmocka_unit_test(test_scan),
     cmocka_unit_test(test_gemm_neon_batched),
     cmocka_unit_test(test_gemm_generic),
     cmocka_unit_test(test_gemm_tiny_caches),
