@@ -32,11 +32,9 @@ static nnc_status check_dtypes(const ec_ctx *x, nnc_error *err) {
  * input's linear: tune_c_simd.c tunes it as a GEMM), or -1 for another
  * kernel. */
 static double scan_work(const ec_ctx *x, const nnc_kernel *kn) {
-  if (kn->kind != NNC_KERNEL_MOVE || kn->nnodes < 1) return -1;
-  const nnc_node *n = &x->g->nodes[kn->nodes[kn->nnodes - 1]];
-  if (n->op != NNC_OP_LSTM_SCAN && n->op != NNC_OP_GRU_SCAN) return -1;
-  int64_t K = x->g->tensors[n->in[1]].shape[1].k;
-  if (kn->nnodes == 2) K += x->g->tensors[x->g->nodes[kn->nodes[0]].in[1]].shape[1].k;
+  int64_t K;
+  const nnc_node *n = nnc_kernel_scan(x->g, kn, NULL, &K);
+  if (!n) return -1;
   return (double)nnc_tensor_max_elems(x->g, &x->g->tensors[n->in[0]]) * (double)K;
 }
 

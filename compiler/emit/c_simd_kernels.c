@@ -341,8 +341,7 @@ void cs_emit_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
     nnc_sb_printf(b, "  {   /* kernel %d: the gamma and beta sums' partials */\n"
                      "    size_t w = nnc_simd_norm_bwd_workspace_bytes((int)(%s), (int)(%s), nthreads);\n"
                      "    if (w > need) need = w;\n  }\n", ki, rows, cols);
-  } else if (k->kind == NNC_KERNEL_MOVE && (x->g->nodes[k->nodes[k->nnodes - 1]].op == NNC_OP_LSTM_SCAN ||
-                                             x->g->nodes[k->nodes[k->nnodes - 1]].op == NNC_OP_GRU_SCAN)) {
+  } else if (nnc_kernel_scan(x->g, k, NULL, NULL)) {
     cs_emit_scan_workspace(x, ki, b);
   } else if (k->kind == NNC_KERNEL_GEMM) {
     nnc_sb_printf(b, "  {\n    nnc_simd_gemm_args g;\n    k%d_sizes(d, &g);\n"

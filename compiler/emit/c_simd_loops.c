@@ -334,9 +334,7 @@ static nnc_status emit_move(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
   /* a kv_append or rope comes last, after the head split it reads in place */
   if (g->nodes[k->nodes[k->nnodes - 1]].op == NNC_OP_KV_APPEND) return cs_emit_kv_append(x, ki, b);
   if (g->nodes[k->nodes[k->nnodes - 1]].op == NNC_OP_ROPE) return cs_emit_rope(x, ki, b);
-  /* an lstm_scan comes last, after the linear computing its xw when it took it (match_scan_input) */
-  const nnc_op last = g->nodes[k->nodes[k->nnodes - 1]].op;
-  if (last == NNC_OP_LSTM_SCAN || last == NNC_OP_GRU_SCAN) return cs_emit_scan(x, ki, b);
+  if (nnc_kernel_scan(g, k, NULL, NULL)) return cs_emit_scan(x, ki, b);
   if (n->op == NNC_OP_LSTM_SCAN_GRAD || n->op == NNC_OP_GRU_SCAN_GRAD) return cs_emit_recurrent(x, ki, b);
   if (n->op == NNC_OP_ALL_REDUCE) return cs_emit_all_reduce(x, ki, b);
   if (n->op == NNC_OP_ALL_GATHER) return cs_emit_all_gather(x, ki, b);

@@ -55,7 +55,8 @@ static void scan_sizes(const ec_ctx *x, int ki, const nnc_node *n, long long G, 
   nnc_sb_printf(&body, "  const int M = %s, N = %lld, K = %lld;\n", as_int(B, M, sizeof M), G * H, H + F);
   nnc_sb_printf(&body, "  *g = (nnc_simd_gemm_args){\n      .M = M, .N = N, .K = K, .batch = 1,\n"
                        "      .lda = K, .ldb = K, .b_trans = 1, .ldc = N,\n"
-                       "      .alpha = 1.0f, .act = NNC_SIMD_ACT_NONE,\n  };\n");
+                       "      .alpha = 1.0f, .act = NNC_SIMD_ACT_NONE,\n"
+                       "      .a_inplace = 1,   /* a task's rows of h stay in L1: read, not packed, every step */\n  };\n");
   if (F)
     nnc_sb_printf(b, "/* A step's product over every batch row, gates [B, %lld] = [h | x_t] . [W_hh | W_ih]^T (b_hh + b_ih\n"
                      " * are added by the cell); [h | x_t] [B, %lld + %lld], the GEMM's A, is set per step. */\n",
@@ -276,16 +277,8 @@ void cs_emit_scan_helpers(nnc_sb *b, bool act, bool lstm_cell) {
     "  return *packed + *gates + (size_t)nthreads * *each;\n}\n\n");
 }
 
-/* Kernel ki's scan node, and the linear computing its xw when the kernel
- * took it (match_scan_input: the linear first, the scan last), else NULL. */
-static const nnc_node *scan_of(const ec_ctx *x, int ki, const nnc_node **proj) {
-  const nnc_kernel *k = &x->s->k[ki];
-  *proj = k->nnodes == 2 ? &x->g->nodes[k->nodes[0]] : NULL;
-  return &x->g->nodes[k->nodes[k->nnodes - 1]];
-}
-
 nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
-  const nnc_node *proj, *n = scan_of(x, ki, &proj);
+  const nnc_node *proj, *n = nnc_kernel_scan(x->g, &x->s->k[ki], &proj, NULL);
   bool lstm = n->op == NNC_OP_LSTM_SCAN, rev = n->attrs.reverse;
   long long G = lstm ? 4 : 3, H = x->g->tensors[n->in[1]].shape[1].k;
   long long F = proj ? x->g->tensors[proj->in[1]].shape[1].k : 0;
@@ -362,7 +355,7 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
 }
 
 void cs_emit_scan_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
-  const nnc_node *proj, *n = scan_of(x, ki, &proj);
+  const nnc_node *proj, *n = nnc_kernel_scan(x->g, &x->s->k[ki], &proj, NULL);
   char T[EC_EXPR];
   nnc_emit_dim_expr(x->g, x->g->tensors[n->in[0]].shape[1], "d->", T, sizeof T);
   nnc_sb_printf(b, "  {   /* kernel %d: %s packed, the gates%s, then a slice per thread for a task's GEMM */\n"

@@ -391,6 +391,11 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
         nnc_sb_printf(b, "    *flops = %s * %s / (double)(%s) * (double)(%s) * ((double)(%s) + (double)(%s));\n",
                       mul, delems(x, a->q, e, sizeof e), D, S, D, Dv);
       }
+    } else if (nnc_kernel_scan(x->g, k, NULL, NULL)) {
+      /* each step's product: every step's gates times K (H, or H + F when it took its input's linear) */
+      int64_t K;
+      const nnc_node *n = nnc_kernel_scan(x->g, k, NULL, &K);
+      nnc_sb_printf(b, "    *flops = 2.0 * %lld * %s;\n", (long long)K, delems(x, n->in[0], e, sizeof e));
     } else {
       int t = k->kind == NNC_KERNEL_REDUCE || k->kind == NNC_KERNEL_LOSS ? k->in[0] : k->out[0];
       double per = k->kind == NNC_KERNEL_ROW ? 5.0 : k->kind == NNC_KERNEL_MOVE || k->kind == NNC_KERNEL_GATHER ? 0.0

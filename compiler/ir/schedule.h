@@ -198,6 +198,12 @@ int nnc_kernel_input(const nnc_kernel *k, int t);
 /* Whether an embedding lookup among k's nodes reads t as its table (an
  * elementwise loop reading rows through ids: nnc_compile_opts.gather_loops). */
 bool nnc_kernel_looks_up(const nnc_graph *g, const nnc_kernel *k, int t);
+/* Kernel k's lstm_scan or gru_scan node (its last), or NULL for another
+ * kernel; *proj (may be NULL) the linear computing the scan's xw when the
+ * kernel took it (nnc_compile_opts.scan_input: its first node), else NULL.
+ * *k_dim (may be NULL): the K of each step's product, H, or H + F with the
+ * linear taken. */
+const nnc_node *nnc_kernel_scan(const nnc_graph *g, const nnc_kernel *k, const nnc_node **proj, int64_t *k_dim);
 
 /* Where one tensor lives during a run. */
 typedef enum nnc_storage {

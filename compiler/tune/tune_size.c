@@ -56,16 +56,14 @@ nnc_rows_size nnc_tune_rows_size(const nnc_schedule *s, const nnc_kernel *k) {
 
 bool nnc_tune_scan_size(const nnc_schedule *s, const nnc_kernel *k, nnc_gemm_size *z, int64_t *steps) {
   const nnc_graph *g = s->g;
-  if (k->kind != NNC_KERNEL_MOVE || k->nnodes < 1) return false;
-  const nnc_node *n = &g->nodes[k->nodes[k->nnodes - 1]];
-  if (n->op != NNC_OP_LSTM_SCAN && n->op != NNC_OP_GRU_SCAN) return false;
+  int64_t kd;
+  const nnc_node *n = nnc_kernel_scan(g, k, NULL, &kd);
+  if (!n) return false;
   const nnc_tensor *xw = &g->tensors[n->in[0]], *w_hh = &g->tensors[n->in[1]];
-  /* the linear computing xw, when the kernel took it: its W_ih [G H, F] */
-  const nnc_tensor *w_ih = k->nnodes == 2 ? &g->tensors[g->nodes[k->nodes[0]].in[1]] : NULL;
   z->batch = 1;
   z->m = nnc_tune_max_dim(g, xw->shape[0]);
   z->n = nnc_tune_max_dim(g, w_hh->shape[0]);
-  z->k = nnc_tune_max_dim(g, w_hh->shape[1]) + (w_ih ? nnc_tune_max_dim(g, w_ih->shape[1]) : 0);
+  z->k = kd;
   *steps = nnc_tune_max_dim(g, xw->shape[1]);
   return true;
 }

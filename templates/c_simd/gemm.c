@@ -290,6 +290,8 @@ static void compute_task(void *ctx, int task, int thread) {
   const uint8_t *q4 = g->b_q4;
   const float *q8_scale = q8 ? nnc_gemm_q8_scales(q8, g->N, g->K) : q4 ? nnc_gemm_q4_scales(q4, g->N, g->K) : NULL;
   int direct = (q8 || q4) && m1 - m0 <= NNC_GEMM_Q8_DIRECT_ROWS;
+  /* A read in place (a_inplace): whole MR-row panels from A, only a last short one packed */
+  const int inplace = p->local_a && g->a_inplace && !g->a_trans && !q8 && !q4;
   /* an epilogue that would change nothing (alpha 1: v * 1 is v) is not a pass over C */
   const int plain = g->alpha == 1.0f && !g->bias && g->act == NNC_SIMD_ACT_NONE && !res && g->aux_mode == NNC_SIMD_AUX_NONE;
 
@@ -305,10 +307,11 @@ static void compute_task(void *ctx, int task, int thread) {
       else if (kc > 0 && !q8 && !q4 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
       for (int ic = m0; ic < m1; ic += NNC_GEMM_MC) {
         int mc = imin(NNC_GEMM_MC, m1 - ic);
-        /* the block's packed rows: pa + ir * kc is the panel of row ic + ir */
+        /* the block's packed rows: pa + (ir - whole) * kc is the panel of row ic + ir */
         const float *pa = abuf;
+        const int whole = inplace ? mc / NNC_GEMM_MR * NNC_GEMM_MR : 0;   /* rows read in place */
         if (!p->local_a) pa = packa + (size_t)pc * (size_t)p->mp + (size_t)ic * (size_t)kc;
-        else if (kc > 0) pack_rows(g, a, ic, ic + mc, pc, kc, &none, abuf);
+        else if (kc > 0 && whole < mc) pack_rows(g, a, ic + whole, ic + mc, pc, kc, &none, abuf);
         for (int jr = 0; jr < nc; jr += NNC_GEMM_NR) {
           int nr = imin(NNC_GEMM_NR, nc - jr);
           const float *pb = g->b_packed ? g->b_packed + (size_t)(jc + jr) * (size_t)g->K + (size_t)pc * NNC_GEMM_NR
@@ -324,8 +327,10 @@ static void compute_task(void *ctx, int task, int thread) {
             else if (direct)
               nnc_gemm_micro_q8(kc, pa + (size_t)ir * (size_t)kc, q8 + (size_t)col * (size_t)g->K + (size_t)pc * NNC_GEMM_NR,
                                 q8_scale + col, ct, g->ldc, mr, nr, first);
+            else if (ir < whole)
+              nnc_gemm_micro_rows(kc, a + (ptrdiff_t)row * g->lda + pc, g->lda, pb, ct, g->ldc, mr, nr, first);
             else
-              nnc_gemm_micro(kc, pa + (size_t)ir * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
+              nnc_gemm_micro(kc, pa + (size_t)(ir - whole) * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
             if (last && !plain)
               nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,

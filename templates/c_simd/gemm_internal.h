@@ -34,6 +34,10 @@ void nnc_gemm_pack_b(const float *b, ptrdiff_t ldb, int trans, int pc, int kc,
  * and b a kc x NR one. */
 void nnc_gemm_micro(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
                     int mr, int nr, int first);
+/* The same with a the first of MR rows of A in place (lda apart, each kc
+ * long), not a packed micro-panel (nnc_simd_gemm_args.a_inplace). */
+void nnc_gemm_micro_rows(int kc, const float *a, ptrdiff_t lda, const float *b, float *c, ptrdiff_t ldc,
+                         int mr, int nr, int first);
 
 /* The epilogue on a finished tile: c = act(alpha*c + bias) + res (* res
  * when res_mul), where bias and res (ldr) are already offset to the tile

@@ -19,8 +19,12 @@
 #define PREFETCH_W(p) ((void)(p))
 #endif
 
-void nnc_gemm_micro(int kc, const float *restrict a, const float *restrict b, float *c,
-                    ptrdiff_t ldc, int mr, int nr, int first) {
+/* A's element (i, k) at a[i * rs + k * cs]: a packed micro-panel (rs 1, cs
+ * MR) or rows in place (rs lda, cs 1); inlined into each with its strides,
+ * so the packed one's addressing stays constant. */
+static inline __attribute__((always_inline)) void micro(int kc, const float *restrict a, ptrdiff_t rs, ptrdiff_t cs,
+                                                        const float *restrict b, float *c, ptrdiff_t ldc, int mr,
+                                                        int nr, int first) {
   for (int i = 0; i < mr; ++i) {
     PREFETCH_W(c + (ptrdiff_t)i * ldc);
     PREFETCH_W(c + (ptrdiff_t)i * ldc + nr - 1);
@@ -39,11 +43,11 @@ void nnc_gemm_micro(int kc, const float *restrict a, const float *restrict b, fl
     for (int j = 0; j < NV; ++j) bv[j] = nnc_vload(b + j * NNC_VW);
 #pragma GCC unroll 32
     for (int i = 0; i < NNC_GEMM_MR; ++i) {
-      nnc_vf av = nnc_vset1(a[i]);
+      nnc_vf av = nnc_vset1(a[i * rs]);
 #pragma GCC unroll 32
       for (int j = 0; j < NV; ++j) acc[i][j] = nnc_vfma(av, bv[j], acc[i][j]);
     }
-    a += NNC_GEMM_MR;
+    a += cs;
     b += NNC_GEMM_NR;
   }
 
@@ -69,6 +73,16 @@ void nnc_gemm_micro(int kc, const float *restrict a, const float *restrict b, fl
     const float *ti = tile + i * NNC_GEMM_NR;
     for (int j = 0; j < nr; ++j) ci[j] = first ? ti[j] : ci[j] + ti[j];
   }
+}
+
+void nnc_gemm_micro(int kc, const float *restrict a, const float *restrict b, float *c,
+                    ptrdiff_t ldc, int mr, int nr, int first) {
+  micro(kc, a, 1, NNC_GEMM_MR, b, c, ldc, mr, nr, first);
+}
+
+void nnc_gemm_micro_rows(int kc, const float *restrict a, ptrdiff_t lda, const float *restrict b, float *c,
+                         ptrdiff_t ldc, int mr, int nr, int first) {
+  micro(kc, a, lda, 1, b, c, ldc, mr, nr, first);
 }
 
 /* One vector of the epilogue; x is the vector of aux (read or written). */

@@ -125,6 +125,13 @@ typedef struct nnc_simd_gemm_args {
    * column (nnc_simd_q4_pack), read instead of B: half a byte a weight.
    * Same batch rule as b_q8; not with b_packed, b_q8 or b_w8a8. */
   const void *b_q4;
+  /* A read in place by the micro-kernel, row by row, instead of packed
+   * first, where rows of A all of whose K stay in L1 are copied for nothing
+   * (a scan's step: its rows of [h | x_t], every step): taken when one
+   * task's rows span all of N in one panel (no A row is used twice across
+   * tasks), without a prologue, a_trans or an int8/int4 B; a last block of
+   * fewer than MR rows is still packed. */
+  int a_inplace;
 } nnc_simd_gemm_args;
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many

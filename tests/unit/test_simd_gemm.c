@@ -18,6 +18,7 @@ typedef struct gcase {
   int bcast_b;        /* stride_b = 0 */
   nnc_simd_aux aux;   /* SAVE: aux written and checked; ACT_GRAD: aux random, read */
   int packed;         /* B packed first (nnc_simd_gemm_pack_b), read through b_packed */
+  int inplace;        /* a_inplace: A's whole MR-row panels read in place */
 } gcase;
 
 static const char *act_name(nnc_simd_act a) {
@@ -78,6 +79,7 @@ static int run_case(const gcase *c) {
   g.residual = R; g.ldr = ldr; g.stride_r = sr; g.residual_mul = c->res == 2;
   g.prologue = c->pro; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
   g.aux_mode = c->aux; g.aux = X; g.ldx = ldx; g.stride_x = sx;
+  g.a_inplace = c->inplace;
   float *packed = NULL;
   if (c->packed) {
     packed = talloc(nnc_simd_gemm_packed_b_floats(&g) + 1);
@@ -354,6 +356,45 @@ static void test_packed_b(void **state) {
   assert_int_equal(fails, 0);
 }
 
+/* A read in place (a_inplace, a scan's rows of [h | x_t]): rows a whole
+ * number of MR-row panels, a short last one (packed), one row, and more
+ * than MC; K in one pass and in several; padded rows (lda > K); batches;
+ * packed B; epilogues; thread counts (tasks split along M); and where it
+ * must not apply (A transposed, a prologue, N over several tasks), the
+ * flag ignored. */
+static void test_a_inplace(void **state) {
+  (void)state;
+  static const int ms[] = {1, 7, 8, 12, 13, 32, 37, 401};
+  static const int ks[] = {1, 72, 700};
+  int fails = 0, n = 0;
+  for (int m = 0; m < 8; ++m)
+    for (int k = 0; k < 3; ++k, ++n) {
+      gcase c = base(ms[m], n % 2 ? 256 : 29, ks[k]);
+      c.inplace = 1;
+      c.trans = n % 2;
+      c.packed = n % 3 == 0;
+      c.bias = n % 2;
+      c.res = n % 3 == 1;
+      c.act = n % 4 ? NNC_SIMD_ACT_NONE : NNC_SIMD_ACT_SIGMOID;
+      c.threads = n % 3;
+      c.pad = n % 4;
+      c.batch = n % 5 == 0 && !c.packed ? 2 : 1;   /* a packed B is batch 1 only */
+      fails += !run_case(&c);
+    }
+  gcase t = base(37, 64, 72);
+  t.inplace = 1;
+  t.a_trans = 1;
+  fails += !run_case(&t);
+  t.a_trans = 0;
+  t.pro = NNC_SIMD_PRO_LAYERNORM;
+  fails += !run_case(&t);
+  gcase w = base(37, 5000, 72);
+  w.inplace = 1;
+  w.threads = 3;
+  fails += !run_case(&w);
+  assert_int_equal(fails, 0);
+}
+
 static void test_thread_counts_agree(void **state) {
   (void)state;
   int M = 67, N = 301, K = 300;
@@ -451,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
       cmocka_unit_test(test_aux),          cmocka_unit_test(test_packed_b),
+      cmocka_unit_test(test_a_inplace),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),
   };
