@@ -191,7 +191,8 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          /* not where the GEMM's norm kernel quantizes A (fp8, w8a8) */
                          .gemm_norm_rows = nnc_emit_has_row_loops(t.family) && quant == NNC_QUANTIZE_NONE,
                          .reduce_loops = !o->train && nnc_emit_has_row_loops(t.family),
-                         .scan_input = nnc_emit_has_scan_input(t.family),
+                         /* not under quantization, which gives W_ih to the GEMM it would leave */
+                         .scan_input = quant == NNC_QUANTIZE_NONE && nnc_emit_has_scan_input(t.family),
                          /* not under quantization, whose GEMMs read other weights, nor training,
                           * whose backward reads the sum */
                          .gemm_post_norm = quant == NNC_QUANTIZE_NONE && !o->train ? nnc_emit_gemm_post_norm(&t) : 0};

@@ -39,14 +39,14 @@ static double scan_work(const ec_ctx *x, const nnc_kernel *kn) {
 }
 
 /* The kernel of a kind with the most output elements times its inner
- * dimension (the most work at the maxima), or -1; for GEMMs the scans'
- * step GEMMs count too. */
-static int largest_of(const ec_ctx *x, nnc_kernel_kind kind) {
+ * dimension (the most work at the maxima), or -1; for GEMMs with scans the
+ * scans' step GEMMs count too. */
+static int largest_of(const ec_ctx *x, nnc_kernel_kind kind, bool scans) {
   double best = -1;
   int pick = -1;
   for (int k = 0; k < x->s->nk; k++) {
     const nnc_kernel *kn = &x->s->k[k];
-    double scan = kind == NNC_KERNEL_GEMM ? scan_work(x, kn) : -1;
+    double scan = scans ? scan_work(x, kn) : -1;
     if (scan > best) {
       best = scan;
       pick = k;
@@ -66,17 +66,26 @@ static int largest_of(const ec_ctx *x, nnc_kernel_kind kind) {
 
 /* The template is compiled once per folder, so the tiles of the largest GEMM
  * and the largest attention serve every call of theirs; the row rule is the
- * same for every kernel. */
+ * same for every kernel. Where a scan's step GEMMs are the most work, they
+ * set the register block and KC, and the largest other GEMM, which may be
+ * far taller and wider, keeps its MC (in whole blocks of the scan's rows)
+ * and, the wider of the two, NC. */
 static void pick_tiles(ec_ctx *x) {
   size_t n = 0;
   x->tile_defs[0] = 0;
   if (!x->r->tiles || x->s->nk == 0) return;
-  int g = largest_of(x, NNC_KERNEL_GEMM), a = largest_of(x, NNC_KERNEL_ATTENTION);
+  int g = largest_of(x, NNC_KERNEL_GEMM, true), a = largest_of(x, NNC_KERNEL_ATTENTION, false);
   if (g >= 0) {
-    const nnc_tile *t = &x->r->tiles[g];
+    nnc_tile t = x->r->tiles[g];
+    int other = largest_of(x, NNC_KERNEL_GEMM, false);
+    if (other >= 0 && other != g) {
+      const nnc_tile *o = &x->r->tiles[other];
+      t.mc = o->mc / t.mr * t.mr > t.mc ? o->mc / t.mr * t.mr : t.mc;
+      t.nc = o->nc > t.nc && o->nc % t.nr == 0 ? o->nc : t.nc;
+    }
     n += (size_t)snprintf(x->tile_defs + n, sizeof x->tile_defs - n,
                           "-DNNC_GEMM_MR=%d -DNNC_GEMM_NR=%d -DNNC_GEMM_KC=%d -DNNC_GEMM_MC=%d -DNNC_GEMM_NC=%d ",
-                          t->mr, t->nr, t->kc, t->mc, t->nc);
+                          t.mr, t.nr, t.kc, t.mc, t.nc);
   }
   if (a >= 0 && n < sizeof x->tile_defs)
     n += (size_t)snprintf(x->tile_defs + n, sizeof x->tile_defs - n, "-DNNC_ATTN_BQ=%d -DNNC_ATTN_BK=%d ",

@@ -55,8 +55,9 @@ static void scan_sizes(const ec_ctx *x, int ki, const nnc_node *n, long long G, 
   nnc_sb_printf(&body, "  const int M = %s, N = %lld, K = %lld;\n", as_int(B, M, sizeof M), G * H, H + F);
   nnc_sb_printf(&body, "  *g = (nnc_simd_gemm_args){\n      .M = M, .N = N, .K = K, .batch = 1,\n"
                        "      .lda = K, .ldb = K, .b_trans = 1, .ldc = N,\n"
-                       "      .alpha = 1.0f, .act = NNC_SIMD_ACT_NONE,\n"
-                       "      .a_inplace = 1,   /* a task's rows of h stay in L1: read, not packed, every step */\n  };\n");
+                       "      .alpha = 1.0f, .act = NNC_SIMD_ACT_NONE,\n%s  };\n",
+                F ? "      .a_inplace = 1,   /* a task's rows of [h | x_t] stay in L1: read, not packed, every step */\n"
+                  : "");
   if (F)
     nnc_sb_printf(b, "/* A step's product over every batch row, gates [B, %lld] = [h | x_t] . [W_hh | W_ih]^T (b_hh + b_ih\n"
                      " * are added by the cell); [h | x_t] [B, %lld + %lld], the GEMM's A, is set per step. */\n",
@@ -259,11 +260,11 @@ void cs_emit_scan_helpers(nnc_sb *b, bool act, bool lstm_cell) {
   nnc_sb_printf(b,
     "/* A scan over nthreads: *ntasks tasks of *per batch rows (one task when the scan's\n"
     " * T GEMMs g are too small to be worth waking a thread). Returns the workspace:\n"
-    " * *packed bytes for B (W_hh, or [W_hh | W_ih] when the scan takes its input's\n"
-    " * projection: rows), *gates bytes for the gates [M, N], with rows the rows of\n"
-    " * [h | x_t] [M, K] and the summed biases [N] after them, then *each bytes per\n"
+    " * *packed bytes for B (W_hh, or [W_hh | W_ih] when the scan took its input's\n"
+    " * projection: folded), *gates bytes for the gates [M, N], and when folded the rows\n"
+    " * of [h | x_t] [M, K] and the summed biases [N] after them, then *each bytes per\n"
     " * thread for a task's GEMM (whole 64-byte lines). */\n"
-    "static size_t nnc_rnn_split(const nnc_simd_gemm_args *g, int64_t T, int rows, int nthreads, int *ntasks,\n"
+    "static size_t nnc_rnn_split(const nnc_simd_gemm_args *g, int64_t T, int folded, int nthreads, int *ntasks,\n"
     "                            int *per, size_t *packed, size_t *gates, size_t *each) {\n"
     "  const double work = (double)g->M * g->N * g->K * (double)T;\n"
     "  *ntasks = work < 65536.0 || g->M < 2 ? 1 : g->M < nthreads ? g->M : nthreads;\n"
@@ -271,7 +272,7 @@ void cs_emit_scan_helpers(nnc_sb *b, bool act, bool lstm_cell) {
     "  nnc_simd_gemm_args task = *g;\n"
     "  task.M = *per;\n"
     "  *packed = (nnc_simd_gemm_packed_b_floats(g) * sizeof(float) + 63) / 64 * 64;\n"
-    "  *gates = (((size_t)g->M * (size_t)g->N + (rows ? (size_t)g->M * (size_t)g->K + (size_t)g->N : 0)) *\n"
+    "  *gates = (((size_t)g->M * (size_t)g->N + (folded ? (size_t)g->M * (size_t)g->K + (size_t)g->N : 0)) *\n"
     "            sizeof(float) + 63) / 64 * 64;\n"
     "  *each = (nnc_simd_gemm_workspace_bytes(&task, 1) + 63) / 64 * 64;\n"
     "  return *packed + *gates + (size_t)nthreads * *each;\n}\n\n");

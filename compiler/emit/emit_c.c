@@ -342,8 +342,8 @@ void ec_emit_costs(const ec_ctx *x, nnc_sb *out) {
     size_t line = 0;   /* characters on the current line of the sum, which wraps at about 100 */
     /* A gather reads only the rows it copies, a move only what it writes:
      * count their outputs twice (read and written) instead of the whole
-     * table or source. */
-    bool partial = k->kind == NNC_KERNEL_GATHER || k->kind == NNC_KERNEL_MOVE;
+     * table or source. A scan reads all of its inputs (x or xw, weights). */
+    bool partial = k->kind == NNC_KERNEL_GATHER || (k->kind == NNC_KERNEL_MOVE && !nnc_kernel_scan(x->g, k, NULL, NULL));
     int skip = k->kind == NNC_KERNEL_GATHER ? x->g->nodes[k->nodes[0]].in[0] : -1;
     for (int i = 0; i < k->nin + k->nout * (partial ? 2 : 1); i++) {
       int t = i < k->nin ? k->in[i] : k->out[(i - k->nin) % k->nout];

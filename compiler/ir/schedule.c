@@ -34,7 +34,7 @@ const nnc_node *nnc_kernel_scan(const nnc_graph *g, const nnc_kernel *k, const n
   if (k->kind != NNC_KERNEL_MOVE || k->nnodes < 1) return NULL;
   const nnc_node *n = &g->nodes[k->nodes[k->nnodes - 1]];
   if (n->op != NNC_OP_LSTM_SCAN && n->op != NNC_OP_GRU_SCAN) return NULL;
-  const nnc_node *p = k->nnodes == 2 ? &g->nodes[k->nodes[0]] : NULL;
+  const nnc_node *p = k->nnodes == 2 && g->nodes[k->nodes[0]].op == NNC_OP_LINEAR ? &g->nodes[k->nodes[0]] : NULL;
   if (proj) *proj = p;
   if (k_dim) *k_dim = g->tensors[n->in[1]].shape[1].k + (p ? g->tensors[p->in[1]].shape[1].k : 0);
   return n;

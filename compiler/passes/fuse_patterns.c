@@ -789,14 +789,17 @@ static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
  * as one move kernel (nnc_compile_opts.scan_input): each step's GEMM takes
  * [h | x_t] by [W_hh | W_ih]^T, so xw [B, T, 4H] is never stored. Inference
  * only, in effect: a training step's backward reads xw too. f32 throughout
- * (the C SIMD target's arithmetic). */
+ * (the C SIMD target's arithmetic), W_ih [4H, F] as PyTorch stores it and
+ * held as it is (not int8 or int4, which only a GEMM reads). */
 static bool match_scan_input(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *s = node_of(c, anchor);
   if (!c->scan_input || s->op != NNC_OP_LSTM_SCAN) return false;
   int p = foldable_producer(c, s->in[0]);
   if (p < 0) return false;
   const nnc_node *lin = node_of(c, p);
-  if (lin->op != NNC_OP_LINEAR || lin->nin != 3 || tensor_of(c, lin->in[0])->rank != 3) return false;
+  if (lin->op != NNC_OP_LINEAR || lin->nin != 3 || lin->attrs.weight_in_out || tensor_of(c, lin->in[0])->rank != 3 ||
+      tensor_of(c, lin->in[1])->quant.kind != NNC_QUANT_NONE)
+    return false;
   for (int i = 0; i < lin->nin; i++)
     if (tensor_of(c, lin->in[i])->dtype != NNC_F32) return false;
   if (tensor_of(c, s->in[0])->dtype != NNC_F32) return false;

@@ -2,7 +2,9 @@
 # tests/unit/quantize_c_simd.sh NNC MODE: --quantize=MODE (int8w, w8a8 or
 # int4w) on c-simd end to end (tests/meson.build runs it once a mode). For
 # mlp and bert (the default models, their linear layers' sizes, and odd
-# small ones; int4w adds K cut by its 128-k groups and gpt2):
+# small ones; int4w adds K cut by its 128-k groups and gpt2) and a small
+# LSTM forecaster (its input projections stay GEMMs that read the
+# quantized W_ih: the C SIMD scan takes them only unquantized):
 #  1. random weights scaled like PyTorch's init: bench --check against the
 #     float64 reference of the float model passes (the mode's tolerance on
 #     the max relative error) and each output's cosine is at least the
@@ -29,6 +31,7 @@ models=(
   "mlp_odd mlp -D batch=5 -D pixels=13 -D hidden1=21 -D hidden2=7 -D classes=3"
   "bert bert"
   "bert_odd bert -D layers=2 -D hidden=36 -D heads=4 -D intermediate=50 -D vocab=31 -D positions=9 -D seq=7 -D batch=3"
+  "lstm_odd lstm_forecast -D batch=4 -D window=11 -D features=5 -D hidden=13 -D horizon=3"
 )
 case "$mode" in
   int8w) cosine=0.999 grid=1 arg=b_q8 bits=int8 mark="held as int8" ;;
@@ -41,6 +44,7 @@ case "$mode" in
       "bert bert"
       "bert_odd bert -D layers=2 -D hidden=132 -D heads=4 -D intermediate=261 -D vocab=31 -D positions=9 -D seq=7 -D batch=3"
       "gpt2_odd gpt2 -D layers=2 -D heads=3 -D d=150 -D vocab=97 -D ctx=19 -D batch=3"
+      "lstm_odd lstm_forecast -D batch=4 -D window=11 -D features=5 -D hidden=13 -D horizon=3"
     ) ;;
   *) fail "expected a mode int8w, w8a8 or int4w, found \"$mode\"" ;;
 esac

@@ -373,14 +373,21 @@ static void test_rnn_models(void **state) {
  * bidirectional layer whose reverse scan folds too with hfuse off (on, the
  * two directions' projections are one GEMM and neither scan folds); every
  * output against the float64 reference at B 3, 1 and the compiled 4, T
- * shorter than compiled, 1 and the full 6. */
+ * shorter than compiled, 1 and the full 6, on one thread. Then large (B 37,
+ * hidden 100, 300 features: K = 400 in two KC passes) on two threads: a
+ * task of 19 or 10 rows reads its whole panels of [h | x_t] in place and
+ * packs the rest (a_inplace), one of a row packs it all. */
 static void test_lstm_fold(void **state) {
-  for (int hfuse = 0; hfuse < 2; hfuse++) {
+  static const char *const big[] = {"batch=37", "steps=9", "features=300", "hidden=100", "bi_features=150",
+                                    "bi_hidden=60"};
+  for (int run = 0; run < 3; run++) {
     char path[512], out[512];
     nnc_error err = {0};
+    bool hfuse = run == 1, large = run == 2;
     snprintf(path, sizeof path, "%s/tests/ops/lstm_fold.lua", NNC_SOURCE_ROOT);
-    snprintf(out, sizeof out, "%s/lstm_fold_%d", work, hfuse);
-    nnc_build_opts o = {.model = path, .target = "c-simd", .out_dir = out, .no_hfuse = !hfuse};
+    snprintf(out, sizeof out, "%s/lstm_fold_%d", work, run);
+    nnc_build_opts o = {.model = path, .target = "c-simd", .out_dir = out, .no_hfuse = !hfuse,
+                        .defines = large ? big : NULL, .ndefines = large ? 6 : 0};
     nnc_status st = nnc_build(&o, &err);
     if (st) fprintf(stderr, "lstm_fold: %s\n", err.msg);
     assert_int_equal(st, NNC_OK);
@@ -388,9 +395,11 @@ static void test_lstm_fold(void **state) {
     assert_int_equal(sh("test $(grep -c '\"move\", \"linear + lstm_scan\"' %s/lstm_fold.c) -eq %d", out, hfuse ? 2 : 4), 0);
     assert_int_equal(sh("make -s -C %s -j2 CFLAGS='-O1 -march=native' > %s/make.log 2>&1 || cat %s/make.log", out, out, out), 0);
     static const char *const dims[] = {"-d B=3 -d T=4", "-d B=1 -d T=1", "-d B=4 -d T=6"};
+    static const char *const large_dims[] = {"-d B=37 -d T=9", "-d B=19 -d T=5", "-d B=2 -d T=3"};
     for (int i = 0; i < 3; i++)
-      assert_int_equal(sh("cd %s && ./bench_lstm_fold --check %s --runs 2 --warmup 1 > check.log 2>&1; r=$?; "
-                          "grep -E 'relative|FAIL' check.log; exit $r", out, dims[i]), 0);
+      assert_int_equal(sh("cd %s && ./bench_lstm_fold --check %s --threads %d --runs 2 --warmup 1 > check.log 2>&1; "
+                          "r=$?; grep -E 'relative|FAIL' check.log; exit $r",
+                          out, large ? large_dims[i] : dims[i], large ? 2 : 1), 0);
   }
 }
 
