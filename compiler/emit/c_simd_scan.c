@@ -314,7 +314,7 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
     "  int rc = ensure_ws(c->m, nnc_rnn_split(&st.g, T, %d, c->m->par.nthreads, &ntasks, &st.per, &packed, &gates,\n"
     "                                         &st.each));\n"
     "  if (rc) return rc;\n",
-    ki, ki, proj ? "[W_hh | W_ih]" : "W_hh", proj ? " and the rows of [h | x_t] and the biases' sum" : "",
+    ki, ki, proj ? "[W_hh | W_ih]" : "W_hh", proj ? ", the rows of [h | x_t]\n   * and the biases' sum" : "",
     proj ? 1 : 0);
   if (proj)
     nnc_sb_printf(&body,
@@ -364,6 +364,6 @@ void cs_emit_scan_workspace(const ec_ctx *x, int ki, nnc_sb *b) {
                    "    int ntasks, per;\n    size_t packed, gates, each;\n"
                    "    size_t w = nnc_rnn_split(&g, %s, %d, nthreads, &ntasks, &per, &packed, &gates, &each);\n"
                    "    if (w > need) need = w;\n  }\n",
-                ki, proj ? "[W_hh | W_ih]" : "W_hh", proj ? " and the rows of [h | x_t] and the biases' sum" : "", ki, T,
+                ki, proj ? "[W_hh | W_ih]" : "W_hh", proj ? ", the rows of [h | x_t]\n       * and the biases' sum" : "", ki, T,
                 proj ? 1 : 0);
 }
