@@ -1,10 +1,11 @@
 """The CPU peers of models/mnist_cnn.lua and models/lstm_forecast.lua: the
-same layers in PyTorch (eager), at the models' default sizes, for issue 16's
-C SIMD goal (>= 1.0x PyTorch CPU in the same run; bench/cpu_conv_rnn.sh runs
-both sides, alternating).
+same layers in PyTorch, eager and under torch.compile's three modes (the
+peer is the fastest), at the models' default sizes, for issue 16's C SIMD
+goal (>= 1.0x PyTorch CPU in the same run; bench/cpu_conv_rnn.sh runs both
+sides, alternating).
 
     python3 bench/cpu_conv_rnn.py --threads 2 --runs 30
-Prints one JSON line per model: {"model", "median_ms"}.
+Prints one JSON line per model and mode: {"model", "mode", "median_ms"}.
 """
 import argparse
 import json
@@ -53,6 +54,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--modes", default="eager,default,reduce-overhead,max-autotune",
+                    help="eager and torch.compile modes, comma-separated")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cases = [("mnist_cnn", MnistCnn(), torch.randn(64, 1, 28, 28)),
@@ -60,8 +63,12 @@ def main():
     with torch.inference_mode():
         for name, model, x in cases:
             model.eval()
-            print(json.dumps({"model": name, "median_ms": round(median_ms(lambda: model(x), a.runs, a.warmup), 4)}),
-                  flush=True)
+            for mode in a.modes.split(","):
+                fn = model if mode == "eager" else torch.compile(model, mode=mode)
+                fn(x)   # compiles outside the timing
+                print(json.dumps({"model": name, "mode": mode,
+                                  "median_ms": round(median_ms(lambda: fn(x), a.runs, a.warmup), 4)}), flush=True)
+                torch._dynamo.reset()
 
 
 if __name__ == "__main__":

@@ -29,19 +29,23 @@ for r in $(seq "$ROUNDS"); do
       python3 -c 'import json,sys; d=json.loads([l for l in sys.stdin if l.startswith("{")][-1]); print(sys.argv[1], d["median_ms"])' "$m" >> "$WORK/nnc.txt"
   done
   python3 "$ROOT/bench/cpu_conv_rnn.py" --threads "$THREADS" --runs "$RUNS" |
-    python3 -c 'import json,sys; [print(d["model"], d["median_ms"]) for d in map(json.loads, sys.stdin)]' >> "$WORK/torch.txt"
+    python3 -c 'import json,sys; [print(d["model"], d["median_ms"], d["mode"]) for d in map(json.loads, sys.stdin)]' >> "$WORK/torch.txt"
 done
 python3 - "$WORK/nnc.txt" "$WORK/torch.txt" "$THREADS" <<'PY'
 import statistics, sys
-def read(p):
-    out = {}
-    for line in open(p):
-        m, v = line.split()
-        out.setdefault(m, []).append(float(v))
-    return out
-n, t = read(sys.argv[1]), read(sys.argv[2])
-print(f"model           nnc c-simd ms   torch eager ms   ratio (torch / nnc)   threads {sys.argv[3]}")
-for m in n:
-    a, b = statistics.median(n[m]), statistics.median(t[m])
-    print(f"{m:15s} {a:13.3f}   {b:14.3f}   {b / a:6.2f}x")
+nnc, torch = {}, {}
+for line in open(sys.argv[1]):
+    m, v = line.split()
+    nnc.setdefault(m, []).append(float(v))
+for line in open(sys.argv[2]):
+    m, v, mode = line.split()
+    torch.setdefault(m, {}).setdefault(mode, []).append(float(v))
+print(f"model           nnc c-simd ms   torch ms: eager / default / reduce-overhead / max-autotune   "
+      f"peer (fastest)    ratio (peer / nnc)   threads {sys.argv[3]}")
+for m in nnc:
+    a = statistics.median(nnc[m])
+    modes = {k: statistics.median(v) for k, v in torch[m].items()}
+    best = min(modes, key=modes.get)
+    row = " / ".join(f"{modes[k]:.3f}" if k in modes else "-" for k in ("eager", "default", "reduce-overhead", "max-autotune"))
+    print(f"{m:15s} {a:13.3f}   {row:58s}   {best:16s}  {modes[best] / a:6.2f}x")
 PY
