@@ -183,6 +183,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .no_gemm_act_last = !nnc_emit_has_gemm_act_last(t.family),
                          .hoist_weights = at_load,
                          .gemm_windows = nnc_emit_gemm_windows(&t),
+                         .gemm_windows_types = nnc_emit_gemm_windows_types(t.family),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family),
                          .attention_append = nnc_emit_has_attention_append(t.family),
                          .attention_rope = nnc_emit_has_attention_rope(t.family),

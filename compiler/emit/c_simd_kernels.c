@@ -2,6 +2,7 @@
  * attention through their templates with sizes and strides from the
  * tensors' shapes, row kernels and embedding through theirs, everything else
  * as a plain loop (c_simd_loops.c); and the cost (flops, bytes) of each. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,26 @@ static char *as_int(const char *e, char *buf, size_t n) {
   return buf;
 }
 
+/* Any N: the micro-kernel reads the windows in place whatever the number
+ * of outputs, and a GEMM of more than one NC panel gathers A once into its
+ * workspace, no more than the im2col's copy. */
+int nnc_c_simd_gemm_windows(const nnc_target_desc *t) {
+  (void)t;
+  return INT_MAX;
+}
+
+void cs_window_fields(const ec_ctx *x, const nnc_node *im, nnc_sb *body) {
+  const nnc_window *w = &im->attrs.win;
+  char e[5][EXPR], v[5][EXPR];
+  const int t[5] = {im->in[0], im->in[0], im->in[0], im->out[0], im->out[0]}, ax[5] = {1, 2, 3, 1, 2};
+  for (int i = 0; i < 5; i++) as_int(dim_of(x, t[i], ax[i], e[i], EXPR), v[i], EXPR);
+  nnc_sb_printf(body, "      /* A: the %dx%d windows (stride %dx%d, padding %dx%d, dilation %dx%d) of the image */\n"
+                      "      .win = {.H = %s, .W = %s, .C = %s, .OH = %s, .OW = %s, .KH = %d, .KW = %d,\n"
+                      "              .SH = %d, .SW = %d, .PH = %d, .PW = %d, .DH = %d, .DW = %d},\n",
+                w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, v[0], v[1], v[2], v[3], v[4], w->kh, w->kw,
+                w->sh, w->sw, w->ph, w->pw, w->dh, w->dw);
+}
+
 /* k<ki>_sizes: the sizes and flags of the kernel's nnc_simd_gemm_args (no
  * pointers), shared by the kernel and workspace_need. */
 static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_gemm_shape *s, nnc_sb *b) {
@@ -66,6 +87,7 @@ static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_ge
     nnc_sb_printf(&body, "      .prologue = %s, .eps = %s,\n",
                   d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM" : "NNC_SIMD_PRO_RMSNORM",
                   ec_literal(d->norm_eps, false, lit, sizeof lit));
+  if (d->windowed) cs_window_fields(x, &x->g->nodes[d->window], &body);
   if (d->aux_kind != NNC_AUX_NONE)
     nnc_sb_printf(&body, "      .aux_mode = %s, .ldx = N, .stride_x = (ptrdiff_t)M * N,   /* %s */\n",
                   d->aux_kind == NNC_AUX_SAVE ? "NNC_SIMD_AUX_SAVE" : "NNC_SIMD_AUX_ACT_GRAD",
@@ -119,7 +141,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     if (d->residual >= 0) ec_assign(x, &body, 2, "const float *R", d->residual);
     if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "float *X", d->aux);
   } else {
-    ec_assign(x, &body, 2, "g.A", d->a);
+    ec_assign(x, &body, 2, "g.A", d->windowed ? x->g->nodes[d->window].in[0] : d->a);
     if (!q8) ec_assign(x, &body, 2, "g.B", d->b);
     ec_assign(x, &body, 2, "g.C", d->out);
     if (d->residual >= 0) ec_assign(x, &body, 2, "g.residual", d->residual);

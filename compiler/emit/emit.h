@@ -114,6 +114,9 @@ typedef struct nnc_emitter {
    * step's GEMM (nnc_compile_opts.scan_input); without, xw is one GEMM over
    * every step first (the better choice where that GEMM fills a GPU). */
   bool scan_input;
+  /* The image dtypes of the GEMMs that gemm_windows allows, bit 1u <<
+   * nnc_dtype each. */
+  unsigned gemm_windows_types;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -131,6 +134,8 @@ bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 bool nnc_emit_has_gemm_act_last(nnc_target_family f);
 /* The most outputs of a GEMM that the emitter of t's family gathers from windows on t (nnc_emitter.gemm_windows). */
 int nnc_emit_gemm_windows(const nnc_target_desc *t);
+/* The image dtypes of those GEMMs (nnc_emitter.gemm_windows_types). */
+unsigned nnc_emit_gemm_windows_types(nnc_target_family f);
 /* Whether the emitter of family f pools straight from images (nnc_emitter.reduce_windows). */
 bool nnc_emit_has_reduce_windows(nnc_target_family f);
 /* Whether the emitter of family f folds kv appends into the attention (nnc_emitter.attention_append). */

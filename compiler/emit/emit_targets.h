@@ -8,6 +8,9 @@
 /* C with SIMD intrinsics for the host (c-simd, c-avx2, c-avx512, c-neon,
  * c-generic): see c_simd.c. */
 nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error *err);
+/* The most outputs of a C SIMD GEMM that gathers A from an im2col's
+ * image (templates/c_simd/gemm_windows.c): any. */
+int nnc_c_simd_gemm_windows(const nnc_target_desc *t);
 
 /* CUDA C++ for NVIDIA GPUs (cuda-sm70 ... cuda-sm90a): see cuda.c. */
 nnc_status nnc_emit_cuda(const nnc_emit_request *r, const char *dir, nnc_error *err);

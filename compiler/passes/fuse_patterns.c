@@ -248,7 +248,8 @@ static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, i
 /* Whether the gathering of A's rows from an image, instead of the windows
  * tensor, fits the GEMM d of linear mm (nnc_compile_opts.gemm_windows): A
  * the [..., M, K] view of a tap-major NHWC im2col with zero padding, read
- * by mm alone; 16-bit image, weight, bias, residual and out of one type;
+ * by mm alone; image, weight, bias, residual and out of one type, one of
+ * c->gemm_windows_types (the target's: CUDA's bf16/f16, C SIMD's f32);
  * channels a multiple of 8 (so a 16-byte chunk never spans two taps), N a
  * multiple of 8 and at most c->gemm_windows. The im2col node, or -1; *view
  * gets the reshape. */
@@ -265,7 +266,7 @@ static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc
   const nnc_tensor *img = tensor_of(c, im->in[0]), *out = tensor_of(c, d->out);
   nnc_dtype t = img->dtype;
   if (im->op != NNC_OP_IM2COL || !im->attrs.win.nhwc || !im->attrs.win.tap_major || im->attrs.scalar != 0.0 ||
-      img->rank != 4 || (t != NNC_BF16 && t != NNC_F16) || tensor_of(c, d->b)->dtype != t || out->dtype != t ||
+      img->rank != 4 || !(c->gemm_windows_types >> t & 1u) || tensor_of(c, d->b)->dtype != t || out->dtype != t ||
       (d->bias >= 0 && tensor_of(c, d->bias)->dtype != t) || (d->residual >= 0 && tensor_of(c, d->residual)->dtype != t))
     return -1;
   nnc_dim ch = img->shape[3], n = out->shape[out->rank - 1];

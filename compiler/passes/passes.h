@@ -227,7 +227,9 @@ typedef struct nnc_compile_opts {
                             inference on a target that runs them apart from the forward */
   int gemm_windows;      /* > 0: a linear of at most this many outputs (N) that alone reads an im2col's
                             windows gathers them from the image itself (nnc_gemm_desc.windowed) when the
-                            image is bf16/f16 with channels a multiple of 8: the windows are never stored */
+                            image's dtype is in gemm_windows_types and its channels a multiple of 8: the
+                            windows are never stored */
+  unsigned gemm_windows_types;   /* the image dtypes of such GEMMs, bit 1u << nnc_dtype each */
   bool reduce_windows;   /* a max or mean over an NHWC im2col's taps (pooling) that alone reads the windows
                             is one reduce kernel reading the image, when the channels are a multiple of 8 */
   bool attention_append; /* a kv_append whose cache only its attention reads runs inside that attention

@@ -2,14 +2,17 @@
  *
  * Two parallel phases:
  *  1. pack: every row block of A (per batch item) gets its prologue
- *     statistics and is packed, for all of K, into MR-row micro-panels in
- *     the shared workspace. A is packed once, whatever the task split.
+ *     statistics and is packed, for all of K (or one KC pass a task, without
+ *     a prologue), into MR-row micro-panels in the shared workspace. A is
+ *     packed once, whatever the task split.
  *  2. compute: tasks are (batch item, column block, row block) rectangles of
  *     C; each packs its KC x NC panels of B into its thread's buffer and
  *     runs the loops  jc (NC) > pc (KC) > ic (MC) > jr (NR) > ir (MR)
  *     around the micro-kernel, applying the epilogue on the last pc.
  *  Tasks split N first (no B is packed twice), and M only when N alone
- *  gives too few tasks; about four tasks per thread balance the load.
+ *  gives too few tasks; about four tasks per thread balance the load. When
+ *  M is a single MC block, N is split into as narrow blocks as that takes
+ *  and M only until each thread has a task.
  *
  * When every task spans all of N within one NC panel (tall, narrow C: a
  * convolution's im2col rows, a scan's step) no row of A is used twice, and
@@ -76,11 +79,23 @@ static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
   int per_item = imax(1, ceil_div(target, batch));
   int nblk = imax(1, ceil_div(N, NNC_GEMM_NR));
   int mblk = imax(1, ceil_div(M, NNC_GEMM_MR));
-  /* Keep column blocks at least 4 micro-panels wide where N allows. */
-  p.tn = imax(1, imin(per_item, nblk / 4));
-  p.nw = ceil_div(nblk, p.tn) * NNC_GEMM_NR;
-  p.tn = imax(1, ceil_div(N, p.nw));
-  p.tm = imin(imax(1, ceil_div(per_item, p.tn)), mblk);
+  if (M <= NNC_GEMM_MC) {
+    /* All of M is one row block, whose packed A every task reads from the
+     * caches: N is split down to single panels if need be (a task packs its
+     * columns of B only), and M only so that each thread gets a task, as
+     * every row block packs all of its columns of B again (the MNIST CNN's
+     * fc1, M 64, N 128, K 9216, packed its 4.7 MB B six times: 2.4 ms). */
+    p.tn = imax(1, imin(per_item, nblk));
+    p.nw = ceil_div(nblk, p.tn) * NNC_GEMM_NR;
+    p.tn = imax(1, ceil_div(N, p.nw));
+    p.tm = imin(imax(1, ceil_div(imin(target, nthreads), batch * p.tn)), mblk);
+  } else {
+    /* Keep column blocks at least 4 micro-panels wide where N allows. */
+    p.tn = imax(1, imin(per_item, nblk / 4));
+    p.nw = ceil_div(nblk, p.tn) * NNC_GEMM_NR;
+    p.tn = imax(1, ceil_div(N, p.nw));
+    p.tm = imin(imax(1, ceil_div(per_item, p.tn)), mblk);
+  }
   p.mw = ceil_div(mblk, p.tm) * NNC_GEMM_MR;
   p.tm = imax(1, ceil_div(M, p.mw));
   p.ntasks = batch * p.tn * p.tm;
@@ -158,7 +173,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
     return nnc_simd_fail(err, KERNEL, "expected an int4 B without b_packed, b_q8 or b_w8a8, shared by the batch "
                          "(stride_b 0), found b_packed %p, b_q8 %p, b_w8a8 %p, batch %d, stride_b %td",
                          (const void *)g->b_packed, g->b_q8, g->b_w8a8, g->batch, g->stride_b);
-  if (g->K > 0 && g->lda < (g->a_trans ? g->M : g->K))
+  if (g->K > 0 && g->win.KH == 0 && g->lda < (g->a_trans ? g->M : g->K))
     return nnc_simd_fail(err, KERNEL, "expected lda >= %s=%d, found %td (A is %s)", g->a_trans ? "M" : "K",
                          g->a_trans ? g->M : g->K, g->lda, g->a_trans ? "[K,M]" : "[M,K]");
   if (g->a_trans && g->prologue != NNC_SIMD_PRO_NONE)
@@ -201,6 +216,28 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
                           g->aux, span_bytes(g->batch, g->stride_x, g->M, g->ldx, g->N)))
       return nnc_simd_fail(err, KERNEL, "expected aux not to overlap C (C accumulates partial sums first)");
   }
+  if (g->win.KH != 0) {
+    const nnc_simd_windows *w = &g->win;
+    if (w->KH < 1 || w->KW < 1 || w->SH < 1 || w->SW < 1 || w->DH < 1 || w->DW < 1 || w->PH < 0 || w->PW < 0 ||
+        w->H < 1 || w->W < 1 || w->C < 1 || w->OH < 1 || w->OW < 1)
+      return nnc_simd_fail(err, KERNEL, "expected windows of positive sizes, strides and dilations and padding >= 0, "
+                           "found image %dx%dx%d, positions %dx%d, kernel %dx%d, stride %dx%d, padding %dx%d, "
+                           "dilation %dx%d", w->H, w->W, w->C, w->OH, w->OW, w->KH, w->KW, w->SH, w->SW, w->PH,
+                           w->PW, w->DH, w->DW);
+    if ((w->OH - 1) * w->SH + (w->KH - 1) * w->DH >= w->H + 2 * w->PH ||
+        (w->OW - 1) * w->SW + (w->KW - 1) * w->DW >= w->W + 2 * w->PW)
+      return nnc_simd_fail(err, KERNEL, "expected %dx%d window positions to fit an image of %dx%d padded by %dx%d, "
+                           "found the last window past it", w->OH, w->OW, w->H, w->W, w->PH, w->PW);
+    if ((long long)w->KH * w->KW * w->C != g->K || g->M % (w->OH * w->OW) != 0)
+      return nnc_simd_fail(err, KERNEL, "expected K = KH*KW*C = %lld and M a multiple of OH*OW = %d for windows, "
+                           "found K=%d M=%d", (long long)w->KH * w->KW * w->C, w->OH * w->OW, g->K, g->M);
+    if (g->batch != 1 || g->a_trans || g->a_inplace || g->prologue != NNC_SIMD_PRO_NONE || g->b_q8 || g->b_q4 ||
+        g->b_w8a8)
+      return nnc_simd_fail(err, KERNEL, "expected windows with batch 1 and without a_trans, a_inplace, a prologue or "
+                           "a quantized B, found batch %d, a_trans %d, a_inplace %d, prologue %d, int8/int4/w8a8 B %d",
+                           g->batch, g->a_trans, g->a_inplace, (int)g->prologue,
+                           !!(g->b_q8 || g->b_q4 || g->b_w8a8));
+  }
   if (g->prologue != NNC_SIMD_PRO_NONE) {
     if (!g->gamma && g->K > 0)
       return nnc_simd_fail(err, KERNEL, "expected gamma [K=%d] for the %s prologue, found NULL",
@@ -234,16 +271,34 @@ static void pack_rows(const nnc_simd_gemm_args *g, const float *a, int r0, int r
       pro.rstd = pro0->rstd + (r - r0);
     }
     float *d = dst + (size_t)(r - r0) * (size_t)kc;
-    if (g->a_trans) nnc_gemm_pack_at(a + r, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, d);
+    if (g->win.KH) nnc_gemm_win_pack(g, a, r, imin(NNC_GEMM_MR, r1 - r), pc, kc, d);
+    else if (g->a_trans) nnc_gemm_pack_at(a + r, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, d);
     else nnc_gemm_pack_a(a + (ptrdiff_t)r * g->lda, g->lda, imin(NNC_GEMM_MR, r1 - r), pc, kc, &pro, d);
   }
 }
 
-/* Phase 1: rows [r0, r0 + MC) of one batch item. */
+/* KC passes over K (kc_at): each KC deep but the last. */
+static int passes_of(int K) {
+  int n = 0;
+  for (int pc = 0; pc < K; pc += kc_at(K, pc)) n++;
+  return n;
+}
+
+/* The phase-1 tasks of one batch item: a task per MC block of rows, and
+ * per KC pass too without a prologue (whose statistics span all of K), so
+ * that an A of few rows and a long K (the MNIST CNN's fc1: 64 x 9216) is
+ * not packed by one thread. */
+static int pack_parts(const nnc_simd_gemm_args *g) {
+  return g->prologue == NNC_SIMD_PRO_NONE ? passes_of(g->K) : 1;
+}
+
+/* Phase 1: rows [r0, r0 + MC) of one batch item, all of K or one pass. */
 static void pack_task(void *ctx, int task, int thread) {
   const job *jb = ctx;
   const nnc_simd_gemm_args *g = jb->g;
-  int groups = ceil_div(g->M, NNC_GEMM_MC);
+  int groups = ceil_div(g->M, NNC_GEMM_MC), parts = pack_parts(g);
+  int part = task % parts;
+  task /= parts;
   int bi = task / groups, r0 = (task % groups) * NNC_GEMM_MC;
   int r1 = imin(g->M, r0 + NNC_GEMM_MC);
   const float *a = g->A + (ptrdiff_t)bi * g->stride_a;
@@ -262,9 +317,10 @@ static void pack_task(void *ctx, int task, int thread) {
       }
     }
   }
-  for (int pc = 0, kc; pc < g->K; pc += kc) {
+  for (int pc = 0, kc, i = 0; pc < g->K; pc += kc, i++) {
     kc = kc_at(g->K, pc);
-    pack_rows(g, a, r0, r1, pc, kc, &pro, packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r0 * (size_t)kc);
+    if (parts == 1 || i == part)
+      pack_rows(g, a, r0, r1, pc, kc, &pro, packa + (size_t)pc * (size_t)jb->p.mp + (size_t)r0 * (size_t)kc);
   }
 }
 
@@ -292,6 +348,10 @@ static void compute_task(void *ctx, int task, int thread) {
   int direct = (q8 || q4) && m1 - m0 <= NNC_GEMM_Q8_DIRECT_ROWS;
   /* A read in place (a_inplace): whole MR-row panels from A, only a last short one packed */
   const int inplace = p->local_a && g->a_inplace && !g->a_trans && !q8 && !q4;
+  /* windows of an image: the panels that can be read in place, and their runs of k */
+  const int windows = p->local_a && g->win.KH;
+  const float *in_place[NNC_GEMM_MC / NNC_GEMM_MR] = {0};
+  nnc_gemm_runs runs;
   /* an epilogue that would change nothing (alpha 1: v * 1 is v) is not a pass over C */
   const int plain = g->alpha == 1.0f && !g->bias && g->act == NNC_SIMD_ACT_NONE && !res && g->aux_mode == NNC_SIMD_AUX_NONE;
 
@@ -305,12 +365,19 @@ static void compute_task(void *ctx, int task, int thread) {
       if (kc > 0 && q8 && !direct) nnc_gemm_widen_q8(q8, g->K, pc, kc, jc, nc, q8_scale, bbuf);
       else if (kc > 0 && q4 && !direct) nnc_gemm_widen_q4(q4, g->K, pc, kc, jc, nc, q8_scale, bbuf);
       else if (kc > 0 && !q8 && !q4 && !g->b_packed) nnc_gemm_pack_b(b, g->ldb, g->b_trans, pc, kc, jc, nc, bbuf);
+      if (windows) nnc_gemm_win_runs(&g->win, pc, kc, &runs);
       for (int ic = m0; ic < m1; ic += NNC_GEMM_MC) {
         int mc = imin(NNC_GEMM_MC, m1 - ic);
         /* the block's packed rows: pa + (ir - whole) * kc is the panel of row ic + ir */
         const float *pa = abuf;
         const int whole = inplace ? mc / NNC_GEMM_MR * NNC_GEMM_MR : 0;   /* rows read in place */
         if (!p->local_a) pa = packa + (size_t)pc * (size_t)p->mp + (size_t)ic * (size_t)kc;
+        else if (windows)
+          for (int ir = 0; kc > 0 && ir < mc; ir += NNC_GEMM_MR) {
+            in_place[ir / NNC_GEMM_MR] = nnc_gemm_win_direct(g, a, ic + ir);
+            if (!in_place[ir / NNC_GEMM_MR])
+              nnc_gemm_win_pack(g, a, ic + ir, imin(NNC_GEMM_MR, mc - ir), pc, kc, abuf + (size_t)ir * (size_t)kc);
+          }
         else if (kc > 0 && whole < mc) pack_rows(g, a, ic + whole, ic + mc, pc, kc, &none, abuf);
         for (int jr = 0; jr < nc; jr += NNC_GEMM_NR) {
           int nr = imin(NNC_GEMM_NR, nc - jr);
@@ -327,6 +394,9 @@ static void compute_task(void *ctx, int task, int thread) {
             else if (direct)
               nnc_gemm_micro_q8(kc, pa + (size_t)ir * (size_t)kc, q8 + (size_t)col * (size_t)g->K + (size_t)pc * NNC_GEMM_NR,
                                 q8_scale + col, ct, g->ldc, mr, nr, first);
+            else if (windows && kc > 0 && in_place[ir / NNC_GEMM_MR])
+              nnc_gemm_micro_windows(&runs, in_place[ir / NNC_GEMM_MR], (ptrdiff_t)g->win.SW * g->win.C, pb, ct,
+                                     g->ldc, nr, first);
             else if (ir < whole)
               nnc_gemm_micro_rows(kc, a + (ptrdiff_t)row * g->lda + pc, g->lda, pb, ct, g->ldc, mr, nr, first);
             else
@@ -354,7 +424,8 @@ nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *p
   jb.p = make_plan(g, nnc_simd_threads(par));
   jb.packa = nnc_simd_align_ptr(workspace);
   jb.bbuf = jb.packa + jb.p.packa_floats;
-  if (g->K > 0 && !jb.p.local_a) nnc_simd_run(par, g->batch * ceil_div(g->M, NNC_GEMM_MC), pack_task, &jb);
+  if (g->K > 0 && !jb.p.local_a)
+    nnc_simd_run(par, g->batch * ceil_div(g->M, NNC_GEMM_MC) * pack_parts(g), pack_task, &jb);
   nnc_simd_run(par, jb.p.ntasks, compute_task, &jb);
   return NNC_SIMD_OK;
 }

@@ -39,6 +39,32 @@ void nnc_gemm_micro(int kc, const float *a, const float *b, float *c, ptrdiff_t 
 void nnc_gemm_micro_rows(int kc, const float *a, ptrdiff_t lda, const float *b, float *c, ptrdiff_t ldc,
                          int mr, int nr, int first);
 
+/* The k runs of one KC pass over an image's windows (gemm_windows.c):
+ * run r is len[r] consecutive columns of A, which the window at a pixel
+ * reads at that pixel + off[r] (one tap's channels, or part of them). A
+ * pass of kc columns has at most kc runs, and one more where it starts or
+ * ends inside a tap. */
+#define NNC_GEMM_RUNS (NNC_GEMM_KC + NNC_GEMM_KC / 4 + 2)
+typedef struct nnc_gemm_runs {
+  int n;
+  ptrdiff_t off[NNC_GEMM_RUNS];
+  int len[NNC_GEMM_RUNS];
+} nnc_gemm_runs;
+
+/* The runs of columns [pc, pc + kc) of the windows w. */
+void nnc_gemm_win_runs(const nnc_simd_windows *w, int pc, int kc, nnc_gemm_runs *r);
+/* The first pixel of the window of row `row` of A (image x) when rows
+ * [row, row + MR) are windows of one output row that lie inside the image,
+ * so the micro-kernel reads them in place (SW*C apart); NULL otherwise. */
+const float *nnc_gemm_win_direct(const nnc_simd_gemm_args *g, const float *x, int row);
+/* Rows [row, row + mr) of A (image x), columns [pc, pc + kc), gathered
+ * into one MR x kc micro-panel as nnc_gemm_pack_a packs one. */
+void nnc_gemm_win_pack(const nnc_simd_gemm_args *g, const float *x, int row, int mr, int pc, int kc, float *dst);
+/* nnc_gemm_micro over MR rows of windows read in place: row i's column
+ * of run r at a + i*rs + r->off[r] + (k within the run). */
+void nnc_gemm_micro_windows(const nnc_gemm_runs *r, const float *a, ptrdiff_t rs, const float *b, float *c,
+                            ptrdiff_t ldc, int nr, int first);
+
 /* The epilogue on a finished tile: c = act(alpha*c + bias) + res (* res
  * when res_mul), where bias and res (ldr) are already offset to the tile
  * and may be NULL; aux

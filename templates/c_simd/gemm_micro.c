@@ -19,22 +19,20 @@
 #define PREFETCH_W(p) ((void)(p))
 #endif
 
-/* A's element (i, k) at a[i * rs + k * cs]: a packed micro-panel (rs 1, cs
- * MR) or rows in place (rs lda, cs 1); inlined into each with its strides,
- * so the packed one's addressing stays constant. */
-static inline __attribute__((always_inline)) void micro(int kc, const float *restrict a, ptrdiff_t rs, ptrdiff_t cs,
-                                                        const float *restrict b, float *c, ptrdiff_t ldc, int mr,
-                                                        int nr, int first) {
+static inline __attribute__((always_inline)) void prefetch_c(float *c, ptrdiff_t ldc, int mr, int nr) {
   for (int i = 0; i < mr; ++i) {
     PREFETCH_W(c + (ptrdiff_t)i * ldc);
     PREFETCH_W(c + (ptrdiff_t)i * ldc + nr - 1);
   }
-  nnc_vf acc[NNC_GEMM_MR][NV];
-#pragma GCC unroll 32
-  for (int i = 0; i < NNC_GEMM_MR; ++i)
-#pragma GCC unroll 32
-    for (int j = 0; j < NV; ++j) acc[i][j] = nnc_vzero();
+}
 
+/* acc += kc steps of A times b: A's element (i, k) at a[i * rs + k * cs],
+ * a packed micro-panel (rs 1, cs MR) or rows in place (rs their distance,
+ * cs 1); inlined into each caller with its strides, so the packed one's
+ * addressing stays constant. Returns b past the steps. */
+static inline __attribute__((always_inline)) const float *steps(nnc_vf acc[NNC_GEMM_MR][NV], int kc,
+                                                                const float *restrict a, ptrdiff_t rs,
+                                                                ptrdiff_t cs, const float *restrict b) {
   /* Unrolled by 4: the loop overhead otherwise costs about a tenth. */
 #pragma GCC unroll 4
   for (int k = 0; k < kc; ++k) {
@@ -50,7 +48,19 @@ static inline __attribute__((always_inline)) void micro(int kc, const float *res
     a += cs;
     b += NNC_GEMM_NR;
   }
+  return b;
+}
 
+static inline __attribute__((always_inline)) void zero(nnc_vf acc[NNC_GEMM_MR][NV]) {
+#pragma GCC unroll 32
+  for (int i = 0; i < NNC_GEMM_MR; ++i)
+#pragma GCC unroll 32
+    for (int j = 0; j < NV; ++j) acc[i][j] = nnc_vzero();
+}
+
+/* C[0:mr, 0:nr] = (first ? 0 : C) + acc. */
+static inline __attribute__((always_inline)) void store(nnc_vf acc[NNC_GEMM_MR][NV], float *c, ptrdiff_t ldc,
+                                                        int mr, int nr, int first) {
   if (mr == NNC_GEMM_MR && nr == NNC_GEMM_NR) {
 #pragma GCC unroll 32
     for (int i = 0; i < NNC_GEMM_MR; ++i) {
@@ -77,12 +87,29 @@ static inline __attribute__((always_inline)) void micro(int kc, const float *res
 
 void nnc_gemm_micro(int kc, const float *restrict a, const float *restrict b, float *c,
                     ptrdiff_t ldc, int mr, int nr, int first) {
-  micro(kc, a, 1, NNC_GEMM_MR, b, c, ldc, mr, nr, first);
+  prefetch_c(c, ldc, mr, nr);
+  nnc_vf acc[NNC_GEMM_MR][NV];
+  zero(acc);
+  steps(acc, kc, a, 1, NNC_GEMM_MR, b);
+  store(acc, c, ldc, mr, nr, first);
 }
 
 void nnc_gemm_micro_rows(int kc, const float *restrict a, ptrdiff_t lda, const float *restrict b, float *c,
                          ptrdiff_t ldc, int mr, int nr, int first) {
-  micro(kc, a, lda, 1, b, c, ldc, mr, nr, first);
+  prefetch_c(c, ldc, mr, nr);
+  nnc_vf acc[NNC_GEMM_MR][NV];
+  zero(acc);
+  steps(acc, kc, a, lda, 1, b);
+  store(acc, c, ldc, mr, nr, first);
+}
+
+void nnc_gemm_micro_windows(const nnc_gemm_runs *r, const float *a, ptrdiff_t rs, const float *b, float *c,
+                            ptrdiff_t ldc, int nr, int first) {
+  prefetch_c(c, ldc, NNC_GEMM_MR, nr);
+  nnc_vf acc[NNC_GEMM_MR][NV];
+  zero(acc);
+  for (int i = 0; i < r->n; ++i) b = steps(acc, r->len[i], a + r->off[i], rs, 1, b);
+  store(acc, c, ldc, NNC_GEMM_MR, nr, first);
 }
 
 /* One vector of the epilogue; x is the vector of aux (read or written). */

@@ -52,7 +52,7 @@ static void pack_b_rows(const float *b, ptrdiff_t ldb, int kc, int nr, float *ds
 /* One micro-panel from B^T ([N,K]): a transpose. Reading each of the nr
  * rows contiguously keeps the reads streaming; the strided writes land in
  * a kc x NR panel that fits in L1. The portable path, and the edges of the
- * AVX2 one. */
+ * AVX2 one (which AVX-512 takes too: its 8-float transposes are AVX2's). */
 static void pack_b_cols_scalar(const float *bt, ptrdiff_t ldb, int k0, int kc, int nr,
                                float *dst) {
   for (int j = 0; j < NNC_GEMM_NR; ++j) {
@@ -66,7 +66,7 @@ static void pack_b_cols_scalar(const float *bt, ptrdiff_t ldb, int k0, int kc, i
   }
 }
 
-#if defined(NNC_ISA_AVX2)
+#if defined(NNC_ISA_AVX2) || defined(NNC_ISA_AVX512)
 /* The 8 x 8 block at rows s[0..7 * ldb], columns [k, k+8) of B^T, stored
  * transposed: dst row k+c (stride NR) gets the 8 values of column k+c.
  * Each 256-bit load takes 4 floats of row i and 4 of row i+4, so a 4 x 4

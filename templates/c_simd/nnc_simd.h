@@ -85,6 +85,18 @@ typedef enum nnc_simd_aux {
   NNC_SIMD_AUX_COUNT
 } nnc_simd_aux;
 
+/* The windows of an NHWC image [images, H, W, C] that an implicit
+ * convolution's GEMM reads as its A, never stored (nnc_simd_gemm_args.win;
+ * KH 0: A is a matrix). Row m of A is the window at position (image, oh,
+ * ow) = (m / (OH*OW), m / OW % OH, m % OW); its column k is tap (i, j) =
+ * (k / C / KW, k / C % KW), channel k % C, taps outer: the pixel
+ * (oh*SH - PH + i*DH, ow*SW - PW + j*DW) of the image, 0 outside it. */
+typedef struct nnc_simd_windows {
+  int H, W, C;
+  int OH, OW;
+  int KH, KW, SH, SW, PH, PW, DH, DW;
+} nnc_simd_windows;
+
 typedef struct nnc_simd_gemm_args {
   int M, N, K;
   int batch;                      /* >= 1 */
@@ -132,7 +144,28 @@ typedef struct nnc_simd_gemm_args {
    * tasks), without a prologue, a_trans or an int8/int4 B; a last block of
    * fewer than MR rows is still packed. */
   int a_inplace;
+  /* A is the image these windows read (K = KH*KW*C, M a multiple of
+   * OH*OW): a convolution without its im2col matrix. A block of MR rows
+   * whose windows lie in one output row and inside the image is read in
+   * place, tap by tap; others are gathered into a packed panel. Batch 1,
+   * without a prologue, a_trans, an int8/int4/W8A8 B or a_inplace. */
+  nnc_simd_windows win;
 } nnc_simd_gemm_args;
+
+/* Pooling and depthwise convolution over the windows of an NHWC image x
+ * [images, H, W, C] (win; the im2col never stored), into y [images, OH, OW,
+ * C]: the max over each window's taps (padding is -inf; a NaN wins, the last
+ * one, as the float64 reference has it), the mean (padding counts as zeros,
+ * KH*KW taps always), or the sum of the taps times w [KH*KW, C]. */
+typedef enum nnc_simd_pool_op { NNC_SIMD_POOL_MAX, NNC_SIMD_POOL_MEAN, NNC_SIMD_POOL_DEPTHWISE } nnc_simd_pool_op;
+typedef struct nnc_simd_pool_args {
+  nnc_simd_pool_op op;
+  int images;
+  nnc_simd_windows win;
+  const float *x, *w;
+  float *y;
+} nnc_simd_pool_args;
+nnc_simd_status nnc_simd_pool(const nnc_simd_pool_args *a, const nnc_simd_par *par, nnc_simd_error *err);
 
 /* Bytes of workspace nnc_simd_gemm needs for these shapes and that many
  * threads (any alignment will do: the kernel aligns it itself). */

@@ -57,6 +57,10 @@ static inline nnc_vf nnc_vpow2i(nnc_vf n) {
 static inline nnc_vf nnc_vscale2n(nnc_vf p, nnc_vf n) { return _mm512_scalef_ps(p, n); }
 static inline nnc_vm nnc_vlt(nnc_vf a, nnc_vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 static inline nnc_vf nnc_vsel(nnc_vm m, nnc_vf if_true, nnc_vf if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+/* Pooling's max: v where v > m or v is NaN, else m (a NaN in m stays; the last NaN wins). */
+static inline nnc_vf nnc_vmax_nan(nnc_vf m, nnc_vf v) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), m, v);
+}
 static inline float nnc_vhsum(nnc_vf a) { return _mm512_reduce_add_ps(a); }
 static inline float nnc_vhmax(nnc_vf a) { return _mm512_reduce_max_ps(a); }
 
@@ -88,6 +92,9 @@ static inline nnc_vf nnc_vpow2i(nnc_vf n) {
 }
 static inline nnc_vm nnc_vlt(nnc_vf a, nnc_vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 static inline nnc_vf nnc_vsel(nnc_vm m, nnc_vf if_true, nnc_vf if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
+static inline nnc_vf nnc_vmax_nan(nnc_vf m, nnc_vf v) {
+  return _mm256_blendv_ps(m, v, _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
 static inline float nnc_vhsum(nnc_vf a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -127,6 +134,9 @@ static inline nnc_vf nnc_vpow2i(nnc_vf n) {
 }
 static inline nnc_vm nnc_vlt(nnc_vf a, nnc_vf b) { return vcltq_f32(a, b); }
 static inline nnc_vf nnc_vsel(nnc_vm m, nnc_vf if_true, nnc_vf if_false) { return vbslq_f32(m, if_true, if_false); }
+static inline nnc_vf nnc_vmax_nan(nnc_vf m, nnc_vf v) {
+  return vbslq_f32(vorrq_u32(vcgtq_f32(v, m), vmvnq_u32(vceqq_f32(v, v))), v, m);
+}
 static inline float nnc_vhsum(nnc_vf a) { return vaddvq_f32(a); }
 static inline float nnc_vhmax(nnc_vf a) { return vmaxvq_f32(a); }
 
@@ -158,6 +168,7 @@ static inline nnc_vf nnc_vpow2i(nnc_vf n) {
 }
 static inline nnc_vm nnc_vlt(nnc_vf a, nnc_vf b) { return a < b; }
 static inline nnc_vf nnc_vsel(nnc_vm m, nnc_vf if_true, nnc_vf if_false) { return m ? if_true : if_false; }
+static inline nnc_vf nnc_vmax_nan(nnc_vf m, nnc_vf v) { return v > m || v != v ? v : m; }
 static inline float nnc_vhsum(nnc_vf a) { return a; }
 static inline float nnc_vhmax(nnc_vf a) { return a; }
 #endif

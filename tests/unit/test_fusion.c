@@ -307,12 +307,13 @@ static void test_attention_grouped_mask(void **state) {
  * image with 64 channels (odd sizes, stride, padding and dilation): with
  * nnc_compile_opts.gemm_windows at least its 24 outputs the windows join
  * the GEMM (windowed) and the schedule computes what the graph does; not
- * with a smaller bound, an f32 image, or windows that a second reader
- * needs stored. */
+ * with a smaller bound, an f32 image where the target takes 16-bit ones
+ * (CUDA's), or windows that a second reader needs stored; an f32 image
+ * where the target takes f32 (C SIMD's) joins. */
 static void test_gemm_windows(void **state) {
   (void)state;
-  for (int c = 0; c < 4; c++) {
-    bool f32 = c == 2, shared = c == 3;
+  for (int c = 0; c < 5; c++) {
+    bool f32 = c == 2 || c == 4, shared = c == 3;
     tb b;
     nnc_schedule s;
     tb_init(&b);
@@ -332,13 +333,14 @@ static void test_gemm_windows(void **state) {
     output(&b, "y", y);
     if (shared) output(&b, "cols", op1(&b, NNC_OP_RELU, cols));
     nnc_error err = {0};
-    nnc_compile_opts co = {.gemm_windows = c == 1 ? 16 : 128};
+    nnc_compile_opts co = {.gemm_windows = c == 1 ? 16 : 128,
+                           .gemm_windows_types = c == 4 ? 1u << NNC_F32 : 1u << NNC_BF16 | 1u << NNC_F16};
     nnc_schedule_init(&s, &b.g);
     if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
     check_structure(&s);
     const nnc_kernel *k = kernel_of_tensor(&s, y);
     assert_int_equal(k->kind, NNC_KERNEL_GEMM);
-    bool windowed = c == 0;
+    bool windowed = c == 0 || c == 4;
     assert_int_equal(k->d.gemm.windowed, windowed);
     assert_int_equal(kernel_of_tensor(&s, cols) == k, windowed);
     if (windowed) {
@@ -379,7 +381,7 @@ static void test_gemm_row_windows(void **state) {
   int y = op1(&b, NNC_OP_RELU, linear(&b, a, w, bias, false));
   output(&b, "y", y);
   nnc_error err = {0};
-  nnc_compile_opts co = {.gemm_windows = 128};
+  nnc_compile_opts co = {.gemm_windows = 128, .gemm_windows_types = 1u << NNC_BF16};
   nnc_schedule_init(&s, &b.g);
   if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
   check_structure(&s);

@@ -19,7 +19,16 @@ typedef struct gcase {
   nnc_simd_aux aux;   /* SAVE: aux written and checked; ACT_GRAD: aux random, read */
   int packed;         /* B packed first (nnc_simd_gemm_pack_b), read through b_packed */
   int inplace;        /* a_inplace: A's whole MR-row panels read in place */
+  nnc_simd_windows win;   /* KH > 0: A is the windows of an image (M, K from it) */
 } gcase;
+
+/* Element (m, k) of the windows w of image x, as nnc_simd_windows defines it. */
+static float win_at(const nnc_simd_windows *w, const float *x, int m, int k) {
+  int img = m / (w->OH * w->OW), oh = m / w->OW % w->OH, ow = m % w->OW;
+  int t = k / w->C, ih = oh * w->SH - w->PH + t / w->KW * w->DH, iw = ow * w->SW - w->PW + t % w->KW * w->DW;
+  if (ih < 0 || ih >= w->H || iw < 0 || iw >= w->W) return 0.0f;
+  return x[(((size_t)img * w->H + ih) * w->W + iw) * w->C + k % w->C];
+}
 
 static const char *act_name(nnc_simd_act a) {
   static const char *n[] = {"none", "relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh"};
@@ -54,6 +63,7 @@ static int run_case(const gcase *c) {
             ldr = N + 2 * c->pad + 1;
   ptrdiff_t brows = c->trans ? N : K;
   ptrdiff_t sa = (c->a_trans ? K : M) * lda, sb = c->bcast_b ? 0 : brows * ldb, sc = M * ldc, sr = M * ldr;
+  if (c->win.KH) sa = (ptrdiff_t)(M / (c->win.OH * c->win.OW)) * c->win.H * c->win.W * c->win.C;
   size_t na = (size_t)(nb * sa), nbb = (size_t)(c->bcast_b ? brows * ldb : nb * sb),
          nc = (size_t)(nb * sc), nr = (size_t)(nb * sr);
   float *A = trandom(na, -1, 1), *B = trandom(nbb, -1, 1), *C = talloc(nc);
@@ -80,6 +90,7 @@ static int run_case(const gcase *c) {
   g.prologue = c->pro; g.gamma = gamma; g.beta = beta; g.eps = 1e-5f;
   g.aux_mode = c->aux; g.aux = X; g.ldx = ldx; g.stride_x = sx;
   g.a_inplace = c->inplace;
+  g.win = c->win;
   float *packed = NULL;
   if (c->packed) {
     packed = talloc(nnc_simd_gemm_packed_b_floats(&g) + 1);
@@ -108,7 +119,8 @@ static int run_case(const gcase *c) {
   for (int b = 0; b < nb && ok; ++b) {
     const float *Ab = A + b * sa, *Bb = B + b * sb, *Rb = R ? R + b * sr : NULL;
     for (int i = 0; i < M; ++i) {
-      for (int k = 0; k < K; ++k) arow[k] = c->a_trans ? Ab[k * lda + i] : Ab[i * lda + k];
+      for (int k = 0; k < K; ++k)
+        arow[k] = c->win.KH ? win_at(&c->win, Ab, i, k) : c->a_trans ? Ab[k * lda + i] : Ab[i * lda + k];
       ref_prologue(c, arow, gamma, beta, pa + (size_t)i * K);
     }
     for (int i = 0; i < M; ++i)
@@ -395,6 +407,72 @@ static void test_a_inplace(void **state) {
   assert_int_equal(fails, 0);
 }
 
+/* A case whose A is the windows of `images` images of h x w x ch. */
+static gcase win_case(int images, int h, int w, int ch, int N, int kh, int kw, int s, int pad, int dil) {
+  nnc_simd_windows win = {h, w, ch, 0, 0, kh, kw, s, s, pad, pad, dil, dil};
+  win.OH = (h + 2 * pad - dil * (kh - 1) - 1) / s + 1;
+  win.OW = (w + 2 * pad - dil * (kw - 1) - 1) / s + 1;
+  gcase c = base(images * win.OH * win.OW, N, kh * kw * ch);
+  c.win = win;
+  c.trans = 1;
+  return c;
+}
+
+/* A as an image's windows (win): output rows that hold whole MR-row
+ * panels and ones that do not (the panels that cross output rows or the
+ * image's border are gathered), stride, padding and dilation, one channel
+ * and many (K in several KC passes, passes that start inside a tap),
+ * N in one task and several (A then packed whole first), epilogues and
+ * thread counts; then the windows refused where they cannot apply. */
+static void test_windows(void **state) {
+  (void)state;
+  int fails = 0;
+  /* MNIST's conv2 at 2 images: 24 output columns, two whole panels a row */
+  gcase c = win_case(2, 26, 26, 32, 64, 3, 3, 1, 0, 1);
+  c.bias = 1;
+  c.act = NNC_SIMD_ACT_RELU;
+  fails += !run_case(&c);
+  c.threads = 0;
+  fails += !run_case(&c);
+  fails += !run_case((c = win_case(3, 28, 28, 1, 32, 3, 3, 1, 0, 1), &c));    /* one channel: runs of 1 */
+  fails += !run_case((c = win_case(2, 9, 31, 8, 17, 3, 3, 1, 1, 1), &c));     /* padding, N edge */
+  fails += !run_case((c = win_case(1, 15, 40, 5, 40, 5, 3, 2, 2, 1), &c));    /* stride 2, odd channels */
+  fails += !run_case((c = win_case(2, 20, 33, 3, 24, 3, 3, 1, 2, 2), &c));    /* dilation */
+  fails += !run_case((c = win_case(1, 12, 30, 100, 33, 3, 3, 1, 1, 1), &c));  /* K 900: several passes */
+  c = win_case(1, 8, 40, 16, 300, 1, 1, 1, 0, 1);                              /* 1 x 1, wide N */
+  c.res = 1;
+  fails += !run_case(&c);
+  c = win_case(2, 14, 30, 64, 5000, 3, 3, 1, 1, 1);                            /* N over tasks: A packed first */
+  c.packed = 1;
+  fails += !run_case(&c);
+  assert_int_equal(fails, 0);
+
+  /* refused: K that is not KH*KW*C, a batch, a last window past the padded image */
+  float x[64] = {0}, y[64], w[64] = {0};
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.win = (nnc_simd_windows){4, 4, 1, 2, 2, 3, 3, 1, 1, 0, 0, 1, 1};
+  g.M = 4; g.N = 2; g.K = 8; g.batch = 1; g.A = x; g.B = w; g.ldb = 9; g.b_trans = 1; g.C = y; g.ldc = 2;
+  g.alpha = 1;
+  char ws[1 << 16];
+  nnc_simd_error err = {0};
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "K = KH*KW*C = 9"));
+  g.K = 9;
+  g.win.OH = 3;
+  g.M = 6;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "past it"));
+  g.win.OH = 2;
+  g.M = 4;
+  g.batch = 2;
+  g.stride_c = 8;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "batch 1"));
+  g.batch = 1;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_OK);
+}
+
 static void test_thread_counts_agree(void **state) {
   (void)state;
   int M = 67, N = 301, K = 300;
@@ -492,7 +570,7 @@ int main(void) {
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
       cmocka_unit_test(test_aux),          cmocka_unit_test(test_packed_b),
-      cmocka_unit_test(test_a_inplace),
+      cmocka_unit_test(test_a_inplace), cmocka_unit_test(test_windows),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),
   };

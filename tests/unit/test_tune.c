@@ -342,11 +342,12 @@ static void test_gemm_avx2(void **state) {
   assert_non_null(strstr(g.reason, "6x16 register block (15 of 16 vector registers)"));
   b_free(&b);
   /* odd sizes under the blocks: M=37 -> mc 42 (round up to 6), N=53 -> nc 64,
-   * K=100 -> kc 100; tasks: N blocks 4, tn = max(1, 4/4) = 1, width 64;
-   * tm = min(ceil(8/1), ceil(37/6) = 7) = 7, width ceil(7/7)*6 = 6, tm = ceil(37/6) = 7 */
+   * K=100 -> kc 100; tasks: M is one MC block, so N splits to single panels:
+   * N blocks 4, tn = min(4, 8) = 4, width 16; tm = ceil(min(8, 2 threads) / 4)
+   * = 1 (a second row block would pack B again) */
   build_linear(&b, 37, 53, 100, false);
   g = tune_only(&t, &b, NNC_KERNEL_GEMM);
-  expect_gemm(&g, 6, 16, 100, 42, 64, 1, 7);
+  expect_gemm(&g, 6, 16, 100, 42, 64, 4, 1);
   b_free(&b);
   /* M symbolic: sized at its maximum 301 -> mc = min(round_up(301, 6) = 306, 126) */
   build_linear(&b, 301, 17, 33, true);
@@ -380,15 +381,15 @@ static void test_gemm_tiny(void **state) {
  *   mc = 524288 / (4*192) = 682 -> multiple of 12: 672
  *   nc = 32 MiB/2/8 / (4*192) = 2730 -> multiple of 32: 2720
  * M=512, N=768, K=768: kc 192, mc = round_up(512, 12) = 516, nc 768.
- * tasks: 32 wanted; N blocks 24, tn = 24/4 = 6, width 4*32 = 128, tn = 6;
- * tm = ceil(32/6) = 6 of 43 row blocks, width ceil(43/6)*12 = 96, tm = ceil(512/96) = 6 */
+ * tasks: 32 wanted; M is one MC block: N blocks 24, tn = min(24, 32) = 24,
+ * width 32; tm = ceil(min(32, 8 threads) / 24) = 1 */
 static void test_gemm_avx512(void **state) {
   (void)state;
   nnc_target_desc t = simd("c-avx512", KIB(48), MIB(2), MIB(32), 8);
   built b;
   build_linear(&b, 512, 768, 768, false);
   nnc_tile g = tune_only(&t, &b, NNC_KERNEL_GEMM);
-  expect_gemm(&g, 12, 32, 192, 516, 768, 6, 6);
+  expect_gemm(&g, 12, 32, 192, 516, 768, 24, 1);
   b_free(&b);
   /* M=4000, N=5000, K=3000: every block at the cache bound. tasks: N blocks
    * 157, tn = min(157/4, 32) = 32, width ceil(157/32)*32 = 160, tn =
@@ -396,6 +397,20 @@ static void test_gemm_avx512(void **state) {
   build_linear(&b, 4000, 5000, 3000, false);
   g = tune_only(&t, &b, NNC_KERNEL_GEMM);
   expect_gemm(&g, 12, 32, 192, 672, 2720, 32, 1);
+  b_free(&b);
+  /* MNIST's conv2 at B=64 (M=36864, N=64, K=288) reading its windows in
+   * place: kc = 49152*3/4 / (4*32) = 288 (B's micro-panel alone in L1), mc
+   * = 524288 / (4*288) = 455 -> 444, nc = round_up(64, 32) = 64; tasks: 2
+   * N blocks, tn 1; tm = 32 of 3072 row blocks, width 96*12 = 1152, tm 32.
+   * As a plain GEMM: kc 192, mc 672. */
+  build_linear(&b, 36864, 64, 288, false);
+  b.s.k[0].d.gemm.windowed = true;
+  g = tune_only(&t, &b, NNC_KERNEL_GEMM);
+  expect_gemm(&g, 12, 32, 288, 444, 64, 1, 32);
+  assert_non_null(strstr(g.reason, "windowed gemm"));
+  b.s.k[0].d.gemm.windowed = false;
+  g = tune_only(&t, &b, NNC_KERNEL_GEMM);
+  expect_gemm(&g, 12, 32, 192, 672, 64, 1, 32);
   b_free(&b);
 }
 

@@ -1,0 +1,61 @@
+/* templates/c_simd/gemm_windows.c — A as the windows of an NHWC image
+ * (nnc_simd_gemm_args.win): a convolution as a GEMM without the im2col
+ * matrix, which is KH*KW times the image (conv2 of the MNIST CNN: a 42 MB
+ * matrix from a 5 MB image, written once and read back by the packing).
+ *
+ * The columns of a window are its taps, each C contiguous channels of the
+ * image, so a KC pass is a few runs of contiguous columns (the runs). The
+ * MR windows at neighbouring positions of one output row start SW*C apart:
+ * where they lie inside the image the micro-kernel reads them in place,
+ * run by run. Windows that cross an output row or the image's border
+ * (padding) are gathered into a packed panel, zeros for the padding. */
+#include "gemm_internal.h"
+
+void nnc_gemm_win_runs(const nnc_simd_windows *w, int pc, int kc, nnc_gemm_runs *r) {
+  r->n = 0;
+  for (int k = pc; k < pc + kc;) {
+    int t = k / w->C, ch = k % w->C, i = t / w->KW, j = t % w->KW;
+    int len = w->C - ch < pc + kc - k ? w->C - ch : pc + kc - k;
+    r->off[r->n] = ((ptrdiff_t)i * w->DH * w->W + (ptrdiff_t)j * w->DW) * w->C + ch;
+    r->len[r->n++] = len;
+    k += len;
+  }
+}
+
+const float *nnc_gemm_win_direct(const nnc_simd_gemm_args *g, const float *x, int row) {
+  const nnc_simd_windows *w = &g->win;
+  if (row + NNC_GEMM_MR > g->M) return NULL;
+  int plane = w->OH * w->OW, img = row / plane, oh = row % plane / w->OW, ow = row % w->OW;
+  if (ow + NNC_GEMM_MR > w->OW) return NULL;
+  int ih = oh * w->SH - w->PH, iw = ow * w->SW - w->PW;
+  if (ih < 0 || ih + (w->KH - 1) * w->DH >= w->H || iw < 0 ||
+      iw + (NNC_GEMM_MR - 1) * w->SW + (w->KW - 1) * w->DW >= w->W)
+    return NULL;
+  return x + (((ptrdiff_t)img * w->H + ih) * w->W + iw) * w->C;
+}
+
+void nnc_gemm_win_pack(const nnc_simd_gemm_args *g, const float *x, int row, int mr, int pc, int kc, float *dst) {
+  const nnc_simd_windows *w = &g->win;
+  int plane = w->OH * w->OW;
+  for (int i = 0; i < NNC_GEMM_MR; ++i) {
+    float *d = dst + i;
+    if (i >= mr) {
+      for (int k = 0; k < kc; ++k) d[(ptrdiff_t)k * NNC_GEMM_MR] = 0.0f;
+      continue;
+    }
+    int m = row + i, img = m / plane, oh = m % plane / w->OW, ow = m % w->OW;
+    int ih0 = oh * w->SH - w->PH, iw0 = ow * w->SW - w->PW;
+    for (int k = pc; k < pc + kc;) {
+      int t = k / w->C, ch = k % w->C, ih = ih0 + t / w->KW * w->DH, iw = iw0 + t % w->KW * w->DW;
+      int len = w->C - ch < pc + kc - k ? w->C - ch : pc + kc - k;
+      float *dk = d + (ptrdiff_t)(k - pc) * NNC_GEMM_MR;
+      if (ih < 0 || ih >= w->H || iw < 0 || iw >= w->W) {
+        for (int c = 0; c < len; ++c) dk[(ptrdiff_t)c * NNC_GEMM_MR] = 0.0f;
+      } else {
+        const float *s = x + (((ptrdiff_t)img * w->H + ih) * w->W + iw) * w->C + ch;
+        for (int c = 0; c < len; ++c) dk[(ptrdiff_t)c * NNC_GEMM_MR] = s[c];
+      }
+      k += len;
+    }
+  }
+}
