@@ -149,6 +149,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
   if (!st && o->gelu_tanh) st = nnc_gelu_tanh_allowed(&prec, o->train, err);
   if (!st && o->cuda_graphs != 0 && t.family != NNC_FAMILY_CUDA)
     st = nnc_errorf(err, NNC_E_USAGE, NNC_NOLOC, "--cuda-graphs: expected a cuda-* target, found %s", t.name);
+  fo.channel_run = nnc_emit_channel_run(t.family);
   if (!st) st = nnc_frontend_load(&fo, &g, err);
   if (!st && o->train) st = nnc_pass_check(&g, err);
   if (!st) {
@@ -184,6 +185,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .hoist_weights = at_load,
                          .gemm_windows = nnc_emit_gemm_windows(&t),
                          .gemm_windows_types = nnc_emit_gemm_windows_types(t.family),
+                         .channel_run = nnc_emit_channel_run(t.family),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family),
                          .attention_append = nnc_emit_has_attention_append(t.family),
                          .attention_rope = nnc_emit_has_attention_rope(t.family),

@@ -117,6 +117,12 @@ typedef struct nnc_emitter {
   /* The image dtypes of the GEMMs that gemm_windows allows, bit 1u <<
    * nnc_dtype each. */
   unsigned gemm_windows_types;
+  /* The multiple its windows' kernels want an NHWC image's channels (and a
+   * windowed GEMM's outputs) to be: the front-end pads an image's channels
+   * up to it before tap-major windows (frontend/dsl_conv.c). CUDA's move 16
+   * bytes at once (8 bf16); C SIMD's read any run (an MNIST image's one
+   * channel stays one, not eight: 8x the flops of its first convolution). */
+  int channel_run;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -134,6 +140,8 @@ bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 bool nnc_emit_has_gemm_act_last(nnc_target_family f);
 /* The most outputs of a GEMM that the emitter of t's family gathers from windows on t (nnc_emitter.gemm_windows). */
 int nnc_emit_gemm_windows(const nnc_target_desc *t);
+/* The channel multiple of the windows on family f (nnc_emitter.channel_run; 8 for none). */
+int nnc_emit_channel_run(nnc_target_family f);
 /* The image dtypes of those GEMMs (nnc_emitter.gemm_windows_types). */
 unsigned nnc_emit_gemm_windows_types(nnc_target_family f);
 /* Whether the emitter of family f pools straight from images (nnc_emitter.reduce_windows). */

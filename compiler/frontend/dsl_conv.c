@@ -137,11 +137,12 @@ static int im2col(lua_State *L, int x, const nnc_window *w, double pad, const ch
   return node_out(L, NNC_OP_IM2COL, 1, &x, &at, fn, NULL);
 }
 
-/* Channels of an NHWC image the tap-major windows round up to: 8 of them fill
- * 16 bytes in bf16, what the CUDA copies move at once (an RGB image's 3 would
- * be copied element by element, and its GEMM's K of 7*7*3 is not 16-byte
- * aligned either). */
-#define CHANNEL_RUN 8
+/* Channels of an NHWC image the tap-major windows round up to, the
+ * target's (nnc_frontend_opts.channel_run): 8 of them fill 16 bytes in bf16,
+ * what the CUDA copies move at once (an RGB image's 3 would be copied
+ * element by element, and its GEMM's K of 7*7*3 is not 16-byte aligned
+ * either); C SIMD's windows take any. */
+static int64_t channel_run(lua_State *L) { return fe_get(L)->channel_run; }
 
 /* t with zeros after its entries along axis, up to size. */
 static int pad_to(lua_State *L, int t, int axis, int64_t size) {
@@ -156,25 +157,26 @@ static int pad_to(lua_State *L, int t, int axis, int64_t size) {
   return node_out(L, NNC_OP_PAD, 1, &t, &at, NULL, &s);
 }
 
-/* t with zeros after its C channels along axis, up to a multiple of CHANNEL_RUN. */
+/* t with zeros after its C channels along axis, up to a multiple of channel_run. */
 static int pad_channels(lua_State *L, int t, int axis, int64_t C) {
-  return pad_to(L, t, axis, (C + CHANNEL_RUN - 1) / CHANNEL_RUN * CHANNEL_RUN);
+  int64_t run = channel_run(L);
+  return pad_to(L, t, axis, (C + run - 1) / run * run);
 }
 
 /* Taps a row window of an image of few channels (an RGB stem's 3) widens
  * to, so that a row's taps times its channels fill whole 16-byte runs:
  * the row's KW taps of C channels are then one run of the windows, not KW
- * runs each padded to CHANNEL_RUN (ResNet's 7x7 stem: K = 7 rows of 8 taps
+ * runs each padded to channel_run (ResNet's 7x7 stem: K = 7 rows of 8 taps
  * x 3 = 168, not 49 taps x 8 = 392). The extra taps read the image (or
  * its padding) and meet zero weights. 0 when that saves nothing or the
  * wider window would give fewer output columns. */
-static int row_taps(const nnc_window *w, int64_t W, int64_t C) {
-  if (C % CHANNEL_RUN == 0 || w->kw < 2) return 0;
+static int row_taps(const nnc_window *w, int64_t W, int64_t C, int64_t run) {
+  if (C % run == 0 || w->kw < 2) return 0;
   int kw = w->kw;
-  while (kw * C % CHANNEL_RUN) kw++;
+  while (kw * C % run) kw++;
   int64_t ow = (W + 2 * w->pw - (int64_t)w->dw * (w->kw - 1) - 1) / w->sw + 1;
   int64_t ow2 = (W + 2 * w->pw - (int64_t)w->dw * (kw - 1) - 1) / w->sw + 1;
-  int64_t padded = (C + CHANNEL_RUN - 1) / CHANNEL_RUN * CHANNEL_RUN;
+  int64_t padded = (C + run - 1) / run * run;
   return ow2 == ow && kw * C < w->kw * padded ? kw : 0;
 }
 
@@ -204,7 +206,7 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
   int64_t C0 = tensor(L, x)->shape[3].k;
   bool depthwise = w->nhwc && groups > 1 && groups == C0 && O == groups;
   win.tap_major = w->nhwc && (groups == 1 || depthwise);
-  int wide = groups == 1 && win.tap_major ? row_taps(&win, tensor(L, x)->shape[2].k, C0) : 0;
+  int wide = groups == 1 && win.tap_major ? row_taps(&win, tensor(L, x)->shape[2].k, C0, channel_run(L)) : 0;
   if (wide) {
     /* two windowings: each output column's row of `wide` taps as one pixel of wide*C0 channels
      * ([N, H, OW, wide*C0]), then the KH x 1 windows over those rows, which the GEMM reads */
@@ -227,7 +229,7 @@ static int conv_core(lua_State *L, int x, const nnc_window *w, int64_t O, int64_
     int in[3] = {a, wm, bias};
     return node_out(L, NNC_OP_LINEAR, bias >= 0 ? 3 : 2, in, &at, label, NULL);
   }
-  if (groups == 1 && win.tap_major && C0 % CHANNEL_RUN) x = pad_channels(L, x, 3, C0);
+  if (groups == 1 && win.tap_major && C0 % channel_run(L)) x = pad_channels(L, x, 3, C0);
   int cols = im2col(L, x, &win, 0.0, fn);
   const nnc_tensor *ct = tensor(L, cols);
   nnc_dim N = ct->shape[0], OH = ct->shape[1], OW = ct->shape[2];

@@ -44,6 +44,7 @@ typedef struct fe_state {
   FILE *print_to;
   bool training;                 /* the global `training` */
   bool generating;               /* the global `generating` */
+  int channel_run;               /* nnc_frontend_opts.channel_run, 8 when it is 0 */
   /* budgets (sandbox.c) */
   uint64_t max_instructions, instructions;
   int hook_every, hook_normal;   /* instructions between hook calls: now, usually */

@@ -75,6 +75,7 @@ nnc_status nnc_frontend_load(const nnc_frontend_opts *o, nnc_graph *g, nnc_error
   fe->print_to = o->print_to ? o->print_to : stdout;
   fe->training = o->training;
   fe->generating = o->generating;
+  fe->channel_run = o->channel_run > 0 ? o->channel_run : 8;
   fe->max_instructions = o->max_instructions ? o->max_instructions : FE_DEFAULT_INSTRUCTIONS;
   fe->max_memory = o->max_memory ? o->max_memory : FE_DEFAULT_MEMORY;
   nnc_status st = set_name(g, o->path, err);

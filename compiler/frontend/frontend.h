@@ -23,6 +23,8 @@ typedef struct nnc_frontend_opts {
   FILE *print_to;               /* where the model's print() writes; NULL: stdout */
   bool training;                /* the model's global `training` (nnc --train) */
   bool generating;              /* the model's global `generating` (nnc --generate) */
+  int channel_run;              /* an NHWC image's channels are padded to a multiple of this before tap-major
+                                   windows (the target's nnc_emitter.channel_run); 0: 8 */
 } nnc_frontend_opts;
 
 /* Runs the model and fills g (initialised by the caller; g->name is set from

@@ -250,8 +250,8 @@ static int bias_grad_of(const fuse_ctx *c, const nnc_gemm_desc *d, bool *of_b, i
  * the [..., M, K] view of a tap-major NHWC im2col with zero padding, read
  * by mm alone; image, weight, bias, residual and out of one type, one of
  * c->gemm_windows_types (the target's: CUDA's bf16/f16, C SIMD's f32);
- * channels a multiple of 8 (so a 16-byte chunk never spans two taps), N a
- * multiple of 8 and at most c->gemm_windows. The im2col node, or -1; *view
+ * channels a multiple of c->channel_run (CUDA's 8: a 16-byte chunk never
+ * spans two taps), N a multiple of it too and at most c->gemm_windows. The im2col node, or -1; *view
  * gets the reshape. */
 static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc *d, int *view) {
   if (mm->op != NNC_OP_LINEAR || !d->b_trans || d->a_trans || d->prologue != NNC_NORM_NONE ||
@@ -270,7 +270,9 @@ static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc
       (d->bias >= 0 && tensor_of(c, d->bias)->dtype != t) || (d->residual >= 0 && tensor_of(c, d->residual)->dtype != t))
     return -1;
   nnc_dim ch = img->shape[3], n = out->shape[out->rank - 1];
-  if (!nnc_dim_is_const(ch) || ch.k % 8 || !nnc_dim_is_const(n) || n.k % 8 || n.k > c->gemm_windows) return -1;
+  if (!nnc_dim_is_const(ch) || ch.k % c->channel_run || !nnc_dim_is_const(n) || n.k % c->channel_run ||
+      n.k > c->gemm_windows)
+    return -1;
   return w;
 }
 
@@ -749,8 +751,8 @@ static bool match_reduce_chain(const fuse_ctx *c, int anchor, fuse_group *gr) {
  * windows that nothing else reads, and a depthwise convolution, the sum
  * over the taps of the windows times a [taps, C] weight, as one reduce
  * kernel that reads the image (nnc_compile_opts.reduce_windows): the
- * windows are never stored. Channels a multiple of 8 (16-byte vectors of
- * bf16/f16, two of f32). */
+ * windows are never stored. Channels a multiple of c->channel_run (CUDA's
+ * 8: 16-byte vectors of bf16/f16, two of f32). */
 static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
   const nnc_node *r = node_of(c, anchor);
   if (!c->reduce_windows || (r->op != NNC_OP_MAX && r->op != NNC_OP_MEAN && r->op != NNC_OP_SUM) ||
@@ -774,7 +776,7 @@ static bool match_pool(const fuse_ctx *c, int anchor, fuse_group *gr) {
   nnc_dtype t = img->dtype;
   if (im->op != NNC_OP_IM2COL || !im->attrs.win.nhwc || !im->attrs.win.tap_major || img->rank != 4 ||
       (t != NNC_F32 && t != NNC_BF16 && t != NNC_F16) || tensor_of(c, r->out[0])->dtype != t ||
-      !nnc_dim_is_const(img->shape[3]) || img->shape[3].k % 8 ||
+      !nnc_dim_is_const(img->shape[3]) || img->shape[3].k % c->channel_run ||
       im->attrs.scalar != (r->op == NNC_OP_MAX ? -INFINITY : 0.0))
     return false;
   gr->nnodes = 0;

@@ -230,6 +230,8 @@ typedef struct nnc_compile_opts {
                             image's dtype is in gemm_windows_types and its channels a multiple of 8: the
                             windows are never stored */
   unsigned gemm_windows_types;   /* the image dtypes of such GEMMs, bit 1u << nnc_dtype each */
+  int channel_run;       /* the multiple of 8 in those rules and reduce_windows' is this where it is > 0
+                            (nnc_emitter.channel_run) */
   bool reduce_windows;   /* a max or mean over an NHWC im2col's taps (pooling) that alone reads the windows
                             is one reduce kernel reading the image, when the channels are a multiple of 8 */
   bool attention_append; /* a kv_append whose cache only its attention reads runs inside that attention

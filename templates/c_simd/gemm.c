@@ -34,6 +34,7 @@
 #include "gemm_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 static const char *const KERNEL = "nnc_simd_gemm";
 
@@ -44,7 +45,7 @@ typedef struct plan {
   int nw, mw;        /* their widths: multiples of NR and of MR */
   int ntasks;
   int local_a;       /* tasks pack their own blocks of A (one column block of NC, no prologue) */
-  size_t packa_floats, bbuf_floats, abuf_floats;  /* each rounded to 16 */
+  size_t packa_floats, bbuf_floats, abuf_floats, cbuf_floats;  /* each rounded to 16 */
 } plan;
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -97,12 +98,21 @@ static plan make_plan(const nnc_simd_gemm_args *g, int nthreads) {
     p.tm = imin(imax(1, ceil_div(per_item, p.tn)), mblk);
   }
   p.mw = ceil_div(mblk, p.tm) * NNC_GEMM_MR;
+  if (g->pool.KH > 0) {
+    /* pooled: a task's rows are whole rows of pool windows (and MR panels),
+     * few enough that its result stays in L2 (256 KiB) until it is pooled */
+    int unit = g->pool.KH * g->pool.W, step = unit;
+    while (step % NNC_GEMM_MR) step += unit;
+    int most = imax(step, (65536 / imax(1, imin(p.nw, N))) / step * step);
+    p.mw = imin(most, ceil_div(p.mw, step) * step);
+  }
   p.tm = imax(1, ceil_div(M, p.mw));
   p.ntasks = batch * p.tn * p.tm;
   p.local_a = p.tn == 1 && p.nw <= NNC_GEMM_NC && g->prologue == NNC_SIMD_PRO_NONE;
   p.packa_floats = p.local_a ? 0 : nnc_simd_round_up((size_t)batch * (size_t)p.mp * (size_t)K, 16);
   p.bbuf_floats = g->b_packed ? 0 : nnc_simd_round_up((size_t)p.kc * (size_t)imin(NNC_GEMM_NC, p.nw), 16);
   p.abuf_floats = p.local_a ? nnc_simd_round_up((size_t)imin(NNC_GEMM_MC, p.mp) * (size_t)p.kc, 16) : 0;
+  p.cbuf_floats = g->pool.KH > 0 ? nnc_simd_round_up((size_t)p.mw * (size_t)imin(p.nw, N), 16) : 0;
   return p;
 }
 
@@ -112,7 +122,7 @@ size_t nnc_simd_gemm_workspace_bytes(const nnc_simd_gemm_args *g, int nthreads) 
   plan p = make_plan(g, nthreads > 0 ? nthreads : 1);
   size_t threads = (size_t)(nthreads > 0 ? nthreads : 1);
   return NNC_SIMD_ALIGN + sizeof(float) *
-         (p.packa_floats + threads * (p.bbuf_floats + p.abuf_floats));
+         (p.packa_floats + threads * (p.bbuf_floats + p.abuf_floats + p.cbuf_floats));
 }
 
 size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g) {
@@ -238,6 +248,19 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
                            g->batch, g->a_trans, g->a_inplace, (int)g->prologue,
                            !!(g->b_q8 || g->b_q4 || g->b_w8a8));
   }
+  if (g->pool.KH != 0) {
+    const nnc_simd_windows *w = &g->pool;
+    if (w->KH < 1 || w->KW < 1 || w->SH != w->KH || w->SW != w->KW || w->PH || w->PW || w->DH != 1 ||
+        w->DW != 1 || w->C != g->N || w->H != w->OH * w->KH || w->W != w->OW * w->KW ||
+        (long long)g->M % ((long long)w->H * w->W) != 0)
+      return nnc_simd_fail(err, KERNEL, "expected pool windows of stride = kernel, no padding, dilation 1, that tile "
+                           "an image of N=%d channels and M=%d pixels, found kernel %dx%d, stride %dx%d, padding "
+                           "%dx%d, dilation %dx%d, image %dx%dx%d, positions %dx%d", g->N, g->M, w->KH, w->KW, w->SH,
+                           w->SW, w->PH, w->PW, w->DH, w->DW, w->H, w->W, w->C, w->OH, w->OW);
+    if (g->batch != 1 || g->residual || g->aux_mode != NNC_SIMD_AUX_NONE)
+      return nnc_simd_fail(err, KERNEL, "expected a pooled GEMM of batch 1 without a residual or aux, found batch %d, "
+                           "residual %p, aux mode %d", g->batch, (const void *)g->residual, (int)g->aux_mode);
+  }
   if (g->prologue != NNC_SIMD_PRO_NONE) {
     if (!g->gamma && g->K > 0)
       return nnc_simd_fail(err, KERNEL, "expected gamma [K=%d] for the %s prologue, found NULL",
@@ -257,7 +280,7 @@ typedef struct job {
   const nnc_simd_gemm_args *g;
   plan p;
   float *packa;
-  float *bbuf;    /* bbuf_floats + abuf_floats per thread */
+  float *bbuf;    /* bbuf_floats + abuf_floats + cbuf_floats per thread */
 } job;
 
 /* Rows [r0, r1) of one batch item's A (a), columns [pc, pc + kc), into
@@ -324,6 +347,28 @@ static void pack_task(void *ctx, int task, int thread) {
   }
 }
 
+/* A pooled task's result (rows [m0, m1), whole rows of pool windows, and
+ * columns [n0, n1) of the GEMM's image, in buf) max-pooled into C: each
+ * window's taps in order, so that the last NaN wins. */
+static void pool_task(const nnc_simd_gemm_args *g, const float *buf, int m0, int m1, int n0, int n1) {
+  const nnc_simd_windows *w = &g->pool;
+  const int unit = w->KH * w->W, n = n1 - n0;
+  for (int wr = 0; wr < (m1 - m0) / unit; ++wr)
+    for (int ow = 0; ow < w->OW; ++ow) {
+      float *y = g->C + ((ptrdiff_t)(m0 / unit + wr) * w->OW + ow) * g->ldc + n0;
+      for (int t = 0; t < w->KH * w->KW; ++t) {
+        const float *x = buf + ((ptrdiff_t)(wr * w->KH + t / w->KW) * w->W + ow * w->KW + t % w->KW) * n;
+        if (t == 0) {
+          memcpy(y, x, (size_t)n * sizeof *y);
+          continue;
+        }
+        int j = 0;
+        for (; j + NNC_VW <= n; j += NNC_VW) nnc_vstore(y + j, nnc_vmax_nan(nnc_vload(y + j), nnc_vload(x + j)));
+        for (; j < n; ++j) y[j] = x[j] > y[j] || x[j] != x[j] ? x[j] : y[j];
+      }
+    }
+}
+
 /* Phase 2: one rectangle of C. */
 static void compute_task(void *ctx, int task, int thread) {
   const job *jb = ctx;
@@ -338,8 +383,13 @@ static void compute_task(void *ctx, int task, int thread) {
   float *aux = g->aux_mode != NNC_SIMD_AUX_NONE ? g->aux + (ptrdiff_t)bi * g->stride_x : NULL;
   const float *a = g->A ? g->A + (ptrdiff_t)bi * g->stride_a : NULL;
   const float *packa = jb->packa + (size_t)bi * (size_t)p->mp * (size_t)g->K;
-  float *bbuf = jb->bbuf + (size_t)thread * (p->bbuf_floats + p->abuf_floats);
+  float *bbuf = jb->bbuf + (size_t)thread * (p->bbuf_floats + p->abuf_floats + p->cbuf_floats);
   float *abuf = bbuf + p->bbuf_floats;
+  /* pooled: the task's [m1 - m0, n1 - n0] result goes to its buffer first (row m0, column n0 at 0) */
+  const int pooled = g->pool.KH > 0, r0 = pooled ? m0 : 0, c0 = pooled ? n0 : 0;
+  float *const cbuf = abuf + p->abuf_floats;
+  const ptrdiff_t ldc = pooled ? n1 - n0 : g->ldc;
+  if (pooled) c = cbuf;
   const nnc_gemm_pro none = {NNC_SIMD_PRO_NONE, NULL, NULL, NULL, NULL};
   /* an int8 or int4 B: read in place by a task of few rows, else widened per panel */
   const int8_t *q8 = g->b_q8;
@@ -386,23 +436,23 @@ static void compute_task(void *ctx, int task, int thread) {
           for (int ir = 0; ir < mc; ir += NNC_GEMM_MR) {
             int mr = imin(NNC_GEMM_MR, mc - ir);
             int row = ic + ir, col = jc + jr;
-            float *ct = c + (ptrdiff_t)row * g->ldc + col;
+            float *ct = c + (ptrdiff_t)(row - r0) * ldc + (col - c0);
             if (direct && q4)
               nnc_gemm_micro_q4(kc, pc, pa + (size_t)ir * (size_t)kc, q4 + (size_t)col / 2 * (size_t)g->K + (size_t)pc * (NNC_GEMM_NR / 2),
                                 q8_scale + (size_t)col * (size_t)((g->K + NNC_SIMD_Q4_GROUP - 1) / NNC_SIMD_Q4_GROUP),
-                                ct, g->ldc, mr, nr, first);
+                                ct, ldc, mr, nr, first);
             else if (direct)
               nnc_gemm_micro_q8(kc, pa + (size_t)ir * (size_t)kc, q8 + (size_t)col * (size_t)g->K + (size_t)pc * NNC_GEMM_NR,
-                                q8_scale + col, ct, g->ldc, mr, nr, first);
+                                q8_scale + col, ct, ldc, mr, nr, first);
             else if (windows && kc > 0 && in_place[ir / NNC_GEMM_MR])
               nnc_gemm_micro_windows(&runs, in_place[ir / NNC_GEMM_MR], (ptrdiff_t)g->win.SW * g->win.C, pb, ct,
-                                     g->ldc, nr, first);
+                                     ldc, nr, first);
             else if (ir < whole)
-              nnc_gemm_micro_rows(kc, a + (ptrdiff_t)row * g->lda + pc, g->lda, pb, ct, g->ldc, mr, nr, first);
+              nnc_gemm_micro_rows(kc, a + (ptrdiff_t)row * g->lda + pc, g->lda, pb, ct, ldc, mr, nr, first);
             else
-              nnc_gemm_micro(kc, pa + (size_t)(ir - whole) * (size_t)kc, pb, ct, g->ldc, mr, nr, first);
+              nnc_gemm_micro(kc, pa + (size_t)(ir - whole) * (size_t)kc, pb, ct, ldc, mr, nr, first);
             if (last && !plain)
-              nnc_gemm_epilogue(ct, g->ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
+              nnc_gemm_epilogue(ct, ldc, mr, nr, g->alpha, g->bias ? g->bias + col : NULL,
                                 g->act, res ? res + (ptrdiff_t)row * g->ldr + col : NULL,
                                 g->ldr, g->residual_mul, g->aux_mode, aux ? aux + (ptrdiff_t)row * g->ldx + col : NULL,
                                 g->ldx);
@@ -412,6 +462,7 @@ static void compute_task(void *ctx, int task, int thread) {
       pc += kc;
     } while (pc < g->K);
   }
+  if (pooled) pool_task(g, cbuf, m0, m1, n0, n1);
 }
 
 nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *par,

@@ -4,7 +4,8 @@
  * matrix from a 5 MB image, written once and read back by the packing).
  *
  * The columns of a window are its taps, each C contiguous channels of the
- * image, so a KC pass is a few runs of contiguous columns (the runs). The
+ * image, and a row of taps (dilation 1) is KW*C contiguous values, so a KC
+ * pass is a few runs of contiguous columns (the runs). The
  * MR windows at neighbouring positions of one output row start SW*C apart:
  * where they lie inside the image the micro-kernel reads them in place,
  * run by run. Windows that cross an output row or the image's border
@@ -16,8 +17,13 @@ void nnc_gemm_win_runs(const nnc_simd_windows *w, int pc, int kc, nnc_gemm_runs 
   for (int k = pc; k < pc + kc;) {
     int t = k / w->C, ch = k % w->C, i = t / w->KW, j = t % w->KW;
     int len = w->C - ch < pc + kc - k ? w->C - ch : pc + kc - k;
-    r->off[r->n] = ((ptrdiff_t)i * w->DH * w->W + (ptrdiff_t)j * w->DW) * w->C + ch;
-    r->len[r->n++] = len;
+    ptrdiff_t off = ((ptrdiff_t)i * w->DH * w->W + (ptrdiff_t)j * w->DW) * w->C + ch;
+    if (r->n > 0 && r->off[r->n - 1] + r->len[r->n - 1] == off) {
+      r->len[r->n - 1] += len;   /* the next tap of a row, the next pixel (dilation 1): one run */
+    } else {
+      r->off[r->n] = off;
+      r->len[r->n++] = len;
+    }
     k += len;
   }
 }
@@ -36,26 +42,34 @@ const float *nnc_gemm_win_direct(const nnc_simd_gemm_args *g, const float *x, in
 
 void nnc_gemm_win_pack(const nnc_simd_gemm_args *g, const float *x, int row, int mr, int pc, int kc, float *dst) {
   const nnc_simd_windows *w = &g->win;
-  int plane = w->OH * w->OW;
+  const int plane = w->OH * w->OW, t0 = pc / w->C, ch0 = pc % w->C;
   for (int i = 0; i < NNC_GEMM_MR; ++i) {
     float *d = dst + i;
     if (i >= mr) {
       for (int k = 0; k < kc; ++k) d[(ptrdiff_t)k * NNC_GEMM_MR] = 0.0f;
       continue;
     }
-    int m = row + i, img = m / plane, oh = m % plane / w->OW, ow = m % w->OW;
-    int ih0 = oh * w->SH - w->PH, iw0 = ow * w->SW - w->PW;
-    for (int k = pc; k < pc + kc;) {
-      int t = k / w->C, ch = k % w->C, ih = ih0 + t / w->KW * w->DH, iw = iw0 + t % w->KW * w->DW;
-      int len = w->C - ch < pc + kc - k ? w->C - ch : pc + kc - k;
-      float *dk = d + (ptrdiff_t)(k - pc) * NNC_GEMM_MR;
+    const int m = row + i, img = m / plane, oh = m % plane / w->OW, ow = m % w->OW;
+    const int ih0 = oh * w->SH - w->PH, iw0 = ow * w->SW - w->PW;
+    const float *xi = x + (ptrdiff_t)img * w->H * w->W * w->C;
+    /* tap (ti, tj) and channel ch of column k, stepped along without a division per run */
+    int ti = t0 / w->KW, tj = t0 % w->KW, ch = ch0;
+    for (int k = 0; k < kc;) {
+      const int ih = ih0 + ti * w->DH, iw = iw0 + tj * w->DW;
+      const int len = w->C - ch < kc - k ? w->C - ch : kc - k;
+      float *dk = d + (ptrdiff_t)k * NNC_GEMM_MR;
       if (ih < 0 || ih >= w->H || iw < 0 || iw >= w->W) {
         for (int c = 0; c < len; ++c) dk[(ptrdiff_t)c * NNC_GEMM_MR] = 0.0f;
       } else {
-        const float *s = x + (((ptrdiff_t)img * w->H + ih) * w->W + iw) * w->C + ch;
+        const float *s = xi + ((ptrdiff_t)ih * w->W + iw) * w->C + ch;
         for (int c = 0; c < len; ++c) dk[(ptrdiff_t)c * NNC_GEMM_MR] = s[c];
       }
       k += len;
+      ch = 0;
+      if (++tj == w->KW) {
+        tj = 0;
+        ++ti;
+      }
     }
   }
 }

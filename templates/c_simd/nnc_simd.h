@@ -150,6 +150,15 @@ typedef struct nnc_simd_gemm_args {
    * place, tap by tap; others are gathered into a packed panel. Batch 1,
    * without a prologue, a_trans, an int8/int4/W8A8 B or a_inplace. */
   nnc_simd_windows win;
+  /* C is max-pooled before it is stored (KH 0: not): the GEMM's result is
+   * the NHWC image [images, H, W, C = N] (M = images*H*W) whose pool
+   * windows, KH x KW with stride KH x KW (no padding, dilation 1, H and W
+   * multiples of them), each give one pixel of C [images, OH, OW, N] (ldc
+   * N): conv, relu, max pool in one pass (a NaN wins, the last one in tap
+   * order, as the float64 reference has it). Each task computes whole rows
+   * of windows into its workspace, then pools them. Batch 1, without a
+   * residual or aux. */
+  nnc_simd_windows pool;
 } nnc_simd_gemm_args;
 
 /* Pooling and depthwise convolution over the windows of an NHWC image x

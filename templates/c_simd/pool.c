@@ -13,8 +13,16 @@ static void pool_rows(void *ctx, int r0, int r1) {
   const nnc_simd_windows *w = &a->win;
   const int C = w->C, plane = w->OH * w->OW;
   const nnc_vf inv = nnc_vset1(1.0f / (float)(w->KH * w->KW));
-  for (int r = r0; r < r1; ++r) {
-    const int img = r / plane, oh = r % plane / w->OW, ow = r % w->OW;
+  /* the position of pixel r0, then stepped along without a division a pixel */
+  int img = r0 / plane, oh = r0 % plane / w->OW, ow = r0 % w->OW;
+  for (int r = r0; r < r1; ++r, ++ow) {
+    if (ow == w->OW) {
+      ow = 0;
+      if (++oh == w->OH) {
+        oh = 0;
+        ++img;
+      }
+    }
     float *y = a->y + (ptrdiff_t)r * C;
     const float init = a->op == NNC_SIMD_POOL_MAX ? -INFINITY : 0.0f;
     for (int c = 0; c < C; ++c) y[c] = init;

@@ -20,6 +20,7 @@ typedef struct gcase {
   int packed;         /* B packed first (nnc_simd_gemm_pack_b), read through b_packed */
   int inplace;        /* a_inplace: A's whole MR-row panels read in place */
   nnc_simd_windows win;   /* KH > 0: A is the windows of an image (M, K from it) */
+  nnc_simd_windows pool;  /* KH > 0: C is max-pooled by these windows (C has M / (KH*KW) rows) */
 } gcase;
 
 /* Element (m, k) of the windows w of image x, as nnc_simd_windows defines it. */
@@ -62,7 +63,8 @@ static int run_case(const gcase *c) {
   ptrdiff_t lda = (c->a_trans ? M : K) + c->pad, ldb = (c->trans ? K : N) + c->pad, ldc = N + c->pad,
             ldr = N + 2 * c->pad + 1;
   ptrdiff_t brows = c->trans ? N : K;
-  ptrdiff_t sa = (c->a_trans ? K : M) * lda, sb = c->bcast_b ? 0 : brows * ldb, sc = M * ldc, sr = M * ldr;
+  const int Mc = c->pool.KH ? M / (c->pool.KH * c->pool.KW) : M;   /* rows of C */
+  ptrdiff_t sa = (c->a_trans ? K : M) * lda, sb = c->bcast_b ? 0 : brows * ldb, sc = Mc * ldc, sr = M * ldr;
   if (c->win.KH) sa = (ptrdiff_t)(M / (c->win.OH * c->win.OW)) * c->win.H * c->win.W * c->win.C;
   size_t na = (size_t)(nb * sa), nbb = (size_t)(c->bcast_b ? brows * ldb : nb * sb),
          nc = (size_t)(nb * sc), nr = (size_t)(nb * sr);
@@ -91,6 +93,7 @@ static int run_case(const gcase *c) {
   g.aux_mode = c->aux; g.aux = X; g.ldx = ldx; g.stride_x = sx;
   g.a_inplace = c->inplace;
   g.win = c->win;
+  g.pool = c->pool;
   float *packed = NULL;
   if (c->packed) {
     packed = talloc(nnc_simd_gemm_packed_b_floats(&g) + 1);
@@ -145,11 +148,26 @@ static int run_case(const gcase *c) {
      * size, which tanh's output (|y| <= 1) no longer shares: at K = 700
      * that is 1.1e-5 of C's rms with AVX-512's summation order. */
     double tol = 1e-5 * fmax(1.0, sqrt(K / 64.0));
-    ok = tcheck(what, C + b * sc, ldc, ref, M, N, tol);
+    if (c->pool.KH) {
+      /* the max over each pool window of the [.., H, W, N] result, in place in ref */
+      const nnc_simd_windows *w = &c->pool;
+      for (int p = 0; p < Mc; ++p)
+        for (int j = 0; j < N; ++j) {
+          int img = p / (w->OH * w->OW), oh = p / w->OW % w->OH, ow = p % w->OW;
+          double m = -INFINITY;
+          for (int t = 0; t < w->KH * w->KW; ++t) {
+            int row = (img * w->H + oh * w->KH + t / w->KW) * w->W + ow * w->KW + t % w->KW;
+            double v = ref[(size_t)row * N + j];
+            m = v > m || v != v ? v : m;
+          }
+          ref[(size_t)p * N + j] = m;
+        }
+    }
+    ok = tcheck(what, C + b * sc, ldc, ref, Mc, N, tol);
     if (ok && xref) ok = tcheck(what, X + b * sx, ldx, xref, M, N, tol);
     /* The padding of each row must still be NaN: nothing written past N. */
-    for (int i = 0; i < M && ok; ++i)
-      for (ptrdiff_t j = N; j < ldc && (i + 1 < M || b + 1 < nb); ++j)
+    for (int i = 0; i < Mc && ok; ++i)
+      for (ptrdiff_t j = N; j < ldc && (i + 1 < Mc || b + 1 < nb); ++j)
         if (!isnan(C[b * sc + i * ldc + j])) {
           fprintf(stderr, "%s: padding [%d,%td] was written\n", what, i, j);
           ok = 0;
@@ -473,6 +491,51 @@ static void test_windows(void **state) {
   assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_OK);
 }
 
+/* C max-pooled before it is stored (pool): MNIST's conv2, relu and 2 x 2
+ * pool (windows read in place, one task's rows or many, serial), a plain
+ * A with a 3 x 3 pool over a 6 x 9 image and N over several tasks, one
+ * that pads N; and the pools it refuses. */
+static void test_pool(void **state) {
+  (void)state;
+  int fails = 0;
+  gcase c = win_case(2, 26, 26, 32, 64, 3, 3, 1, 0, 1);
+  c.bias = 1;
+  c.act = NNC_SIMD_ACT_RELU;
+  c.pool = (nnc_simd_windows){24, 24, 64, 12, 12, 2, 2, 2, 2, 0, 0, 1, 1};
+  for (int t = 0; t < 4; ++t) {
+    c.threads = t;
+    fails += !run_case(&c);
+  }
+  c = base(3 * 6 * 9, 600, 37);
+  c.act = NNC_SIMD_ACT_TANH;
+  c.pad = 3;
+  c.pool = (nnc_simd_windows){6, 9, 600, 2, 3, 3, 3, 3, 3, 0, 0, 1, 1};
+  fails += !run_case(&c);
+  c = base(2 * 4 * 4, 19, 5);
+  c.pool = (nnc_simd_windows){4, 4, 19, 2, 2, 2, 2, 2, 2, 0, 0, 1, 1};
+  c.threads = 2;
+  fails += !run_case(&c);
+  assert_int_equal(fails, 0);
+
+  float a[64] = {0}, w[64] = {0}, y[64];
+  nnc_simd_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.M = 16; g.N = 2; g.K = 1; g.batch = 1; g.A = a; g.lda = 1; g.B = w; g.ldb = 1; g.b_trans = 1; g.C = y;
+  g.ldc = 2; g.alpha = 1;
+  g.pool = (nnc_simd_windows){4, 4, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1};   /* padding */
+  char ws[1 << 16];
+  nnc_simd_error err = {0};
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "stride = kernel"));
+  g.pool.PH = g.pool.PW = 0;
+  g.residual = a;
+  g.ldr = 2;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "without a residual"));
+  g.residual = NULL;
+  assert_int_equal(nnc_simd_gemm(&g, NULL, ws, sizeof ws, &err), NNC_SIMD_OK);
+}
+
 static void test_thread_counts_agree(void **state) {
   (void)state;
   int M = 67, N = 301, K = 300;
@@ -570,7 +633,7 @@ int main(void) {
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
       cmocka_unit_test(test_aux),          cmocka_unit_test(test_packed_b),
-      cmocka_unit_test(test_a_inplace), cmocka_unit_test(test_windows),
+      cmocka_unit_test(test_a_inplace), cmocka_unit_test(test_windows), cmocka_unit_test(test_pool),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),
   };
