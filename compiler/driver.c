@@ -186,6 +186,7 @@ nnc_status nnc_build(const nnc_build_opts *o, nnc_error *err) {
                          .gemm_windows = nnc_emit_gemm_windows(&t),
                          .gemm_windows_types = nnc_emit_gemm_windows_types(t.family),
                          .channel_run = nnc_emit_channel_run(t.family),
+                         .gemm_pool = nnc_emit_has_gemm_pool(t.family),
                          .reduce_windows = nnc_emit_has_reduce_windows(t.family),
                          .attention_append = nnc_emit_has_attention_append(t.family),
                          .attention_rope = nnc_emit_has_attention_rope(t.family),

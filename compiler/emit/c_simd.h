@@ -23,10 +23,11 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err
  * and its code (c_simd_pool.c). */
 bool cs_is_pool(const ec_ctx *x, int k);
 nnc_status cs_emit_pool(const ec_ctx *x, int k, nnc_sb *b);
-/* `.win = {...}`, the nnc_simd_windows of im2col node im (its image
+/* `.field = {...}`, the nnc_simd_windows of im2col node im (its image
  * [images, H, W, C] and OH x OW window positions), as an initializer's
- * line of a GEMM's or a pool's arguments. */
-void cs_window_fields(const ec_ctx *x, const nnc_node *im, nnc_sb *body);
+ * line of a GEMM's or a pool's arguments, after a comment that starts with
+ * `what`. */
+void cs_window_fields(const ec_ctx *x, const nnc_node *im, const char *field, const char *what, nnc_sb *body);
 /* An lstm_scan_grad or gru_scan_grad kernel: a task takes whole batch rows (emit_recurrent.c). */
 nnc_status cs_emit_recurrent(const ec_ctx *x, int k, nnc_sb *b);
 /* An lstm_scan or gru_scan kernel as a GEMM a step over every batch row, then

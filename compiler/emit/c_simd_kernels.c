@@ -49,16 +49,16 @@ int nnc_c_simd_gemm_windows(const nnc_target_desc *t) {
   return INT_MAX;
 }
 
-void cs_window_fields(const ec_ctx *x, const nnc_node *im, nnc_sb *body) {
+void cs_window_fields(const ec_ctx *x, const nnc_node *im, const char *field, const char *what, nnc_sb *body) {
   const nnc_window *w = &im->attrs.win;
   char e[5][EXPR], v[5][EXPR];
   const int t[5] = {im->in[0], im->in[0], im->in[0], im->out[0], im->out[0]}, ax[5] = {1, 2, 3, 1, 2};
   for (int i = 0; i < 5; i++) as_int(dim_of(x, t[i], ax[i], e[i], EXPR), v[i], EXPR);
-  nnc_sb_printf(body, "      /* A: the %dx%d windows (stride %dx%d, padding %dx%d, dilation %dx%d) of the image */\n"
-                      "      .win = {.H = %s, .W = %s, .C = %s, .OH = %s, .OW = %s, .KH = %d, .KW = %d,\n"
-                      "              .SH = %d, .SW = %d, .PH = %d, .PW = %d, .DH = %d, .DW = %d},\n",
-                w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, v[0], v[1], v[2], v[3], v[4], w->kh, w->kw,
-                w->sh, w->sw, w->ph, w->pw, w->dh, w->dw);
+  nnc_sb_printf(body, "      /* %s %dx%d windows (stride %dx%d, padding %dx%d, dilation %dx%d) */\n"
+                      "      .%s = {.H = %s, .W = %s, .C = %s, .OH = %s, .OW = %s, .KH = %d, .KW = %d,\n"
+                      "      %*s        .SH = %d, .SW = %d, .PH = %d, .PW = %d, .DH = %d, .DW = %d},\n",
+                what, w->kh, w->kw, w->sh, w->sw, w->ph, w->pw, w->dh, w->dw, field, v[0], v[1], v[2], v[3], v[4],
+                w->kh, w->kw, (int)strlen(field) - 3, "", w->sh, w->sw, w->ph, w->pw, w->dh, w->dw);
 }
 
 /* k<ki>_sizes: the sizes and flags of the kernel's nnc_simd_gemm_args (no
@@ -87,7 +87,8 @@ static void gemm_sizes(const ec_ctx *x, int ki, const nnc_kernel *k, const ec_ge
     nnc_sb_printf(&body, "      .prologue = %s, .eps = %s,\n",
                   d->prologue == NNC_NORM_LAYER ? "NNC_SIMD_PRO_LAYERNORM" : "NNC_SIMD_PRO_RMSNORM",
                   ec_literal(d->norm_eps, false, lit, sizeof lit));
-  if (d->windowed) cs_window_fields(x, &x->g->nodes[d->window], &body);
+  if (d->windowed) cs_window_fields(x, &x->g->nodes[d->window], "win", "A: the image's", &body);
+  if (d->pooled) cs_window_fields(x, &x->g->nodes[d->pool], "pool", "C: the max over the result's", &body);
   if (d->aux_kind != NNC_AUX_NONE)
     nnc_sb_printf(&body, "      .aux_mode = %s, .ldx = N, .stride_x = (ptrdiff_t)M * N,   /* %s */\n",
                   d->aux_kind == NNC_AUX_SAVE ? "NNC_SIMD_AUX_SAVE" : "NNC_SIMD_AUX_ACT_GRAD",

@@ -24,7 +24,7 @@ nnc_status cs_emit_pool(const ec_ctx *x, int ki, nnc_sb *b) {
   nnc_sb_printf(&body, "  nnc_simd_pool_args g = {\n      .op = %s, .images = (int)(%s),\n",
                 depthwise ? "NNC_SIMD_POOL_DEPTHWISE" : r->op == NNC_OP_MAX ? "NNC_SIMD_POOL_MAX" : "NNC_SIMD_POOL_MEAN",
                 images);
-  cs_window_fields(x, im, &body);
+  cs_window_fields(x, im, "win", "the image's", &body);
   nnc_sb_printf(&body, "  };\n");
   ec_assign(x, &body, 2, "g.x", im->in[0]);
   if (depthwise) ec_assign(x, &body, 2, "g.w", x->g->nodes[k->nodes[1]].in[1]);

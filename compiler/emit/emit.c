@@ -21,17 +21,18 @@
 static const nnc_emitter emitters[] = {
   /* C SIMD's LSTM scan computes x_t W_ih^T in each step's GEMM (c_simd_scan.c): a thread's rows of
    * [h | x_t] stay in its caches, and the xw of every step is never written and read back. Its
-   * convolutions and pools read their f32 windows from the image (gemm_windows.c, c_simd_pool.c) */
+   * convolutions and pools read their f32 windows from the image (gemm_windows.c, c_simd_pool.c), and a
+   * max pool after a convolution is pooled by its GEMM from the workspace (gemm.c pool_task) */
   {NNC_FAMILY_C_SIMD, nnc_emit_c_simd, NULL, true, true, true, false, false, true, true, true,
-   nnc_c_simd_gemm_windows, true, false, false, true, NULL, false, false, true, true, true, 1u << NNC_F32, 1},
+   nnc_c_simd_gemm_windows, true, false, false, true, NULL, false, false, true, true, true, 1u << NNC_F32, 1, true},
   /* CUDA's attention appends the kv cache's new rows itself (attention_append.cuh) and turns q's and
    * those rows by their rope (attention_rope.cuh): a decode step's appends and ropes are no kernels of
    * their own, which cost a launch each on a GPU */
   {NNC_FAMILY_CUDA, nnc_emit_cuda, nnc_cuda_variants, true, true, true, true, true, true, true, true,
    nnc_cuda_gemm_windows, true, true, true, true, nnc_cuda_gemm_post_norm, true, true, true, true, false,
-   1u << NNC_BF16 | 1u << NNC_F16, 8},
+   1u << NNC_BF16 | 1u << NNC_F16, 8, false},
   {NNC_FAMILY_OPENCL, nnc_emit_opencl, NULL, false, false, false, false, false, false, true, false, NULL, false, false,
-   false, false, NULL, true, false, false, false, false, 0, 8},
+   false, false, NULL, true, false, false, false, false, 0, 8, false},
 };
 
 static const nnc_emitter *emitter_of(nnc_target_family f) {
@@ -79,6 +80,11 @@ int nnc_emit_gemm_post_norm(const nnc_target_desc *t) {
 int nnc_emit_gemm_windows(const nnc_target_desc *t) {
   const nnc_emitter *e = emitter_of(t->family);
   return e && e->gemm_windows ? e->gemm_windows(t) : 0;
+}
+
+bool nnc_emit_has_gemm_pool(nnc_target_family f) {
+  const nnc_emitter *e = emitter_of(f);
+  return e && e->gemm_pool;
 }
 
 int nnc_emit_channel_run(nnc_target_family f) {

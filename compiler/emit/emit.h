@@ -123,6 +123,9 @@ typedef struct nnc_emitter {
    * bytes at once (8 bf16); C SIMD's read any run (an MNIST image's one
    * channel stays one, not eight: 8x the flops of its first convolution). */
   int channel_run;
+  /* Whether its GEMMs max-pool their result before storing it
+   * (nnc_gemm_desc.pooled); without, the pool is a kernel of its own. */
+  bool gemm_pool;
 } nnc_emitter;
 
 /* Whether the emitter of family f writes the fused gradient op `op`
@@ -140,6 +143,8 @@ bool nnc_emit_has_gemm_bgrad(nnc_target_family f);
 bool nnc_emit_has_gemm_act_last(nnc_target_family f);
 /* The most outputs of a GEMM that the emitter of t's family gathers from windows on t (nnc_emitter.gemm_windows). */
 int nnc_emit_gemm_windows(const nnc_target_desc *t);
+/* Whether the GEMMs of family f pool their result (nnc_emitter.gemm_pool). */
+bool nnc_emit_has_gemm_pool(nnc_target_family f);
 /* The channel multiple of the windows on family f (nnc_emitter.channel_run; 8 for none). */
 int nnc_emit_channel_run(nnc_target_family f);
 /* The image dtypes of those GEMMs (nnc_emitter.gemm_windows_types). */

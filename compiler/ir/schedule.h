@@ -90,6 +90,11 @@ typedef struct nnc_gemm_desc {
                                   that im2col node `window` reads (NHWC, tap-major windows, zero
                                   padding), and that node and the view belong to the kernel */
   int window;                  /* the im2col node, when windowed */
+  bool pooled;                 /* a max pool over the result, which alone reads it (NHWC windows of
+                                  stride = kernel, no padding, dilation 1: conv, relu, pool in one
+                                  pass; nnc_compile_opts.gemm_pool): out is the pool's result, and
+                                  the im2col node `pool` and the max after it belong to the kernel */
+  int pool;                    /* that im2col node, when pooled */
   nnc_norm post_norm;          /* a layernorm of each row of N after everything above (passes/
                                   fold_post_norm.c: BERT's post-norm blocks, where the row kernel would
                                   read the sum back): out is the norm's output, the sum is never stored;

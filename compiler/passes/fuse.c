@@ -357,6 +357,7 @@ nnc_status nnc_pass_fuse(const nnc_graph *g, const nnc_compile_opts *o, nnc_sche
   st.c.gemm_windows = o ? o->gemm_windows : 0;
   st.c.gemm_windows_types = o ? o->gemm_windows_types : 0;
   st.c.channel_run = o && o->channel_run > 0 ? o->channel_run : 8;
+  st.c.gemm_pool = o && o->gemm_pool;
   st.c.reduce_windows = o && o->reduce_windows;
   st.c.gather_loops = o && o->gather_loops;
   st.c.row_loops = o && o->row_loops;

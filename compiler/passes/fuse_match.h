@@ -15,6 +15,7 @@ typedef struct fuse_ctx {
   bool gemm_act_last; /* GEMMs may apply an activation after their residual (nnc_compile_opts) */
   int gemm_windows;   /* GEMMs of at most this many outputs may gather A from an im2col's image (nnc_compile_opts) */
   unsigned gemm_windows_types;   /* ... of these dtypes, bit 1u << nnc_dtype each (nnc_compile_opts) */
+  bool gemm_pool;     /* a GEMM may max-pool its result (nnc_compile_opts) */
   int channel_run;    /* ... and channels (and outputs) a multiple of this (nnc_compile_opts; 8 when 0) */
   bool reduce_windows; /* pools may reduce an im2col's taps from its image (nnc_compile_opts) */
   bool gather_loops;   /* elementwise chains may read an embedding's table through its ids (nnc_compile_opts) */

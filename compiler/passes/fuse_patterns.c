@@ -276,6 +276,34 @@ static int windows_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc
   return w;
 }
 
+/* Whether a max pool that alone reads the GEMM result cur fits the pooled
+ * GEMM of linear mm (nnc_compile_opts.gemm_pool): cur an f32 NHWC image
+ * [N, H, W, C] whose windows (the im2col `*pool`, read by the max over its
+ * taps alone) have stride = kernel, no padding and dilation 1 and tile it
+ * (H and W multiples of the kernel), with no residual, aux or bias
+ * gradient in the GEMM. The max node, or -1. */
+static int pool_of(const fuse_ctx *c, const nnc_node *mm, const nnc_gemm_desc *d, int cur, int *pool) {
+  const nnc_tensor *y = tensor_of(c, cur);
+  if (!c->gemm_pool || mm->op != NNC_OP_LINEAR || d->residual >= 0 || d->aux_kind != NNC_AUX_NONE ||
+      d->bgrad_from != NNC_BGRAD_NONE || y->rank != 4 || y->dtype != NNC_F32)
+    return -1;
+  int im = foldable_consumer(c, cur);
+  if (im < 0 || node_of(c, im)->op != NNC_OP_IM2COL) return -1;
+  const nnc_window *w = &node_of(c, im)->attrs.win;
+  const nnc_tensor *cols = tensor_of(c, node_of(c, im)->out[0]);
+  if (!w->nhwc || !w->tap_major || node_of(c, im)->attrs.scalar != -INFINITY || w->sh != w->kh || w->sw != w->kw ||
+      w->ph || w->pw || w->dh != 1 || w->dw != 1 || !nnc_dim_is_const(y->shape[1]) || !nnc_dim_is_const(y->shape[2]) ||
+      !nnc_dim_eq_const(cols->shape[1], y->shape[1].k / w->kh) || y->shape[1].k % w->kh ||
+      !nnc_dim_eq_const(cols->shape[2], y->shape[2].k / w->kw) || y->shape[2].k % w->kw)
+    return -1;
+  int m = foldable_consumer(c, node_of(c, im)->out[0]);
+  if (m < 0 || node_of(c, m)->op != NNC_OP_MAX || node_of(c, m)->attrs.axis != 3 ||
+      tensor_of(c, node_of(c, m)->out[0])->dtype != NNC_F32)
+    return -1;
+  *pool = im;
+  return m;
+}
+
 /* linear / matmul with an optional norm prologue on A, a folded transpose of
  * a rank-2 A (a weight gradient's x^T: no copy of the activations) or B, and
  * the epilogue alpha, bias, activation, residual, widening
@@ -286,7 +314,7 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
   nnc_gemm_desc d = {.a = mm->in[0], .b = mm->in[1], .bias = -1, .residual = -1, .out = -1,
                      .b_trans = false, .prologue = NNC_NORM_NONE, .norm_gamma = -1,
                      .norm_beta = -1, .norm_eps = 0, .act = NNC_OP_NONE, .gelu_tanh = false,
-                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1, .window = -1};
+                     .alpha = 1.0, .aux_kind = NNC_AUX_NONE, .aux = -1, .window = -1, .pool = -1};
   gr->nnodes = 0;
   take(gr, anchor);
   if (mm->op == NNC_OP_LINEAR) {
@@ -422,6 +450,14 @@ static bool match_gemm(const fuse_ctx *c, int anchor, fuse_group *gr) {
     d.bgrad = node_of(c, bcast >= 0 ? bcast : bg)->out[0];
     take(gr, bg);
     if (bcast >= 0) take(gr, bcast);
+  }
+  int pool, max = pool_of(c, mm, &d, d.out, &pool);
+  if (max >= 0) {
+    d.pooled = true;
+    d.pool = pool;
+    d.out = node_of(c, max)->out[0];
+    take(gr, pool);
+    take(gr, max);
   }
   gr->kind = NNC_KERNEL_GEMM;
   gr->main = anchor;   /* the linear or matmul */

@@ -230,6 +230,8 @@ typedef struct nnc_compile_opts {
                             image's dtype is in gemm_windows_types and its channels a multiple of 8: the
                             windows are never stored */
   unsigned gemm_windows_types;   /* the image dtypes of such GEMMs, bit 1u << nnc_dtype each */
+  bool gemm_pool;        /* a max pool (NHWC windows, stride = kernel, no padding, dilation 1) that alone reads
+                            an f32 GEMM's result joins its kernel (nnc_gemm_desc.pooled) */
   int channel_run;       /* the multiple of 8 in those rules and reduce_windows' is this where it is > 0
                             (nnc_emitter.channel_run) */
   bool reduce_windows;   /* a max or mean over an NHWC im2col's taps (pooling) that alone reads the windows

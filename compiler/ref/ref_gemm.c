@@ -71,8 +71,30 @@ static nnc_status windows(nnc_ref *r, const nnc_kernel *k, int ki, const nnc_gem
   return st;
 }
 
+/* A pooled GEMM's pool: its im2col node, then the max after it, run as
+ * graph ops on the result (the tensor the im2col reads). */
+static nnc_status pool_result(nnc_ref *r, const nnc_kernel *k, int ki, const nnc_gemm_desc *d, nnc_error *err) {
+  const nnc_graph *g = r->g;
+  bool ok = d->pool >= 0 && d->pool < g->nnodes && g->nodes[d->pool].op == NNC_OP_IM2COL && d->out >= 0 &&
+            g->tensors[d->out].producer >= 0 && g->nodes[g->tensors[d->out].producer].op == NNC_OP_MAX &&
+            g->nodes[g->tensors[d->out].producer].in[0] == g->nodes[d->pool].out[0];
+  int max = ok ? g->tensors[d->out].producer : -1;
+  bool has_p = false, has_m = false;
+  for (int i = 0; ok && i < k->nnodes; i++) {
+    has_p |= k->nodes[i] == d->pool;
+    has_m |= k->nodes[i] == max;
+  }
+  if (!ok || !has_p || !has_m)
+    return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected out made inside the kernel by the max of an "
+                               "im2col (node %d) of the result", d->pool);
+  nnc_status st = nnc_ref_eval_node(r, d->pool, err);
+  return st ? st : nnc_ref_eval_node(r, max, err);
+}
+
 nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_error *err) {
   const nnc_gemm_desc *d = &k->d.gemm;
+  /* the GEMM's result: out itself, or the image the pool reads */
+  const int out = d->pooled && d->pool >= 0 && d->pool < r->g->nnodes ? r->g->nodes[d->pool].in[0] : d->out;
   const double *a, *b, *bias, *res, *gamma, *beta;
   char d1[NNC_REF_DESC], d2[NNC_REF_DESC], d3[NNC_REF_DESC];
   bool norm = d->prologue != NNC_NORM_NONE, layer = d->prologue == NNC_NORM_LAYER;
@@ -120,11 +142,11 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
   if (d->residual_mul && (!res || d->act_last))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_INTERNAL, err, "expected a residual to multiply by, the activation "
                                "before it");
-  if (d->aux_kind != NNC_AUX_NONE && nnc_ref_elems(r, d->aux) != nnc_ref_elems(r, d->out))
+  if (d->aux_kind != NNC_AUX_NONE && nnc_ref_elems(r, d->aux) != nnc_ref_elems(r, out))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected aux %s of out's shape %s",
-                               nnc_ref_desc(r, d->aux, d1), nnc_ref_desc(r, d->out, d2));
+                               nnc_ref_desc(r, d->aux, d1), nnc_ref_desc(r, out, d2));
 
-  nnc_ref_shape sa0 = nnc_ref_shape_of(r, d->a), sb = nnc_ref_shape_of(r, d->b), so0 = nnc_ref_shape_of(r, d->out);
+  nnc_ref_shape sa0 = nnc_ref_shape_of(r, d->a), sb = nnc_ref_shape_of(r, d->b), so0 = nnc_ref_shape_of(r, out);
   bool ok = sa0.rank >= 1 && so0.rank >= 1 && (sa0.rank == 1) == (so0.rank == 1);
   nnc_ref_shape sa = as_matrix(sa0), so = as_matrix(so0);
   /* a_trans: A is [K, M], rank 2, with no prologue (fusion folds one or the other) */
@@ -144,12 +166,12 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
   if (!ok)
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected A %s, B %s and out [...,M,N], "
                                "found %s, %s and %s", d->a_trans ? "[K,M] with no prologue" : "[...,M,K]", d->b_trans ? "[N,K]" : "[...,K,N]",
-                               nnc_ref_desc(r, d->a, d1), nnc_ref_desc(r, d->b, d2), nnc_ref_desc(r, d->out, d3));
+                               nnc_ref_desc(r, d->a, d1), nnc_ref_desc(r, d->b, d2), nnc_ref_desc(r, out, d3));
   if ((bias && nnc_ref_elems(r, d->bias) != N) || (gamma && nnc_ref_elems(r, d->norm_gamma) != K) ||
       (beta && nnc_ref_elems(r, d->norm_beta) != K) || (post_g && nnc_ref_elems(r, d->post_gamma) != N) ||
       (post_b && nnc_ref_elems(r, d->post_beta) != N))
     return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a bias of %lld and norm parameters of %lld "
-                               "values for out %s", (long long)N, (long long)K, nnc_ref_desc(r, d->out, d3));
+                               "values for out %s", (long long)N, (long long)K, nnc_ref_desc(r, out, d3));
   int64_t sta[NNC_MAX_RANK], stb[NNC_MAX_RANK], str[NNC_MAX_RANK], idx[NNC_MAX_RANK];
   nnc_ref_bcast_strides(&ba, &bo, sta);
   nnc_ref_bcast_strides(&bb, &bo, stb);
@@ -157,7 +179,7 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
     nnc_ref_shape sr = nnc_ref_shape_of(r, d->residual);
     if (!nnc_ref_bcast_strides(&sr, &so0, str))
       return nnc_ref_kernel_fail(r, k, ki, NNC_E_SHAPE, err, "expected a residual of out's shape %s, found %s",
-                                 nnc_ref_desc(r, d->out, d3), nnc_ref_desc(r, d->residual, d1));
+                                 nnc_ref_desc(r, out, d3), nnc_ref_desc(r, d->residual, d1));
   }
 
   /* the bias gradient: the sums over k of the operand stored [K, M] (A) or [K, N] (B) */
@@ -177,7 +199,7 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
     for (int64_t c = 0; c < K; c++)
       for (int64_t j = 0; j < len; j++) bg[j] += src[c * len + j];
   }
-  double *y = nnc_ref_alloc(r, d->out);
+  double *y = nnc_ref_alloc(r, out);
   double *row = malloc((size_t)(K > 0 ? K : 1) * sizeof *row);
   double *dot = malloc((size_t)(N > 0 ? N : 1) * sizeof *dot);
   if (!y || !row || !dot) {
@@ -226,13 +248,13 @@ nnc_status nnc_ref_kernel_gemm(nnc_ref *r, const nnc_kernel *k, int ki, nnc_erro
         y[e] = v;
       }
       if (d->post_norm != NNC_NORM_NONE) {
-        double *out = y + (p * M + m) * N;
-        norm_row(d->post_norm, d->post_eps, out, 1, N, post_g, post_b, dot);
-        for (int64_t j = 0; j < N; j++) out[j] = dot[j];
+        double *yr = y + (p * M + m) * N;
+        norm_row(d->post_norm, d->post_eps, yr, 1, N, post_g, post_b, dot);
+        for (int64_t j = 0; j < N; j++) yr[j] = dot[j];
       }
     }
   }
   free(row);
   free(dot);
-  return NNC_OK;
+  return d->pooled ? pool_result(r, k, ki, d, err) : NNC_OK;
 }
