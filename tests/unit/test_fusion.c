@@ -354,6 +354,57 @@ static void test_gemm_windows(void **state) {
   }
 }
 
+/* A convolution (f32, its windows gathered: C SIMD's rules), relu and a
+ * max pool of 2 x 3 windows over its 6 x 9 result: with
+ * nnc_compile_opts.gemm_pool the pool joins the GEMM (pooled, out the
+ * pool's result) and the schedule, through the float64 reference, computes
+ * what the graph does; not without the option, for a pool of stride 1
+ * (overlapping windows), or when the result is also a graph output. */
+static void test_gemm_pool(void **state) {
+  (void)state;
+  for (int c = 0; c < 4; c++) {
+    tb b;
+    nnc_schedule s;
+    tb_init(&b);
+    int B = sym(&b, "B", 2);
+    int x = input(&b, "x", NNC_F32, 4, (nnc_dim[]){S(B), K(8), K(11), K(5)});
+    nnc_attrs wa = {.win = {.kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 0, .pw = 0, .dh = 1, .dw = 1, .nhwc = true,
+                            .tap_major = true}};
+    int cols = out0(&b, node(&b, NNC_OP_IM2COL, 1, &x, &wa, 1, 0, NULL));
+    int a = reshape(&b, cols, 4, (nnc_dim[]){S(B), K(6), K(9), K(45)});
+    int w = param(&b, "conv.weight", 2, (nnc_dim[]){K(7), K(45)});
+    int bias = param(&b, "conv.bias", 1, (nnc_dim[]){K(7)});
+    int y = op1(&b, NNC_OP_RELU, linear(&b, a, w, bias, false));
+    nnc_attrs pa = {.win = {.kh = 2, .kw = 3, .sh = c == 2 ? 1 : 2, .sw = c == 2 ? 1 : 3, .ph = 0, .pw = 0, .dh = 1,
+                            .dw = 1, .nhwc = true, .tap_major = true},
+                    .scalar = -INFINITY};
+    int pcols = out0(&b, node(&b, NNC_OP_IM2COL, 1, &y, &pa, 1, 0, NULL));
+    nnc_attrs ma = {.axis = 3};
+    int p = out0(&b, node(&b, NNC_OP_MAX, 1, &pcols, &ma, 1, 0, NULL));
+    output(&b, "p", p);
+    if (c == 3) output(&b, "y", y);
+    nnc_error err = {0};
+    nnc_compile_opts co = {.gemm_windows = 1 << 20, .gemm_windows_types = 1u << NNC_F32, .channel_run = 1,
+                           .gemm_pool = c != 1};
+    nnc_schedule_init(&s, &b.g);
+    if (nnc_pass_fuse(&b.g, &co, &s, &err)) fail_msg("fuse: %s", err.msg);
+    check_structure(&s);
+    const nnc_kernel *k = kernel_of_tensor(&s, y);
+    assert_int_equal(k->kind, NNC_KERNEL_GEMM);
+    assert_true(k->d.gemm.windowed);
+    bool pooled = c == 0;
+    assert_int_equal(k->d.gemm.pooled, pooled);
+    assert_int_equal(kernel_of_tensor(&s, p) == k, pooled);
+    if (pooled) {
+      assert_int_equal(s.nk, 1);
+      assert_int_equal(k->d.gemm.out, p);
+      assert_int_equal(k->d.gemm.pool, b.g.tensors[pcols].producer);
+    }
+    check_equivalent(&s, 5);
+    done(&b, &s);
+  }
+}
+
 /* An RGB stem as the front-end lowers it (dsl_conv.c's row_taps): rows of
  * 8 taps x 3 channels first (a move kernel: 24 channels a pixel), then the
  * KH x 1 windows over those rows, which join the GEMM (windowed) as any
@@ -764,6 +815,7 @@ int main(void) {
     cmocka_unit_test(test_attention_grouped_mask),
     cmocka_unit_test(test_gemm_windows),
     cmocka_unit_test(test_gemm_row_windows),
+    cmocka_unit_test(test_gemm_pool),
     cmocka_unit_test(test_pool_windows),
     cmocka_unit_test(test_gemm_alpha_bias_rms_transpose),
     cmocka_unit_test(test_gemm_not_fused),
