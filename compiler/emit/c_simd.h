@@ -19,9 +19,8 @@ nnc_status cs_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err);
 /* The plain C loop of an elementwise, reduce, move, loss or non-last-axis
  * softmax kernel. */
 nnc_status cs_emit_loop_kernel(const ec_ctx *x, int k, nnc_sb *b, nnc_error *err);
-/* Whether kernel k pools (or convolves depthwise) straight from an image,
- * and its code (c_simd_pool.c). */
-bool cs_is_pool(const ec_ctx *x, int k);
+/* The code of a kernel that pools (or convolves depthwise) straight from
+ * an image, ec_kernel_is_pool (c_simd_pool.c). */
 nnc_status cs_emit_pool(const ec_ctx *x, int k, nnc_sb *b);
 /* `.field = {...}`, the nnc_simd_windows of im2col node im (its image
  * [images, H, W, C] and OH x OW window positions), as an initializer's

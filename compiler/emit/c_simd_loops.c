@@ -721,7 +721,7 @@ nnc_status cs_emit_loop_kernel(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *er
   const nnc_kernel *k = &x->s->k[ki];
   switch (k->kind) {
   case NNC_KERNEL_ELEMENTWISE: return emit_elementwise(x, ki, b, err);
-  case NNC_KERNEL_REDUCE: return cs_is_pool(x, ki) ? cs_emit_pool(x, ki, b) : emit_reduce(x, ki, b, err);
+  case NNC_KERNEL_REDUCE: return ec_kernel_is_pool(x, ki) ? cs_emit_pool(x, ki, b) : emit_reduce(x, ki, b, err);
   case NNC_KERNEL_ROW: return emit_softmax_axis(x, ki, b, err);
   case NNC_KERNEL_MOVE: return emit_move(x, ki, b, err);
   case NNC_KERNEL_LOSS: return emit_loss(x, ki, b, err);

@@ -8,11 +8,6 @@
 
 #include "c_simd.h"
 
-bool cs_is_pool(const ec_ctx *x, int ki) {
-  const nnc_kernel *k = &x->s->k[ki];
-  return k->kind == NNC_KERNEL_REDUCE && k->nnodes >= 2 && x->g->nodes[k->nodes[0]].op == NNC_OP_IM2COL;
-}
-
 nnc_status cs_emit_pool(const ec_ctx *x, int ki, nnc_sb *b) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *im = &x->g->nodes[k->nodes[0]], *r = &x->g->nodes[k->nodes[k->nnodes - 1]];

@@ -54,10 +54,9 @@ void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char
 bool cu_fixed_weight(const ec_ctx *x, int ki, int t);
 /* The templates' nnc_cuda_act of GEMM d's activation (cuda_conv.c). */
 const char *cu_gemm_act(const nnc_gemm_desc *d);
-/* Whether kernel ki is a pool read straight from the image (an im2col and
- * a max or mean over its taps, nnc_compile_opts.reduce_windows), and the
- * body of its launcher: one call of templates/cuda/pool.cuh (cuda_conv.c). */
-bool cu_is_pool(const ec_ctx *x, int ki);
+/* The launcher's body of a pool read straight from the image
+ * (ec_kernel_is_pool: an im2col and a max or mean over its taps,
+ * nnc_compile_opts.reduce_windows): one call of templates/cuda/pool.cuh (cuda_conv.c). */
 void cu_pool_body(const ec_ctx *x, int ki, nnc_sb *body);
 /* The CUDA kernel and launcher of an elementwise, move, reduce, gather or
  * non-last-axis softmax kernel. */

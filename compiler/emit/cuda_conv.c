@@ -72,11 +72,6 @@ void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body) {
                       "  return 0;\n", ki);
 }
 
-bool cu_is_pool(const ec_ctx *x, int ki) {
-  const nnc_kernel *k = &x->s->k[ki];
-  return k->kind == NNC_KERNEL_REDUCE && k->nnodes >= 2 && x->g->nodes[k->nodes[0]].op == NNC_OP_IM2COL;
-}
-
 void cu_pool_body(const ec_ctx *x, int ki, nnc_sb *body) {
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *im = &x->g->nodes[k->nodes[0]], *r = &x->g->nodes[k->nodes[k->nnodes - 1]];

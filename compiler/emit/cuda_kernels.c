@@ -329,7 +329,7 @@ static nnc_status emit_reduce(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   const nnc_kernel *k = &x->s->k[ki];
   const nnc_node *n = &x->g->nodes[k->nodes[0]];
   const nnc_graph *g = x->g;
-  if (cu_is_pool(x, ki)) {
+  if (ec_kernel_is_pool(x, ki)) {
     nnc_sb body;
     nnc_sb_init(&body);
     cu_pool_body(x, ki, &body);
@@ -434,7 +434,7 @@ nnc_status cu_emit_kernels(const ec_ctx *x, nnc_sb *b, nnc_error *err) {
   cu_gemm_templates t = {0};   /* which of nnc's GEMMs a kernel uses */
   bool conv = false, pool = false;
   for (int ki = 0; ki < x->s->nk; ki++) {
-    pool |= cu_is_pool(x, ki);
+    pool |= ec_kernel_is_pool(x, ki);
     if (x->s->k[ki].kind != NNC_KERNEL_GEMM) continue;
     conv |= x->s->k[ki].d.gemm.windowed;
     cu_gemm_uses(x, ki, &t);

@@ -276,6 +276,11 @@ nnc_status ec_check_sizes(const ec_ctx *x, nnc_error *err) {
   return NNC_OK;
 }
 
+bool ec_kernel_is_pool(const ec_ctx *x, int ki) {
+  const nnc_kernel *k = &x->s->k[ki];
+  return k->kind == NNC_KERNEL_REDUCE && k->nnodes >= 2 && x->g->nodes[k->nodes[0]].op == NNC_OP_IM2COL;
+}
+
 bool ec_kernel_has_op(const ec_ctx *x, const nnc_kernel *k, nnc_op op) {
   for (int i = 0; i < k->nnodes; i++)
     if (x->g->nodes[k->nodes[i]].op == op) return true;

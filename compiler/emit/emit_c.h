@@ -112,6 +112,9 @@ nnc_status ec_check_sizes(const ec_ctx *x, nnc_error *err);
 
 /* Whether kernel k fuses a node of op. */
 bool ec_kernel_has_op(const ec_ctx *x, const nnc_kernel *k, nnc_op op);
+/* Whether kernel ki pools (or convolves depthwise) straight from an image:
+ * a reduce kernel whose first node is an im2col (fusion's match_pool). */
+bool ec_kernel_is_pool(const ec_ctx *x, int ki);
 
 /* How a GEMM's batch dims map to one template call and the loops around it. */
 typedef struct ec_gemm_shape {

@@ -228,16 +228,7 @@ static nnc_simd_status validate(const nnc_simd_gemm_args *g, const nnc_simd_par 
   }
   if (g->win.KH != 0) {
     const nnc_simd_windows *w = &g->win;
-    if (w->KH < 1 || w->KW < 1 || w->SH < 1 || w->SW < 1 || w->DH < 1 || w->DW < 1 || w->PH < 0 || w->PW < 0 ||
-        w->H < 1 || w->W < 1 || w->C < 1 || w->OH < 1 || w->OW < 1)
-      return nnc_simd_fail(err, KERNEL, "expected windows of positive sizes, strides and dilations and padding >= 0, "
-                           "found image %dx%dx%d, positions %dx%d, kernel %dx%d, stride %dx%d, padding %dx%d, "
-                           "dilation %dx%d", w->H, w->W, w->C, w->OH, w->OW, w->KH, w->KW, w->SH, w->SW, w->PH,
-                           w->PW, w->DH, w->DW);
-    if ((w->OH - 1) * w->SH + (w->KH - 1) * w->DH >= w->H + 2 * w->PH ||
-        (w->OW - 1) * w->SW + (w->KW - 1) * w->DW >= w->W + 2 * w->PW)
-      return nnc_simd_fail(err, KERNEL, "expected %dx%d window positions to fit an image of %dx%d padded by %dx%d, "
-                           "found the last window past it", w->OH, w->OW, w->H, w->W, w->PH, w->PW);
+    if (nnc_simd_check_windows(w, KERNEL, err)) return NNC_SIMD_E_ARG;
     if ((long long)w->KH * w->KW * w->C != g->K || g->M % (w->OH * w->OW) != 0)
       return nnc_simd_fail(err, KERNEL, "expected K = KH*KW*C = %lld and M a multiple of OH*OW = %d for windows, "
                            "found K=%d M=%d", (long long)w->KH * w->KW * w->C, w->OH * w->OW, g->K, g->M);

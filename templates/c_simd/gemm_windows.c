@@ -12,6 +12,20 @@
  * (padding) are gathered into a packed panel, zeros for the padding. */
 #include "gemm_internal.h"
 
+nnc_simd_status nnc_simd_check_windows(const nnc_simd_windows *w, const char *kernel, nnc_simd_error *err) {
+  if (w->KH < 1 || w->KW < 1 || w->SH < 1 || w->SW < 1 || w->DH < 1 || w->DW < 1 || w->PH < 0 || w->PW < 0 ||
+      w->H < 1 || w->W < 1 || w->C < 1 || w->OH < 1 || w->OW < 1)
+    return nnc_simd_fail(err, kernel, "expected windows of positive sizes, strides and dilations and padding >= 0, "
+                         "found image %dx%dx%d, positions %dx%d, kernel %dx%d, stride %dx%d, padding %dx%d, "
+                         "dilation %dx%d", w->H, w->W, w->C, w->OH, w->OW, w->KH, w->KW, w->SH, w->SW, w->PH,
+                         w->PW, w->DH, w->DW);
+  if ((w->OH - 1) * w->SH + (w->KH - 1) * w->DH >= w->H + 2 * w->PH ||
+      (w->OW - 1) * w->SW + (w->KW - 1) * w->DW >= w->W + 2 * w->PW)
+    return nnc_simd_fail(err, kernel, "expected %dx%d window positions to fit an image of %dx%d padded by %dx%d, "
+                         "found the last window past it", w->OH, w->OW, w->H, w->W, w->PH, w->PW);
+  return NNC_SIMD_OK;
+}
+
 void nnc_gemm_win_runs(const nnc_simd_windows *w, int pc, int kc, nnc_gemm_runs *r) {
   r->n = 0;
   for (int k = pc; k < pc + kc;) {

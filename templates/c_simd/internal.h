@@ -19,6 +19,11 @@ nnc_simd_status nnc_simd_fail(nnc_simd_error *err, const char *kernel, const cha
 nnc_simd_status nnc_simd_check_par(const nnc_simd_par *par, const char *kernel,
                                    nnc_simd_error *err);
 
+/* Windows of positive sizes, strides and dilations, padding >= 0, whose
+ * OH x OW positions fit the padded image (gemm_windows.c): the GEMM's and
+ * the pool's shared check. */
+nnc_simd_status nnc_simd_check_windows(const nnc_simd_windows *w, const char *kernel, nnc_simd_error *err);
+
 /* Threads the tasks may run on: 1 when serial. */
 int nnc_simd_threads(const nnc_simd_par *par);
 

@@ -60,16 +60,8 @@ nnc_simd_status nnc_simd_pool(const nnc_simd_pool_args *a, const nnc_simd_par *p
   if (!a) return nnc_simd_fail(err, KERNEL, "expected arguments, found NULL");
   const nnc_simd_windows *w = &a->win;
   if ((unsigned)a->op > NNC_SIMD_POOL_DEPTHWISE) return nnc_simd_fail(err, KERNEL, "unknown op %d", (int)a->op);
-  if (a->images < 0 || w->KH < 1 || w->KW < 1 || w->SH < 1 || w->SW < 1 || w->DH < 1 || w->DW < 1 || w->PH < 0 ||
-      w->PW < 0 || w->H < 1 || w->W < 1 || w->C < 1 || w->OH < 1 || w->OW < 1)
-    return nnc_simd_fail(err, KERNEL, "expected images >= 0 and windows of positive sizes, strides and dilations "
-                         "and padding >= 0, found %d images of %dx%dx%d, positions %dx%d, kernel %dx%d, stride "
-                         "%dx%d, padding %dx%d, dilation %dx%d", a->images, w->H, w->W, w->C, w->OH, w->OW, w->KH,
-                         w->KW, w->SH, w->SW, w->PH, w->PW, w->DH, w->DW);
-  if ((w->OH - 1) * w->SH + (w->KH - 1) * w->DH >= w->H + 2 * w->PH ||
-      (w->OW - 1) * w->SW + (w->KW - 1) * w->DW >= w->W + 2 * w->PW)
-    return nnc_simd_fail(err, KERNEL, "expected %dx%d window positions to fit an image of %dx%d padded by %dx%d, "
-                         "found the last window past it", w->OH, w->OW, w->H, w->W, w->PH, w->PW);
+  if (a->images < 0) return nnc_simd_fail(err, KERNEL, "expected images >= 0, found %d", a->images);
+  if (nnc_simd_check_windows(w, KERNEL, err)) return NNC_SIMD_E_ARG;
   if (nnc_simd_check_par(par, KERNEL, err)) return NNC_SIMD_E_ARG;
   if (a->images == 0) return NNC_SIMD_OK;
   if (!a->x || !a->y || (a->op == NNC_SIMD_POOL_DEPTHWISE && !a->w))
