@@ -6,6 +6,7 @@
  *       bench/bench_gemm.c templates/c_simd/[a-z]*.c -o bench_gemm -lpthread -lm
  * Run:
  *   ./bench_gemm [-t threads] [-r runs] [-m M] [-n N] [-k K] [-T (B is [N,K])]
+ *                [-P (B packed once before the runs, as a weight at load)]
  *
  * The peak is measured, not taken from a data sheet: every thread runs a
  * loop of independent register-only FMAs (enough chains to cover the FMA
@@ -79,7 +80,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  int nthreads = 2, runs = 15, M = 512, N = 3072, K = 768, trans = 0;
+  int nthreads = 2, runs = 15, M = 512, N = 3072, K = 768, trans = 0, packed = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "-t") && i + 1 < argc) nthreads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-r") && i + 1 < argc) runs = atoi(argv[++i]);
@@ -87,8 +88,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) N = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-k") && i + 1 < argc) K = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-T")) trans = 1;
+    else if (!strcmp(argv[i], "-P")) packed = 1;
     else {
-      fprintf(stderr, "usage: %s [-t threads] [-r runs] [-m M] [-n N] [-k K] [-T]\n", argv[0]);
+      fprintf(stderr, "usage: %s [-t threads] [-r runs] [-m M] [-n N] [-k K] [-T] [-P]\n", argv[0]);
       return 2;
     }
   }
@@ -108,6 +110,7 @@ int main(int argc, char **argv) {
   float *b = malloc(sizeof(float) * (size_t)K * (size_t)N);
   float *c = malloc(sizeof(float) * (size_t)M * (size_t)N);
   double *times = malloc(sizeof(double) * (size_t)runs);
+  float *bp = NULL;
   nnc_simd_gemm_args g = {0};
   g.M = M; g.N = N; g.K = K; g.batch = 1;
   g.A = a; g.lda = K;
@@ -124,6 +127,16 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < (size_t)M * K; ++i) a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
   for (size_t i = 0; i < (size_t)K * N; ++i) b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
+  if (packed) {
+    /* B packed once, as a folder's prepare() packs a weight: the calls read it as it is */
+    bp = malloc(sizeof(float) * nnc_simd_gemm_packed_b_floats(&g));
+    if (!bp) {
+      fprintf(stderr, "bench_gemm: out of memory\n");
+      goto out;
+    }
+    nnc_simd_gemm_pack_b(&g, &par, bp);
+    g.b_packed = bp;
+  }
   nnc_simd_error err;
   if (nnc_simd_gemm(&g, &par, ws, wsb, &err) != NNC_SIMD_OK) {
     fprintf(stderr, "bench_gemm: %s\n", err.msg);
@@ -141,8 +154,8 @@ int main(int argc, char **argv) {
          nthreads > 1 ? "s" : "", NNC_GEMM_MR, NNC_GEMM_NR, NNC_GEMM_KC,
          NNC_GEMM_MC, NNC_GEMM_NC);
   printf("peak (register FMA loop)   %8.1f GFLOP/s\n", peak / 1e9);
-  printf("gemm %dx%dx%d%s  %8.3f ms median of %d (min %.3f)  %8.1f GFLOP/s  %5.1f%% of peak\n",
-         M, K, N, trans ? " B^T" : "", med * 1e3, runs, times[0] * 1e3, gflops,
+  printf("gemm %dx%dx%d%s%s  %8.3f ms median of %d (min %.3f)  %8.1f GFLOP/s  %5.1f%% of peak\n",
+         M, K, N, trans ? " B^T" : "", packed ? " B packed once" : "", med * 1e3, runs, times[0] * 1e3, gflops,
          100.0 * gflops * 1e9 / peak);
   rc = 0;
 out:
@@ -153,5 +166,6 @@ out:
   free(c);
   free(times);
   free(ws);
+  free(bp);
   return rc;
 }

@@ -11,10 +11,13 @@
 # Needs `bash bench/gpu_check.sh generate` run where Lua is (nnc and its
 # liblua in build/gpu/bin). Usage, from the repository root there:
 #   bash bench/gpu_racecheck.sh          (MODELS="bert gpt2" ARCH=sm_90a)
+# Each MODELS gets a folder of its own (build/gpu/race, or race_gpt2 for
+# MODELS=gpt2), so that runs of one model each can go side by side: BERT
+# then GPT-2 outlasts one device call of 600 s.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 G=$ROOT/build/gpu
-W=$G/race
+W=$G/race${MODELS:+_${MODELS// /_}}
 ARCH=${ARCH:-sm_90a}
 bin=$G/bin
 export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -39,5 +42,5 @@ for m in ${MODELS:-bert gpt2}; do
     [ $rc -ne 0 ] && status=1
   done
 done
-[ -z "${OUT:-}" ] || tar czf "$OUT/race_logs.tgz" -C "$W" --exclude '*_measured' --exclude '*_own' . 2>/dev/null
+[ -z "${OUT:-}" ] || tar czf "$OUT/race_logs${MODELS:+_${MODELS// /_}}.tgz" -C "$W" --exclude '*_measured' --exclude '*_own' . 2>/dev/null
 exit $status

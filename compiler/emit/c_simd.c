@@ -139,6 +139,7 @@ nnc_status nnc_emit_c_simd(const nnc_emit_request *r, const char *dir, nnc_error
   st = check_dtypes(&x, err);
   if (!st) st = ec_check_sizes(&x, err);
   if (!st) st = cs_quant_check(&x, err);
+  if (!st) st = cs_plan_packed(&x, err);
   if (!st) st = ec_write_header(&x, dir, err);
   if (!st) st = cs_write_model(&x, dir, err);
   if (!st) st = ec_write_graph(&x, dir, err);

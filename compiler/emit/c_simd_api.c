@@ -57,7 +57,13 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
     "  atomic_int busy;\n"
     "  char err[512];\n", p, g->nparams ? g->nparams : 1, g->nparams ? g->nparams : 1, g->nsyms ? g->nsyms : 1,
     s->nk ? s->nk : 1, p);
-  if (ec_load_kernels(x)) nnc_sb_printf(b, "  int prepared;               /* prepare() has run on these weights */\n");
+  if (cs_prepares(x)) nnc_sb_printf(b, "  int prepared;               /* prepare() has run on these weights */\n");
+  if (x->npacked) {
+    char pb[32];
+    snprintf(pb, sizeof pb, "float *pb[%d];", x->npacked);
+    nnc_sb_printf(b, "  void *packed;               /* the weights the GEMMs read packed (packed_b) */\n"
+                     "  %-27s /* each in it */\n", pb);
+  }
   if (x->world > 1)
     nnc_sb_printf(b, "  nnrt_comm *comm;            /* this rank's place among the plan's %d */\n"
                      "  int own_comm;               /* made by create(), not given in the options */\n", x->world);
@@ -92,6 +98,7 @@ static void model_front(const ec_ctx *x, bool uses_failed, bool uses_ws, bool us
       "    return fail(m, %s_E_NOMEM, \"out of memory for %%zu bytes of workspace\", need);\n"
       "  nnrt_aligned_free(m->ws);\n  m->ws = p;\n  m->ws_size = need;\n  return 0;\n}\n\n",
       p, P);
+  cs_emit_packed_table(x, b);
 }
 
 /* Kernel k's statement in forward() and forward_only(). */
@@ -133,7 +140,13 @@ static void model_forward(const ec_ctx *x, nnc_sb *b) {
     "    if (rc_) return rc_; \\\n"
     "    if (c->m->profile) c->m->ns[i] = nnrt_now_ns() - t0_; \\\n"
     "  } while (0)\n\n");
-  ec_emit_prepare(x, b, "c->m->profile", "c->m->ns[i_] = 0", "static int prepare(const run_ctx *c) {\n", launch_one);
+  nnc_sb packs;
+  nnc_sb_init(&packs);
+  cs_emit_pack_calls(x, &packs);
+  if (packs.oom) b->oom = true;
+  ec_emit_prepare(x, b, "c->m->profile", "c->m->ns[i_] = 0", "static int prepare(const run_ctx *c) {\n", launch_one,
+                  packs.buf);
+  nnc_sb_free(&packs);
   nnc_sb_printf(b, "static int forward(const run_ctx *c) {\n");
   ec_emit_forward_launches(x, b, launch_one);
   output_copies(x, b, false);
@@ -188,7 +201,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
   const char *numel = tp ? "nnc_weights_shard_numel(&manifest[i], &shards[i])" : "nnc_weights_numel(&manifest[i])";
   bool q8 = cs_quantized(x);
   char held[256];
+  const bool held_packed = cs_packed_in_place(x);
   if (q8) snprintf(held, sizeof held, "held_bytes(i)");
+  else if (held_packed) snprintf(held, sizeof held, "weight_bytes(i)");
   else snprintf(held, sizeof held, "((size_t)%s * 4 + 63) / 64 * 64", numel);
   bool joined = weight_order_table(x, b);
   char zeroed[256];
@@ -252,7 +267,7 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "%s"
     "      m->w[i] = (unsigned char *)m->weights + off;\n"
     "      off += %s;\n"
-    "    }\n"
+    "    }\n%s"
     "    size_t ws = workspace_need(max, m->pool.nthreads);\n"
     "    if (ws && nnrt_aligned_alloc(ws, 64, &m->ws, &e)) rc = e.code;\n"
     "    else m->ws_size = ws;\n"
@@ -265,14 +280,14 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     zeroed,
     joined ? "    for (int j = 0; j < NPARAMS; j++) {\n      const int i = w_order[j];\n"
            : "    for (int i = 0; i < NPARAMS; i++) {\n",
-    held, p, p);
+    held, x->npacked ? "    rc = packed_alloc(m, &e);\n" : "", p, p);
   nnc_sb_printf(b,
     "void %s_destroy(%s_model *m) {\n"
     "  if (!m) return;\n"
     "  nnc_glue_pool_destroy(&m->pool);\n"
     "  nnrt_arena_destroy(m->arena_handle);\n"
     "  nnrt_aligned_free(m->weights);\n"
-    "  nnrt_aligned_free(m->ws);\n", p, p);
+    "  nnrt_aligned_free(m->ws);\n%s", p, p, x->npacked ? "  nnrt_aligned_free(m->packed);\n" : "");
   ec_emit_comm_destroy(x, b);
   if (x->r->train) cs_train_destroy(x, b);
   nnc_sb_printf(b, "  free(m);\n}\n\n");
@@ -293,8 +308,9 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "  return 0;\n}\n\n", p,
     tp ? shards_load
     : q8 ? held_load
+    : held_packed ? "nnc_weights_load_converted(st, manifest, NPARAMS, m->w, held_packed, pack_weight, m, e)"
          : "nnc_weights_load(st, manifest, NPARAMS, m->w, e)",
-    ec_load_kernels(x) ? "  m->prepared = 0;\n" : "");
+    cs_prepares(x) ? "  m->prepared = 0;\n" : "");
   ec_emit_load_files(x, b);
   nnc_sb_printf(b,
     "int %s_set_weight(%s_model *m, const char *name, const float *data, size_t count) {\n"
@@ -320,8 +336,10 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     tp ? "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
     : q8 ? "      if (quantized[i]) quantize_weight(NULL, i, data, m->w[i]);   /* held as int8 */\n"
            "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
+    : held_packed ? "      if (held_packed[i]) pack_weight(m, i, data, m->w[i]);   /* held packed (packed_b) */\n"
+                    "      else if (n) memcpy(m->w[i], data, n * sizeof *data);\n"
          : "      if (n) memcpy(m->w[i], data, n * sizeof *data);\n",
-    ec_load_kernels(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
+    cs_prepares(x) ? "    m->prepared = 0;   /* prepare() runs again on the new value */\n" : "", P, p);
   ec_emit_check_run(x, b);
   nnc_sb_printf(b,
     "/* Runs kernels (forward, or a training build's forward_only) on m. */\n"
@@ -342,8 +360,8 @@ static void model_api(const ec_ctx *x, nnc_sb *b) {
     "int %s_run(%s_model *m, const %s_dims *d, const %s_inputs *in, %s_outputs *out) {\n"
     "  return run_kernels(m, d, in, out, forward);\n}\n\n",
     p, p, p, p, P, P,
-    ec_load_kernels(x) ? "    if (!m->prepared) {\n      rc = prepare(&c);\n      m->prepared = !rc;\n    }\n" : "",
-    ec_load_kernels(x) ? "    if (!rc) rc = kernels(&c);\n" : "    rc = kernels(&c);\n", p, p, p, p, p);
+    cs_prepares(x) ? "    if (!m->prepared) {\n      rc = prepare(&c);\n      m->prepared = !rc;\n    }\n" : "",
+    cs_prepares(x) ? "    if (!rc) rc = kernels(&c);\n" : "    rc = kernels(&c);\n", p, p, p, p, p);
   ec_emit_profile(x, b);
   ec_emit_kernel_info(x, b);
   nnc_sb_printf(b, "size_t %s_arena_bytes(const %s_model *m) { return m ? nnrt_arena_size(m->arena_handle) : 0; }\n",

@@ -143,7 +143,12 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err) 
     if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "float *X", d->aux);
   } else {
     ec_assign(x, &body, 2, "g.A", d->windowed ? x->g->nodes[d->window].in[0] : d->a);
-    if (!q8) ec_assign(x, &body, 2, "g.B", d->b);
+    char note[600];
+    if (x->packed_b && x->packed_b[ki] >= 0)
+      nnc_sb_printf(&body, "  g.b_packed = c->m->pb[%d];   /* %s, %s */\n", x->packed_b[ki],
+                    ec_note(x, d->b, note, sizeof note),
+                    cs_packed_param(x, x->packed_b[ki]) >= 0 ? "held packed" : "packed by prepare()");
+    else if (!q8) ec_assign(x, &body, 2, "g.B", d->b);
     ec_assign(x, &body, 2, "g.C", d->out);
     if (d->residual >= 0) ec_assign(x, &body, 2, "g.residual", d->residual);
     if (d->aux_kind != NNC_AUX_NONE) ec_assign(x, &body, 2, "g.aux", d->aux);

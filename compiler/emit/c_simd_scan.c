@@ -330,7 +330,7 @@ nnc_status cs_emit_scan(const ec_ctx *x, int ki, nnc_sb *b) {
   else
     nnc_sb_printf(&body,
       "  /* W_hh into the micro-kernel's order once: every step multiplies by it */\n"
-      "  st.g.B = w;\n  nnc_simd_gemm_pack_b(&st.g, c->m->ws);\n  st.g.b_packed = c->m->ws;\n"
+      "  st.g.B = w;\n  nnc_simd_gemm_pack_b(&st.g, &c->m->par, c->m->ws);\n  st.g.b_packed = c->m->ws;\n"
       "  %s = bias;\n  st.g.C = (float *)((unsigned char *)c->m->ws + packed);\n",
       lstm ? "st.bias" : "st.g.bias");
   nnc_sb_printf(&body,

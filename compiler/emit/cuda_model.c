@@ -191,7 +191,7 @@ static void forward(const ec_ctx *x, nnc_sb *b) {
     "  } while (0)\n\n");
   char head[160];
   snprintf(head, sizeof head, "static int prepare(%s_model *m, const run_args &c, cudaStream_t s) {\n", x->p);
-  ec_emit_prepare(x, b, "m->profile", "cudaEventRecord(m->ev[i_], s)", head, launch_one);
+  ec_emit_prepare(x, b, "m->profile", "cudaEventRecord(m->ev[i_], s)", head, launch_one, NULL);
   nnc_sb_printf(b, "static int forward(%s_model *m, const run_args &c, cudaStream_t s) {\n", x->p);
   ec_emit_forward_launches(x, b, launch_one);
   output_copies(x, b, false);

@@ -641,6 +641,7 @@ void ec_ctx_free(ec_ctx *x) {
   free(x->sym); free(x->in_name); free(x->out_name);
   free(x->param_of); free(x->input_of); free(x->output_of);
   free(x->w_off);
+  free(x->packed_b);
 }
 
 nnc_status ec_ctx_init(ec_ctx *x, const nnc_emit_request *r, nnc_error *err) {

@@ -50,6 +50,9 @@ typedef struct ec_ctx {
    * c->m->arena, c->m->w[i]). */
   bool device;
   int64_t *w_off;          /* device: per parameter, its byte offset in the weights block */
+  int *packed_b;           /* C SIMD: per kernel, the slot of the weight B it reads packed at load
+                              (c_simd_packed.c), or -1; NULL elsewhere */
+  int npacked;             /* and how many weights are packed */
   const char *api_options; /* fields of <p>_options (NULL: threads) */
   const char *api_extra;   /* declarations the target adds to <p>.h, or NULL */
   bool train_main;         /* --train: train_<p>.c was written (emit_c_train_main.c) */
@@ -145,9 +148,11 @@ int ec_load_kernels(const ec_ctx *x);
 void ec_emit_forward_launches(const ec_ctx *x, nnc_sb *b, void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
 /* prepare(): head, then the kernels run at load, and the SKIP macro forward()
  * uses for them (profiling: the condition to zero a skipped kernel's time,
- * skipped: the statement for kernel i_); nothing when there are none. */
+ * skipped: the statement for kernel i_), then the target's own statements
+ * more (C SIMD: its packed weights; NULL for none); nothing when there are
+ * no kernels at load and no more. */
 void ec_emit_prepare(const ec_ctx *x, nnc_sb *b, const char *profiling, const char *skipped, const char *head,
-                     void (*launch)(const ec_ctx *x, nnc_sb *b, int k));
+                     void (*launch)(const ec_ctx *x, nnc_sb *b, int k), const char *more);
 /* A training build's forward_only() up to its launches: the comment,
  * NKERNELS_FORWARD, SKIP (when `profiling`, each skipped kernel i_ does
  * `skipped`), the function's first line `head`, then the launches of the

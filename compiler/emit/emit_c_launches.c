@@ -104,23 +104,28 @@ void ec_emit_forward_launches(const ec_ctx *x, nnc_sb *b, void (*launch)(const e
 }
 
 void ec_emit_prepare(const ec_ctx *x, nnc_sb *b, const char *profiling, const char *skipped, const char *head,
-                     void (*launch)(const ec_ctx *x, nnc_sb *b, int k)) {
+                     void (*launch)(const ec_ctx *x, nnc_sb *b, int k), const char *more) {
   const nnc_schedule *s = x->s;
   int n = ec_load_kernels(x);
-  if (!n) return;
-  nnc_sb_printf(b,
-    "/* The %d kernels that read weights alone (a batch norm folded into its\n"
-    " * convolution, a weight padded or transposed): run once the weights are\n"
-    " * loaded, before the first run after any change to them; what they write\n"
-    " * stays in the arena for every run. forward() skips them. */\n"
-    "#define SKIP(first, last) do { \\\n"
-    "    if (%s) \\\n"
-    "      for (int i_ = (first); i_ <= (last); i_++) %s; \\\n"
-    "  } while (0)\n\n"
-    "%s", n, profiling, skipped, head);
+  if (!n && !more) return;
+  if (n)
+    nnc_sb_printf(b,
+      "/* The %d kernels that read weights alone (a batch norm folded into its\n"
+      " * convolution, a weight padded or transposed): run once the weights are\n"
+      " * loaded, before the first run after any change to them; what they write\n"
+      " * stays in the arena for every run. forward() skips them. */\n"
+      "#define SKIP(first, last) do { \\\n"
+      "    if (%s) \\\n"
+      "      for (int i_ = (first); i_ <= (last); i_++) %s; \\\n"
+      "  } while (0)\n\n", n, profiling, skipped);
+  else
+    nnc_sb_printf(b, "/* Run once the weights are loaded, before the first run after any change\n"
+                     " * to them. */\n");
+  nnc_sb_puts(b, head);
   for (int k = 0; k < s->nk; k++) {
     if (!s->k[k].at_load) continue;
     launch_commented(x, b, k, launch);
   }
+  if (more) nnc_sb_puts(b, more);
   nnc_sb_printf(b, "  return 0;\n}\n\n");
 }

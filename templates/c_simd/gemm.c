@@ -129,11 +129,28 @@ size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g) {
   return (size_t)ceil_div(imax(g->N, 0), NNC_GEMM_NR) * NNC_GEMM_NR * (size_t)imax(g->K, 0);
 }
 
+typedef struct pack_b_job {
+  const nnc_simd_gemm_args *g;
+  float *dst;
+  int panels_a_task;
+} pack_b_job;
+
+static void pack_b_task(void *ctx, int task, int thread) {
+  (void)thread;
+  const pack_b_job *jb = ctx;
+  const int j0 = task * jb->panels_a_task * NNC_GEMM_NR, j1 = imin(jb->g->N, j0 + jb->panels_a_task * NNC_GEMM_NR);
+  nnc_gemm_pack_b(jb->g->B, jb->g->ldb, jb->g->b_trans, 0, jb->g->K, j0, j1 - j0, jb->dst + (size_t)j0 * (size_t)jb->g->K);
+}
+
 /* All of B as one K x N block: NR-wide micro-panels of all of K, panel p at
  * p*NR*K, so the KC-deep part of one starting at pc is contiguous at
- * + pc*NR, as compute_task reads it. */
-void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst) {
-  if (g->N > 0 && g->K > 0) nnc_gemm_pack_b(g->B, g->ldb, g->b_trans, 0, g->K, 0, g->N, dst);
+ * + pc*NR, as compute_task reads it. Panels are independent: the threads
+ * take runs of them (a model's weights, hundreds of MB, pack at load). */
+void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, const nnc_simd_par *par, float *dst) {
+  if (g->N <= 0 || g->K <= 0) return;
+  const int panels = ceil_div(g->N, NNC_GEMM_NR), tasks = imin(panels, 4 * nnc_simd_threads(par));
+  pack_b_job jb = {g, dst, ceil_div(panels, tasks)};
+  nnc_simd_run(par, ceil_div(panels, jb.panels_a_task), pack_b_task, &jb);
 }
 
 /* Panel j (NR wide) of the packed B starts at j * K and its row k at

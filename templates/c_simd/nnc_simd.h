@@ -185,9 +185,10 @@ nnc_simd_status nnc_simd_gemm(const nnc_simd_gemm_args *g, const nnc_simd_par *p
                               nnc_simd_error *err);
 
 /* Floats of g's B (B, ldb, b_trans, N, K) packed for b_packed, and the
- * packing itself into dst (64-byte aligned); batch item 0 only. */
+ * packing itself into dst (64-byte aligned) on par's threads (NULL: the
+ * caller's); batch item 0 only. */
 size_t nnc_simd_gemm_packed_b_floats(const nnc_simd_gemm_args *g);
-void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, float *dst);
+void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, const nnc_simd_par *par, float *dst);
 /* Rows [k0, k0 + kc) of g's packed B (all N columns, laid out as
  * nnc_simd_gemm_pack_b lays out all of K) from part: [N, kc] when
  * g->b_trans, else [kc, N], of leading dimension ldp. A B joined along K

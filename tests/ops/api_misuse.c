@@ -91,6 +91,18 @@ static void reference(float *w[3], float *b[3], const float *x, int B, double *y
   free(next);
 }
 
+/* The largest difference of y's 3 rows from the float64 MLP, relative to
+ * the reference's largest value (a NaN counts as infinite). */
+static double off_reference(float *w[3], float *b[3], const float *x, const float *y) {
+  double want[3 * OUT], scale = 0, diff = 0;
+  reference(w, b, x, 3, want);
+  for (int i = 0; i < 3 * OUT; i++) {
+    scale = fmax(scale, fabs(want[i]));
+    diff = isnan(y[i]) ? INFINITY : fmax(diff, fabs(y[i] - want[i]));
+  }
+  return diff / scale;
+}
+
 int main(int argc, char **argv) {
   const char *tmp = argc > 1 ? argv[1] : ".";
   char good[1024], bad[1024], junk[1024];
@@ -164,14 +176,18 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 5 * OUT; i++) y[i] = NAN;
   EXPECT(mlp_run(m, &d, &in, &out) == 0, "run: %s", mlp_last_error(m));
   EXPECT(mlp_last_error(m)[0] == 0, "no error after a good run");
-  double want[3 * OUT], scale = 0, diff = 0;
-  reference(w, b, x, 3, want);
-  for (int i = 0; i < 3 * OUT; i++) {
-    scale = fmax(scale, fabs(want[i]));
-    diff = isnan(y[i]) ? INFINITY : fmax(diff, fabs(y[i] - want[i]));
-  }
-  EXPECT(diff / scale < 1e-5, "logits off the float64 MLP by %g (relative)", diff / scale);
+  double off = off_reference(w, b, x, y);
+  EXPECT(off < 1e-5, "logits off the float64 MLP by %g (relative)", off);
   EXPECT(isnan(y[3 * OUT]), "the run wrote past B rows");
+
+  /* a weight set after a run is the one the next run reads (the GEMMs'
+   * packed copies of it are made again) */
+  for (int i = 0; i < H2 * H1; i++) w[1][i] = uniform();
+  EXPECT(mlp_set_weight(m, "fc2.weight", w[1], H2 * H1) == 0, "set fc2.weight: %s", mlp_last_error(m));
+  for (int i = 0; i < 5 * OUT; i++) y[i] = NAN;
+  EXPECT(mlp_run(m, &d, &in, &out) == 0, "run after set_weight: %s", mlp_last_error(m));
+  off = off_reference(w, b, x, y);
+  EXPECT(off < 1e-5, "logits after set_weight off the float64 MLP by %g (relative)", off);
 
   /* the same weights from memory */
   f = fopen(good, "rb");

@@ -109,6 +109,9 @@ static void test_mlp_train(void **state) {
   snprintf(p, sizeof p, "%s/mlp_train/mlp.h", work);
   assert_true(file_has(p, "grad_fc1_weight"));
   assert_forward_smaller("mlp_train", "mlp.c");
+  /* its weights change every step: the GEMMs pack them per call */
+  snprintf(p, sizeof p, "%s/mlp_train/mlp.c", work);
+  assert_false(file_has(p, "b_packed"));
 }
 
 static void test_gpt2_train(void **state) {
@@ -260,6 +263,10 @@ static void test_mlp(void **state) {
   char p[512];
   snprintf(p, sizeof p, "%s/mlp/mlp.c", work);
   assert_true(file_has(p, "/* mlp.lua:17  fc1: linear + relu  (kernel 0, gemm) */"));
+  /* weights only the GEMMs read are held packed from the moment they load */
+  assert_true(file_has(p, "nnc_weights_load_converted(st, manifest, NPARAMS, m->w, held_packed, pack_weight, m, e)"));
+  assert_true(file_has(p, "  g.b_packed = c->m->pb[2];   /* out.weight [10,33], held packed */\n"));
+  assert_false(file_has(p, "static int prepare("));
   snprintf(p, sizeof p, "%s/mlp/mlp.h", work);
   assert_true(file_has(p, "int mlp_run(mlp_model *m, const mlp_dims *d, const mlp_inputs *in, mlp_outputs *out);"));
   snprintf(p, sizeof p, "%s/mlp/weights_manifest.json", work);
@@ -305,6 +312,11 @@ OP_TEST(chains, "-d B=3 -d T=7")
 static void test_mnist_cnn(void **state) {
   const char *d[] = {"size=13", "conv1=5", "conv2=7", "hidden=9", "batch=8"};
   build_and_check("models/mnist_cnn.lua", "mnist_cnn", d, 5, "-d B=3");
+  /* fc1's weight is transposed at load, then packed by prepare() into a copy */
+  char p[512];
+  snprintf(p, sizeof p, "%s/mnist_cnn/mnist_cnn.c", work);
+  assert_true(file_has(p, "  g.b_packed = c->m->pb[2];   /* fc1 [9,112], packed by prepare() */\n"));
+  assert_true(file_has(p, "  pack_b(c->m, 2, (float *)(c->m->arena + "));
   /* its training step: im2col's gradient (col2im), max pooling's, the convolutions' weights */
   build_and_check_as("models/mnist_cnn.lua", "mnist_cnn", "mnist_cnn_train", true, d, 5, "-d B=3");
 }
