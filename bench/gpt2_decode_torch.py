@@ -9,6 +9,8 @@ shapes: what transformers' StaticCache does, and what lets
 torch.compile(mode="reduce-overhead") replay one CUDA graph a step. The
 prompt is prefilled eagerly; the decode steps are timed with CUDA events,
 median over the steps, in eager mode and under each torch.compile MODE.
+Without a GPU it runs in f32 on the CPU, timed by the host clock: the peer
+of the C SIMD generate_gpt2 (--threads as nnc's).
 
     python3 bench/gpt2_decode_torch.py --batch 1 --prompt 512 --steps 64 --modes eager,reduce-overhead
 Prints one JSON line per mode: {"mode", "batch", "prompt", "decode_ms"}.
@@ -17,6 +19,7 @@ Prints one JSON line per mode: {"mode", "batch", "prompt", "decode_ms"}.
 import argparse
 import json
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -95,13 +98,16 @@ def main():
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--modes", default="eager,reduce-overhead")
     ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
     ap.add_argument("--copy-bw", action="store_true",
                     help="print the device-to-device copy rate (the decode floor's bandwidth) and stop")
     a = ap.parse_args()
     if a.copy_bw:
         print(json.dumps({"copy_GBps": round(copy_rate() / 1e9, 1)}), flush=True)
         return
-    dev = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: a smoke test of the script
+    dev = "cuda" if torch.cuda.is_available() else "cpu"   # cpu: f32, timed by the host clock
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.backends.cuda.matmul.allow_tf32 = True
     ctx = a.prompt + a.steps
     m = GPT2(a.layers, 768, 12, 50257, ctx, a.batch, torch.bfloat16 if dev == "cuda" else torch.float32, dev)
@@ -118,8 +124,9 @@ def main():
             for s in range(a.steps):
                 pos = torch.tensor([a.prompt + s], device=dev)
                 if dev == "cpu":
+                    t0 = time.perf_counter()
                     tok = step(tok, pos).argmax(-1, keepdim=True)
-                    times.append(0.0)
+                    times.append((time.perf_counter() - t0) * 1e3)
                     continue
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()

@@ -296,7 +296,7 @@ static int generate(gen *g) {
   int32_t *mask = calloc((size_t)B * (size_t)(L + g->steps), sizeof *mask);
   float *logits = malloc((g->last >= 0 ? (size_t)B : tv) * (size_t)g->V * sizeof *logits);
   cand *c = malloc((size_t)g->V * sizeof *c);
-  double *decode_ms = calloc((size_t)g->steps + 1, sizeof *decode_ms), prefill_ms = 0, worst = 0;
+  double *decode_ms = calloc((size_t)g->steps + 1, sizeof *decode_ms), prefill_ms = 0, first_ms = 0, worst = 0;
   nnc_graph gr;
   nnc_graph_init(&gr);
   int rc = !ids || !pos || !mask || !logits || !c || !decode_ms;
@@ -319,6 +319,15 @@ static int generate(gen *g) {
         ids[b * T + t] = at >= pad ? g->tok[b][at - pad] : 0;
         pos[b * T + t] = at >= pad ? (int32_t)(at - pad) : 0;
       }
+    }
+    /* The first call also pays one-time work (weights packed or converted
+     * at load, first launches): it runs untimed and the prefill, which
+     * rewrites the same cache rows, runs again for its time. */
+    if (step == 0) {
+      uint64_t t0 = nnrt_now_ns();
+      rc = call(g, T, S, ids, pos, mask, logits);
+      first_ms = (double)(nnrt_now_ns() - t0) / 1e6;
+      if (rc) break;
     }
     uint64_t t0 = nnrt_now_ns();
     rc = call(g, T, S, ids, pos, mask, logits);
@@ -349,6 +358,7 @@ static int generate(gen *g) {
     for (int i = 0; i < nd; i++) total += decode_ms[i];
     printf("prefill %.3f ms (B=%d, T=%d); decode %.3f ms a step (median of %d); %.1f tokens/s\n", prefill_ms, B, L,
            med, nd, nd > 0 ? (double)B * nd / (total / 1e3) : 0.0);
+    printf("first call %.3f ms (the prefill and the one-time work after load)\n", first_ms);
     if (g->check) {
       double tol = md->tolerance > 0 ? md->tolerance : 1e-5;
       printf("check: every step's logits against a full forward: max relative error %.3g %s\n", worst,
