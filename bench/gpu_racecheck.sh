@@ -8,6 +8,12 @@
 # mma.sync one at 128x128x32, the wgmma one) are then set to 0.001 us in a
 # copy of that file, and a second compile from the copy picks them. The
 # benchmark runs with --no-peaks: the device's rate is a cuBLASLt GEMM's.
+# A GEMM + layernorm under 4096 rows is still cuBLASLt's GEMM and the row
+# kernel (BERT's 12 at B=3 T=17; test_gemm_tma_ln racechecks the fused
+# kernel): a run whose hazards all lie inside cuBLASLt's kernels (nvjet_*)
+# passes on its check. (compute-sanitizer's --kernel-name-exclude kns=nvjet
+# made that run fail with an illegal address inside the sanitizer, session
+# 42, where memcheck of the same run is clean.)
 # Needs `bash bench/gpu_check.sh generate` run where Lua is (nnc and its
 # liblua in build/gpu/bin). Usage, from the repository root there:
 #   bash bench/gpu_racecheck.sh          (MODELS="bert gpt2" ARCH=sm_90a)
@@ -38,6 +44,12 @@ for m in ${MODELS:-bert gpt2}; do
     timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$d/bench_$m" --check -d B=3 -d T=17 --runs 1 \
       --warmup 0 --no-peaks > "$W/${tool}_$m.log" 2>&1
     rc=$?
+    # hazards inside cuBLASLt's kernels alone: the run's check decides
+    if [ $tool = racecheck ] && [ $rc -eq 9 ] && ! grep -q 'Internal Sanitizer Error' "$W/${tool}_$m.log" &&
+       ! grep 'Race reported' "$W/${tool}_$m.log" | grep -v -q ' at nvjet_'; then
+      grep -q 'relative error.* ok' "$W/${tool}_$m.log" && rc=0
+      echo "$m racecheck: $(grep -c 'Race reported' "$W/${tool}_$m.log") hazards, every one inside cuBLASLt (nvjet_*)"
+    fi
     echo "$m $tool: rc=$rc $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error|max relative error' "$W/${tool}_$m.log" | head -3 | tr -s ' ' | tr '\n' ' ')"
     [ $rc -ne 0 ] && status=1
   done

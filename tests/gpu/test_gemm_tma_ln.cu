@@ -23,8 +23,9 @@
  *
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Itemplates/cuda -Itests/gpu -I. \
  *     [-DNNC_GEMM_TMA_WATCHDOG] -o test_gemm_tma_ln tests/gpu/test_gemm_tma_ln.cu -lcuda -lcublasLt
- *   ./test_gemm_tma_ln [--small | --time | --args | --trace]
- * --small: the cases compute-sanitizer runs; --args: the argument checks
+ *   ./test_gemm_tma_ln [[NAME...] --small | --time | --args | --trace]
+ * --small: the cases compute-sanitizer runs (NAME... --small: those of them
+ * named, so that a sanitizer's run may be split); --args: the argument checks
  * only (a binary built elsewhere runs here); --trace (built with
  * -DNNC_GEMM_TMA_LN_TRACE): where a run's time goes, phase by phase;
  * --time: gemm_tma_ln_time.cuh's
@@ -264,8 +265,20 @@ static void arg_checks() {
   CK(cudaFree(d));
 }
 
+/* Whether a case runs: no NAME among the arguments, or its name is one
+ * (gpu_gate.sh puts --small after the names). */
+static bool named(const char *name, int argc, char **argv) {
+  bool any = false;
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') continue;
+    if (std::strcmp(name, argv[i]) == 0) return true;
+    any = true;
+  }
+  return !any;
+}
+
 int main(int argc, char **argv) {
-  const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0;
+  const bool small = argc > 1 && std::strcmp(argv[argc - 1], "--small") == 0;
   const bool timing = argc > 1 && std::strcmp(argv[1], "--time") == 0;
   const bool args_only = argc > 1 && std::strcmp(argv[1], "--args") == 0;
   const bool tracing = argc > 1 && std::strcmp(argv[1], "--trace") == 0;
@@ -284,6 +297,7 @@ int main(int argc, char **argv) {
   int n = 0;
   for (const tcase &c : CASES) {
     if (small && !c.small) continue;
+    if (small && !named(c.name, argc, argv)) continue;
     run_case<__nv_bfloat16>(c, "bf16");
     run_case<__half>(c, "f16");
     n += 4;
