@@ -139,12 +139,13 @@ static void pack_b_task(void *ctx, int task, int thread) {
   (void)thread;
   const pack_b_job *jb = ctx;
   const int j0 = task * jb->panels_a_task * NNC_GEMM_NR, j1 = imin(jb->g->N, j0 + jb->panels_a_task * NNC_GEMM_NR);
-  nnc_gemm_pack_b(jb->g->B, jb->g->ldb, jb->g->b_trans, 0, jb->g->K, j0, j1 - j0, jb->dst + (size_t)j0 * (size_t)jb->g->K);
+  nnc_gemm_pack_b(jb->g->B, jb->g->ldb, jb->g->b_trans, 0, jb->g->K, j0, j1 - j0,
+                  jb->dst + nnc_gemm_packed_b_at(jb->g->K, j0, 0));
 }
 
-/* All of B as one K x N block: NR-wide micro-panels of all of K, panel p at
- * p*NR*K, so the KC-deep part of one starting at pc is contiguous at
- * + pc*NR, as compute_task reads it. Panels are independent: the threads
+/* All of B as one K x N block: NR-wide micro-panels of all of K
+ * (nnc_gemm_packed_b_at), so the KC-deep part of one starting at pc is
+ * contiguous, as compute_task reads it. Panels are independent: the threads
  * take runs of them (a model's weights, hundreds of MB, pack at load). */
 void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, const nnc_simd_par *par, float *dst) {
   if (g->N <= 0 || g->K <= 0) return;
@@ -153,14 +154,14 @@ void nnc_simd_gemm_pack_b(const nnc_simd_gemm_args *g, const nnc_simd_par *par, 
   nnc_simd_run(par, ceil_div(panels, jb.panels_a_task), pack_b_task, &jb);
 }
 
-/* Panel j (NR wide) of the packed B starts at j * K and its row k at
- * + k * NR, so each panel's rows of the part are packed in place. */
+/* Rows k0.. of each panel are contiguous (nnc_gemm_packed_b_at), so each
+ * panel's rows of the part are packed in place. */
 void nnc_simd_gemm_pack_b_part(const nnc_simd_gemm_args *g, const float *part, ptrdiff_t ldp, int k0, int kc,
                                float *dst) {
   if (kc <= 0) return;
   for (int j = 0; j < g->N; j += NNC_GEMM_NR)
     nnc_gemm_pack_b(part, ldp, g->b_trans, 0, kc, j, imin(NNC_GEMM_NR, g->N - j),
-                    dst + (size_t)j * (size_t)g->K + (size_t)k0 * NNC_GEMM_NR);
+                    dst + nnc_gemm_packed_b_at(g->K, j, k0));
 }
 
 /* Last byte past the end of a batched [M, n] matrix, from its start. */
@@ -439,7 +440,7 @@ static void compute_task(void *ctx, int task, int thread) {
         else if (kc > 0 && whole < mc) pack_rows(g, a, ic + whole, ic + mc, pc, kc, &none, abuf);
         for (int jr = 0; jr < nc; jr += NNC_GEMM_NR) {
           int nr = imin(NNC_GEMM_NR, nc - jr);
-          const float *pb = g->b_packed ? g->b_packed + (size_t)(jc + jr) * (size_t)g->K + (size_t)pc * NNC_GEMM_NR
+          const float *pb = g->b_packed ? g->b_packed + nnc_gemm_packed_b_at(g->K, jc + jr, pc)
                                         : bbuf + (size_t)jr * (size_t)kc;
           for (int ir = 0; ir < mc; ir += NNC_GEMM_MR) {
             int mr = imin(NNC_GEMM_MR, mc - ir);

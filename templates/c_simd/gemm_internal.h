@@ -30,6 +30,17 @@ void nnc_gemm_pack_at(const float *a, ptrdiff_t lda, int mr, int pc, int kc, flo
 void nnc_gemm_pack_b(const float *b, ptrdiff_t ldb, int trans, int pc, int kc,
                      int j0, int nc, float *dst);
 
+/* Where element (n, k) of B (B[k][n], or B[n][k] when b_trans) lies in B
+ * packed whole for b_packed (nnc_simd_gemm_pack_b: the packing above with
+ * kc = K): column n is in panel n / NR, which starts at (n / NR) * NR * K,
+ * row k of a panel at + k * NR, column n % NR within it. Every reader and
+ * writer of a packed B goes through this: the GEMM's panels, the packing
+ * of B whole or in parts (gemm.c), an embedding's rows read out of a table
+ * held packed (embedding.c). */
+static inline size_t nnc_gemm_packed_b_at(int K, int n, int k) {
+  return (size_t)(n / NNC_GEMM_NR) * NNC_GEMM_NR * (size_t)K + (size_t)k * NNC_GEMM_NR + (size_t)(n % NNC_GEMM_NR);
+}
+
 /* C[0:mr, 0:nr] (ldc) = (first ? 0 : C) + a . b, a an MR x kc micro-panel
  * and b a kc x NR one. */
 void nnc_gemm_micro(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,

@@ -424,5 +424,13 @@ nnc_simd_status nnc_simd_embedding(int n, const int32_t *ids, int rows, int cols
 nnc_simd_status nnc_simd_embedding_rows(int n, const int32_t *ids, int vocab, int first, int rows, int cols,
                                         const float *table, ptrdiff_t ld_table,
                                         float *out, ptrdiff_t ld_out, nnc_simd_error *err);
+/* nnc_simd_embedding from a table [rows, cols] held as a GEMM's B packed
+ * whole (nnc_simd_gemm_pack_b, the panels b_packed reads): B [N,K] itself
+ * when b_trans (N = rows, K = cols; a tied language-model head's table),
+ * else B [K,N] (K = rows, N = cols). The table is then held once, for the
+ * GEMM and the gather both. Rows are split over par's threads. */
+nnc_simd_status nnc_simd_embedding_packed(int n, const int32_t *ids, int rows, int cols, int b_trans,
+                                          const float *packed, float *out, ptrdiff_t ld_out,
+                                          const nnc_simd_par *par, nnc_simd_error *err);
 
 #endif

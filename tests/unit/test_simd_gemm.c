@@ -5,6 +5,8 @@
  * first, so an unwritten element or a write outside the matrix fails. */
 #include "test_simd_util.h"
 
+#include "gemm_internal.h"
+
 typedef struct gcase {
   int M, N, K, batch;
   int trans;
@@ -386,6 +388,41 @@ static void test_packed_b(void **state) {
   assert_int_equal(fails, 0);
 }
 
+/* The address rule of a packed B (nnc_gemm_packed_b_at), which the GEMM
+ * and an embedding's gather from a table held packed both read through:
+ * every element of a B packed whole is where the rule says, at N past a
+ * multiple of NR and K past twice KC, both layouts, packed on 0 and 3
+ * threads; what the rule does not reach (the last panel's padding) is
+ * zero, and nothing is written past nnc_simd_gemm_packed_b_floats. */
+static void test_packed_b_at(void **state) {
+  (void)state;
+  const int N = 3 * NNC_GEMM_NR + 5, K = 2 * NNC_GEMM_KC + 37;
+  for (int t = 0; t < 2; ++t)
+    for (int threads = 0; threads < 4; threads += 3) {
+      float *B = trandom((size_t)N * K, -1, 1);
+      nnc_simd_gemm_args g = {.N = N, .K = K, .B = B, .ldb = t ? K : N, .b_trans = t};
+      const size_t floats = nnc_simd_gemm_packed_b_floats(&g);
+      float *packed = talloc(floats + 1), *seen = talloc(floats);
+      tpoison(packed, floats + 1);
+      memset(seen, 0, floats * sizeof *seen);
+      tpool tp = {threads, 0};
+      nnc_simd_par par = {tpool_parallel_for, &tp, threads};
+      nnc_simd_gemm_pack_b(&g, threads ? &par : NULL, packed);
+      int fails = 0;
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k) {
+          size_t at = nnc_gemm_packed_b_at(K, n, k);
+          assert_true(at < floats);
+          fails += packed[at] != (t ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);
+          seen[at] = 1;
+        }
+      for (size_t i = 0; i < floats; ++i) fails += !seen[i] && packed[i] != 0.0f;
+      assert_int_equal(fails, 0);
+      assert_true(isnan(packed[floats]));
+      free(B), free(packed), free(seen);
+    }
+}
+
 /* A read in place (a_inplace, a scan's rows of [h | x_t]): rows a whole
  * number of MR-row panels, a short last one (packed), one row, and more
  * than MC; K in one pass and in several; padded rows (lda > K); batches;
@@ -632,7 +669,7 @@ int main(void) {
       cmocka_unit_test(test_sizes),        cmocka_unit_test(test_flags),
       cmocka_unit_test(test_large_k),      cmocka_unit_test(test_blocks),
       cmocka_unit_test(test_batched),      cmocka_unit_test(test_k_zero),      cmocka_unit_test(test_a_trans),
-      cmocka_unit_test(test_aux),          cmocka_unit_test(test_packed_b),
+      cmocka_unit_test(test_aux),          cmocka_unit_test(test_packed_b),   cmocka_unit_test(test_packed_b_at),
       cmocka_unit_test(test_a_inplace), cmocka_unit_test(test_windows), cmocka_unit_test(test_pool),
       cmocka_unit_test(test_empty),        cmocka_unit_test(test_thread_counts_agree),
       cmocka_unit_test(test_errors),

@@ -1,8 +1,10 @@
 /* tests/unit/test_simd_misc.c — elementwise activations (against libm in
  * float64: a dense sweep, odd lengths, in place, threads, NaN and +-inf)
- * and the embedding gather (odd widths, padded rows, bad ids). */
+ * and the embedding gather (odd widths, padded rows, bad ids; from a table
+ * held as a GEMM's packed B). */
 #include "test_simd_util.h"
 
+#include "gemm_tiles.h"
 #include "simd_math.h"
 
 #include <float.h>
@@ -280,6 +282,58 @@ static void test_embedding_rows(void **state) {
   free(table);
 }
 
+/* Rows gathered out of a table held as a GEMM's packed B (a tied
+ * embedding) equal the plain gather's bit for bit: rows past a multiple of
+ * NR and columns past twice KC (and the other way round), both layouts
+ * (b_trans: the table is B [N,K]; else B [K,N]), the first and last row
+ * (its panel padded), serial and on 3 threads; then the errors, which
+ * write nothing. */
+static void test_embedding_packed(void **state) {
+  (void)state;
+  const int sizes[2][2] = {{3 * NNC_GEMM_NR + 5, 2 * NNC_GEMM_KC + 37}, {2 * NNC_GEMM_KC + 37, 3 * NNC_GEMM_NR + 5}};
+  for (int s = 0; s < 2; ++s)
+    for (int t = 0; t < 2; ++t)
+      for (int threads = 0; threads < 4; threads += 3) {
+        const int rows = sizes[s][0], cols = sizes[s][1], n = 41;
+        const ptrdiff_t ldo = cols + 3;
+        float *table = trandom((size_t)rows * cols, -1, 1), *out = talloc((size_t)n * ldo),
+              *plain = talloc((size_t)n * ldo);
+        nnc_simd_gemm_args g = {.N = t ? rows : cols, .K = t ? cols : rows, .B = table, .ldb = cols, .b_trans = t};
+        float *packed = talloc(nnc_simd_gemm_packed_b_floats(&g));
+        nnc_simd_gemm_pack_b(&g, NULL, packed);
+        int32_t ids[41];
+        for (int i = 0; i < n; ++i) ids[i] = i == 0 ? 0 : i == 1 ? rows - 1 : (int32_t)(trng(0, 1) * rows) % rows;
+        tpoison(out, (size_t)n * ldo);
+        tpoison(plain, (size_t)n * ldo);
+        tpool tp = {threads, 0};
+        nnc_simd_par par = {tpool_parallel_for, &tp, threads};
+        assert_int_equal(nnc_simd_embedding(n, ids, rows, cols, table, cols, plain, ldo, NULL), NNC_SIMD_OK);
+        assert_int_equal(nnc_simd_embedding_packed(n, ids, rows, cols, t, packed, out, ldo, threads ? &par : NULL, NULL),
+                         NNC_SIMD_OK);
+        for (int i = 0; i < n; ++i) {
+          assert_memory_equal(out + i * ldo, plain + i * ldo, (size_t)cols * sizeof(float));
+          assert_true(isnan(out[i * ldo + cols]));
+        }
+        free(table), free(out), free(plain), free(packed);
+      }
+  float packed[4 * NNC_GEMM_NR] = {0}, out[12];
+  tpoison(out, 12);
+  nnc_simd_error err;
+  int32_t bad[3] = {0, 4, 1};
+  assert_int_equal(nnc_simd_embedding_packed(3, bad, 4, 3, 1, packed, out, 3, NULL, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "ids[1] = 4"));
+  assert_int_equal(nnc_simd_embedding_packed(2, bad, 4, 3, 1, packed, out, 2, NULL, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "ld_out"));
+  assert_int_equal(nnc_simd_embedding_packed(2, bad, 4, 3, 1, NULL, out, 3, NULL, &err), NNC_SIMD_E_ARG);
+  assert_int_equal(nnc_simd_embedding_packed(-1, bad, 4, 3, 1, packed, out, 3, NULL, &err), NNC_SIMD_E_ARG);
+  tpool tp = {0, 0};
+  nnc_simd_par par = {tpool_parallel_for, &tp, 0};
+  assert_int_equal(nnc_simd_embedding_packed(2, bad, 4, 3, 1, packed, out, 3, &par, &err), NNC_SIMD_E_ARG);
+  assert_non_null(strstr(err.msg, "nthreads"));
+  assert_int_equal(nnc_simd_embedding_packed(0, NULL, 4, 3, 1, NULL, NULL, 3, NULL, &err), NNC_SIMD_OK);
+  for (int i = 0; i < 12; ++i) assert_true(isnan(out[i]));
+}
+
 static void test_isa(void **state) {
   (void)state;
   const char *isa = nnc_simd_isa();
@@ -298,6 +352,7 @@ int main(void) {
       cmocka_unit_test(test_act_special),    cmocka_unit_test(test_act_errors),
       cmocka_unit_test(test_gate_math),
       cmocka_unit_test(test_embedding),      cmocka_unit_test(test_embedding_errors),
+      cmocka_unit_test(test_embedding_packed),
       cmocka_unit_test(test_isa),            cmocka_unit_test(test_act_grad),
       cmocka_unit_test(test_cross_entropy),  cmocka_unit_test(test_embedding_rows),
   };
