@@ -40,13 +40,15 @@ char *cu_as_int(const char *e, char *buf, size_t n);
 /* The body of a windowed GEMM kernel's launcher (cuda_conv.c): one call of
  * templates/cuda/conv_wgmma.cuh. */
 void cu_conv_body(const ec_ctx *x, int ki, nnc_sb *body);
-/* Whether GEMM d of shape s has a branch for M <= 64 at run time through
- * templates/cuda/gemm_skinny.cuh, and that branch (the launcher's M, N, K
- * and s in scope; a: A's pointer expression, NULL for d->a's) (cuda_skinny.c). */
-bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s);
-/* Whether the GEMM is a vocabulary head's (N K over 8M weights). */
-bool cu_skinny_big(const ec_gemm_shape *s);
-void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body);
+/* The rows up to which GEMM d of shape s branches at run time to
+ * templates/cuda/gemm_skinny.cuh (cuda_skinny.c): not at all, up to
+ * NNC_SKINNY_ROWS, or up to 16 as well (a vocabulary head on cuBLASLt);
+ * on_wgmma: the GEMM's usual path is nnc's wgmma GEMM. cu_skinny_block
+ * writes that branch (the launcher's M, N, K and s in scope; a: A's
+ * pointer expression, NULL for d->a's). */
+typedef enum { CU_SKINNY_NONE, CU_SKINNY_ROWS, CU_SKINNY_16 } cu_skinny_rule;
+cu_skinny_rule cu_skinny_rule_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s, bool on_wgmma);
+void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, cu_skinny_rule rule, const char *a, nnc_sb *body);
 /* Whether tensor t is a weight no kernel can still be writing when run
  * kernel ki starts early (a parameter outside --train, or made from
  * parameters at load with a plain launch before ki), so that ki may copy it

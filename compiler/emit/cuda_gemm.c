@@ -60,13 +60,11 @@ typedef struct gemm_plan {
 
 static bool wgmma_impl(const gemm_plan *p) { return p->impl == IMPL_WGMMA || p->impl == IMPL_TMA; }
 
-/* Whether the GEMM's code starts with the skinny GEMM's branch for a few rows (cuda_skinny.c): cuBLASLt's
- * and nnc's wgmma GEMMs do, except a vocabulary head on gemm_wgmma.cuh, whose 64 x 128 tiles up to 64 rows
- * stream it faster at every M (H200, GPT-2's head, bench/gpu_lm_head.cu: 22.6 against 24.0 us at 1 row,
- * 24.6 against 31.9 at 16). */
-static bool takes_skinny(const ec_ctx *x, const nnc_gemm_desc *d, const gemm_plan *p) {
-  if (p->impl == IMPL_WGMMA && cu_skinny_big(&p->s)) return false;
-  return (p->impl == IMPL_CUBLASLT || wgmma_impl(p)) && cu_skinny_fits(x, d, &p->s);
+/* Whether the GEMM's code starts with the skinny GEMM's branch for a few rows, and up to how many
+ * (cuda_skinny.c): cuBLASLt's and nnc's wgmma GEMMs may. */
+static cu_skinny_rule skinny_rule(const ec_ctx *x, const nnc_gemm_desc *d, const gemm_plan *p) {
+  if (p->impl != IMPL_CUBLASLT && !wgmma_impl(p)) return CU_SKINNY_NONE;
+  return cu_skinny_rule_of(x, d, &p->s, p->impl == IMPL_WGMMA);
 }
 
 /* cuBLASLt's heuristic results after the first that --tune=measure tries:
@@ -749,7 +747,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
   bool w8a8 = cu_w8a8_gemm(x, d);   /* cuda_w8a8.c */
   bool weight_only = cu_weight_only_bits(x, d) != 0;   /* cuda_weight_only.c */
   bool quant = fp8 || w8a8 || weight_only;   /* a quantized weight: a GEMM of its own */
-  bool skinny = !quant && takes_skinny(x, d, &p);
+  cu_skinny_rule skinny = quant ? CU_SKINNY_NONE : skinny_rule(x, d, &p);
   bool hybrid = !quant && p.phases && (wgmma_impl(&p) || p.pad_n);   /* phases_block first */
   char from[96] = "";
   if (hybrid) snprintf(from, sizeof from, "; from %d rows cuBLASLt, a call per phase of rows (row_phases)", PHASES_ROWS);
@@ -798,7 +796,7 @@ static nnc_status emit_gemm(const ec_ctx *x, int ki, const char *impl, const cha
       cu_weight_only_gemm_body(x, ki, p.post, p.lt_residual, &body);
       emit_post_call(x, ki, &p, name, batch, b, &body);
     }
-    if (skinny) cu_skinny_block(x, ki, &p.s, p.pre_norm ? "A" : NULL, &body);
+    if (skinny) cu_skinny_block(x, ki, &p.s, skinny, p.pre_norm ? "A" : NULL, &body);
     if (hybrid) phases_block(x, ki, &p, name, b, &body);
     if (!quant && wgmma_impl(&p)) {
       wgmma_body(x, ki, &p, &body);
@@ -952,7 +950,7 @@ void cu_gemm_uses(const ec_ctx *x, int ki, cu_gemm_templates *t) {
   }
   if (!plan_gemm(x, &x->s->k[ki], impl_of(x, ki), &p, &e)) {
     t->ln |= p.impl == IMPL_TMA_LN;
-    t->skinny |= takes_skinny(x, &x->s->k[ki].d.gemm, &p);
+    t->skinny |= skinny_rule(x, &x->s->k[ki].d.gemm, &p) != CU_SKINNY_NONE;
     if (!x->r->probe) {
       t->own |= p.impl == IMPL_OWN;
       t->wg |= p.impl == IMPL_WGMMA;

@@ -5,7 +5,7 @@
  * the GEMM's usual path (cuBLASLt or nnc's wgmma GEMM) for larger M. The
  * same library runs the prefill (M = B x T) and the decode steps (M = B),
  * so the choice is made at run time; a constant M over 64 never takes it,
- * nor a vocabulary head on nnc's wgmma GEMM (cuda_gemm.c's takes_skinny).
+ * nor a vocabulary head on nnc's wgmma GEMM (cu_skinny_rule_of).
  * Needs sm_90 (clusters).
  *
  * NNC_SKINNY_ROWS is 16 unless the folder is built otherwise (make
@@ -20,7 +20,7 @@
 
 static bool digits(const char *e) { return e[0] && strspn(e, "0123456789") == strlen(e); }
 
-bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
+static bool fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s) {
   const nnc_graph *g = x->g;
   nnc_dtype t = g->tensors[d->a].dtype, o = g->tensors[d->out].dtype;
   bool act = d->act == NNC_OP_NONE || d->act == NNC_OP_RELU || d->act == NNC_OP_GELU || d->act == NNC_OP_SILU;
@@ -33,16 +33,22 @@ bool cu_skinny_fits(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape
          (d->bias < 0 || g->tensors[d->bias].dtype == t) && (d->residual < 0 || g->tensors[d->residual].dtype == o);
 }
 
-bool cu_skinny_big(const ec_gemm_shape *s) {
-  return digits(s->N) && digits(s->K) && atoll(s->N) * atoll(s->K) > (8ll << 20);
+/* A vocabulary head (N K over 8M weights) takes the branch up to 16 rows
+ * on cuBLASLt (A is re-read from L2 for every 64 columns, which above 16
+ * rows costs more than the tensor-core GEMM's time) and never on nnc's
+ * wgmma GEMM, whose 64 x 128 tiles up to 64 rows stream it faster at every
+ * M (H200, GPT-2's head, bench/gpu_lm_head.cu: 22.6 against 24.0 us at 1
+ * row, 24.6 against 31.9 at 16). */
+cu_skinny_rule cu_skinny_rule_of(const ec_ctx *x, const nnc_gemm_desc *d, const ec_gemm_shape *s, bool on_wgmma) {
+  if (!fits(x, d, s)) return CU_SKINNY_NONE;
+  bool big = digits(s->N) && digits(s->K) && atoll(s->N) * atoll(s->K) > (8ll << 20);
+  return !big ? CU_SKINNY_ROWS : on_wgmma ? CU_SKINNY_NONE : CU_SKINNY_16;
 }
 
-void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, const char *a, nnc_sb *body) {
+void cu_skinny_block(const ec_ctx *x, int ki, const ec_gemm_shape *s, cu_skinny_rule rule, const char *a, nnc_sb *body) {
   const nnc_gemm_desc *d = &x->s->k[ki].d.gemm;
   char lit[64];
-  /* a vocabulary head: A is re-read from L2 for every 64 columns, which at 64 rows costs more than the
-   * tensor-core GEMM's time */
-  bool big = cu_skinny_big(s);
+  bool big = rule == CU_SKINNY_16;
   nnc_sb_printf(body, "  if (M <= NNC_SKINNY_ROWS%s) {   /* a few rows (a decode step): the skinny GEMM streams the weight "
                       "once%s */\n"
                       "    nnc_cuda_skinny_args<%s, %s> sk = {};\n    sk.M = M;\n    sk.N = N;\n    sk.K = K;\n",
