@@ -78,14 +78,17 @@ const char *cs_quant_smooth_fn(const ec_ctx *x, bool back);
 
 /* Weights packed once at load (c_simd_packed.c): cs_plan_packed fills
  * x->packed_b and x->npacked; the parameter slot j's weight is held packed
- * as (only packed GEMMs read it, in a plain folder), or -1 (packed by
- * prepare() into a copy); whether any is held so; whether the folder has a
- * prepare() (kernels at load or copies to pack); the table of packed
- * weights with packed_alloc() and pack_b() (and weight_bytes(),
+ * as (only packed GEMMs and embedding gathers read it, in a plain folder),
+ * or -1 (packed by prepare() into a copy); whether any is held so; whether
+ * the folder has a prepare() (kernels at load or copies to pack); the table
+ * of packed weights with packed_alloc() and pack_b() (and weight_bytes(),
  * pack_weight() for held ones), written after run_ctx; and prepare()'s
  * calls of pack_b. */
 nnc_status cs_plan_packed(ec_ctx *x, nnc_error *err);
 int cs_packed_param(const ec_ctx *x, int j);
+/* The slot whose held weight is tensor t (a parameter held packed, whose
+ * values the weights block no longer has), or -1. */
+int cs_held_slot(const ec_ctx *x, int t);
 bool cs_packed_in_place(const ec_ctx *x);
 bool cs_prepares(const ec_ctx *x);
 void cs_emit_packed_table(const ec_ctx *x, nnc_sb *b);

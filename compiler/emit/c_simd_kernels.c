@@ -440,10 +440,18 @@ static nnc_status emit_gather(const ec_ctx *x, int ki, nnc_sb *b, nnc_error *err
   dim_of(x, n->in[0], 1, C, sizeof C);
   nnc_sb body;
   nnc_sb_init(&body);
+  const int slot = cs_held_slot(x, n->in[0]);
   ec_assign(x, &body, 2, "const float *table", n->in[0]);
   ec_assign(x, &body, 2, "const int32_t *ids", n->in[1]);
   ec_assign(x, &body, 2, "float *y", n->out[0]);
-  if (n->attrs.ranks > 1)
+  if (slot >= 0)
+    nnc_sb_printf(&body, "  /* the table is a GEMM's B too, held packed for it (packed_b[%d]): its rows are read\n"
+                         "   * out of the panels, so the weights block holds it once */\n"
+                         "  nnc_simd_error e;\n"
+                         "  if (nnc_simd_embedding_packed(%s, ids, %s, %s, packed_b[%d].b_trans, table, y, %s, &c->m->par, &e))\n"
+                         "    return kernel_failed(c->m, %d, e.msg);\n  return 0;\n",
+                  slot, as_int(count, ci, sizeof ci), V, C, slot, C, ki);
+  else if (n->attrs.ranks > 1)
     nnc_sb_printf(&body, "  /* this rank's rows of the vocabulary (%lld split over %d ranks); another rank's id gives zeros\n"
                          "   * here, and the all_reduce after adds its row */\n"
                          "  nnc_simd_error e;\n"

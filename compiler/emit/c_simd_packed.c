@@ -8,8 +8,11 @@
  * the packing cost more than the product (bench_gemm 1x768x3072: 0.76 ->
  * 0.35 ms). A weight that only such GEMMs read is held packed in the
  * weights block itself, packed as it loads (file or set_weight), so it
- * costs no memory; any other (a tied embedding's table, a weight transposed
- * at load) gets a packed copy that prepare() makes. Quantized and parallel
+ * costs no memory. So is one that embedding gathers read besides (GPT-2's
+ * tied wte, 154 MB): the gather reads its rows out of the panels
+ * (nnc_simd_embedding_packed). Any other (a weight transposed at load, a
+ * table an elementwise loop reads) gets a packed copy that prepare()
+ * makes. Quantized and parallel
  * folders load through loaders of their own and keep copies; quantized
  * weights (held int8/int4) and training builds (their weights change every
  * step) are not packed here. */
@@ -61,6 +64,15 @@ nnc_status cs_plan_packed(ec_ctx *x, nnc_error *err) {
   return NNC_OK;
 }
 
+/* Kernel k is an embedding gather with t as its table: the template's
+ * gather (c_simd_kernels.c), which can read the table's rows out of its
+ * panels. */
+static bool gathers_rows_of(const ec_ctx *x, const nnc_kernel *k, int t) {
+  if (k->kind != NNC_KERNEL_GATHER) return false;
+  const nnc_node *n = &x->g->nodes[k->nodes[0]];
+  return n->op == NNC_OP_EMBEDDING && n->in[0] == t && n->in[1] != t;
+}
+
 /* The first kernel reading slot j's B. */
 static int first_reader(const ec_ctx *x, int j) {
   for (int ki = 0; ki < x->s->nk; ki++)
@@ -74,12 +86,21 @@ int cs_packed_param(const ec_ctx *x, int j) {
   if (cs_quantized(x) || x->world > 1) return -1;
   const int t = x->s->k[first_reader(x, j)].d.gemm.b;
   if (x->param_of[t] < 0) return -1;
+  /* held packed, the weight's values are gone: every other reader must
+   * read the panels too */
   for (int ki = 0; ki < x->s->nk; ki++) {
     const nnc_kernel *k = &x->s->k[ki];
     for (int i = 0; i < k->nin; i++)
-      if (k->in[i] == t && x->packed_b[ki] != j) return -1;
+      if (k->in[i] == t && x->packed_b[ki] != j && !gathers_rows_of(x, k, t)) return -1;
   }
   return x->param_of[t];
+}
+
+int cs_held_slot(const ec_ctx *x, int t) {
+  if (x->param_of[t] < 0) return -1;
+  for (int j = 0; j < x->npacked; j++)
+    if (cs_packed_param(x, j) == x->param_of[t]) return j;
+  return -1;
 }
 
 bool cs_prepares(const ec_ctx *x) {
@@ -98,8 +119,9 @@ void cs_emit_packed_table(const ec_ctx *x, nnc_sb *b) {
   if (!x->npacked) return;
   nnc_sb_printf(b,
     "/* The weights the GEMMs read packed into the micro-kernel's panels (B's\n"
-    " * sizes: K, N, and whether it is held [N, K]): a weight only they read is\n"
-    " * held so in the weights block from the moment it loads (param: its index);\n"
+    " * sizes: K, N, and whether it is held [N, K]): a weight only they (and\n"
+    " * embedding gathers, which read its rows out of the panels) read is held\n"
+    " * so in the weights block from the moment it loads (param: its index);\n"
     " * any other (param -1) is packed by prepare() into a block of its own.\n"
     " * The first kernel that reads each. */\n"
     "#define NPACKED %d\n"

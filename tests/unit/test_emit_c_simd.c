@@ -280,6 +280,11 @@ static void test_gpt2(void **state) {
   snprintf(p, sizeof p, "%s/gpt2/gpt2.c", work);
   assert_true(file_has(p, "h.0.mlp.c_fc: layernorm + linear + gelu  (kernel"));
   assert_true(file_has(p, "nnc_simd_attention("));
+  /* the tied wte is held packed for the head only: the lookup reads its rows out of the panels, and
+   * nothing is left for a prepare() to copy */
+  assert_true(file_has(p, "  g.b_packed = c->m->pb[8];   /* wte.weight [101,48], held packed */\n"));
+  assert_true(file_has(p, "nnc_simd_embedding_packed((int)(d->B * d->T), ids, 101, 48, packed_b[8].b_trans, table, y, 48,"));
+  assert_false(file_has(p, "static int prepare("));
 }
 
 static void test_bert(void **state) {
@@ -307,6 +312,27 @@ OP_TEST(recurrent, "-d B=3 -d T=4")
 OP_TEST(rope, "-d B=3 -d T=17")
 OP_TEST(gqa, "-d B=3 -d T=11")
 OP_TEST(chains, "-d B=3 -d T=7")
+
+/* Tied embeddings (tests/ops/tied_embedding.lua): wte, read by a lookup and
+ * the head's GEMM, is held packed once (no copy, no prepare() for it); the
+ * table `other`, which an elementwise op reads too, keeps its values and a
+ * copy packed by prepare(). --check, then tests/ops/tied_set_weight.c:
+ * weights from a file, then each table set after a run, against a float64
+ * model of its own. */
+static void test_tied_embedding(void **state) {
+  build_and_check("tests/ops/tied_embedding.lua", "tied_embedding", NULL, 0, "-d B=3 -d T=7");
+  char out[512], p[600];
+  snprintf(out, sizeof out, "%s/tied_embedding", work);
+  snprintf(p, sizeof p, "%s/tied_embedding.c", out);
+  assert_true(file_has(p, "  g.b_packed = c->m->pb[0];   /* wte [69,300], held packed */\n"));
+  assert_true(file_has(p, "nnc_simd_embedding_packed((int)(d->B * d->T), ids, 69, 300, packed_b[0].b_trans, table, y, 300,"));
+  assert_true(file_has(p, "  g.b_packed = c->m->pb[1];   /* other [37,20], packed by prepare() */\n"));
+  assert_true(file_has(p, "nnc_simd_embedding((int)(d->B * d->T), ids, 37, 20, table, 20, y, 20, &e)"));
+  assert_true(file_has(p, "  pack_b(c->m, 1, (float *)c->m->w[1], c->m->pb[1]);   /* other [37,20] */\n"));
+  assert_int_equal(sh("cc -std=c11 -Wall -Wextra -Werror -I%s %s/tests/ops/tied_set_weight.c %s/libtied_embedding.a "
+                      "-o %s/tied_set_weight -lm -lpthread", out, NNC_SOURCE_ROOT, out, out), 0);
+  assert_int_equal(sh("%s/tied_set_weight %s", out, out), 0);
+}
 
 /* The MNIST CNN at a small odd size (convolutions, max pooling, flatten). */
 static void test_mnist_cnn(void **state) {
@@ -794,6 +820,7 @@ int main(void) {
     cmocka_unit_test(test_llama),
     cmocka_unit_test(test_generate),
     cmocka_unit_test(test_mnist_cnn),
+    cmocka_unit_test(test_tied_embedding),
     cmocka_unit_test(test_resnet18),
     cmocka_unit_test(test_edge_sizes),
     cmocka_unit_test(test_api_misuse),
