@@ -58,6 +58,7 @@ template <typename X> static X *dev_copy(const std::vector<X> &h) {
   X *d = nullptr;
   CK(cudaMalloc(&d, h.size() * sizeof(X) + 16));
   CK(cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize()); /* a copy from pageable memory may return before it lands (fill_now) */
   return d;
 }
 template <typename X> static std::vector<X> host_copy(const X *d, size_t n) {
