@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "mlp.h"
 #include "runtime/nnrt.h"
 
@@ -18,18 +19,6 @@
 #define H2 33
 #define OUT 10
 #define MAXB 37
-
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "line %d: ", __LINE__);              \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      failures++;                                          \
-    }                                                      \
-  } while (0)
 
 typedef struct layer { const char *w, *b; int n, k; } layer;
 static const layer layers[3] = {{"fc1.weight", "fc1.bias", H1, IN}, {"fc2.weight", "fc2.bias", H2, H1},

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expect.h"
 #include "runtime/nnrt.h"
 #include "tied_embedding.h"
 
@@ -23,18 +24,6 @@
 #define D 300
 #define VO 37  /* other [VO, DO] */
 #define DO 20
-
-static int failures;
-
-#define EXPECT(cond, ...)                     \
-  do {                                        \
-    if (!(cond)) {                            \
-      fprintf(stderr, "line %d: ", __LINE__); \
-      fprintf(stderr, __VA_ARGS__);           \
-      fprintf(stderr, "\n");                  \
-      failures++;                             \
-    }                                         \
-  } while (0)
 
 static uint64_t rng = 4242;
 static float uniform(void) {
